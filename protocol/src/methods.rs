@@ -1,0 +1,43 @@
+//! Method and notification names of the wire contract, in one place so that the daemon, the
+//! client library and the tests cannot drift apart.
+
+/// Request: must come first on every connection; opens the session.
+pub const INITIALIZE: &str = "initialize";
+/// Request (result `null`): the client is about to leave; only `exit` may follow.
+pub const SHUTDOWN: &str = "shutdown";
+/// Notification: close this connection now.
+pub const EXIT: &str = "exit";
+/// Request: daemon-wide counters.
+pub const DAEMON_STATUS: &str = "daemon/status";
+/// Request: the model-facing tools this session may call.
+pub const TOOLS_LIST: &str = "tools/list";
+/// Request: call one model-facing tool.
+pub const TOOLS_CALL: &str = "tools/call";
+
+/// Request: session-aware windowed read (records the observed version).
+pub const FILE_READ: &str = "file/read";
+/// Request: session-aware write (needs a current observation unless the file is new).
+pub const FILE_WRITE: &str = "file/write";
+/// Request: session-aware literal edit (needs a current observation).
+pub const FILE_EDIT: &str = "file/edit";
+/// Request: stat plus the session's observation of the file.
+pub const FILE_STAT: &str = "file/stat";
+/// Notification (server → client): a file this session observed has changed.
+pub const FILE_DID_CHANGE: &str = "file/didChange";
+
+/// Request: resolve a path inside the session's roots (provider layer; records nothing).
+pub const FS_RESOLVE: &str = "fs/resolve";
+/// Request: stat (provider layer).
+pub const FS_STAT: &str = "fs/stat";
+/// Request: windowed read (provider layer; records nothing).
+pub const FS_READ_TEXT: &str = "fs/readText";
+/// Request: write with an explicit expectation (provider layer).
+pub const FS_WRITE_TEXT: &str = "fs/writeText";
+/// Request: edit with an explicit expected version (provider layer).
+pub const FS_EDIT_TEXT: &str = "fs/editText";
+/// Subscription: stream a whole file in chunks from one version.
+pub const FS_STREAM_TEXT: &str = "fs/streamText";
+/// Notification (server → client): one chunk of an `fs/streamText` subscription.
+pub const FS_TEXT_CHUNK: &str = "fs/textChunk";
+/// Request: cancel an `fs/streamText` subscription.
+pub const FS_STREAM_CANCEL: &str = "fs/streamCancel";

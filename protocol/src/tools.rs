@@ -1,0 +1,153 @@
+//! The model-facing tools' names, descriptions and JSON input schemas (snake_case fields), as
+//! `tools/list` returns them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Most lines a read returns, and its default window.
+pub const READ_LINE_LIMIT: u32 = 2000;
+/// Longest line (in characters) a read shows before cutting it.
+pub const READ_LINE_MAX_CHARS: u32 = 2000;
+
+/// One of the three model-facing tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolName {
+    /// Read a window of a text file, `cat -n` style.
+    Read,
+    /// Create a file or replace its whole content.
+    Write,
+    /// Replace a literal string in a file.
+    Edit,
+}
+
+impl ToolName {
+    /// All tools, in listing order.
+    pub const ALL: [ToolName; 3] = [Self::Read, Self::Write, Self::Edit];
+
+    /// The name on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Edit => "edit",
+        }
+    }
+
+    /// The tool with this wire name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Whether calling this tool changes files.
+    pub const fn writes(self) -> bool {
+        !matches!(self, Self::Read)
+    }
+}
+
+impl std::fmt::Display for ToolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of `tools/list` (the MCP `Tool` shape).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDescriptor {
+    /// The tool's name.
+    pub name: String,
+    /// What the tool does and the rules for using it, written for a model.
+    pub description: String,
+    /// JSON Schema of the `arguments` object.
+    pub input_schema: Value,
+}
+
+const READ_DESCRIPTION: &str = "Read a text file. Returns lines numbered from 1 (`cat -n` style: \
+line number, tab, line), then a footer saying which lines were shown and the offset to continue \
+with. By default up to 2000 lines from the start; use `offset` (1-based line number) and `limit` \
+to read another window of a long file. Lines longer than 2000 characters are cut and marked. \
+Reading any window of a file records its current version for this session: writing an existing \
+file or editing it requires such a read of the unchanged file first.";
+
+const WRITE_DESCRIPTION: &str = "Write a text file, replacing its whole content. Creating a new \
+file needs no prior read (missing parent folders are created). Overwriting an existing file \
+requires that you read it (any window) in this session and that it has not changed since; \
+otherwise read it again first. Prefer `edit` for changing part of an existing file.";
+
+const EDIT_DESCRIPTION: &str = "Replace an exact, literal string in a text file. Requires a read \
+of the file (any window) in this session, and the file must be unchanged since that read; if it \
+changed, read it again. `old_string` must match exactly once (including whitespace and \
+indentation, without the line-number prefix shown by read) unless `replace_all` is true; add \
+surrounding context to make it unique. `new_string` must differ from `old_string`.";
+
+/// The descriptor of one tool, as `tools/list` shows it.
+pub fn descriptor(tool: ToolName) -> ToolDescriptor {
+    let (description, input_schema) = match tool {
+        ToolName::Read => (
+            READ_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the session's working folder."},
+                    "offset": {"type": "integer", "minimum": 1, "description": "1-based line number to start reading at. Default 1."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": READ_LINE_LIMIT, "description": "Most lines to return. Default and maximum 2000."}
+                },
+                "required": ["file_path"],
+                "additionalProperties": false
+            }),
+        ),
+        ToolName::Write => (
+            WRITE_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the session's working folder."},
+                    "content": {"type": "string", "description": "The file's complete new content."}
+                },
+                "required": ["file_path", "content"],
+                "additionalProperties": false
+            }),
+        ),
+        ToolName::Edit => (
+            EDIT_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the session's working folder."},
+                    "old_string": {"type": "string", "minLength": 1, "description": "The exact text to replace."},
+                    "new_string": {"type": "string", "description": "The text to put in its place; must differ from old_string."},
+                    "replace_all": {"type": "boolean", "default": false, "description": "Replace every occurrence instead of exactly one."}
+                },
+                "required": ["file_path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
+        ),
+    };
+    ToolDescriptor { name: tool.as_str().to_owned(), description: description.to_owned(), input_schema }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_name_snake_case_fields_and_required_ones() {
+        let required = |t| {
+            let d = descriptor(t);
+            d.input_schema["required"].as_array().cloned().unwrap_or_default()
+        };
+        assert_eq!(required(ToolName::Read), vec![json!("file_path")]);
+        assert_eq!(required(ToolName::Write), vec![json!("file_path"), json!("content")]);
+        assert_eq!(
+            required(ToolName::Edit),
+            vec![json!("file_path"), json!("old_string"), json!("new_string")]
+        );
+        for t in ToolName::ALL {
+            let d = descriptor(t);
+            assert_eq!(d.name, t.as_str());
+            assert_eq!(ToolName::from_name(&d.name), Some(t));
+            assert!(d.description.contains("read"), "{t} description states the read rule");
+        }
+    }
+}
