@@ -1,1 +1,16 @@
-//! placeholder
+//! filectxd as a library: [`run`] serves a bound listener until a shutdown future resolves, so
+//! tests can run the daemon in-process; [`listen::bind`] takes the socket path safely.
+
+pub mod cli;
+pub mod config;
+pub mod listen;
+pub mod rpc;
+pub mod session;
+pub mod stats;
+pub mod tools;
+
+mod server;
+mod transport;
+
+pub use config::Config;
+pub use server::{RunError, run};

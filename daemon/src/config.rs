@@ -1,0 +1,50 @@
+//! The daemon's runtime configuration, passed explicitly to [`crate::run`] (no globals).
+
+use std::time::Duration;
+
+/// Caps and timings the server enforces. Every field has a default that suits one user's agents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Most connections (sessions) open at once; the one over the cap is refused with -32009.
+    pub max_connections: usize,
+    /// Largest frame body accepted or sent, in bytes; a larger request is answered -32007.
+    pub max_frame_bytes: usize,
+    /// Most entries in one JSON-RPC batch; a larger batch is answered -32010.
+    pub max_batch_len: usize,
+    /// Most requests of one connection served concurrently. When they are all busy the daemon
+    /// stops reading that connection, so a flooding client is slowed down rather than buffered.
+    pub max_concurrent_requests: usize,
+    /// Most outgoing messages queued for one connection. A client that does not read its socket
+    /// fills this queue, which stalls its own requests (and drops its notifications) and nothing
+    /// else.
+    pub max_queued_messages: usize,
+    /// Most subscriptions open at once on one connection.
+    pub max_subscriptions: u32,
+    /// How long shutdown waits for in-flight requests before giving up on them.
+    pub shutdown_grace: Duration,
+}
+
+/// Default of [`Config::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
+/// Default of [`Config::max_batch_len`].
+pub const DEFAULT_MAX_BATCH_LEN: u32 = 1024;
+/// Default of [`Config::max_concurrent_requests`].
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: u32 = 32;
+/// Default of [`Config::max_queued_messages`].
+pub const DEFAULT_MAX_QUEUED_MESSAGES: u32 = 256;
+/// Default of [`Config::shutdown_grace`], in seconds.
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 5;
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_connections: DEFAULT_MAX_CONNECTIONS as usize,
+            max_frame_bytes: filectx_protocol::DEFAULT_MAX_FRAME_BYTES,
+            max_batch_len: DEFAULT_MAX_BATCH_LEN as usize,
+            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS as usize,
+            max_queued_messages: DEFAULT_MAX_QUEUED_MESSAGES as usize,
+            max_subscriptions: 64,
+            shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS),
+        }
+    }
+}

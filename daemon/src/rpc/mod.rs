@@ -1,0 +1,155 @@
+//! The jsonrpsee method table: one registration per wire method, each a thin adapter that finds
+//! its session in the request's `Extensions`, parses parameters, calls the layer below, and
+//! converts typed errors to JSON-RPC errors.
+
+pub mod error;
+
+use std::sync::{Arc, OnceLock};
+
+use filectx_protocol::methods::{DAEMON_STATUS, INITIALIZE, SHUTDOWN, TOOLS_LIST};
+use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
+use filectx_protocol::{
+    Capabilities, DaemonStatus, InitializeParams, InitializeResult, Limits, PROTOCOL_VERSION, ServerInfo,
+    ToolsListResult,
+};
+use jsonrpsee::core::RegisterMethodError;
+use jsonrpsee::core::server::{Methods, RpcModule};
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use jsonrpsee::{Extensions, types::error::INTERNAL_ERROR_CODE};
+
+use crate::config::Config;
+use crate::session::{Session, SessionOptions};
+use crate::stats::Stats;
+use crate::tools;
+
+/// The daemon's version, as `initialize` and `daemon/status` report it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// State shared by every method handler.
+#[derive(Debug)]
+pub struct ServerContext {
+    /// The daemon's configuration.
+    pub config: Config,
+    /// Daemon-wide counters.
+    pub stats: Arc<Stats>,
+    /// Every request method in the table, sorted (filled right after the table is built).
+    method_names: Arc<OnceLock<Vec<String>>>,
+}
+
+fn internal(message: impl std::fmt::Display) -> ErrorObjectOwned {
+    tracing::error!(%message, "internal error");
+    ErrorObjectOwned::owned(INTERNAL_ERROR_CODE, format!("internal error: {message}"), None::<()>)
+}
+
+/// The session the connection driver attached to this request.
+fn session_of(ext: &Extensions) -> Result<Arc<Session>, ErrorObjectOwned> {
+    ext.get::<Arc<Session>>().cloned().ok_or_else(|| internal("request carries no session"))
+}
+
+/// The options of a session that has passed `initialize` (the driver guarantees it for every
+/// method but `initialize`).
+fn options_of(session: &Session) -> Result<&SessionOptions, ErrorObjectOwned> {
+    session.options().ok_or_else(error::not_initialized)
+}
+
+/// Parses a method's params object, with a message that names the method and the problem.
+fn parse_params<T: serde::de::DeserializeOwned>(
+    method: &str,
+    params: &Params<'_>,
+) -> Result<T, ErrorObjectOwned> {
+    let Some(raw) = params.as_str() else {
+        return Err(error::invalid_params(format!("Invalid params: {method} needs a params object")));
+    };
+    serde_json::from_str(raw)
+        .map_err(|err| error::invalid_params(format!("Invalid params for {method}: {err}")))
+}
+
+fn initialize_result(ctx: &ServerContext, session: &Session, options: &SessionOptions) -> InitializeResult {
+    let config = &ctx.config;
+    let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    InitializeResult {
+        server_info: ServerInfo { name: "filectxd".to_owned(), version: VERSION.to_owned() },
+        protocol_version: PROTOCOL_VERSION,
+        session_id: session.id().to_owned(),
+        instructions: tools::instructions(options),
+        capabilities: Capabilities {
+            tools: options.tools.clone(),
+            read_only: options.read_only,
+            methods: ctx.method_names.get().cloned().unwrap_or_default(),
+            batches: true,
+        },
+        limits: Limits {
+            read_line_limit: READ_LINE_LIMIT,
+            read_line_max_chars: READ_LINE_MAX_CHARS,
+            max_frame_bytes: u64::try_from(config.max_frame_bytes).unwrap_or(u64::MAX),
+            max_batch_len: clamp(config.max_batch_len),
+            max_concurrent_requests: clamp(config.max_concurrent_requests),
+        },
+    }
+}
+
+async fn initialize(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<InitializeResult, ErrorObjectOwned> {
+    let session = session_of(&ext)?;
+    let params: InitializeParams = parse_params(INITIALIZE, &params)?;
+    // Canonicalising roots touches the filesystem: keep it off the async workers.
+    let options = tokio::task::spawn_blocking(move || SessionOptions::from_params(params))
+        .await
+        .map_err(internal)??;
+    let options = session.install(options)?;
+    tracing::info!(
+        client = options.client.as_ref().map(|c| c.name.as_str()).unwrap_or("-"),
+        roots = ?options.roots,
+        tools = ?options.tools,
+        read_only = options.read_only,
+        "session initialized"
+    );
+    Ok(initialize_result(&ctx, &session, options))
+}
+
+fn status(ctx: &ServerContext) -> DaemonStatus {
+    let stats = &ctx.stats;
+    DaemonStatus {
+        version: VERSION.to_owned(),
+        pid: std::process::id(),
+        uptime_ms: stats.uptime_ms(),
+        sessions: Stats::get(&stats.sessions),
+        max_sessions: u64::try_from(ctx.config.max_connections).unwrap_or(u64::MAX),
+        refused_connections: Stats::get(&stats.refused_connections),
+        // The daemon has no file cache, mappings or watches yet: these gauges are truly zero
+        // until the provider cache and the watcher exist to report them.
+        cached_files: 0,
+        mapped_bytes: 0,
+        watched_paths: 0,
+        requests: Stats::get(&stats.requests),
+        notifications_dropped: Stats::get(&stats.notifications_dropped),
+    }
+}
+
+/// Builds the method table. `Methods` is cheap to clone and shared by every connection.
+pub fn methods(config: Config, stats: Arc<Stats>) -> Result<Methods, RegisterMethodError> {
+    let method_names = Arc::new(OnceLock::new());
+    let ctx = ServerContext { config, stats, method_names: method_names.clone() };
+    let mut module = RpcModule::new(ctx);
+    module.register_async_method(INITIALIZE, initialize)?;
+    module.register_method(SHUTDOWN, |_params, _ctx, ext| {
+        let session = session_of(ext)?;
+        session.mark_shut_down();
+        tracing::debug!(session = session.id(), "shutdown requested");
+        Ok::<(), ErrorObjectOwned>(())
+    })?;
+    module.register_method(DAEMON_STATUS, |_params, ctx, _ext| Ok::<_, ErrorObjectOwned>(status(ctx)))?;
+    module.register_method(TOOLS_LIST, |_params, _ctx, ext| {
+        let session = session_of(ext)?;
+        let options = options_of(&session)?;
+        Ok::<_, ErrorObjectOwned>(ToolsListResult { tools: tools::list(options) })
+    })?;
+    let mut names: Vec<String> = module.method_names().map(str::to_owned).collect();
+    names.sort();
+    // Only fails if already set, which cannot happen on a fresh context.
+    let _ = method_names.set(names);
+    Ok(module.into())
+}

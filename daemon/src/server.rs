@@ -1,0 +1,148 @@
+//! The accept loop: peer-uid check, connection cap, one task per connection, and graceful
+//! shutdown (stop accepting, let in-flight requests finish within a bounded grace period).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use filectx_protocol::LspCodec;
+use filectx_protocol::error::SERVER_BUSY;
+use jsonrpsee::core::RegisterMethodError;
+use jsonrpsee::core::id_providers::RandomIntegerIdProvider;
+use jsonrpsee::types::{ErrorObject, Id};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+use tokio_util::codec::Encoder;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::listen::check_peer;
+use crate::stats::Stats;
+use crate::transport::connection::{self, Shared};
+use crate::transport::message;
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The method table could not be built (a programming error: a name registered twice).
+    #[error("building the method table: {0}")]
+    MethodTable(#[from] RegisterMethodError),
+}
+
+/// Keeps the `sessions` gauge true however a connection task ends.
+struct SessionGauge(Arc<Stats>);
+
+impl SessionGauge {
+    fn open(stats: Arc<Stats>) -> Self {
+        Stats::bump(&stats.sessions);
+        Self(stats)
+    }
+}
+
+impl Drop for SessionGauge {
+    fn drop(&mut self) {
+        self.0.sessions.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Tells a connection over the cap why it is being closed, then closes it.
+async fn refuse_over_cap(mut stream: UnixStream, max: usize) {
+    let error = ErrorObject::owned(
+        SERVER_BUSY,
+        format!(
+            "filectxd is already serving its maximum of {max} connections; close another session, \
+             try again later, or restart the daemon with a higher --max-connections"
+        ),
+        None::<()>,
+    );
+    let json = message::error_response(Id::Null, error);
+    let mut frame = bytes::BytesMut::new();
+    let _ = LspCodec::default().encode(json.get(), &mut frame);
+    // A client that does not read must not hold this task: the refusal is best effort.
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(&frame).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+/// Serves `listener` until `shutdown` resolves, then stops accepting, gives in-flight requests
+/// up to `config.shutdown_grace` to finish, and returns. The caller owns the socket file.
+pub async fn run(
+    listener: UnixListener,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
+    let stats = Arc::new(Stats::new());
+    let methods = crate::rpc::methods(config.clone(), stats.clone())?;
+    let shared = Arc::new(Shared {
+        methods,
+        config: config.clone(),
+        stats: stats.clone(),
+        id_provider: RandomIntegerIdProvider,
+    });
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let stop = CancellationToken::new();
+    let connections = TaskTracker::new();
+    let mut next_conn_id = 0usize;
+    tracing::info!(
+        max_connections = config.max_connections,
+        max_frame_bytes = config.max_frame_bytes,
+        "filectxd {} serving",
+        crate::rpc::VERSION
+    );
+
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // EMFILE and friends: back off instead of spinning; the daemon keeps serving.
+                tracing::warn!(%err, "accept failed; retrying shortly");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if let Err(why) = check_peer(&stream) {
+            Stats::bump(&stats.refused_connections);
+            tracing::warn!(%why, "refused connection from another user");
+            continue;
+        }
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            Stats::bump(&stats.refused_connections);
+            tracing::warn!(max = config.max_connections, "connection refused: at the connection cap");
+            connections.spawn(refuse_over_cap(stream, config.max_connections));
+            continue;
+        };
+        next_conn_id += 1;
+        let gauge = SessionGauge::open(stats.clone());
+        let serve = connection::serve(stream, shared.clone(), next_conn_id, stop.clone());
+        connections.spawn(async move {
+            serve.await;
+            drop(gauge);
+            drop(slot);
+        });
+    }
+
+    drop(listener);
+    let open = Stats::get(&stats.sessions);
+    tracing::info!(sessions = open, grace = ?config.shutdown_grace, "shutting down: no longer accepting; finishing in-flight requests");
+    stop.cancel();
+    connections.close();
+    if tokio::time::timeout(config.shutdown_grace, connections.wait()).await.is_err() {
+        tracing::warn!(
+            still_open = Stats::get(&stats.sessions),
+            "in-flight requests did not finish within the grace period; exiting anyway"
+        );
+    }
+    tracing::info!(requests = Stats::get(&stats.requests), "filectxd stopped");
+    Ok(())
+}

@@ -1,0 +1,347 @@
+//! One session per connection: its identity, the options `initialize` gave it (roots, cwd,
+//! tools, read-only), its lifecycle phase, and its own outgoing queue for server notifications.
+//!
+//! Method handlers reach their session through jsonrpsee's request `Extensions` (an
+//! `Arc<Session>` inserted by the connection driver), never through a global table, so nothing
+//! one session holds can be reached from another session's request.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use filectx_protocol::{ClientInfo, FsErrorCode, InitializeParams, ToolName};
+use jsonrpsee::core::server::BoundedSubscriptions;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+
+use crate::stats::Stats;
+
+/// Where a session is in the LSP-style lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    /// Connected; only `initialize` (or `exit`) is accepted.
+    Uninitialized = 0,
+    /// `initialize` succeeded; everything is served.
+    Ready = 1,
+    /// `shutdown` was answered; only `exit` is accepted.
+    ShutDown = 2,
+}
+
+/// What `initialize` established, validated and canonicalised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// Canonical roots: the session's sandbox. Never empty.
+    pub roots: Vec<PathBuf>,
+    /// Canonical folder that relative paths resolve against; inside one of the roots.
+    pub cwd: PathBuf,
+    /// The tools this session may call, in listing order, without duplicates.
+    pub tools: Vec<ToolName>,
+    /// Whether every write path is refused.
+    pub read_only: bool,
+    /// Who connected, as the client said.
+    pub client: Option<ClientInfo>,
+}
+
+/// Why `initialize` was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// `roots` was empty.
+    #[error("`roots` must name at least one folder")]
+    NoRoots,
+    /// A root or the cwd was not an absolute path.
+    #[error("{what} {path:?} is not an absolute path")]
+    NotAbsolute {
+        /// `root` or `cwd`.
+        what: &'static str,
+        /// The path as given.
+        path: String,
+    },
+    /// A root or the cwd does not exist.
+    #[error("{what} {path:?} does not exist")]
+    NotFound {
+        /// `root` or `cwd`.
+        what: &'static str,
+        /// The path as given.
+        path: String,
+    },
+    /// A root or the cwd is not a folder.
+    #[error("{what} {path:?} is not a folder")]
+    NotAFolder {
+        /// `root` or `cwd`.
+        what: &'static str,
+        /// The path as given.
+        path: String,
+    },
+    /// The cwd lies outside every root.
+    #[error("cwd {path:?} is outside every root")]
+    CwdOutsideRoots {
+        /// The cwd as given.
+        path: String,
+    },
+    /// A root or the cwd could not be inspected.
+    #[error("cannot inspect {what} {path:?}: {source}")]
+    Io {
+        /// `root` or `cwd`.
+        what: &'static str,
+        /// The path as given.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// `initialize` was already answered on this connection.
+    #[error("this session is already initialized; `initialize` may be sent once per connection")]
+    AlreadyInitialized,
+}
+
+impl SessionError {
+    /// The wire identifier of this failure.
+    pub fn code(&self) -> FsErrorCode {
+        match self {
+            Self::NoRoots | Self::NotAbsolute { .. } | Self::NotAFolder { .. } => {
+                FsErrorCode::InvalidArgument
+            }
+            Self::AlreadyInitialized => FsErrorCode::InvalidArgument,
+            Self::NotFound { .. } => FsErrorCode::NotFound,
+            Self::CwdOutsideRoots { .. } => FsErrorCode::OutsideRoot,
+            Self::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+                FsErrorCode::PermissionDenied
+            }
+            Self::Io { .. } => FsErrorCode::Io,
+        }
+    }
+
+    /// The path the failure concerns, if any.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Self::NotAbsolute { path, .. }
+            | Self::NotFound { path, .. }
+            | Self::NotAFolder { path, .. }
+            | Self::CwdOutsideRoots { path }
+            | Self::Io { path, .. } => Some(path),
+            Self::NoRoots | Self::AlreadyInitialized => None,
+        }
+    }
+}
+
+/// Canonicalises one folder given by the client (blocking: a few syscalls per path).
+fn canonical_folder(what: &'static str, raw: &str) -> Result<PathBuf, SessionError> {
+    let path = Path::new(raw);
+    if !path.is_absolute() {
+        return Err(SessionError::NotAbsolute { what, path: raw.to_owned() });
+    }
+    let canonical = std::fs::canonicalize(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => SessionError::NotFound { what, path: raw.to_owned() },
+        std::io::ErrorKind::NotADirectory => SessionError::NotFound { what, path: raw.to_owned() },
+        _ => SessionError::Io { what, path: raw.to_owned(), source },
+    })?;
+    let meta = std::fs::metadata(&canonical).map_err(|source| SessionError::Io {
+        what,
+        path: raw.to_owned(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Err(SessionError::NotAFolder { what, path: raw.to_owned() });
+    }
+    Ok(canonical)
+}
+
+impl SessionOptions {
+    /// Validates `initialize` parameters against the filesystem. Blocking: call it off the
+    /// async workers.
+    pub fn from_params(params: InitializeParams) -> Result<Self, SessionError> {
+        if params.roots.is_empty() {
+            return Err(SessionError::NoRoots);
+        }
+        let mut roots = Vec::with_capacity(params.roots.len());
+        for raw in &params.roots {
+            let root = canonical_folder("root", raw)?;
+            if !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+        let cwd = match &params.cwd {
+            None => roots[0].clone(),
+            Some(raw) => {
+                let cwd = canonical_folder("cwd", raw)?;
+                // Component-wise containment (`Path::starts_with`), never a string prefix.
+                if !roots.iter().any(|root| cwd.starts_with(root)) {
+                    return Err(SessionError::CwdOutsideRoots { path: raw.clone() });
+                }
+                cwd
+            }
+        };
+        let tools = match &params.tools {
+            None => ToolName::ALL.to_vec(),
+            Some(wanted) => ToolName::ALL.into_iter().filter(|t| wanted.contains(t)).collect(),
+        };
+        Ok(Self {
+            roots,
+            cwd,
+            tools,
+            read_only: params.read_only.unwrap_or(false),
+            client: params.client_info,
+        })
+    }
+}
+
+/// One connection's session.
+#[derive(Debug)]
+pub struct Session {
+    id: String,
+    phase: AtomicU8,
+    options: OnceLock<SessionOptions>,
+    /// The connection's outgoing queue. Notifications use `try_send` so that a client which
+    /// does not read can never make the daemon wait or buffer beyond the queue's bound.
+    outgoing: mpsc::Sender<Box<RawValue>>,
+    /// Caps this connection's open subscriptions.
+    subscriptions: BoundedSubscriptions,
+    stats: Arc<Stats>,
+}
+
+#[derive(Serialize)]
+struct OutgoingNotification<'a, P> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: P,
+}
+
+impl Session {
+    /// A new, uninitialized session writing to `outgoing`.
+    pub fn new(
+        id: String,
+        outgoing: mpsc::Sender<Box<RawValue>>,
+        max_subscriptions: u32,
+        stats: Arc<Stats>,
+    ) -> Self {
+        Self {
+            id,
+            phase: AtomicU8::new(Phase::Uninitialized as u8),
+            options: OnceLock::new(),
+            outgoing,
+            subscriptions: BoundedSubscriptions::new(max_subscriptions),
+            stats,
+        }
+    }
+
+    /// The session's id, as reported by `initialize` and in the daemon's logs.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The current lifecycle phase.
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            0 => Phase::Uninitialized,
+            1 => Phase::Ready,
+            _ => Phase::ShutDown,
+        }
+    }
+
+    /// Records that `shutdown` was answered: from now on only `exit` is accepted.
+    pub fn mark_shut_down(&self) {
+        self.phase.store(Phase::ShutDown as u8, Ordering::Release);
+    }
+
+    /// Installs the options of a successful `initialize` and makes the session ready.
+    pub fn install(&self, options: SessionOptions) -> Result<&SessionOptions, SessionError> {
+        self.options.set(options).map_err(|_| SessionError::AlreadyInitialized)?;
+        self.phase.store(Phase::Ready as u8, Ordering::Release);
+        self.options.get().ok_or(SessionError::AlreadyInitialized)
+    }
+
+    /// The options of `initialize`, once it has succeeded.
+    pub fn options(&self) -> Option<&SessionOptions> {
+        self.options.get()
+    }
+
+    /// The subscription cap of this connection.
+    pub fn subscriptions(&self) -> &BoundedSubscriptions {
+        &self.subscriptions
+    }
+
+    /// Queues a server→client notification for this session only. Never waits: when the
+    /// client is not reading and its queue is full, the notification is dropped and counted.
+    /// Returns whether it was queued.
+    pub fn notify<P: Serialize>(&self, method: &str, params: P) -> bool {
+        let message = OutgoingNotification { jsonrpc: "2.0", method, params };
+        let Ok(json) = serde_json::value::to_raw_value(&message) else {
+            tracing::error!(session = %self.id, method, "notification parameters failed to serialize");
+            return false;
+        };
+        match self.outgoing.try_send(json) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                Stats::bump(&self.stats.notifications_dropped);
+                tracing::debug!(session = %self.id, method, "client is not reading; notification dropped");
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(roots: &[&str], cwd: Option<&str>) -> InitializeParams {
+        InitializeParams {
+            client_info: None,
+            roots: roots.iter().map(|r| (*r).to_owned()).collect(),
+            cwd: cwd.map(str::to_owned),
+            tools: None,
+            read_only: None,
+        }
+    }
+
+    #[test]
+    fn roots_are_canonical_and_cwd_defaults_to_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::fs::create_dir(&a).unwrap();
+        let dotted = format!("{}/a/../a", dir.path().display());
+        let opts = SessionOptions::from_params(params(&[&dotted], None)).unwrap();
+        let canonical = std::fs::canonicalize(&a).unwrap();
+        assert_eq!(opts.roots, vec![canonical.clone()]);
+        assert_eq!(opts.cwd, canonical);
+        assert_eq!(opts.tools, ToolName::ALL.to_vec());
+        assert!(!opts.read_only);
+    }
+
+    #[test]
+    fn bad_roots_and_cwd_are_refused_with_codes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("app");
+        let evil = dir.path().join("app-evil");
+        let file = dir.path().join("file");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(&evil).unwrap();
+        std::fs::write(&file, "x").unwrap();
+        let s = |p: &Path| p.display().to_string();
+        let cases = [
+            (params(&[], None), FsErrorCode::InvalidArgument),
+            (params(&["relative"], None), FsErrorCode::InvalidArgument),
+            (params(&[&s(&dir.path().join("missing"))], None), FsErrorCode::NotFound),
+            (params(&[&s(&file)], None), FsErrorCode::InvalidArgument),
+            // A string-prefix check would let app-evil pass as inside app.
+            (params(&[&s(&root)], Some(&s(&evil))), FsErrorCode::OutsideRoot),
+        ];
+        for (p, code) in cases {
+            let err = SessionOptions::from_params(p.clone()).unwrap_err();
+            assert_eq!(err.code(), code, "{p:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn notifications_never_wait_and_are_counted_when_dropped() {
+        let (tx, _rx) = mpsc::channel(1);
+        let stats = Arc::new(Stats::new());
+        let session = Session::new("t".into(), tx, 4, stats.clone());
+        assert!(session.notify("file/didChange", serde_json::json!({"path": "/a"})));
+        assert!(!session.notify("file/didChange", serde_json::json!({"path": "/b"})));
+        assert_eq!(Stats::get(&stats.notifications_dropped), 1);
+    }
+}

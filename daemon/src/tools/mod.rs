@@ -1,0 +1,82 @@
+//! The model-facing tools layer: which tools a session sees, their descriptors, and the
+//! `instructions` prose for the agent's system prompt.
+
+use filectx_protocol::tools::descriptor;
+use filectx_protocol::{ToolDescriptor, ToolName};
+
+use crate::session::SessionOptions;
+
+/// The descriptors `tools/list` returns for this session, in listing order.
+pub fn list(options: &SessionOptions) -> Vec<ToolDescriptor> {
+    options.tools.iter().map(|&tool| descriptor(tool)).collect()
+}
+
+/// Short prose for the agent's system prompt: how to use this session's tools well.
+pub fn instructions(options: &SessionOptions) -> String {
+    let has = |t: ToolName| options.tools.contains(&t);
+    let names: Vec<&str> = options.tools.iter().map(|t| t.as_str()).collect();
+    let mut text = if names.is_empty() {
+        String::from("This session has no file tools.")
+    } else {
+        format!("File tools: {}. ", names.join(", "))
+    };
+    if !names.is_empty() {
+        text.push_str(&format!(
+            "Paths are absolute or relative to {}; only files under {} can be reached.",
+            options.cwd.display(),
+            options.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if has(ToolName::Read) {
+        text.push_str(
+            " Read shows numbered lines and a footer; use offset and limit to page through long files.",
+        );
+    }
+    if options.read_only {
+        text.push_str(" This session is read-only: writes and edits are refused.");
+    } else if has(ToolName::Write) || has(ToolName::Edit) {
+        text.push_str(
+            " Before editing a file or overwriting it, read it (any window counts) in this session; \
+             creating a new file needs no read. If a tool says the file changed since you read it, \
+             read it again and redo your change against what is there now.",
+        );
+    }
+    if has(ToolName::Edit) {
+        text.push_str(
+            " An edit replaces an exact string that must occur once; add surrounding lines to make \
+             it unique, or set replace_all.",
+        );
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn options(tools: &[ToolName], read_only: bool) -> SessionOptions {
+        SessionOptions {
+            roots: vec![PathBuf::from("/srv/app")],
+            cwd: PathBuf::from("/srv/app"),
+            tools: tools.to_vec(),
+            read_only,
+            client: None,
+        }
+    }
+
+    #[test]
+    fn list_follows_the_session_tools() {
+        let names = |o: &SessionOptions| list(o).into_iter().map(|d| d.name).collect::<Vec<_>>();
+        assert_eq!(names(&options(&ToolName::ALL, false)), ["read", "write", "edit"]);
+        assert_eq!(names(&options(&[ToolName::Read], false)), ["read"]);
+    }
+
+    #[test]
+    fn instructions_state_the_rules_that_apply() {
+        expect_test::expect![[r#"File tools: read, write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. Before editing a file or overwriting it, read it (any window counts) in this session; creating a new file needs no read. If a tool says the file changed since you read it, read it again and redo your change against what is there now. An edit replaces an exact string that must occur once; add surrounding lines to make it unique, or set replace_all."#]]
+        .assert_eq(&instructions(&options(&ToolName::ALL, false)));
+        expect_test::expect![[r#"File tools: read. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. This session is read-only: writes and edits are refused."#]]
+        .assert_eq(&instructions(&options(&[ToolName::Read], true)));
+    }
+}

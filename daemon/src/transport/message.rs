@@ -1,0 +1,148 @@
+//! Pure parsing of one frame body into JSON-RPC calls, and building of the error responses the
+//! driver answers on its own (parse errors, invalid requests, gating). No IO here.
+
+use std::borrow::Cow;
+
+use jsonrpsee::core::server::MethodResponse;
+use jsonrpsee::types::{ErrorObject, ErrorObjectOwned, Id, InvalidRequest, Notification, Request};
+use serde_json::value::RawValue;
+
+use filectx_protocol::error::{INVALID_REQUEST, PARSE_ERROR};
+
+/// What one frame body holds.
+#[derive(Debug)]
+pub enum Incoming<'a> {
+    /// One JSON object.
+    Single(&'a RawValue),
+    /// A non-empty JSON array.
+    Batch(Vec<&'a RawValue>),
+}
+
+/// One entry of a frame, classified.
+#[derive(Debug)]
+pub enum Call<'a> {
+    /// A request: it gets exactly one response.
+    Request(Request<'a>),
+    /// A notification: it gets no response.
+    Notification(Notification<'a, Option<&'a RawValue>>),
+    /// Valid JSON that is not a JSON-RPC 2.0 call; answered -32600 with the id if one was found.
+    Invalid(Id<'a>),
+}
+
+/// A serialized error response.
+pub fn error_response(id: Id<'_>, error: ErrorObjectOwned) -> Box<RawValue> {
+    MethodResponse::error(id, error).into_parts().0
+}
+
+fn plain_error(id: Id<'_>, code: i32, message: impl Into<String>) -> Box<RawValue> {
+    error_response(id, ErrorObject::owned(code, message.into(), None::<()>))
+}
+
+/// Splits a frame body into calls; `Err` carries the response to send instead.
+pub fn classify(body: &[u8]) -> Result<Incoming<'_>, Box<RawValue>> {
+    let raw: &RawValue = match serde_json::from_slice(body) {
+        Ok(raw) => raw,
+        Err(err) => {
+            let what =
+                if std::str::from_utf8(body).is_err() { "body is not valid UTF-8" } else { "invalid JSON" };
+            return Err(plain_error(Id::Null, PARSE_ERROR, format!("Parse error: {what} ({err})")));
+        }
+    };
+    match raw.get().as_bytes().first() {
+        Some(b'{') => Ok(Incoming::Single(raw)),
+        Some(b'[') => {
+            let entries: Vec<&RawValue> = serde_json::from_str(raw.get())
+                .map_err(|err| plain_error(Id::Null, PARSE_ERROR, format!("Parse error: {err}")))?;
+            if entries.is_empty() {
+                return Err(plain_error(Id::Null, INVALID_REQUEST, "Invalid request: empty batch"));
+            }
+            Ok(Incoming::Batch(entries))
+        }
+        _ => Err(plain_error(
+            Id::Null,
+            INVALID_REQUEST,
+            "Invalid request: a JSON-RPC message must be an object or a non-empty array",
+        )),
+    }
+}
+
+/// Does this JSON object have an `id` member (even `null`)? That, and nothing else, makes it
+/// a request rather than a notification.
+fn has_id(raw: &RawValue) -> bool {
+    // `Option<&RawValue>` would read `"id": null` as absent, so look at the member names.
+    serde_json::from_str::<std::collections::BTreeMap<Cow<'_, str>, &RawValue>>(raw.get())
+        .is_ok_and(|members| members.contains_key("id"))
+}
+
+/// Classifies one JSON value (a single message or a batch entry).
+pub fn parse_call(raw: &RawValue) -> Call<'_> {
+    if !raw.get().starts_with('{') {
+        return Call::Invalid(Id::Null);
+    }
+    if has_id(raw) {
+        match serde_json::from_str::<Request<'_>>(raw.get()) {
+            Ok(request) => Call::Request(request),
+            Err(_) => match serde_json::from_str::<InvalidRequest<'_>>(raw.get()) {
+                Ok(InvalidRequest { id }) => Call::Invalid(id),
+                Err(_) => Call::Invalid(Id::Null),
+            },
+        }
+    } else {
+        match serde_json::from_str::<Notification<'_, Option<&RawValue>>>(raw.get()) {
+            Ok(notification) => Call::Notification(notification),
+            Err(_) => Call::Invalid(Id::Null),
+        }
+    }
+}
+
+/// -32600 for a value that is not a JSON-RPC 2.0 call.
+pub fn invalid_request(id: Id<'_>) -> Box<RawValue> {
+    plain_error(
+        id,
+        INVALID_REQUEST,
+        "Invalid request: expected {\"jsonrpc\": \"2.0\", \"method\": string, \"id\"?: number|string, \"params\"?: object|array}",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(json: &str) -> String {
+        let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
+        match parse_call(&raw) {
+            Call::Request(r) => format!("request {} {}", r.id, r.method),
+            Call::Notification(n) => format!("notification {}", n.method),
+            Call::Invalid(id) => format!("invalid {id}"),
+        }
+    }
+
+    #[test]
+    fn calls_are_classified_by_the_presence_of_id() {
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":1,"method":"a"}"#), "request 1 a");
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":"x","method":"a","params":{}}"#), "request x a");
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":null,"method":"a"}"#), "request null a");
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","method":"exit"}"#), "notification exit");
+        assert_eq!(kind(r#"{"jsonrpc":"1.0","id":7,"method":"a"}"#), "invalid 7");
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":{},"method":"a"}"#), "invalid null");
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":3,"method":5}"#), "invalid 3");
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","method":5}"#), "invalid null");
+        assert_eq!(kind(r#"{"foo":"bar"}"#), "invalid null");
+        assert_eq!(kind("42"), "invalid null");
+    }
+
+    #[test]
+    fn frames_that_are_not_calls_get_the_standard_errors() {
+        let err = |body: &[u8]| match classify(body) {
+            Err(json) => json.get().to_owned(),
+            Ok(_) => "ok".to_owned(),
+        };
+        assert!(err(b"{not json").contains("-32700"));
+        assert!(err(b"\xff\xfe").contains("not valid UTF-8"));
+        assert!(err(b"42").contains("-32600"));
+        assert!(err(b"\"str\"").contains("-32600"));
+        assert!(err(b"[]").contains("empty batch"));
+        assert_eq!(err(b" {\"a\":1} "), "ok");
+        assert_eq!(err(b"[1,2]"), "ok");
+    }
+}
