@@ -1,1 +1,328 @@
-//! placeholder
+//! `filectx_client`: a thin async client for the filectx daemon (`filectxd`).
+//!
+//! It speaks JSON-RPC 2.0 through jsonrpsee's async client over a Unix socket, framed with the
+//! LSP `Content-Length` codec of [`filectx_protocol`]. Typed helpers cover the session and daemon
+//! methods; [`Client::request`] reaches every other method with the wire types of
+//! `filectx_protocol` (or any `Serialize` value), and [`Client::notifications`] receives
+//! server→client notifications such as `file/didChange`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), filectx_client::ClientError> {
+//! use filectx_client::{Client, socket_path};
+//! use filectx_protocol::InitializeParams;
+//!
+//! let params = InitializeParams {
+//!     client_info: None,
+//!     roots: vec!["/home/me/project".to_owned()],
+//!     cwd: None,
+//!     tools: None,
+//!     read_only: None,
+//! };
+//! let (client, session) = Client::connect_session(socket_path(None), params).await?;
+//! println!("session {}", session.session_id);
+//! let status = client.status().await?;
+//! println!("{} requests served", status.requests);
+//! client.close().await
+//! # }
+//! ```
+
+mod error;
+mod params;
+mod transport;
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use filectx_protocol::{
+    DEFAULT_MAX_FRAME_BYTES, DaemonStatus, InitializeParams, InitializeResult, ToolsListResult,
+};
+use filectx_protocol::{methods, socket};
+use futures::Stream;
+use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use error::ClientError;
+/// The stream of a jsonrpsee subscription, as returned by [`Client::subscribe`].
+pub use jsonrpsee::core::client::Subscription;
+pub use params::Params;
+pub use transport::TransportError;
+
+/// Default time a request may take before it fails with [`ClientError::Timeout`].
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default number of notifications buffered per [`Notifications`] stream (or subscription) that
+/// the caller has not read yet. When it overflows, jsonrpsee ends that stream (it lagged).
+pub const DEFAULT_NOTIFICATION_BUFFER: usize = 4096;
+
+/// How long [`Client::close`] waits for the daemon to hang up after `exit`.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// The socket to connect to: `explicit` when given, else the `FILECTX_SOCKET` environment
+/// variable when set and non-empty, else the default path
+/// (`$XDG_RUNTIME_DIR/filectx.sock`, or `/tmp/filectx-$UID/filectx.sock`).
+pub fn socket_path(explicit: Option<PathBuf>) -> PathBuf {
+    if let Some(path) = explicit {
+        return path;
+    }
+    if let Some(path) = std::env::var_os(socket::SOCKET_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    socket::default_socket_path(runtime_dir.as_deref(), rustix::process::geteuid().as_raw())
+}
+
+/// Knobs of a connection; [`ConnectOptions::default`] suits most callers.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    request_timeout: Duration,
+    max_frame_bytes: usize,
+    notification_buffer: usize,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            notification_buffer: DEFAULT_NOTIFICATION_BUFFER,
+        }
+    }
+}
+
+impl ConnectOptions {
+    /// How long one request may take (default [`DEFAULT_REQUEST_TIMEOUT`]).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Largest frame body accepted from the daemon (default 64 MiB, the daemon's default);
+    /// a larger one breaks the connection with [`TransportError::Oversized`].
+    pub fn max_frame_bytes(mut self, bytes: usize) -> Self {
+        self.max_frame_bytes = bytes;
+        self
+    }
+
+    /// Notifications buffered per stream before it is ended as lagged (default
+    /// [`DEFAULT_NOTIFICATION_BUFFER`]; at least 1).
+    pub fn notification_buffer(mut self, count: usize) -> Self {
+        self.notification_buffer = count.max(1);
+        self
+    }
+}
+
+/// One connection, and so one session, to the daemon.
+///
+/// Calls take `&self` and may run concurrently. Dropping the client closes the connection,
+/// which ends the session at the daemon; [`Client::close`] ends it politely first.
+#[derive(Debug)]
+pub struct Client {
+    inner: jsonrpsee::core::client::Client,
+    socket: PathBuf,
+    request_timeout: Duration,
+}
+
+impl Client {
+    /// Connects to the daemon at `socket_path` with default options. Must run inside a tokio
+    /// runtime (the connection's background tasks are spawned on it).
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`] when nothing accepts connections there.
+    pub async fn connect(socket_path: impl AsRef<Path>) -> Result<Self, ClientError> {
+        Self::connect_with(socket_path, ConnectOptions::default()).await
+    }
+
+    /// Connects to the daemon at `socket_path` with `options`.
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`] when nothing accepts connections there.
+    pub async fn connect_with(
+        socket_path: impl AsRef<Path>,
+        options: ConnectOptions,
+    ) -> Result<Self, ClientError> {
+        let path = socket_path.as_ref();
+        let (sender, receiver) = transport::connect(path, options.max_frame_bytes)
+            .await
+            .map_err(|source| ClientError::Connect { path: path.to_owned(), source })?;
+        let inner = ClientBuilder::default()
+            .request_timeout(options.request_timeout)
+            .max_buffer_capacity_per_subscription(options.notification_buffer.max(1))
+            .build_with_tokio(sender, receiver);
+        Ok(Self { inner, socket: path.to_owned(), request_timeout: options.request_timeout })
+    }
+
+    /// Connects and opens the session with `initialize`.
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`] when the daemon is not reachable; any error of
+    /// [`Client::initialize`].
+    pub async fn connect_session(
+        socket_path: impl AsRef<Path>,
+        params: InitializeParams,
+    ) -> Result<(Self, InitializeResult), ClientError> {
+        let client = Self::connect(socket_path).await?;
+        let result = client.initialize(params).await?;
+        Ok((client, result))
+    }
+
+    /// The socket path this client connected to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Whether the connection is still up.
+    pub fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+
+    /// `initialize`: opens the session. Must be the first request on a connection.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] when the daemon refuses the parameters (e.g. a root that is not an
+    /// absolute folder), or any transport error.
+    pub async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult, ClientError> {
+        self.request(methods::INITIALIZE, &params).await
+    }
+
+    /// `daemon/status`: the daemon's counters.
+    ///
+    /// # Errors
+    /// Any error of [`Client::request`].
+    pub async fn status(&self) -> Result<DaemonStatus, ClientError> {
+        self.request(methods::DAEMON_STATUS, ()).await
+    }
+
+    /// `tools/list`: the model-facing tools of this session.
+    ///
+    /// # Errors
+    /// Any error of [`Client::request`].
+    pub async fn tools_list(&self) -> Result<ToolsListResult, ClientError> {
+        self.request(methods::TOOLS_LIST, ()).await
+    }
+
+    /// `shutdown`: tells the daemon this session is about to leave (only `exit` may follow).
+    ///
+    /// # Errors
+    /// Any error of [`Client::request`].
+    pub async fn shutdown(&self) -> Result<(), ClientError> {
+        let _: serde_json::Value = self.request(methods::SHUTDOWN, ()).await?;
+        Ok(())
+    }
+
+    /// `exit` (notification): asks the daemon to close this connection. The notification is
+    /// queued for sending; [`Client::close`] also waits for the daemon to hang up.
+    ///
+    /// # Errors
+    /// A transport error when the connection is already gone.
+    pub async fn exit(&self) -> Result<(), ClientError> {
+        self.notify(methods::EXIT, ()).await
+    }
+
+    /// Ends the session politely: `shutdown`, then `exit`, then waits (briefly) for the daemon
+    /// to close the connection, so that `exit` is known to have been sent.
+    ///
+    /// # Errors
+    /// The error of `shutdown`, or of `exit` unless the connection is already gone.
+    pub async fn close(self) -> Result<(), ClientError> {
+        let shutdown = self.shutdown().await;
+        // `exit` follows even when `shutdown` was refused; a daemon that already hung up is fine.
+        let exit = match self.exit().await {
+            Err(error) if error.is_disconnected() => Ok(()),
+            other => other,
+        };
+        // The daemon hangs up on `exit`; the wait ends then, or after a short grace period.
+        let _ = tokio::time::timeout(CLOSE_GRACE, self.inner.on_disconnect()).await;
+        shutdown.and(exit)
+    }
+
+    /// Sends a request and decodes its result as `R`. `params` goes on the wire as it
+    /// serializes (an object or an array; see [`Params`]); pass `()` for no params.
+    ///
+    /// # Errors
+    /// [`ClientError::Encode`] when `params` is not an object or array, [`ClientError::Rpc`]
+    /// when the daemon answers with an error, [`ClientError::Decode`] when the result is not an
+    /// `R`, [`ClientError::Timeout`], or [`ClientError::Transport`] when the connection broke.
+    pub async fn request<R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> Result<R, ClientError> {
+        let params = Params::new(&params).map_err(ClientError::Encode)?;
+        self.inner.request(method, params).await.map_err(|e| self.map_error(e))
+    }
+
+    /// Sends a notification (no answer). `params` as for [`Client::request`].
+    ///
+    /// # Errors
+    /// [`ClientError::Encode`], or a transport error when the connection is gone.
+    pub async fn notify(&self, method: &str, params: impl Serialize) -> Result<(), ClientError> {
+        let params = Params::new(&params).map_err(ClientError::Encode)?;
+        self.inner.notification(method, params).await.map_err(|e| self.map_error(e))
+    }
+
+    /// Receives the `params` of every server→client notification named `method` (e.g.
+    /// [`methods::FILE_DID_CHANGE`]) from now on. Notifications that arrive before this call, or
+    /// for a method nobody listens to, are dropped. One stream per method at a time.
+    ///
+    /// # Errors
+    /// [`ClientError::Protocol`] when a stream for `method` is already open, or a transport
+    /// error.
+    pub async fn notifications(&self, method: &str) -> Result<Notifications, ClientError> {
+        let inner = self.inner.subscribe_to_method(method).await.map_err(|e| self.map_error(e))?;
+        Ok(Notifications { inner })
+    }
+
+    /// Starts a jsonrpsee subscription such as `fs/streamText` (unsubscribed with
+    /// `unsubscribe_method`, e.g. `fs/streamCancel`, when dropped or on
+    /// [`Subscription::unsubscribe`]). `params` as for [`Client::request`].
+    ///
+    /// # Errors
+    /// As for [`Client::request`].
+    pub async fn subscribe<N: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        unsubscribe_method: &str,
+    ) -> Result<Subscription<N>, ClientError> {
+        let params = Params::new(&params).map_err(ClientError::Encode)?;
+        self.inner.subscribe(method, params, unsubscribe_method).await.map_err(|e| self.map_error(e))
+    }
+
+    fn map_error(&self, error: jsonrpsee::core::client::Error) -> ClientError {
+        ClientError::from_rpc(error, self.request_timeout)
+    }
+}
+
+/// A stream of the `params` of one server→client notification method; see
+/// [`Client::notifications`]. It ends when the connection closes, or when more than the
+/// configured buffer of notifications went unread ([`Notifications::lagged`] then says so).
+#[derive(Debug)]
+pub struct Notifications {
+    inner: Subscription<serde_json::Value>,
+}
+
+impl Notifications {
+    /// Whether the stream ended because notifications were not read fast enough.
+    pub fn lagged(&self) -> bool {
+        matches!(self.inner.close_reason(), Some(jsonrpsee::core::client::SubscriptionCloseReason::Lagged))
+    }
+}
+
+impl Stream for Notifications {
+    type Item = serde_json::Value;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<serde_json::Value>> {
+        loop {
+            match Pin::new(&mut self.inner).poll_next(cx) {
+                Poll::Ready(Some(Ok(value))) => return Poll::Ready(Some(value)),
+                // Any JSON decodes as a Value; skip rather than end the stream if that ever fails.
+                Poll::Ready(Some(Err(_))) => continue,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! [`ClientError`]: everything that can go wrong talking to the daemon, and its mapping from
+//! jsonrpsee's client errors.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use filectx_protocol::FsErrorCode;
+use jsonrpsee::core::client::Error as RpcClientError;
+
+/// Why a call to the daemon failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The daemon is not reachable: nothing listens at the socket path, or connecting failed.
+    #[error("cannot connect to the daemon at {}: {source}", path.display())]
+    Connect {
+        /// The socket path that was tried.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The daemon answered with a JSON-RPC error.
+    #[error("the daemon answered error {code}: {message}")]
+    Rpc {
+        /// The JSON-RPC `error.code`.
+        code: i32,
+        /// The JSON-RPC `error.message`.
+        message: String,
+        /// The JSON-RPC `error.data`; for filesystem failures `{"code": "FS_...", ...}`.
+        data: Option<serde_json::Value>,
+    },
+    /// The connection broke (closed by the daemon, a socket error, or framing the client cannot
+    /// follow); every later call on this client fails the same way.
+    #[error("the connection to the daemon broke: {0}")]
+    Transport(String),
+    /// The daemon did not answer within the client's request timeout.
+    #[error("the daemon did not answer within {} s", .0.as_secs_f64())]
+    Timeout(Duration),
+    /// The daemon's result does not have the expected shape.
+    #[error("unexpected result from the daemon: {0}")]
+    Decode(#[source] serde_json::Error),
+    /// The parameters could not be serialized as a JSON object or array.
+    #[error("cannot encode the request parameters: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// The daemon's messages broke the JSON-RPC contract in a way that is not a broken
+    /// connection, or the client was used in a way jsonrpsee refuses (e.g. subscribing twice to
+    /// the same notification method).
+    #[error("JSON-RPC protocol error: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// The stable `FS_*` identifier of a filesystem failure: `error.data.code` of an
+    /// [`ClientError::Rpc`], when it is one of ours.
+    pub fn fs_code(&self) -> Option<FsErrorCode> {
+        match self {
+            Self::Rpc { data: Some(data), .. } => {
+                data.get("code").and_then(|code| serde_json::from_value(code.clone()).ok())
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether this error means the daemon could not be reached or the connection is gone
+    /// ([`ClientError::Connect`] or [`ClientError::Transport`]).
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self, Self::Connect { .. } | Self::Transport(_))
+    }
+
+    /// Maps a jsonrpsee client error, `timeout` being the client's configured request timeout.
+    pub(crate) fn from_rpc(error: RpcClientError, timeout: Duration) -> Self {
+        match error {
+            RpcClientError::Call(object) => Self::Rpc {
+                code: object.code(),
+                message: object.message().to_owned(),
+                data: object.data().and_then(|raw| serde_json::from_str(raw.get()).ok()),
+            },
+            RpcClientError::Transport(error) => Self::Transport(error.to_string()),
+            // The background task ended: the reason is the error that ended it.
+            RpcClientError::RestartNeeded(reason) => match reason.as_ref() {
+                RpcClientError::Transport(error) => Self::Transport(error.to_string()),
+                other => Self::Transport(other.to_string()),
+            },
+            RpcClientError::ParseError(error) => Self::Decode(error),
+            RpcClientError::RequestTimeout => Self::Timeout(timeout),
+            RpcClientError::ServiceDisconnect => Self::Transport("the connection is closed".to_owned()),
+            other => Self::Protocol(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonrpsee::types::ErrorObject;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    const TIMEOUT: Duration = Duration::from_secs(7);
+
+    #[test]
+    fn call_errors_keep_code_message_and_data() {
+        let object = ErrorObject::owned(
+            FsErrorCode::NotFound.rpc_code(),
+            "no such file: /r/x",
+            Some(json!({"code": "FS_NOT_FOUND", "path": "/r/x"})),
+        );
+        let error = ClientError::from_rpc(RpcClientError::Call(object), TIMEOUT);
+        match &error {
+            ClientError::Rpc { code, message, data } => {
+                assert_eq!(*code, -31002);
+                assert_eq!(message, "no such file: /r/x");
+                assert_eq!(data.as_ref(), Some(&json!({"code": "FS_NOT_FOUND", "path": "/r/x"})));
+            }
+            other => panic!("expected Rpc, got {other:?}"),
+        }
+        assert_eq!(error.fs_code(), Some(FsErrorCode::NotFound));
+        assert!(!error.is_disconnected());
+        assert_eq!(error.to_string(), "the daemon answered error -31002: no such file: /r/x");
+    }
+
+    #[test]
+    fn fs_code_is_none_without_our_data() {
+        let plain = ErrorObject::owned(-32002, "not initialized", None::<()>);
+        let error = ClientError::from_rpc(RpcClientError::Call(plain), TIMEOUT);
+        assert!(matches!(error, ClientError::Rpc { code: -32002, data: None, .. }));
+        assert_eq!(error.fs_code(), None);
+        let foreign = ErrorObject::owned(-31000, "x", Some(json!({"code": "SOMETHING_ELSE"})));
+        assert_eq!(ClientError::from_rpc(RpcClientError::Call(foreign), TIMEOUT).fs_code(), None);
+        let not_an_object = ErrorObject::owned(-31000, "x", Some(json!([1])));
+        assert_eq!(ClientError::from_rpc(RpcClientError::Call(not_an_object), TIMEOUT).fs_code(), None);
+    }
+
+    #[test]
+    fn other_errors_map_to_their_kind() {
+        let closed = || RpcClientError::Transport(Box::new(crate::TransportError::Closed));
+        let error = ClientError::from_rpc(closed(), TIMEOUT);
+        assert!(matches!(&error, ClientError::Transport(m) if m == "the daemon closed the connection"));
+        assert!(error.is_disconnected());
+
+        let error = ClientError::from_rpc(RpcClientError::RestartNeeded(Arc::new(closed())), TIMEOUT);
+        assert!(matches!(&error, ClientError::Transport(m) if m == "the daemon closed the connection"));
+
+        let error = ClientError::from_rpc(RpcClientError::RequestTimeout, TIMEOUT);
+        assert!(matches!(error, ClientError::Timeout(t) if t == TIMEOUT));
+
+        let parse = serde_json::from_str::<u8>("\"x\"").err();
+        if let Some(parse) = parse {
+            let error = ClientError::from_rpc(RpcClientError::ParseError(parse), TIMEOUT);
+            assert!(matches!(error, ClientError::Decode(_)));
+        }
+
+        let error = ClientError::from_rpc(RpcClientError::InvalidSubscriptionId, TIMEOUT);
+        assert!(matches!(error, ClientError::Protocol(_)));
+    }
+}

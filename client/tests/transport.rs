@@ -1,0 +1,189 @@
+//! End-to-end tests of the client library against a fake daemon on a Unix socket: what goes on
+//! the wire, what comes back, and how a broken connection surfaces.
+
+mod support;
+
+use std::time::Duration;
+
+use filectx_client::{Client, ClientError, ConnectOptions};
+use filectx_protocol::{ClientInfo, FsErrorCode, InitializeParams, methods};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use support::{FakeDaemon, Out, TestResult};
+
+fn params() -> InitializeParams {
+    InitializeParams {
+        client_info: Some(ClientInfo { name: "test".to_owned(), version: Some("1".to_owned()) }),
+        roots: vec!["/tmp/project".to_owned()],
+        cwd: None,
+        tools: None,
+        read_only: Some(true),
+    }
+}
+
+#[tokio::test]
+async fn a_session_round_trips_over_the_codec() -> TestResult {
+    let daemon = FakeDaemon::start(|request| {
+        let mut out = Vec::new();
+        match request["method"].as_str() {
+            Some("daemon/status") => {
+                // A notification ahead of the answer must reach the notification stream.
+                out.push(support::notification(
+                    methods::FILE_DID_CHANGE,
+                    json!({"path": "/tmp/project/a.rs", "displayPath": "a.rs", "version": null}),
+                ));
+            }
+            Some("file/read") => {
+                return vec![support::error(
+                    request,
+                    FsErrorCode::NotFound.rpc_code(),
+                    "no such file: b.rs",
+                    Some(json!({"code": "FS_NOT_FOUND", "path": "/tmp/project/b.rs"})),
+                )];
+            }
+            _ => {}
+        }
+        out.extend(support::standard(request));
+        out
+    })?;
+
+    let client = Client::connect(&daemon.socket).await?;
+    assert_eq!(client.socket(), daemon.socket.as_path());
+    // Calls can be spawned on a multi-threaded runtime.
+    fn send_and_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    send_and_sync(&client);
+    send(&client.status());
+    send(&client.request::<Value>("m", json!({})));
+    let mut changes = client.notifications(methods::FILE_DID_CHANGE).await?;
+    let session = client.initialize(params()).await?;
+    assert_eq!(session, support::initialize_result());
+    assert_eq!(client.status().await?, support::status());
+    let change = tokio::time::timeout(Duration::from_secs(5), changes.next()).await?;
+    assert_eq!(change, Some(json!({"path": "/tmp/project/a.rs", "displayPath": "a.rs", "version": null})));
+    assert_eq!(client.tools_list().await?.tools.len(), 3);
+
+    let error = client.request::<Value>(methods::FILE_READ, json!({"path": "b.rs"})).await.err();
+    let Some(error) = error else { return Err("file/read should fail".into()) };
+    assert_eq!(error.fs_code(), Some(FsErrorCode::NotFound));
+    assert!(
+        matches!(&error, ClientError::Rpc { code: -31002, message, data: Some(_) } if message == "no such file: b.rs"),
+        "{error:?}"
+    );
+    client.close().await?;
+    drop(changes);
+
+    let received = daemon.received().await?;
+    let methods_seen: Vec<&str> = received.iter().filter_map(|m| m["method"].as_str()).collect();
+    assert_eq!(methods_seen, ["initialize", "daemon/status", "tools/list", "file/read", "shutdown", "exit"]);
+    // Params go on the wire as the object itself, never wrapped.
+    assert_eq!(received[0]["params"], serde_json::to_value(params())?);
+    assert_eq!(received[0]["params"]["roots"], json!(["/tmp/project"]));
+    assert_eq!(received[3]["params"], json!({"path": "b.rs"}));
+    // Methods without params send no params member at all.
+    for index in [1, 2, 4, 5] {
+        assert!(received[index].get("params").is_none(), "{}", received[index]);
+    }
+    for message in &received {
+        assert_eq!(message["jsonrpc"], "2.0");
+    }
+    // `exit` is a notification: no id.
+    assert!(received[5].get("id").is_none());
+    assert!(received[4].get("id").is_some());
+    Ok(())
+}
+
+#[tokio::test]
+async fn connect_session_initializes() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let (client, session) = Client::connect_session(&daemon.socket, params()).await?;
+    assert_eq!(session.session_id, "s-1");
+    client.close().await?;
+    assert_eq!(daemon.received().await?.len(), 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_socket_is_a_connect_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("none.sock");
+    let error = Client::connect(&path).await.err();
+    match error {
+        Some(ClientError::Connect { path: p, source }) => {
+            assert_eq!(p, path);
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        }
+        other => return Err(format!("expected Connect, got {other:?}").into()),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_daemon_hanging_up_is_a_transport_error() -> TestResult {
+    let daemon = FakeDaemon::start(|_| vec![Out::HangUp])?;
+    let client = Client::connect(&daemon.socket).await?;
+    let error = client.status().await.err();
+    assert!(matches!(&error, Some(ClientError::Transport(_))), "{error:?}");
+    assert!(error.is_some_and(|e| e.is_disconnected()));
+    // Every later call fails the same way.
+    assert!(matches!(client.tools_list().await, Err(ClientError::Transport(_))));
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_oversized_frame_from_the_daemon_is_a_transport_error() -> TestResult {
+    let daemon = FakeDaemon::start(|request| {
+        let body =
+            json!({"jsonrpc": "2.0", "id": request["id"].clone(), "result": "x".repeat(4096)}).to_string();
+        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(body.as_bytes());
+        vec![Out::Raw(frame)]
+    })?;
+    let client =
+        Client::connect_with(&daemon.socket, ConnectOptions::default().max_frame_bytes(1024)).await?;
+    match client.request::<Value>("daemon/status", ()).await {
+        Err(ClientError::Transport(message)) => assert!(message.contains("limit of 1024 bytes"), "{message}"),
+        other => return Err(format!("expected Transport, got {other:?}").into()),
+    }
+    drop(client);
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn frames_with_a_content_type_header_are_accepted() -> TestResult {
+    let daemon = FakeDaemon::start(|request| {
+        let body = json!({"jsonrpc": "2.0", "id": request["id"].clone(), "result": {"ok": true}}).to_string();
+        let frame = format!(
+            "Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        vec![Out::Raw(frame.into_bytes())]
+    })?;
+    let client = Client::connect(&daemon.socket).await?;
+    let answer: Value = client.request("anything", json!({})).await?;
+    assert_eq!(answer, json!({"ok": true}));
+    drop(client);
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_silent_daemon_times_out_and_bad_shapes_are_decode_errors() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("daemon/status") => vec![support::result(request, json!({"version": 1}))],
+        _ => Vec::new(),
+    })?;
+    let options = ConnectOptions::default().request_timeout(Duration::from_millis(200));
+    let client = Client::connect_with(&daemon.socket, options).await?;
+    let error = client.tools_list().await.err();
+    assert!(matches!(error, Some(ClientError::Timeout(t)) if t == Duration::from_millis(200)), "{error:?}");
+    let error = client.status().await.err();
+    assert!(matches!(error, Some(ClientError::Decode(_))), "{error:?}");
+    let error = client.request::<Value>("x", "scalar").await.err();
+    assert!(matches!(error, Some(ClientError::Encode(_))), "{error:?}");
+    drop(client);
+    daemon.received().await?;
+    Ok(())
+}
