@@ -1,1 +1,240 @@
-//! placeholder
+//! Test harness shared by the integration tests: start the real `filectxd` binary in a temp
+//! folder with its own socket, and talk to it with a raw client that frames bytes by hand (no
+//! code of ours on the client side), so the wire format is pinned independently of our client.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long a test waits for anything the daemon should do promptly.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Path of a binary built by `cargo test --workspace` next to the test executables.
+pub fn bin(name: &str) -> PathBuf {
+    let env = format!("FILECTX_{}_BIN", name.to_uppercase());
+    if let Some(path) = std::env::var_os(&env) {
+        return PathBuf::from(path);
+    }
+    // target/<profile>/deps/<test-exe> → target/<profile>/<name>
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} not found: run the tests with `cargo test --workspace` (which builds it), or set {env}",
+        path.display()
+    );
+    path
+}
+
+/// A `filectxd` process serving a socket in its own temp folder; killed when dropped.
+pub struct Daemon {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts the daemon with extra flags and waits until its socket accepts connections.
+    pub fn start(extra: &[&str]) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/filectx.sock");
+        Self::start_at(dir, socket, extra)
+    }
+
+    /// Starts the daemon on a given socket path inside `dir`.
+    pub fn start_at(dir: tempfile::TempDir, socket: PathBuf, extra: &[&str]) -> Daemon {
+        let log = dir.path().join(format!("daemon-{}.log", std::process::id()));
+        let child = Self::spawn(&socket, &log, extra);
+        let daemon = Daemon { child, dir, socket, log };
+        daemon.wait_ready();
+        daemon
+    }
+
+    /// Spawns `filectxd` without waiting for it.
+    pub fn spawn(socket: &Path, log: &Path, extra: &[&str]) -> Child {
+        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+        Command::new(bin("filectxd"))
+            .arg("--socket")
+            .arg(socket)
+            .args(["--log-level", "debug"])
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            if UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("daemon did not start; its log:\n{}", self.log_text());
+    }
+
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).unwrap()
+    }
+
+    /// What the daemon has logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Resident memory of the daemon, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Sends a signal to the daemon.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.pid()).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
+    /// Waits for the daemon to exit on its own.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("daemon did not exit; its log:\n{}", self.log_text());
+    }
+
+    /// A raw client that has already initialized a session rooted at the daemon's temp folder.
+    pub fn session(&self) -> Raw {
+        let mut raw = Raw::connect(&self.socket);
+        raw.initialize(self.dir.path());
+        raw
+    }
+
+    /// The daemon's `daemon/status`, through a fresh session.
+    pub fn status(&self) -> Value {
+        let mut raw = self.session();
+        raw.call("daemon/status", None)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A hand-framed JSON-RPC client over a blocking Unix socket.
+pub struct Raw {
+    pub stream: UnixStream,
+    next_id: u64,
+}
+
+impl Raw {
+    pub fn connect(socket: &Path) -> Raw {
+        let stream = UnixStream::connect(socket).unwrap();
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        Raw { stream, next_id: 1 }
+    }
+
+    /// Writes bytes exactly as given.
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// Frames a body with a correct Content-Length and writes it.
+    pub fn send_body(&mut self, body: &[u8]) {
+        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(body);
+        self.send_bytes(&frame);
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        self.send_body(message.to_string().as_bytes());
+    }
+
+    /// Reads one frame; `None` when the daemon closed the connection.
+    pub fn recv_opt(&mut self) -> Option<Value> {
+        let mut header = Vec::new();
+        let mut byte = [0u8; 1];
+        while !header.ends_with(b"\r\n\r\n") {
+            match self.stream.read(&mut byte) {
+                Ok(0) => return None,
+                Ok(_) => header.push(byte[0]),
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("reading a frame header: {e}"),
+            }
+        }
+        let header = String::from_utf8(header).unwrap();
+        let length: usize = header
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap_or_else(|| panic!("no Content-Length in {header:?}"))
+            .trim()
+            .parse()
+            .unwrap();
+        let mut body = vec![0u8; length];
+        self.stream.read_exact(&mut body).unwrap();
+        Some(serde_json::from_slice(&body).unwrap())
+    }
+
+    pub fn recv(&mut self) -> Value {
+        self.recv_opt().expect("the daemon closed the connection")
+    }
+
+    /// True when the daemon closes the connection (after any frames it still sends).
+    pub fn closed(&mut self) -> bool {
+        loop {
+            match self.recv_opt() {
+                None => return true,
+                Some(_) => continue,
+            }
+        }
+    }
+
+    /// Sends a request and returns the whole response object.
+    pub fn request(&mut self, method: &str, params: Option<Value>) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        self.send(&message);
+        let response = self.recv();
+        assert_eq!(response["id"], json!(id), "{response}");
+        response
+    }
+
+    /// Sends a request that must succeed and returns its result.
+    pub fn call(&mut self, method: &str, params: Option<Value>) -> Value {
+        let response = self.request(method, params);
+        assert!(response.get("error").is_none(), "{method} failed: {response}");
+        response["result"].clone()
+    }
+
+    /// `initialize` with one root.
+    pub fn initialize(&mut self, root: &Path) -> Value {
+        self.call("initialize", Some(json!({"roots": [root], "clientInfo": {"name": "filectx-tests"}})))
+    }
+}
+
+/// The error code of a response, or panics with the response.
+pub fn error_code(response: &Value) -> i64 {
+    response["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error response: {response}"))
+}

@@ -1,0 +1,108 @@
+//! Our client library and the `filectx` CLI against the real daemon, plus the daemon run
+//! in-process through its library entry point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use filectx_client::{Client, ClientError};
+use filectx_daemon::listen::{self, FolderPolicy};
+use filectx_protocol::{FsErrorCode, InitializeParams, ToolName};
+use filectx_tests::{Daemon, bin};
+use serde_json::Value;
+
+fn params(root: &std::path::Path) -> InitializeParams {
+    InitializeParams {
+        client_info: None,
+        roots: vec![root.display().to_string()],
+        cwd: None,
+        tools: None,
+        read_only: None,
+    }
+}
+
+#[tokio::test]
+async fn library_client_opens_a_session_and_reads_status() {
+    let daemon = Daemon::start(&[]);
+    let (client, session) = Client::connect_session(&daemon.socket, params(daemon.dir.path())).await.unwrap();
+    assert_eq!(session.server_info.name, "filectxd");
+    assert_eq!(session.capabilities.tools, ToolName::ALL.to_vec());
+    let status = client.status().await.unwrap();
+    assert_eq!(status.sessions, 1);
+    assert_eq!(status.pid, daemon.child.id());
+    let tools = client.tools_list().await.unwrap();
+    assert_eq!(tools.tools.len(), 3);
+    client.close().await.unwrap();
+
+    // FS_* failures arrive typed.
+    let client = Client::connect(&daemon.socket).await.unwrap();
+    let err = client.initialize(params(&daemon.dir.path().join("missing"))).await.unwrap_err();
+    assert_eq!(err.fs_code(), Some(FsErrorCode::NotFound), "{err}");
+    let err = client.status().await.unwrap_err();
+    assert!(matches!(err, ClientError::Rpc { code: -32002, .. }), "{err}");
+}
+
+#[tokio::test]
+async fn concurrent_calls_on_one_client_are_all_answered() {
+    let daemon = Daemon::start(&[]);
+    let (client, _) = Client::connect_session(&daemon.socket, params(daemon.dir.path())).await.unwrap();
+    let calls = (0..200).map(|_| client.status());
+    let results = futures::future::join_all(calls).await;
+    assert!(results.iter().all(Result::is_ok));
+}
+
+#[tokio::test]
+async fn daemon_runs_in_process_through_its_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("filectx.sock");
+    let bound = listen::bind(&socket, FolderPolicy::AsGiven).unwrap();
+    let listener = tokio::net::UnixListener::from_std(bound.listener).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(filectx_daemon::run(listener, filectx_daemon::Config::default(), async move {
+        let _ = stopped.await;
+    }));
+    let (client, _) = Client::connect_session(&socket, params(dir.path())).await.unwrap();
+    assert_eq!(client.status().await.unwrap().sessions, 1);
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    drop(bound.guard);
+    assert!(!socket.exists());
+}
+
+fn filectx(daemon_socket: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin("filectx")).arg("--socket").arg(daemon_socket).args(args).output().unwrap()
+}
+
+#[test]
+fn cli_status_and_tools_against_a_running_daemon() {
+    let daemon = Daemon::start(&[]);
+    let out = filectx(&daemon.socket, &["status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sessions") && text.contains("uptime"), "{text}");
+    assert!(text.contains(&daemon.child.id().to_string()), "{text}");
+
+    let out = filectx(&daemon.socket, &["--json", "status"]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["sessions"], 1);
+    assert!(json["uptimeMs"].is_u64());
+
+    let out = filectx(&daemon.socket, &["tools"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in ["read", "write", "edit", "file_path", "old_string", "replace_all"] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+    // Every CLI call ended its session politely.
+    assert!(daemon.log_text().matches("shutdown requested").count() >= 3);
+}
+
+#[test]
+fn cli_without_a_daemon_says_so_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = filectx(&dir.path().join("none.sock"), &["status"]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no daemon is listening") && stderr.contains("filectxd"), "{stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
