@@ -497,3 +497,46 @@ impl Conn {
         Reply::from_response(response)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonrpsee::core::server::RpcModule;
+    use jsonrpsee::types::ErrorObjectOwned;
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_answered_as_an_internal_error_for_that_call_alone() {
+        let mut module = RpcModule::new(());
+        module
+            .register_method("boom", |_, _, _| -> Result<(), ErrorObjectOwned> { panic!("handler bug") })
+            .unwrap();
+        module
+            .register_async_method("boom/async", |_, _, _| async {
+                if std::hint::black_box(true) {
+                    panic!("async handler bug");
+                }
+                Ok::<(), ErrorObjectOwned>(())
+            })
+            .unwrap();
+        module.register_method("fine", |_, _, _| Ok::<u32, ErrorObjectOwned>(7)).unwrap();
+        let stats = Arc::new(Stats::new());
+        let shared = Arc::new(Shared {
+            methods: module.into(),
+            config: Config::default(),
+            stats: stats.clone(),
+            id_provider: RandomIntegerIdProvider,
+        });
+        let (tx, _rx) = mpsc::channel(4);
+        let session = Arc::new(Session::new("t".into(), tx.clone(), 4, stats));
+        let conn = Conn { shared, session, conn_id: 1, sink: MethodSink::new(tx.clone()), out: tx };
+        let call = |method: &str| OwnedCall { id: Id::Number(1), method: method.to_owned(), params: None };
+        for method in ["boom", "boom/async"] {
+            let reply = conn.run(call(method)).await;
+            let json: serde_json::Value = serde_json::from_str(reply.json.get()).unwrap();
+            assert_eq!(json["error"]["code"], INTERNAL_ERROR, "{json}");
+            assert_eq!(json["id"], 1);
+        }
+        let reply = conn.run(call("fine")).await;
+        assert_eq!(reply.json.get(), r#"{"jsonrpc":"2.0","id":1,"result":7}"#);
+    }
+}
