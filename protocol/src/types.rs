@@ -133,3 +133,280 @@ pub struct ToolsListResult {
     /// The session's tools, in the order read, write, edit.
     pub tools: Vec<ToolDescriptor>,
 }
+
+/// `tools/call` parameters (the MCP `CallToolRequest` params).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolParams {
+    /// The tool's name: `read`, `write` or `edit`.
+    pub name: String,
+    /// The tool's arguments (validated by the daemon against the tool's schema).
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+/// One content block of a tool result. Only text blocks are produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ToolContent {
+    /// Text for the model.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+/// The machine-readable error of a failed tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolError {
+    /// Always `"FsError"`.
+    pub name: String,
+    /// The stable identifier.
+    pub code: crate::FsErrorCode,
+}
+
+/// `tools/call` result (the MCP `CallToolResult` shape). Tool failures, invalid arguments
+/// included, are results with `isError: true`, never JSON-RPC errors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolResult {
+    /// What the model reads.
+    pub content: Vec<ToolContent>,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// Present exactly when `isError` is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+}
+
+impl CallToolResult {
+    /// The concatenated text of all text blocks.
+    pub fn text(&self) -> String {
+        self.content.iter().map(|ToolContent::Text { text }| text.as_str()).collect()
+    }
+}
+
+/// Parameters of `file/read` and `fs/readText`: a window of lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadParams {
+    /// Absolute, or relative to the session's cwd.
+    pub path: String,
+    /// 1-based first line; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Most lines; default and maximum 2000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// Result of `file/read` and `fs/readText`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadResult {
+    /// The path as shown to people: relative to the cwd when inside it, else absolute.
+    pub display_path: String,
+    /// The version of the file this window was read from.
+    pub version: String,
+    /// 1-based number of the first line in `lines`.
+    pub start_line: u64,
+    /// The lines, without line terminators (`\r\n` shown as a line end), a leading BOM
+    /// not shown; lines over the character cap are cut (see `truncatedLines`).
+    pub lines: Vec<String>,
+    /// Lines in the whole file.
+    pub total_lines: u64,
+    /// Whether lines of the file lie outside this window.
+    pub partial: bool,
+    /// 1-based numbers of the lines in this window that were cut at the character cap.
+    pub truncated_lines: Vec<u64>,
+}
+
+/// Parameters of `file/write`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WriteParams {
+    /// Absolute, or relative to the session's cwd.
+    pub path: String,
+    /// The file's complete new content.
+    pub content: String,
+}
+
+/// Whether a write created the file or replaced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteOperation {
+    /// The file did not exist.
+    Create,
+    /// The file existed and was replaced.
+    Update,
+}
+
+/// Result of `file/write` and `fs/writeText`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteResult {
+    /// Created or replaced.
+    pub operation: WriteOperation,
+    /// The path as shown to people.
+    pub display_path: String,
+    /// The file's new version.
+    pub version: String,
+}
+
+/// Parameters of `file/edit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EditParams {
+    /// Absolute, or relative to the session's cwd.
+    pub path: String,
+    /// The exact text to replace (non-empty).
+    pub old_string: String,
+    /// Its replacement (must differ).
+    pub new_string: String,
+    /// Replace every occurrence instead of exactly one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_all: Option<bool>,
+}
+
+/// Result of `file/edit` and `fs/editText`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditResult {
+    /// How many occurrences were replaced.
+    pub replacements: u64,
+    /// Whether `replaceAll` was in effect.
+    pub replace_all: bool,
+    /// The path as shown to people.
+    pub display_path: String,
+    /// The file's new version.
+    pub version: String,
+}
+
+/// Parameters of `file/stat`, `fs/stat` and `fs/resolve`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PathParams {
+    /// Absolute, or relative to the session's cwd.
+    pub path: String,
+}
+
+/// What a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A folder.
+    Directory,
+    /// Anything else (socket, device, fifo).
+    Other,
+    /// Nothing exists there.
+    None,
+}
+
+/// Result of `fs/stat` (provider layer: no session state).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FsStatResult {
+    /// Whether something exists at the path.
+    pub exists: bool,
+    /// What it is.
+    pub kind: FileKind,
+    /// The path as shown to people.
+    pub display_path: String,
+    /// Size in bytes (files and folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Content version (regular files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Modification time, milliseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime_ms: Option<i64>,
+    /// Permission bits (e.g. 420 for 0o644).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
+}
+
+/// Result of `file/stat`: the provider's stat plus this session's observation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileStatResult {
+    /// Whether something exists at the path.
+    pub exists: bool,
+    /// What it is.
+    pub kind: FileKind,
+    /// The path as shown to people.
+    pub display_path: String,
+    /// Size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Current content version (regular files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The version this session last read or wrote, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_version: Option<String>,
+    /// Whether the session's observation equals the current version (so a write or edit
+    /// would be allowed).
+    pub fresh: bool,
+}
+
+/// Result of `fs/resolve`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolveResult {
+    /// The canonical absolute path (symlinks and `..` resolved).
+    pub path: String,
+    /// The path as shown to people.
+    pub display_path: String,
+    /// Whether something exists there.
+    pub exists: bool,
+    /// The session root that contains it.
+    pub root: String,
+}
+
+/// What an `fs/writeText` expects to find before writing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum WriteExpectation {
+    /// Write whatever is there (create or replace).
+    Any,
+    /// Only create: fail with `FS_ALREADY_EXISTS` if the file exists.
+    Absent,
+    /// Only replace this exact version: fail with `FS_STALE_VERSION` otherwise.
+    Version {
+        /// The expected current version.
+        version: String,
+    },
+}
+
+/// Parameters of `fs/writeText`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FsWriteParams {
+    /// Absolute, or relative to the session's cwd.
+    pub path: String,
+    /// The file's complete new content.
+    pub content: String,
+    /// What must be there now.
+    pub expect: WriteExpectation,
+}
+
+/// Parameters of `fs/editText`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FsEditParams {
+    /// Absolute, or relative to the session's cwd.
+    pub path: String,
+    /// The exact text to replace (non-empty).
+    pub old_string: String,
+    /// Its replacement (must differ).
+    pub new_string: String,
+    /// Replace every occurrence instead of exactly one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_all: Option<bool>,
+    /// The version the edit applies to; `FS_STALE_VERSION` if the file is not at it.
+    pub expected_version: String,
+}
