@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::provider::ProviderConfig;
+
 /// Caps and timings the server enforces. Every field has a default that suits one user's agents.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -22,6 +24,10 @@ pub struct Config {
     pub max_subscriptions: u32,
     /// How long shutdown waits for in-flight requests before giving up on them.
     pub shutdown_grace: Duration,
+    /// Most files one session remembers having read; past it the least recent must be re-read.
+    pub max_observed_files: usize,
+    /// Locks, caps, durability and cache bounds of the provider.
+    pub provider: ProviderConfig,
 }
 
 /// Default of [`Config::max_connections`].
@@ -45,6 +51,8 @@ impl Default for Config {
             max_queued_messages: DEFAULT_MAX_QUEUED_MESSAGES as usize,
             max_subscriptions: 64,
             shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS),
+            max_observed_files: crate::context::DEFAULT_MAX_OBSERVED,
+            provider: ProviderConfig::default(),
         }
     }
 }

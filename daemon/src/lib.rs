@@ -3,7 +3,9 @@
 
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod listen;
+pub mod provider;
 pub mod rpc;
 pub mod session;
 pub mod stats;

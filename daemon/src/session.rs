@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
+use crate::context::Observations;
 use crate::stats::Stats;
 
 /// Where a session is in the LSP-style lifecycle.
@@ -198,6 +199,8 @@ pub struct Session {
     outgoing: mpsc::Sender<Box<RawValue>>,
     /// Caps this connection's open subscriptions.
     subscriptions: BoundedSubscriptions,
+    /// What this session has read or written: dies with the connection.
+    observations: Observations,
     stats: Arc<Stats>,
 }
 
@@ -214,6 +217,7 @@ impl Session {
         id: String,
         outgoing: mpsc::Sender<Box<RawValue>>,
         max_subscriptions: u32,
+        max_observed: usize,
         stats: Arc<Stats>,
     ) -> Self {
         Self {
@@ -222,8 +226,14 @@ impl Session {
             options: OnceLock::new(),
             outgoing,
             subscriptions: BoundedSubscriptions::new(max_subscriptions),
+            observations: Observations::new(max_observed),
             stats,
         }
+    }
+
+    /// What this session has observed.
+    pub fn observations(&self) -> &Observations {
+        &self.observations
     }
 
     /// The session's id, as reported by `initialize` and in the daemon's logs.
@@ -339,7 +349,7 @@ mod tests {
     fn notifications_never_wait_and_are_counted_when_dropped() {
         let (tx, _rx) = mpsc::channel(1);
         let stats = Arc::new(Stats::new());
-        let session = Session::new("t".into(), tx, 4, stats.clone());
+        let session = Session::new("t".into(), tx, 4, 16, stats.clone());
         assert!(session.notify("file/didChange", serde_json::json!({"path": "/a"})));
         assert!(!session.notify("file/didChange", serde_json::json!({"path": "/b"})));
         assert_eq!(Stats::get(&stats.notifications_dropped), 1);

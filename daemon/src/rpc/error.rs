@@ -5,6 +5,8 @@ use filectx_protocol::error::{INVALID_PARAMS, INVALID_REQUEST, SERVER_NOT_INITIA
 use filectx_protocol::{FsErrorCode, FsErrorData};
 use jsonrpsee::types::ErrorObjectOwned;
 
+use crate::context::ContextError;
+use crate::provider::ProviderError;
 use crate::session::SessionError;
 
 /// A JSON-RPC error carrying an `FS_*` code.
@@ -40,4 +42,27 @@ pub fn shut_down() -> ErrorObjectOwned {
         "this session was shut down; only the `exit` notification may follow",
         None::<()>,
     )
+}
+
+/// A JSON-RPC error for a failure that carries an `FS_*` code, a path and details.
+fn fs_error_with(
+    code: FsErrorCode,
+    message: String,
+    path: Option<&str>,
+    details: serde_json::Map<String, serde_json::Value>,
+) -> ErrorObjectOwned {
+    let data = FsErrorData { code, path: path.map(str::to_owned), details };
+    ErrorObjectOwned::owned(code.rpc_code(), message, Some(data))
+}
+
+impl From<ContextError> for ErrorObjectOwned {
+    fn from(err: ContextError) -> Self {
+        fs_error_with(err.code(), err.to_string(), err.path(), err.details())
+    }
+}
+
+impl From<ProviderError> for ErrorObjectOwned {
+    fn from(err: ProviderError) -> Self {
+        fs_error_with(err.code(), err.to_string(), err.path(), err.details())
+    }
 }

@@ -3,10 +3,11 @@
 //! converts typed errors to JSON-RPC errors.
 
 pub mod error;
+mod files;
 
 use std::sync::{Arc, OnceLock};
 
-use filectx_protocol::methods::{DAEMON_STATUS, INITIALIZE, SHUTDOWN, TOOLS_LIST};
+use filectx_protocol::methods::{self, DAEMON_STATUS, INITIALIZE, SHUTDOWN, TOOLS_LIST};
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{
     Capabilities, DaemonStatus, InitializeParams, InitializeResult, Limits, PROTOCOL_VERSION, ServerInfo,
@@ -18,6 +19,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{Extensions, types::error::INTERNAL_ERROR_CODE};
 
 use crate::config::Config;
+use crate::provider::Provider;
 use crate::session::{Session, SessionOptions};
 use crate::stats::Stats;
 use crate::tools;
@@ -32,17 +34,19 @@ pub struct ServerContext {
     pub config: Config,
     /// Daemon-wide counters.
     pub stats: Arc<Stats>,
+    /// The daemon's provider, shared by every session.
+    pub provider: Arc<Provider>,
     /// Every request method in the table, sorted (filled right after the table is built).
     method_names: Arc<OnceLock<Vec<String>>>,
 }
 
-fn internal(message: impl std::fmt::Display) -> ErrorObjectOwned {
+pub(crate) fn internal(message: impl std::fmt::Display) -> ErrorObjectOwned {
     tracing::error!(%message, "internal error");
     ErrorObjectOwned::owned(INTERNAL_ERROR_CODE, format!("internal error: {message}"), None::<()>)
 }
 
 /// The session the connection driver attached to this request.
-fn session_of(ext: &Extensions) -> Result<Arc<Session>, ErrorObjectOwned> {
+pub(crate) fn session_of(ext: &Extensions) -> Result<Arc<Session>, ErrorObjectOwned> {
     ext.get::<Arc<Session>>().cloned().ok_or_else(|| internal("request carries no session"))
 }
 
@@ -53,7 +57,7 @@ fn options_of(session: &Session) -> Result<&SessionOptions, ErrorObjectOwned> {
 }
 
 /// Parses a method's params object, with a message that names the method and the problem.
-fn parse_params<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(
     method: &str,
     params: &Params<'_>,
 ) -> Result<T, ErrorObjectOwned> {
@@ -119,9 +123,9 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         sessions: Stats::get(&stats.sessions),
         max_sessions: u64::try_from(ctx.config.max_connections).unwrap_or(u64::MAX),
         refused_connections: Stats::get(&stats.refused_connections),
-        // The daemon has no file cache, mappings or watches yet: these gauges are truly zero
-        // until the provider cache and the watcher exist to report them.
-        cached_files: 0,
+        cached_files: ctx.provider.cached_files() as u64,
+        // Nothing is memory-mapped or watched yet: these gauges are truly zero until the
+        // large-file mapping and the watcher exist to report them.
         mapped_bytes: 0,
         watched_paths: 0,
         requests: Stats::get(&stats.requests),
@@ -132,7 +136,8 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
 /// Builds the method table. `Methods` is cheap to clone and shared by every connection.
 pub fn methods(config: Config, stats: Arc<Stats>) -> Result<Methods, RegisterMethodError> {
     let method_names = Arc::new(OnceLock::new());
-    let ctx = ServerContext { config, stats, method_names: method_names.clone() };
+    let provider = Arc::new(Provider::new(config.provider.clone()));
+    let ctx = ServerContext { config, stats, provider, method_names: method_names.clone() };
     let mut module = RpcModule::new(ctx);
     module.register_async_method(INITIALIZE, initialize)?;
     module.register_method(SHUTDOWN, |_params, _ctx, ext| {
@@ -147,6 +152,16 @@ pub fn methods(config: Config, stats: Arc<Stats>) -> Result<Methods, RegisterMet
         let options = options_of(&session)?;
         Ok::<_, ErrorObjectOwned>(ToolsListResult { tools: tools::list(options) })
     })?;
+    module.register_async_method(methods::TOOLS_CALL, files::tools_call)?;
+    module.register_async_method(methods::FILE_READ, files::file_read)?;
+    module.register_async_method(methods::FILE_WRITE, files::file_write)?;
+    module.register_async_method(methods::FILE_EDIT, files::file_edit)?;
+    module.register_async_method(methods::FILE_STAT, files::file_stat)?;
+    module.register_async_method(methods::FS_RESOLVE, files::fs_resolve)?;
+    module.register_async_method(methods::FS_STAT, files::fs_stat)?;
+    module.register_async_method(methods::FS_READ_TEXT, files::fs_read_text)?;
+    module.register_async_method(methods::FS_WRITE_TEXT, files::fs_write_text)?;
+    module.register_async_method(methods::FS_EDIT_TEXT, files::fs_edit_text)?;
     let mut names: Vec<String> = module.method_names().map(str::to_owned).collect();
     names.sort();
     // Only fails if already set, which cannot happen on a fresh context.

@@ -1,5 +1,11 @@
-//! The model-facing tools layer: which tools a session sees, their descriptors, and the
-//! `instructions` prose for the agent's system prompt.
+//! The model-facing tools layer: which tools a session sees, their descriptors, the
+//! `instructions` prose for the agent's system prompt, argument validation, and the projections
+//! a model reads. It works through a file-context handle only, never the layer beneath it.
+
+mod call;
+pub mod render;
+
+pub use call::{UnknownTool, call};
 
 use filectx_protocol::tools::descriptor;
 use filectx_protocol::{ToolDescriptor, ToolName};

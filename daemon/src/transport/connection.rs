@@ -139,8 +139,13 @@ async fn serve_inner(
     let writer_stop = CancellationToken::new();
     let writer = tokio::spawn(write_loop(write_half, out_rx, writer_stop.clone()).in_current_span());
 
-    let session =
-        Arc::new(Session::new(session_id, out_tx.clone(), config.max_subscriptions, shared.stats.clone()));
+    let session = Arc::new(Session::new(
+        session_id,
+        out_tx.clone(),
+        config.max_subscriptions,
+        config.max_observed_files,
+        shared.stats.clone(),
+    ));
     let max_response = u32::try_from(config.max_frame_bytes).unwrap_or(u32::MAX);
     let conn = Arc::new(Conn {
         shared,
@@ -527,7 +532,7 @@ mod tests {
             id_provider: RandomIntegerIdProvider,
         });
         let (tx, _rx) = mpsc::channel(4);
-        let session = Arc::new(Session::new("t".into(), tx.clone(), 4, stats));
+        let session = Arc::new(Session::new("t".into(), tx.clone(), 4, 16, stats));
         let conn = Conn { shared, session, conn_id: 1, sink: MethodSink::new(tx.clone()), out: tx };
         let call = |method: &str| OwnedCall { id: Id::Number(1), method: method.to_owned(), params: None };
         for method in ["boom", "boom/async"] {

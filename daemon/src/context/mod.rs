@@ -1,0 +1,385 @@
+//! The file-context layer: what each session has observed, and the policy built on it. A read
+//! of any window records (session, file) → version; writing an existing file or editing needs
+//! that record to equal the file's current version; the session's own writes refresh it. It
+//! knows nothing about JSON; it is the only place that turns an observation into a provider
+//! write expectation.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use filectx_protocol::FsErrorCode;
+
+use crate::provider::{Expectation, Provider, ProviderError, Resolved, Scope};
+
+/// What a path names.
+pub use crate::provider::Kind;
+/// A file version.
+pub use crate::provider::Version;
+/// A window of lines, as the layers above see it.
+pub use crate::provider::index::Window as Lines;
+
+/// Default cap on the files one session remembers having observed.
+pub const DEFAULT_MAX_OBSERVED: usize = 10_000;
+
+/// One session's observed versions, bounded: past the cap the least recently touched record is
+/// forgotten, which only means that file must be read again before it is written.
+#[derive(Debug)]
+pub struct Observations {
+    max: usize,
+    inner: Mutex<ObservedMap>,
+}
+
+#[derive(Debug, Default)]
+struct ObservedMap {
+    versions: HashMap<PathBuf, (Version, u64)>,
+    tick: u64,
+}
+
+impl Observations {
+    /// An empty record that holds at most `max` files.
+    pub fn new(max: usize) -> Self {
+        Self { max: max.max(1), inner: Mutex::default() }
+    }
+
+    /// The recorded version of `path`.
+    pub fn get(&self, path: &Path) -> Option<Version> {
+        let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        map.tick += 1;
+        let tick = map.tick;
+        map.versions.get_mut(path).map(|(version, used)| {
+            *used = tick;
+            *version
+        })
+    }
+
+    /// Records that the session has seen (or written) `version` of `path`.
+    pub fn record(&self, path: &Path, version: Version) {
+        let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        map.tick += 1;
+        let tick = map.tick;
+        map.versions.insert(path.to_owned(), (version, tick));
+        if map.versions.len() > self.max {
+            let oldest = map.versions.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone());
+            if let Some(oldest) = oldest {
+                map.versions.remove(&oldest);
+            }
+        }
+    }
+
+    /// Files currently recorded.
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).versions.len()
+    }
+
+    /// Whether nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file-context failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContextError {
+    /// The provider refused or failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The session has no (remaining) record of reading this existing file.
+    #[error("{path} has not been read in this session")]
+    NotObserved {
+        /// The path as shown.
+        path: String,
+    },
+    /// The file changed (or was deleted) since this session read or wrote it.
+    #[error("{path} has changed since this session last read it")]
+    Stale {
+        /// The path as shown.
+        path: String,
+        /// Its current version; `None` when it was deleted.
+        current: Option<Version>,
+    },
+    /// The session is read-only.
+    #[error("this session is read-only; {path} was not changed")]
+    ReadOnly {
+        /// The path as shown.
+        path: String,
+    },
+}
+
+impl ContextError {
+    /// The wire identifier of this failure.
+    pub fn code(&self) -> FsErrorCode {
+        match self {
+            Self::Provider(e) => e.code(),
+            Self::NotObserved { .. } => FsErrorCode::NotObserved,
+            Self::Stale { .. } => FsErrorCode::StaleVersion,
+            Self::ReadOnly { .. } => FsErrorCode::PermissionDenied,
+        }
+    }
+
+    /// The path the failure concerns.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Self::Provider(e) => e.path(),
+            Self::NotObserved { path } | Self::Stale { path, .. } | Self::ReadOnly { path } => Some(path),
+        }
+    }
+
+    /// Machine-readable details for `error.data`.
+    pub fn details(&self) -> serde_json::Map<String, serde_json::Value> {
+        match self {
+            Self::Provider(e) => e.details(),
+            Self::Stale { current, .. } => {
+                let mut map = serde_json::Map::new();
+                map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
+                map
+            }
+            _ => serde_json::Map::new(),
+        }
+    }
+}
+
+/// A read window and the version it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadView {
+    /// The path as shown.
+    pub display: String,
+    /// The version read (now recorded for the session).
+    pub version: Version,
+    /// The lines.
+    pub window: Lines,
+}
+
+/// A successful write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteView {
+    /// The path as shown.
+    pub display: String,
+    /// Whether the file was created (else replaced).
+    pub created: bool,
+    /// The new version (now recorded for the session).
+    pub version: Version,
+}
+
+/// A successful edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditView {
+    /// The path as shown.
+    pub display: String,
+    /// Occurrences replaced.
+    pub replacements: u64,
+    /// Whether every occurrence was to be replaced.
+    pub replace_all: bool,
+    /// The new version (now recorded for the session).
+    pub version: Version,
+}
+
+/// Stat plus the session's observation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatView {
+    /// The path as shown.
+    pub display: String,
+    /// What is there.
+    pub kind: Kind,
+    /// Size in bytes.
+    pub size: Option<u64>,
+    /// Current version (regular files).
+    pub version: Option<Version>,
+    /// The session's recorded version.
+    pub observed: Option<Version>,
+}
+
+impl StatView {
+    /// Whether a write or edit would pass the freshness check now.
+    pub fn fresh(&self) -> bool {
+        self.observed.is_some() && self.observed == self.version
+    }
+}
+
+/// One session's view of the files: the provider, seen through the session's roots, options
+/// and observations. This is the only handle the tools layer gets.
+#[derive(Debug, Clone, Copy)]
+pub struct FileContext<'a> {
+    /// The daemon's provider.
+    provider: &'a Provider,
+    /// The session's roots and cwd.
+    scope: Scope<'a>,
+    /// What the session has observed.
+    observed: &'a Observations,
+    /// Whether every write is refused.
+    read_only: bool,
+}
+
+impl<'a> FileContext<'a> {
+    /// A session's file context.
+    pub fn new(
+        provider: &'a Provider,
+        scope: Scope<'a>,
+        observed: &'a Observations,
+        read_only: bool,
+    ) -> Self {
+        Self { provider, scope, observed, read_only }
+    }
+
+    fn resolve(&self, path: &str) -> Result<Resolved, ContextError> {
+        Ok(self.provider.resolve(path, self.scope)?)
+    }
+
+    /// Reads a window and records the file's version for this session.
+    pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
+        let target = self.resolve(path)?;
+        let outcome = self.provider.read(&target, offset, limit)?;
+        self.observed.record(&target.path, outcome.version);
+        Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
+    }
+
+    /// Writes a whole file: a new file needs nothing; an existing one needs a current
+    /// observation. Records the new version for this session only.
+    pub fn write(&self, path: &str, content: &str) -> Result<WriteView, ContextError> {
+        let target = self.resolve(path)?;
+        if self.read_only {
+            return Err(ContextError::ReadOnly { path: target.display });
+        }
+        let expect = if target.exists {
+            match self.observed.get(&target.path) {
+                Some(version) => Expectation::Version(version),
+                None if target.path.is_dir() => {
+                    return Err(ProviderError::IsDirectory { path: target.display }.into());
+                }
+                None => return Err(ContextError::NotObserved { path: target.display }),
+            }
+        } else {
+            Expectation::Absent
+        };
+        let outcome = match self.provider.write(&target, content, expect) {
+            Ok(outcome) => outcome,
+            // Someone created it after we looked: this session has not seen that file.
+            Err(ProviderError::AlreadyExists { path }) => return Err(ContextError::NotObserved { path }),
+            Err(ProviderError::StaleVersion { path, current }) => {
+                return Err(ContextError::Stale { path, current });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.observed.record(&target.path, outcome.version);
+        Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
+    }
+
+    /// Replaces `old` by `new`; needs a current observation. Records the new version.
+    pub fn edit(
+        &self,
+        path: &str,
+        old: &str,
+        new: &str,
+        replace_all: bool,
+    ) -> Result<EditView, ContextError> {
+        if old.is_empty() {
+            return Err(ProviderError::InvalidEdit("old_string must not be empty".into()).into());
+        }
+        if old == new {
+            return Err(ProviderError::InvalidEdit(
+                "old_string and new_string are identical; nothing to change".into(),
+            )
+            .into());
+        }
+        let target = self.resolve(path)?;
+        if self.read_only {
+            return Err(ContextError::ReadOnly { path: target.display });
+        }
+        let Some(observed) = self.observed.get(&target.path) else {
+            if !target.exists {
+                return Err(ProviderError::NotFound { path: target.display, why: None }.into());
+            }
+            if target.path.is_dir() {
+                return Err(ProviderError::IsDirectory { path: target.display }.into());
+            }
+            return Err(ContextError::NotObserved { path: target.display });
+        };
+        let outcome = match self.provider.edit(&target, old, new, replace_all, observed) {
+            Ok(outcome) => outcome,
+            Err(ProviderError::StaleVersion { path, current }) => {
+                return Err(ContextError::Stale { path, current });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.observed.record(&target.path, outcome.version);
+        Ok(EditView {
+            display: target.display,
+            replacements: outcome.replacements,
+            replace_all,
+            version: outcome.version,
+        })
+    }
+
+    /// Stat, plus this session's observation of the file.
+    pub fn stat(&self, path: &str) -> Result<StatView, ContextError> {
+        let target = self.resolve(path)?;
+        let stat = self.provider.stat(&target)?;
+        Ok(StatView {
+            observed: self.observed.get(&target.path),
+            display: target.display,
+            kind: stat.kind,
+            size: stat.size,
+            version: stat.version,
+        })
+    }
+
+    /// Whether this session is read-only.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_are_bounded_and_forget_the_least_recent() {
+        let obs = Observations::new(2);
+        let v = Version::of(b"x");
+        obs.record(Path::new("/a"), v);
+        obs.record(Path::new("/b"), v);
+        assert_eq!(obs.get(Path::new("/a")), Some(v));
+        obs.record(Path::new("/c"), v);
+        assert_eq!(obs.len(), 2);
+        assert_eq!(obs.get(Path::new("/b")), None, "b was touched least recently");
+        assert_eq!(obs.get(Path::new("/a")), Some(v));
+    }
+
+    fn setup() -> (tempfile::TempDir, PathBuf, Provider) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, root, Provider::new(crate::provider::ProviderConfig { fsync: false, ..Default::default() }))
+    }
+
+    #[test]
+    fn the_policy_in_one_place() {
+        let (_dir, root, provider) = setup();
+        let roots = [root.clone()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        let (a_obs, b_obs) = (Observations::new(10), Observations::new(10));
+        let a = FileContext::new(&provider, scope, &a_obs, false);
+        let b = FileContext::new(&provider, scope, &b_obs, false);
+
+        assert!(a.write("f.txt", "one\ntwo\n").unwrap().created, "creating needs no read");
+        assert_eq!(a.edit("f.txt", "one", "1", false).unwrap().replacements, 1, "own write refreshes");
+        assert_eq!(b.edit("f.txt", "two", "2", false).unwrap_err().code(), FsErrorCode::NotObserved);
+        assert_eq!(b.write("f.txt", "x").unwrap_err().code(), FsErrorCode::NotObserved);
+        b.read("f.txt", Some(2), 1).unwrap();
+        b.edit("f.txt", "two", "2", false).unwrap();
+        assert_eq!(a.edit("f.txt", "1", "one", false).unwrap_err().code(), FsErrorCode::StaleVersion);
+        // Stale is reported before matching.
+        assert_eq!(
+            a.edit("f.txt", "no such text", "x", false).unwrap_err().code(),
+            FsErrorCode::StaleVersion
+        );
+        assert!(!a.stat("f.txt").unwrap().fresh());
+        assert!(b.stat("f.txt").unwrap().fresh());
+
+        let ro = FileContext::new(&provider, scope, &b_obs, true);
+        assert_eq!(ro.edit("f.txt", "2", "two", false).unwrap_err().code(), FsErrorCode::PermissionDenied);
+        assert_eq!(ro.write("new.txt", "x").unwrap_err().code(), FsErrorCode::PermissionDenied);
+        assert!(!root.join("new.txt").exists());
+    }
+}

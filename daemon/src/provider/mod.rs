@@ -1,0 +1,914 @@
+//! The provider layer: resolve paths inside a session's roots, stat, windowed reads with a
+//! cached line index, versions as blake3 content hashes, and write/edit as one critical section
+//! (in-process path lock + flock + inode re-check + version guard + literal match + atomic
+//! replace). It knows nothing about sessions or JSON: callers pass a [`Scope`] and an explicit
+//! [`Expectation`].
+//!
+//! Every method blocks (filesystem calls, hashing, locks): call it from a blocking thread.
+//!
+//! Freshness is decided by content, never by time: a cached version is used only while the
+//! file's stat fingerprint is unchanged *and* the file is older than the racy window at the time
+//! it was hashed; otherwise the file is hashed again.
+
+pub mod edit;
+pub mod index;
+pub mod lock;
+pub mod resolve;
+pub mod version;
+
+use std::collections::HashMap;
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use filectx_protocol::FsErrorCode;
+
+use self::index::{LineIndex, NotText, Scanner, Window};
+use self::lock::{LockError, PathLocks};
+pub use self::resolve::{Resolved, Scope};
+pub use self::version::{Fingerprint, Version};
+
+/// Files up to this size are read into memory in one go on a cache miss (and the window cut
+/// from that buffer); bigger ones are streamed through the scanner and windows are read with
+/// positional reads.
+const SMALL_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Chunk size of the streaming scan.
+const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Times a read retries when the file changes under it before giving up with `FS_BUSY`.
+const READ_ATTEMPTS: usize = 3;
+
+/// Provider settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// Longest wait for a file's locks before `FS_BUSY`.
+    pub lock_patience: Duration,
+    /// Largest file an edit loads, and largest content a write accepts (`FS_TOO_LARGE`).
+    pub max_edit_bytes: u64,
+    /// Whether writes are flushed to disk (file and folder) before they are acknowledged.
+    pub fsync: bool,
+    /// Most files whose version and line index are cached (least recently used go first).
+    pub max_cached_files: usize,
+    /// Most bytes of line indexes cached.
+    pub max_index_bytes: usize,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            lock_patience: Duration::from_secs(10),
+            max_edit_bytes: 256 * 1024 * 1024,
+            fsync: true,
+            max_cached_files: 4096,
+            max_index_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// A provider failure. Every variant names the path as the caller should see it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The path is malformed (empty, NUL byte, a symlink loop).
+    #[error("invalid path {path:?}: {why}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The path resolves outside every root of the session.
+    #[error("{path} is outside the session's roots (it resolves to {})", resolved.display())]
+    OutsideRoot {
+        /// The path as given.
+        path: String,
+        /// Where it resolves to.
+        resolved: PathBuf,
+    },
+    /// Nothing exists at the path.
+    #[error("{path} does not exist{}", why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    NotFound {
+        /// The path.
+        path: String,
+        /// Why, when it is not simply absent.
+        why: Option<String>,
+    },
+    /// The path is a folder.
+    #[error("{path} is a directory, not a file")]
+    IsDirectory {
+        /// The path.
+        path: String,
+    },
+    /// The path is a socket, device or fifo.
+    #[error("{path} is not a regular file")]
+    NotAFile {
+        /// The path.
+        path: String,
+    },
+    /// The file is binary or not UTF-8.
+    #[error("{path} is not a text file: {why}")]
+    NotText {
+        /// The path.
+        path: String,
+        /// What was found.
+        why: NotText,
+    },
+    /// The file or content is over the configured cap.
+    #[error("{path} is {size} bytes, over the limit of {limit} bytes for this operation")]
+    TooLarge {
+        /// The path.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// The OS refused access.
+    #[error("permission denied for {path}")]
+    PermissionDenied {
+        /// The path.
+        path: String,
+    },
+    /// The requested first line lies past the end of the file.
+    #[error("offset {offset} is past the end of {path}, which has {total_lines} lines")]
+    OffsetPastEnd {
+        /// The path.
+        path: String,
+        /// The requested offset.
+        offset: u64,
+        /// Lines in the file.
+        total_lines: u64,
+    },
+    /// The file is not at the expected version (or not there at all).
+    #[error("{path} is not at the expected version{}", match current { Some(v) => format!(" (it is now {v})"), None => " (it no longer exists)".to_owned() })]
+    StaleVersion {
+        /// The path.
+        path: String,
+        /// Its current version; `None` when it no longer exists.
+        current: Option<Version>,
+    },
+    /// The text to replace does not occur.
+    #[error("the text to replace was not found in {path}")]
+    NoMatch {
+        /// The path.
+        path: String,
+        /// What nearly matched, if anything.
+        hint: Option<String>,
+    },
+    /// The text to replace occurs more than once and `replace_all` was not set.
+    #[error("the text to replace occurs {matches} times in {path}")]
+    AmbiguousMatch {
+        /// The path.
+        path: String,
+        /// How often it occurs.
+        matches: u64,
+    },
+    /// The file exists where none was expected.
+    #[error("{path} already exists")]
+    AlreadyExists {
+        /// The path.
+        path: String,
+    },
+    /// The file's locks stayed taken (or it kept changing) for longer than the daemon waits.
+    #[error("{path} is busy: {why}")]
+    Busy {
+        /// The path.
+        path: String,
+        /// What kept it busy.
+        why: String,
+    },
+    /// `old` and `new` of an edit are equal, or `old` is empty.
+    #[error("{0}")]
+    InvalidEdit(String),
+    /// Any other failure of the filesystem.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// What was being done.
+        op: &'static str,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
+
+impl ProviderError {
+    /// The wire identifier of this failure.
+    pub fn code(&self) -> FsErrorCode {
+        match self {
+            Self::InvalidPath { .. }
+            | Self::NotAFile { .. }
+            | Self::OffsetPastEnd { .. }
+            | Self::InvalidEdit(_) => FsErrorCode::InvalidArgument,
+            Self::OutsideRoot { .. } => FsErrorCode::OutsideRoot,
+            Self::NotFound { .. } => FsErrorCode::NotFound,
+            Self::IsDirectory { .. } => FsErrorCode::IsDirectory,
+            Self::NotText { .. } => FsErrorCode::NotText,
+            Self::TooLarge { .. } => FsErrorCode::TooLarge,
+            Self::PermissionDenied { .. } => FsErrorCode::PermissionDenied,
+            Self::StaleVersion { .. } => FsErrorCode::StaleVersion,
+            Self::NoMatch { .. } => FsErrorCode::NoMatch,
+            Self::AmbiguousMatch { .. } => FsErrorCode::AmbiguousMatch,
+            Self::AlreadyExists { .. } => FsErrorCode::AlreadyExists,
+            Self::Busy { .. } => FsErrorCode::Busy,
+            Self::Io { .. } => FsErrorCode::Io,
+        }
+    }
+
+    /// The path the failure concerns, as the caller should see it.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Self::InvalidPath { path, .. }
+            | Self::OutsideRoot { path, .. }
+            | Self::NotFound { path, .. }
+            | Self::IsDirectory { path }
+            | Self::NotAFile { path }
+            | Self::NotText { path, .. }
+            | Self::TooLarge { path, .. }
+            | Self::PermissionDenied { path }
+            | Self::OffsetPastEnd { path, .. }
+            | Self::StaleVersion { path, .. }
+            | Self::NoMatch { path, .. }
+            | Self::AmbiguousMatch { path, .. }
+            | Self::AlreadyExists { path }
+            | Self::Busy { path, .. }
+            | Self::Io { path, .. } => Some(path),
+            Self::InvalidEdit(_) => None,
+        }
+    }
+
+    /// Machine-readable details for `error.data` (counts, versions, limits).
+    pub fn details(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut map = serde_json::Map::new();
+        match self {
+            Self::OffsetPastEnd { offset, total_lines, .. } => {
+                map.insert("offset".into(), (*offset).into());
+                map.insert("totalLines".into(), (*total_lines).into());
+            }
+            Self::AmbiguousMatch { matches, .. } => {
+                map.insert("matches".into(), (*matches).into());
+            }
+            Self::StaleVersion { current, .. } => {
+                map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
+            }
+            Self::TooLarge { size, limit, .. } => {
+                map.insert("size".into(), (*size).into());
+                map.insert("limit".into(), (*limit).into());
+            }
+            Self::NoMatch { hint: Some(hint), .. } => {
+                map.insert("hint".into(), hint.clone().into());
+            }
+            Self::OutsideRoot { resolved, .. } => {
+                map.insert("resolved".into(), resolved.display().to_string().into());
+            }
+            _ => {}
+        }
+        map
+    }
+}
+
+/// Maps an OS error on `target` to the provider's vocabulary.
+fn io_error(target: &str, op: &'static str, err: std::io::Error) -> ProviderError {
+    let path = target.to_owned();
+    match err.kind() {
+        ErrorKind::NotFound => ProviderError::NotFound { path, why: None },
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
+            ProviderError::PermissionDenied { path }
+        }
+        ErrorKind::IsADirectory => ProviderError::IsDirectory { path },
+        ErrorKind::NotADirectory => {
+            ProviderError::NotFound { path, why: Some("a parent of it is a file, not a folder".into()) }
+        }
+        _ => ProviderError::Io { path, op, source: err },
+    }
+}
+
+/// What must be true of a file for a write to go ahead. Built explicitly by the caller; the
+/// file-context layer builds it from a session's observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expectation {
+    /// Whatever is there (create or replace).
+    Any,
+    /// Nothing is there: create only, never clobber.
+    Absent,
+    /// Exactly this version is there.
+    Version(Version),
+}
+
+/// What a path names, for stat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A folder.
+    Directory,
+    /// A socket, device or fifo.
+    Other,
+    /// Nothing.
+    Missing,
+}
+
+/// Result of [`Provider::stat`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// What is there.
+    pub kind: Kind,
+    /// Size in bytes.
+    pub size: Option<u64>,
+    /// Content version (regular text or binary files).
+    pub version: Option<Version>,
+    /// Modification time in milliseconds since the epoch.
+    pub mtime_ms: Option<i64>,
+    /// Permission bits.
+    pub mode: Option<u32>,
+}
+
+/// Result of [`Provider::read`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// The version the window was cut from.
+    pub version: Version,
+    /// The window.
+    pub window: Window,
+}
+
+/// Result of [`Provider::write`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Whether the file was created (else replaced).
+    pub created: bool,
+    /// The new version.
+    pub version: Version,
+}
+
+/// Result of [`Provider::edit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditOutcome {
+    /// Occurrences replaced.
+    pub replacements: u64,
+    /// The new version.
+    pub version: Version,
+}
+
+/// What the provider remembers about one file version.
+#[derive(Debug)]
+struct Entry {
+    fingerprint: Fingerprint,
+    version: Version,
+    /// When hashing started (nanoseconds since the epoch), for the racy rule.
+    recorded_ns: i128,
+    text: Result<Arc<LineIndex>, NotText>,
+}
+
+impl Entry {
+    fn heap_bytes(&self) -> usize {
+        self.text.as_ref().map(|i| i.heap_bytes()).unwrap_or(0)
+    }
+}
+
+/// Cache of entries by canonical path, bounded by count and index bytes (least recently used
+/// evicted first).
+#[derive(Debug, Default)]
+struct Cache {
+    entries: HashMap<PathBuf, (Arc<Entry>, u64)>,
+    tick: u64,
+    index_bytes: usize,
+}
+
+impl Cache {
+    fn get(&mut self, path: &Path) -> Option<Arc<Entry>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(path).map(|(entry, used)| {
+            *used = tick;
+            entry.clone()
+        })
+    }
+
+    fn insert(&mut self, path: PathBuf, entry: Arc<Entry>, max_files: usize, max_bytes: usize) {
+        self.tick += 1;
+        self.index_bytes += entry.heap_bytes();
+        if let Some((old, _)) = self.entries.insert(path, (entry, self.tick)) {
+            self.index_bytes -= old.heap_bytes();
+        }
+        while self.entries.len() > max_files.max(1)
+            || (self.index_bytes > max_bytes && self.entries.len() > 1)
+        {
+            let Some(oldest) = self.entries.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone())
+            else {
+                break;
+            };
+            self.remove(&oldest);
+        }
+    }
+
+    fn remove(&mut self, path: &Path) {
+        if let Some((old, _)) = self.entries.remove(path) {
+            self.index_bytes -= old.heap_bytes();
+        }
+    }
+}
+
+/// The provider: one per daemon, shared by every session.
+#[derive(Debug)]
+pub struct Provider {
+    config: ProviderConfig,
+    cache: Mutex<Cache>,
+    locks: PathLocks,
+    temp_counter: AtomicU64,
+}
+
+impl Provider {
+    /// A provider with an empty cache.
+    pub fn new(config: ProviderConfig) -> Self {
+        Self { config, cache: Mutex::default(), locks: PathLocks::default(), temp_counter: AtomicU64::new(0) }
+    }
+
+    /// Files with cached state.
+    pub fn cached_files(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).entries.len()
+    }
+
+    /// Resolves a path inside `scope` (see [`resolve::resolve`]).
+    pub fn resolve(&self, raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
+        resolve::resolve(raw, scope)
+    }
+
+    fn cached(&self, path: &Path, fingerprint: &Fingerprint) -> Option<Arc<Entry>> {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = cache.get(path)?;
+        (entry.fingerprint == *fingerprint && version::trusted(fingerprint, entry.recorded_ns))
+            .then_some(entry)
+    }
+
+    fn remember(&self, path: &Path, entry: Arc<Entry>) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.insert(path.to_owned(), entry, self.config.max_cached_files, self.config.max_index_bytes);
+    }
+
+    fn forget(&self, path: &Path) {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).remove(path);
+    }
+
+    /// Opens a regular file for reading, with its metadata.
+    fn open_file(&self, target: &Resolved) -> Result<(File, Metadata), ProviderError> {
+        let file = File::open(&target.path).map_err(|e| io_error(&target.display, "open", e))?;
+        let meta = file.metadata().map_err(|e| io_error(&target.display, "stat", e))?;
+        if meta.is_dir() {
+            return Err(ProviderError::IsDirectory { path: target.display.clone() });
+        }
+        if !meta.is_file() {
+            return Err(ProviderError::NotAFile { path: target.display.clone() });
+        }
+        Ok((file, meta))
+    }
+
+    /// Hashes and indexes an open file. For small files the bytes are returned too.
+    fn scan(
+        &self,
+        target: &Resolved,
+        mut file: &File,
+        meta: &Metadata,
+    ) -> Result<(Entry, Option<Vec<u8>>), ProviderError> {
+        let recorded_ns = version::now_ns();
+        let fingerprint = Fingerprint::of(meta);
+        let io = |e| io_error(&target.display, "read", e);
+        if meta.len() <= SMALL_FILE_BYTES {
+            let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+            file.read_to_end(&mut bytes).map_err(io)?;
+            let (version, text) = Scanner::scan(&bytes);
+            let entry = Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new) };
+            return Ok((entry, Some(bytes)));
+        }
+        let mut scanner = Scanner::new();
+        let mut buf = vec![0u8; SCAN_CHUNK_BYTES];
+        loop {
+            let n = file.read(&mut buf).map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            scanner.feed(&buf[..n]);
+        }
+        let (version, text) = scanner.finish();
+        Ok((Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new) }, None))
+    }
+
+    /// Reads lines `offset..offset + limit` (1-based; `None` means 1) of a text file.
+    pub fn read(
+        &self,
+        target: &Resolved,
+        offset: Option<u64>,
+        limit: u64,
+    ) -> Result<ReadOutcome, ProviderError> {
+        for _ in 0..READ_ATTEMPTS {
+            let (file, meta) = self.open_file(target)?;
+            let fingerprint = Fingerprint::of(&meta);
+            let (entry, bytes) = match self.cached(&target.path, &fingerprint) {
+                Some(entry) => (entry, None),
+                None => {
+                    let (entry, bytes) = self.scan(target, &file, &meta)?;
+                    (Arc::new(entry), bytes)
+                }
+            };
+            // The bytes must still belong to the inode state we fingerprinted.
+            let unchanged =
+                |file: &File| file.metadata().map(|m| Fingerprint::of(&m) == fingerprint).unwrap_or(false);
+            if bytes.is_some() && !unchanged(&file) {
+                self.forget(&target.path);
+                continue;
+            }
+            if bytes.is_some() {
+                self.remember(&target.path, entry.clone());
+            }
+            let index = match &entry.text {
+                Ok(index) => index.clone(),
+                Err(why) => return Err(ProviderError::NotText { path: target.display.clone(), why: *why }),
+            };
+            let total = index.total_lines();
+            let offset = offset.unwrap_or(1);
+            if offset == 0 || offset > total.max(1) {
+                return Err(ProviderError::OffsetPastEnd {
+                    path: target.display.clone(),
+                    offset,
+                    total_lines: total,
+                });
+            }
+            let window = match &bytes {
+                Some(bytes) => index::window(bytes.as_slice(), &index, offset, limit),
+                None => index::window(&file, &index, offset, limit),
+            };
+            let window = match window {
+                Ok(window) => window,
+                // Short read or bytes that no longer decode: the file changed under us.
+                Err(e) if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData) => {
+                    self.forget(&target.path);
+                    continue;
+                }
+                Err(e) => return Err(io_error(&target.display, "read", e)),
+            };
+            if bytes.is_none() && !unchanged(&file) {
+                self.forget(&target.path);
+                continue;
+            }
+            return Ok(ReadOutcome { version: entry.version, window });
+        }
+        Err(ProviderError::Busy {
+            path: target.display.clone(),
+            why: "it kept changing while being read".into(),
+        })
+    }
+
+    /// The version of the regular file at `target`, from the cache when it can be trusted.
+    fn version_of(&self, target: &Resolved, file: &File, meta: &Metadata) -> Result<Version, ProviderError> {
+        let fingerprint = Fingerprint::of(meta);
+        if let Some(entry) = self.cached(&target.path, &fingerprint) {
+            return Ok(entry.version);
+        }
+        let (entry, _) = self.scan(target, file, meta)?;
+        let version = entry.version;
+        self.remember(&target.path, Arc::new(entry));
+        Ok(version)
+    }
+
+    /// What is at `target`: kind, size, mode, mtime and (for regular files) version.
+    pub fn stat(&self, target: &Resolved) -> Result<Stat, ProviderError> {
+        let meta = match std::fs::metadata(&target.path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Ok(Stat {
+                    kind: Kind::Missing,
+                    size: None,
+                    version: None,
+                    mtime_ms: None,
+                    mode: None,
+                });
+            }
+            Err(e) => return Err(io_error(&target.display, "stat", e)),
+        };
+        let mtime_ms = Some(meta.mtime() * 1000 + meta.mtime_nsec() / 1_000_000);
+        let mode = Some(meta.mode() & 0o7777);
+        if meta.is_dir() {
+            return Ok(Stat { kind: Kind::Directory, size: Some(meta.len()), version: None, mtime_ms, mode });
+        }
+        if !meta.is_file() {
+            return Ok(Stat { kind: Kind::Other, size: None, version: None, mtime_ms, mode });
+        }
+        let (file, meta) = self.open_file(target)?;
+        let version = self.version_of(target, &file, &meta)?;
+        Ok(Stat { kind: Kind::File, size: Some(meta.len()), version: Some(version), mtime_ms, mode })
+    }
+
+    /// The current version of the file at `target`; `None` when nothing is there.
+    pub fn current_version(&self, target: &Resolved) -> Result<Option<Version>, ProviderError> {
+        match self.open_file(target) {
+            Ok((file, meta)) => self.version_of(target, &file, &meta).map(Some),
+            Err(ProviderError::NotFound { why: None, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn lock_path(&self, target: &Resolved) -> Result<lock::PathGuard<'_>, ProviderError> {
+        self.locks.lock(&target.path, self.config.lock_patience).ok_or_else(|| ProviderError::Busy {
+            path: target.display.clone(),
+            why: format!("another request of this daemon has held it for {:?}", self.config.lock_patience),
+        })
+    }
+
+    fn lock_file(&self, target: &Resolved) -> Result<lock::LockedFile, ProviderError> {
+        match lock::lock_file(&target.path, self.config.lock_patience) {
+            Ok(locked) => Ok(locked),
+            Err(LockError::Busy(waited)) => Err(ProviderError::Busy {
+                path: target.display.clone(),
+                why: format!("another process has held its lock (flock) for {waited:?}"),
+            }),
+            Err(LockError::Io(e)) => Err(io_error(&target.display, "lock", e)),
+        }
+    }
+
+    /// Writes `content` as the whole file, if `expect` holds, atomically.
+    pub fn write(
+        &self,
+        target: &Resolved,
+        content: &str,
+        expect: Expectation,
+    ) -> Result<WriteOutcome, ProviderError> {
+        let size = content.len() as u64;
+        if size > self.config.max_edit_bytes {
+            return Err(ProviderError::TooLarge {
+                path: target.display.clone(),
+                size,
+                limit: self.config.max_edit_bytes,
+            });
+        }
+        let _guard = self.lock_path(target)?;
+        let existing = match std::fs::metadata(&target.path) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(io_error(&target.display, "stat", e)),
+        };
+        let created = match existing {
+            Some(meta) if meta.is_dir() => {
+                return Err(ProviderError::IsDirectory { path: target.display.clone() });
+            }
+            Some(meta) if !meta.is_file() => {
+                return Err(ProviderError::NotAFile { path: target.display.clone() });
+            }
+            Some(_) if expect == Expectation::Absent => {
+                return Err(ProviderError::AlreadyExists { path: target.display.clone() });
+            }
+            Some(_) => {
+                let locked = self.lock_file(target)?;
+                if let Expectation::Version(expected) = expect {
+                    let current = self.version_of(target, &locked.file, &locked.meta)?;
+                    if current != expected {
+                        return Err(ProviderError::StaleVersion {
+                            path: target.display.clone(),
+                            current: Some(current),
+                        });
+                    }
+                }
+                self.replace(target, &locked.meta, content.as_bytes())?;
+                false
+            }
+            None => {
+                if let Expectation::Version(_) = expect {
+                    return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
+                }
+                match self.create(target, content.as_bytes()) {
+                    Ok(()) => true,
+                    Err(ProviderError::AlreadyExists { .. }) if expect == Expectation::Any => {
+                        // It appeared between our stat and our create: replace it instead.
+                        let locked = self.lock_file(target)?;
+                        self.replace(target, &locked.meta, content.as_bytes())?;
+                        false
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let version = self.remember_written(target, content.as_bytes());
+        Ok(WriteOutcome { created, version })
+    }
+
+    /// Replaces `old` by `new` in the text file at `target`, if it is at `expected`.
+    ///
+    /// One critical section: path lock, flock, inode re-check, version check (before any
+    /// matching, so a stale edit is reported as stale even when `old` no longer matches),
+    /// literal match, atomic replace.
+    pub fn edit(
+        &self,
+        target: &Resolved,
+        old: &str,
+        new: &str,
+        replace_all: bool,
+        expected: Version,
+    ) -> Result<EditOutcome, ProviderError> {
+        if old.is_empty() {
+            return Err(ProviderError::InvalidEdit("old_string must not be empty".into()));
+        }
+        if old == new {
+            return Err(ProviderError::InvalidEdit(
+                "old_string and new_string are identical; nothing to change".into(),
+            ));
+        }
+        let _guard = self.lock_path(target)?;
+        let locked = match self.lock_file(target) {
+            Ok(locked) => locked,
+            Err(ProviderError::NotFound { why: None, .. }) => {
+                return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
+            }
+            Err(e) => return Err(e),
+        };
+        if locked.meta.is_dir() {
+            return Err(ProviderError::IsDirectory { path: target.display.clone() });
+        }
+        if !locked.meta.is_file() {
+            return Err(ProviderError::NotAFile { path: target.display.clone() });
+        }
+        let size = locked.meta.len();
+        if size > self.config.max_edit_bytes {
+            return Err(ProviderError::TooLarge {
+                path: target.display.clone(),
+                size,
+                limit: self.config.max_edit_bytes,
+            });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        (&locked.file).read_to_end(&mut bytes).map_err(|e| io_error(&target.display, "read", e))?;
+        let current = Version::of(&bytes);
+        if current != expected {
+            return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
+        }
+        let (_, text) = Scanner::scan(&bytes);
+        if let Err(why) = text {
+            return Err(ProviderError::NotText { path: target.display.clone(), why });
+        }
+        let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF".as_slice()) {
+            Some(rest) => (true, rest),
+            None => (false, bytes.as_slice()),
+        };
+        let body = std::str::from_utf8(body).map_err(|e| ProviderError::NotText {
+            path: target.display.clone(),
+            why: NotText::InvalidUtf8(e.valid_up_to() as u64),
+        })?;
+        let (replaced, replacements) =
+            edit::apply(body, old, new, replace_all).map_err(|miss| match miss {
+                edit::Miss::NoMatch { hint } => ProviderError::NoMatch { path: target.display.clone(), hint },
+                edit::Miss::Ambiguous(matches) => {
+                    ProviderError::AmbiguousMatch { path: target.display.clone(), matches }
+                }
+            })?;
+        let mut out = Vec::with_capacity(replaced.len() + 3);
+        if bom {
+            out.extend_from_slice(b"\xEF\xBB\xBF");
+        }
+        out.extend_from_slice(replaced.as_bytes());
+        self.replace(target, &locked.meta, &out)?;
+        let version = self.remember_written(target, &out);
+        Ok(EditOutcome { replacements, version })
+    }
+
+    /// Records the version of bytes we just wrote. The fingerprint comes from a fresh stat; the
+    /// entry is racy (just written), so the next access re-hashes once before trusting it.
+    fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> Version {
+        let recorded_ns = version::now_ns();
+        let (version, text) = Scanner::scan(bytes);
+        match std::fs::metadata(&target.path) {
+            Ok(meta) => {
+                let entry = Entry {
+                    fingerprint: Fingerprint::of(&meta),
+                    version,
+                    recorded_ns,
+                    text: text.map(Arc::new),
+                };
+                self.remember(&target.path, Arc::new(entry));
+            }
+            Err(_) => self.forget(&target.path),
+        }
+        version
+    }
+
+    /// A new temporary file next to `target` (same folder, so rename is atomic).
+    fn temp_file(&self, dir: &Path, target: &Resolved) -> Result<(PathBuf, File), ProviderError> {
+        let name = target.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        loop {
+            let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!(".{name}.filectx-{}-{n}.tmp", std::process::id()));
+            match OpenOptions::new().write(true).create_new(true).mode(0o666).open(&path) {
+                Ok(file) => return Ok((path, file)),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io_error(&target.display, "create a temporary file for", e)),
+            }
+        }
+    }
+
+    fn sync_dir(&self, dir: &Path, target: &Resolved) -> Result<(), ProviderError> {
+        if self.config.fsync {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io_error(&target.display, "sync the folder of", e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` to a temporary file in `dir` and syncs it. The caller moves it in place.
+    fn stage(
+        &self,
+        dir: &Path,
+        target: &Resolved,
+        bytes: &[u8],
+        like: Option<&Metadata>,
+    ) -> Result<PathBuf, ProviderError> {
+        let (temp, mut file) = self.temp_file(dir, target)?;
+        let staged = (|| -> std::io::Result<()> {
+            if let Some(meta) = like {
+                file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+                let ours = (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
+                if (meta.uid(), meta.gid()) != ours {
+                    // Only root (or the owner, for the group) may do this; keep going if refused.
+                    let _ = rustix::fs::fchown(
+                        &file,
+                        Some(rustix::fs::Uid::from_raw(meta.uid())),
+                        Some(rustix::fs::Gid::from_raw(meta.gid())),
+                    );
+                }
+            }
+            file.write_all(bytes)?;
+            if self.config.fsync {
+                file.sync_data()?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = staged {
+            let _ = std::fs::remove_file(&temp);
+            return Err(io_error(&target.display, "write", e));
+        }
+        Ok(temp)
+    }
+
+    /// Replaces an existing file's content: atomically by rename, or in place (under the lock)
+    /// when the file has several hard links, so that it stays one file shared by all of them.
+    fn replace(&self, target: &Resolved, meta: &Metadata, bytes: &[u8]) -> Result<(), ProviderError> {
+        let dir = target.path.parent().unwrap_or(Path::new("/"));
+        if meta.nlink() > 1 {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&target.path)
+                .map_err(|e| io_error(&target.display, "open", e))?;
+            let written = (|| -> std::io::Result<()> {
+                file.write_all_at(bytes, 0)?;
+                file.set_len(bytes.len() as u64)?;
+                if self.config.fsync {
+                    file.sync_data()?;
+                }
+                Ok(())
+            })();
+            return written.map_err(|e| io_error(&target.display, "write", e));
+        }
+        let temp = self.stage(dir, target, bytes, Some(meta))?;
+        if let Err(e) = std::fs::rename(&temp, &target.path) {
+            let _ = std::fs::remove_file(&temp);
+            return Err(io_error(&target.display, "replace", e));
+        }
+        self.sync_dir(dir, target)
+    }
+
+    /// Creates a new file with `bytes`, never clobbering one that appeared meanwhile.
+    fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<(), ProviderError> {
+        let dir = target.path.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(dir).map_err(|e| io_error(&target.display, "create the folder of", e))?;
+        let temp = self.stage(dir, target, bytes, None)?;
+        let moved = rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &temp,
+            rustix::fs::CWD,
+            &target.path,
+            rustix::fs::RenameFlags::NOREPLACE,
+        );
+        let result = match moved {
+            Ok(()) => return self.sync_dir(dir, target),
+            Err(rustix::io::Errno::EXIST) => {
+                Err(ProviderError::AlreadyExists { path: target.display.clone() })
+            }
+            // Filesystems without RENAME_NOREPLACE: link(2) also refuses to clobber.
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS | rustix::io::Errno::NOTSUP) => {
+                match std::fs::hard_link(&temp, &target.path) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                        Err(ProviderError::AlreadyExists { path: target.display.clone() })
+                    }
+                    Err(e) => Err(io_error(&target.display, "create", e)),
+                }
+            }
+            Err(errno) => Err(io_error(&target.display, "create", errno.into())),
+        };
+        let _ = std::fs::remove_file(&temp);
+        result?;
+        self.sync_dir(dir, target)
+    }
+}

@@ -1,0 +1,329 @@
+//! Handlers of the file methods: `tools/call` (model-facing), `file/*` (file-context layer,
+//! structured) and `fs/*` (provider layer, records nothing). Each runs its blocking work on the
+//! blocking pool and converts views to wire types.
+
+use std::sync::Arc;
+
+use filectx_protocol::tools::READ_LINE_LIMIT;
+use filectx_protocol::{
+    CallToolParams, CallToolResult, EditParams, EditResult, FileKind, FileStatResult, FsEditParams,
+    FsErrorCode, FsStatResult, FsWriteParams, PathParams, ReadParams, ReadResult, ResolveResult,
+    WriteExpectation, WriteOperation, WriteParams, WriteResult,
+};
+use jsonrpsee::Extensions;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+
+use super::error::{fs_error, invalid_params};
+use super::{ServerContext, internal, parse_params, session_of};
+use crate::context::{FileContext, Kind, Lines, Version};
+use crate::provider::{Expectation, Provider, ProviderError, Scope};
+use crate::session::{Session, SessionOptions};
+use crate::tools;
+
+/// Runs `work` with the session's file context on the blocking pool.
+async fn with_context<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
+where
+    T: Send + 'static,
+    F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+{
+    let session = session_of(ext)?;
+    let provider = ctx.provider.clone();
+    tokio::task::spawn_blocking(move || {
+        let options = session.options().ok_or_else(super::error::not_initialized)?;
+        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
+        let file_context = FileContext::new(&provider, scope, session.observations(), options.read_only);
+        work(&file_context, options)
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// Runs `work` with the provider and the session's scope on the blocking pool.
+async fn with_provider<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
+where
+    T: Send + 'static,
+    F: FnOnce(&Provider, Scope<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+{
+    let session: Arc<Session> = session_of(ext)?;
+    let provider = ctx.provider.clone();
+    tokio::task::spawn_blocking(move || {
+        let options = session.options().ok_or_else(super::error::not_initialized)?;
+        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
+        work(&provider, scope, options)
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped).
+fn window_of(params: &ReadParams) -> Result<(Option<u64>, u64), ErrorObjectOwned> {
+    if params.offset == Some(0) {
+        return Err(fs_error(
+            FsErrorCode::InvalidArgument,
+            "offset must be at least 1 (lines are numbered from 1)",
+            Some(&params.path),
+        ));
+    }
+    let limit = match params.limit {
+        Some(0) => {
+            return Err(fs_error(
+                FsErrorCode::InvalidArgument,
+                "limit must be at least 1",
+                Some(&params.path),
+            ));
+        }
+        Some(n) => n.min(u64::from(READ_LINE_LIMIT)),
+        None => u64::from(READ_LINE_LIMIT),
+    };
+    Ok((params.offset, limit))
+}
+
+fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
+    let shown = window.lines.len() as u64;
+    let partial = window.total_lines > 0
+        && (window.start_line > 1 || window.start_line + shown - 1 < window.total_lines);
+    ReadResult {
+        display_path: display,
+        version: version.to_string(),
+        start_line: window.start_line,
+        total_lines: window.total_lines,
+        partial,
+        truncated_lines: window.truncated,
+        lines: window.lines,
+    }
+}
+
+fn file_kind(kind: Kind) -> FileKind {
+    match kind {
+        Kind::File => FileKind::File,
+        Kind::Directory => FileKind::Directory,
+        Kind::Other => FileKind::Other,
+        Kind::Missing => FileKind::None,
+    }
+}
+
+fn write_result(display: String, created: bool, version: Version) -> WriteResult {
+    WriteResult {
+        operation: if created { WriteOperation::Create } else { WriteOperation::Update },
+        display_path: display,
+        version: version.to_string(),
+    }
+}
+
+fn read_only(path: &str) -> ErrorObjectOwned {
+    fs_error(
+        FsErrorCode::PermissionDenied,
+        format!("this session is read-only; {path} was not changed"),
+        Some(path),
+    )
+}
+
+/// `tools/call`.
+pub async fn tools_call(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<CallToolResult, ErrorObjectOwned> {
+    let params: CallToolParams = parse_params("tools/call", &params)?;
+    with_context(&ctx, &ext, move |files, options| {
+        tools::call(files, &options.tools, &params.name, &params.arguments)
+            .map_err(|e| invalid_params(e.to_string()))
+    })
+    .await
+}
+
+/// `file/read`.
+pub async fn file_read(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<ReadResult, ErrorObjectOwned> {
+    let params: ReadParams = parse_params("file/read", &params)?;
+    let (offset, limit) = window_of(&params)?;
+    with_context(&ctx, &ext, move |files, _| {
+        let view = files.read(&params.path, offset, limit)?;
+        Ok(read_result(view.display, view.version, view.window))
+    })
+    .await
+}
+
+/// `file/write`.
+pub async fn file_write(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<WriteResult, ErrorObjectOwned> {
+    let params: WriteParams = parse_params("file/write", &params)?;
+    with_context(&ctx, &ext, move |files, _| {
+        let view = files.write(&params.path, &params.content)?;
+        Ok(write_result(view.display, view.created, view.version))
+    })
+    .await
+}
+
+/// `file/edit`.
+pub async fn file_edit(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<EditResult, ErrorObjectOwned> {
+    let params: EditParams = parse_params("file/edit", &params)?;
+    with_context(&ctx, &ext, move |files, _| {
+        let replace_all = params.replace_all.unwrap_or(false);
+        let view = files.edit(&params.path, &params.old_string, &params.new_string, replace_all)?;
+        Ok(EditResult {
+            replacements: view.replacements,
+            replace_all: view.replace_all,
+            display_path: view.display,
+            version: view.version.to_string(),
+        })
+    })
+    .await
+}
+
+/// `file/stat`.
+pub async fn file_stat(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<FileStatResult, ErrorObjectOwned> {
+    let params: PathParams = parse_params("file/stat", &params)?;
+    with_context(&ctx, &ext, move |files, _| {
+        let view = files.stat(&params.path)?;
+        Ok(FileStatResult {
+            exists: view.kind != Kind::Missing,
+            kind: file_kind(view.kind),
+            fresh: view.fresh(),
+            display_path: view.display,
+            size: view.size,
+            version: view.version.map(|v| v.to_string()),
+            observed_version: view.observed.map(|v| v.to_string()),
+        })
+    })
+    .await
+}
+
+/// `fs/resolve`.
+pub async fn fs_resolve(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<ResolveResult, ErrorObjectOwned> {
+    let params: PathParams = parse_params("fs/resolve", &params)?;
+    with_provider(&ctx, &ext, move |provider, scope, _| {
+        let target = provider.resolve(&params.path, scope)?;
+        Ok(ResolveResult {
+            path: target.path.display().to_string(),
+            display_path: target.display,
+            exists: target.exists,
+            root: target.root.display().to_string(),
+        })
+    })
+    .await
+}
+
+/// `fs/stat`.
+pub async fn fs_stat(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<FsStatResult, ErrorObjectOwned> {
+    let params: PathParams = parse_params("fs/stat", &params)?;
+    with_provider(&ctx, &ext, move |provider, scope, _| {
+        let target = provider.resolve(&params.path, scope)?;
+        let stat = provider.stat(&target)?;
+        Ok(FsStatResult {
+            exists: stat.kind != Kind::Missing,
+            kind: file_kind(stat.kind),
+            display_path: target.display,
+            size: stat.size,
+            version: stat.version.map(|v| v.to_string()),
+            mtime_ms: stat.mtime_ms,
+            mode: stat.mode,
+        })
+    })
+    .await
+}
+
+/// `fs/readText`: a window, recording nothing.
+pub async fn fs_read_text(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<ReadResult, ErrorObjectOwned> {
+    let params: ReadParams = parse_params("fs/readText", &params)?;
+    let (offset, limit) = window_of(&params)?;
+    with_provider(&ctx, &ext, move |provider, scope, _| {
+        let target = provider.resolve(&params.path, scope)?;
+        let outcome = provider.read(&target, offset, limit)?;
+        Ok(read_result(target.display, outcome.version, outcome.window))
+    })
+    .await
+}
+
+/// The version a client named, or — when it is not one this daemon could have issued — the
+/// stale error it deserves (the file cannot be at it).
+fn expected_version(
+    provider: &Provider,
+    target: &crate::provider::Resolved,
+    text: &str,
+) -> Result<Version, ErrorObjectOwned> {
+    match Version::parse(text) {
+        Some(version) => Ok(version),
+        None => {
+            let current = provider.current_version(target)?;
+            Err(ProviderError::StaleVersion { path: target.display.clone(), current }.into())
+        }
+    }
+}
+
+/// `fs/writeText`: a write with an explicit expectation.
+pub async fn fs_write_text(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<WriteResult, ErrorObjectOwned> {
+    let params: FsWriteParams = parse_params("fs/writeText", &params)?;
+    with_provider(&ctx, &ext, move |provider, scope, options| {
+        let target = provider.resolve(&params.path, scope)?;
+        if options.read_only {
+            return Err(read_only(&target.display));
+        }
+        let expect = match &params.expect {
+            WriteExpectation::Any => Expectation::Any,
+            WriteExpectation::Absent => Expectation::Absent,
+            WriteExpectation::Version { version } => {
+                Expectation::Version(expected_version(provider, &target, version)?)
+            }
+        };
+        let outcome = provider.write(&target, &params.content, expect)?;
+        Ok(write_result(target.display, outcome.created, outcome.version))
+    })
+    .await
+}
+
+/// `fs/editText`: an edit against an explicit expected version.
+pub async fn fs_edit_text(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<EditResult, ErrorObjectOwned> {
+    let params: FsEditParams = parse_params("fs/editText", &params)?;
+    with_provider(&ctx, &ext, move |provider, scope, options| {
+        let target = provider.resolve(&params.path, scope)?;
+        if options.read_only {
+            return Err(read_only(&target.display));
+        }
+        let expected = expected_version(provider, &target, &params.expected_version)?;
+        let replace_all = params.replace_all.unwrap_or(false);
+        let outcome =
+            provider.edit(&target, &params.old_string, &params.new_string, replace_all, expected)?;
+        Ok(EditResult {
+            replacements: outcome.replacements,
+            replace_all,
+            display_path: target.display,
+            version: outcome.version.to_string(),
+        })
+    })
+    .await
+}

@@ -1,0 +1,148 @@
+//! `tools/call`: argument validation against each tool's schema, dispatch to the file context,
+//! and the MCP-shaped result. Every failure, invalid arguments included, is a result with
+//! `isError: true` and a text the model can act on.
+
+use filectx_protocol::tools::READ_LINE_LIMIT;
+use filectx_protocol::{CallToolResult, FsErrorCode, ToolContent, ToolError, ToolName};
+use serde_json::{Map, Value};
+
+use super::render;
+use crate::context::FileContext;
+
+/// The tool is not one this session has.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown tool {name:?}; this session's tools are: {available}")]
+pub struct UnknownTool {
+    /// The name asked for.
+    pub name: String,
+    /// The session's tools, comma-separated.
+    pub available: String,
+}
+
+fn success(text: String) -> CallToolResult {
+    CallToolResult { content: vec![ToolContent::Text { text }], is_error: false, error: None }
+}
+
+fn failure(code: FsErrorCode, text: String) -> CallToolResult {
+    CallToolResult {
+        content: vec![ToolContent::Text { text }],
+        is_error: true,
+        error: Some(ToolError { name: "FsError".to_owned(), code }),
+    }
+}
+
+/// Argument problems, phrased for a model.
+struct Invalid(String);
+
+/// The arguments object, checked for unknown fields.
+fn fields<'a>(tool: ToolName, args: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Value>, Invalid> {
+    let Some(map) = args.as_object() else {
+        return Err(Invalid(format!(
+            "The {tool} tool's arguments must be a JSON object with {}.",
+            allowed.join(", ")
+        )));
+    };
+    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(Invalid(format!(
+            "Unknown argument {unknown:?} for the {tool} tool; its arguments are: {}.",
+            allowed.join(", ")
+        )));
+    }
+    Ok(map)
+}
+
+fn string<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str, Invalid> {
+    match map.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(Invalid(format!("{key} must be a string, not {}.", kind(other)))),
+        None => Err(Invalid(format!("{key} is required."))),
+    }
+}
+
+fn positive(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, Invalid> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => match value.as_u64() {
+            Some(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(Invalid(format!("{key} must be an integer of at least 1, not {value}."))),
+        },
+    }
+}
+
+fn boolean(map: &Map<String, Value>, key: &str) -> Result<bool, Invalid> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(Invalid(format!("{key} must be true or false, not {}.", kind(other)))),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<CallToolResult, Invalid> {
+    let name = tool.as_str();
+    let outcome = match tool {
+        ToolName::Read => {
+            let map = fields(tool, args, &["file_path", "offset", "limit"])?;
+            let path = string(map, "file_path")?;
+            let offset = positive(map, "offset")?;
+            let limit =
+                positive(map, "limit")?.unwrap_or(u64::from(READ_LINE_LIMIT)).min(u64::from(READ_LINE_LIMIT));
+            ctx.read(path, offset, limit).map(|view| render::read(&view))
+        }
+        ToolName::Write => {
+            let map = fields(tool, args, &["file_path", "content"])?;
+            let path = string(map, "file_path")?;
+            let content = string(map, "content")?;
+            ctx.write(path, content).map(|view| render::write(&view))
+        }
+        ToolName::Edit => {
+            let map = fields(tool, args, &["file_path", "old_string", "new_string", "replace_all"])?;
+            let path = string(map, "file_path")?;
+            let old = string(map, "old_string")?;
+            let new = string(map, "new_string")?;
+            let replace_all = boolean(map, "replace_all")?;
+            if old.is_empty() {
+                return Err(Invalid("old_string must not be empty; to create a file, use write.".into()));
+            }
+            if old == new {
+                return Err(Invalid(
+                    "old_string and new_string are identical: there is nothing to change.".into(),
+                ));
+            }
+            ctx.edit(path, old, new, replace_all).map(|view| render::edit(&view))
+        }
+    };
+    Ok(match outcome {
+        Ok(text) => success(text),
+        Err(err) => failure(err.code(), render::error(&err, name)),
+    })
+}
+
+/// Calls one of this session's tools. Blocking (it reads and writes files).
+pub fn call(
+    ctx: &FileContext<'_>,
+    tools: &[ToolName],
+    name: &str,
+    args: &Value,
+) -> Result<CallToolResult, UnknownTool> {
+    let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
+        return Err(UnknownTool {
+            name: name.to_owned(),
+            available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
+        });
+    };
+    Ok(match run(ctx, tool, args) {
+        Ok(result) => result,
+        Err(Invalid(text)) => failure(FsErrorCode::InvalidArgument, text),
+    })
+}
