@@ -2,8 +2,22 @@
 //!
 //! It speaks JSON-RPC 2.0 through jsonrpsee's async client over a Unix socket, framed with the
 //! LSP `Content-Length` codec of [`filectx_protocol`]. Typed helpers cover the session and daemon
-//! methods; [`Client::request`] reaches every other method with the wire types of
-//! `filectx_protocol` (or any `Serialize` value), and [`Client::notifications`] receives
+//! methods and the three layers of file access:
+//!
+//! - the **tools** layer ([`Client::call_tool`]): the model-facing `read`, `write` and `edit`
+//!   tools, whose failures are results with `isError: true`;
+//! - the **file-context** layer ([`Client::file_read`], [`Client::file_write`],
+//!   [`Client::file_edit`], [`Client::file_stat`]): the same policy with structured results; it
+//!   records which version of each file the session observed, and refuses to overwrite or edit a
+//!   file the session has not read, or that changed since;
+//! - the **provider** layer ([`Client::fs_resolve`], [`Client::fs_stat`],
+//!   [`Client::fs_read_text`], [`Client::fs_write_text`], [`Client::fs_edit_text`]): the escape
+//!   hatch that records nothing and takes explicit expectations instead.
+//!
+//! A failure of a file-context or provider method is a [`ClientError::Rpc`] whose
+//! [`ClientError::fs_code`] is the stable `FS_*` identifier. [`Client::request`] reaches every
+//! other method with the wire types of `filectx_protocol` (or any `Serialize` value),
+//! [`Client::subscribe`] starts `fs/streamText`, and [`Client::notifications`] receives
 //! server→client notifications such as `file/didChange`.
 //!
 //! ```no_run
@@ -36,7 +50,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use filectx_protocol::{
-    DEFAULT_MAX_FRAME_BYTES, DaemonStatus, InitializeParams, InitializeResult, ToolsListResult,
+    CallToolParams, CallToolResult, DEFAULT_MAX_FRAME_BYTES, DaemonStatus, EditParams, EditResult,
+    FileStatResult, FsEditParams, FsStatResult, FsWriteParams, InitializeParams, InitializeResult,
+    PathParams, ReadParams, ReadResult, ResolveResult, ToolsListResult, WriteParams, WriteResult,
 };
 use filectx_protocol::{methods, socket};
 use futures::Stream;
@@ -201,6 +217,143 @@ impl Client {
     /// Any error of [`Client::request`].
     pub async fn tools_list(&self) -> Result<ToolsListResult, ClientError> {
         self.request(methods::TOOLS_LIST, ()).await
+    }
+
+    /// `tools/call` (**tools layer**, model-facing): calls the tool `name` (`read`, `write` or
+    /// `edit`) with `arguments` (snake_case fields, as in the tool's input schema), exactly as a
+    /// model would. The tools keep the file-context layer's record: a `read` records the version
+    /// the session observed, and `write` over an existing file or `edit` need such a read.
+    ///
+    /// A tool that fails, invalid arguments included, still answers `Ok`: a result with
+    /// `is_error: true`, a text the model can act on, and `error.code` the `FS_*` identifier
+    /// (`FS_NOT_FOUND`, `FS_NOT_OBSERVED`, `FS_STALE_VERSION`, `FS_NO_MATCH`, …).
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] with code -32602 for a tool name this session does not have; any
+    /// error of [`Client::request`].
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Result<CallToolResult, ClientError> {
+        self.request(methods::TOOLS_CALL, CallToolParams { name: name.to_owned(), arguments }).await
+    }
+
+    /// `file/read` (**file-context layer**: records what the session observed): a window of
+    /// lines of a text file. Records the file's version for this session, which lets it then
+    /// overwrite or edit the file; any window counts.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_FOUND`, `FS_IS_DIRECTORY`,
+    /// `FS_NOT_TEXT` (binary or not UTF-8), `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
+    /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT` (e.g. an offset past the end: the message says
+    /// how many lines the file has), `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
+    pub async fn file_read(&self, params: ReadParams) -> Result<ReadResult, ClientError> {
+        self.request(methods::FILE_READ, &params).await
+    }
+
+    /// `file/write` (**file-context layer**: records what the session observed): creates the
+    /// file, or replaces its whole content atomically. Creating needs nothing; replacing an
+    /// existing file needs a read of it in this session, of the version that is still there.
+    /// Records the new version, so the session may write or edit it again without re-reading.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_OBSERVED` (the file exists
+    /// and this session has not read it), `FS_STALE_VERSION` (it changed since that read),
+    /// `FS_IS_DIRECTORY`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED` (also in a read-only session),
+    /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT`, `FS_BUSY` or `FS_IO`; any error of
+    /// [`Client::request`].
+    pub async fn file_write(&self, params: WriteParams) -> Result<WriteResult, ClientError> {
+        self.request(methods::FILE_WRITE, &params).await
+    }
+
+    /// `file/edit` (**file-context layer**: records what the session observed): replaces an
+    /// exact, literal string, once (or every occurrence with `replace_all`). Needs a read of
+    /// the file in this session, of the version that is still there; records the new version.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_OBSERVED`,
+    /// `FS_STALE_VERSION` (checked before matching), `FS_NO_MATCH`, `FS_AMBIGUOUS_MATCH` (more
+    /// than one occurrence without `replace_all`), `FS_INVALID_ARGUMENT` (empty `old_string`, or
+    /// `new_string` equal to it), `FS_NOT_FOUND`, `FS_IS_DIRECTORY`, `FS_NOT_TEXT`,
+    /// `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`, `FS_OUTSIDE_ROOT`, `FS_BUSY` or `FS_IO`; any error
+    /// of [`Client::request`].
+    pub async fn file_edit(&self, params: EditParams) -> Result<EditResult, ClientError> {
+        self.request(methods::FILE_EDIT, &params).await
+    }
+
+    /// `file/stat` (**file-context layer**: reports what the session observed, records nothing
+    /// itself): what is at `path` (absolute, or
+    /// relative to the session's cwd), plus the version this session observed and whether that
+    /// observation is still fresh (so a write or edit would be allowed). A path where nothing
+    /// exists is a result with `exists: false`, not an error.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_OUTSIDE_ROOT`,
+    /// `FS_PERMISSION_DENIED`, `FS_INVALID_ARGUMENT` or `FS_IO`; any error of
+    /// [`Client::request`].
+    pub async fn file_stat(&self, path: &str) -> Result<FileStatResult, ClientError> {
+        self.request(methods::FILE_STAT, PathParams { path: path.to_owned() }).await
+    }
+
+    /// `fs/resolve` (**provider layer**: records nothing): the canonical absolute path of
+    /// `path` (symlinks and `..` resolved) and the session root that contains it.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_OUTSIDE_ROOT` (also through a
+    /// symlink, or for a missing file whose parent resolves outside), `FS_PERMISSION_DENIED`,
+    /// `FS_INVALID_ARGUMENT` or `FS_IO`; any error of [`Client::request`].
+    pub async fn fs_resolve(&self, path: &str) -> Result<ResolveResult, ClientError> {
+        self.request(methods::FS_RESOLVE, PathParams { path: path.to_owned() }).await
+    }
+
+    /// `fs/stat` (**provider layer**: records nothing): what is at `path`, its size, content
+    /// version, modification time and permission bits. A path where nothing exists is a
+    /// result with `exists: false`, not an error.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_OUTSIDE_ROOT`,
+    /// `FS_PERMISSION_DENIED`, `FS_INVALID_ARGUMENT` or `FS_IO`; any error of
+    /// [`Client::request`].
+    pub async fn fs_stat(&self, path: &str) -> Result<FsStatResult, ClientError> {
+        self.request(methods::FS_STAT, PathParams { path: path.to_owned() }).await
+    }
+
+    /// `fs/readText` (**provider layer**: records nothing): a window of lines, as
+    /// [`Client::file_read`], but the session observes nothing, so a later
+    /// [`Client::file_edit`] or tool edit of the file still fails with `FS_NOT_OBSERVED`. Use
+    /// the result's `version` with [`Client::fs_write_text`] or [`Client::fs_edit_text`].
+    ///
+    /// # Errors
+    /// As [`Client::file_read`].
+    pub async fn fs_read_text(&self, params: ReadParams) -> Result<ReadResult, ClientError> {
+        self.request(methods::FS_READ_TEXT, &params).await
+    }
+
+    /// `fs/writeText` (**provider layer**: records nothing): creates or replaces a file
+    /// atomically if it matches `params.expect` (anything, nothing there yet, or one exact
+    /// version), whatever this session observed.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_ALREADY_EXISTS` (expected
+    /// absent), `FS_STALE_VERSION` (expected a version that is not there), `FS_IS_DIRECTORY`,
+    /// `FS_TOO_LARGE`, `FS_PERMISSION_DENIED` (also in a read-only session), `FS_OUTSIDE_ROOT`,
+    /// `FS_INVALID_ARGUMENT`, `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
+    pub async fn fs_write_text(&self, params: FsWriteParams) -> Result<WriteResult, ClientError> {
+        self.request(methods::FS_WRITE_TEXT, &params).await
+    }
+
+    /// `fs/editText` (**provider layer**: records nothing): a literal replacement, as
+    /// [`Client::file_edit`], applied only if the file is at `params.expected_version`,
+    /// whatever this session observed.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_STALE_VERSION` (checked
+    /// before matching), `FS_NO_MATCH`, `FS_AMBIGUOUS_MATCH`, `FS_INVALID_ARGUMENT`,
+    /// `FS_NOT_FOUND`, `FS_IS_DIRECTORY`, `FS_NOT_TEXT`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
+    /// `FS_OUTSIDE_ROOT`, `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
+    pub async fn fs_edit_text(&self, params: FsEditParams) -> Result<EditResult, ClientError> {
+        self.request(methods::FS_EDIT_TEXT, &params).await
     }
 
     /// `shutdown`: tells the daemon this session is about to leave (only `exit` may follow).

@@ -1,15 +1,19 @@
 //! `filectx`: the command-line client of the filectx daemon — shows the daemon's status and the
-//! tools a session gets. Thin: every call goes through `filectx_client`.
+//! tools a session gets, and reads, writes, edits and stats files through the daemon. Thin:
+//! every call goes through `filectx_client`.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::PathBuf;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand};
 use filectx_client::{Client, ClientError};
-use filectx_protocol::{ClientInfo, DaemonStatus, InitializeParams, ToolsListResult, methods};
+use filectx_protocol::{
+    ClientInfo, DaemonStatus, EditParams, FileKind, FileStatResult, FsErrorCode, InitializeParams,
+    PathParams, ReadParams, ToolName, ToolsListResult, WriteOperation, WriteParams, methods,
+};
 use serde_json::Value;
 
 /// Exit code: success.
@@ -20,11 +24,30 @@ const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 /// Exit code: the daemon is not reachable, or the connection broke before it answered.
 const EXIT_UNREACHABLE: u8 = 3;
-/// Exit code: the daemon answered with an error, an answer that could not be understood, or
-/// not in time.
+/// Exit code: the daemon answered with an error (a failed tool call included), an answer that
+/// could not be understood, or not in time.
 const EXIT_REQUEST_FAILED: u8 = 4;
 
 const AFTER_HELP: &str = "\
+Files (PATH is absolute, or relative to the current folder):
+  filectx read PATH [--offset N] [--limit N]
+      numbered lines and a footer, exactly as the model-facing read tool shows them
+      (--json: the structured file/read result instead)
+  filectx write PATH [--content TEXT | --from FILE]
+      create or replace a file; the content comes from stdin unless given
+  filectx edit PATH --old TEXT --new TEXT [--replace-all]
+      replace an exact, literal string (once, or every occurrence)
+  filectx stat PATH
+      whether the path exists, its kind, size and content version
+
+  write (over an existing file) and edit read the file themselves first, so they never refuse
+  with FS_NOT_OBSERVED; they only protect against changes between that read and the write.
+  A harness that needs the full read-before-write protection keeps one session open instead.
+
+  With --json, each prints the raw result of its last request (file/read for read, file/write,
+  file/edit, file/stat). A failed file command prints the FS_* code and the daemon's message,
+  e.g. `filectx: FS_NOT_FOUND: ...`, and exits 4.
+
 Exit codes:
   0  success
   1  local failure (e.g. the current folder cannot be resolved, output cannot be written)
@@ -32,23 +55,78 @@ Exit codes:
   3  the daemon is not reachable (nothing listens at the socket, or the connection broke)
   4  the request failed (the daemon answered with an error, which is printed, or timed out)
 
-Every command opens a session with the current folder as its only root and closes it
-politely (shutdown, then exit) before leaving.";
+Every command is one session: it opens a session whose roots are the current folder (or the
+--root folders, when given), and closes it politely (shutdown, then exit) before leaving.
+Relative paths resolve against the current folder, which must then be inside a root.";
 
-/// Talk to the filectx daemon (filectxd): show its status and the tools it offers.
+/// Help heading of the options every subcommand accepts.
+const GLOBAL: &str = "Global options";
+
+/// Help of `edit`, after its one-line summary.
+const EDIT_LONG_ABOUT: &str = "\
+Replace an exact, literal string in a text file (file/read, then file/edit)
+
+One CLI call is one session, so the CLI reads the file itself first (one line is enough: any \
+window records the file's version for the session) and then edits it. It therefore never \
+refuses with FS_NOT_OBSERVED (\"not read yet\"), and only protects against changes that happen \
+between its own read and the edit (FS_STALE_VERSION). A harness that wants an edit refused when \
+the file changed since its agent last read it should keep one long-lived session (the \
+filectx_client library) instead.";
+
+/// Help of `write`, after its one-line summary.
+const WRITE_LONG_ABOUT: &str = "\
+Create a file or replace its whole content (file/stat, then file/read if it exists, then \
+file/write)
+
+One CLI call is one session, so when the file exists the CLI reads it itself first (one line is \
+enough: any window records the file's version for the session) and then replaces it. It \
+therefore never refuses with FS_NOT_OBSERVED, and only protects against changes that happen \
+between its own read and the write (FS_STALE_VERSION). A harness that wants a write refused \
+when the file changed since its agent last read it should keep one long-lived session (the \
+filectx_client library) instead.";
+
+/// Talk to the filectx daemon (filectxd): show its status and the tools it offers, and read,
+/// write, edit and stat files through it.
 #[derive(Debug, Parser)]
 #[command(name = "filectx", version, after_help = AFTER_HELP)]
 struct Cli {
     // The help text is `socket_help()`: it shows the path the default resolves to.
-    #[arg(long, global = true, value_name = "PATH", help = socket_help())]
+    #[arg(long, global = true, value_name = "PATH", help = socket_help(), help_heading = GLOBAL)]
     socket: Option<PathBuf>,
 
     /// Print the daemon's raw JSON result instead of readable text (for scripts)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
+
+    #[command(flatten)]
+    roots: RootArgs,
 
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--root`, accepted before and after the subcommand. It is not a clap global: a repeated global
+/// option given on both sides of the subcommand keeps only the values after it
+/// (clap-rs/clap#1570), so the top level and each subcommand have their own, joined in order.
+#[derive(Debug, Args)]
+struct RootArgs {
+    /// A folder the session may touch (repeatable); replaces the default, the current folder
+    #[arg(long = "root", value_name = "DIR", help_heading = GLOBAL)]
+    roots: Vec<PathBuf>,
+}
+
+impl Cli {
+    /// Every `--root`, in command-line order.
+    fn roots(&self) -> Vec<PathBuf> {
+        let after = match &self.command {
+            Command::Status(roots) | Command::Tools(roots) => roots,
+            Command::Read(args) => &args.roots,
+            Command::Write(args) => &args.roots,
+            Command::Edit(args) => &args.roots,
+            Command::Stat(args) => &args.roots,
+        };
+        self.roots.roots.iter().chain(&after.roots).cloned().collect()
+    }
 }
 
 /// Help of `--socket`: where the path comes from, and what it resolves to here and now.
@@ -64,9 +142,98 @@ fn socket_help() -> String {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show the daemon's version, uptime, sessions, cache and request counters (daemon/status)
-    Status,
+    Status(RootArgs),
     /// List the model-facing tools with their parameters (tools/list)
+    Tools(RootArgs),
+    /// Print a window of a text file with numbered lines, as the model's read tool shows it
+    /// (tools/call read; with --json: file/read)
+    Read(ReadArgs),
+    /// Create a file or replace its whole content (file/stat, file/read if it exists, file/write)
+    #[command(long_about = WRITE_LONG_ABOUT)]
+    Write(WriteArgs),
+    /// Replace an exact, literal string in a text file (file/read, then file/edit)
+    #[command(long_about = EDIT_LONG_ABOUT)]
+    Edit(EditArgs),
+    /// Show whether a path exists, its kind, size and content version (file/stat)
+    Stat(StatArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReadArgs {
+    /// The file: absolute, or relative to the current folder
+    path: String,
+    /// 1-based number of the first line to show [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    offset: Option<u64>,
+    /// Most lines to show [default and maximum: 2000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
+    #[command(flatten)]
+    roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+struct WriteArgs {
+    /// The file: absolute, or relative to the current folder
+    path: String,
+    /// The file's complete new content [default: read from stdin]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, conflicts_with = "from")]
+    content: Option<String>,
+    /// Take the new content from this local file (`-`: stdin)
+    #[arg(long, value_name = "FILE")]
+    from: Option<PathBuf>,
+    #[command(flatten)]
+    roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+struct EditArgs {
+    /// The file: absolute, or relative to the current folder
+    path: String,
+    /// The exact text to replace (without the line-number prefix `read` shows)
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    old: String,
+    /// The text to put in its place
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    new: String,
+    /// Replace every occurrence instead of exactly one
+    #[arg(long)]
+    replace_all: bool,
+    #[command(flatten)]
+    roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+struct StatArgs {
+    /// The path: absolute, or relative to the current folder
+    path: String,
+    #[command(flatten)]
+    roots: RootArgs,
+}
+
+/// What to ask the daemon, with everything local (paths, content) already checked and read.
+#[derive(Debug)]
+enum Job {
+    Status,
     Tools,
+    Read(ReadParams),
+    Write(WriteParams),
+    Edit(EditParams),
+    Stat(String),
+}
+
+/// A model-facing tool call that answered `isError: true`.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", match code {
+    Some(code) if !text.trim().is_empty() => format!("{code}: {}", text.trim_end()),
+    Some(code) => code.to_string(),
+    None => text.trim_end().to_owned(),
+})]
+struct ToolFailed {
+    /// The `FS_*` identifier from the result's `error`, when present.
+    code: Option<FsErrorCode>,
+    /// The text the tool returned.
+    text: String,
 }
 
 fn main() -> ExitCode {
@@ -97,10 +264,13 @@ fn main() -> ExitCode {
 }
 
 /// Runs the command and returns what to print on stdout.
-async fn run(cli: &Cli, socket: &std::path::Path) -> anyhow::Result<String> {
-    let params = session_params()?;
-    let (client, _session) = Client::connect_session(socket, params).await?;
-    let result = command(cli, &client).await;
+async fn run(cli: &Cli, socket: &Path) -> anyhow::Result<String> {
+    // Everything local is checked (and the content read) before connecting, so a local failure
+    // never opens a session.
+    let session = Session::new(&cli.roots())?;
+    let job = prepare(&cli.command, &session)?;
+    let (client, _session) = Client::connect_session(socket, session.params).await?;
+    let result = execute(job, cli.json, &client).await;
     // Leave politely whatever happened, unless the connection is already gone. This is best
     // effort: the answer is already in hand, and the daemon ends the session on hang-up anyway.
     if client.is_connected() {
@@ -109,45 +279,207 @@ async fn run(cli: &Cli, socket: &std::path::Path) -> anyhow::Result<String> {
     result
 }
 
-async fn command(cli: &Cli, client: &Client) -> anyhow::Result<String> {
-    match (&cli.command, cli.json) {
-        (Command::Status, true) => raw(client, methods::DAEMON_STATUS).await,
-        (Command::Status, false) => Ok(render_status(&client.status().await?, client.socket())),
-        (Command::Tools, true) => raw(client, methods::TOOLS_LIST).await,
-        (Command::Tools, false) => Ok(render_tools(&client.tools_list().await?)),
+/// The `initialize` parameters of this call's session, and whether relative paths can be used.
+#[derive(Debug)]
+struct Session {
+    params: InitializeParams,
+    /// The current folder (canonical).
+    cwd: PathBuf,
+    /// Whether the current folder is inside a root, so relative paths resolve against it.
+    cwd_in_root: bool,
+}
+
+impl Session {
+    /// Roots: the `--root` folders (relative ones against the current folder), else the current
+    /// folder; all canonical. `cwd` is the current folder when it is inside a root and is not
+    /// already the default (`roots[0]`).
+    fn new(root_args: &[PathBuf]) -> anyhow::Result<Self> {
+        let cwd = std::env::current_dir()
+            .and_then(|dir| dir.canonicalize())
+            .context("cannot resolve the current folder")?;
+        let roots = if root_args.is_empty() {
+            vec![cwd.clone()]
+        } else {
+            root_args.iter().map(|root| canonical_root(&cwd, root)).collect::<anyhow::Result<Vec<_>>>()?
+        };
+        let cwd_in_root = roots.iter().any(|root| cwd.starts_with(root));
+        let explicit_cwd = cwd_in_root && roots.first() != Some(&cwd);
+        let params = InitializeParams {
+            client_info: Some(ClientInfo {
+                name: "filectx".to_owned(),
+                version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            }),
+            roots: roots.iter().map(|root| utf8(root, "root")).collect::<anyhow::Result<_>>()?,
+            cwd: if explicit_cwd { Some(utf8(&cwd, "current folder")?) } else { None },
+            tools: None,
+            read_only: None,
+        };
+        Ok(Self { params, cwd, cwd_in_root })
+    }
+
+    /// Refuses a relative `path` when the current folder is outside every root (the daemon
+    /// would resolve it against the first root instead).
+    fn check_path(&self, path: &str) -> anyhow::Result<()> {
+        if Path::new(path).is_relative() && !self.cwd_in_root {
+            bail!(
+                "the current folder {} is inside no --root, so the relative path {path:?} cannot be \
+                 resolved; give an absolute path or a --root that contains the current folder",
+                self.cwd.display()
+            );
+        }
+        Ok(())
     }
 }
 
-async fn raw(client: &Client, method: &str) -> anyhow::Result<String> {
-    let value: Value = client.request(method, ()).await?;
+/// `dir` made absolute against `cwd` and canonical; it must be an existing folder.
+fn canonical_root(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
+    let root =
+        cwd.join(dir).canonicalize().with_context(|| format!("cannot resolve the root {}", dir.display()))?;
+    if !root.is_dir() {
+        bail!("the root {} is not a folder", dir.display());
+    }
+    Ok(root)
+}
+
+/// `path` as the UTF-8 string the wire needs; `what` names it in the error.
+fn utf8(path: &Path, what: &str) -> anyhow::Result<String> {
+    path.to_str()
+        .map(str::to_owned)
+        .with_context(|| format!("the {what} {} is not valid UTF-8", path.display()))
+}
+
+/// Checks the command's paths and reads the content to write, before anything is sent.
+fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
+    let job = match command {
+        Command::Status(_) => Job::Status,
+        Command::Tools(_) => Job::Tools,
+        Command::Read(args) => {
+            session.check_path(&args.path)?;
+            Job::Read(ReadParams { path: args.path.clone(), offset: args.offset, limit: args.limit })
+        }
+        Command::Write(args) => {
+            session.check_path(&args.path)?;
+            Job::Write(WriteParams { path: args.path.clone(), content: new_content(args)? })
+        }
+        Command::Edit(args) => {
+            session.check_path(&args.path)?;
+            Job::Edit(EditParams {
+                path: args.path.clone(),
+                old_string: args.old.clone(),
+                new_string: args.new.clone(),
+                replace_all: args.replace_all.then_some(true),
+            })
+        }
+        Command::Stat(args) => {
+            session.check_path(&args.path)?;
+            Job::Stat(args.path.clone())
+        }
+    };
+    Ok(job)
+}
+
+/// The content `write` sends: `--content`, else the `--from` file, else stdin. Must be UTF-8.
+fn new_content(args: &WriteArgs) -> anyhow::Result<String> {
+    if let Some(content) = &args.content {
+        return Ok(content.clone());
+    }
+    let (bytes, source) = match &args.from {
+        Some(file) if file.as_os_str() != "-" => {
+            let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+            (bytes, file.display().to_string())
+        }
+        _ => {
+            let mut bytes = Vec::new();
+            std::io::stdin().lock().read_to_end(&mut bytes).context("cannot read the content from stdin")?;
+            (bytes, "stdin".to_owned())
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the content from {source} is not valid UTF-8"))
+}
+
+/// Sends the job's requests and returns what to print on stdout.
+async fn execute(job: Job, json: bool, client: &Client) -> anyhow::Result<String> {
+    match (job, json) {
+        (Job::Status, true) => raw(client, methods::DAEMON_STATUS, ()).await,
+        (Job::Status, false) => Ok(render_status(&client.status().await?, client.socket())),
+        (Job::Tools, true) => raw(client, methods::TOOLS_LIST, ()).await,
+        (Job::Tools, false) => Ok(render_tools(&client.tools_list().await?)),
+        (Job::Read(params), true) => raw(client, methods::FILE_READ, &params).await,
+        (Job::Read(params), false) => read_tool(client, params).await,
+        (Job::Write(params), json) => write(client, params, json).await,
+        (Job::Edit(params), json) => edit(client, params, json).await,
+        (Job::Stat(path), true) => raw(client, methods::FILE_STAT, PathParams { path }).await,
+        (Job::Stat(path), false) => Ok(render_stat(&client.file_stat(&path).await?)),
+    }
+}
+
+/// The daemon's result as pretty JSON.
+async fn raw(client: &Client, method: &str, params: impl serde::Serialize) -> anyhow::Result<String> {
+    let value: Value = client.request(method, params).await?;
     let mut text = serde_json::to_string_pretty(&value)?;
     text.push('\n');
     Ok(text)
 }
 
-/// `initialize` parameters: the current folder (canonical) as the only root.
-fn session_params() -> anyhow::Result<InitializeParams> {
-    let cwd = std::env::current_dir()
-        .and_then(|dir| dir.canonicalize())
-        .context("cannot resolve the current folder")?;
-    let root = cwd
-        .to_str()
-        .with_context(|| format!("the current folder {} is not valid UTF-8", cwd.display()))?
-        .to_owned();
-    Ok(InitializeParams {
-        client_info: Some(ClientInfo {
-            name: "filectx".to_owned(),
-            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
-        }),
-        roots: vec![root],
-        cwd: None,
-        tools: None,
-        read_only: None,
-    })
+/// `read` through the model-facing tool: its text as is (a final newline added if it has none).
+async fn read_tool(client: &Client, params: ReadParams) -> anyhow::Result<String> {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("file_path".to_owned(), Value::String(params.path));
+    if let Some(offset) = params.offset {
+        arguments.insert("offset".to_owned(), offset.into());
+    }
+    if let Some(limit) = params.limit {
+        arguments.insert("limit".to_owned(), limit.into());
+    }
+    let result = client.call_tool(ToolName::Read.as_str(), Value::Object(arguments)).await?;
+    let mut text = result.text();
+    if result.is_error {
+        return Err(ToolFailed { code: result.error.map(|error| error.code), text }.into());
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// Records the file's current version for this session: a one-line `file/read` (any window
+/// counts), so that the write or edit that follows is allowed.
+async fn observe(client: &Client, path: &str) -> Result<(), ClientError> {
+    client.file_read(ReadParams { path: path.to_owned(), offset: None, limit: Some(1) }).await.map(drop)
+}
+
+/// `file/stat`; `file/read` (one line) when the file exists; then `file/write`.
+async fn write(client: &Client, params: WriteParams, json: bool) -> anyhow::Result<String> {
+    if client.file_stat(&params.path).await?.exists {
+        observe(client, &params.path).await?;
+    }
+    if json {
+        return raw(client, methods::FILE_WRITE, &params).await;
+    }
+    let result = client.file_write(params).await?;
+    let done = match result.operation {
+        WriteOperation::Create => "created",
+        WriteOperation::Update => "updated",
+    };
+    Ok(format!("{done} {}\n", result.display_path))
+}
+
+/// `file/read` (one line), then `file/edit`.
+async fn edit(client: &Client, params: EditParams, json: bool) -> anyhow::Result<String> {
+    observe(client, &params.path).await?;
+    if json {
+        return raw(client, methods::FILE_EDIT, &params).await;
+    }
+    let result = client.file_edit(params).await?;
+    let plural = if result.replacements == 1 { "" } else { "s" };
+    Ok(format!("edited {}: {} replacement{plural}\n", result.display_path, result.replacements))
 }
 
 /// The exit code and the one-line message for a failure.
-fn describe(error: &anyhow::Error, socket: &std::path::Path) -> (u8, String) {
+fn describe(error: &anyhow::Error, socket: &Path) -> (u8, String) {
+    if let Some(failed) = error.downcast_ref::<ToolFailed>() {
+        return (EXIT_REQUEST_FAILED, failed.to_string());
+    }
     let Some(client_error) = error.downcast_ref::<ClientError>() else {
         return (EXIT_FAILURE, format!("{error:#}"));
     };
@@ -168,10 +500,10 @@ fn describe(error: &anyhow::Error, socket: &std::path::Path) -> (u8, String) {
         ClientError::Transport(reason) => {
             (EXIT_UNREACHABLE, format!("the connection to the daemon at {path} broke: {reason}"))
         }
-        ClientError::Rpc { code, message, .. } => {
-            let fs = client_error.fs_code().map(|fs| format!(" {fs}")).unwrap_or_default();
-            (EXIT_REQUEST_FAILED, format!("the daemon answered error {code}{fs}: {message}"))
-        }
+        ClientError::Rpc { code, message, .. } => match client_error.fs_code() {
+            Some(fs) => (EXIT_REQUEST_FAILED, format!("{fs}: {message}")),
+            None => (EXIT_REQUEST_FAILED, format!("the daemon answered error {code}: {message}")),
+        },
         other => (EXIT_REQUEST_FAILED, other.to_string()),
     }
 }
@@ -187,6 +519,28 @@ fn print_stdout(output: &str) -> ExitCode {
             ExitCode::from(EXIT_FAILURE)
         }
     }
+}
+
+/// `file/stat` as aligned `key: value` lines; size and version only when the daemon gave them.
+fn render_stat(stat: &FileStatResult) -> String {
+    let kind = match stat.kind {
+        FileKind::File => "file",
+        FileKind::Directory => "directory",
+        FileKind::Other => "other",
+        FileKind::None => "none",
+    };
+    let mut rows = vec![
+        ("path", stat.display_path.clone()),
+        ("exists", if stat.exists { "yes" } else { "no" }.to_owned()),
+        ("kind", kind.to_owned()),
+    ];
+    if let Some(size) = stat.size {
+        rows.push(("size", human_bytes(size)));
+    }
+    if let Some(version) = &stat.version {
+        rows.push(("version", version.clone()));
+    }
+    aligned(&rows)
 }
 
 /// Aligned `key: value` lines.
@@ -387,6 +741,38 @@ mod tests {
         assert!(text.contains("write: Write a text file, replacing its whole content.\n"), "{text}");
         assert!(text.contains("  replace_all  boolean  optional (default false)\n"), "{text}");
         assert!(text.contains("  old_string   string   required\n"), "{text}");
+    }
+
+    #[test]
+    fn roots_before_and_after_the_subcommand_are_joined() -> Result<(), clap::Error> {
+        let cli = Cli::try_parse_from(["filectx", "--root", "a", "stat", "p", "--root", "b", "--root", "c"])?;
+        assert_eq!(cli.roots(), [PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c")]);
+        let cli = Cli::try_parse_from(["filectx", "status", "--root", "b"])?;
+        assert_eq!(cli.roots(), [PathBuf::from("b")]);
+        assert!(Cli::try_parse_from(["filectx", "tools"])?.roots().is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn stat_lines_leave_out_what_the_daemon_did_not_give() {
+        let stat = FileStatResult {
+            exists: true,
+            kind: FileKind::Directory,
+            display_path: "src".to_owned(),
+            size: Some(96),
+            version: None,
+            observed_version: None,
+            fresh: false,
+        };
+        assert_eq!(render_stat(&stat), "path:   src\nexists: yes\nkind:   directory\nsize:   96 B\n");
+    }
+
+    #[test]
+    fn a_failed_tool_shows_its_code_then_its_text() {
+        let failed = ToolFailed { code: Some(FsErrorCode::NotObserved), text: "Read it first.\n".to_owned() };
+        assert_eq!(failed.to_string(), "FS_NOT_OBSERVED: Read it first.");
+        let failed = ToolFailed { code: None, text: "Invalid arguments.".to_owned() };
+        assert_eq!(failed.to_string(), "Invalid arguments.");
     }
 
     #[test]

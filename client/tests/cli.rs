@@ -3,31 +3,62 @@
 
 mod support;
 
+use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
+use filectx_protocol::{FsErrorCode, WriteOperation};
 use serde_json::{Value, json};
-use support::{FakeDaemon, TestResult};
+use support::{FakeDaemon, TestResult, method_names};
 
 const BIN: &str = env!("CARGO_BIN_EXE_filectx");
 
 fn filectx(args: &[&str], cwd: &Path) -> TestResult<Output> {
-    Ok(Command::new(BIN)
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("FILECTX_SOCKET")
-        .env("RUST_BACKTRACE", "1")
-        .output()?)
+    filectx_stdin(args, cwd, None)
+}
+
+/// Runs the binary with `stdin` piped in (none: stdin is closed).
+fn filectx_stdin(args: &[&str], cwd: &Path, stdin: Option<&[u8]>) -> TestResult<Output> {
+    let mut command = Command::new(BIN);
+    command.args(args).current_dir(cwd).env_remove("FILECTX_SOCKET").env("RUST_BACKTRACE", "1");
+    let Some(input) = stdin else { return Ok(command.output()?) };
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let mut pipe = child.stdin.take().ok_or("no stdin pipe")?;
+    pipe.write_all(input)?;
+    drop(pipe);
+    Ok(child.wait_with_output()?)
 }
 
 /// Runs the binary off the runtime thread so the fake daemon keeps being served meanwhile.
 async fn filectx_async(args: Vec<String>, cwd: &Path) -> TestResult<Output> {
+    filectx_async_stdin(args, cwd, None).await
+}
+
+/// [`filectx_async`] with `stdin` piped in.
+async fn filectx_async_stdin(args: Vec<String>, cwd: &Path, stdin: Option<Vec<u8>>) -> TestResult<Output> {
     let cwd = cwd.to_owned();
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        filectx(&args, &cwd)
+        filectx_stdin(&args, &cwd, stdin.as_deref())
     })
     .await?
+}
+
+/// `filectx --socket <fake daemon> ARGS...`, run in `cwd`.
+async fn against(daemon: &FakeDaemon, args: &[&str], cwd: &Path) -> TestResult<Output> {
+    against_stdin(daemon, args, cwd, None).await
+}
+
+/// [`against`] with `stdin` piped in.
+async fn against_stdin(
+    daemon: &FakeDaemon,
+    args: &[&str],
+    cwd: &Path,
+    stdin: Option<&[u8]>,
+) -> TestResult<Output> {
+    let mut all = vec!["--socket".to_owned(), daemon.socket.display().to_string()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    filectx_async_stdin(all, cwd, stdin.map(<[u8]>::to_vec)).await
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -55,6 +86,13 @@ fn help_explains_subcommands_flags_and_exit_codes() -> TestResult {
         "FILECTX_SOCKET",
         "XDG_RUNTIME_DIR/filectx.sock",
         "--json",
+        "--root <DIR>",
+        "filectx read PATH [--offset N] [--limit N]",
+        "filectx write PATH [--content TEXT | --from FILE]",
+        "filectx edit PATH --old TEXT --new TEXT [--replace-all]",
+        "filectx stat PATH",
+        "FS_NOT_OBSERVED",
+        "filectx: FS_NOT_FOUND: ...",
         "Exit codes:",
         "0  success",
         "2  usage error",
@@ -178,12 +216,22 @@ async fn a_daemon_error_exits_4_with_its_code_and_message() -> TestResult {
     let out = filectx_async(args, cwd.path()).await?;
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     let stderr = text(&out.stderr);
-    assert_eq!(stderr, "filectx: the daemon answered error -31013 FS_BUSY: the file is locked\n");
+    assert_eq!(stderr, "filectx: FS_BUSY: the file is locked\n");
     assert_clean_stderr(&stderr);
     // The session is still closed politely after the failure.
     let received = daemon.received().await?;
     let methods: Vec<&str> = received.iter().filter_map(|m| m["method"].as_str()).collect();
     assert_eq!(methods, ["initialize", "daemon/status", "shutdown", "exit"]);
+
+    // An error without an FS_* code shows its numeric code.
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("tools/list") => vec![support::error(request, -32603, "internal error", None)],
+        _ => support::standard(request),
+    })?;
+    let out = against(&daemon, &["tools"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(text(&out.stderr), "filectx: the daemon answered error -32603: internal error\n");
+    daemon.received().await?;
     Ok(())
 }
 
@@ -198,5 +246,346 @@ async fn a_daemon_hanging_up_exits_3() -> TestResult {
     assert!(stderr.contains("the daemon closed the connection"), "{stderr}");
     assert_clean_stderr(&stderr);
     daemon.received().await?;
+    Ok(())
+}
+
+/// The `params` of the first received request named `method`.
+fn params_of<'a>(received: &'a [Value], method: &str) -> &'a Value {
+    received.iter().find(|m| m["method"] == method).map_or(&Value::Null, |m| &m["params"])
+}
+
+#[test]
+fn edit_and_write_help_say_the_cli_reads_first() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    for command in ["edit", "write"] {
+        let out = filectx(&[command, "--help"], dir.path())?;
+        assert_eq!(out.status.code(), Some(0));
+        let help = text(&out.stdout);
+        for needle in ["itself first", "FS_NOT_OBSERVED", "FS_STALE_VERSION", "long-lived session"] {
+            assert!(help.contains(needle), "{needle:?} missing from {command} --help:\n{help}");
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn read_prints_the_tool_text_exactly() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["read", "src/lib.rs", "--offset", "2", "--limit", "3"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The text as is, plus the final newline it lacks.
+    assert_eq!(text(&out.stdout), format!("{}\n", support::READ_TEXT));
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "tools/call", "shutdown", "exit"]);
+    assert_eq!(
+        params_of(&received, "tools/call"),
+        &json!({"name": "read", "arguments": {"file_path": "src/lib.rs", "offset": 2, "limit": 3}})
+    );
+
+    // A text that already ends in a newline is printed unchanged.
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("tools/call") => vec![support::result(
+            request,
+            json!({"content": [{"type": "text", "text": "     1\tx\n(End of file)\n"}], "isError": false}),
+        )],
+        _ => support::standard(request),
+    })?;
+    let out = against(&daemon, &["read", "/abs/x"], cwd.path()).await?;
+    assert_eq!(text(&out.stdout), "     1\tx\n(End of file)\n");
+    let received = daemon.received().await?;
+    assert_eq!(params_of(&received, "tools/call")["arguments"], json!({"file_path": "/abs/x"}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn read_json_prints_the_structured_file_read_result() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["read", "--json", "a.rs", "--limit", "1"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let printed: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(printed, serde_json::to_value(support::read_result("a.rs"))?);
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "file/read", "shutdown", "exit"]);
+    assert_eq!(params_of(&received, "file/read"), &json!({"path": "a.rs", "limit": 1}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failed_read_tool_prints_its_text_to_stderr_and_exits_4() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("tools/call") => vec![support::result(
+            request,
+            json!({
+                "content": [{"type": "text", "text": "File not found: x.rs\n"}],
+                "isError": true,
+                "error": {"name": "FsError", "code": "FS_NOT_FOUND"},
+            }),
+        )],
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["read", "x.rs"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr, "filectx: FS_NOT_FOUND: File not found: x.rs\n");
+    assert_clean_stderr(&stderr);
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "tools/call", "shutdown", "exit"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn write_creates_a_missing_file_without_reading_it() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("file/stat") => {
+            vec![support::answer(request, support::file_stat("src/new.rs", false))]
+        }
+        Some("file/write") => {
+            vec![support::answer(request, support::write_result("src/new.rs", WriteOperation::Create))]
+        }
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["write", "src/new.rs", "--content", "-fn f() {}\n"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(text(&out.stdout), "created src/new.rs\n");
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "file/stat", "file/write", "shutdown", "exit"]);
+    assert_eq!(params_of(&received, "file/stat"), &json!({"path": "src/new.rs"}));
+    assert_eq!(params_of(&received, "file/write"), &json!({"path": "src/new.rs", "content": "-fn f() {}\n"}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn write_over_an_existing_file_reads_it_first() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let cwd = tempfile::tempdir()?;
+    let out =
+        against_stdin(&daemon, &["write", "src/lib.rs"], cwd.path(), Some("new text\n".as_bytes())).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(text(&out.stdout), "updated src/lib.rs\n");
+    let received = daemon.received().await?;
+    assert_eq!(
+        method_names(&received),
+        ["initialize", "file/stat", "file/read", "file/write", "shutdown", "exit"]
+    );
+    assert_eq!(params_of(&received, "file/read"), &json!({"path": "src/lib.rs", "limit": 1}));
+    assert_eq!(params_of(&received, "file/write"), &json!({"path": "src/lib.rs", "content": "new text\n"}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn write_takes_its_content_from_a_file_and_json_prints_the_result() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let cwd = tempfile::tempdir()?;
+    let source = cwd.path().join("content.txt");
+    std::fs::write(&source, "ünïcode\r\nlines\n")?;
+    let out =
+        against(&daemon, &["--json", "write", "/abs/b.rs", "--from", "content.txt"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let printed: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(printed, serde_json::to_value(support::write_result("/abs/b.rs", WriteOperation::Update))?);
+    let received = daemon.received().await?;
+    assert_eq!(
+        params_of(&received, "file/write"),
+        &json!({"path": "/abs/b.rs", "content": "ünïcode\r\nlines\n"})
+    );
+    Ok(())
+}
+
+#[test]
+fn write_content_problems_are_local_failures_found_before_connecting() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    // No daemon listens here: exit 1 (not 3) shows nothing was sent.
+    let socket = dir.path().join("none.sock");
+    let socket = socket.to_str().ok_or("tempdir path is not UTF-8")?;
+    let out = filectx(&["--socket", socket, "write", "a.rs", "--from", "missing.txt"], dir.path())?;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("filectx: cannot read missing.txt: "), "{stderr}");
+    assert_clean_stderr(&stderr);
+
+    let out = filectx_stdin(&["--socket", socket, "write", "a.rs"], dir.path(), Some(&[0x66, 0xff, 0x0a]))?;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(text(&out.stderr), "filectx: the content from stdin is not valid UTF-8\n");
+    Ok(())
+}
+
+#[tokio::test]
+async fn edit_reads_the_file_first_then_edits_it() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let cwd = tempfile::tempdir()?;
+    let args = ["edit", "src/lib.rs", "--old", "fn main", "--new", "-fn start", "--replace-all"];
+    let out = against(&daemon, &args, cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(text(&out.stdout), "edited src/lib.rs: 2 replacements\n");
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "file/read", "file/edit", "shutdown", "exit"]);
+    assert_eq!(params_of(&received, "file/read"), &json!({"path": "src/lib.rs", "limit": 1}));
+    assert_eq!(
+        params_of(&received, "file/edit"),
+        &json!({"path": "src/lib.rs", "oldString": "fn main", "newString": "-fn start", "replaceAll": true})
+    );
+
+    // One replacement reads in the singular; without --replace-all the field is left out.
+    let daemon = FakeDaemon::start(support::standard)?;
+    let out = against(&daemon, &["edit", "a.rs", "--old", "a", "--new", "b"], cwd.path()).await?;
+    assert_eq!(text(&out.stdout), "edited a.rs: 1 replacement\n");
+    let received = daemon.received().await?;
+    assert_eq!(
+        params_of(&received, "file/edit"),
+        &json!({"path": "a.rs", "oldString": "a", "newString": "b"})
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failed_file_method_exits_4_with_its_fs_code() -> TestResult {
+    // The edit itself fails.
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("file/edit") => {
+            vec![support::fs_error(request, FsErrorCode::NoMatch, "old_string was not found in src/lib.rs")]
+        }
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["edit", "src/lib.rs", "--old", "x", "--new", "y"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(out.stdout.is_empty());
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr, "filectx: FS_NO_MATCH: old_string was not found in src/lib.rs\n");
+    assert_clean_stderr(&stderr);
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "file/read", "file/edit", "shutdown", "exit"]);
+
+    // The read before it fails: nothing is edited.
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("file/read") => vec![support::fs_error(request, FsErrorCode::NotFound, "no such file: gone.rs")],
+        _ => support::standard(request),
+    })?;
+    let out = against(&daemon, &["edit", "gone.rs", "--old", "x", "--new", "y"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(text(&out.stderr), "filectx: FS_NOT_FOUND: no such file: gone.rs\n");
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "file/read", "shutdown", "exit"]);
+
+    // A write that the daemon refuses after the CLI's own read (the file changed in between).
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("file/write") => vec![support::fs_error(request, FsErrorCode::StaleVersion, "a.rs changed")],
+        _ => support::standard(request),
+    })?;
+    let out = against(&daemon, &["write", "a.rs", "--content", "x"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(text(&out.stderr), "filectx: FS_STALE_VERSION: a.rs changed\n");
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn stat_prints_key_value_lines_or_raw_json() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["stat", "src/lib.rs"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        text(&out.stdout),
+        "path:    src/lib.rs\nexists:  yes\nkind:    file\nsize:    1.5 KiB (1536)\nversion: b3-0123abcd\n"
+    );
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "file/stat", "shutdown", "exit"]);
+    assert_eq!(params_of(&received, "file/stat"), &json!({"path": "src/lib.rs"}));
+
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("file/stat") => {
+            vec![support::answer(request, support::file_stat("nope", false))]
+        }
+        _ => support::standard(request),
+    })?;
+    let out = against(&daemon, &["stat", "nope"], cwd.path()).await?;
+    assert_eq!(text(&out.stdout), "path:   nope\nexists: no\nkind:   none\n");
+    daemon.received().await?;
+
+    let daemon = FakeDaemon::start(support::standard)?;
+    let out = against(&daemon, &["stat", "--json", "a.rs"], cwd.path()).await?;
+    let printed: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(printed, serde_json::to_value(support::file_stat("a.rs", true))?);
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn roots_replace_the_default_and_the_current_folder_becomes_the_cwd() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let project = tempfile::tempdir()?;
+    let other = tempfile::tempdir()?;
+    let sub = project.path().join("src");
+    std::fs::create_dir(&sub)?;
+    let other_root = other.path().to_str().ok_or("tempdir path is not UTF-8")?;
+    let out = against(&daemon, &["--root", "..", "stat", "lib.rs", "--root", other_root], &sub).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let received = daemon.received().await?;
+    let canonical = |p: &Path| -> TestResult<String> {
+        Ok(p.canonicalize()?.to_str().ok_or("tempdir path is not UTF-8")?.to_owned())
+    };
+    let init = params_of(&received, "initialize");
+    assert_eq!(init["roots"], json!([canonical(project.path())?, canonical(other.path())?]));
+    assert_eq!(init["cwd"], json!(canonical(&sub)?));
+    assert_eq!(params_of(&received, "file/stat"), &json!({"path": "lib.rs"}));
+    Ok(())
+}
+
+#[test]
+fn root_problems_are_local_failures() -> TestResult {
+    let cwd = tempfile::tempdir()?;
+    let elsewhere = tempfile::tempdir()?;
+    let elsewhere = elsewhere.path().to_str().ok_or("tempdir path is not UTF-8")?;
+    let socket = cwd.path().join("none.sock");
+    let socket = socket.to_str().ok_or("tempdir path is not UTF-8")?;
+
+    // A relative path when the current folder is inside no root: refused before connecting.
+    let out = filectx(&["--socket", socket, "--root", elsewhere, "read", "a.rs"], cwd.path())?;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("is inside no --root") && stderr.contains("\"a.rs\""), "{stderr}");
+    assert_clean_stderr(&stderr);
+    // An absolute path is fine (it gets as far as connecting).
+    let absolute = format!("{elsewhere}/a.rs");
+    let out = filectx(&["--socket", socket, "--root", elsewhere, "read", &absolute], cwd.path())?;
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+
+    let out = filectx(&["--socket", socket, "--root", "missing", "status"], cwd.path())?;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("filectx: cannot resolve the root missing: "), "{stderr}");
+    assert_clean_stderr(&stderr);
+
+    std::fs::write(cwd.path().join("file"), "x")?;
+    let out = filectx(&["--socket", socket, "--root", "file", "status"], cwd.path())?;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(text(&out.stderr), "filectx: the root file is not a folder\n");
+    Ok(())
+}
+
+#[test]
+fn file_command_usage_errors_exit_2() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    for args in [
+        &["read"][..],
+        &["read", "a", "--offset", "0"],
+        &["read", "a", "--limit", "x"],
+        &["write", "a", "--content", "x", "--from", "y"],
+        &["edit", "a", "--old", "x"],
+        &["edit", "a", "--new", "x"],
+        &["stat"],
+        &["--root"],
+    ] {
+        let out = filectx(args, dir.path())?;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty());
+    }
     Ok(())
 }

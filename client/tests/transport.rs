@@ -6,7 +6,10 @@ mod support;
 use std::time::Duration;
 
 use filectx_client::{Client, ClientError, ConnectOptions};
-use filectx_protocol::{ClientInfo, FsErrorCode, InitializeParams, methods};
+use filectx_protocol::{
+    ClientInfo, EditParams, FsEditParams, FsErrorCode, FsWriteParams, InitializeParams, ReadParams,
+    WriteExpectation, WriteOperation, WriteParams, methods,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use support::{FakeDaemon, Out, TestResult};
@@ -185,5 +188,138 @@ async fn a_silent_daemon_times_out_and_bad_shapes_are_decode_errors() -> TestRes
     assert!(matches!(error, Some(ClientError::Encode(_))), "{error:?}");
     drop(client);
     daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let (client, _) = Client::connect_session(&daemon.socket, params()).await?;
+
+    let tool = client.call_tool("read", json!({"file_path": "a.rs", "limit": 5})).await?;
+    assert_eq!(tool, support::tool_result(support::READ_TEXT));
+    assert_eq!(tool.text(), support::READ_TEXT);
+
+    let read = ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1) };
+    assert_eq!(client.file_read(read.clone()).await?, support::read_result("a.rs"));
+    let write = WriteParams { path: "b.rs".to_owned(), content: "x\n".to_owned() };
+    assert_eq!(client.file_write(write).await?, support::write_result("b.rs", WriteOperation::Update));
+    let edit = EditParams {
+        path: "a.rs".to_owned(),
+        old_string: "fn".to_owned(),
+        new_string: "pub fn".to_owned(),
+        replace_all: Some(true),
+    };
+    assert_eq!(client.file_edit(edit).await?, support::edit_result("a.rs", 2, true));
+    assert_eq!(client.file_stat("a.rs").await?, support::file_stat("a.rs", true));
+
+    assert_eq!(client.fs_resolve("c/../a.rs").await?, support::resolve_result("c/../a.rs"));
+    assert_eq!(client.fs_stat("a.rs").await?, support::fs_stat("a.rs"));
+    let window = ReadParams { path: "/tmp/project/a.rs".to_owned(), offset: None, limit: None };
+    assert_eq!(client.fs_read_text(window).await?, support::read_result("/tmp/project/a.rs"));
+    let write = FsWriteParams {
+        path: "d.rs".to_owned(),
+        content: String::new(),
+        expect: WriteExpectation::Version { version: support::VERSION.to_owned() },
+    };
+    assert_eq!(client.fs_write_text(write).await?, support::write_result("d.rs", WriteOperation::Create));
+    let edit = FsEditParams {
+        path: "a.rs".to_owned(),
+        old_string: "main".to_owned(),
+        new_string: "start".to_owned(),
+        replace_all: None,
+        expected_version: support::VERSION.to_owned(),
+    };
+    assert_eq!(client.fs_edit_text(edit).await?, support::edit_result("a.rs", 1, false));
+    client.close().await?;
+
+    let received = daemon.received().await?;
+    assert_eq!(
+        support::method_names(&received),
+        [
+            "initialize",
+            "tools/call",
+            "file/read",
+            "file/write",
+            "file/edit",
+            "file/stat",
+            "fs/resolve",
+            "fs/stat",
+            "fs/readText",
+            "fs/writeText",
+            "fs/editText",
+            "shutdown",
+            "exit",
+        ]
+    );
+    let sent: Vec<&Value> = received[1..11].iter().map(|m| &m["params"]).collect();
+    assert_eq!(
+        sent,
+        [
+            &json!({"name": "read", "arguments": {"file_path": "a.rs", "limit": 5}}),
+            &json!({"path": "a.rs", "offset": 2, "limit": 1}),
+            &json!({"path": "b.rs", "content": "x\n"}),
+            &json!({"path": "a.rs", "oldString": "fn", "newString": "pub fn", "replaceAll": true}),
+            &json!({"path": "a.rs"}),
+            &json!({"path": "c/../a.rs"}),
+            &json!({"path": "a.rs"}),
+            &json!({"path": "/tmp/project/a.rs"}),
+            &json!({"path": "d.rs", "content": "", "expect": {"kind": "version", "version": support::VERSION}}),
+            &json!({"path": "a.rs", "oldString": "main", "newString": "start", "expectedVersion": support::VERSION}),
+        ]
+    );
+    for request in &received[1..11] {
+        assert!(request["id"].is_number(), "{request}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn file_method_failures_carry_their_fs_code_and_tool_failures_are_results() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("file/edit") => vec![support::fs_error(request, FsErrorCode::NotObserved, "read a.rs first")],
+        Some("fs/writeText") => vec![support::fs_error(request, FsErrorCode::AlreadyExists, "d.rs exists")],
+        Some("tools/call") if request["params"]["name"] == "read" => vec![support::result(
+            request,
+            json!({
+                "content": [{"type": "text", "text": "File not found: "}, {"type": "text", "text": "x.rs"}],
+                "isError": true,
+                "error": {"name": "FsError", "code": "FS_NOT_FOUND"},
+            }),
+        )],
+        Some("tools/call") => vec![support::error(request, -32602, "unknown tool: grep", None)],
+        _ => support::standard(request),
+    })?;
+    let (client, _) = Client::connect_session(&daemon.socket, params()).await?;
+
+    let edit = EditParams {
+        path: "a.rs".to_owned(),
+        old_string: "a".to_owned(),
+        new_string: "b".to_owned(),
+        replace_all: None,
+    };
+    let error = client.file_edit(edit).await.err();
+    assert_eq!(error.as_ref().and_then(ClientError::fs_code), Some(FsErrorCode::NotObserved), "{error:?}");
+    assert!(
+        matches!(&error, Some(ClientError::Rpc { code: -31008, message, .. }) if message == "read a.rs first"),
+        "{error:?}"
+    );
+    let write =
+        FsWriteParams { path: "d.rs".to_owned(), content: "x".to_owned(), expect: WriteExpectation::Absent };
+    let error = client.fs_write_text(write).await.err();
+    assert_eq!(error.as_ref().and_then(ClientError::fs_code), Some(FsErrorCode::AlreadyExists), "{error:?}");
+
+    // A failed tool is a result, with the code in `error`; an unknown tool is a JSON-RPC error.
+    let tool = client.call_tool("read", json!({"file_path": "x.rs"})).await?;
+    assert!(tool.is_error);
+    assert_eq!(tool.text(), "File not found: x.rs");
+    assert_eq!(tool.error.map(|e| e.code), Some(FsErrorCode::NotFound));
+    let error = client.call_tool("grep", json!({})).await.err();
+    assert!(matches!(error, Some(ClientError::Rpc { code: -32602, data: None, .. })), "{error:?}");
+
+    client.close().await?;
+    let received = daemon.received().await?;
+    assert_eq!(received[4]["params"], json!({"name": "grep", "arguments": {}}));
+    assert_eq!(received[2]["params"]["expect"], json!({"kind": "absent"}));
     Ok(())
 }

@@ -7,10 +7,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use filectx_protocol::{
-    Capabilities, DaemonStatus, Frame, InitializeResult, Limits, LspCodec, ServerInfo, ToolName,
-    ToolsListResult, tools,
+    CallToolParams, CallToolResult, Capabilities, DaemonStatus, EditParams, EditResult, FileKind,
+    FileStatResult, Frame, FsEditParams, FsStatResult, FsWriteParams, InitializeResult, Limits, LspCodec,
+    PathParams, ReadParams, ReadResult, ResolveResult, ServerInfo, ToolContent, ToolName, ToolsListResult,
+    WriteOperation, WriteParams, WriteResult, tools,
 };
 use futures::{SinkExt, StreamExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::net::UnixListener;
 use tokio::task::JoinHandle;
@@ -131,20 +135,145 @@ pub fn status() -> DaemonStatus {
     }
 }
 
-/// Answers like a well-behaved daemon: initialize, daemon/status, tools/list, shutdown; anything
-/// else is -32601.
+/// The version every canned file result reports.
+pub const VERSION: &str = "b3-0123abcd";
+/// The version a canned write or edit result reports.
+pub const NEW_VERSION: &str = "b3-4567ef01";
+/// The canned text of the `read` tool.
+/// (As the daemon renders it: numbered lines, a blank line, a footer without a final newline.)
+pub const READ_TEXT: &str = "     1\tfn main() {}\n     2\t\n\n(End of file - 2 lines total)";
+
+/// `file/read` / `fs/readText` of `path`: one line of two.
+pub fn read_result(path: &str) -> ReadResult {
+    ReadResult {
+        display_path: path.to_owned(),
+        version: VERSION.to_owned(),
+        start_line: 1,
+        lines: vec!["fn main() {}".to_owned()],
+        total_lines: 2,
+        partial: true,
+        truncated_lines: Vec::new(),
+    }
+}
+
+/// `file/write` / `fs/writeText` of `path`.
+pub fn write_result(path: &str, operation: WriteOperation) -> WriteResult {
+    WriteResult { operation, display_path: path.to_owned(), version: NEW_VERSION.to_owned() }
+}
+
+/// `file/edit` / `fs/editText` of `path`.
+pub fn edit_result(path: &str, replacements: u64, replace_all: bool) -> EditResult {
+    EditResult { replacements, replace_all, display_path: path.to_owned(), version: NEW_VERSION.to_owned() }
+}
+
+/// `file/stat` of `path`: a 1536-byte file not observed yet, or nothing.
+pub fn file_stat(path: &str, exists: bool) -> FileStatResult {
+    FileStatResult {
+        exists,
+        kind: if exists { FileKind::File } else { FileKind::None },
+        display_path: path.to_owned(),
+        size: exists.then_some(1536),
+        version: exists.then(|| VERSION.to_owned()),
+        observed_version: None,
+        fresh: false,
+    }
+}
+
+/// `fs/stat` of `path`: a 1536-byte file.
+pub fn fs_stat(path: &str) -> FsStatResult {
+    FsStatResult {
+        exists: true,
+        kind: FileKind::File,
+        display_path: path.to_owned(),
+        size: Some(1536),
+        version: Some(VERSION.to_owned()),
+        mtime_ms: Some(1_700_000_000_000),
+        mode: Some(0o644),
+    }
+}
+
+/// `fs/resolve` of `path` inside the root `/tmp/project`.
+pub fn resolve_result(path: &str) -> ResolveResult {
+    ResolveResult {
+        path: format!("/tmp/project/{path}"),
+        display_path: path.to_owned(),
+        exists: true,
+        root: "/tmp/project".to_owned(),
+    }
+}
+
+/// A successful tool result with `text`.
+pub fn tool_result(text: &str) -> CallToolResult {
+    CallToolResult {
+        content: vec![ToolContent::Text { text: text.to_owned() }],
+        is_error: false,
+        error: None,
+    }
+}
+
+/// An FS error answer: the numeric code of `code`, and `data: {code, path}`.
+pub fn fs_error(request: &Value, code: filectx_protocol::FsErrorCode, message: &str) -> Out {
+    let path = request["params"]["path"].clone();
+    error(request, code.rpc_code(), message, Some(json!({"code": code.as_str(), "path": path})))
+}
+
+/// Answers `request` with `f` of its params decoded as `T` (which refuses unknown fields for the
+/// file methods), so a client that sends the wrong shape gets -32602 instead of a canned result.
+fn with<T: DeserializeOwned>(request: &Value, f: impl FnOnce(T) -> Out) -> Out {
+    match serde_json::from_value(request["params"].clone()) {
+        Ok(params) => f(params),
+        Err(e) => error(request, -32602, &format!("invalid params: {e}"), None),
+    }
+}
+
+/// `value` as the result of `request`.
+pub fn answer(request: &Value, value: impl Serialize) -> Out {
+    match serde_json::to_value(value) {
+        Ok(value) => result(request, value),
+        Err(e) => error(request, -32603, &e.to_string(), None),
+    }
+}
+
+/// Answers like a well-behaved daemon: initialize, daemon/status, tools/list, shutdown, and
+/// canned results for tools/call, file/* and fs/* (whose params must decode as their wire
+/// types); anything else is -32601.
 pub fn standard(request: &Value) -> Vec<Out> {
-    let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     let out = match request["method"].as_str() {
-        Some("initialize") => result(request, value(serde_json::to_value(initialize_result()))),
-        Some("daemon/status") => result(request, value(serde_json::to_value(status()))),
-        Some("tools/list") => {
-            let list = ToolsListResult { tools: ToolName::ALL.into_iter().map(tools::descriptor).collect() };
-            result(request, value(serde_json::to_value(list)))
-        }
+        Some("initialize") => answer(request, initialize_result()),
+        Some("daemon/status") => answer(request, status()),
+        Some("tools/list") => answer(
+            request,
+            ToolsListResult { tools: ToolName::ALL.into_iter().map(tools::descriptor).collect() },
+        ),
         Some("shutdown") => result(request, Value::Null),
+        Some("tools/call") => with::<CallToolParams>(request, |_| answer(request, tool_result(READ_TEXT))),
+        Some("file/read" | "fs/readText") => {
+            with::<ReadParams>(request, |p| answer(request, read_result(&p.path)))
+        }
+        Some("file/write") => {
+            with::<WriteParams>(request, |p| answer(request, write_result(&p.path, WriteOperation::Update)))
+        }
+        Some("fs/writeText") => {
+            with::<FsWriteParams>(request, |p| answer(request, write_result(&p.path, WriteOperation::Create)))
+        }
+        Some("file/edit") => with::<EditParams>(request, |p| {
+            let all = p.replace_all.unwrap_or(false);
+            answer(request, edit_result(&p.path, if all { 2 } else { 1 }, all))
+        }),
+        Some("fs/editText") => with::<FsEditParams>(request, |p| {
+            let all = p.replace_all.unwrap_or(false);
+            answer(request, edit_result(&p.path, if all { 2 } else { 1 }, all))
+        }),
+        Some("file/stat") => with::<PathParams>(request, |p| answer(request, file_stat(&p.path, true))),
+        Some("fs/stat") => with::<PathParams>(request, |p| answer(request, fs_stat(&p.path))),
+        Some("fs/resolve") => with::<PathParams>(request, |p| answer(request, resolve_result(&p.path))),
         _ if request.get("id").is_none() => return Vec::new(),
         _ => error(request, -32601, "Method not found", None),
     };
     vec![out]
+}
+
+/// The names of the received messages, in order.
+pub fn method_names(received: &[Value]) -> Vec<&str> {
+    received.iter().filter_map(|m| m["method"].as_str()).collect()
 }
