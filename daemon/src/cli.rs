@@ -14,6 +14,7 @@ use crate::config::{
     DEFAULT_MAX_QUEUED_MESSAGES, DEFAULT_SHUTDOWN_GRACE_SECS,
 };
 use crate::listen::FolderPolicy;
+use crate::provider::ProviderConfig;
 
 const AFTER_HELP: &str = "\
 Socket:
@@ -69,6 +70,18 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_QUEUED_MESSAGES, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_queued_messages: u32,
 
+    /// Largest file an edit loads and largest content a write accepts, in bytes (FS_TOO_LARGE beyond)
+    #[arg(long, value_name = "BYTES", default_value_t = ProviderConfig::default().max_edit_bytes)]
+    pub max_edit_bytes: u64,
+
+    /// Seconds a write or edit waits for a file's locks (held by another request or another process's flock) before FS_BUSY
+    #[arg(long, value_name = "SECS", default_value_t = ProviderConfig::default().lock_patience.as_secs_f64())]
+    pub lock_timeout: f64,
+
+    /// Do not fsync files and folders before acknowledging writes (faster; a power loss may lose acknowledged writes, though never half-write a file)
+    #[arg(long)]
+    pub no_fsync: bool,
+
     /// Seconds to wait for in-flight requests after SIGTERM/SIGINT before exiting anyway
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS as f64)]
     pub shutdown_grace: f64,
@@ -78,11 +91,15 @@ impl Args {
     /// The runtime configuration these flags describe.
     pub fn config(&self) -> Config {
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-        let grace = if self.shutdown_grace.is_finite() && self.shutdown_grace >= 0.0 {
-            Duration::from_secs_f64(self.shutdown_grace.min(3600.0))
-        } else {
-            Config::default().shutdown_grace
+        let seconds = |value: f64, fallback: Duration| {
+            if value.is_finite() && value >= 0.0 {
+                Duration::from_secs_f64(value.min(3600.0))
+            } else {
+                fallback
+            }
         };
+        let defaults = Config::default();
+        let grace = seconds(self.shutdown_grace, defaults.shutdown_grace);
         Config {
             max_connections: size(self.max_connections.into()),
             max_frame_bytes: size(self.max_frame_bytes),
@@ -90,7 +107,13 @@ impl Args {
             max_concurrent_requests: size(self.max_concurrent_requests.into()),
             max_queued_messages: size(self.max_queued_messages.into()),
             shutdown_grace: grace,
-            ..Config::default()
+            provider: ProviderConfig {
+                max_edit_bytes: self.max_edit_bytes,
+                lock_patience: seconds(self.lock_timeout, defaults.provider.lock_patience),
+                fsync: !self.no_fsync,
+                ..defaults.provider.clone()
+            },
+            ..defaults
         }
     }
 

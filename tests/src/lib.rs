@@ -125,6 +125,13 @@ impl Daemon {
         raw
     }
 
+    /// A raw client that has initialized a session with the given `initialize` params.
+    pub fn session_with(&self, params: Value) -> Raw {
+        let mut raw = Raw::connect(&self.socket);
+        raw.call("initialize", Some(params));
+        raw
+    }
+
     /// The daemon's `daemon/status`, through a fresh session.
     pub fn status(&self) -> Value {
         let mut raw = self.session();
@@ -226,6 +233,26 @@ impl Raw {
         let response = self.request(method, params);
         assert!(response.get("error").is_none(), "{method} failed: {response}");
         response["result"].clone()
+    }
+
+    /// Like [`Raw::request`], but skips the server's notifications (frames without an `id`,
+    /// such as `file/didChange`) that arrive before the response.
+    pub fn request_skipping_notifications(&mut self, method: &str, params: Option<Value>) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        self.send(&message);
+        loop {
+            let frame = self.recv();
+            if frame.get("id").is_none() && frame.get("method").is_some() {
+                continue;
+            }
+            assert_eq!(frame["id"], json!(id), "{frame}");
+            return frame;
+        }
     }
 
     /// `initialize` with one root.

@@ -740,11 +740,12 @@ impl Provider {
         }
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         (&locked.file).read_to_end(&mut bytes).map_err(|e| io_error(&target.display, "read", e))?;
-        let current = Version::of(&bytes);
+        // One pass: the version (checked first: a stale edit is reported as stale whatever
+        // else is wrong) and whether the bytes are text.
+        let (current, text) = Scanner::scan(&bytes);
         if current != expected {
             return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
         }
-        let (_, text) = Scanner::scan(&bytes);
         if let Err(why) = text {
             return Err(ProviderError::NotText { path: target.display.clone(), why });
         }
