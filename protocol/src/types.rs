@@ -410,3 +410,52 @@ pub struct FsEditParams {
     /// The version the edit applies to; `FS_STALE_VERSION` if the file is not at it.
     pub expected_version: String,
 }
+
+/// Parameters of `fs/streamText`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StreamTextParams {
+    /// Absolute, or relative to the session's cwd.
+    pub path: String,
+    /// 1-based first line; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// Lines per chunk; default [`STREAM_CHUNK_LINES`], at most [`crate::tools::READ_LINE_LIMIT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_lines: Option<u64>,
+}
+
+/// Default lines per `fs/textChunk`.
+pub const STREAM_CHUNK_LINES: u64 = 1000;
+
+/// Why a stream ended early: carried by its last chunk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChunkError {
+    /// The stable identifier (`FS_STALE_VERSION` when the file changed mid-stream).
+    pub code: crate::FsErrorCode,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// One `fs/textChunk` notification's `result`: consecutive lines of one version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextChunk {
+    /// The version every chunk of this stream comes from.
+    pub version: String,
+    /// 1-based number of the first line in `lines`.
+    pub start_line: u64,
+    /// The lines (as `file/read` shows them: no terminators, no `\r`, cut at 2000 characters).
+    pub lines: Vec<String>,
+    /// 1-based numbers of lines in this chunk that were cut.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub truncated_lines: Vec<u64>,
+    /// Lines in the whole file.
+    pub total_lines: u64,
+    /// Whether this is the last chunk.
+    pub done: bool,
+    /// Present on a last chunk that ends the stream early (the file changed: `FS_STALE_VERSION`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ChunkError>,
+}
