@@ -76,6 +76,9 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
+    if !crate::provider::mmap::install() {
+        tracing::warn!("could not install the SIGBUS guard; large files will be read without mapping them");
+    }
     let stats = Arc::new(Stats::new());
     let methods = crate::rpc::methods(config.clone(), stats.clone())?;
     let shared = Arc::new(Shared {

@@ -1,6 +1,13 @@
-//! Text scanning and line windows: one pass over a file's bytes computes its version, checks it
-//! is text (UTF-8, no NUL) and builds its line index; a window is then cut from any byte source
-//! at the cost of the window, not the file.
+//! Text scanning and line windows. One pass over a file's bytes computes its version, checks it
+//! is text (UTF-8, no NUL) and builds a sparse line index; a window is then cut from any byte
+//! source at the cost of the window, not the file.
+//!
+//! The index keeps a checkpoint (line number, byte offset) at least every [`CHECKPOINT_LINES`]
+//! lines and at the first line start in every [`CHECKPOINT_BLOCK`] bytes, so finding any line
+//! start means scanning forward from its checkpoint over fewer than 64 lines and less than
+//! 1 MiB — while the index costs 16 bytes per 64 lines instead of 8 bytes per line.
+
+use std::borrow::Cow;
 
 use memchr::memchr_iter;
 
@@ -9,9 +16,14 @@ use filectx_protocol::tools::READ_LINE_MAX_CHARS;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// At most this many lines lie between two checkpoints.
+pub const CHECKPOINT_LINES: u64 = 64;
+/// Every block of this many bytes that holds a line start holds a checkpoint.
+pub const CHECKPOINT_BLOCK: u64 = 1024 * 1024;
+
 /// The longest prefix of a line, in bytes, that can hold `READ_LINE_MAX_CHARS` characters plus
 /// one more (to know whether the line was cut) and a trailing `\r`.
-const LINE_PREFIX_BYTES: u64 = (READ_LINE_MAX_CHARS as u64 + 1) * 4 + 1;
+const LINE_PREFIX_BYTES: usize = (READ_LINE_MAX_CHARS as usize + 1) * 4 + 1;
 
 /// Why a file is not text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +32,14 @@ pub enum NotText {
     Nul(u64),
     /// It is not valid UTF-8 at this byte offset.
     InvalidUtf8(u64),
+}
+
+impl NotText {
+    fn offset(self) -> u64 {
+        match self {
+            Self::Nul(at) | Self::InvalidUtf8(at) => at,
+        }
+    }
 }
 
 impl std::fmt::Display for NotText {
@@ -31,101 +51,106 @@ impl std::fmt::Display for NotText {
     }
 }
 
+/// One indexed line start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// 1-based line number.
+    pub line: u64,
+    /// Byte offset where the line starts.
+    pub offset: u64,
+}
+
 /// A text file's line structure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineIndex {
     /// Whether the file starts with a UTF-8 byte-order mark (not shown, kept on write).
     pub bom: bool,
-    /// Byte offset where each line starts; line `n` (1-based) starts at `starts[n - 1]`.
-    starts: Vec<u64>,
     /// File length in bytes.
-    len: u64,
-    /// Whether the last byte is `\n` (the last line then ends before it).
-    final_newline: bool,
+    pub len: u64,
+    /// Number of lines: `"a\nb\n"` and `"a\nb"` have 2, `""` has 0.
+    pub total_lines: u64,
+    /// Sorted by line (and offset); the first is line 1 when the file has lines.
+    checkpoints: Vec<Checkpoint>,
 }
 
 impl LineIndex {
-    /// Number of lines: `"a\nb\n"` and `"a\nb"` have 2, `""` has 0.
+    /// Number of lines.
     pub fn total_lines(&self) -> u64 {
-        self.starts.len() as u64
+        self.total_lines
     }
 
     /// Memory the index holds, for cache accounting.
     pub fn heap_bytes(&self) -> usize {
-        self.starts.capacity() * std::mem::size_of::<u64>()
+        self.checkpoints.capacity() * std::mem::size_of::<Checkpoint>()
     }
 
-    /// Byte range of line `n` (1-based), without its `\n` (a `\r` before it is still included).
-    fn line_range(&self, n: u64) -> (u64, u64) {
-        let i = (n - 1) as usize;
-        let start = self.starts[i];
-        let end = match self.starts.get(i + 1) {
-            Some(&next) => next - 1,
-            None if self.final_newline => self.len - 1,
-            None => self.len,
-        };
-        (start, end)
+    /// The last checkpoint at or before line `n`.
+    fn checkpoint_for(&self, n: u64) -> Checkpoint {
+        let at = self.checkpoints.partition_point(|c| c.line <= n);
+        self.checkpoints[at.saturating_sub(1)]
     }
 
-    /// Byte range covered by lines `first..=last`.
-    pub fn span(&self, first: u64, last: u64) -> (u64, u64) {
-        (self.line_range(first).0, self.line_range(last).1)
+    /// The start of line `n` if it is a checkpoint.
+    fn exact(&self, n: u64) -> Option<u64> {
+        self.checkpoints.binary_search_by_key(&n, |c| c.line).ok().map(|i| self.checkpoints[i].offset)
     }
 }
 
-/// Feeds a file's bytes through in chunks; yields its version and, if it is text, its index.
+/// Builds checkpoints from line starts seen in order.
 #[derive(Debug)]
-pub struct Scanner {
-    hasher: blake3::Hasher,
-    pos: u64,
-    newlines: Vec<u64>,
-    /// The bytes of a UTF-8 sequence split across chunks.
+struct Checkpoints {
+    list: Vec<Checkpoint>,
+    /// Line starts seen since the last checkpoint.
+    since: u64,
+    /// Block of the last line start seen.
+    last_block: u64,
+}
+
+impl Checkpoints {
+    fn new() -> Self {
+        Self { list: Vec::new(), since: 0, last_block: u64::MAX }
+    }
+
+    /// Records line start `offset`, the `line`-th line start of this sequence (1-based within
+    /// the sequence; the first one is always a checkpoint).
+    fn see(&mut self, line: u64, offset: u64) {
+        let block = offset / CHECKPOINT_BLOCK;
+        if self.list.is_empty() || self.since + 1 >= CHECKPOINT_LINES || block != self.last_block {
+            self.list.push(Checkpoint { line, offset });
+            self.since = 0;
+        } else {
+            self.since += 1;
+        }
+        self.last_block = block;
+    }
+}
+
+/// Incremental UTF-8 and NUL checking over chunks (a character may straddle two chunks).
+#[derive(Debug, Default)]
+struct TextCheck {
     carry: Vec<u8>,
-    not_text: Option<NotText>,
-    head: Vec<u8>,
+    failure: Option<NotText>,
 }
 
-impl Default for Scanner {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Scanner {
-    /// A scanner at offset 0.
-    pub fn new() -> Self {
-        Self {
-            hasher: blake3::Hasher::new(),
-            pos: 0,
-            newlines: Vec::new(),
-            carry: Vec::with_capacity(4),
-            not_text: None,
-            head: Vec::with_capacity(3),
+impl TextCheck {
+    fn feed(&mut self, pos: u64, chunk: &[u8]) {
+        if self.failure.is_some() {
+            return;
         }
-    }
-
-    /// Scans the next chunk of the file.
-    pub fn feed(&mut self, chunk: &[u8]) {
-        self.hasher.update(chunk);
-        if self.head.len() < 3 {
-            let take = (3 - self.head.len()).min(chunk.len());
-            self.head.extend_from_slice(&chunk[..take]);
-        }
-        if self.not_text.is_none() {
-            if let Some(at) = memchr::memchr(0, chunk) {
-                self.not_text = Some(NotText::Nul(self.pos + at as u64));
-            } else {
-                self.check_utf8(chunk);
+        if let Some(at) = memchr::memchr(0, chunk) {
+            // Report a NUL only if the bytes before it are valid text.
+            self.check_utf8(pos, &chunk[..at]);
+            if self.failure.is_none() {
+                self.failure = Some(NotText::Nul(pos + at as u64));
             }
-            let base = self.pos;
-            self.newlines.extend(memchr_iter(b'\n', chunk).map(|i| base + i as u64));
+            return;
         }
-        self.pos += chunk.len() as u64;
+        self.check_utf8(pos, chunk);
     }
 
-    fn check_utf8(&mut self, chunk: &[u8]) {
+    fn check_utf8(&mut self, pos: u64, chunk: &[u8]) {
         let mut data = chunk;
-        let mut offset = self.pos;
+        let mut offset = pos;
         if !self.carry.is_empty() {
             let take = (4 - self.carry.len()).min(data.len());
             let mut joined = std::mem::take(&mut self.carry);
@@ -142,12 +167,11 @@ impl Scanner {
                     offset += used as u64;
                 }
                 Err(e) if e.error_len().is_none() && take == data.len() => {
-                    // Still incomplete: the chunk was tiny.
                     self.carry = joined;
                     return;
                 }
                 Err(_) => {
-                    self.not_text = Some(NotText::InvalidUtf8(self.pos - carried as u64));
+                    self.failure = Some(NotText::InvalidUtf8(pos - carried as u64));
                     return;
                 }
             }
@@ -155,33 +179,85 @@ impl Scanner {
         if let Err(e) = std::str::from_utf8(data) {
             match e.error_len() {
                 None => self.carry = data[e.valid_up_to()..].to_vec(),
-                Some(_) => self.not_text = Some(NotText::InvalidUtf8(offset + e.valid_up_to() as u64)),
+                Some(_) => self.failure = Some(NotText::InvalidUtf8(offset + e.valid_up_to() as u64)),
             }
         }
     }
 
-    /// The version, and the line index or why the bytes are not text.
-    pub fn finish(mut self) -> (Version, Result<LineIndex, NotText>) {
-        let version = Version::from_hash(self.hasher.finalize());
-        if self.not_text.is_none() && !self.carry.is_empty() {
-            self.not_text = Some(NotText::InvalidUtf8(self.pos - self.carry.len() as u64));
+    fn finish(mut self, len: u64) -> Option<NotText> {
+        if self.failure.is_none() && !self.carry.is_empty() {
+            self.failure = Some(NotText::InvalidUtf8(len - self.carry.len() as u64));
         }
-        if let Some(why) = self.not_text {
+        self.failure
+    }
+}
+
+/// Feeds a file's bytes through in order; yields its version and, if it is text, its index.
+#[derive(Debug)]
+pub struct Scanner {
+    hasher: blake3::Hasher,
+    pos: u64,
+    text: TextCheck,
+    newlines: u64,
+    last_newline: Option<u64>,
+    checkpoints: Checkpoints,
+    head: Vec<u8>,
+}
+
+impl Default for Scanner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scanner {
+    /// A scanner at offset 0.
+    pub fn new() -> Self {
+        Self {
+            hasher: blake3::Hasher::new(),
+            pos: 0,
+            text: TextCheck::default(),
+            newlines: 0,
+            last_newline: None,
+            checkpoints: Checkpoints::new(),
+            head: Vec::with_capacity(3),
+        }
+    }
+
+    /// Scans the next chunk of the file.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        self.hasher.update(chunk);
+        if self.head.len() < 3 {
+            let take = (3 - self.head.len()).min(chunk.len());
+            self.head.extend_from_slice(&chunk[..take]);
+        }
+        self.text.feed(self.pos, chunk);
+        if self.text.failure.is_none() {
+            for i in memchr_iter(b'\n', chunk) {
+                let nl = self.pos + i as u64;
+                self.newlines += 1;
+                self.last_newline = Some(nl);
+                // The line after this newline is line `newlines + 1`; it is recorded even if it
+                // turns out to be past the end (dropped in `finish`).
+                self.checkpoints.see(self.newlines + 1, nl + 1);
+            }
+        }
+        self.pos += chunk.len() as u64;
+    }
+
+    /// The version, and the line index or why the bytes are not text.
+    pub fn finish(self) -> (Version, Result<LineIndex, NotText>) {
+        let version = Version::from_hash(self.hasher.finalize());
+        let len = self.pos;
+        if let Some(why) = self.text.finish(len) {
             return (version, Err(why));
         }
         let bom = self.head.as_slice() == BOM;
-        let first = if bom { BOM.len() as u64 } else { 0 };
-        let len = self.pos;
-        let mut starts = Vec::with_capacity(self.newlines.len() + 1);
-        if len > first {
-            starts.push(first);
-            starts.extend(self.newlines.iter().map(|&nl| nl + 1).filter(|&s| s < len));
-        }
-        let final_newline = self.newlines.last().is_some_and(|&nl| nl + 1 == len);
-        (version, Ok(LineIndex { bom, starts, len, final_newline }))
+        let index = assemble(bom, len, self.newlines, self.last_newline, vec![self.checkpoints.list]);
+        (version, Ok(index))
     }
 
-    /// Scans a whole buffer.
+    /// Scans a whole buffer in one thread.
     pub fn scan(bytes: &[u8]) -> (Version, Result<LineIndex, NotText>) {
         let mut scanner = Self::new();
         scanner.feed(bytes);
@@ -189,26 +265,135 @@ impl Scanner {
     }
 }
 
-/// Where window bytes come from: a buffer in memory or positional reads of an open file.
+/// Puts an index together from per-part checkpoint lists whose line numbers are already global.
+fn assemble(
+    bom: bool,
+    len: u64,
+    newlines: u64,
+    last_newline: Option<u64>,
+    parts: Vec<Vec<Checkpoint>>,
+) -> LineIndex {
+    let first = if bom { BOM.len() as u64 } else { 0 };
+    if len <= first {
+        return LineIndex { bom, len, total_lines: 0, checkpoints: Vec::new() };
+    }
+    let final_newline = last_newline.is_some_and(|nl| nl + 1 == len);
+    let total_lines = newlines + u64::from(!final_newline);
+    let mut checkpoints = Vec::with_capacity(parts.iter().map(Vec::len).sum::<usize>() + 1);
+    checkpoints.push(Checkpoint { line: 1, offset: first });
+    for part in parts {
+        checkpoints.extend(part.into_iter().filter(|c| c.offset < len && c.line > 1));
+    }
+    checkpoints.dedup_by_key(|c| c.line);
+    checkpoints.shrink_to_fit();
+    LineIndex { bom, len, total_lines, checkpoints }
+}
+
+/// Scans bytes already in memory (or mapped) on every core: the hash with blake3's parallel
+/// implementation, the text check and the line index over parts of the buffer, at once.
+pub fn scan_parallel(bytes: &[u8]) -> (Version, Result<LineIndex, NotText>) {
+    const MIN_PART: usize = 4 * 1024 * 1024;
+    if bytes.len() < 2 * MIN_PART {
+        return Scanner::scan(bytes);
+    }
+    let parts = (rayon::current_num_threads() * 4).clamp(2, 64).min(bytes.len() / MIN_PART);
+    // Split points moved forward to character boundaries, so each part's UTF-8 is checked whole.
+    let mut cuts = vec![0usize];
+    for i in 1..parts {
+        let mut at = bytes.len() / parts * i;
+        while at < bytes.len() && (bytes[at] & 0xC0) == 0x80 && at - bytes.len() / parts * i < 3 {
+            at += 1;
+        }
+        cuts.push(at.max(*cuts.last().unwrap_or(&0)));
+    }
+    cuts.push(bytes.len());
+
+    struct Part {
+        failure: Option<NotText>,
+        newlines: u64,
+        last_newline: Option<u64>,
+        checkpoints: Vec<Checkpoint>,
+    }
+    let scan_part = |(start, end): (usize, usize)| -> Part {
+        let chunk = &bytes[start..end];
+        let pos = start as u64;
+        let mut text = TextCheck::default();
+        text.feed(pos, chunk);
+        let failure = text.finish(end as u64);
+        let mut points = Checkpoints::new();
+        let mut newlines = 0;
+        let mut last_newline = None;
+        if failure.is_none() {
+            for i in memchr_iter(b'\n', chunk) {
+                newlines += 1;
+                let nl = pos + i as u64;
+                last_newline = Some(nl);
+                // Part-relative numbering; made global below.
+                points.see(newlines + 1, nl + 1);
+            }
+        }
+        Part { failure, newlines, last_newline, checkpoints: points.list }
+    };
+    let ranges: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
+    let (hash, parts) = rayon::join(
+        || {
+            let mut hasher = blake3::Hasher::new();
+            hasher.update_rayon(bytes);
+            hasher.finalize()
+        },
+        || {
+            use rayon::prelude::*;
+            ranges.par_iter().map(|&r| scan_part(r)).collect::<Vec<Part>>()
+        },
+    );
+    let version = Version::from_hash(hash);
+    if let Some(failure) = parts.iter().filter_map(|p| p.failure).min_by_key(|f| f.offset()) {
+        return (version, Err(failure));
+    }
+    let mut before = 0u64;
+    let mut last_newline = None;
+    let mut lists = Vec::with_capacity(parts.len());
+    for part in parts {
+        let shift = before;
+        lists.push(
+            part.checkpoints
+                .into_iter()
+                .map(|c| Checkpoint { line: c.line + shift, offset: c.offset })
+                .collect(),
+        );
+        before += part.newlines;
+        last_newline = part.last_newline.or(last_newline);
+    }
+    let bom = bytes.starts_with(BOM);
+    (version, Ok(assemble(bom, bytes.len() as u64, before, last_newline, lists)))
+}
+
+/// Where window bytes come from: a buffer in memory, a mapping, or positional reads.
 pub trait ByteSource {
-    /// Reads exactly `len` bytes at `offset`.
-    fn read_at(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>>;
+    /// Up to `max` bytes at `offset` (more or fewer is fine; empty means end of file).
+    fn chunk_at(&self, offset: u64, max: usize) -> std::io::Result<Cow<'_, [u8]>>;
 }
 
 impl ByteSource for [u8] {
-    fn read_at(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-        let start = usize::try_from(offset).map_err(std::io::Error::other)?;
-        let end = usize::try_from(offset + len).map_err(std::io::Error::other)?;
-        self.get(start..end).map(<[u8]>::to_vec).ok_or_else(|| std::io::ErrorKind::UnexpectedEof.into())
+    fn chunk_at(&self, offset: u64, _max: usize) -> std::io::Result<Cow<'_, [u8]>> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(self.len());
+        Ok(Cow::Borrowed(&self[start..]))
     }
 }
 
 impl ByteSource for std::fs::File {
-    fn read_at(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    fn chunk_at(&self, offset: u64, max: usize) -> std::io::Result<Cow<'_, [u8]>> {
         use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
-        self.read_exact_at(&mut buf, offset)?;
-        Ok(buf)
+        let mut buf = vec![0u8; max.min(256 * 1024)];
+        let n = loop {
+            match self.read_at(&mut buf, offset) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        buf.truncate(n);
+        Ok(Cow::Owned(buf))
     }
 }
 
@@ -225,17 +410,14 @@ pub struct Window {
     pub total_lines: u64,
 }
 
-/// Windows larger than this are read line by line (each line capped) instead of in one read.
-const CONTIGUOUS_READ_BYTES: u64 = 8 * 1024 * 1024;
-
-/// Decodes one line's bytes: drop a trailing `\r`, cut at the character cap.
+/// Decodes one line's leading bytes: drop a trailing `\r`, cut at the character cap.
 fn decode_line(bytes: &[u8], full_len: u64) -> Result<(String, bool), NotText> {
     let cut_by_read = full_len > bytes.len() as u64;
     let mut bytes = bytes;
     if !cut_by_read && bytes.last() == Some(&b'\r') {
         bytes = &bytes[..bytes.len() - 1];
     }
-    // A prefix read may end inside a character: keep only complete ones.
+    // A prefix may end inside a character: keep only complete ones.
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) if cut_by_read && e.error_len().is_none() => {
@@ -243,51 +425,103 @@ fn decode_line(bytes: &[u8], full_len: u64) -> Result<(String, bool), NotText> {
         }
         Err(e) => return Err(NotText::InvalidUtf8(e.valid_up_to() as u64)),
     };
-    let cap = READ_LINE_MAX_CHARS as usize;
-    match text.char_indices().nth(cap) {
+    match text.char_indices().nth(READ_LINE_MAX_CHARS as usize) {
         Some((at, _)) => Ok((text[..at].to_owned(), true)),
         None => Ok((text.to_owned(), cut_by_read)),
     }
 }
 
-/// Cuts lines `offset..offset + limit` out of `source` using `index`. `offset` must be within
-/// `1..=total_lines` (or 1 for an empty file).
+/// How many bytes to ask a source for at once.
+const READ_AHEAD: usize = 256 * 1024;
+
+fn eof() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file is shorter than its index")
+}
+
+/// The byte offset where line `n` starts.
+fn line_start<S: ByteSource + ?Sized>(source: &S, index: &LineIndex, n: u64) -> std::io::Result<u64> {
+    if let Some(offset) = index.exact(n) {
+        return Ok(offset);
+    }
+    let cp = index.checkpoint_for(n);
+    let mut pos = cp.offset;
+    let mut line = cp.line;
+    while line < n {
+        let chunk = source.chunk_at(pos, READ_AHEAD)?;
+        if chunk.is_empty() {
+            return Err(eof());
+        }
+        let mut rest: &[u8] = &chunk;
+        while line < n {
+            match memchr::memchr(b'\n', rest) {
+                Some(i) => {
+                    pos += i as u64 + 1;
+                    rest = &rest[i + 1..];
+                    line += 1;
+                }
+                None => {
+                    pos += rest.len() as u64;
+                    break;
+                }
+            }
+        }
+    }
+    Ok(pos)
+}
+
+/// Cuts lines `offset..offset + limit` out of `source` using `index`. An `offset` past the
+/// end gives no lines.
 pub fn window<S: ByteSource + ?Sized>(
     source: &S,
     index: &LineIndex,
     offset: u64,
     limit: u64,
 ) -> std::io::Result<Window> {
-    let total = index.total_lines();
+    let total = index.total_lines;
     let mut out = Window { start_line: offset, lines: Vec::new(), truncated: Vec::new(), total_lines: total };
-    if total == 0 || offset > total || limit == 0 {
+    if total == 0 || offset == 0 || offset > total || limit == 0 {
         return Ok(out);
     }
-    let last = (offset + limit - 1).min(total);
-    let (from, to) = index.span(offset, last);
+    let last = offset.saturating_add(limit - 1).min(total);
     let invalid = |_| std::io::Error::new(std::io::ErrorKind::InvalidData, "window is not UTF-8");
-    if to - from <= CONTIGUOUS_READ_BYTES {
-        let bytes = source.read_at(from, to - from)?;
-        for n in offset..=last {
-            let (start, end) = index.line_range(n);
-            let slice = &bytes[(start - from) as usize..(end - from) as usize];
-            let (line, cut) = decode_line(slice, end - start).map_err(invalid)?;
-            if cut {
-                out.truncated.push(n);
+    let mut pos = line_start(source, index, offset)?;
+    for n in offset..=last {
+        // Read the line: keep its first LINE_PREFIX_BYTES, find its end.
+        let mut prefix: Vec<u8> = Vec::new();
+        let mut len = 0u64;
+        loop {
+            let chunk = source.chunk_at(pos + len, READ_AHEAD)?;
+            if chunk.is_empty() {
+                // End of file without a final newline.
+                if n < total {
+                    return Err(eof());
+                }
+                break;
             }
-            out.lines.push(line);
-        }
-    } else {
-        for n in offset..=last {
-            let (start, end) = index.line_range(n);
-            let len = (end - start).min(LINE_PREFIX_BYTES);
-            let bytes = source.read_at(start, len)?;
-            let (line, cut) = decode_line(&bytes, end - start).map_err(invalid)?;
-            if cut {
-                out.truncated.push(n);
+            let (body, ended) = match memchr::memchr(b'\n', &chunk) {
+                Some(i) => (&chunk[..i], true),
+                None => (&chunk[..], false),
+            };
+            let room = LINE_PREFIX_BYTES.saturating_sub(prefix.len());
+            prefix.extend_from_slice(&body[..body.len().min(room)]);
+            len += body.len() as u64;
+            if ended {
+                break;
             }
-            out.lines.push(line);
+            // A very long line: jump to the next line's checkpoint when there is one.
+            if prefix.len() >= LINE_PREFIX_BYTES
+                && let Some(next) = index.exact(n + 1)
+            {
+                len = next - 1 - pos;
+                break;
+            }
         }
+        let (line, cut) = decode_line(&prefix, len).map_err(invalid)?;
+        if cut {
+            out.truncated.push(n);
+        }
+        out.lines.push(line);
+        pos += len + 1;
     }
     Ok(out)
 }
@@ -353,15 +587,49 @@ mod tests {
     }
 
     #[test]
-    fn version_does_not_depend_on_chunking() {
-        let data: Vec<u8> = (0..10_000u32).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+    fn sequential_chunked_and_parallel_scans_agree() {
+        let data: Vec<u8> = (0..3_000_000u32).flat_map(|i| format!("line {i} é\n").into_bytes()).collect();
         let whole = Scanner::scan(&data);
         let mut s = Scanner::new();
-        for c in data.chunks(777) {
+        for c in data.chunks(777_777) {
             s.feed(c);
         }
-        assert_eq!(s.finish(), whole);
+        let chunked = s.finish();
+        assert_eq!(chunked.0, whole.0);
         assert_eq!(whole.0, Version::of(&data));
+        let parallel = scan_parallel(&data);
+        assert_eq!(parallel.0, whole.0);
+        let (a, b, c) = (whole.1.unwrap(), chunked.1.unwrap(), parallel.1.unwrap());
+        assert_eq!((a.total_lines, b.total_lines, c.total_lines), (3_000_000, 3_000_000, 3_000_000));
+        for n in [1, 2, 63, 64, 65, 1_000_001, 2_999_999, 3_000_000] {
+            let expected = format!("line {} é", n - 1);
+            for index in [&a, &b, &c] {
+                assert_eq!(
+                    window(data.as_slice(), index, n, 1).unwrap().lines,
+                    std::slice::from_ref(&expected),
+                    "line {n}"
+                );
+            }
+        }
+        let mut bad = data.clone();
+        bad[20_000_000] = 0xff;
+        assert_eq!(scan_parallel(&bad).1.err(), Scanner::scan(&bad).1.err());
+    }
+
+    #[test]
+    fn index_stays_small_and_huge_lines_are_jumped() {
+        let huge = "x".repeat(3 * 1024 * 1024);
+        let text = format!("a\n{huge}\nb\nc");
+        let (_, index) = Scanner::scan(text.as_bytes());
+        let index = index.unwrap();
+        assert!(index.checkpoints.len() <= 4, "{:?}", index.checkpoints);
+        let w = window(text.as_bytes(), &index, 2, 3).unwrap();
+        assert_eq!(w.lines[0].len(), 2000);
+        assert_eq!(&w.lines[1..], ["b", "c"]);
+        assert_eq!(w.truncated, vec![2]);
+        let many: String = (0..100_000).map(|i| format!("{i}\n")).collect();
+        let index = Scanner::scan(many.as_bytes()).1.unwrap();
+        assert!(index.heap_bytes() < 100_000 / 64 * 16 * 2, "{}", index.heap_bytes());
     }
 
     #[test]

@@ -13,7 +13,9 @@
 pub mod edit;
 pub mod index;
 pub mod lock;
+pub mod mmap;
 pub mod resolve;
+mod strategies;
 pub mod version;
 
 use std::collections::HashMap;
@@ -29,6 +31,7 @@ use filectx_protocol::FsErrorCode;
 
 use self::index::{LineIndex, NotText, Scanner, Window};
 use self::lock::{LockError, PathLocks};
+use self::mmap::Mapped;
 pub use self::resolve::{Resolved, Scope};
 pub use self::version::{Fingerprint, Version};
 
@@ -56,6 +59,10 @@ pub struct ProviderConfig {
     pub max_cached_files: usize,
     /// Most bytes of line indexes cached.
     pub max_index_bytes: usize,
+    /// Most bytes of files mapped at once by cached entries.
+    pub max_mapped_bytes: usize,
+    /// Files at least this large (on local filesystems) are memory-mapped once per version.
+    pub map_threshold: u64,
 }
 
 impl Default for ProviderConfig {
@@ -65,7 +72,9 @@ impl Default for ProviderConfig {
             max_edit_bytes: 256 * 1024 * 1024,
             fsync: true,
             max_cached_files: 4096,
-            max_index_bytes: 256 * 1024 * 1024,
+            max_index_bytes: 64 * 1024 * 1024,
+            max_mapped_bytes: 8 * 1024 * 1024 * 1024,
+            map_threshold: 4 * 1024 * 1024,
         }
     }
 }
@@ -363,21 +372,28 @@ struct Entry {
     /// When hashing started (nanoseconds since the epoch), for the racy rule.
     recorded_ns: i128,
     text: Result<Arc<LineIndex>, NotText>,
+    /// The file mapped once for this version (large files on local filesystems).
+    mapping: Option<Arc<Mapped>>,
 }
 
 impl Entry {
     fn heap_bytes(&self) -> usize {
         self.text.as_ref().map(|i| i.heap_bytes()).unwrap_or(0)
     }
+
+    fn mapped_bytes(&self) -> usize {
+        self.mapping.as_ref().map(|m| m.len()).unwrap_or(0)
+    }
 }
 
-/// Cache of entries by canonical path, bounded by count and index bytes (least recently used
-/// evicted first).
+/// Cache of entries by canonical path, bounded by count, index bytes and mapped bytes (least
+/// recently used evicted first).
 #[derive(Debug, Default)]
 struct Cache {
     entries: HashMap<PathBuf, (Arc<Entry>, u64)>,
     tick: u64,
     index_bytes: usize,
+    mapped_bytes: usize,
 }
 
 impl Cache {
@@ -390,14 +406,18 @@ impl Cache {
         })
     }
 
-    fn insert(&mut self, path: PathBuf, entry: Arc<Entry>, max_files: usize, max_bytes: usize) {
+    fn insert(&mut self, path: PathBuf, entry: Arc<Entry>, config: &ProviderConfig) {
         self.tick += 1;
         self.index_bytes += entry.heap_bytes();
+        self.mapped_bytes += entry.mapped_bytes();
         if let Some((old, _)) = self.entries.insert(path, (entry, self.tick)) {
             self.index_bytes -= old.heap_bytes();
+            self.mapped_bytes -= old.mapped_bytes();
         }
-        while self.entries.len() > max_files.max(1)
-            || (self.index_bytes > max_bytes && self.entries.len() > 1)
+        while self.entries.len() > 1
+            && (self.entries.len() > config.max_cached_files.max(1)
+                || self.index_bytes > config.max_index_bytes
+                || self.mapped_bytes > config.max_mapped_bytes)
         {
             let Some(oldest) = self.entries.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone())
             else {
@@ -410,8 +430,83 @@ impl Cache {
     fn remove(&mut self, path: &Path) {
         if let Some((old, _)) = self.entries.remove(path) {
             self.index_bytes -= old.heap_bytes();
+            self.mapped_bytes -= old.mapped_bytes();
         }
     }
+}
+
+/// Where a snapshot's bytes come from.
+#[derive(Debug)]
+enum Body {
+    /// Read whole into memory just now: consistent by construction.
+    Memory(Vec<u8>),
+    /// The version's mapping: check `torn()` and the fingerprint after copying.
+    Mapped(Arc<Mapped>),
+    /// Positional reads of the open file: check the fingerprint after reading.
+    File,
+}
+
+/// One version of a text file, pinned for reading windows from it: its index, an open file
+/// (which keeps the inode), and where its bytes come from.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The version every window of this snapshot belongs to.
+    pub version: Version,
+    index: Arc<LineIndex>,
+    fingerprint: Fingerprint,
+    file: File,
+    body: Body,
+}
+
+/// A snapshot's file changed (or its mapping was torn) while a window was being cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Changed;
+
+impl Snapshot {
+    /// Lines in the file.
+    pub fn total_lines(&self) -> u64 {
+        self.index.total_lines()
+    }
+
+    /// Cuts lines `offset..offset + limit` out of this version, or reports that the file
+    /// changed under it (the window is then discarded, never returned).
+    pub fn window(&self, offset: u64, limit: u64) -> Result<Window, WindowError> {
+        let window = match &self.body {
+            Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, offset, limit),
+            Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, offset, limit),
+            Body::File => index::window(&self.file, &self.index, offset, limit),
+        };
+        let window = match window {
+            Ok(window) => window,
+            Err(e) if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData) => {
+                return Err(WindowError::Changed(Changed));
+            }
+            Err(e) => return Err(WindowError::Io(e)),
+        };
+        if let Body::Mapped(mapped) = &self.body
+            && mapped.torn()
+        {
+            return Err(WindowError::Changed(Changed));
+        }
+        if !matches!(self.body, Body::Memory(_)) && !self.unchanged() {
+            return Err(WindowError::Changed(Changed));
+        }
+        Ok(window)
+    }
+
+    /// Whether the open file still has the fingerprint this snapshot was taken at.
+    fn unchanged(&self) -> bool {
+        self.file.metadata().map(|m| Fingerprint::of(&m) == self.fingerprint).unwrap_or(false)
+    }
+}
+
+/// Why a window could not be cut from a snapshot.
+#[derive(Debug)]
+pub enum WindowError {
+    /// The file changed under the snapshot.
+    Changed(Changed),
+    /// Reading failed.
+    Io(std::io::Error),
 }
 
 /// The provider: one per daemon, shared by every session.
@@ -434,6 +529,11 @@ impl Provider {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner).entries.len()
     }
 
+    /// Bytes of files mapped by cached entries.
+    pub fn mapped_bytes(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).mapped_bytes
+    }
+
     /// Resolves a path inside `scope` (see [`resolve::resolve`]).
     pub fn resolve(&self, raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
         resolve::resolve(raw, scope)
@@ -442,13 +542,15 @@ impl Provider {
     fn cached(&self, path: &Path, fingerprint: &Fingerprint) -> Option<Arc<Entry>> {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = cache.get(path)?;
-        (entry.fingerprint == *fingerprint && version::trusted(fingerprint, entry.recorded_ns))
-            .then_some(entry)
+        let usable = entry.fingerprint == *fingerprint
+            && version::trusted(fingerprint, entry.recorded_ns)
+            && !entry.mapping.as_ref().is_some_and(|m| m.torn());
+        usable.then_some(entry)
     }
 
     fn remember(&self, path: &Path, entry: Arc<Entry>) {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        cache.insert(path.to_owned(), entry, self.config.max_cached_files, self.config.max_index_bytes);
+        cache.insert(path.to_owned(), entry, &self.config);
     }
 
     fn forget(&self, path: &Path) {
@@ -468,22 +570,44 @@ impl Provider {
         Ok((file, meta))
     }
 
-    /// Hashes and indexes an open file. For small files the bytes are returned too.
-    fn scan(
+    /// Hashes and indexes an open file: mapped (large files on local filesystems), read whole
+    /// (small files; the bytes are returned), or streamed. `None` when the file changed under
+    /// the scan (a torn mapping).
+    fn load(
         &self,
         target: &Resolved,
         mut file: &File,
         meta: &Metadata,
-    ) -> Result<(Entry, Option<Vec<u8>>), ProviderError> {
+    ) -> Result<Option<(Entry, Body)>, ProviderError> {
         let recorded_ns = version::now_ns();
         let fingerprint = Fingerprint::of(meta);
         let io = |e| io_error(&target.display, "read", e);
-        if meta.len() <= SMALL_FILE_BYTES {
-            let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        let len = meta.len();
+        if len >= self.config.map_threshold
+            && mmap::mappable(file)
+            && let Some(mapped) = Mapped::map(file, len).map_err(|e| io_error(&target.display, "map", e))?
+        {
+            mapped.advise_sequential();
+            let (version, text) = index::scan_parallel(mapped.bytes());
+            if mapped.torn() {
+                return Ok(None);
+            }
+            let mapped = Arc::new(mapped);
+            let entry = Entry {
+                fingerprint,
+                version,
+                recorded_ns,
+                text: text.map(Arc::new),
+                mapping: Some(mapped.clone()),
+            };
+            return Ok(Some((entry, Body::Mapped(mapped))));
+        }
+        if len <= SMALL_FILE_BYTES {
+            let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
             file.read_to_end(&mut bytes).map_err(io)?;
-            let (version, text) = Scanner::scan(&bytes);
-            let entry = Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new) };
-            return Ok((entry, Some(bytes)));
+            let (version, text) = index::scan_parallel(&bytes);
+            let entry = Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new), mapping: None };
+            return Ok(Some((entry, Body::Memory(bytes))));
         }
         let mut scanner = Scanner::new();
         let mut buf = vec![0u8; SCAN_CHUNK_BYTES];
@@ -495,7 +619,64 @@ impl Provider {
             scanner.feed(&buf[..n]);
         }
         let (version, text) = scanner.finish();
-        Ok((Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new) }, None))
+        Ok(Some((
+            Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new), mapping: None },
+            Body::File,
+        )))
+    }
+
+    /// The cached entry for an open file, or a freshly loaded one (then cached). `None` when
+    /// the file changed while it was being loaded.
+    fn entry(
+        &self,
+        target: &Resolved,
+        file: &File,
+        meta: &Metadata,
+    ) -> Result<Option<(Arc<Entry>, Body)>, ProviderError> {
+        let fingerprint = Fingerprint::of(meta);
+        if let Some(entry) = self.cached(&target.path, &fingerprint) {
+            let body = match &entry.mapping {
+                Some(mapped) => Body::Mapped(mapped.clone()),
+                None => Body::File,
+            };
+            return Ok(Some((entry, body)));
+        }
+        let Some((entry, body)) = self.load(target, file, meta)? else {
+            self.forget(&target.path);
+            return Ok(None);
+        };
+        // The bytes must belong to the inode state we fingerprinted.
+        let still = file.metadata().map(|m| Fingerprint::of(&m) == fingerprint).unwrap_or(false);
+        if !still {
+            self.forget(&target.path);
+            return Ok(None);
+        }
+        let entry = Arc::new(entry);
+        self.remember(&target.path, entry.clone());
+        Ok(Some((entry, body)))
+    }
+
+    /// Pins the current version of the text file at `target` for reading windows.
+    pub fn snapshot(&self, target: &Resolved) -> Result<Snapshot, ProviderError> {
+        for _ in 0..READ_ATTEMPTS {
+            let (file, meta) = self.open_file(target)?;
+            let Some((entry, body)) = self.entry(target, &file, &meta)? else { continue };
+            let index = match &entry.text {
+                Ok(index) => index.clone(),
+                Err(why) => return Err(ProviderError::NotText { path: target.display.clone(), why: *why }),
+            };
+            return Ok(Snapshot {
+                version: entry.version,
+                index,
+                fingerprint: entry.fingerprint,
+                file,
+                body,
+            });
+        }
+        Err(ProviderError::Busy {
+            path: target.display.clone(),
+            why: "it kept changing while being read".into(),
+        })
     }
 
     /// Reads lines `offset..offset + limit` (1-based; `None` means 1) of a text file.
@@ -506,30 +687,8 @@ impl Provider {
         limit: u64,
     ) -> Result<ReadOutcome, ProviderError> {
         for _ in 0..READ_ATTEMPTS {
-            let (file, meta) = self.open_file(target)?;
-            let fingerprint = Fingerprint::of(&meta);
-            let (entry, bytes) = match self.cached(&target.path, &fingerprint) {
-                Some(entry) => (entry, None),
-                None => {
-                    let (entry, bytes) = self.scan(target, &file, &meta)?;
-                    (Arc::new(entry), bytes)
-                }
-            };
-            // The bytes must still belong to the inode state we fingerprinted.
-            let unchanged =
-                |file: &File| file.metadata().map(|m| Fingerprint::of(&m) == fingerprint).unwrap_or(false);
-            if bytes.is_some() && !unchanged(&file) {
-                self.forget(&target.path);
-                continue;
-            }
-            if bytes.is_some() {
-                self.remember(&target.path, entry.clone());
-            }
-            let index = match &entry.text {
-                Ok(index) => index.clone(),
-                Err(why) => return Err(ProviderError::NotText { path: target.display.clone(), why: *why }),
-            };
-            let total = index.total_lines();
+            let snapshot = self.snapshot(target)?;
+            let total = snapshot.total_lines();
             let offset = offset.unwrap_or(1);
             if offset == 0 || offset > total.max(1) {
                 return Err(ProviderError::OffsetPastEnd {
@@ -538,24 +697,11 @@ impl Provider {
                     total_lines: total,
                 });
             }
-            let window = match &bytes {
-                Some(bytes) => index::window(bytes.as_slice(), &index, offset, limit),
-                None => index::window(&file, &index, offset, limit),
-            };
-            let window = match window {
-                Ok(window) => window,
-                // Short read or bytes that no longer decode: the file changed under us.
-                Err(e) if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData) => {
-                    self.forget(&target.path);
-                    continue;
-                }
-                Err(e) => return Err(io_error(&target.display, "read", e)),
-            };
-            if bytes.is_none() && !unchanged(&file) {
-                self.forget(&target.path);
-                continue;
+            match snapshot.window(offset, limit) {
+                Ok(window) => return Ok(ReadOutcome { version: snapshot.version, window }),
+                Err(WindowError::Changed(Changed)) => self.forget(&target.path),
+                Err(WindowError::Io(e)) => return Err(io_error(&target.display, "read", e)),
             }
-            return Ok(ReadOutcome { version: entry.version, window });
         }
         Err(ProviderError::Busy {
             path: target.display.clone(),
@@ -565,14 +711,15 @@ impl Provider {
 
     /// The version of the regular file at `target`, from the cache when it can be trusted.
     fn version_of(&self, target: &Resolved, file: &File, meta: &Metadata) -> Result<Version, ProviderError> {
-        let fingerprint = Fingerprint::of(meta);
-        if let Some(entry) = self.cached(&target.path, &fingerprint) {
-            return Ok(entry.version);
+        for _ in 0..READ_ATTEMPTS {
+            if let Some((entry, _)) = self.entry(target, file, meta)? {
+                return Ok(entry.version);
+            }
         }
-        let (entry, _) = self.scan(target, file, meta)?;
-        let version = entry.version;
-        self.remember(&target.path, Arc::new(entry));
-        Ok(version)
+        Err(ProviderError::Busy {
+            path: target.display.clone(),
+            why: "it kept changing while being hashed".into(),
+        })
     }
 
     /// What is at `target`: kind, size, mode, mtime and (for regular files) version.
@@ -742,7 +889,7 @@ impl Provider {
         (&locked.file).read_to_end(&mut bytes).map_err(|e| io_error(&target.display, "read", e))?;
         // One pass: the version (checked first: a stale edit is reported as stale whatever
         // else is wrong) and whether the bytes are text.
-        let (current, text) = Scanner::scan(&bytes);
+        let (current, text) = index::scan_parallel(&bytes);
         if current != expected {
             return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
         }
@@ -778,7 +925,7 @@ impl Provider {
     /// entry is racy (just written), so the next access re-hashes once before trusting it.
     fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> Version {
         let recorded_ns = version::now_ns();
-        let (version, text) = Scanner::scan(bytes);
+        let (version, text) = index::scan_parallel(bytes);
         match std::fs::metadata(&target.path) {
             Ok(meta) => {
                 let entry = Entry {
@@ -786,6 +933,7 @@ impl Provider {
                     version,
                     recorded_ns,
                     text: text.map(Arc::new),
+                    mapping: None,
                 };
                 self.remember(&target.path, Arc::new(entry));
             }

@@ -4,6 +4,7 @@
 
 pub mod error;
 mod files;
+mod stream;
 
 use std::sync::{Arc, OnceLock};
 
@@ -124,9 +125,8 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         max_sessions: u64::try_from(ctx.config.max_connections).unwrap_or(u64::MAX),
         refused_connections: Stats::get(&stats.refused_connections),
         cached_files: ctx.provider.cached_files() as u64,
-        // Nothing is memory-mapped or watched yet: these gauges are truly zero until the
-        // large-file mapping and the watcher exist to report them.
-        mapped_bytes: 0,
+        mapped_bytes: ctx.provider.mapped_bytes() as u64,
+        // Nothing is watched yet: this gauge is truly zero until the watcher exists.
         watched_paths: 0,
         requests: Stats::get(&stats.requests),
         notifications_dropped: Stats::get(&stats.notifications_dropped),
@@ -162,6 +162,12 @@ pub fn methods(config: Config, stats: Arc<Stats>) -> Result<Methods, RegisterMet
     module.register_async_method(methods::FS_READ_TEXT, files::fs_read_text)?;
     module.register_async_method(methods::FS_WRITE_TEXT, files::fs_write_text)?;
     module.register_async_method(methods::FS_EDIT_TEXT, files::fs_edit_text)?;
+    module.register_subscription(
+        methods::FS_STREAM_TEXT,
+        methods::FS_TEXT_CHUNK,
+        methods::FS_STREAM_CANCEL,
+        stream::stream_text,
+    )?;
     let mut names: Vec<String> = module.method_names().map(str::to_owned).collect();
     names.sort();
     // Only fails if already set, which cannot happen on a fresh context.

@@ -69,16 +69,18 @@ struct Conn {
 struct Reply {
     json: Box<RawValue>,
     on_sent: Option<MethodResponseNotifyTx>,
+    /// jsonrpsee's subscription `accept`/`reject` already queued this response themselves.
+    already_sent: bool,
 }
 
 impl Reply {
     fn plain(json: Box<RawValue>) -> Self {
-        Self { json, on_sent: None }
+        Self { json, on_sent: None, already_sent: false }
     }
 
     fn from_response(response: MethodResponse) -> Self {
         let (json, on_sent, _) = response.into_parts();
-        Self { json, on_sent }
+        Self { json, on_sent, already_sent: false }
     }
 }
 
@@ -266,6 +268,9 @@ impl Conn {
     }
 
     async fn send_reply(&self, reply: Reply) {
+        if reply.already_sent {
+            return;
+        }
         let sent = self.send(reply.json).await;
         if let Some(on_sent) = reply.on_sent {
             on_sent.notify(sent);
@@ -367,6 +372,8 @@ impl Conn {
                     }
                 });
                 ready.extend(futures::future::join_all(runs).await.into_iter().flatten());
+                // Subscription answers went out on their own (jsonrpsee sends them at accept).
+                ready.retain(|reply| !reply.already_sent);
                 if !ready.is_empty() {
                     let mut array = String::from("[");
                     for (i, reply) in ready.iter().enumerate() {
@@ -488,7 +495,10 @@ impl Conn {
                         id_provider: &self.shared.id_provider,
                         subscription_permit,
                     };
-                    callback(id, params, self.sink.clone(), state, extensions).await
+                    let response = callback(id, params, self.sink.clone(), state, extensions).await;
+                    // `accept`/`reject` already queued this very response.
+                    let (json, _, _) = response.into_parts();
+                    return Reply { json, on_sent: None, already_sent: true };
                 }
                 None => MethodResponse::error(
                     id,

@@ -1,0 +1,146 @@
+//! `fs/streamText`: a jsonrpsee subscription that delivers a file of any size as ordered
+//! `fs/textChunk` notifications, all from one version (a [`Snapshot`]). A change mid-stream ends
+//! it with an error item carrying `FS_STALE_VERSION`. The blocking producer hands chunks to the
+//! connection through a channel of [`STREAM_BUFFER_CHUNKS`]; it waits when a slow reader lets
+//! the connection's queue fill, so the daemon never buffers more than a few chunks per stream.
+//! Cancelling (`fs/streamCancel`) or disconnecting stops the producer.
+
+use std::sync::Arc;
+
+use filectx_protocol::tools::READ_LINE_LIMIT;
+use filectx_protocol::{ChunkError, FsErrorCode, STREAM_CHUNK_LINES, StreamTextParams, TextChunk};
+use jsonrpsee::Extensions;
+use jsonrpsee::core::server::PendingSubscriptionSink;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use tokio::sync::mpsc;
+
+use super::error::fs_error;
+use super::{ServerContext, internal, parse_params, session_of};
+use crate::provider::{Changed, ProviderError, Scope, Snapshot, WindowError};
+
+/// Chunks produced ahead of the connection, per stream.
+pub const STREAM_BUFFER_CHUNKS: usize = 4;
+
+/// Opens the snapshot a stream will read, on the blocking pool.
+async fn open(
+    params: &StreamTextParams,
+    ctx: &ServerContext,
+    ext: &Extensions,
+) -> Result<(Snapshot, u64, u64), ErrorObjectOwned> {
+    let session = session_of(ext)?;
+    let provider = ctx.provider.clone();
+    let path = params.path.clone();
+    let offset = params.offset.unwrap_or(1);
+    let chunk = match params.chunk_lines {
+        Some(0) => {
+            return Err(fs_error(FsErrorCode::InvalidArgument, "chunkLines must be at least 1", Some(&path)));
+        }
+        Some(n) => n.min(u64::from(READ_LINE_LIMIT)),
+        None => STREAM_CHUNK_LINES,
+    };
+    tokio::task::spawn_blocking(move || {
+        let options = session.options().ok_or_else(super::error::not_initialized)?;
+        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
+        let target = provider.resolve(&path, scope)?;
+        let snapshot = provider.snapshot(&target)?;
+        let total = snapshot.total_lines();
+        if offset == 0 || offset > total.max(1) {
+            return Err(
+                ProviderError::OffsetPastEnd { path: target.display, offset, total_lines: total }.into()
+            );
+        }
+        Ok((snapshot, offset, chunk))
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// Cuts the snapshot into chunks until it is done, the file changes, or nobody listens.
+fn produce(snapshot: Snapshot, offset: u64, chunk: u64, out: mpsc::Sender<TextChunk>) {
+    let version = snapshot.version.to_string();
+    let total = snapshot.total_lines();
+    let mut line = offset;
+    loop {
+        let item = match snapshot.window(line, chunk) {
+            Ok(window) => {
+                let next = line + window.lines.len() as u64;
+                let done = next > total || window.lines.is_empty();
+                let item = TextChunk {
+                    version: version.clone(),
+                    start_line: line,
+                    lines: window.lines,
+                    truncated_lines: window.truncated,
+                    total_lines: total,
+                    done,
+                    error: None,
+                };
+                line = next;
+                item
+            }
+            Err(failure) => {
+                let (code, message) = match failure {
+                    WindowError::Changed(Changed) => (
+                        FsErrorCode::StaleVersion,
+                        format!(
+                            "the file changed while it was being streamed (from version {version}); start again"
+                        ),
+                    ),
+                    WindowError::Io(e) => (FsErrorCode::Io, format!("reading failed: {e}")),
+                };
+                TextChunk {
+                    version: version.clone(),
+                    start_line: line,
+                    lines: Vec::new(),
+                    truncated_lines: Vec::new(),
+                    total_lines: total,
+                    done: true,
+                    error: Some(ChunkError { code, message }),
+                }
+            }
+        };
+        let done = item.done;
+        if out.blocking_send(item).is_err() || done {
+            return;
+        }
+    }
+}
+
+/// The subscription callback of `fs/streamText`.
+pub async fn stream_text(
+    params: Params<'static>,
+    pending: PendingSubscriptionSink,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) {
+    let params: StreamTextParams = match parse_params("fs/streamText", &params) {
+        Ok(params) => params,
+        Err(err) => return pending.reject(err).await,
+    };
+    let (snapshot, offset, chunk) = match open(&params, &ctx, &ext).await {
+        Ok(opened) => opened,
+        Err(err) => return pending.reject(err).await,
+    };
+    let Ok(sink) = pending.accept().await else { return };
+    let (tx, mut rx) = mpsc::channel(STREAM_BUFFER_CHUNKS);
+    let producer = tokio::task::spawn_blocking(move || produce(snapshot, offset, chunk, tx));
+    loop {
+        let item = tokio::select! {
+            item = rx.recv() => item,
+            () = sink.closed() => None,
+        };
+        let Some(item) = item else { break };
+        let json = match serde_json::value::to_raw_value(&item) {
+            Ok(json) => json,
+            Err(err) => {
+                tracing::error!(%err, "a text chunk failed to serialize");
+                break;
+            }
+        };
+        if sink.send(json).await.is_err() || item.done {
+            break;
+        }
+    }
+    // Dropping the receiver makes the producer's next send fail, which stops it.
+    drop(rx);
+    let _ = producer.await;
+}
