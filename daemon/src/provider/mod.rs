@@ -20,7 +20,7 @@ pub mod version;
 
 use std::collections::HashMap;
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -278,6 +278,24 @@ impl ProviderError {
             _ => {}
         }
         map
+    }
+}
+
+/// Reads a whole file with positional reads (independent of its cursor), expecting about
+/// `hint` bytes; stops at the real end of file.
+fn read_all_at(file: &File, hint: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    let mut chunk = vec![0u8; SCAN_CHUNK_BYTES];
+    loop {
+        let n = match file.read_at(&mut chunk, bytes.len() as u64) {
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(bytes);
+        }
+        bytes.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -576,7 +594,7 @@ impl Provider {
     fn load(
         &self,
         target: &Resolved,
-        mut file: &File,
+        file: &File,
         meta: &Metadata,
     ) -> Result<Option<(Entry, Body)>, ProviderError> {
         let recorded_ns = version::now_ns();
@@ -603,20 +621,26 @@ impl Provider {
             return Ok(Some((entry, Body::Mapped(mapped))));
         }
         if len <= SMALL_FILE_BYTES {
-            let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-            file.read_to_end(&mut bytes).map_err(io)?;
+            let bytes = read_all_at(file, len).map_err(io)?;
             let (version, text) = index::scan_parallel(&bytes);
             let entry = Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new), mapping: None };
             return Ok(Some((entry, Body::Memory(bytes))));
         }
         let mut scanner = Scanner::new();
         let mut buf = vec![0u8; SCAN_CHUNK_BYTES];
+        let mut at = 0u64;
         loop {
-            let n = file.read(&mut buf).map_err(io)?;
+            // Positional reads: the scan never depends on (or moves) the file's cursor.
+            let n = match file.read_at(&mut buf, at) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io(e)),
+            };
             if n == 0 {
                 break;
             }
             scanner.feed(&buf[..n]);
+            at += n as u64;
         }
         let (version, text) = scanner.finish();
         Ok(Some((
@@ -711,10 +735,13 @@ impl Provider {
 
     /// The version of the regular file at `target`, from the cache when it can be trusted.
     fn version_of(&self, target: &Resolved, file: &File, meta: &Metadata) -> Result<Version, ProviderError> {
+        let mut meta = meta.clone();
         for _ in 0..READ_ATTEMPTS {
-            if let Some((entry, _)) = self.entry(target, file, meta)? {
+            if let Some((entry, _)) = self.entry(target, file, &meta)? {
                 return Ok(entry.version);
             }
+            // It changed under the scan: look again at what it is now.
+            meta = file.metadata().map_err(|e| io_error(&target.display, "stat", e))?;
         }
         Err(ProviderError::Busy {
             path: target.display.clone(),
@@ -885,8 +912,7 @@ impl Provider {
                 limit: self.config.max_edit_bytes,
             });
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        (&locked.file).read_to_end(&mut bytes).map_err(|e| io_error(&target.display, "read", e))?;
+        let bytes = read_all_at(&locked.file, size).map_err(|e| io_error(&target.display, "read", e))?;
         // One pass: the version (checked first: a stale edit is reported as stale whatever
         // else is wrong) and whether the bytes are text.
         let (current, text) = index::scan_parallel(&bytes);
