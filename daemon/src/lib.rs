@@ -10,6 +10,7 @@ pub mod rpc;
 pub mod session;
 pub mod stats;
 pub mod tools;
+pub mod watch;
 
 mod server;
 mod transport;

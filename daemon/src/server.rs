@@ -19,9 +19,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::listen::check_peer;
+use crate::provider::Provider;
 use crate::stats::Stats;
 use crate::transport::connection::{self, Shared};
 use crate::transport::message;
+use crate::watch::WatchHub;
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -80,12 +82,15 @@ pub async fn run(
         tracing::warn!("could not install the SIGBUS guard; large files will be read without mapping them");
     }
     let stats = Arc::new(Stats::new());
-    let methods = crate::rpc::methods(config.clone(), stats.clone())?;
+    let provider = Arc::new(Provider::new(config.provider.clone()));
+    let watch = WatchHub::start(provider.clone());
+    let methods = crate::rpc::methods(config.clone(), stats.clone(), provider, watch.clone())?;
     let shared = Arc::new(Shared {
         methods,
         config: config.clone(),
         stats: stats.clone(),
         id_provider: RandomIntegerIdProvider,
+        watch,
     });
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let stop = CancellationToken::new();

@@ -217,7 +217,7 @@ impl Session {
         id: String,
         outgoing: mpsc::Sender<Box<RawValue>>,
         max_subscriptions: u32,
-        max_observed: usize,
+        observations: Observations,
         stats: Arc<Stats>,
     ) -> Self {
         Self {
@@ -226,7 +226,7 @@ impl Session {
             options: OnceLock::new(),
             outgoing,
             subscriptions: BoundedSubscriptions::new(max_subscriptions),
-            observations: Observations::new(max_observed),
+            observations,
             stats,
         }
     }
@@ -349,7 +349,7 @@ mod tests {
     fn notifications_never_wait_and_are_counted_when_dropped() {
         let (tx, _rx) = mpsc::channel(1);
         let stats = Arc::new(Stats::new());
-        let session = Session::new("t".into(), tx, 4, 16, stats.clone());
+        let session = Session::new("t".into(), tx, 4, Observations::new(16), stats.clone());
         assert!(session.notify("file/didChange", serde_json::json!({"path": "/a"})));
         assert!(!session.notify("file/didChange", serde_json::json!({"path": "/b"})));
         assert_eq!(Stats::get(&stats.notifications_dropped), 1);

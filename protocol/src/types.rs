@@ -459,3 +459,15 @@ pub struct TextChunk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ChunkError>,
 }
+
+/// `file/didChange` notification params: a file this session observed has changed since.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileDidChange {
+    /// The canonical absolute path.
+    pub path: String,
+    /// The path as shown to people (relative to the session's cwd when inside it).
+    pub display_path: String,
+    /// The file's new version; `null` when it was deleted (or is no longer a file).
+    pub version: Option<String>,
+}

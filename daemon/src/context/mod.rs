@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use filectx_protocol::FsErrorCode;
 
@@ -24,10 +24,26 @@ pub const DEFAULT_MAX_OBSERVED: usize = 10_000;
 
 /// One session's observed versions, bounded: past the cap the least recently touched record is
 /// forgotten, which only means that file must be read again before it is written.
-#[derive(Debug)]
 pub struct Observations {
     max: usize,
     inner: Mutex<ObservedMap>,
+    /// Told about every record and every forgotten path (the watcher), if anyone listens.
+    sink: Option<Arc<dyn ObservationSink>>,
+}
+
+impl std::fmt::Debug for Observations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observations").field("max", &self.max).field("len", &self.len()).finish()
+    }
+}
+
+/// Someone who wants to know which files a session holds observations of (the watcher, so it
+/// can watch them and tell the session when they go stale). Called outside any lock of ours.
+pub trait ObservationSink: Send + Sync {
+    /// The session recorded (or refreshed) its observation of `path`.
+    fn observed(&self, path: &Path);
+    /// The session no longer holds an observation of `path` (evicted, or the session ended).
+    fn forgotten(&self, path: &Path);
 }
 
 #[derive(Debug, Default)]
@@ -39,7 +55,18 @@ struct ObservedMap {
 impl Observations {
     /// An empty record that holds at most `max` files.
     pub fn new(max: usize) -> Self {
-        Self { max: max.max(1), inner: Mutex::default() }
+        Self { max: max.max(1), inner: Mutex::default(), sink: None }
+    }
+
+    /// An empty record whose changes are reported to `sink`.
+    pub fn with_sink(max: usize, sink: Arc<dyn ObservationSink>) -> Self {
+        Self { max: max.max(1), inner: Mutex::default(), sink: Some(sink) }
+    }
+
+    /// The recorded version of `path`, without counting as a use (for the watcher).
+    pub fn peek(&self, path: &Path) -> Option<Version> {
+        let map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        map.versions.get(path).map(|(version, _)| *version)
     }
 
     /// The recorded version of `path`.
@@ -55,14 +82,25 @@ impl Observations {
 
     /// Records that the session has seen (or written) `version` of `path`.
     pub fn record(&self, path: &Path, version: Version) {
-        let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        map.tick += 1;
-        let tick = map.tick;
-        map.versions.insert(path.to_owned(), (version, tick));
-        if map.versions.len() > self.max {
-            let oldest = map.versions.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone());
-            if let Some(oldest) = oldest {
-                map.versions.remove(&oldest);
+        let evicted = {
+            let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            map.tick += 1;
+            let tick = map.tick;
+            map.versions.insert(path.to_owned(), (version, tick));
+            let mut evicted = None;
+            if map.versions.len() > self.max {
+                let oldest = map.versions.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone());
+                if let Some(oldest) = oldest {
+                    map.versions.remove(&oldest);
+                    evicted = Some(oldest);
+                }
+            }
+            evicted
+        };
+        if let Some(sink) = &self.sink {
+            sink.observed(path);
+            if let Some(evicted) = evicted {
+                sink.forgotten(&evicted);
             }
         }
     }
@@ -75,6 +113,17 @@ impl Observations {
     /// Whether nothing is recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Drop for Observations {
+    fn drop(&mut self) {
+        if let Some(sink) = &self.sink {
+            let map = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+            for path in map.versions.keys() {
+                sink.forgotten(path);
+            }
+        }
     }
 }
 

@@ -571,8 +571,28 @@ impl Provider {
         cache.insert(path.to_owned(), entry, &self.config);
     }
 
-    fn forget(&self, path: &Path) {
+    /// Drops what is cached about `path` (it changed, or the watcher saw it change).
+    pub fn forget(&self, path: &Path) {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner).remove(path);
+    }
+
+    /// Drops everything cached (the watcher lost events).
+    pub fn forget_all(&self) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        *cache = Cache::default();
+    }
+
+    /// The current version of the regular file at a canonical path; `None` when nothing (or no
+    /// regular file) is there. For the watcher, which works on paths it already resolved.
+    pub fn current_version_at(&self, path: &Path) -> Result<Option<Version>, ProviderError> {
+        let display = path.display().to_string();
+        let target = Resolved { path: path.to_owned(), display, exists: true, root: PathBuf::from("/") };
+        match self.current_version(&target) {
+            Ok(version) => Ok(version),
+            Err(ProviderError::IsDirectory { .. } | ProviderError::NotAFile { .. }) => Ok(None),
+            Err(ProviderError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Opens a regular file for reading, with its metadata.

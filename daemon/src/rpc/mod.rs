@@ -24,6 +24,7 @@ use crate::provider::Provider;
 use crate::session::{Session, SessionOptions};
 use crate::stats::Stats;
 use crate::tools;
+use crate::watch::WatchHub;
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -37,6 +38,8 @@ pub struct ServerContext {
     pub stats: Arc<Stats>,
     /// The daemon's provider, shared by every session.
     pub provider: Arc<Provider>,
+    /// The daemon's watcher.
+    pub watch: Arc<WatchHub>,
     /// Every request method in the table, sorted (filled right after the table is built).
     method_names: Arc<OnceLock<Vec<String>>>,
 }
@@ -126,18 +129,21 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         refused_connections: Stats::get(&stats.refused_connections),
         cached_files: ctx.provider.cached_files() as u64,
         mapped_bytes: ctx.provider.mapped_bytes() as u64,
-        // Nothing is watched yet: this gauge is truly zero until the watcher exists.
-        watched_paths: 0,
+        watched_paths: ctx.watch.watched(),
         requests: Stats::get(&stats.requests),
         notifications_dropped: Stats::get(&stats.notifications_dropped),
     }
 }
 
 /// Builds the method table. `Methods` is cheap to clone and shared by every connection.
-pub fn methods(config: Config, stats: Arc<Stats>) -> Result<Methods, RegisterMethodError> {
+pub fn methods(
+    config: Config,
+    stats: Arc<Stats>,
+    provider: Arc<Provider>,
+    watch: Arc<WatchHub>,
+) -> Result<Methods, RegisterMethodError> {
     let method_names = Arc::new(OnceLock::new());
-    let provider = Arc::new(Provider::new(config.provider.clone()));
-    let ctx = ServerContext { config, stats, provider, method_names: method_names.clone() };
+    let ctx = ServerContext { config, stats, provider, watch, method_names: method_names.clone() };
     let mut module = RpcModule::new(ctx);
     module.register_async_method(INITIALIZE, initialize)?;
     module.register_method(SHUTDOWN, |_params, _ctx, ext| {

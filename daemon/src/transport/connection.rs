@@ -39,8 +39,10 @@ use tracing::Instrument;
 
 use super::message::{self, Call, Incoming};
 use crate::config::Config;
+use crate::context::Observations;
 use crate::session::{Phase, Session};
 use crate::stats::Stats;
+use crate::watch::WatchHub;
 
 /// What every connection shares: the method table, configuration and counters.
 #[derive(Debug)]
@@ -49,6 +51,7 @@ pub(crate) struct Shared {
     pub config: Config,
     pub stats: Arc<Stats>,
     pub id_provider: RandomIntegerIdProvider,
+    pub watch: Arc<WatchHub>,
 }
 
 /// The most bytes the writer gathers from the queue before one write.
@@ -141,13 +144,15 @@ async fn serve_inner(
     let writer_stop = CancellationToken::new();
     let writer = tokio::spawn(write_loop(write_half, out_rx, writer_stop.clone()).in_current_span());
 
+    let observations = Observations::with_sink(config.max_observed_files, shared.watch.sink(&session_id));
     let session = Arc::new(Session::new(
-        session_id,
+        session_id.clone(),
         out_tx.clone(),
         config.max_subscriptions,
-        config.max_observed_files,
+        observations,
         shared.stats.clone(),
     ));
+    shared.watch.register(&session_id, Arc::downgrade(&session));
     let max_response = u32::try_from(config.max_frame_bytes).unwrap_or(u32::MAX);
     let conn = Arc::new(Conn {
         shared,
@@ -203,6 +208,7 @@ async fn serve_inner(
         End::Codec(CodecError::TruncatedFrame { buffered }) => {
             tracing::info!(buffered, "client disconnected in the middle of a frame")
         }
+        End::Codec(CodecError::Io(err)) => tracing::debug!(%err, "connection lost"),
         End::Codec(err) => {
             tracing::warn!(%err, "closing connection: the stream cannot be resynchronised");
             let error = ErrorObject::owned(PARSE_ERROR, format!("{err}; closing the connection"), None::<()>);
@@ -535,14 +541,16 @@ mod tests {
             .unwrap();
         module.register_method("fine", |_, _, _| Ok::<u32, ErrorObjectOwned>(7)).unwrap();
         let stats = Arc::new(Stats::new());
+        let provider = Arc::new(crate::provider::Provider::new(Default::default()));
         let shared = Arc::new(Shared {
             methods: module.into(),
             config: Config::default(),
             stats: stats.clone(),
             id_provider: RandomIntegerIdProvider,
+            watch: WatchHub::start(provider),
         });
         let (tx, _rx) = mpsc::channel(4);
-        let session = Arc::new(Session::new("t".into(), tx.clone(), 4, 16, stats));
+        let session = Arc::new(Session::new("t".into(), tx.clone(), 4, Observations::new(16), stats));
         let conn = Conn { shared, session, conn_id: 1, sink: MethodSink::new(tx.clone()), out: tx };
         let call = |method: &str| OwnedCall { id: Id::Number(1), method: method.to_owned(), params: None };
         for method in ["boom", "boom/async"] {

@@ -1,0 +1,386 @@
+//! The watcher: `notify` on the parent folders of every file a session holds an observation of
+//! (plus the file itself when it has several hard links), reference-counted. An event drops the
+//! provider's cached state for the path at once; then, coalesced over a short interval, every
+//! session whose recorded version is no longer the file's current one gets `file/didChange` —
+//! once per recorded version, however many writes follow, until it reads the file again.
+//!
+//! notify is a hint, never the source of truth: freshness is still decided by content on every
+//! access. Queue overflow (rescan), watcher errors and running out of watches drop the whole
+//! cache and re-check every observed file; they are logged once with what to do.
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use filectx_protocol::FileDidChange;
+use filectx_protocol::methods::FILE_DID_CHANGE;
+use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::context::{ObservationSink, Version};
+use crate::provider::Provider;
+use crate::provider::resolve::display;
+use crate::session::Session;
+
+/// Changes to one file within this interval yield at most one round of notifications.
+pub const COALESCE: Duration = Duration::from_millis(50);
+
+/// Events queued between notify's thread and the processing task; past this the watcher
+/// falls back to a full re-check.
+const EVENT_QUEUE: usize = 8192;
+
+/// What notify's thread hands to the processing task.
+#[derive(Debug)]
+enum Signal {
+    /// These paths may have changed.
+    Paths(Vec<PathBuf>),
+    /// Events were lost or the watcher failed: re-check everything.
+    Rescan(String),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Live sessions, by id.
+    sessions: HashMap<String, Weak<Session>>,
+    /// Canonical path → ids of the sessions holding an observation of it.
+    observers: HashMap<PathBuf, HashSet<String>>,
+    /// Watched folder → number of observed paths in it.
+    dirs: HashMap<PathBuf, usize>,
+    /// Hard-linked files watched themselves → number of sessions observing them.
+    files: HashMap<PathBuf, usize>,
+    /// Folders whose watch the kernel dropped (the folder was deleted): re-watched when one of
+    /// their files is observed again.
+    lost: HashSet<PathBuf>,
+    /// (session, path) → the recorded version already reported stale.
+    notified: HashMap<(String, PathBuf), Version>,
+}
+
+/// The daemon's watcher and the registry of who observes what.
+pub struct WatchHub {
+    provider: Arc<Provider>,
+    state: Mutex<State>,
+    watcher: Mutex<Option<RecommendedWatcher>>,
+    watched: AtomicU64,
+    /// Whether "out of watches" was already logged.
+    warned_limit: AtomicBool,
+}
+
+impl std::fmt::Debug for WatchHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchHub").field("watched", &self.watched()).finish()
+    }
+}
+
+fn is_own_read(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Access(AccessKind::Open(_) | AccessKind::Read | AccessKind::Any | AccessKind::Other)
+    ) || matches!(kind, EventKind::Access(AccessKind::Close(mode)) if *mode != AccessMode::Write)
+}
+
+impl WatchHub {
+    /// Starts the watcher and the task that turns its events into invalidations and
+    /// notifications. Must be called inside the tokio runtime.
+    pub fn start(provider: Arc<Provider>) -> Arc<WatchHub> {
+        let (tx, rx) = mpsc::channel::<Signal>(EVENT_QUEUE);
+        let overflow = Arc::new(AtomicBool::new(false));
+        let overflowed = overflow.clone();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let signal = match event {
+                Ok(event) if event.need_rescan() => {
+                    Signal::Rescan("the kernel's event queue overflowed".into())
+                }
+                Ok(event) if is_own_read(&event.kind) => return,
+                Ok(event) => Signal::Paths(event.paths),
+                Err(err) => Signal::Rescan(format!("watcher error: {err}")),
+            };
+            if tx.try_send(signal).is_err() {
+                overflowed.store(true, Ordering::Release);
+            }
+        });
+        let watcher = match watcher {
+            Ok(watcher) => Some(watcher),
+            Err(err) => {
+                tracing::warn!(%err, "cannot start the file watcher; file/didChange will not be sent (freshness is still checked on every access)");
+                None
+            }
+        };
+        let hub = Arc::new(WatchHub {
+            provider,
+            state: Mutex::default(),
+            watcher: Mutex::new(watcher),
+            watched: AtomicU64::new(0),
+            warned_limit: AtomicBool::new(false),
+        });
+        tokio::spawn(process(Arc::downgrade(&hub), rx, overflow));
+        hub
+    }
+
+    /// Folders and files watched now.
+    pub fn watched(&self) -> u64 {
+        self.watched.load(Ordering::Relaxed)
+    }
+
+    /// Registers a live session so it can be told about changes.
+    pub fn register(&self, id: &str, session: Weak<Session>) {
+        self.lock().sessions.insert(id.to_owned(), session);
+    }
+
+    /// The observation sink of one session.
+    pub fn sink(self: &Arc<Self>, session_id: &str) -> Arc<dyn ObservationSink> {
+        Arc::new(SessionSink { hub: Arc::downgrade(self), session: session_id.to_owned() })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn watch(&self, path: &Path) {
+        let mut watcher = self.watcher.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(watcher) = watcher.as_mut() else { return };
+        match watcher.watch(path, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                self.watched.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(err) if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) => {
+                if !self.warned_limit.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        path = %path.display(),
+                        "out of inotify watches: changes in some folders will not be notified (they are still detected on access); raise the limit with `sysctl fs.inotify.max_user_watches=524288`"
+                    );
+                }
+            }
+            Err(err) => tracing::debug!(path = %path.display(), %err, "cannot watch"),
+        }
+    }
+
+    fn unwatch(&self, path: &Path) {
+        let mut watcher = self.watcher.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(watcher) = watcher.as_mut()
+            && watcher.unwatch(path).is_ok()
+        {
+            self.watched.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn observed(&self, session: &str, path: &Path) {
+        let Some(dir) = path.parent().map(Path::to_path_buf) else { return };
+        let (new_path, new_dir, rewatch) = {
+            let mut state = self.lock();
+            let sessions = state.observers.entry(path.to_owned()).or_default();
+            let new_path = sessions.insert(session.to_owned());
+            let mut new_dir = false;
+            if new_path {
+                let count = state.dirs.entry(dir.clone()).or_insert(0);
+                *count += 1;
+                new_dir = *count == 1;
+            }
+            // A fresh record of the file clears an earlier stale report.
+            state.notified.remove(&(session.to_owned(), path.to_owned()));
+            let rewatch = state.lost.remove(&dir);
+            (new_path, new_dir, rewatch)
+        };
+        if new_dir || rewatch {
+            self.watch(&dir);
+        }
+        // A file with several hard links can change through a name in a folder we do not
+        // watch: watch the file itself too.
+        if new_path && std::fs::metadata(path).is_ok_and(|m| m.nlink() > 1) {
+            let first = {
+                let mut state = self.lock();
+                let count = state.files.entry(path.to_owned()).or_insert(0);
+                *count += 1;
+                *count == 1
+            };
+            if first {
+                self.watch(path);
+            }
+        }
+    }
+
+    fn forgotten(&self, session: &str, path: &Path) {
+        let Some(dir) = path.parent().map(Path::to_path_buf) else { return };
+        let (drop_dir, drop_file) = {
+            let mut state = self.lock();
+            state.notified.remove(&(session.to_owned(), path.to_owned()));
+            let Some(sessions) = state.observers.get_mut(path) else { return };
+            if !sessions.remove(session) {
+                return;
+            }
+            if sessions.is_empty() {
+                state.observers.remove(path);
+            }
+            let mut drop_dir = false;
+            if let Some(count) = state.dirs.get_mut(&dir) {
+                *count -= 1;
+                if *count == 0 {
+                    state.dirs.remove(&dir);
+                    drop_dir = !state.lost.remove(&dir);
+                }
+            }
+            let mut drop_file = false;
+            if let Some(count) = state.files.get_mut(path) {
+                *count -= 1;
+                if *count == 0 {
+                    state.files.remove(path);
+                    drop_file = true;
+                }
+            }
+            (drop_dir, drop_file)
+        };
+        if drop_dir {
+            self.unwatch(&dir);
+        }
+        if drop_file {
+            self.unwatch(path);
+        }
+    }
+
+    /// Which observed paths an event path stands for: the path itself, or every observed file
+    /// in it when it is a watched folder (deleted or replaced as a whole).
+    fn affected(&self, paths: &[PathBuf], out: &mut HashSet<PathBuf>) {
+        let mut state = self.lock();
+        for path in paths {
+            if state.observers.contains_key(path) {
+                out.insert(path.clone());
+            }
+            if state.dirs.contains_key(path) {
+                if !path.is_dir() {
+                    // The kernel dropped the watch with the folder; re-watch on the next read.
+                    state.lost.insert(path.clone());
+                }
+                out.extend(state.observers.keys().filter(|p| p.parent() == Some(path.as_path())).cloned());
+            }
+        }
+    }
+
+    /// Re-checks `paths` against every observer's recorded version (blocking: hashes files).
+    fn check(&self, paths: HashSet<PathBuf>) {
+        for path in paths {
+            let observers: Vec<(String, Arc<Session>)> = {
+                let state = self.lock();
+                let Some(ids) = state.observers.get(&path) else { continue };
+                ids.iter()
+                    .filter_map(|id| state.sessions.get(id).and_then(Weak::upgrade).map(|s| (id.clone(), s)))
+                    .collect()
+            };
+            if observers.is_empty() {
+                continue;
+            }
+            let current = match self.provider.current_version_at(&path) {
+                Ok(version) => version,
+                Err(err) => {
+                    tracing::debug!(path = %path.display(), %err, "cannot re-check a changed file");
+                    continue;
+                }
+            };
+            for (id, session) in observers {
+                let Some(recorded) = session.observations().peek(&path) else { continue };
+                let key = (id, path.clone());
+                if Some(recorded) == current {
+                    self.lock().notified.remove(&key);
+                    continue;
+                }
+                {
+                    let mut state = self.lock();
+                    if state.notified.get(&key) == Some(&recorded) {
+                        continue;
+                    }
+                    state.notified.insert(key, recorded);
+                }
+                let cwd = session.options().map(|o| o.cwd.clone()).unwrap_or_default();
+                let change = FileDidChange {
+                    path: path.display().to_string(),
+                    display_path: display(&path, &cwd),
+                    version: current.map(|v| v.to_string()),
+                };
+                session.notify(FILE_DID_CHANGE, &change);
+            }
+        }
+    }
+
+    fn all_observed(&self) -> HashSet<PathBuf> {
+        self.lock().observers.keys().cloned().collect()
+    }
+
+    fn unregister(&self, session: &str) {
+        let mut state = self.lock();
+        state.sessions.remove(session);
+        state.notified.retain(|(id, _), _| id != session);
+    }
+}
+
+/// One session's view of the hub, as its observation sink.
+struct SessionSink {
+    hub: Weak<WatchHub>,
+    session: String,
+}
+
+impl ObservationSink for SessionSink {
+    fn observed(&self, path: &Path) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.observed(&self.session, path);
+        }
+    }
+
+    fn forgotten(&self, path: &Path) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.forgotten(&self.session, path);
+        }
+    }
+}
+
+impl Drop for SessionSink {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.unregister(&self.session);
+        }
+    }
+}
+
+/// Turns watcher signals into invalidations (at once) and notifications (coalesced).
+async fn process(hub: Weak<WatchHub>, mut rx: mpsc::Receiver<Signal>, overflow: Arc<AtomicBool>) {
+    let mut logged_rescan = false;
+    while let Some(first) = rx.recv().await {
+        let mut signals = vec![first];
+        // Gather whatever else arrives within the coalescing interval.
+        let deadline = tokio::time::Instant::now() + COALESCE;
+        while let Ok(Some(signal)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+            signals.push(signal);
+        }
+        let Some(hub) = hub.upgrade() else { return };
+        let mut rescan = overflow.swap(false, Ordering::AcqRel).then(|| "events were dropped".to_owned());
+        let mut paths = HashSet::new();
+        for signal in signals {
+            match signal {
+                Signal::Paths(changed) => {
+                    for path in &changed {
+                        // Invalidation is never delayed.
+                        hub.provider.forget(path);
+                    }
+                    hub.affected(&changed, &mut paths);
+                }
+                Signal::Rescan(why) => rescan = Some(why),
+            }
+        }
+        if let Some(why) = rescan {
+            if !logged_rescan {
+                tracing::warn!(%why, "file watcher lost events; re-checking every observed file (raise fs.inotify.max_queued_events if this repeats)");
+                logged_rescan = true;
+            }
+            hub.provider.forget_all();
+            paths = hub.all_observed();
+        }
+        if paths.is_empty() {
+            continue;
+        }
+        let checker = hub.clone();
+        if let Err(err) = tokio::task::spawn_blocking(move || checker.check(paths)).await {
+            tracing::error!(%err, "re-checking changed files failed");
+        }
+    }
+}
