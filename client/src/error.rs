@@ -45,19 +45,44 @@ pub enum ClientError {
     Encode(#[source] serde_json::Error),
     /// The daemon's messages broke the JSON-RPC contract in a way that is not a broken
     /// connection, or the client was used in a way jsonrpsee refuses (e.g. subscribing twice to
-    /// the same notification method).
+    /// the same notification method). Also an `fs/streamText` stream whose chunks are out of
+    /// order or mix versions, or that the daemon ended without its last chunk.
     #[error("JSON-RPC protocol error: {0}")]
     Protocol(String),
+    /// An `fs/streamText` stream ended with an error item: its last chunk carried `error`
+    /// (`FS_STALE_VERSION` when the file changed while it was streamed). The chunks delivered
+    /// before it are complete and all of `version`; to get the rest, stream the file again.
+    #[error("the stream ended early: {code}: {message}")]
+    StreamFailed {
+        /// The stable identifier from the chunk's `error.code`.
+        code: FsErrorCode,
+        /// The chunk's `error.message`, for people.
+        message: String,
+        /// The version the delivered chunks came from.
+        version: String,
+        /// 1-based number of the first line that was not delivered.
+        next_line: u64,
+    },
+    /// An `fs/streamText` stream was read too slowly: more than `buffer` chunks arrived unread
+    /// (see [`crate::ConnectOptions::notification_buffer`]), so the client dropped the
+    /// subscription and cancelled it at the daemon. The chunks delivered before are complete.
+    #[error("the stream was read too slowly: more than {buffer} chunks went unread, so it was dropped")]
+    StreamLagged {
+        /// The client's per-subscription buffer, in chunks.
+        buffer: usize,
+    },
 }
 
 impl ClientError {
     /// The stable `FS_*` identifier of a filesystem failure: `error.data.code` of an
-    /// [`ClientError::Rpc`], when it is one of ours.
+    /// [`ClientError::Rpc`], when it is one of ours, or the code of a
+    /// [`ClientError::StreamFailed`].
     pub fn fs_code(&self) -> Option<FsErrorCode> {
         match self {
             Self::Rpc { data: Some(data), .. } => {
                 data.get("code").and_then(|code| serde_json::from_value(code.clone()).ok())
             }
+            Self::StreamFailed { code, .. } => Some(*code),
             _ => None,
         }
     }

@@ -11,14 +11,17 @@
 //!   records which version of each file the session observed, and refuses to overwrite or edit a
 //!   file the session has not read, or that changed since;
 //! - the **provider** layer ([`Client::fs_resolve`], [`Client::fs_stat`],
-//!   [`Client::fs_read_text`], [`Client::fs_write_text`], [`Client::fs_edit_text`]): the escape
-//!   hatch that records nothing and takes explicit expectations instead.
+//!   [`Client::fs_read_text`], [`Client::fs_write_text`], [`Client::fs_edit_text`],
+//!   [`Client::stream_text`]): the escape hatch that records nothing and takes explicit
+//!   expectations instead; [`Client::stream_text`] delivers a file of any size as a
+//!   [`TextStream`] of chunks from one version.
 //!
 //! A failure of a file-context or provider method is a [`ClientError::Rpc`] whose
-//! [`ClientError::fs_code`] is the stable `FS_*` identifier. [`Client::request`] reaches every
-//! other method with the wire types of `filectx_protocol` (or any `Serialize` value),
-//! [`Client::subscribe`] starts `fs/streamText`, and [`Client::notifications`] receives
-//! server→client notifications such as `file/didChange`.
+//! [`ClientError::fs_code`] is the stable `FS_*` identifier; so is that of a
+//! [`ClientError::StreamFailed`], a stream that failed midway. [`Client::request`] reaches every other
+//! method with the wire types of `filectx_protocol` (or any `Serialize` value),
+//! [`Client::subscribe`] starts any jsonrpsee subscription, and [`Client::notifications`]
+//! receives server→client notifications such as `file/didChange`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), filectx_client::ClientError> {
@@ -42,17 +45,20 @@
 
 mod error;
 mod params;
+mod stream;
 mod transport;
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use filectx_protocol::{
     CallToolParams, CallToolResult, DEFAULT_MAX_FRAME_BYTES, DaemonStatus, EditParams, EditResult,
     FileStatResult, FsEditParams, FsStatResult, FsWriteParams, InitializeParams, InitializeResult,
-    PathParams, ReadParams, ReadResult, ResolveResult, ToolsListResult, WriteParams, WriteResult,
+    PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult, WriteParams,
+    WriteResult,
 };
 use filectx_protocol::{methods, socket};
 use futures::Stream;
@@ -64,13 +70,15 @@ pub use error::ClientError;
 /// The stream of a jsonrpsee subscription, as returned by [`Client::subscribe`].
 pub use jsonrpsee::core::client::Subscription;
 pub use params::Params;
+pub use stream::TextStream;
 pub use transport::TransportError;
 
 /// Default time a request may take before it fails with [`ClientError::Timeout`].
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Default number of notifications buffered per [`Notifications`] stream (or subscription) that
-/// the caller has not read yet. When it overflows, jsonrpsee ends that stream (it lagged).
+/// Default number of notifications buffered per [`Notifications`] stream (or subscription, such
+/// as a [`TextStream`]'s chunks) that the caller has not read yet. When it overflows, jsonrpsee
+/// ends that stream (it lagged).
 pub const DEFAULT_NOTIFICATION_BUFFER: usize = 4096;
 
 /// How long [`Client::close`] waits for the daemon to hang up after `exit`.
@@ -123,7 +131,8 @@ impl ConnectOptions {
     }
 
     /// Notifications buffered per stream before it is ended as lagged (default
-    /// [`DEFAULT_NOTIFICATION_BUFFER`]; at least 1).
+    /// [`DEFAULT_NOTIFICATION_BUFFER`]; at least 1). For a [`TextStream`] this counts chunks,
+    /// each up to its `chunkLines` lines.
     pub fn notification_buffer(mut self, count: usize) -> Self {
         self.notification_buffer = count.max(1);
         self
@@ -133,12 +142,15 @@ impl ConnectOptions {
 /// One connection, and so one session, to the daemon.
 ///
 /// Calls take `&self` and may run concurrently. Dropping the client closes the connection,
-/// which ends the session at the daemon; [`Client::close`] ends it politely first.
+/// which ends the session at the daemon (and its unfinished [`TextStream`]s, with
+/// [`ClientError::Transport`]); [`Client::close`] ends it politely first.
 #[derive(Debug)]
 pub struct Client {
-    inner: jsonrpsee::core::client::Client,
+    /// Shared only weakly, with the [`TextStream`]s, which never keep the connection open.
+    inner: Arc<jsonrpsee::core::client::Client>,
     socket: PathBuf,
     request_timeout: Duration,
+    notification_buffer: usize,
 }
 
 impl Client {
@@ -163,11 +175,17 @@ impl Client {
         let (sender, receiver) = transport::connect(path, options.max_frame_bytes)
             .await
             .map_err(|source| ClientError::Connect { path: path.to_owned(), source })?;
+        let notification_buffer = options.notification_buffer.max(1);
         let inner = ClientBuilder::default()
             .request_timeout(options.request_timeout)
-            .max_buffer_capacity_per_subscription(options.notification_buffer.max(1))
+            .max_buffer_capacity_per_subscription(notification_buffer)
             .build_with_tokio(sender, receiver);
-        Ok(Self { inner, socket: path.to_owned(), request_timeout: options.request_timeout })
+        Ok(Self {
+            inner: Arc::new(inner),
+            socket: path.to_owned(),
+            request_timeout: options.request_timeout,
+            notification_buffer,
+        })
     }
 
     /// Connects and opens the session with `initialize`.
@@ -356,6 +374,54 @@ impl Client {
         self.request(methods::FS_EDIT_TEXT, &params).await
     }
 
+    /// `fs/streamText` (**provider layer**: records nothing): streams a text file of any size,
+    /// from line `params.offset` (default 1) to its end, as chunks of `params.chunk_lines` lines
+    /// (default [`filectx_protocol::STREAM_CHUNK_LINES`], at most 2000), all from the version
+    /// the file had when the stream started. Lines are as [`Client::fs_read_text`] shows them:
+    /// no terminators, cut at 2000 characters (listed in each chunk's `truncated_lines`).
+    ///
+    /// **Order.** The [`TextStream`] yields the chunks in file order, each starting where the
+    /// previous one ended (checked), up to the chunk whose `done` is true; then it ends. Every
+    /// other ending is a final `Err` item, never a silent end: an error item (the file changed
+    /// mid-stream) is [`ClientError::StreamFailed`] with `FS_STALE_VERSION`, a lost connection
+    /// [`ClientError::Transport`], a reader that fell too far behind
+    /// [`ClientError::StreamLagged`]. See [`TextStream`].
+    ///
+    /// **Buffering.** The daemon never buffers more than a few chunks of a stream: it produces
+    /// them only as fast as the connection carries them. This client, though, reads the socket
+    /// eagerly (answers to other requests share it), so chunks the caller has not read yet queue
+    /// up here, up to the connection's notification buffer
+    /// ([`ConnectOptions::notification_buffer`], default [`DEFAULT_NOTIFICATION_BUFFER`]
+    /// chunks). When that overflows the stream fails with [`ClientError::StreamLagged`] and is
+    /// cancelled at the daemon: read it promptly, or choose the buffer (and `chunk_lines`) to
+    /// bound memory.
+    ///
+    /// **Cancelling.** Dropping the stream, or [`TextStream::cancel`], sends `fs/streamCancel`
+    /// and stops the daemon's producer. Only starting the stream is subject to the request
+    /// timeout; no timeout applies between chunks.
+    ///
+    /// # Errors
+    /// Before anything is streamed: [`ClientError::Rpc`] whose [`ClientError::fs_code`] is
+    /// `FS_NOT_FOUND`, `FS_IS_DIRECTORY`, `FS_NOT_TEXT`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
+    /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT` (e.g. an offset past the end, or `chunk_lines`
+    /// 0), `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
+    pub async fn stream_text(&self, params: StreamTextParams) -> Result<TextStream, ClientError> {
+        let first_line = params.offset.unwrap_or(1);
+        let encoded = Params::new(&params).map_err(ClientError::Encode)?;
+        let subscription = self
+            .inner
+            .subscribe(methods::FS_STREAM_TEXT, encoded, methods::FS_STREAM_CANCEL)
+            .await
+            .map_err(|e| self.map_error(e))?;
+        Ok(TextStream::new(
+            subscription,
+            Arc::downgrade(&self.inner),
+            self.request_timeout,
+            self.notification_buffer,
+            first_line,
+        ))
+    }
+
     /// `shutdown`: tells the daemon this session is about to leave (only `exit` may follow).
     ///
     /// # Errors
@@ -428,9 +494,10 @@ impl Client {
         Ok(Notifications { inner })
     }
 
-    /// Starts a jsonrpsee subscription such as `fs/streamText` (unsubscribed with
-    /// `unsubscribe_method`, e.g. `fs/streamCancel`, when dropped or on
-    /// [`Subscription::unsubscribe`]). `params` as for [`Client::request`].
+    /// Starts a jsonrpsee subscription (unsubscribed with `unsubscribe_method` when dropped or
+    /// on [`Subscription::unsubscribe`]). `params` as for [`Client::request`]. The raw
+    /// subscription ends silently however it ends; for `fs/streamText` use
+    /// [`Client::stream_text`], which checks the chunks and reports every early end.
     ///
     /// # Errors
     /// As for [`Client::request`].

@@ -1,6 +1,6 @@
 //! `filectx`: the command-line client of the filectx daemon — shows the daemon's status and the
-//! tools a session gets, and reads, writes, edits and stats files through the daemon. Thin:
-//! every call goes through `filectx_client`.
+//! tools a session gets, and reads, streams, writes, edits and stats files through the daemon.
+//! Thin: every call goes through `filectx_client`.
 
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
@@ -8,12 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use filectx_client::{Client, ClientError};
+use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{
     ClientInfo, DaemonStatus, EditParams, FileKind, FileStatResult, FsErrorCode, InitializeParams,
-    PathParams, ReadParams, ToolName, ToolsListResult, WriteOperation, WriteParams, methods,
+    PathParams, ReadParams, StreamTextParams, ToolName, ToolsListResult, WriteOperation, WriteParams,
+    methods,
 };
+use futures::StreamExt as _;
 use serde_json::Value;
 
 /// Exit code: success.
@@ -33,6 +36,10 @@ Files (PATH is absolute, or relative to the current folder):
   filectx read PATH [--offset N] [--limit N]
       numbered lines and a footer, exactly as the model-facing read tool shows them
       (--json: the structured file/read result instead)
+  filectx cat PATH [--offset N] [--chunk-lines N]
+      a text file of any size, its lines as they are (no numbers), streamed from one version
+      of the file and written as they arrive (fs/streamText); a file that changes meanwhile
+      fails with FS_STALE_VERSION, after the lines already written
   filectx write PATH [--content TEXT | --from FILE]
       create or replace a file; the content comes from stdin unless given
   filectx edit PATH --old TEXT --new TEXT [--replace-all]
@@ -45,8 +52,8 @@ Files (PATH is absolute, or relative to the current folder):
   A harness that needs the full read-before-write protection keeps one session open instead.
 
   With --json, each prints the raw result of its last request (file/read for read, file/write,
-  file/edit, file/stat). A failed file command prints the FS_* code and the daemon's message,
-  e.g. `filectx: FS_NOT_FOUND: ...`, and exits 4.
+  file/edit, file/stat); cat has no --json. A failed file command prints the FS_* code and the
+  daemon's message, e.g. `filectx: FS_NOT_FOUND: ...`, and exits 4.
 
 Exit codes:
   0  success
@@ -73,6 +80,18 @@ between its own read and the edit (FS_STALE_VERSION). A harness that wants an ed
 the file changed since its agent last read it should keep one long-lived session (the \
 filectx_client library) instead.";
 
+/// Help of `cat`, after its one-line summary.
+const CAT_LONG_ABOUT: &str = "\
+Stream a text file of any size to stdout, its lines as they are, from one version of the file \
+(fs/streamText)
+
+Each line is written as the daemon shows it (without \\r, a leading BOM left out), followed by a \
+newline, and stdout is flushed after every chunk, so `filectx cat big.log | head` shows the first \
+lines at once; a closed stdout stops the stream and is not an error. Lines longer than 2000 \
+characters are cut; a note on stderr at the end says how many. All lines come from the version \
+the file had when the stream started: if the file changes meanwhile, the stream stops with \
+FS_STALE_VERSION (exit 4) after the lines already written.";
+
 /// Help of `write`, after its one-line summary.
 const WRITE_LONG_ABOUT: &str = "\
 Create a file or replace its whole content (file/stat, then file/read if it exists, then \
@@ -86,7 +105,7 @@ when the file changed since its agent last read it should keep one long-lived se
 filectx_client library) instead.";
 
 /// Talk to the filectx daemon (filectxd): show its status and the tools it offers, and read,
-/// write, edit and stat files through it.
+/// stream, write, edit and stat files through it.
 #[derive(Debug, Parser)]
 #[command(name = "filectx", version, after_help = AFTER_HELP)]
 struct Cli {
@@ -121,6 +140,7 @@ impl Cli {
         let after = match &self.command {
             Command::Status(roots) | Command::Tools(roots) => roots,
             Command::Read(args) => &args.roots,
+            Command::Cat(args) => &args.roots,
             Command::Write(args) => &args.roots,
             Command::Edit(args) => &args.roots,
             Command::Stat(args) => &args.roots,
@@ -148,6 +168,10 @@ enum Command {
     /// Print a window of a text file with numbered lines, as the model's read tool shows it
     /// (tools/call read; with --json: file/read)
     Read(ReadArgs),
+    /// Stream a text file of any size to stdout, its lines as they are, from one version of the
+    /// file (fs/streamText)
+    #[command(long_about = CAT_LONG_ABOUT)]
+    Cat(CatArgs),
     /// Create a file or replace its whole content (file/stat, file/read if it exists, file/write)
     #[command(long_about = WRITE_LONG_ABOUT)]
     Write(WriteArgs),
@@ -168,6 +192,25 @@ struct ReadArgs {
     /// Most lines to show [default and maximum: 2000]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     limit: Option<u64>,
+    #[command(flatten)]
+    roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+struct CatArgs {
+    /// The file: absolute, or relative to the current folder
+    path: String,
+    /// 1-based number of the first line to write [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    offset: Option<u64>,
+    /// Lines per chunk the daemon sends (each chunk is written and flushed at once)
+    /// [default: 1000, at most 2000]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..=u64::from(READ_LINE_LIMIT)),
+    )]
+    chunk_lines: Option<u64>,
     #[command(flatten)]
     roots: RootArgs,
 }
@@ -217,6 +260,7 @@ enum Job {
     Status,
     Tools,
     Read(ReadParams),
+    Cat(StreamTextParams),
     Write(WriteParams),
     Edit(EditParams),
     Stat(String),
@@ -237,7 +281,7 @@ struct ToolFailed {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse().and_then(check_usage) {
         Ok(cli) => cli,
         Err(error) => {
             // --help and --version print to stdout and succeed; anything else is a usage error.
@@ -261,6 +305,17 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// Refuses what clap cannot express: `--json` is global, but `cat` has no JSON output.
+fn check_usage(cli: Cli) -> Result<Cli, clap::Error> {
+    if cli.json && matches!(cli.command, Command::Cat(_)) {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--json cannot be used with cat, which writes the file's lines as they are",
+        ));
+    }
+    Ok(cli)
 }
 
 /// Runs the command and returns what to print on stdout.
@@ -357,6 +412,14 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
             session.check_path(&args.path)?;
             Job::Read(ReadParams { path: args.path.clone(), offset: args.offset, limit: args.limit })
         }
+        Command::Cat(args) => {
+            session.check_path(&args.path)?;
+            Job::Cat(StreamTextParams {
+                path: args.path.clone(),
+                offset: args.offset,
+                chunk_lines: args.chunk_lines,
+            })
+        }
         Command::Write(args) => {
             session.check_path(&args.path)?;
             Job::Write(WriteParams { path: args.path.clone(), content: new_content(args)? })
@@ -406,6 +469,8 @@ async fn execute(job: Job, json: bool, client: &Client) -> anyhow::Result<String
         (Job::Tools, false) => Ok(render_tools(&client.tools_list().await?)),
         (Job::Read(params), true) => raw(client, methods::FILE_READ, &params).await,
         (Job::Read(params), false) => read_tool(client, params).await,
+        // `check_usage` refuses --json with cat.
+        (Job::Cat(params), _) => cat(client, params).await.map(|()| String::new()),
         (Job::Write(params), json) => write(client, params, json).await,
         (Job::Edit(params), json) => edit(client, params, json).await,
         (Job::Stat(path), true) => raw(client, methods::FILE_STAT, PathParams { path }).await,
@@ -440,6 +505,49 @@ async fn read_tool(client: &Client, params: ReadParams) -> anyhow::Result<String
         text.push('\n');
     }
     Ok(text)
+}
+
+/// `fs/streamText`: writes each chunk's lines to stdout as it arrives, one line and a newline
+/// each, and flushes; a closed stdout cancels the stream and ends the command successfully. At
+/// the end, a note on stderr says how many of the written lines were cut.
+async fn cat(client: &Client, params: StreamTextParams) -> anyhow::Result<()> {
+    let mut stream = client.stream_text(params).await?;
+    let mut cut = 0;
+    let mut text = String::new();
+    let result = loop {
+        let chunk = match stream.next().await {
+            Some(Ok(chunk)) => chunk,
+            Some(Err(error)) => break Err(error.into()),
+            None => break Ok(()),
+        };
+        text.clear();
+        for line in &chunk.lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        // A blocking write, on purpose: while stdout is full, this single-threaded runtime does
+        // not read the socket either, so a slow reader holds the daemon back (which buffers only
+        // a few chunks) instead of filling the client's buffer until the stream fails as lagged.
+        let written = {
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
+        };
+        match written {
+            Ok(()) => cut += chunk.truncated_lines.len(),
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                stream.cancel().await;
+                break Ok(());
+            }
+            Err(error) => break Err(anyhow::Error::new(error).context("cannot write to stdout")),
+        }
+    };
+    if cut > 0 {
+        let (lines, were) = if cut == 1 { ("line", "was") } else { ("lines", "were") };
+        eprintln!(
+            "filectx: {cut} {lines} {were} longer than {READ_LINE_MAX_CHARS} characters and {were} cut"
+        );
+    }
+    result
 }
 
 /// Records the file's current version for this session: a one-line `file/read` (any window
@@ -504,6 +612,9 @@ fn describe(error: &anyhow::Error, socket: &Path) -> (u8, String) {
             Some(fs) => (EXIT_REQUEST_FAILED, format!("{fs}: {message}")),
             None => (EXIT_REQUEST_FAILED, format!("the daemon answered error {code}: {message}")),
         },
+        ClientError::StreamFailed { code, message, .. } => {
+            (EXIT_REQUEST_FAILED, format!("{code}: {message}"))
+        }
         other => (EXIT_REQUEST_FAILED, other.to_string()),
     }
 }

@@ -82,12 +82,14 @@ fn help_explains_subcommands_flags_and_exit_codes() -> TestResult {
     for needle in [
         "status",
         "tools",
+        "cat     Stream a text file",
         "--socket",
         "FILECTX_SOCKET",
         "XDG_RUNTIME_DIR/filectx.sock",
         "--json",
         "--root <DIR>",
         "filectx read PATH [--offset N] [--limit N]",
+        "filectx cat PATH [--offset N] [--chunk-lines N]",
         "filectx write PATH [--content TEXT | --from FILE]",
         "filectx edit PATH --old TEXT --new TEXT [--replace-all]",
         "filectx stat PATH",
@@ -582,10 +584,217 @@ fn file_command_usage_errors_exit_2() -> TestResult {
         &["edit", "a", "--new", "x"],
         &["stat"],
         &["--root"],
+        &["cat"],
+        &["cat", "a", "--offset", "0"],
+        &["cat", "a", "--chunk-lines", "0"],
+        &["cat", "a", "--chunk-lines", "2001"],
+        &["cat", "a", "--limit", "3"],
+        &["--json", "cat", "a"],
+        &["cat", "a", "--json"],
     ] {
         let out = filectx(args, dir.path())?;
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
         assert!(out.stdout.is_empty());
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn cat_writes_the_lines_as_they_are() -> TestResult {
+    let daemon = FakeDaemon::start(support::standard)?;
+    let cwd = tempfile::tempdir()?;
+    let out =
+        against(&daemon, &["cat", "logs/a.log", "--offset", "2", "--chunk-lines", "2"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Each line followed by a newline, nothing else: no numbers, no footer.
+    assert_eq!(text(&out.stdout), "\ngamma  \nδέλτα\nlast\n");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let received = daemon.received().await?;
+    assert_eq!(
+        method_names(&received),
+        ["initialize", "fs/streamText", "fs/streamCancel", "shutdown", "exit"]
+    );
+    assert_eq!(
+        params_of(&received, "fs/streamText"),
+        &json!({"path": "logs/a.log", "offset": 2, "chunkLines": 2})
+    );
+
+    let daemon = FakeDaemon::start(support::standard)?;
+    let out = against(&daemon, &["cat", "/abs/a.log"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(text(&out.stdout), "alpha\n\ngamma  \nδέλτα\nlast\n");
+    let received = daemon.received().await?;
+    assert_eq!(params_of(&received, "fs/streamText"), &json!({"path": "/abs/a.log"}));
+    Ok(())
+}
+
+#[tokio::test]
+async fn cat_an_empty_file_writes_nothing() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("fs/streamText") => {
+            vec![support::subscribed(request, "s"), support::chunk_out("s", &support::chunk(1, &[], 0, true))]
+        }
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["cat", "empty"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn cat_notes_cut_lines_once_at_the_end() -> TestResult {
+    let long = "x".repeat(2000);
+    let script = move |cuts: &'static [&'static [u64]]| {
+        let long = long.clone();
+        move |request: &Value| match request["method"].as_str() {
+            Some("fs/streamText") => {
+                let mut out = vec![support::subscribed(request, "s")];
+                for (index, cut) in cuts.iter().enumerate() {
+                    let start = 1 + 2 * index as u64;
+                    let mut chunk = support::chunk(
+                        start,
+                        &[&long, "short"],
+                        2 * cuts.len() as u64,
+                        index + 1 == cuts.len(),
+                    );
+                    chunk.truncated_lines = cut.to_vec();
+                    out.push(support::chunk_out("s", &chunk));
+                }
+                out
+            }
+            _ => support::standard(request),
+        }
+    };
+    let cwd = tempfile::tempdir()?;
+    let daemon = FakeDaemon::start(script(&[&[1], &[], &[5]]))?;
+    let out = against(&daemon, &["cat", "wide.csv", "--chunk-lines", "2"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(out.stdout.len(), 3 * (2000 + 1 + 5 + 1), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr, "filectx: 2 lines were longer than 2000 characters and were cut\n");
+    assert_clean_stderr(&stderr);
+    daemon.received().await?;
+
+    let daemon = FakeDaemon::start(script(&[&[1]]))?;
+    let out = against(&daemon, &["cat", "wide.csv"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(text(&out.stderr), "filectx: 1 line was longer than 2000 characters and was cut\n");
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn cat_a_file_that_changes_midway_exits_4_after_the_lines_written() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("fs/streamText") => vec![
+            support::subscribed(request, "s"),
+            support::chunk_out("s", &support::chunk(1, &["one", "two"], 4, false)),
+            support::chunk_out("s", &support::stale_item(3, 4)),
+        ],
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["cat", "a.log", "--chunk-lines", "2"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(text(&out.stdout), "one\ntwo\n");
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr,
+        "filectx: FS_STALE_VERSION: the file changed while it was being streamed; start again\n"
+    );
+    assert_clean_stderr(&stderr);
+    // The session is still closed politely.
+    let received = daemon.received().await?;
+    assert_eq!(
+        method_names(&received),
+        ["initialize", "fs/streamText", "fs/streamCancel", "shutdown", "exit"]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn cat_a_refused_stream_exits_4_with_its_fs_code() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("fs/streamText") => vec![support::fs_error(request, FsErrorCode::NotText, "x.bin is not text")],
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["cat", "x.bin"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr, "filectx: FS_NOT_TEXT: x.bin is not text\n");
+    assert_clean_stderr(&stderr);
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received), ["initialize", "fs/streamText", "shutdown", "exit"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn cat_cut_off_by_a_hang_up_exits_3() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("fs/streamText") => vec![
+            support::subscribed(request, "s"),
+            support::chunk_out("s", &support::chunk(1, &["one"], 9, false)),
+            support::Out::HangUp,
+        ],
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = against(&daemon, &["cat", "a.log"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(text(&out.stdout), "one\n");
+    let stderr = text(&out.stderr);
+    assert!(stderr.ends_with("broke: the daemon closed the connection\n"), "{stderr}");
+    assert_clean_stderr(&stderr);
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn cat_flushes_each_chunk_and_a_closed_pipe_stops_the_stream_with_exit_0() -> TestResult {
+    // The first chunk comes at once; the next only when the test pushes it.
+    let (daemon, push) = FakeDaemon::start_with_push(|request| match request["method"].as_str() {
+        Some("fs/streamText") => vec![
+            support::subscribed(request, "s"),
+            support::chunk_out("s", &support::chunk(1, &["first", "second"], 6, false)),
+        ],
+        Some("fs/streamCancel") => vec![support::result(request, json!(true))],
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let dir = cwd.path().to_owned();
+    let socket = daemon.socket.display().to_string();
+    // Off the runtime thread, so that the fake daemon keeps being served meanwhile.
+    let (first, out) = tokio::task::spawn_blocking(move || -> TestResult<(String, Output)> {
+        let mut child = Command::new(BIN)
+            .args(["--socket", &socket, "cat", "big.log", "--chunk-lines", "2"])
+            .current_dir(&dir)
+            .env_remove("FILECTX_SOCKET")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let mut reader = std::io::BufReader::new(child.stdout.take().ok_or("no stdout pipe")?);
+        // The first chunk is readable while the stream is still going: it was flushed.
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut first)?;
+        // `head` has seen enough: the pipe closes, and the next chunk cannot be written.
+        drop(reader);
+        push.send(support::chunk_out("s", &support::chunk(3, &["third", "fourth"], 6, false)))?;
+        Ok((first, child.wait_with_output()?))
+    })
+    .await??;
+    assert_eq!(first, "first\n");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let received = daemon.received().await?;
+    assert_eq!(
+        method_names(&received),
+        ["initialize", "fs/streamText", "fs/streamCancel", "shutdown", "exit"]
+    );
+    assert_eq!(params_of(&received, "fs/streamCancel"), &json!(["s"]));
     Ok(())
 }

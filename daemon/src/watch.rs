@@ -187,6 +187,10 @@ impl WatchHub {
         if new_dir || rewatch {
             self.watch(&dir);
         }
+        if new_path {
+            // A change between the read and the watch taking hold produced no event: look once.
+            self.check(HashSet::from([path.to_owned()]));
+        }
         // A file with several hard links can change through a name in a folder we do not
         // watch: watch the file itself too.
         if new_path && std::fs::metadata(path).is_ok_and(|m| m.nlink() > 1) {

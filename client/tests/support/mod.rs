@@ -1,5 +1,6 @@
 //! A tiny fake daemon for the client's tests: it accepts one connection on a tempdir Unix socket,
-//! speaks the LSP codec, records every message it receives and answers through a script.
+//! speaks the LSP codec, records every message it receives and answers through a script; a test
+//! can also push messages (e.g. the chunks of a stream) at a moment of its choosing.
 
 #![allow(dead_code, missing_docs)]
 
@@ -7,16 +8,18 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use filectx_protocol::{
-    CallToolParams, CallToolResult, Capabilities, DaemonStatus, EditParams, EditResult, FileKind,
-    FileStatResult, Frame, FsEditParams, FsStatResult, FsWriteParams, InitializeResult, Limits, LspCodec,
-    PathParams, ReadParams, ReadResult, ResolveResult, ServerInfo, ToolContent, ToolName, ToolsListResult,
-    WriteOperation, WriteParams, WriteResult, tools,
+    CallToolParams, CallToolResult, Capabilities, ChunkError, DaemonStatus, EditParams, EditResult, FileKind,
+    FileStatResult, Frame, FsEditParams, FsErrorCode, FsStatResult, FsWriteParams, InitializeResult, Limits,
+    LspCodec, PathParams, ReadParams, ReadResult, ResolveResult, STREAM_CHUNK_LINES, ServerInfo,
+    StreamTextParams, TextChunk, ToolContent, ToolName, ToolsListResult, WriteOperation, WriteParams,
+    WriteResult, methods, tools,
 };
 use futures::{SinkExt, StreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::net::UnixListener;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -40,26 +43,42 @@ pub struct FakeDaemon {
 impl FakeDaemon {
     /// Binds the socket and serves the first connection with `script`, which gets every
     /// received message and returns what to send back. `exit` ends the connection.
-    pub fn start(mut script: impl FnMut(&Value) -> Vec<Out> + Send + 'static) -> TestResult<Self> {
+    pub fn start(script: impl FnMut(&Value) -> Vec<Out> + Send + 'static) -> TestResult<Self> {
+        Self::start_with_push(script).map(|(daemon, _)| daemon)
+    }
+
+    /// [`FakeDaemon::start`], plus a sender: whatever goes into it is sent to the client as soon
+    /// as it comes, between the script's answers.
+    pub fn start_with_push(
+        mut script: impl FnMut(&Value) -> Vec<Out> + Send + 'static,
+    ) -> TestResult<(Self, mpsc::UnboundedSender<Out>)> {
         let dir = tempfile::tempdir()?;
         let socket = dir.path().join("fake.sock");
         let listener = UnixListener::bind(&socket)?;
+        let (push, mut pushed) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let (stream, _) = listener.accept().await?;
             let (read, write) = stream.into_split();
             let mut reader = FramedRead::new(read, LspCodec::default());
             let mut writer = FramedWrite::new(write, LspCodec::default());
             let mut seen = Vec::new();
-            while let Some(frame) = reader.next().await {
-                let Frame::Message(body) = frame? else {
-                    return Err("oversized frame from the client".into());
+            loop {
+                let outs = tokio::select! {
+                    frame = reader.next() => {
+                        let Some(frame) = frame else { break };
+                        let Frame::Message(body) = frame? else {
+                            return Err("oversized frame from the client".into());
+                        };
+                        let message: Value = serde_json::from_slice(&body)?;
+                        seen.push(message.clone());
+                        if message["method"] == "exit" {
+                            break;
+                        }
+                        script(&message)
+                    }
+                    Some(out) = pushed.recv() => vec![out],
                 };
-                let message: Value = serde_json::from_slice(&body)?;
-                seen.push(message.clone());
-                if message["method"] == "exit" {
-                    break;
-                }
-                for out in script(&message) {
+                for out in outs {
                     match out {
                         Out::Json(value) => writer.send(serde_json::to_string(&value)?).await?,
                         Out::Raw(bytes) => {
@@ -72,7 +91,7 @@ impl FakeDaemon {
             }
             Ok(seen)
         });
-        Ok(Self { socket, _dir: dir, task })
+        Ok((Self { socket, _dir: dir, task }, push))
     }
 
     /// Every message the fake daemon received, once its connection ended.
@@ -234,11 +253,89 @@ pub fn answer(request: &Value, value: impl Serialize) -> Out {
     }
 }
 
+/// The canned file `fs/streamText` streams: an empty line, trailing blanks and non-ASCII
+/// included.
+pub const STREAM_LINES: [&str; 5] = ["alpha", "", "gamma  ", "δέλτα", "last"];
+
+/// The subscription id the standard daemon gives the stream started by `request`.
+pub fn subscription_id(request: &Value) -> String {
+    format!("sub-{}", request["id"])
+}
+
+/// The answer to `fs/streamText`: the subscription id.
+pub fn subscribed(request: &Value, subscription: &str) -> Out {
+    result(request, json!(subscription))
+}
+
+/// A chunk of a stream of [`VERSION`].
+pub fn chunk(start_line: u64, lines: &[&str], total_lines: u64, done: bool) -> TextChunk {
+    TextChunk {
+        version: VERSION.to_owned(),
+        start_line,
+        lines: lines.iter().map(|line| (*line).to_owned()).collect(),
+        truncated_lines: Vec::new(),
+        total_lines,
+        done,
+        error: None,
+    }
+}
+
+/// The error item that ends a stream because the file changed, at `start_line`.
+pub fn stale_item(start_line: u64, total_lines: u64) -> TextChunk {
+    TextChunk {
+        error: Some(ChunkError {
+            code: FsErrorCode::StaleVersion,
+            message: "the file changed while it was being streamed; start again".to_owned(),
+        }),
+        ..chunk(start_line, &[], total_lines, true)
+    }
+}
+
+/// The `fs/textChunk` notification carrying `chunk` for `subscription`.
+pub fn chunk_out(subscription: &str, chunk: &TextChunk) -> Out {
+    notification(methods::FS_TEXT_CHUNK, json!({"subscription": subscription, "result": chunk}))
+}
+
+/// The chunks of [`STREAM_LINES`] as the daemon cuts them for `params`.
+pub fn stream_chunks(params: &StreamTextParams) -> Vec<TextChunk> {
+    let total = STREAM_LINES.len() as u64;
+    let size = params.chunk_lines.unwrap_or(STREAM_CHUNK_LINES);
+    let mut line = params.offset.unwrap_or(1);
+    let mut chunks = Vec::new();
+    loop {
+        let from = usize::try_from(line.saturating_sub(1)).unwrap_or(usize::MAX).min(STREAM_LINES.len());
+        let to = usize::try_from(line.saturating_sub(1) + size).unwrap_or(usize::MAX).min(STREAM_LINES.len());
+        let next = line + (to - from) as u64;
+        let done = next > total;
+        chunks.push(chunk(line, &STREAM_LINES[from..to], total, done));
+        if done {
+            return chunks;
+        }
+        line = next;
+    }
+}
+
+/// Answers `fs/streamText` like the daemon: the subscription id, then every chunk of
+/// [`STREAM_LINES`].
+pub fn stream(request: &Value) -> Vec<Out> {
+    let params: StreamTextParams = match serde_json::from_value(request["params"].clone()) {
+        Ok(params) => params,
+        Err(e) => return vec![error(request, -32602, &format!("invalid params: {e}"), None)],
+    };
+    let subscription = subscription_id(request);
+    let mut out = vec![subscribed(request, &subscription)];
+    out.extend(stream_chunks(&params).iter().map(|chunk| chunk_out(&subscription, chunk)));
+    out
+}
+
 /// Answers like a well-behaved daemon: initialize, daemon/status, tools/list, shutdown, and
 /// canned results for tools/call, file/* and fs/* (whose params must decode as their wire
-/// types); anything else is -32601.
+/// types; `fs/streamText` streams [`STREAM_LINES`], `fs/streamCancel` answers `false` as for a
+/// stream that already ended); anything else is -32601.
 pub fn standard(request: &Value) -> Vec<Out> {
     let out = match request["method"].as_str() {
+        Some("fs/streamText") => return stream(request),
+        Some("fs/streamCancel") => result(request, json!(false)),
         Some("initialize") => answer(request, initialize_result()),
         Some("daemon/status") => answer(request, status()),
         Some("tools/list") => answer(
