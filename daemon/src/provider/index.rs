@@ -438,8 +438,38 @@ fn eof() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file is shorter than its index")
 }
 
+/// Reads forward through a source, keeping one chunk so that consecutive lines come from one
+/// read (a mapping or a buffer is one chunk; a file is read 256 KiB at a time).
+struct Cursor<'a, S: ByteSource + ?Sized> {
+    source: &'a S,
+    chunk: Cow<'a, [u8]>,
+    chunk_start: u64,
+}
+
+impl<'a, S: ByteSource + ?Sized> Cursor<'a, S> {
+    fn new(source: &'a S) -> Self {
+        Self { source, chunk: Cow::Borrowed(&[]), chunk_start: 0 }
+    }
+
+    /// The bytes from `pos` to the end of the current chunk (reading a new one when `pos` is
+    /// outside it); empty at the end of the file.
+    fn at(&mut self, pos: u64) -> std::io::Result<&[u8]> {
+        let end = self.chunk_start + self.chunk.len() as u64;
+        if pos < self.chunk_start || pos >= end {
+            self.chunk = self.source.chunk_at(pos, READ_AHEAD)?;
+            self.chunk_start = pos;
+        }
+        let skip = usize::try_from(pos - self.chunk_start).unwrap_or(usize::MAX).min(self.chunk.len());
+        Ok(&self.chunk[skip..])
+    }
+}
+
 /// The byte offset where line `n` starts.
-fn line_start<S: ByteSource + ?Sized>(source: &S, index: &LineIndex, n: u64) -> std::io::Result<u64> {
+fn line_start<S: ByteSource + ?Sized>(
+    cursor: &mut Cursor<'_, S>,
+    index: &LineIndex,
+    n: u64,
+) -> std::io::Result<u64> {
     if let Some(offset) = index.exact(n) {
         return Ok(offset);
     }
@@ -447,23 +477,16 @@ fn line_start<S: ByteSource + ?Sized>(source: &S, index: &LineIndex, n: u64) -> 
     let mut pos = cp.offset;
     let mut line = cp.line;
     while line < n {
-        let chunk = source.chunk_at(pos, READ_AHEAD)?;
-        if chunk.is_empty() {
+        let rest = cursor.at(pos)?;
+        if rest.is_empty() {
             return Err(eof());
         }
-        let mut rest: &[u8] = &chunk;
-        while line < n {
-            match memchr::memchr(b'\n', rest) {
-                Some(i) => {
-                    pos += i as u64 + 1;
-                    rest = &rest[i + 1..];
-                    line += 1;
-                }
-                None => {
-                    pos += rest.len() as u64;
-                    break;
-                }
+        match memchr::memchr(b'\n', rest) {
+            Some(i) => {
+                pos += i as u64 + 1;
+                line += 1;
             }
+            None => pos += rest.len() as u64,
         }
     }
     Ok(pos)
@@ -484,23 +507,24 @@ pub fn window<S: ByteSource + ?Sized>(
     }
     let last = offset.saturating_add(limit - 1).min(total);
     let invalid = |_| std::io::Error::new(std::io::ErrorKind::InvalidData, "window is not UTF-8");
-    let mut pos = line_start(source, index, offset)?;
+    let mut cursor = Cursor::new(source);
+    let mut pos = line_start(&mut cursor, index, offset)?;
     for n in offset..=last {
         // Read the line: keep its first LINE_PREFIX_BYTES, find its end.
         let mut prefix: Vec<u8> = Vec::new();
         let mut len = 0u64;
         loop {
-            let chunk = source.chunk_at(pos + len, READ_AHEAD)?;
-            if chunk.is_empty() {
+            let rest = cursor.at(pos + len)?;
+            if rest.is_empty() {
                 // End of file without a final newline.
                 if n < total {
                     return Err(eof());
                 }
                 break;
             }
-            let (body, ended) = match memchr::memchr(b'\n', &chunk) {
-                Some(i) => (&chunk[..i], true),
-                None => (&chunk[..], false),
+            let (body, ended) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..i], true),
+                None => (rest, false),
             };
             let room = LINE_PREFIX_BYTES.saturating_sub(prefix.len());
             prefix.extend_from_slice(&body[..body.len().min(room)]);
