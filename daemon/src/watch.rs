@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -40,6 +40,8 @@ enum Signal {
     Paths(Vec<PathBuf>),
     /// Events were lost or the watcher failed: re-check everything.
     Rescan(String),
+    /// Observed paths whose check was put off (their session was writing them).
+    Recheck(Vec<PathBuf>),
 }
 
 #[derive(Debug, Default)]
@@ -50,8 +52,10 @@ struct State {
     observers: HashMap<PathBuf, HashSet<String>>,
     /// Watched folder → number of observed paths in it.
     dirs: HashMap<PathBuf, usize>,
-    /// Hard-linked files watched themselves → number of sessions observing them.
-    files: HashMap<PathBuf, usize>,
+    /// Hard-linked files watched themselves → the sessions observing them.
+    files: HashMap<PathBuf, HashSet<String>>,
+    /// What notify watches for us now (folders and files).
+    active: HashSet<PathBuf>,
     /// Folders whose watch the kernel dropped (the folder was deleted): re-watched when one of
     /// their files is observed again.
     lost: HashSet<PathBuf>,
@@ -64,7 +68,8 @@ pub struct WatchHub {
     provider: Arc<Provider>,
     state: Mutex<State>,
     watcher: Mutex<Option<RecommendedWatcher>>,
-    watched: AtomicU64,
+    /// For putting off checks: the processing task's own queue.
+    requeue: mpsc::Sender<Signal>,
     /// Whether "out of watches" was already logged.
     warned_limit: AtomicBool,
 }
@@ -87,6 +92,7 @@ impl WatchHub {
     /// notifications. Must be called inside the tokio runtime.
     pub fn start(provider: Arc<Provider>) -> Arc<WatchHub> {
         let (tx, rx) = mpsc::channel::<Signal>(EVENT_QUEUE);
+        let requeue = tx.clone();
         let overflow = Arc::new(AtomicBool::new(false));
         let overflowed = overflow.clone();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -113,7 +119,7 @@ impl WatchHub {
             provider,
             state: Mutex::default(),
             watcher: Mutex::new(watcher),
-            watched: AtomicU64::new(0),
+            requeue,
             warned_limit: AtomicBool::new(false),
         });
         tokio::spawn(process(Arc::downgrade(&hub), rx, overflow));
@@ -122,7 +128,7 @@ impl WatchHub {
 
     /// Folders and files watched now.
     pub fn watched(&self) -> u64 {
-        self.watched.load(Ordering::Relaxed)
+        self.lock().active.len() as u64
     }
 
     /// Registers a live session so it can be told about changes.
@@ -144,7 +150,7 @@ impl WatchHub {
         let Some(watcher) = watcher.as_mut() else { return };
         match watcher.watch(path, RecursiveMode::NonRecursive) {
             Ok(()) => {
-                self.watched.fetch_add(1, Ordering::Relaxed);
+                self.lock().active.insert(path.to_owned());
             }
             Err(err) if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) => {
                 if !self.warned_limit.swap(true, Ordering::Relaxed) {
@@ -160,11 +166,11 @@ impl WatchHub {
 
     fn unwatch(&self, path: &Path) {
         let mut watcher = self.watcher.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(watcher) = watcher.as_mut()
-            && watcher.unwatch(path).is_ok()
-        {
-            self.watched.fetch_sub(1, Ordering::Relaxed);
+        if let Some(watcher) = watcher.as_mut() {
+            // Fails when the kernel already dropped the watch (the folder was deleted): fine.
+            let _ = watcher.unwatch(path);
         }
+        self.lock().active.remove(path);
     }
 
     fn observed(&self, session: &str, path: &Path) {
@@ -181,7 +187,10 @@ impl WatchHub {
             }
             // A fresh record of the file clears an earlier stale report.
             state.notified.remove(&(session.to_owned(), path.to_owned()));
-            let rewatch = state.lost.remove(&dir);
+            let rewatch = state.lost.contains(&dir) && dir.is_dir();
+            if rewatch {
+                state.lost.remove(&dir);
+            }
             (new_path, new_dir, rewatch)
         };
         if new_dir || rewatch {
@@ -189,16 +198,18 @@ impl WatchHub {
         }
         if new_path {
             // A change between the read and the watch taking hold produced no event: look once.
-            self.check(HashSet::from([path.to_owned()]));
+            let later = self.check(HashSet::from([path.to_owned()]));
+            if !later.is_empty() {
+                let _ = self.requeue.try_send(Signal::Recheck(later));
+            }
         }
         // A file with several hard links can change through a name in a folder we do not
-        // watch: watch the file itself too.
-        if new_path && std::fs::metadata(path).is_ok_and(|m| m.nlink() > 1) {
+        // watch: watch the file itself too (checked on every read: a link may appear later).
+        if std::fs::metadata(path).is_ok_and(|m| m.nlink() > 1) {
             let first = {
                 let mut state = self.lock();
-                let count = state.files.entry(path.to_owned()).or_insert(0);
-                *count += 1;
-                *count == 1
+                let sessions = state.files.entry(path.to_owned()).or_default();
+                sessions.insert(session.to_owned()) && sessions.len() == 1
             };
             if first {
                 self.watch(path);
@@ -227,12 +238,12 @@ impl WatchHub {
                 }
             }
             let mut drop_file = false;
-            if let Some(count) = state.files.get_mut(path) {
-                *count -= 1;
-                if *count == 0 {
-                    state.files.remove(path);
-                    drop_file = true;
-                }
+            if let Some(sessions) = state.files.get_mut(path)
+                && sessions.remove(session)
+                && sessions.is_empty()
+            {
+                state.files.remove(path);
+                drop_file = true;
             }
             (drop_dir, drop_file)
         };
@@ -247,23 +258,38 @@ impl WatchHub {
     /// Which observed paths an event path stands for: the path itself, or every observed file
     /// in it when it is a watched folder (deleted or replaced as a whole).
     fn affected(&self, paths: &[PathBuf], out: &mut HashSet<PathBuf>) {
-        let mut state = self.lock();
-        for path in paths {
-            if state.observers.contains_key(path) {
-                out.insert(path.clone());
-            }
-            if state.dirs.contains_key(path) {
-                if !path.is_dir() {
-                    // The kernel dropped the watch with the folder; re-watch on the next read.
-                    state.lost.insert(path.clone());
+        let mut rearm = Vec::new();
+        {
+            let state = self.lock();
+            for path in paths {
+                if state.observers.contains_key(path) {
+                    out.insert(path.clone());
                 }
-                out.extend(state.observers.keys().filter(|p| p.parent() == Some(path.as_path())).cloned());
+                if state.dirs.contains_key(path) {
+                    // An event about a watched folder itself: it may have been deleted (and
+                    // re-created), which ends its watch in the kernel and in notify.
+                    rearm.push(path.clone());
+                    out.extend(
+                        state.observers.keys().filter(|p| p.parent() == Some(path.as_path())).cloned(),
+                    );
+                }
+            }
+        }
+        for dir in rearm {
+            self.unwatch(&dir);
+            if dir.is_dir() {
+                self.watch(&dir);
+            } else {
+                // Gone for now: watched again when one of its files is read again.
+                self.lock().lost.insert(dir);
             }
         }
     }
 
     /// Re-checks `paths` against every observer's recorded version (blocking: hashes files).
-    fn check(&self, paths: HashSet<PathBuf>) {
+    /// Returns the paths to check again shortly: an observer was writing them itself.
+    fn check(&self, paths: HashSet<PathBuf>) -> Vec<PathBuf> {
+        let mut later = Vec::new();
         for path in paths {
             let observers: Vec<(String, Arc<Session>)> = {
                 let state = self.lock();
@@ -283,6 +309,11 @@ impl WatchHub {
                 }
             };
             for (id, session) in observers {
+                if session.observations().is_writing(&path) {
+                    // Its own write is landing: the record is about to catch up. Look again.
+                    later.push(path.clone());
+                    continue;
+                }
                 let Some(recorded) = session.observations().peek(&path) else { continue };
                 let key = (id, path.clone());
                 if Some(recorded) == current {
@@ -305,6 +336,8 @@ impl WatchHub {
                 session.notify(FILE_DID_CHANGE, &change);
             }
         }
+        later.dedup();
+        later
     }
 
     fn all_observed(&self) -> HashSet<PathBuf> {
@@ -369,6 +402,7 @@ async fn process(hub: Weak<WatchHub>, mut rx: mpsc::Receiver<Signal>, overflow: 
                     hub.affected(&changed, &mut paths);
                 }
                 Signal::Rescan(why) => rescan = Some(why),
+                Signal::Recheck(again) => paths.extend(again),
             }
         }
         if let Some(why) = rescan {
@@ -383,8 +417,16 @@ async fn process(hub: Weak<WatchHub>, mut rx: mpsc::Receiver<Signal>, overflow: 
             continue;
         }
         let checker = hub.clone();
-        if let Err(err) = tokio::task::spawn_blocking(move || checker.check(paths)).await {
-            tracing::error!(%err, "re-checking changed files failed");
+        match tokio::task::spawn_blocking(move || checker.check(paths)).await {
+            Ok(later) if !later.is_empty() => {
+                let requeue = hub.requeue.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(COALESCE).await;
+                    let _ = requeue.send(Signal::Recheck(later)).await;
+                });
+            }
+            Ok(_) => {}
+            Err(err) => tracing::error!(%err, "re-checking changed files failed"),
         }
     }
 }

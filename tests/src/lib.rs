@@ -100,6 +100,15 @@ impl Daemon {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
+    /// Anonymous resident memory of the daemon (heap, stacks, queues: what buffering costs), in
+    /// KiB. Unlike [`Daemon::rss_kib`] it leaves out pages of memory-mapped files, which the
+    /// kernel counts as resident once touched although they are shared page cache.
+    pub fn rss_anon_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
     /// Sends a signal to the daemon.
     pub fn signal(&self, signal: rustix::process::Signal) {
         let pid = rustix::process::Pid::from_raw(self.pid()).unwrap();
@@ -248,6 +257,151 @@ impl Raw {
         loop {
             let frame = self.recv();
             if frame.get("id").is_none() && frame.get("method").is_some() {
+                continue;
+            }
+            assert_eq!(frame["id"], json!(id), "{frame}");
+            return frame;
+        }
+    }
+
+    /// Sends a request without waiting for its answer; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Option<Value>) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        self.send(&message);
+        id
+    }
+
+    /// Reads one frame if one starts arriving within `wait` (the rest of it is then awaited
+    /// with the usual patience); `None` when none does, or when the daemon closed the
+    /// connection.
+    pub fn recv_within(&mut self, wait: Duration) -> Option<Value> {
+        let mut first = [0u8; 1];
+        self.stream.set_read_timeout(Some(wait.max(Duration::from_millis(1)))).unwrap();
+        let got = self.stream.read(&mut first);
+        self.stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        match got {
+            Ok(0) => None,
+            Ok(_) => self.recv_rest(first[0]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("reading a frame header: {e}"),
+        }
+    }
+
+    /// The rest of a frame whose first header byte was already read.
+    fn recv_rest(&mut self, first: u8) -> Option<Value> {
+        let mut header = vec![first];
+        let mut byte = [0u8; 1];
+        while !header.ends_with(b"\r\n\r\n") {
+            match self.stream.read(&mut byte) {
+                Ok(0) => return None,
+                Ok(_) => header.push(byte[0]),
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("reading a frame header: {e}"),
+            }
+        }
+        let header = String::from_utf8(header).unwrap();
+        let length: usize = header
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap_or_else(|| panic!("no Content-Length in {header:?}"))
+            .trim()
+            .parse()
+            .unwrap();
+        let mut body = vec![0u8; length];
+        self.stream.read_exact(&mut body).unwrap();
+        Some(serde_json::from_slice(&body).unwrap())
+    }
+
+    /// Waits until `deadline` for the next frame; `None` when none has begun to arrive by then.
+    /// A frame is only read once its first byte is there (then with the usual patience), so a
+    /// timeout never leaves the stream in the middle of a frame.
+    pub fn recv_before(&mut self, deadline: Instant) -> Option<Value> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // A zero timeout means "block forever" to the socket API: wait at least 1 ms.
+            self.stream.set_read_timeout(Some(left.max(Duration::from_millis(1)))).unwrap();
+            let mut byte = [0u8; 1];
+            let ready = rustix::net::recv(&self.stream, &mut byte[..], rustix::net::RecvFlags::PEEK)
+                .map(|(_, len)| len);
+            self.stream.set_read_timeout(Some(PATIENCE)).unwrap();
+            match ready {
+                Ok(0) => panic!("the daemon closed the connection"),
+                Ok(_) => return Some(self.recv()),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::AGAIN) => {
+                    if Instant::now() >= deadline {
+                        return None;
+                    }
+                }
+                Err(e) => panic!("waiting for a frame: {e}"),
+            }
+        }
+    }
+
+    /// Waits up to `within` for the next server notification named `method` and returns its
+    /// `params`; `None` when none came. Notifications of other methods are skipped; a response
+    /// (a frame with an `id`) is a mistake of the test and panics.
+    pub fn next_notification(&mut self, method: &str, within: Duration) -> Option<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let frame = self.recv_before(deadline)?;
+            assert!(frame.get("id").is_none(), "expected a {method} notification, got a response: {frame}");
+            if frame["method"] == method {
+                assert_eq!(frame["jsonrpc"], "2.0", "{frame}");
+                return Some(frame.get("params").cloned().unwrap_or(Value::Null));
+            }
+        }
+    }
+
+    /// Like [`Raw::next_notification`], but the notification must come.
+    pub fn expect_notification(&mut self, method: &str, within: Duration) -> Value {
+        self.next_notification(method, within)
+            .unwrap_or_else(|| panic!("no {method} notification within {within:?}"))
+    }
+
+    /// Every `method` notification that arrives during `period` (its `params`, in order).
+    pub fn notifications_during(&mut self, method: &str, period: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + period;
+        let mut seen = Vec::new();
+        while let Some(params) =
+            self.next_notification(method, deadline.saturating_duration_since(Instant::now()))
+        {
+            seen.push(params);
+        }
+        seen
+    }
+
+    /// Asserts that no `method` notification arrives during `period`.
+    pub fn assert_no_notification(&mut self, method: &str, period: Duration) {
+        let seen = self.notifications_during(method, period);
+        assert!(seen.is_empty(), "unexpected {method} notification(s) within {period:?}: {seen:?}");
+    }
+
+    /// Like [`Raw::request_skipping_notifications`], but hands the skipped notifications (whole
+    /// frames) to `notes` instead of dropping them.
+    pub fn request_collecting_notifications(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        notes: &mut Vec<Value>,
+    ) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        self.send(&message);
+        loop {
+            let frame = self.recv();
+            if frame.get("id").is_none() && frame.get("method").is_some() {
+                notes.push(frame);
                 continue;
             }
             assert_eq!(frame["id"], json!(id), "{frame}");

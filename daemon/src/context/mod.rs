@@ -27,6 +27,10 @@ pub const DEFAULT_MAX_OBSERVED: usize = 10_000;
 pub struct Observations {
     max: usize,
     inner: Mutex<ObservedMap>,
+    /// Paths this session is writing right now (count per path): between the file changing on
+    /// disk and the new version being recorded, a staleness check must not take the session's
+    /// own write for somebody else's.
+    writing: Mutex<HashMap<PathBuf, usize>>,
     /// Told about every record and every forgotten path (the watcher), if anyone listens.
     sink: Option<Arc<dyn ObservationSink>>,
 }
@@ -55,12 +59,24 @@ struct ObservedMap {
 impl Observations {
     /// An empty record that holds at most `max` files.
     pub fn new(max: usize) -> Self {
-        Self { max: max.max(1), inner: Mutex::default(), sink: None }
+        Self { max: max.max(1), inner: Mutex::default(), writing: Mutex::default(), sink: None }
     }
 
     /// An empty record whose changes are reported to `sink`.
     pub fn with_sink(max: usize, sink: Arc<dyn ObservationSink>) -> Self {
-        Self { max: max.max(1), inner: Mutex::default(), sink: Some(sink) }
+        Self { max: max.max(1), inner: Mutex::default(), writing: Mutex::default(), sink: Some(sink) }
+    }
+
+    /// Marks `path` as being written by this session until the guard is dropped (after the new
+    /// version is recorded).
+    pub fn writing(&self, path: &Path) -> WritingGuard<'_> {
+        *self.writing.lock().unwrap_or_else(PoisonError::into_inner).entry(path.to_owned()).or_insert(0) += 1;
+        WritingGuard { observations: self, path: path.to_owned() }
+    }
+
+    /// Whether this session is writing `path` right now.
+    pub fn is_writing(&self, path: &Path) -> bool {
+        self.writing.lock().unwrap_or_else(PoisonError::into_inner).contains_key(path)
     }
 
     /// The recorded version of `path`, without counting as a use (for the watcher).
@@ -113,6 +129,25 @@ impl Observations {
     /// Whether nothing is recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Marks a path as being written by its session; see [`Observations::writing`].
+#[derive(Debug)]
+pub struct WritingGuard<'a> {
+    observations: &'a Observations,
+    path: PathBuf,
+}
+
+impl Drop for WritingGuard<'_> {
+    fn drop(&mut self) {
+        let mut writing = self.observations.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = writing.get_mut(&self.path) {
+            *count -= 1;
+            if *count == 0 {
+                writing.remove(&self.path);
+            }
+        }
     }
 }
 
@@ -290,6 +325,7 @@ impl<'a> FileContext<'a> {
         if self.read_only {
             return Err(ContextError::ReadOnly { path: target.display });
         }
+        let _writing = self.observed.writing(&target.path);
         let expect = if target.exists {
             match self.observed.get(&target.path) {
                 Some(version) => Expectation::Version(version),
@@ -335,6 +371,7 @@ impl<'a> FileContext<'a> {
         if self.read_only {
             return Err(ContextError::ReadOnly { path: target.display });
         }
+        let _writing = self.observed.writing(&target.path);
         let Some(observed) = self.observed.get(&target.path) else {
             if !target.exists {
                 return Err(ProviderError::NotFound { path: target.display, why: None }.into());
