@@ -494,6 +494,14 @@ impl Client {
         Ok(Notifications { inner })
     }
 
+    /// Waits until the connection is gone and says why: a [`ClientError::Transport`] with the
+    /// reason it broke (the daemon hung up, a socket error, framing the client cannot follow).
+    /// Returns at once when it is already gone, e.g. after a [`Notifications`] stream ended
+    /// without [`Notifications::lagged`], which only a lost connection does.
+    pub async fn disconnected(&self) -> ClientError {
+        self.map_error(self.inner.on_disconnect().await)
+    }
+
     /// Starts a jsonrpsee subscription (unsubscribed with `unsubscribe_method` when dropped or
     /// on [`Subscription::unsubscribe`]). `params` as for [`Client::request`]. The raw
     /// subscription ends silently however it ends; for `fs/streamText` use
@@ -517,8 +525,9 @@ impl Client {
 }
 
 /// A stream of the `params` of one server→client notification method; see
-/// [`Client::notifications`]. It ends when the connection closes, or when more than the
-/// configured buffer of notifications went unread ([`Notifications::lagged`] then says so).
+/// [`Client::notifications`]. It ends when the connection closes ([`Client::disconnected`] then
+/// says why), or when more than the configured buffer of notifications went unread
+/// ([`Notifications::lagged`] then says so).
 #[derive(Debug)]
 pub struct Notifications {
     inner: Subscription<serde_json::Value>,

@@ -1,23 +1,27 @@
 //! `filectx`: the command-line client of the filectx daemon — shows the daemon's status and the
-//! tools a session gets, and reads, streams, writes, edits and stats files through the daemon.
-//! Thin: every call goes through `filectx_client`.
+//! tools a session gets, reads, streams, writes, edits and stats files through the daemon, and
+//! watches them for changes. Thin: every call goes through `filectx_client`.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use filectx_client::{Client, ClientError};
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{
-    ClientInfo, DaemonStatus, EditParams, FileKind, FileStatResult, FsErrorCode, InitializeParams,
-    PathParams, ReadParams, StreamTextParams, ToolName, ToolsListResult, WriteOperation, WriteParams,
-    methods,
+    ClientInfo, DaemonStatus, EditParams, FileDidChange, FileKind, FileStatResult, FsErrorCode,
+    InitializeParams, PathParams, ReadParams, StreamTextParams, ToolName, ToolsListResult, WriteOperation,
+    WriteParams, methods,
 };
 use futures::StreamExt as _;
 use serde_json::Value;
+use tokio::signal::unix::{SignalKind, signal};
 
 /// Exit code: success.
 const EXIT_OK: u8 = 0;
@@ -30,6 +34,14 @@ const EXIT_UNREACHABLE: u8 = 3;
 /// Exit code: the daemon answered with an error (a failed tool call included), an answer that
 /// could not be understood, or not in time.
 const EXIT_REQUEST_FAILED: u8 = 4;
+
+/// How long leaving politely (`shutdown`, `exit`, the daemon hanging up) may take before the
+/// command leaves anyway: a daemon that stopped answering does not hold the command (or a
+/// `watch` ended with Ctrl-C) for the whole request timeout.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many characters of a version `watch` shows.
+const VERSION_SHOWN: usize = 12;
 
 const AFTER_HELP: &str = "\
 Files (PATH is absolute, or relative to the current folder):
@@ -46,14 +58,20 @@ Files (PATH is absolute, or relative to the current folder):
       replace an exact, literal string (once, or every occurrence)
   filectx stat PATH
       whether the path exists, its kind, size and content version
+  filectx watch PATH...
+      a line each time one of the files changes or is deleted (file/didChange), until no
+      watched file is left, or Ctrl-C; the daemon notifies once per version the session read
+      (watch reads a changed file again to hear of its next change), and changes within
+      ~50 ms arrive as one notice; see `filectx watch --help`
 
   write (over an existing file) and edit read the file themselves first, so they never refuse
   with FS_NOT_OBSERVED; they only protect against changes between that read and the write.
   A harness that needs the full read-before-write protection keeps one session open instead.
 
   With --json, each prints the raw result of its last request (file/read for read, file/write,
-  file/edit, file/stat); cat has no --json. A failed file command prints the FS_* code and the
-  daemon's message, e.g. `filectx: FS_NOT_FOUND: ...`, and exits 4.
+  file/edit, file/stat), and watch each notice's params as one JSON object per line; cat has no
+  --json. A failed file command prints the FS_* code and the daemon's message, e.g.
+  `filectx: FS_NOT_FOUND: ...`, and exits 4.
 
 Exit codes:
   0  success
@@ -104,8 +122,46 @@ between its own read and the write (FS_STALE_VERSION). A harness that wants a wr
 when the file changed since its agent last read it should keep one long-lived session (the \
 filectx_client library) instead.";
 
-/// Talk to the filectx daemon (filectxd): show its status and the tools it offers, and read,
-/// stream, write, edit and stat files through it.
+/// Help of `watch`, after its one-line summary.
+const WATCH_LONG_ABOUT: &str = "\
+Print a line each time one of the files changes or is deleted, until none is left (file/read \
+and fs/resolve of each, then file/didChange notices)
+
+The CLI first reads one line of each file: any window records the file's version for the \
+session, and the daemon tells a session when a version it recorded is no longer the file's. A \
+file that cannot be read is an error before anything is watched (its FS_* code, exit 4). It also \
+asks for each file's canonical path (fs/resolve), the key the notices carry.
+
+The daemon tells a session once per recorded version: after a notice it says nothing more about \
+that file until the session reads it again. So after each `changed` line the CLI reads the file \
+again (one line), which records the new version and re-arms the notice; changes made before \
+that read are not reported separately. Changes within about 50 ms of each other (a burst of \
+writes, an editor's save) arrive as one notice.";
+
+/// The end of `watch --help`: the output, and how it ends.
+const WATCH_AFTER_HELP: &str = "\
+Output, one line per notice, flushed at once:
+  changed PATH (version 0123456789ab)   new content; the first 12 characters of its version
+  deleted PATH                          nothing (or no regular file) is there any more
+  With --json, each line is the notice's params as one JSON object instead:
+  {\"path\": canonical absolute path, \"displayPath\": PATH as shown, \"version\": string or null}
+
+PATH is shown relative to the current folder when inside it. A symlink is followed when the file \
+is read: the notices concern its target, and show the target's path. PATHs that name the same \
+file watch it once.
+
+A deleted file is no longer watched (re-creating it prints nothing); a changed file that is gone \
+when the CLI reads it again is reported as deleted then. A changed file that can no longer be \
+read (e.g. it became binary, or too large) ends the watch with its FS_* code (exit 4).
+
+Exit codes:
+  0  no watched file is left, or Ctrl-C (SIGINT) or SIGTERM stopped the watch, or stdout was
+     closed; in each case the session is closed politely (shutdown, then exit)
+  3  the connection to the daemon was lost
+  4  a file could not be read, at the start or again after a change";
+
+/// Talk to the filectx daemon (filectxd): show its status and the tools it offers, read,
+/// stream, write, edit and stat files through it, and watch them for changes.
 #[derive(Debug, Parser)]
 #[command(name = "filectx", version, after_help = AFTER_HELP)]
 struct Cli {
@@ -144,6 +200,7 @@ impl Cli {
             Command::Write(args) => &args.roots,
             Command::Edit(args) => &args.roots,
             Command::Stat(args) => &args.roots,
+            Command::Watch(args) => &args.roots,
         };
         self.roots.roots.iter().chain(&after.roots).cloned().collect()
     }
@@ -180,6 +237,10 @@ enum Command {
     Edit(EditArgs),
     /// Show whether a path exists, its kind, size and content version (file/stat)
     Stat(StatArgs),
+    /// Print a line each time one of the files changes or is deleted, until none is left
+    /// (file/read and fs/resolve of each, then file/didChange notices)
+    #[command(long_about = WATCH_LONG_ABOUT, after_help = WATCH_AFTER_HELP)]
+    Watch(WatchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -254,6 +315,15 @@ struct StatArgs {
     roots: RootArgs,
 }
 
+#[derive(Debug, Args)]
+struct WatchArgs {
+    /// The files to watch: absolute, or relative to the current folder
+    #[arg(value_name = "PATH", required = true)]
+    paths: Vec<String>,
+    #[command(flatten)]
+    roots: RootArgs,
+}
+
 /// What to ask the daemon, with everything local (paths, content) already checked and read.
 #[derive(Debug)]
 enum Job {
@@ -264,6 +334,7 @@ enum Job {
     Write(WriteParams),
     Edit(EditParams),
     Stat(String),
+    Watch(Vec<String>),
 }
 
 /// A model-facing tool call that answered `isError: true`.
@@ -327,9 +398,10 @@ async fn run(cli: &Cli, socket: &Path) -> anyhow::Result<String> {
     let (client, _session) = Client::connect_session(socket, session.params).await?;
     let result = execute(job, cli.json, &client).await;
     // Leave politely whatever happened, unless the connection is already gone. This is best
-    // effort: the answer is already in hand, and the daemon ends the session on hang-up anyway.
+    // effort, and bounded: the answer is already in hand, and the daemon ends the session on
+    // hang-up anyway.
     if client.is_connected() {
-        let _ = client.close().await;
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, client.close()).await;
     }
     result
 }
@@ -437,6 +509,12 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
             session.check_path(&args.path)?;
             Job::Stat(args.path.clone())
         }
+        Command::Watch(args) => {
+            for path in &args.paths {
+                session.check_path(path)?;
+            }
+            Job::Watch(args.paths.clone())
+        }
     };
     Ok(job)
 }
@@ -475,6 +553,7 @@ async fn execute(job: Job, json: bool, client: &Client) -> anyhow::Result<String
         (Job::Edit(params), json) => edit(client, params, json).await,
         (Job::Stat(path), true) => raw(client, methods::FILE_STAT, PathParams { path }).await,
         (Job::Stat(path), false) => Ok(render_stat(&client.file_stat(&path).await?)),
+        (Job::Watch(paths), json) => watch(client, &paths, json).await.map(|()| String::new()),
     }
 }
 
@@ -581,6 +660,98 @@ async fn edit(client: &Client, params: EditParams, json: bool) -> anyhow::Result
     let result = client.file_edit(params).await?;
     let plural = if result.replacements == 1 { "" } else { "s" };
     Ok(format!("edited {}: {} replacement{plural}\n", result.display_path, result.replacements))
+}
+
+/// `watch` until no watched file is left, stdout closes, or SIGINT or SIGTERM comes; each ends
+/// successfully, and `run` then closes the session politely.
+async fn watch(client: &Client, paths: &[String], json: bool) -> anyhow::Result<()> {
+    // Listening replaces the signals' default action (ending the process at once) for good.
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    tokio::select! {
+        result = watch_changes(client, paths, json) => result,
+        _ = interrupt.recv() => Ok(()),
+        _ = terminate.recv() => Ok(()),
+    }
+}
+
+/// Opens the `file/didChange` stream, reads one line of each file (recording its version), then
+/// prints each notice as it comes; a changed file is read again, so that its next change is
+/// notified too (the daemon notifies once per recorded version).
+async fn watch_changes(client: &Client, paths: &[String], json: bool) -> anyhow::Result<()> {
+    // First: notices that arrive before the stream is open are dropped.
+    let mut notices = client.notifications(methods::FILE_DID_CHANGE).await?;
+    // The watched files by canonical path, the key notices carry: PATHs naming one file count
+    // once, and a notice for a file no longer watched is recognised (and ignored).
+    let mut watched = HashSet::new();
+    for path in paths {
+        observe(client, path).await?;
+        watched.insert(client.fs_resolve(path).await?.path);
+    }
+    while !watched.is_empty() {
+        let Some(params) = notices.next().await else {
+            if notices.lagged() {
+                bail!("file/didChange notices came faster than they could be written, and some were lost");
+            }
+            return Err(client.disconnected().await.into());
+        };
+        let change: FileDidChange = serde_json::from_value(params.clone()).map_err(ClientError::Decode)?;
+        // A file deleted earlier (which may notify again when it comes back as it was).
+        if !watched.contains(&change.path) {
+            continue;
+        }
+        if print_change(&change, &params, json)?.is_break() {
+            return Ok(());
+        }
+        if change.version.is_none() {
+            watched.remove(&change.path);
+            continue;
+        }
+        match observe(client, &change.path).await {
+            Ok(()) => {}
+            // Gone (or no longer a regular file) before the read: no notice will come for it any
+            // more, so it is reported as deleted now.
+            Err(error)
+                if matches!(error.fs_code(), Some(FsErrorCode::NotFound | FsErrorCode::IsDirectory)) =>
+            {
+                watched.remove(&change.path);
+                let deleted = FileDidChange { version: None, ..change };
+                if print_change(&deleted, &serde_json::to_value(&deleted)?, json)?.is_break() {
+                    return Ok(());
+                }
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Writes one notice to stdout and flushes: `params` as one line of JSON, or the readable line.
+/// Breaks when stdout is closed (nobody reads any more). A blocking write, as in `cat`: while
+/// stdout is full the socket is not read either, so notices pile up at the daemon, which bounds
+/// them, rather than in this client.
+fn print_change(change: &FileDidChange, params: &Value, json: bool) -> anyhow::Result<ControlFlow<()>> {
+    let line = if json { format!("{params}\n") } else { render_change(change) };
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(line.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(ControlFlow::Continue(())),
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(ControlFlow::Break(())),
+        Err(error) => Err(anyhow::Error::new(error).context("cannot write to stdout")),
+    }
+}
+
+/// `changed PATH (version 0123456789ab)` or `deleted PATH`, and a newline.
+fn render_change(change: &FileDidChange) -> String {
+    match &change.version {
+        Some(version) => {
+            let shown = version
+                .char_indices()
+                .nth(VERSION_SHOWN)
+                .map_or(version.as_str(), |(end, _)| &version[..end]);
+            format!("changed {} (version {shown})\n", change.display_path)
+        }
+        None => format!("deleted {}\n", change.display_path),
+    }
 }
 
 /// The exit code and the one-line message for a failure.
@@ -884,6 +1055,34 @@ mod tests {
         assert_eq!(failed.to_string(), "FS_NOT_OBSERVED: Read it first.");
         let failed = ToolFailed { code: None, text: "Invalid arguments.".to_owned() };
         assert_eq!(failed.to_string(), "Invalid arguments.");
+    }
+
+    #[test]
+    fn changes_show_the_display_path_and_the_start_of_the_version() {
+        let change = |version: Option<&str>| FileDidChange {
+            path: "/home/me/project/src/lib.rs".to_owned(),
+            display_path: "src/lib.rs".to_owned(),
+            version: version.map(str::to_owned),
+        };
+        let long = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert_eq!(render_change(&change(Some(long))), "changed src/lib.rs (version 0123456789ab)\n");
+        assert_eq!(render_change(&change(Some("b3-1"))), "changed src/lib.rs (version b3-1)\n");
+        // Cut at a character, never inside one.
+        assert_eq!(
+            render_change(&change(Some("ééééééééééééé"))),
+            "changed src/lib.rs (version éééééééééééé)\n"
+        );
+        assert_eq!(render_change(&change(None)), "deleted src/lib.rs\n");
+    }
+
+    #[test]
+    fn watch_needs_a_path_and_takes_several() -> Result<(), clap::Error> {
+        assert!(Cli::try_parse_from(["filectx", "watch"]).is_err());
+        let cli = Cli::try_parse_from(["filectx", "--json", "watch", "a", "b", "--root", "r"])?;
+        assert!(matches!(&cli.command, Command::Watch(args) if args.paths == ["a", "b"]));
+        assert_eq!(cli.roots(), [PathBuf::from("r")]);
+        assert!(check_usage(cli).is_ok());
+        Ok(())
     }
 
     #[test]

@@ -3,9 +3,11 @@
 
 mod support;
 
-use std::io::Write as _;
+use std::io::{BufRead as _, Write as _};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use filectx_protocol::{FsErrorCode, WriteOperation};
 use serde_json::{Value, json};
@@ -93,6 +95,9 @@ fn help_explains_subcommands_flags_and_exit_codes() -> TestResult {
         "filectx write PATH [--content TEXT | --from FILE]",
         "filectx edit PATH --old TEXT --new TEXT [--replace-all]",
         "filectx stat PATH",
+        "filectx watch PATH...",
+        "once per version",
+        "~50 ms arrive as one notice",
         "FS_NOT_OBSERVED",
         "filectx: FS_NOT_FOUND: ...",
         "Exit codes:",
@@ -591,6 +596,9 @@ fn file_command_usage_errors_exit_2() -> TestResult {
         &["cat", "a", "--limit", "3"],
         &["--json", "cat", "a"],
         &["cat", "a", "--json"],
+        &["watch"],
+        &["--json", "watch"],
+        &["watch", "--root"],
     ] {
         let out = filectx(args, dir.path())?;
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
@@ -796,5 +804,352 @@ async fn cat_flushes_each_chunk_and_a_closed_pipe_stops_the_stream_with_exit_0()
         ["initialize", "fs/streamText", "fs/streamCancel", "shutdown", "exit"]
     );
     assert_eq!(params_of(&received, "fs/streamCancel"), &json!(["s"]));
+    Ok(())
+}
+
+/// How long a `watch` may run in a test before it is killed (it would otherwise hang the test
+/// when it misses its end).
+const WATCH_DEADLINE: Duration = Duration::from_secs(20);
+
+/// A full version, as the daemon reports them.
+const V1: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const V2: &str = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+/// Kills a child process still running [`WATCH_DEADLINE`] after it started, unless dropped
+/// first (a `watch` that misses its end would otherwise hang the test).
+struct Deadline {
+    done: Option<std::sync::mpsc::Sender<()>>,
+    watchdog: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Deadline {
+    fn start(child: &Child) -> Self {
+        let pid = rustix::process::Pid::from_child(child);
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            if wait.recv_timeout(WATCH_DEADLINE) == Err(RecvTimeoutError::Timeout) {
+                // Not reaped yet (the test still holds the `Child`), so the pid is still its.
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        });
+        Self { done: Some(done), watchdog: Some(watchdog) }
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(watchdog) = self.watchdog.take() {
+            let _ = watchdog.join();
+        }
+    }
+}
+
+/// Starts `filectx --socket <fake daemon> ARGS...` in `cwd`, stdout and stderr piped, under a
+/// [`Deadline`].
+fn spawn_against(daemon: &FakeDaemon, args: &[&str], cwd: &Path) -> TestResult<(Child, Deadline)> {
+    let child = Command::new(BIN)
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("FILECTX_SOCKET")
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let deadline = Deadline::start(&child);
+    Ok((child, deadline))
+}
+
+/// Waits for `child`'s end and collects its output (what is left of it). Blocking: call it off
+/// the runtime thread.
+fn finish(child: Child, deadline: Deadline) -> TestResult<Output> {
+    let out = child.wait_with_output();
+    drop(deadline);
+    Ok(out?)
+}
+
+/// [`against`] for `watch`: run to its end off the runtime thread, killed after
+/// [`WATCH_DEADLINE`].
+async fn watch_against(daemon: &FakeDaemon, args: &[&str], cwd: &Path) -> TestResult<Output> {
+    let (child, deadline) = spawn_against(daemon, args, cwd)?;
+    tokio::task::spawn_blocking(move || finish(child, deadline)).await?
+}
+
+/// The `path` params of the received `file/read` requests, in order.
+fn reads(received: &[Value]) -> Vec<&str> {
+    received
+        .iter()
+        .filter(|m| m["method"] == "file/read")
+        .filter_map(|m| m["params"]["path"].as_str())
+        .collect()
+}
+
+/// A daemon for `watch a.rs b.rs ./a.rs`: the first notice (and one for a file that is not
+/// watched) comes right after the first read, before the CLI has read b.rs; each re-read brings
+/// the next notices, the last ones deleting both files. `./a.rs` resolves to a.rs.
+fn two_file_daemon(request: &Value) -> Vec<support::Out> {
+    let read = |notices: Vec<support::Out>| {
+        let path = request["params"]["path"].as_str().unwrap_or_default();
+        let mut out = vec![support::answer(request, support::read_result(path))];
+        out.extend(notices);
+        out
+    };
+    match (request["method"].as_str(), request["params"]["path"].as_str()) {
+        (Some("file/read"), Some("a.rs")) => {
+            read(vec![support::did_change("c.rs", Some(V2)), support::did_change("a.rs", Some(V1))])
+        }
+        (Some("fs/resolve"), Some("./a.rs")) => {
+            vec![support::answer(request, support::resolve_result("a.rs"))]
+        }
+        (Some("file/read"), Some("/tmp/project/a.rs")) => read(vec![support::did_change("b.rs", Some(V2))]),
+        (Some("file/read"), Some("/tmp/project/b.rs")) => read(vec![
+            support::did_change("a.rs", None),
+            // A file no longer watched: ignored.
+            support::did_change("a.rs", Some(V2)),
+            support::did_change("b.rs", None),
+        ]),
+        _ => support::standard(request),
+    }
+}
+
+#[test]
+fn watch_help_explains_notices_and_how_it_ends() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let out = filectx(&["watch", "--help"], dir.path())?;
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for needle in [
+        "Usage: filectx watch [OPTIONS] <PATH>...",
+        "once per recorded version",
+        "re-arms the notice",
+        "within about 50 ms",
+        "changed PATH (version 0123456789ab)",
+        "deleted PATH",
+        "\"displayPath\"",
+        "Ctrl-C (SIGINT) or SIGTERM",
+        "3  the connection to the daemon was lost",
+        "4  a file could not be read",
+    ] {
+        assert!(help.contains(needle), "{needle:?} missing from watch --help:\n{help}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn watch_reads_every_file_first_then_prints_each_notice_and_rereads_changed_files() -> TestResult {
+    let daemon = FakeDaemon::start(two_file_daemon)?;
+    let cwd = tempfile::tempdir()?;
+    let out = watch_against(&daemon, &["watch", "a.rs", "b.rs", "./a.rs"], cwd.path()).await?;
+    // The last watched file deleted: done.
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        text(&out.stdout),
+        "changed a.rs (version 0123456789ab)\nchanged b.rs (version fedcba987654)\ndeleted a.rs\ndeleted b.rs\n"
+    );
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let received = daemon.received().await?;
+    // Every PATH is read (one line) before the first notice is handled, whose re-read comes
+    // only after; each changed file is read again by its canonical path.
+    assert_eq!(
+        method_names(&received),
+        [
+            "initialize",
+            "file/read",
+            "fs/resolve",
+            "file/read",
+            "fs/resolve",
+            "file/read",
+            "fs/resolve",
+            "file/read",
+            "file/read",
+            "shutdown",
+            "exit"
+        ]
+    );
+    assert_eq!(reads(&received), ["a.rs", "b.rs", "./a.rs", "/tmp/project/a.rs", "/tmp/project/b.rs"]);
+    for read in received.iter().filter(|m| m["method"] == "file/read") {
+        assert_eq!(read["params"]["limit"], 1, "{read}");
+        assert!(read["params"].get("offset").is_none(), "{read}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn watch_json_prints_each_notice_params_as_one_line() -> TestResult {
+    let daemon = FakeDaemon::start(two_file_daemon)?;
+    let cwd = tempfile::tempdir()?;
+    let out = watch_against(&daemon, &["watch", "--json", "a.rs", "b.rs"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = text(&out.stdout);
+    let lines: Vec<Value> = stdout.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    let notice = |name: &str, version: Option<&str>| json!({"path": format!("/tmp/project/{name}"), "displayPath": name, "version": version});
+    assert_eq!(
+        lines,
+        [notice("a.rs", Some(V1)), notice("b.rs", Some(V2)), notice("a.rs", None), notice("b.rs", None)]
+    );
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let received = daemon.received().await?;
+    assert_eq!(reads(&received), ["a.rs", "b.rs", "/tmp/project/a.rs", "/tmp/project/b.rs"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn watch_reports_a_changed_file_gone_at_its_reread_as_deleted() -> TestResult {
+    let script = |request: &Value| match (request["method"].as_str(), request["params"]["path"].as_str()) {
+        (Some("fs/resolve"), Some("a.rs")) => vec![
+            support::answer(request, support::resolve_result("a.rs")),
+            support::did_change("a.rs", Some(V1)),
+        ],
+        (Some("file/read"), Some("/tmp/project/a.rs")) => {
+            vec![support::fs_error(request, FsErrorCode::NotFound, "no such file: /tmp/project/a.rs")]
+        }
+        _ => support::standard(request),
+    };
+    let cwd = tempfile::tempdir()?;
+    let daemon = FakeDaemon::start(script)?;
+    let out = watch_against(&daemon, &["watch", "a.rs"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(text(&out.stdout), "changed a.rs (version 0123456789ab)\ndeleted a.rs\n");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let received = daemon.received().await?;
+    assert_eq!(reads(&received), ["a.rs", "/tmp/project/a.rs"]);
+
+    // With --json, the deletion has the shape of a notice.
+    let daemon = FakeDaemon::start(script)?;
+    let out = watch_against(&daemon, &["--json", "watch", "a.rs"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = text(&out.stdout);
+    let lines: Vec<Value> = stdout.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    assert_eq!(lines[1], json!({"path": "/tmp/project/a.rs", "displayPath": "a.rs", "version": null}));
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn watch_exits_4_when_a_file_cannot_be_read() -> TestResult {
+    // At the start: nothing is watched, nothing printed.
+    let daemon = FakeDaemon::start(|request| match request["params"]["path"].as_str() {
+        Some("gone.rs") if request["method"] == "file/read" => {
+            vec![support::fs_error(request, FsErrorCode::NotFound, "no such file: gone.rs")]
+        }
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = watch_against(&daemon, &["watch", "a.rs", "gone.rs"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr, "filectx: FS_NOT_FOUND: no such file: gone.rs\n");
+    assert_clean_stderr(&stderr);
+    let received = daemon.received().await?;
+    assert_eq!(
+        method_names(&received),
+        ["initialize", "file/read", "fs/resolve", "file/read", "shutdown", "exit"]
+    );
+
+    // After a change, when the file can no longer be read: the change is printed first.
+    let daemon = FakeDaemon::start(|request| {
+        match (request["method"].as_str(), request["params"]["path"].as_str()) {
+            (Some("fs/resolve"), Some("a.rs")) => vec![
+                support::answer(request, support::resolve_result("a.rs")),
+                support::did_change("a.rs", Some(V1)),
+            ],
+            (Some("file/read"), Some("/tmp/project/a.rs")) => {
+                vec![support::fs_error(request, FsErrorCode::NotText, "a.rs is not text")]
+            }
+            _ => support::standard(request),
+        }
+    })?;
+    let out = watch_against(&daemon, &["watch", "a.rs"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(text(&out.stdout), "changed a.rs (version 0123456789ab)\n");
+    assert_eq!(text(&out.stderr), "filectx: FS_NOT_TEXT: a.rs is not text\n");
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received).last(), Some(&"exit"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn watch_exits_3_when_the_connection_is_lost() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("fs/resolve") => vec![
+            support::answer(request, support::resolve_result("a.rs")),
+            support::did_change("a.rs", Some(V1)),
+            support::Out::HangUp,
+        ],
+        _ => support::standard(request),
+    })?;
+    let cwd = tempfile::tempdir()?;
+    let out = watch_against(&daemon, &["watch", "a.rs"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    // What came before the hang-up is printed.
+    assert_eq!(text(&out.stdout), "changed a.rs (version 0123456789ab)\n");
+    let stderr = text(&out.stderr);
+    assert!(stderr.ends_with("broke: the daemon closed the connection\n"), "{stderr}");
+    assert_clean_stderr(&stderr);
+    daemon.received().await?;
+    Ok(())
+}
+
+/// A daemon whose first notice comes once the CLI is done reading a.rs, so the test can wait
+/// for the first line and then act; more notices come through the returned sender.
+fn one_file_daemon() -> TestResult<(FakeDaemon, tokio::sync::mpsc::UnboundedSender<support::Out>)> {
+    FakeDaemon::start_with_push(|request| match request["method"].as_str() {
+        Some("fs/resolve") => vec![
+            support::answer(request, support::resolve_result("a.rs")),
+            support::did_change("a.rs", Some(V1)),
+        ],
+        _ => support::standard(request),
+    })
+}
+
+#[tokio::test]
+async fn watch_stops_cleanly_on_sigint_and_sigterm() -> TestResult {
+    for signal in [rustix::process::Signal::INT, rustix::process::Signal::TERM] {
+        let (daemon, _push) = one_file_daemon()?;
+        let cwd = tempfile::tempdir()?;
+        let (mut child, deadline) = spawn_against(&daemon, &["watch", "a.rs"], cwd.path())?;
+        let (first, out) = tokio::task::spawn_blocking(move || -> TestResult<(String, Output)> {
+            let mut reader = std::io::BufReader::new(child.stdout.take().ok_or("no stdout pipe")?);
+            // The line is readable while the watch goes on: it was flushed.
+            let mut first = String::new();
+            reader.read_line(&mut first)?;
+            rustix::process::kill_process(rustix::process::Pid::from_child(&child), signal)?;
+            Ok((first, finish(child, deadline)?))
+        })
+        .await??;
+        assert_eq!(first, "changed a.rs (version 0123456789ab)\n", "{signal:?}");
+        assert_eq!(out.status.code(), Some(0), "{signal:?}: {out:?}");
+        assert!(out.stderr.is_empty(), "{signal:?}: {out:?}");
+        let received = daemon.received().await?;
+        let methods = method_names(&received);
+        assert_eq!(methods[..3], ["initialize", "file/read", "fs/resolve"], "{signal:?}");
+        assert_eq!(methods[methods.len() - 2..], ["shutdown", "exit"], "{signal:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn watch_ends_with_exit_0_when_stdout_is_closed() -> TestResult {
+    let (daemon, push) = one_file_daemon()?;
+    let cwd = tempfile::tempdir()?;
+    let (mut child, deadline) = spawn_against(&daemon, &["watch", "a.rs"], cwd.path())?;
+    let (first, out) = tokio::task::spawn_blocking(move || -> TestResult<(String, Output)> {
+        let mut reader = std::io::BufReader::new(child.stdout.take().ok_or("no stdout pipe")?);
+        let mut first = String::new();
+        reader.read_line(&mut first)?;
+        // `head -1` has seen enough: the next notice cannot be written.
+        drop(reader);
+        push.send(support::did_change("a.rs", Some(V2)))?;
+        Ok((first, finish(child, deadline)?))
+    })
+    .await??;
+    assert_eq!(first, "changed a.rs (version 0123456789ab)\n");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let received = daemon.received().await?;
+    assert_eq!(method_names(&received).last(), Some(&"exit"));
     Ok(())
 }

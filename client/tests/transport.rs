@@ -135,6 +135,28 @@ async fn the_daemon_hanging_up_is_a_transport_error() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_lost_connection_ends_notifications_and_disconnected_says_why() -> TestResult {
+    let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
+        Some("daemon/status") => vec![Out::HangUp],
+        _ => support::standard(request),
+    })?;
+    let client = Client::connect(&daemon.socket).await?;
+    let mut changes = client.notifications(methods::FILE_DID_CHANGE).await?;
+    client.initialize(params()).await?;
+    assert!(client.status().await.is_err());
+    let end = tokio::time::timeout(Duration::from_secs(5), changes.next()).await?;
+    assert_eq!(end, None);
+    assert!(!changes.lagged());
+    let reason = tokio::time::timeout(Duration::from_secs(5), client.disconnected()).await?;
+    assert!(
+        matches!(&reason, ClientError::Transport(m) if m == "the daemon closed the connection"),
+        "{reason:?}"
+    );
+    daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn an_oversized_frame_from_the_daemon_is_a_transport_error() -> TestResult {
     let daemon = FakeDaemon::start(|request| {
         let body =

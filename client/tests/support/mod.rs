@@ -370,6 +370,15 @@ pub fn standard(request: &Value) -> Vec<Out> {
     vec![out]
 }
 
+/// A `file/didChange` notice for `/tmp/project/{name}` (as [`resolve_result`] resolves `name`),
+/// shown as `name`; `version` `None` for a deleted file.
+pub fn did_change(name: &str, version: Option<&str>) -> Out {
+    notification(
+        methods::FILE_DID_CHANGE,
+        json!({"path": format!("/tmp/project/{name}"), "displayPath": name, "version": version}),
+    )
+}
+
 /// The names of the received messages, in order.
 pub fn method_names(received: &[Value]) -> Vec<&str> {
     received.iter().filter_map(|m| m["method"].as_str()).collect()
