@@ -1,28 +1,41 @@
-//! Command-line interface of `filectxd`: flags, their help, and how they become a [`Config`]
-//! and a socket path.
+//! Command-line interface of `filectxd`: flags, the optional config file, and how both become a
+//! [`Config`] and a socket path. Precedence: a flag, then the config file, then the default.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use filectx_protocol::socket::{SOCKET_ENV, default_socket_path};
-
 use filectx_protocol::DEFAULT_MAX_FRAME_BYTES;
+use filectx_protocol::socket::{SOCKET_ENV, default_socket_path};
+use serde::{Deserialize, Serialize};
 
-use crate::config::{
-    Config, DEFAULT_MAX_BATCH_LEN, DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_QUEUED_MESSAGES, DEFAULT_SHUTDOWN_GRACE_SECS,
-};
+use crate::config::Config;
 use crate::listen::FolderPolicy;
-use crate::provider::ProviderConfig;
+
+/// Environment variable naming the config file.
+pub const CONFIG_ENV: &str = "FILECTX_CONFIG";
 
 const AFTER_HELP: &str = "\
+Config file:
+  $XDG_CONFIG_HOME/filectx/config.toml (else ~/.config/filectx/config.toml), or --config /
+  FILECTX_CONFIG. Its keys are the flags' names with '_' for '-' (socket, log_level,
+  max_connections, max_frame_bytes, max_batch, max_concurrent_requests, max_queued_messages,
+  max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
+  shutdown_grace, idle_exit). A flag beats the file; the file beats the default. An unknown key
+  or a wrong type is an error that names it. --print-config shows the result.
+
 Socket:
   Default path: $XDG_RUNTIME_DIR/filectx.sock, or /tmp/filectx-$UID/filectx.sock when
   XDG_RUNTIME_DIR is unset (that folder must be yours and mode 0700). The socket is created mode
   0600 and only processes of the daemon's own uid are served (SO_PEERCRED). A lock file next to
   the socket (<socket>.lock) keeps a second daemon from taking the same path; a socket file left
-  by a crashed daemon is replaced.
+  by a crashed daemon is replaced. Under systemd socket activation (LISTEN_FDS, with LISTEN_PID
+  equal to the daemon's pid) the passed socket is used instead and systemd owns its file.
+
+systemd:
+  Sends READY=1 once serving, STOPPING=1 on shutdown, and WATCHDOG=1 when WatchdogSec is set
+  (NOTIFY_SOCKET). With --idle-exit, a socket-activated daemon exits when idle and systemd
+  starts it again on the next connection. See systemd/ and the README.
 
 Logging:
   Logs go to stderr. --log-level takes a level (error, warn, info, debug, trace) or a full
@@ -33,105 +46,355 @@ Signals:
   --shutdown-grace seconds), remove the socket file, exit 0.
 
 Exit status:
-  0  stopped cleanly after SIGTERM/SIGINT
-  1  could not start (another daemon serves the socket, the folder is unsafe, bind failed)
+  0  stopped cleanly (SIGTERM/SIGINT, or --idle-exit), or --print-config
+  1  could not start (another daemon serves the socket, the folder is unsafe, bind failed,
+     a bad config file)
   2  usage error";
 
 /// filectxd: the per-user filectx daemon. Serves safe read/write/edit file tools to many agent
 /// processes over one Unix socket (LSP Content-Length framing, JSON-RPC 2.0).
-#[derive(Debug, Parser)]
+#[derive(Debug, Default, Parser)]
 #[command(name = "filectxd", version, about, long_about = None, after_help = AFTER_HELP)]
 pub struct Args {
     /// Unix socket to listen on [default: $XDG_RUNTIME_DIR/filectx.sock]
     #[arg(long, value_name = "PATH", env = SOCKET_ENV)]
     pub socket: Option<PathBuf>,
 
+    /// Config file [default: $XDG_CONFIG_HOME/filectx/config.toml, if it exists]
+    #[arg(long, value_name = "PATH", env = CONFIG_ENV)]
+    pub config: Option<PathBuf>,
+
+    /// Print the effective configuration (flags, config file and defaults merged) as TOML and exit
+    #[arg(long)]
+    pub print_config: bool,
+
     /// Log level or tracing filter (overrides RUST_LOG) [default: info]
     #[arg(long, value_name = "FILTER")]
     pub log_level: Option<String>,
 
-    /// Most connections (agent sessions) served at once; the next one is refused with error -32009
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_connections: u32,
+    /// Most connections (agent sessions) served at once; the next one is refused with error -32009 [default: 1024]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: Option<u64>,
 
-    /// Largest JSON-RPC message accepted or sent, in bytes; a bigger request is skipped unread and answered -32007
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_FRAME_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..))]
-    pub max_frame_bytes: u64,
+    /// Largest JSON-RPC message accepted or sent, in bytes; a bigger request is skipped unread and answered -32007 [default: 64 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_frame_bytes: Option<u64>,
 
-    /// Most entries in one JSON-RPC batch (a bigger batch is answered -32010)
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BATCH_LEN, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_batch: u32,
+    /// Most entries in one JSON-RPC batch (a bigger batch is answered -32010) [default: 1024]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_batch: Option<u64>,
 
-    /// Most requests of one connection served concurrently; beyond it the daemon stops reading that connection until one finishes
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT_REQUESTS, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_concurrent_requests: u32,
+    /// Most requests of one connection served concurrently; beyond it the daemon stops reading that connection until one finishes [default: 32]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_concurrent_requests: Option<u64>,
 
-    /// Most outgoing messages queued for one connection; a client that does not read stalls only itself, and its notifications are dropped
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_QUEUED_MESSAGES, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_queued_messages: u32,
+    /// Most outgoing messages queued for one connection; a client that does not read stalls only itself, and its notifications are dropped [default: 256]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queued_messages: Option<u64>,
 
-    /// Largest file an edit loads and largest content a write accepts, in bytes (FS_TOO_LARGE beyond)
-    #[arg(long, value_name = "BYTES", default_value_t = ProviderConfig::default().max_edit_bytes)]
-    pub max_edit_bytes: u64,
+    /// Largest file an edit loads and largest content a write accepts, in bytes (FS_TOO_LARGE beyond) [default: 256 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_edit_bytes: Option<u64>,
 
-    /// Seconds a write or edit waits for a file's locks (held by another request or another process's flock) before FS_BUSY
-    #[arg(long, value_name = "SECS", default_value_t = ProviderConfig::default().lock_patience.as_secs_f64())]
-    pub lock_timeout: f64,
+    /// Seconds a write or edit waits for a file's locks (held by another request or another process's flock) before FS_BUSY [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub lock_timeout: Option<f64>,
 
     /// Do not fsync files and folders before acknowledging writes (faster; a power loss may lose acknowledged writes, though never half-write a file)
     #[arg(long)]
     pub no_fsync: bool,
 
-    /// Seconds to wait for in-flight requests after SIGTERM/SIGINT before exiting anyway
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS as f64)]
+    /// Most files whose versions and line indexes are cached [default: 4096]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_cached_files: Option<u64>,
+
+    /// Most bytes of line indexes cached [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_cache_bytes: Option<u64>,
+
+    /// Most bytes of large files memory-mapped at once [default: 8 GiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_mapped_bytes: Option<u64>,
+
+    /// Seconds to wait for in-flight requests after SIGTERM/SIGINT before exiting anyway [default: 5]
+    #[arg(long, value_name = "SECS")]
+    pub shutdown_grace: Option<f64>,
+
+    /// Exit after this many seconds without any session (for socket activation: systemd starts the daemon again on the next connection) [default: never]
+    #[arg(long, value_name = "SECS")]
+    pub idle_exit: Option<f64>,
+}
+
+/// The config file's keys: the flags' names with `_`. Every key is optional.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// See `--socket`.
+    pub socket: Option<PathBuf>,
+    /// See `--log-level`.
+    pub log_level: Option<String>,
+    /// See `--max-connections`.
+    pub max_connections: Option<u64>,
+    /// See `--max-frame-bytes`.
+    pub max_frame_bytes: Option<u64>,
+    /// See `--max-batch`.
+    pub max_batch: Option<u64>,
+    /// See `--max-concurrent-requests`.
+    pub max_concurrent_requests: Option<u64>,
+    /// See `--max-queued-messages`.
+    pub max_queued_messages: Option<u64>,
+    /// See `--max-edit-bytes`.
+    pub max_edit_bytes: Option<u64>,
+    /// See `--lock-timeout` (seconds).
+    pub lock_timeout: Option<f64>,
+    /// Whether writes are fsynced (`--no-fsync` turns it off).
+    pub fsync: Option<bool>,
+    /// See `--max-cached-files`.
+    pub max_cached_files: Option<u64>,
+    /// See `--max-cache-bytes`.
+    pub max_cache_bytes: Option<u64>,
+    /// See `--max-mapped-bytes`.
+    pub max_mapped_bytes: Option<u64>,
+    /// See `--shutdown-grace` (seconds).
+    pub shutdown_grace: Option<f64>,
+    /// See `--idle-exit` (seconds; 0 means never).
+    pub idle_exit: Option<f64>,
+}
+
+/// Why the configuration could not be put together.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The config file is not valid (the message names the key and the line).
+    #[error("bad config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("{key} = {value}: {why}")]
+    Value {
+        /// The key (as a flag or config name).
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+}
+
+/// The effective settings: what the daemon runs with, and what `--print-config` prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Settings {
+    /// The socket path.
+    pub socket: PathBuf,
+    /// The log filter, if one was set (else RUST_LOG, else info).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
+    /// See [`Config::max_connections`].
+    pub max_connections: u64,
+    /// See [`Config::max_frame_bytes`].
+    pub max_frame_bytes: u64,
+    /// See [`Config::max_batch_len`].
+    pub max_batch: u64,
+    /// See [`Config::max_concurrent_requests`].
+    pub max_concurrent_requests: u64,
+    /// See [`Config::max_queued_messages`].
+    pub max_queued_messages: u64,
+    /// Largest edit or write, bytes.
+    pub max_edit_bytes: u64,
+    /// Lock wait, seconds.
+    pub lock_timeout: f64,
+    /// Whether writes are fsynced.
+    pub fsync: bool,
+    /// Cached files.
+    pub max_cached_files: u64,
+    /// Cached index bytes.
+    pub max_cache_bytes: u64,
+    /// Mapped bytes.
+    pub max_mapped_bytes: u64,
+    /// Shutdown grace, seconds.
     pub shutdown_grace: f64,
+    /// Idle exit, seconds (0 = never).
+    pub idle_exit: f64,
+    /// The config file that was read, if any.
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
+}
+
+/// The default config file: `$XDG_CONFIG_HOME/filectx/config.toml`, else under `~/.config`.
+pub fn default_config_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
+    Some(base.join("filectx").join("config.toml"))
+}
+
+fn read_config(path: &Path) -> Result<FileConfig, SettingsError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| SettingsError::Read { path: path.to_owned(), source })?;
+    toml::from_str(&text)
+        .map_err(|e| SettingsError::Parse { path: path.to_owned(), message: e.to_string().trim().to_owned() })
+}
+
+fn seconds(key: &'static str, value: f64) -> Result<f64, SettingsError> {
+    if value.is_finite() && (0.0..=86_400.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(SettingsError::Value {
+            key,
+            value: value.to_string(),
+            why: "must be a number of seconds from 0 to 86400",
+        })
+    }
+}
+
+fn at_least_one(key: &'static str, value: u64) -> Result<u64, SettingsError> {
+    if value >= 1 {
+        Ok(value)
+    } else {
+        Err(SettingsError::Value { key, value: value.to_string(), why: "must be at least 1" })
+    }
 }
 
 impl Args {
-    /// The runtime configuration these flags describe.
-    pub fn config(&self) -> Config {
-        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-        let seconds = |value: f64, fallback: Duration| {
-            if value.is_finite() && value >= 0.0 {
-                Duration::from_secs_f64(value.min(3600.0))
-            } else {
-                fallback
-            }
+    /// Merges flags, the config file and the defaults.
+    pub fn settings(&self) -> Result<Settings, SettingsError> {
+        let (file, config_file) = match &self.config {
+            Some(path) => (read_config(path)?, Some(path.clone())),
+            None => match default_config_path().filter(|p| p.exists()) {
+                Some(path) => (read_config(&path)?, Some(path)),
+                None => (FileConfig::default(), None),
+            },
         };
         let defaults = Config::default();
-        let grace = seconds(self.shutdown_grace, defaults.shutdown_grace);
+        let provider = &defaults.provider;
+        let socket = match self.socket.clone().or(file.socket.clone()) {
+            Some(path) => path,
+            None => default_socket(),
+        };
+        Ok(Settings {
+            socket,
+            log_level: self.log_level.clone().or(file.log_level.clone()),
+            max_connections: at_least_one(
+                "max_connections",
+                self.max_connections.or(file.max_connections).unwrap_or(defaults.max_connections as u64),
+            )?,
+            max_frame_bytes: self
+                .max_frame_bytes
+                .or(file.max_frame_bytes)
+                .unwrap_or(DEFAULT_MAX_FRAME_BYTES as u64)
+                .max(1024),
+            max_batch: at_least_one(
+                "max_batch",
+                self.max_batch.or(file.max_batch).unwrap_or(defaults.max_batch_len as u64),
+            )?,
+            max_concurrent_requests: at_least_one(
+                "max_concurrent_requests",
+                self.max_concurrent_requests
+                    .or(file.max_concurrent_requests)
+                    .unwrap_or(defaults.max_concurrent_requests as u64),
+            )?,
+            max_queued_messages: at_least_one(
+                "max_queued_messages",
+                self.max_queued_messages
+                    .or(file.max_queued_messages)
+                    .unwrap_or(defaults.max_queued_messages as u64),
+            )?,
+            max_edit_bytes: self.max_edit_bytes.or(file.max_edit_bytes).unwrap_or(provider.max_edit_bytes),
+            lock_timeout: seconds(
+                "lock_timeout",
+                self.lock_timeout.or(file.lock_timeout).unwrap_or(provider.lock_patience.as_secs_f64()),
+            )?,
+            fsync: if self.no_fsync { false } else { file.fsync.unwrap_or(provider.fsync) },
+            max_cached_files: at_least_one(
+                "max_cached_files",
+                self.max_cached_files.or(file.max_cached_files).unwrap_or(provider.max_cached_files as u64),
+            )?,
+            max_cache_bytes: self
+                .max_cache_bytes
+                .or(file.max_cache_bytes)
+                .unwrap_or(provider.max_index_bytes as u64),
+            max_mapped_bytes: self
+                .max_mapped_bytes
+                .or(file.max_mapped_bytes)
+                .unwrap_or(provider.max_mapped_bytes as u64),
+            shutdown_grace: seconds(
+                "shutdown_grace",
+                self.shutdown_grace.or(file.shutdown_grace).unwrap_or(defaults.shutdown_grace.as_secs_f64()),
+            )?,
+            idle_exit: seconds("idle_exit", self.idle_exit.or(file.idle_exit).unwrap_or(0.0))?,
+            config_file,
+        })
+    }
+}
+
+/// The default socket path for this user.
+fn default_socket() -> PathBuf {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    default_socket_path(runtime.as_deref(), rustix::process::geteuid().as_raw())
+}
+
+impl Settings {
+    /// The runtime configuration.
+    pub fn config(&self) -> Config {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let defaults = Config::default();
         Config {
-            max_connections: size(self.max_connections.into()),
+            max_connections: size(self.max_connections),
             max_frame_bytes: size(self.max_frame_bytes),
-            max_batch_len: size(self.max_batch.into()),
-            max_concurrent_requests: size(self.max_concurrent_requests.into()),
-            max_queued_messages: size(self.max_queued_messages.into()),
-            shutdown_grace: grace,
-            provider: ProviderConfig {
+            max_batch_len: size(self.max_batch),
+            max_concurrent_requests: size(self.max_concurrent_requests),
+            max_queued_messages: size(self.max_queued_messages),
+            shutdown_grace: Duration::from_secs_f64(self.shutdown_grace),
+            idle_exit: (self.idle_exit > 0.0).then(|| Duration::from_secs_f64(self.idle_exit)),
+            provider: crate::provider::ProviderConfig {
                 max_edit_bytes: self.max_edit_bytes,
-                lock_patience: seconds(self.lock_timeout, defaults.provider.lock_patience),
-                fsync: !self.no_fsync,
+                lock_patience: Duration::from_secs_f64(self.lock_timeout),
+                fsync: self.fsync,
+                max_cached_files: size(self.max_cached_files),
+                max_index_bytes: size(self.max_cache_bytes),
+                max_mapped_bytes: size(self.max_mapped_bytes),
                 ..defaults.provider.clone()
             },
             ..defaults
         }
     }
 
-    /// The socket path to bind, and how strictly to check its folder: the `/tmp` fallback must
-    /// be private; a folder the user named is used as given.
-    pub fn socket(&self) -> (PathBuf, FolderPolicy) {
-        if let Some(path) = &self.socket {
-            return (path.clone(), FolderPolicy::AsGiven);
-        }
-        let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    /// How strictly to check the socket's folder: the `/tmp` fallback must be private; a folder
+    /// the user named (or `$XDG_RUNTIME_DIR`) is used as given.
+    pub fn folder_policy(&self) -> FolderPolicy {
         let uid = rustix::process::geteuid().as_raw();
-        let path = default_socket_path(runtime.as_deref(), uid);
-        let policy = if runtime.as_deref().is_some_and(|d| path.starts_with(d)) {
-            FolderPolicy::AsGiven
-        } else {
+        if self.socket == default_socket_path(None, uid) {
             FolderPolicy::Private
-        };
-        (path, policy)
+        } else {
+            FolderPolicy::AsGiven
+        }
+    }
+
+    /// The settings as TOML, for `--print-config`.
+    pub fn to_toml(&self) -> String {
+        let mut text = String::from("# filectxd effective configuration\n");
+        match &self.config_file {
+            Some(path) => text.push_str(&format!("# config file: {}\n", path.display())),
+            None => text.push_str("# config file: none\n"),
+        }
+        match toml::to_string(self) {
+            Ok(body) => text.push_str(&body),
+            Err(err) => text.push_str(&format!("# cannot render: {err}\n")),
+        }
+        text
     }
 }
 
@@ -146,7 +409,37 @@ mod tests {
         for arg in Args::command().get_arguments() {
             assert!(arg.get_help().is_some(), "--{} has no help", arg.get_id());
         }
-        let args = Args::parse_from(["filectxd"]);
-        assert_eq!(args.config(), Config::default());
+        let args = Args { config: Some(PathBuf::from("/dev/null")), ..Args::default() };
+        let settings = args.settings().unwrap();
+        assert_eq!(settings.config(), Config::default());
+    }
+
+    #[test]
+    fn flags_beat_the_file_and_the_file_beats_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "max_connections = 7\nfsync = false\nlock_timeout = 2.5\n").unwrap();
+        let args = Args { config: Some(path.clone()), max_connections: Some(9), ..Args::default() };
+        let settings = args.settings().unwrap();
+        assert_eq!(settings.max_connections, 9);
+        assert!(!settings.fsync);
+        assert_eq!(settings.config().provider.lock_patience, Duration::from_millis(2500));
+        let printed = settings.to_toml();
+        assert!(printed.contains("max_connections = 9") && printed.contains("fsync = false"), "{printed}");
+    }
+
+    #[test]
+    fn a_bad_config_file_names_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "max_conections = 7\n").unwrap();
+        let err = Args { config: Some(path.clone()), ..Args::default() }.settings().unwrap_err();
+        assert!(err.to_string().contains("max_conections"), "{err}");
+        std::fs::write(&path, "max_connections = \"many\"\n").unwrap();
+        let err = Args { config: Some(path.clone()), ..Args::default() }.settings().unwrap_err();
+        assert!(err.to_string().contains("max_connections"), "{err}");
+        std::fs::write(&path, "max_batch = 0\n").unwrap();
+        let err = Args { config: Some(path), ..Args::default() }.settings().unwrap_err();
+        assert!(err.to_string().contains("max_batch"), "{err}");
     }
 }

@@ -24,6 +24,8 @@ pub struct Config {
     pub max_subscriptions: u32,
     /// How long shutdown waits for in-flight requests before giving up on them.
     pub shutdown_grace: Duration,
+    /// Exit after this long without any session (socket activation restarts the daemon).
+    pub idle_exit: Option<Duration>,
     /// Most files one session remembers having read; past it the least recent must be re-read.
     pub max_observed_files: usize,
     /// Locks, caps, durability and cache bounds of the provider.
@@ -51,6 +53,7 @@ impl Default for Config {
             max_queued_messages: DEFAULT_MAX_QUEUED_MESSAGES as usize,
             max_subscriptions: 64,
             shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS),
+            idle_exit: None,
             max_observed_files: crate::context::DEFAULT_MAX_OBSERVED,
             provider: ProviderConfig::default(),
         }

@@ -1,19 +1,21 @@
-//! `filectxd` binary: parse flags, set up logging, take the socket, serve until SIGTERM/SIGINT.
+//! `filectxd` binary: parse flags and the config file, set up logging, take the socket (or the
+//! one systemd passed), tell systemd when ready, serve until SIGTERM/SIGINT or idle exit.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use filectx_daemon::cli::Args;
+use filectx_daemon::cli::{Args, Settings};
 use filectx_daemon::listen;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
-fn init_logging(args: &Args) -> anyhow::Result<()> {
-    let filter = match &args.log_level {
+fn init_logging(settings: &Settings) -> anyhow::Result<()> {
+    let filter = match &settings.log_level {
         Some(filter) => {
-            EnvFilter::try_new(filter).with_context(|| format!("invalid --log-level {filter:?}"))?
+            EnvFilter::try_new(filter).with_context(|| format!("invalid log level {filter:?}"))?
         }
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
@@ -26,11 +28,47 @@ fn init_logging(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(args: Args) -> anyhow::Result<()> {
-    let (path, policy) = args.socket();
-    let bound = listen::bind(&path, policy)?;
-    let listener = tokio::net::UnixListener::from_std(bound.listener).context("registering the socket")?;
-    tracing::info!(socket = %path.display(), pid = std::process::id(), "listening");
+/// The listening socket systemd passed (LISTEN_FDS), if it was passed to this very process.
+fn activated_listener() -> anyhow::Result<Option<std::os::unix::net::UnixListener>> {
+    let Some(fds) = std::env::var_os("LISTEN_FDS") else { return Ok(None) };
+    // Only when LISTEN_PID names us: the variables may have been inherited from a parent.
+    let ours =
+        std::env::var("LISTEN_PID").ok().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id());
+    // listenfd reads and unsets LISTEN_PID and LISTEN_FDS (so children do not inherit them).
+    let mut passed = listenfd::ListenFd::from_env();
+    if !ours {
+        tracing::warn!(?fds, "ignoring LISTEN_FDS: LISTEN_PID does not name this process");
+        return Ok(None);
+    }
+    let listener = passed.take_unix_listener(0).context("LISTEN_FDS: fd 3 is not a Unix stream listener")?;
+    if let Some(listener) = &listener {
+        listener.set_nonblocking(true).context("configuring the activated socket")?;
+    }
+    Ok(listener)
+}
+
+fn notify_systemd(state: sd_notify::NotifyState<'_>) {
+    if let Err(err) = sd_notify::notify(&[state]) {
+        tracing::warn!(%err, "cannot notify systemd");
+    }
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let (listener, guard) = match activated_listener()? {
+        Some(listener) => {
+            tracing::info!(
+                pid = std::process::id(),
+                "serving the socket passed by systemd (socket activation)"
+            );
+            (listener, None)
+        }
+        None => {
+            let bound = listen::bind(&settings.socket, settings.folder_policy())?;
+            tracing::info!(socket = %settings.socket.display(), pid = std::process::id(), "listening");
+            (bound.listener, Some(bound.guard))
+        }
+    };
+    let listener = tokio::net::UnixListener::from_std(listener).context("registering the socket")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let shutdown = async move {
@@ -39,16 +77,40 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             _ = sigint.recv() => "SIGINT",
         };
         tracing::info!(signal = name, "shutdown requested");
+        notify_systemd(sd_notify::NotifyState::Stopping);
     };
-    filectx_daemon::run(listener, args.config(), shutdown).await?;
-    // Dropping the guard removes the socket file, then releases the lock.
-    drop(bound.guard);
+    if let Some(interval) = sd_notify::watchdog_enabled() {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval((interval / 2).max(Duration::from_millis(100)));
+            loop {
+                tick.tick().await;
+                notify_systemd(sd_notify::NotifyState::Watchdog);
+            }
+        });
+    }
+    // The listener already accepts (connections queue in the kernel): ready now.
+    notify_systemd(sd_notify::NotifyState::Ready);
+    filectx_daemon::run(listener, settings.config(), shutdown).await?;
+    // Dropping the guard removes the socket file we bound, then releases the lock. An activated
+    // socket belongs to systemd and stays.
+    drop(guard);
     Ok(())
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(err) = init_logging(&args) {
+    let settings = match args.settings() {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("filectxd: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.print_config {
+        print!("{}", settings.to_toml());
+        return ExitCode::SUCCESS;
+    }
+    if let Err(err) = init_logging(&settings) {
         eprintln!("filectxd: {err:#}");
         return ExitCode::from(2);
     }
@@ -59,7 +121,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args)) {
+    match runtime.block_on(serve(settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("filectxd: {err:#}");

@@ -104,14 +104,31 @@ pub async fn run(
     );
 
     tokio::pin!(shutdown);
+    // With --idle-exit: checked once a second; the clock restarts whenever a session is open.
+    let mut idle_check = tokio::time::interval(Duration::from_secs(1));
+    let mut idle_since = tokio::time::Instant::now();
     loop {
         let accepted = tokio::select! {
             biased;
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
+            _ = idle_check.tick(), if config.idle_exit.is_some() => {
+                if Stats::get(&stats.sessions) > 0 {
+                    idle_since = tokio::time::Instant::now();
+                } else if let Some(limit) = config.idle_exit
+                    && idle_since.elapsed() >= limit
+                {
+                    tracing::info!(idle = ?limit, "no session for the idle limit; exiting");
+                    break;
+                }
+                continue;
+            }
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                idle_since = tokio::time::Instant::now();
+                stream
+            }
             Err(err) => {
                 // EMFILE and friends: back off instead of spinning; the daemon keeps serving.
                 tracing::warn!(%err, "accept failed; retrying shortly");
