@@ -1,7 +1,8 @@
 //! [`ClientError`]: everything that can go wrong talking to the daemon, and its mapping from
 //! jsonrpsee's client errors.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use filectx_protocol::FsErrorCode;
@@ -19,6 +20,49 @@ pub enum ClientError {
         /// What the OS said.
         #[source]
         source: std::io::Error,
+    },
+    /// Autostart ([`crate::Client::connect_or_spawn`]) found no daemon and could not start one:
+    /// the binary was not found or could not be run, or its log file could not be opened.
+    #[error("{}", spawn_message(daemon, socket, log.as_deref(), source))]
+    Spawn {
+        /// The daemon binary that was to be started (as requested, when it was not found).
+        daemon: PathBuf,
+        /// The socket it was to serve.
+        socket: PathBuf,
+        /// The log file its stderr was to go to, when one was chosen.
+        log: Option<PathBuf>,
+        /// What went wrong (the message names the log file when that was the problem).
+        #[source]
+        source: std::io::Error,
+    },
+    /// Autostart ([`crate::Client::connect_or_spawn`]) started the daemon, but nothing answered
+    /// at the socket before the deadline. Its log usually says why.
+    #[error(
+        "started the daemon {} for the socket {}, but nothing answered there within {:.1} s ({}); \
+         see its log {}",
+        daemon.display(),
+        socket.display(),
+        waited.as_secs_f64(),
+        match exit {
+            Some(status) => format!("it exited, {status}"),
+            None => format!("it is still running as pid {pid}"),
+        },
+        log.display()
+    )]
+    AutostartTimeout {
+        /// The daemon binary that was started.
+        daemon: PathBuf,
+        /// The socket it was to serve.
+        socket: PathBuf,
+        /// The log file its stderr goes to.
+        log: PathBuf,
+        /// How long the client waited.
+        waited: Duration,
+        /// How the started daemon ended, if it has (e.g. exit status 1 when it could not bind);
+        /// `None` while it still runs.
+        exit: Option<ExitStatus>,
+        /// The started daemon's process id.
+        pid: u32,
     },
     /// The daemon answered with a JSON-RPC error.
     #[error("the daemon answered error {code}: {message}")]
@@ -88,9 +132,13 @@ impl ClientError {
     }
 
     /// Whether this error means the daemon could not be reached or the connection is gone
-    /// ([`ClientError::Connect`] or [`ClientError::Transport`]).
+    /// ([`ClientError::Connect`] or [`ClientError::Transport`], or a failed autostart:
+    /// [`ClientError::Spawn`] or [`ClientError::AutostartTimeout`]).
     pub fn is_disconnected(&self) -> bool {
-        matches!(self, Self::Connect { .. } | Self::Transport(_))
+        matches!(
+            self,
+            Self::Connect { .. } | Self::Transport(_) | Self::Spawn { .. } | Self::AutostartTimeout { .. }
+        )
     }
 
     /// Maps a jsonrpsee client error, `timeout` being the client's configured request timeout.
@@ -113,6 +161,12 @@ impl ClientError {
             other => Self::Protocol(other.to_string()),
         }
     }
+}
+
+/// The message of [`ClientError::Spawn`].
+fn spawn_message(daemon: &Path, socket: &Path, log: Option<&Path>, source: &std::io::Error) -> String {
+    let log = log.map(|log| format!(" (its log: {})", log.display())).unwrap_or_default();
+    format!("cannot start the daemon {} for the socket {}{log}: {source}", daemon.display(), socket.display())
 }
 
 #[cfg(test)]

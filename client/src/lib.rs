@@ -23,6 +23,10 @@
 //! [`Client::subscribe`] starts any jsonrpsee subscription, and [`Client::notifications`]
 //! receives server→client notifications such as `file/didChange`.
 //!
+//! [`Client::connect_or_spawn`] (and [`Client::connect_session_or_spawn`]) start the daemon,
+//! detached, when none answers at the socket, and wait for it to answer; clients racing to do
+//! so all end up connected to the one daemon that wins the socket's lock. See [`SpawnOptions`].
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), filectx_client::ClientError> {
 //! use filectx_client::{Client, socket_path};
@@ -43,6 +47,7 @@
 //! # }
 //! ```
 
+mod autostart;
 mod error;
 mod params;
 mod stream;
@@ -66,6 +71,7 @@ use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use autostart::{DAEMON_ENV, DEFAULT_AUTOSTART_TIMEOUT, SpawnOptions, default_log_path};
 pub use error::ClientError;
 /// The stream of a jsonrpsee subscription, as returned by [`Client::subscribe`].
 pub use jsonrpsee::core::client::Subscription;
@@ -198,6 +204,47 @@ impl Client {
         params: InitializeParams,
     ) -> Result<(Self, InitializeResult), ClientError> {
         let client = Self::connect(socket_path).await?;
+        let result = client.initialize(params).await?;
+        Ok((client, result))
+    }
+
+    /// Connects to the daemon at `socket_path`, starting one first when nothing answers there
+    /// (no socket file, or a socket nobody listens on), as watchman and sccache do.
+    ///
+    /// The daemon started is `filectxd --socket PATH` ([`SpawnOptions::daemon`] says which
+    /// binary), detached: its own process group, stdin and stdout on `/dev/null`, stderr
+    /// appended to a log file ([`default_log_path`] unless [`SpawnOptions::log`]). Then this
+    /// retries connecting, with a short backoff, until a daemon answers or
+    /// [`SpawnOptions::timeout`] (default 5 s) has passed. A daemon already serving is simply
+    /// connected to: nothing is started.
+    ///
+    /// **Race-safe**: clients doing this at once may each start a daemon, but only one of them
+    /// gets the socket's lock file; the others exit at once, and every client connects to the
+    /// one that won. This waits for no daemon process: a started daemon is reaped in the
+    /// background.
+    ///
+    /// # Errors
+    /// [`ClientError::Spawn`] when the daemon binary is not found or cannot be run, or its log
+    /// file cannot be opened; [`ClientError::AutostartTimeout`] when nothing answered in time
+    /// (the started daemon's log says why); [`ClientError::Connect`] when connecting fails for
+    /// another reason than nothing answering (e.g. permission denied).
+    pub async fn connect_or_spawn(
+        socket_path: impl AsRef<Path>,
+        options: SpawnOptions,
+    ) -> Result<Self, ClientError> {
+        autostart::connect_or_spawn(socket_path.as_ref(), options).await
+    }
+
+    /// [`Client::connect_or_spawn`], then opens the session with `initialize`.
+    ///
+    /// # Errors
+    /// Any error of [`Client::connect_or_spawn`] or of [`Client::initialize`].
+    pub async fn connect_session_or_spawn(
+        socket_path: impl AsRef<Path>,
+        params: InitializeParams,
+        options: SpawnOptions,
+    ) -> Result<(Self, InitializeResult), ClientError> {
+        let client = Self::connect_or_spawn(socket_path, options).await?;
         let result = client.initialize(params).await?;
         Ok((client, result))
     }

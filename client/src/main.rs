@@ -1,6 +1,7 @@
 //! `filectx`: the command-line client of the filectx daemon — shows the daemon's status and the
 //! tools a session gets, reads, streams, writes, edits and stats files through the daemon, and
-//! watches them for changes. Thin: every call goes through `filectx_client`.
+//! watches them for changes. Thin: every call goes through `filectx_client`, which starts the
+//! daemon when none answers at the socket (unless `--no-autostart` or `FILECTX_NO_AUTOSTART`).
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
-use filectx_client::{Client, ClientError};
+use filectx_client::{Client, ClientError, SpawnOptions};
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{
     ClientInfo, DaemonStatus, EditParams, FileDidChange, FileKind, FileStatResult, FsErrorCode,
@@ -29,7 +30,8 @@ const EXIT_OK: u8 = 0;
 const EXIT_FAILURE: u8 = 1;
 /// Exit code: the command line is wrong (clap's own code for usage errors).
 const EXIT_USAGE: u8 = 2;
-/// Exit code: the daemon is not reachable, or the connection broke before it answered.
+/// Exit code: the daemon is not reachable (nothing answers and autostart is off or failed), or
+/// the connection broke before it answered.
 const EXIT_UNREACHABLE: u8 = 3;
 /// Exit code: the daemon answered with an error (a failed tool call included), an answer that
 /// could not be understood, or not in time.
@@ -73,16 +75,32 @@ Files (PATH is absolute, or relative to the current folder):
   --json. A failed file command prints the FS_* code and the daemon's message, e.g.
   `filectx: FS_NOT_FOUND: ...`, and exits 4.
 
+Autostart:
+  When nothing answers at the socket, a command starts the daemon itself, detached (its own
+  process group, as watchman and sccache do): `filectxd --socket PATH`, its log (stderr)
+  appended to $XDG_STATE_HOME/filectx/filectxd.log, else ~/.local/state/filectx/filectxd.log.
+  The binary is $FILECTX_DAEMON when set, else the filectxd next to this filectx, else filectxd
+  on PATH. The command waits up to 5 s for the daemon to answer. Commands racing to start one
+  are safe: one daemon takes the socket's lock file, the others exit, all commands connect.
+  --no-autostart (or FILECTX_NO_AUTOSTART=1) starts nothing: no daemon listening is exit 3.
+  A daemon that cannot be started, or does not answer in time, is exit 3 too, with a message
+  naming the binary, the socket and the log file.
+
 Exit codes:
   0  success
   1  local failure (e.g. the current folder cannot be resolved, output cannot be written)
   2  usage error (unknown subcommand or flag, missing value)
-  3  the daemon is not reachable (nothing listens at the socket, or the connection broke)
+  3  the daemon is not reachable (nothing listens at the socket and autostart is off or
+     failed, or the connection broke)
   4  the request failed (the daemon answered with an error, which is printed, or timed out)
 
 Every command is one session: it opens a session whose roots are the current folder (or the
 --root folders, when given), and closes it politely (shutdown, then exit) before leaving.
 Relative paths resolve against the current folder, which must then be inside a root.";
+
+/// Environment variable that turns autostart off, as `--no-autostart` does (`1`, `true`, `yes`,
+/// `on`; `0`, `false`, `no`, `off` or empty leave it on).
+const NO_AUTOSTART_ENV: &str = "FILECTX_NO_AUTOSTART";
 
 /// Help heading of the options every subcommand accepts.
 const GLOBAL: &str = "Global options";
@@ -172,6 +190,17 @@ struct Cli {
     /// Print the daemon's raw JSON result instead of readable text (for scripts)
     #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
+
+    /// Never start the daemon: when none answers at the socket, fail (exit 3) [default: start
+    /// one, see Autostart below]
+    #[arg(
+        long,
+        global = true,
+        env = NO_AUTOSTART_ENV,
+        value_parser = clap::builder::FalseyValueParser::new(),
+        help_heading = GLOBAL,
+    )]
+    no_autostart: bool,
 
     #[command(flatten)]
     roots: RootArgs,
@@ -371,7 +400,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(&cli, &socket)) {
         Ok(output) => print_stdout(&output),
         Err(error) => {
-            let (code, message) = describe(&error, &socket);
+            let (code, message) = describe(&error, &socket, !cli.no_autostart);
             eprintln!("filectx: {message}");
             ExitCode::from(code)
         }
@@ -395,7 +424,11 @@ async fn run(cli: &Cli, socket: &Path) -> anyhow::Result<String> {
     // never opens a session.
     let session = Session::new(&cli.roots())?;
     let job = prepare(&cli.command, &session)?;
-    let (client, _session) = Client::connect_session(socket, session.params).await?;
+    let (client, _session) = if cli.no_autostart {
+        Client::connect_session(socket, session.params).await?
+    } else {
+        Client::connect_session_or_spawn(socket, session.params, SpawnOptions::default()).await?
+    };
     let result = execute(job, cli.json, &client).await;
     // Leave politely whatever happened, unless the connection is already gone. This is best
     // effort, and bounded: the answer is already in hand, and the daemon ends the session on
@@ -754,8 +787,9 @@ fn render_change(change: &FileDidChange) -> String {
     }
 }
 
-/// The exit code and the one-line message for a failure.
-fn describe(error: &anyhow::Error, socket: &Path) -> (u8, String) {
+/// The exit code and the one-line message for a failure; `autostart` says whether the command
+/// was allowed to start the daemon.
+fn describe(error: &anyhow::Error, socket: &Path, autostart: bool) -> (u8, String) {
     if let Some(failed) = error.downcast_ref::<ToolFailed>() {
         return (EXIT_REQUEST_FAILED, failed.to_string());
     }
@@ -766,8 +800,11 @@ fn describe(error: &anyhow::Error, socket: &Path) -> (u8, String) {
     match client_error {
         ClientError::Connect { source, .. } => {
             let message = match source.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused if autostart => {
                     format!("no daemon is listening at {path} (start one with: filectxd)")
+                }
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                    format!("no daemon is listening at {path} (autostart is off; start one with: filectxd)")
                 }
                 std::io::ErrorKind::PermissionDenied => {
                     format!("permission denied connecting to the daemon at {path}")
@@ -778,6 +815,10 @@ fn describe(error: &anyhow::Error, socket: &Path) -> (u8, String) {
         }
         ClientError::Transport(reason) => {
             (EXIT_UNREACHABLE, format!("the connection to the daemon at {path} broke: {reason}"))
+        }
+        // Both name the daemon binary, the socket and the log file.
+        ClientError::Spawn { .. } | ClientError::AutostartTimeout { .. } => {
+            (EXIT_UNREACHABLE, client_error.to_string())
         }
         ClientError::Rpc { code, message, .. } => match client_error.fs_code() {
             Some(fs) => (EXIT_REQUEST_FAILED, format!("{fs}: {message}")),

@@ -1,5 +1,7 @@
 //! Tests of the `filectx` binary: help, exit codes and messages, and its output against a fake
-//! daemon (tests against the real daemon live in the workspace's `tests/` crate).
+//! daemon (tests against the real daemon live in the workspace's `tests/` crate, and autostart's
+//! in `autostart.rs`). Every run here has autostart off (`FILECTX_NO_AUTOSTART=1`), so that a
+//! missing or hung-up fake daemon never brings up a real one.
 
 mod support;
 
@@ -15,6 +17,9 @@ use support::{FakeDaemon, TestResult, method_names};
 
 const BIN: &str = env!("CARGO_BIN_EXE_filectx");
 
+/// Turns autostart off for every run of the binary here.
+const NO_AUTOSTART: (&str, &str) = ("FILECTX_NO_AUTOSTART", "1");
+
 fn filectx(args: &[&str], cwd: &Path) -> TestResult<Output> {
     filectx_stdin(args, cwd, None)
 }
@@ -22,7 +27,12 @@ fn filectx(args: &[&str], cwd: &Path) -> TestResult<Output> {
 /// Runs the binary with `stdin` piped in (none: stdin is closed).
 fn filectx_stdin(args: &[&str], cwd: &Path, stdin: Option<&[u8]>) -> TestResult<Output> {
     let mut command = Command::new(BIN);
-    command.args(args).current_dir(cwd).env_remove("FILECTX_SOCKET").env("RUST_BACKTRACE", "1");
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("FILECTX_SOCKET")
+        .env("RUST_BACKTRACE", "1")
+        .env(NO_AUTOSTART.0, NO_AUTOSTART.1);
     let Some(input) = stdin else { return Ok(command.output()?) };
     let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let mut pipe = child.stdin.take().ok_or("no stdin pipe")?;
@@ -100,6 +110,11 @@ fn help_explains_subcommands_flags_and_exit_codes() -> TestResult {
         "~50 ms arrive as one notice",
         "FS_NOT_OBSERVED",
         "filectx: FS_NOT_FOUND: ...",
+        "--no-autostart",
+        "FILECTX_NO_AUTOSTART",
+        "Autostart:",
+        "~/.local/state/filectx/filectxd.log",
+        "FILECTX_DAEMON",
         "Exit codes:",
         "0  success",
         "2  usage error",
@@ -122,7 +137,9 @@ fn no_daemon_exits_3_with_a_one_line_message() -> TestResult {
         let stderr = text(&out.stderr);
         assert_eq!(
             stderr,
-            format!("filectx: no daemon is listening at {socket} (start one with: filectxd)\n")
+            format!(
+                "filectx: no daemon is listening at {socket} (autostart is off; start one with: filectxd)\n"
+            )
         );
         assert_clean_stderr(&stderr);
         assert!(out.stdout.is_empty());
@@ -134,8 +151,12 @@ fn no_daemon_exits_3_with_a_one_line_message() -> TestResult {
 fn the_socket_env_var_is_used_when_no_flag_is_given() -> TestResult {
     let dir = tempfile::tempdir()?;
     let socket = dir.path().join("env.sock");
-    let out =
-        Command::new(BIN).arg("status").current_dir(dir.path()).env("FILECTX_SOCKET", &socket).output()?;
+    let out = Command::new(BIN)
+        .arg("status")
+        .current_dir(dir.path())
+        .env("FILECTX_SOCKET", &socket)
+        .env(NO_AUTOSTART.0, NO_AUTOSTART.1)
+        .output()?;
     assert_eq!(out.status.code(), Some(3));
     assert!(text(&out.stderr).contains(&socket.display().to_string()), "{out:?}");
     Ok(())
@@ -782,6 +803,7 @@ async fn cat_flushes_each_chunk_and_a_closed_pipe_stops_the_stream_with_exit_0()
             .args(["--socket", &socket, "cat", "big.log", "--chunk-lines", "2"])
             .current_dir(&dir)
             .env_remove("FILECTX_SOCKET")
+            .env(NO_AUTOSTART.0, NO_AUTOSTART.1)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
@@ -855,6 +877,7 @@ fn spawn_against(daemon: &FakeDaemon, args: &[&str], cwd: &Path) -> TestResult<(
         .current_dir(cwd)
         .env_remove("FILECTX_SOCKET")
         .env("RUST_BACKTRACE", "1")
+        .env(NO_AUTOSTART.0, NO_AUTOSTART.1)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;

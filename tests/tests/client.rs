@@ -69,7 +69,13 @@ async fn daemon_runs_in_process_through_its_library() {
 }
 
 fn filectx(daemon_socket: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(bin("filectx")).arg("--socket").arg(daemon_socket).args(args).output().unwrap()
+    Command::new(bin("filectx"))
+        .env("FILECTX_NO_AUTOSTART", "1")
+        .arg("--socket")
+        .arg(daemon_socket)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
