@@ -48,7 +48,7 @@ Signals:
 Exit status:
   0  stopped cleanly (SIGTERM/SIGINT, or --idle-exit), or --print-config
   1  could not start (another daemon serves the socket, the folder is unsafe, bind failed,
-     a bad config file)
+     a bad config file or setting: the message names the key and where it came from)
   2  usage error";
 
 /// filectxd: the per-user filectx daemon. Serves safe read/write/edit file tools to many agent
@@ -182,12 +182,14 @@ pub enum SettingsError {
         message: String,
     },
     /// A value is out of range.
-    #[error("{key} = {value}: {why}")]
+    #[error("{key} = {value} ({origin}): {why}")]
     Value {
         /// The key (as a flag or config name).
         key: &'static str,
         /// The value given.
         value: String,
+        /// Where the value came from: the command line, a config file, or the default.
+        origin: String,
         /// What is wrong.
         why: &'static str,
     },
@@ -255,6 +257,7 @@ fn seconds(key: &'static str, value: f64) -> Result<f64, SettingsError> {
         Err(SettingsError::Value {
             key,
             value: value.to_string(),
+            origin: String::new(),
             why: "must be a number of seconds from 0 to 86400",
         })
     }
@@ -264,13 +267,53 @@ fn at_least_one(key: &'static str, value: u64) -> Result<u64, SettingsError> {
     if value >= 1 {
         Ok(value)
     } else {
-        Err(SettingsError::Value { key, value: value.to_string(), why: "must be at least 1" })
+        Err(SettingsError::Value {
+            key,
+            value: value.to_string(),
+            origin: String::new(),
+            why: "must be at least 1",
+        })
     }
 }
 
 impl Args {
-    /// Merges flags, the config file and the defaults.
+    /// Merges flags, the config file and the defaults. A bad value is reported with its key and
+    /// where it came from.
     pub fn settings(&self) -> Result<Settings, SettingsError> {
+        self.merge().map_err(|err| match err {
+            SettingsError::Value { key, value, why, .. } => {
+                let origin = if self.flag_set(key) {
+                    "from the command line".to_owned()
+                } else {
+                    match self.config.clone().or_else(default_config_path) {
+                        Some(path) if path.exists() => format!("from the config file {}", path.display()),
+                        _ => "the default".to_owned(),
+                    }
+                };
+                SettingsError::Value { key, value, origin, why }
+            }
+            other => other,
+        })
+    }
+
+    /// Whether the flag for a config key was given.
+    fn flag_set(&self, key: &str) -> bool {
+        match key {
+            "log_level" => self.log_level.is_some(),
+            "max_connections" => self.max_connections.is_some(),
+            "max_frame_bytes" => self.max_frame_bytes.is_some(),
+            "max_batch" => self.max_batch.is_some(),
+            "max_concurrent_requests" => self.max_concurrent_requests.is_some(),
+            "max_queued_messages" => self.max_queued_messages.is_some(),
+            "lock_timeout" => self.lock_timeout.is_some(),
+            "max_cached_files" => self.max_cached_files.is_some(),
+            "shutdown_grace" => self.shutdown_grace.is_some(),
+            "idle_exit" => self.idle_exit.is_some(),
+            _ => false,
+        }
+    }
+
+    fn merge(&self) -> Result<Settings, SettingsError> {
         let (file, config_file) = match &self.config {
             Some(path) => (read_config(path)?, Some(path.clone())),
             None => match default_config_path().filter(|p| p.exists()) {
@@ -286,16 +329,39 @@ impl Args {
         };
         Ok(Settings {
             socket,
-            log_level: self.log_level.clone().or(file.log_level.clone()),
+            log_level: match self.log_level.clone().or(file.log_level.clone()) {
+                Some(filter) => match tracing_subscriber::EnvFilter::try_new(&filter) {
+                    Ok(_) => Some(filter),
+                    Err(_) => {
+                        return Err(SettingsError::Value {
+                            key: "log_level",
+                            value: filter,
+                            origin: String::new(),
+                            why: "must be a level (error, warn, info, debug, trace) or a tracing filter",
+                        });
+                    }
+                },
+                None => None,
+            },
             max_connections: at_least_one(
                 "max_connections",
                 self.max_connections.or(file.max_connections).unwrap_or(defaults.max_connections as u64),
             )?,
-            max_frame_bytes: self
+            max_frame_bytes: match self
                 .max_frame_bytes
                 .or(file.max_frame_bytes)
                 .unwrap_or(DEFAULT_MAX_FRAME_BYTES as u64)
-                .max(1024),
+            {
+                n if n >= 1024 => n,
+                n => {
+                    return Err(SettingsError::Value {
+                        key: "max_frame_bytes",
+                        value: n.to_string(),
+                        origin: String::new(),
+                        why: "must be at least 1024",
+                    });
+                }
+            },
             max_batch: at_least_one(
                 "max_batch",
                 self.max_batch.or(file.max_batch).unwrap_or(defaults.max_batch_len as u64),

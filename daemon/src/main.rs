@@ -53,8 +53,11 @@ fn notify_systemd(state: sd_notify::NotifyState<'_>) {
     }
 }
 
-async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let (listener, guard) = match activated_listener()? {
+async fn serve(
+    settings: Settings,
+    activated: Option<std::os::unix::net::UnixListener>,
+) -> anyhow::Result<()> {
+    let (listener, guard) = match activated {
         Some(listener) => {
             tracing::info!(
                 pid = std::process::id(),
@@ -77,7 +80,6 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             _ = sigint.recv() => "SIGINT",
         };
         tracing::info!(signal = name, "shutdown requested");
-        notify_systemd(sd_notify::NotifyState::Stopping);
     };
     if let Some(interval) = sd_notify::watchdog_enabled() {
         tokio::spawn(async move {
@@ -91,6 +93,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     // The listener already accepts (connections queue in the kernel): ready now.
     notify_systemd(sd_notify::NotifyState::Ready);
     filectx_daemon::run(listener, settings.config(), shutdown).await?;
+    // Whether a signal or --idle-exit ended it: the daemon is stopping now.
+    notify_systemd(sd_notify::NotifyState::Stopping);
     // Dropping the guard removes the socket file we bound, then releases the lock. An activated
     // socket belongs to systemd and stays.
     drop(guard);
@@ -112,8 +116,17 @@ fn main() -> ExitCode {
     }
     if let Err(err) = init_logging(&settings) {
         eprintln!("filectxd: {err:#}");
-        return ExitCode::from(2);
+        return ExitCode::FAILURE;
     }
+    // Before any other thread exists: listenfd unsets LISTEN_PID and LISTEN_FDS, which is only
+    // sound while the process is single-threaded.
+    let activated = match activated_listener() {
+        Ok(activated) => activated,
+        Err(err) => {
+            eprintln!("filectxd: {err:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -121,7 +134,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(settings)) {
+    match runtime.block_on(serve(settings, activated)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("filectxd: {err:#}");

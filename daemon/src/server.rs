@@ -46,6 +46,7 @@ impl SessionGauge {
 
 impl Drop for SessionGauge {
     fn drop(&mut self) {
+        self.0.last_session_end_ms.store(self.0.uptime_ms(), std::sync::atomic::Ordering::Relaxed);
         self.0.sessions.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
@@ -105,7 +106,7 @@ pub async fn run(
 
     tokio::pin!(shutdown);
     // With --idle-exit: checked once a second; the clock restarts whenever a session is open.
-    let mut idle_check = tokio::time::interval(Duration::from_secs(1));
+    let mut idle_check = tokio::time::interval(Duration::from_millis(250));
     let mut idle_since = tokio::time::Instant::now();
     loop {
         let accepted = tokio::select! {
@@ -113,10 +114,13 @@ pub async fn run(
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
             _ = idle_check.tick(), if config.idle_exit.is_some() => {
+                let since_last_end =
+                    Duration::from_millis(stats.uptime_ms().saturating_sub(Stats::get(&stats.last_session_end_ms)));
                 if Stats::get(&stats.sessions) > 0 {
                     idle_since = tokio::time::Instant::now();
                 } else if let Some(limit) = config.idle_exit
                     && idle_since.elapsed() >= limit
+                    && since_last_end >= limit
                 {
                     tracing::info!(idle = ?limit, "no session for the idle limit; exiting");
                     break;

@@ -15,6 +15,8 @@ pub struct Stats {
     pub requests: AtomicU64,
     /// Server→client notifications dropped because the client's queue was full.
     pub notifications_dropped: AtomicU64,
+    /// Uptime (ms) when a session last ended, for the idle exit.
+    pub last_session_end_ms: AtomicU64,
 }
 
 impl Stats {
@@ -26,6 +28,7 @@ impl Stats {
             refused_connections: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             notifications_dropped: AtomicU64::new(0),
+            last_session_end_ms: AtomicU64::new(0),
         }
     }
 
