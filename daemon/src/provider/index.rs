@@ -425,6 +425,10 @@ fn decode_line(bytes: &[u8], full_len: u64) -> Result<(String, bool), NotText> {
         }
         Err(e) => return Err(NotText::InvalidUtf8(e.valid_up_to() as u64)),
     };
+    // No more bytes than the cap means no more characters than the cap: skip counting.
+    if text.len() <= READ_LINE_MAX_CHARS as usize {
+        return Ok((text.to_owned(), cut_by_read));
+    }
     match text.char_indices().nth(READ_LINE_MAX_CHARS as usize) {
         Some((at, _)) => Ok((text[..at].to_owned(), true)),
         None => Ok((text.to_owned(), cut_by_read)),
