@@ -292,9 +292,18 @@ fn assemble(
 /// Scans bytes already in memory (or mapped) on every core: the hash with blake3's parallel
 /// implementation, the text check and the line index over parts of the buffer, at once.
 pub fn scan_parallel(bytes: &[u8]) -> (Version, Result<LineIndex, NotText>) {
+    scan_parallel_until(bytes, &|| false).unwrap_or_else(|| Scanner::scan(bytes))
+}
+
+/// [`scan_parallel`] that gives up (`None`) as soon as `abandon` says so, checked between
+/// slices of the work: a scan of a mapping that was torn need not touch every page.
+pub fn scan_parallel_until(
+    bytes: &[u8],
+    abandon: &(dyn Fn() -> bool + Sync),
+) -> Option<(Version, Result<LineIndex, NotText>)> {
     const MIN_PART: usize = 4 * 1024 * 1024;
     if bytes.len() < 2 * MIN_PART {
-        return Scanner::scan(bytes);
+        return Some(Scanner::scan(bytes));
     }
     let parts = (rayon::current_num_threads() * 4).clamp(2, 64).min(bytes.len() / MIN_PART);
     // Split points moved forward to character boundaries, so each part's UTF-8 is checked whole.
@@ -315,6 +324,9 @@ pub fn scan_parallel(bytes: &[u8]) -> (Version, Result<LineIndex, NotText>) {
         checkpoints: Vec<Checkpoint>,
     }
     let scan_part = |(start, end): (usize, usize)| -> Part {
+        if abandon() {
+            return Part { failure: None, newlines: 0, last_newline: None, checkpoints: Vec::new() };
+        }
         let chunk = &bytes[start..end];
         let pos = start as u64;
         let mut text = TextCheck::default();
@@ -337,8 +349,14 @@ pub fn scan_parallel(bytes: &[u8]) -> (Version, Result<LineIndex, NotText>) {
     let ranges: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
     let (hash, parts) = rayon::join(
         || {
+            const SLICE: usize = 64 * 1024 * 1024;
             let mut hasher = blake3::Hasher::new();
-            hasher.update_rayon(bytes);
+            for slice in bytes.chunks(SLICE) {
+                if abandon() {
+                    break;
+                }
+                hasher.update_rayon(slice);
+            }
             hasher.finalize()
         },
         || {
@@ -346,9 +364,12 @@ pub fn scan_parallel(bytes: &[u8]) -> (Version, Result<LineIndex, NotText>) {
             ranges.par_iter().map(|&r| scan_part(r)).collect::<Vec<Part>>()
         },
     );
+    if abandon() {
+        return None;
+    }
     let version = Version::from_hash(hash);
     if let Some(failure) = parts.iter().filter_map(|p| p.failure).min_by_key(|f| f.offset()) {
-        return (version, Err(failure));
+        return Some((version, Err(failure)));
     }
     let mut before = 0u64;
     let mut last_newline = None;
@@ -365,7 +386,7 @@ pub fn scan_parallel(bytes: &[u8]) -> (Version, Result<LineIndex, NotText>) {
         last_newline = part.last_newline.or(last_newline);
     }
     let bom = bytes.starts_with(BOM);
-    (version, Ok(assemble(bom, bytes.len() as u64, before, last_newline, lists)))
+    Some((version, Ok(assemble(bom, bytes.len() as u64, before, last_newline, lists))))
 }
 
 /// Where window bytes come from: a buffer in memory, a mapping, or positional reads.

@@ -626,10 +626,10 @@ impl Provider {
             && let Some(mapped) = Mapped::map(file, len).map_err(|e| io_error(&target.display, "map", e))?
         {
             mapped.advise_sequential();
-            let (version, text) = index::scan_parallel(mapped.bytes());
-            if mapped.torn() {
+            let scanned = index::scan_parallel_until(mapped.bytes(), &|| mapped.torn());
+            let Some((version, text)) = scanned.filter(|_| !mapped.torn()) else {
                 return Ok(None);
-            }
+            };
             let mapped = Arc::new(mapped);
             let entry = Entry {
                 fingerprint,

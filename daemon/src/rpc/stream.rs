@@ -1,8 +1,9 @@
 //! `fs/streamText`: a jsonrpsee subscription that delivers a file of any size as ordered
 //! `fs/textChunk` notifications, all from one version (a [`Snapshot`]). A change mid-stream ends
-//! it with an error item carrying `FS_STALE_VERSION`. The blocking producer hands chunks to the
-//! connection through a channel of [`STREAM_BUFFER_CHUNKS`]; it waits when a slow reader lets
-//! the connection's queue fill, so the daemon never buffers more than a few chunks per stream.
+//! it with an error item carrying `FS_STALE_VERSION`. The blocking producer hands chunks over a
+//! channel of [`STREAM_BUFFER_CHUNKS`], and the next chunk is queued on the connection only when
+//! fewer than that many messages wait to be written there, so a slow reader makes the daemon
+//! hold a few chunks per stream, never the file.
 //! Cancelling (`fs/streamCancel`) or disconnecting stops the producer.
 
 use std::sync::Arc;
@@ -105,6 +106,27 @@ fn produce(snapshot: Snapshot, offset: u64, chunk: u64, out: mpsc::Sender<TextCh
     }
 }
 
+/// Waits until at most [`STREAM_BUFFER_CHUNKS`] messages are queued on the connection ahead of
+/// this stream's next chunk. `false` when the subscription closed meanwhile.
+async fn wait_for_room(sink: &jsonrpsee::core::server::SubscriptionSink) -> bool {
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        if sink.is_closed() {
+            return false;
+        }
+        let queued = sink.max_capacity().saturating_sub(sink.capacity());
+        if queued < STREAM_BUFFER_CHUNKS {
+            return true;
+        }
+        // The writer is blocked on a client that does not read: back off, cheaply.
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = sink.closed() => return false,
+        }
+        pause = (pause * 2).min(std::time::Duration::from_millis(100));
+    }
+}
+
 /// The subscription callback of `fs/streamText`.
 pub async fn stream_text(
     params: Params<'static>,
@@ -137,6 +159,13 @@ pub async fn stream_text(
             }
         };
         if sink.send(json).await.is_err() || item.done {
+            break;
+        }
+        // Let the connection's writer run, and do not queue more than a few chunks ahead of
+        // what it has written: the outgoing queue is shared and far larger than one stream may
+        // use (a 4 MB chunk times the queue's length would be the whole file).
+        tokio::task::yield_now().await;
+        if !wait_for_room(&sink).await {
             break;
         }
     }
