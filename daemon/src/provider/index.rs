@@ -469,11 +469,14 @@ struct Cursor<'a, S: ByteSource + ?Sized> {
     source: &'a S,
     chunk: Cow<'a, [u8]>,
     chunk_start: u64,
+    /// How much to ask for next: small first (a 50-line window is a few KiB), doubling up to
+    /// [`READ_AHEAD`] as a window turns out to be long.
+    next: usize,
 }
 
 impl<'a, S: ByteSource + ?Sized> Cursor<'a, S> {
     fn new(source: &'a S) -> Self {
-        Self { source, chunk: Cow::Borrowed(&[]), chunk_start: 0 }
+        Self { source, chunk: Cow::Borrowed(&[]), chunk_start: 0, next: 16 * 1024 }
     }
 
     /// The bytes from `pos` to the end of the current chunk (reading a new one when `pos` is
@@ -481,8 +484,9 @@ impl<'a, S: ByteSource + ?Sized> Cursor<'a, S> {
     fn at(&mut self, pos: u64) -> std::io::Result<&[u8]> {
         let end = self.chunk_start + self.chunk.len() as u64;
         if pos < self.chunk_start || pos >= end {
-            self.chunk = self.source.chunk_at(pos, READ_AHEAD)?;
+            self.chunk = self.source.chunk_at(pos, self.next)?;
             self.chunk_start = pos;
+            self.next = (self.next * 2).min(READ_AHEAD);
         }
         let skip = usize::try_from(pos - self.chunk_start).unwrap_or(usize::MAX).min(self.chunk.len());
         Ok(&self.chunk[skip..])
