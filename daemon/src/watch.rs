@@ -9,7 +9,6 @@
 //! cache and re-check every observed file; they are logged once with what to do.
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -59,8 +58,8 @@ struct State {
     /// Folders whose watch the kernel dropped (the folder was deleted): re-watched when one of
     /// their files is observed again.
     lost: HashSet<PathBuf>,
-    /// (session, path) → the recorded version already reported stale.
-    notified: HashMap<(String, PathBuf), Version>,
+    /// Path → session → the recorded version already reported stale.
+    notified: HashMap<PathBuf, HashMap<String, Version>>,
 }
 
 /// The daemon's watcher and the registry of who observes what.
@@ -173,30 +172,33 @@ impl WatchHub {
         self.lock().active.remove(path);
     }
 
-    fn observed(&self, session: &str, path: &Path) {
-        let Some(dir) = path.parent().map(Path::to_path_buf) else { return };
-        let (new_path, new_dir, rewatch) = {
+    fn observed(&self, session: &str, path: &Path, links: u64) {
+        let Some(dir) = path.parent() else { return };
+        let (new_dir, rewatch) = {
             let mut state = self.lock();
-            let sessions = state.observers.entry(path.to_owned()).or_default();
-            let new_path = sessions.insert(session.to_owned());
+            // A fresh record of the file clears an earlier stale report.
+            if let Some(sessions) = state.notified.get_mut(path) {
+                sessions.remove(session);
+                if sessions.is_empty() {
+                    state.notified.remove(path);
+                }
+            }
+            let known = state.observers.get(path).is_some_and(|s| s.contains(session));
             let mut new_dir = false;
-            if new_path {
-                let count = state.dirs.entry(dir.clone()).or_insert(0);
+            if !known {
+                state.observers.entry(path.to_owned()).or_default().insert(session.to_owned());
+                let count = state.dirs.entry(dir.to_owned()).or_insert(0);
                 *count += 1;
                 new_dir = *count == 1;
             }
-            // A fresh record of the file clears an earlier stale report.
-            state.notified.remove(&(session.to_owned(), path.to_owned()));
-            let rewatch = state.lost.contains(&dir) && dir.is_dir();
+            let rewatch = !state.lost.is_empty() && state.lost.contains(dir) && dir.is_dir();
             if rewatch {
-                state.lost.remove(&dir);
+                state.lost.remove(dir);
             }
-            (new_path, new_dir, rewatch)
+            (new_dir, rewatch)
         };
         if new_dir || rewatch {
-            self.watch(&dir);
-        }
-        if new_path {
+            self.watch(dir);
             // A change between the read and the watch taking hold produced no event: look once.
             let later = self.check(HashSet::from([path.to_owned()]));
             if !later.is_empty() {
@@ -204,8 +206,8 @@ impl WatchHub {
             }
         }
         // A file with several hard links can change through a name in a folder we do not
-        // watch: watch the file itself too (checked on every read: a link may appear later).
-        if std::fs::metadata(path).is_ok_and(|m| m.nlink() > 1) {
+        // watch: watch the file itself too (checked on every record: a link may appear later).
+        if links > 1 {
             let first = {
                 let mut state = self.lock();
                 let sessions = state.files.entry(path.to_owned()).or_default();
@@ -221,7 +223,12 @@ impl WatchHub {
         let Some(dir) = path.parent().map(Path::to_path_buf) else { return };
         let (drop_dir, drop_file) = {
             let mut state = self.lock();
-            state.notified.remove(&(session.to_owned(), path.to_owned()));
+            if let Some(sessions) = state.notified.get_mut(path) {
+                sessions.remove(session);
+                if sessions.is_empty() {
+                    state.notified.remove(path);
+                }
+            }
             let Some(sessions) = state.observers.get_mut(path) else { return };
             if !sessions.remove(session) {
                 return;
@@ -315,17 +322,20 @@ impl WatchHub {
                     continue;
                 }
                 let Some(recorded) = session.observations().peek(&path) else { continue };
-                let key = (id, path.clone());
                 if Some(recorded) == current {
-                    self.lock().notified.remove(&key);
+                    let mut state = self.lock();
+                    if let Some(sessions) = state.notified.get_mut(&path) {
+                        sessions.remove(&id);
+                    }
                     continue;
                 }
                 {
                     let mut state = self.lock();
-                    if state.notified.get(&key) == Some(&recorded) {
+                    let sessions = state.notified.entry(path.clone()).or_default();
+                    if sessions.get(&id) == Some(&recorded) {
                         continue;
                     }
-                    state.notified.insert(key, recorded);
+                    sessions.insert(id, recorded);
                 }
                 let cwd = session.options().map(|o| o.cwd.clone()).unwrap_or_default();
                 let change = FileDidChange {
@@ -347,7 +357,10 @@ impl WatchHub {
     fn unregister(&self, session: &str) {
         let mut state = self.lock();
         state.sessions.remove(session);
-        state.notified.retain(|(id, _), _| id != session);
+        state.notified.retain(|_, sessions| {
+            sessions.remove(session);
+            !sessions.is_empty()
+        });
     }
 }
 
@@ -358,9 +371,9 @@ struct SessionSink {
 }
 
 impl ObservationSink for SessionSink {
-    fn observed(&self, path: &Path) {
+    fn observed(&self, path: &Path, links: u64) {
         if let Some(hub) = self.hub.upgrade() {
-            hub.observed(&self.session, path);
+            hub.observed(&self.session, path, links);
         }
     }
 

@@ -44,8 +44,9 @@ impl std::fmt::Debug for Observations {
 /// Someone who wants to know which files a session holds observations of (the watcher, so it
 /// can watch them and tell the session when they go stale). Called outside any lock of ours.
 pub trait ObservationSink: Send + Sync {
-    /// The session recorded (or refreshed) its observation of `path`.
-    fn observed(&self, path: &Path);
+    /// The session recorded (or refreshed) its observation of `path`, a file with `links` hard
+    /// links (as seen by the read or write that made the record).
+    fn observed(&self, path: &Path, links: u64);
     /// The session no longer holds an observation of `path` (evicted, or the session ended).
     fn forgotten(&self, path: &Path);
 }
@@ -97,7 +98,7 @@ impl Observations {
     }
 
     /// Records that the session has seen (or written) `version` of `path`.
-    pub fn record(&self, path: &Path, version: Version) {
+    pub fn record(&self, path: &Path, version: Version, links: u64) {
         let evicted = {
             let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             map.tick += 1;
@@ -114,7 +115,7 @@ impl Observations {
             evicted
         };
         if let Some(sink) = &self.sink {
-            sink.observed(path);
+            sink.observed(path, links);
             if let Some(evicted) = evicted {
                 sink.forgotten(&evicted);
             }
@@ -314,7 +315,7 @@ impl<'a> FileContext<'a> {
     pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
         let target = self.resolve(path)?;
         let outcome = self.provider.read(&target, offset, limit)?;
-        self.observed.record(&target.path, outcome.version);
+        self.observed.record(&target.path, outcome.version, outcome.links);
         Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }
 
@@ -346,7 +347,7 @@ impl<'a> FileContext<'a> {
             }
             Err(e) => return Err(e.into()),
         };
-        self.observed.record(&target.path, outcome.version);
+        self.observed.record(&target.path, outcome.version, outcome.links);
         Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
     }
 
@@ -388,7 +389,7 @@ impl<'a> FileContext<'a> {
             }
             Err(e) => return Err(e.into()),
         };
-        self.observed.record(&target.path, outcome.version);
+        self.observed.record(&target.path, outcome.version, outcome.links);
         Ok(EditView {
             display: target.display,
             replacements: outcome.replacements,
@@ -424,10 +425,10 @@ mod tests {
     fn observations_are_bounded_and_forget_the_least_recent() {
         let obs = Observations::new(2);
         let v = Version::of(b"x");
-        obs.record(Path::new("/a"), v);
-        obs.record(Path::new("/b"), v);
+        obs.record(Path::new("/a"), v, 1);
+        obs.record(Path::new("/b"), v, 1);
         assert_eq!(obs.get(Path::new("/a")), Some(v));
-        obs.record(Path::new("/c"), v);
+        obs.record(Path::new("/c"), v, 1);
         assert_eq!(obs.len(), 2);
         assert_eq!(obs.get(Path::new("/b")), None, "b was touched least recently");
         assert_eq!(obs.get(Path::new("/a")), Some(v));

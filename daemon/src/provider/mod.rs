@@ -362,6 +362,8 @@ pub struct ReadOutcome {
     pub version: Version,
     /// The window.
     pub window: Window,
+    /// Hard links the file had when it was opened.
+    pub links: u64,
 }
 
 /// Result of [`Provider::write`].
@@ -371,6 +373,8 @@ pub struct WriteOutcome {
     pub created: bool,
     /// The new version.
     pub version: Version,
+    /// Hard links the written file has.
+    pub links: u64,
 }
 
 /// Result of [`Provider::edit`].
@@ -380,6 +384,8 @@ pub struct EditOutcome {
     pub replacements: u64,
     /// The new version.
     pub version: Version,
+    /// Hard links the edited file has.
+    pub links: u64,
 }
 
 /// What the provider remembers about one file version.
@@ -470,6 +476,8 @@ enum Body {
 pub struct Snapshot {
     /// The version every window of this snapshot belongs to.
     pub version: Version,
+    /// Hard links the file had when it was opened.
+    pub links: u64,
     index: Arc<LineIndex>,
     fingerprint: Fingerprint,
     file: File,
@@ -711,6 +719,7 @@ impl Provider {
             };
             return Ok(Snapshot {
                 version: entry.version,
+                links: meta.nlink(),
                 index,
                 fingerprint: entry.fingerprint,
                 file,
@@ -742,7 +751,9 @@ impl Provider {
                 });
             }
             match snapshot.window(offset, limit) {
-                Ok(window) => return Ok(ReadOutcome { version: snapshot.version, window }),
+                Ok(window) => {
+                    return Ok(ReadOutcome { version: snapshot.version, window, links: snapshot.links });
+                }
                 Err(WindowError::Changed(Changed)) => self.forget(&target.path),
                 Err(WindowError::Io(e)) => return Err(io_error(&target.display, "read", e)),
             }
@@ -885,8 +896,8 @@ impl Provider {
                 }
             }
         };
-        let version = self.remember_written(target, content.as_bytes());
-        Ok(WriteOutcome { created, version })
+        let (version, links) = self.remember_written(target, content.as_bytes());
+        Ok(WriteOutcome { created, version, links })
     }
 
     /// Replaces `old` by `new` in the text file at `target`, if it is at `expected`.
@@ -963,17 +974,20 @@ impl Provider {
         }
         out.extend_from_slice(replaced.as_bytes());
         self.replace(target, &locked.meta, &out)?;
-        let version = self.remember_written(target, &out);
-        Ok(EditOutcome { replacements, version })
+        let (version, links) = self.remember_written(target, &out);
+        Ok(EditOutcome { replacements, version, links })
     }
 
     /// Records the version of bytes we just wrote. The fingerprint comes from a fresh stat; the
     /// entry is racy (just written), so the next access re-hashes once before trusting it.
-    fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> Version {
+    /// Returns the new version and the file's hard-link count.
+    fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> (Version, u64) {
         let recorded_ns = version::now_ns();
         let (version, text) = index::scan_parallel(bytes);
+        let mut links = 1;
         match std::fs::metadata(&target.path) {
             Ok(meta) => {
+                links = meta.nlink();
                 let entry = Entry {
                     fingerprint: Fingerprint::of(&meta),
                     version,
@@ -985,7 +999,7 @@ impl Provider {
             }
             Err(_) => self.forget(&target.path),
         }
-        version
+        (version, links)
     }
 
     /// A new temporary file next to `target` (same folder, so rename is atomic).
