@@ -186,27 +186,13 @@ impl Raw {
 
     /// Reads one frame; `None` when the daemon closed the connection.
     pub fn recv_opt(&mut self) -> Option<Value> {
-        let mut header = Vec::new();
-        let mut byte = [0u8; 1];
-        while !header.ends_with(b"\r\n\r\n") {
-            match self.stream.read(&mut byte) {
-                Ok(0) => return None,
-                Ok(_) => header.push(byte[0]),
-                Err(e) if e.kind() == ErrorKind::ConnectionReset => return None,
-                Err(e) => panic!("reading a frame header: {e}"),
-            }
+        let mut first = [0u8; 1];
+        match self.stream.read(&mut first) {
+            Ok(0) => None,
+            Ok(_) => self.recv_rest(first[0]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("reading a frame header: {e}"),
         }
-        let header = String::from_utf8(header).unwrap();
-        let length: usize = header
-            .lines()
-            .find_map(|l| l.strip_prefix("Content-Length: "))
-            .unwrap_or_else(|| panic!("no Content-Length in {header:?}"))
-            .trim()
-            .parse()
-            .unwrap();
-        let mut body = vec![0u8; length];
-        self.stream.read_exact(&mut body).unwrap();
-        Some(serde_json::from_slice(&body).unwrap())
     }
 
     pub fn recv(&mut self) -> Value {
@@ -418,4 +404,33 @@ impl Raw {
 /// The error code of a response, or panics with the response.
 pub fn error_code(response: &Value) -> i64 {
     response["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error response: {response}"))
+}
+
+/// The whole response of a request (server notifications that arrive first are skipped).
+pub fn rpc(raw: &mut Raw, method: &str, params: Value) -> Value {
+    raw.request_skipping_notifications(method, Some(params))
+}
+
+/// The result of a request that must succeed.
+pub fn ok(raw: &mut Raw, method: &str, params: Value) -> Value {
+    let response = rpc(raw, method, params.clone());
+    assert!(response.get("error").is_none(), "{method} {params} failed: {response}");
+    response["result"].clone()
+}
+
+/// The `FS_*` identifier of a failed `file/*` or `fs/*` response; checks that the numeric
+/// JSON-RPC code is the one the table gives for it.
+pub fn fs_error(response: &Value) -> &str {
+    let code = response["error"]["data"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an FS_* error response: {response}"));
+    let typed: filectx_protocol::FsErrorCode =
+        serde_json::from_value(json!(code)).unwrap_or_else(|e| panic!("unknown code {code}: {e}"));
+    assert_eq!(error_code(response), i64::from(typed.rpc_code()), "numeric code of {code}: {response}");
+    code
+}
+
+/// The daemon's temp folder, canonical (the session root as the daemon sees it).
+pub fn root_of(daemon: &Daemon) -> PathBuf {
+    daemon.dir.path().canonicalize().unwrap()
 }

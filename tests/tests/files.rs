@@ -6,10 +6,10 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use filectx_protocol::{FsErrorCode, ReadResult};
-use filectx_tests::{Daemon, Raw, error_code};
+use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -18,35 +18,6 @@ use serde_json::{Value, json};
 
 fn s(path: &Path) -> String {
     path.display().to_string()
-}
-
-/// The daemon's temp folder, canonical (the session root as the daemon sees it).
-fn root_of(daemon: &Daemon) -> PathBuf {
-    daemon.dir.path().canonicalize().unwrap()
-}
-
-/// The whole response of a request (server notifications that arrive first are skipped).
-fn rpc(raw: &mut Raw, method: &str, params: Value) -> Value {
-    raw.request_skipping_notifications(method, Some(params))
-}
-
-/// The result of a request that must succeed.
-fn ok(raw: &mut Raw, method: &str, params: Value) -> Value {
-    let response = rpc(raw, method, params.clone());
-    assert!(response.get("error").is_none(), "{method} {params} failed: {response}");
-    response["result"].clone()
-}
-
-/// The `FS_*` identifier of a failed `file/*` or `fs/*` response; checks that the numeric
-/// JSON-RPC code is the one the table gives for it.
-fn fs_error(response: &Value) -> &str {
-    let code = response["error"]["data"]["code"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not an FS_* error response: {response}"));
-    let typed: FsErrorCode =
-        serde_json::from_value(json!(code)).unwrap_or_else(|e| panic!("unknown code {code}: {e}"));
-    assert_eq!(error_code(response), i64::from(typed.rpc_code()), "numeric code of {code}: {response}");
-    code
 }
 
 /// The `FS_*` identifier of a request that must fail.

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{FsErrorCode, STREAM_CHUNK_LINES, TextChunk};
-use filectx_tests::{Daemon, Raw, error_code};
+use filectx_tests::{Daemon, Raw, fs_error, ok, rpc};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -198,30 +198,6 @@ fn check_window(
 }
 
 // ----- JSON-RPC helpers ------------------------------------------------------------------------
-
-/// The whole response of a request (server notifications that arrive first are skipped).
-fn rpc(raw: &mut Raw, method: &str, params: Value) -> Value {
-    raw.request_skipping_notifications(method, Some(params))
-}
-
-/// The result of a request that must succeed.
-fn ok(raw: &mut Raw, method: &str, params: Value) -> Value {
-    let response = rpc(raw, method, params.clone());
-    assert!(response.get("error").is_none(), "{method} {params} failed: {response}");
-    response["result"].clone()
-}
-
-/// The `FS_*` identifier of a failed `file/*` or `fs/*` response; checks that the numeric
-/// JSON-RPC code is the one the table gives for it.
-fn fs_error(response: &Value) -> String {
-    let code = response["error"]["data"]["code"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not an FS_* error response: {response}"));
-    let typed: FsErrorCode =
-        serde_json::from_value(json!(code)).unwrap_or_else(|e| panic!("unknown code {code}: {e}"));
-    assert_eq!(error_code(response), i64::from(typed.rpc_code()), "numeric code of {code}: {response}");
-    code.to_owned()
-}
 
 /// The parts of a `read` tool text: first line number, lines, total lines of the file.
 fn parse_tool_read(text: &str) -> Result<(Option<u64>, Vec<String>, u64), String> {
@@ -446,7 +422,7 @@ fn chaos_read(raw: &mut Raw, path: &str, rng: &mut Rng, tally: &Mutex<Tally>) {
     let response = rpc(raw, "file/read", params.clone());
     if response.get("error").is_some() {
         let code = fs_error(&response);
-        assert!(CHAOS_ERRORS.contains(&code.as_str()), "file/read {params}: {response}");
+        assert!(CHAOS_ERRORS.contains(&code), "file/read {params}: {response}");
         if code == "FS_INVALID_ARGUMENT" {
             let total = response["error"]["data"]["totalLines"].as_u64();
             assert!(total.is_some_and(|t| t < asked), "only an offset past the end is invalid: {response}");

@@ -22,8 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use filectx_protocol::FsErrorCode;
-use filectx_tests::{Daemon, Raw, error_code};
+use filectx_tests::{Daemon, Raw, fs_error, root_of};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -47,11 +46,6 @@ fn s(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// The daemon's temp folder, canonical (the session root as the daemon sees it).
-fn root_of(daemon: &Daemon) -> PathBuf {
-    daemon.dir.path().canonicalize().unwrap()
-}
-
 /// The whole response of a request. A `file/didChange` that arrives before the response is a
 /// failure: every test consumes the notices it expects before it sends the next request.
 fn rpc(raw: &mut Raw, method: &str, params: Value) -> Value {
@@ -71,17 +65,6 @@ fn ok(raw: &mut Raw, method: &str, params: Value) -> Value {
     let response = rpc(raw, method, params.clone());
     assert!(response.get("error").is_none(), "{method} {params} failed: {response}");
     response["result"].clone()
-}
-
-/// The `FS_*` identifier of a failed response; checks the numeric code against the table.
-fn fs_error(response: &Value) -> &str {
-    let code = response["error"]["data"]["code"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not an FS_* error response: {response}"));
-    let typed: FsErrorCode =
-        serde_json::from_value(json!(code)).unwrap_or_else(|e| panic!("unknown code {code}: {e}"));
-    assert_eq!(error_code(response), i64::from(typed.rpc_code()), "numeric code of {code}: {response}");
-    code
 }
 
 /// `file/read` that must succeed; returns its result.
