@@ -211,13 +211,7 @@ impl Raw {
 
     /// Sends a request and returns the whole response object.
     pub fn request(&mut self, method: &str, params: Option<Value>) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(params) = params {
-            message["params"] = params;
-        }
-        self.send(&message);
+        let id = self.send_request(method, params);
         let response = self.recv();
         assert_eq!(response["id"], json!(id), "{response}");
         response
@@ -233,13 +227,7 @@ impl Raw {
     /// Like [`Raw::request`], but skips the server's notifications (frames without an `id`,
     /// such as `file/didChange`) that arrive before the response.
     pub fn request_skipping_notifications(&mut self, method: &str, params: Option<Value>) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(params) = params {
-            message["params"] = params;
-        }
-        self.send(&message);
+        let id = self.send_request(method, params);
         loop {
             let frame = self.recv();
             if frame.get("id").is_none() && frame.get("method").is_some() {
@@ -377,13 +365,7 @@ impl Raw {
         params: Option<Value>,
         notes: &mut Vec<Value>,
     ) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(params) = params {
-            message["params"] = params;
-        }
-        self.send(&message);
+        let id = self.send_request(method, params);
         loop {
             let frame = self.recv();
             if frame.get("id").is_none() && frame.get("method").is_some() {
