@@ -28,6 +28,7 @@ where
 {
     let session = session_of(ext)?;
     let provider = ctx.provider.clone();
+    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
@@ -46,6 +47,7 @@ where
 {
     let session: Arc<Session> = session_of(ext)?;
     let provider = ctx.provider.clone();
+    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };

@@ -40,6 +40,10 @@ pub struct ServerContext {
     pub provider: Arc<Provider>,
     /// The daemon's watcher.
     pub watch: Arc<WatchHub>,
+    /// Caps file operations running on the blocking pool at once: beyond a few per core they
+    /// only add threads and contention (256 busy sessions grew the pool to ~200 threads and
+    /// made every read slower); further requests wait their turn here instead.
+    pub file_work: tokio::sync::Semaphore,
     /// Every request method in the table, sorted (filled right after the table is built).
     method_names: Arc<OnceLock<Vec<String>>>,
 }
@@ -143,7 +147,9 @@ pub fn methods(
     watch: Arc<WatchHub>,
 ) -> Result<Methods, RegisterMethodError> {
     let method_names = Arc::new(OnceLock::new());
-    let ctx = ServerContext { config, stats, provider, watch, method_names: method_names.clone() };
+    let cores = std::thread::available_parallelism().map(usize::from).unwrap_or(2);
+    let file_work = tokio::sync::Semaphore::new((cores * 4).max(8));
+    let ctx = ServerContext { config, stats, provider, watch, file_work, method_names: method_names.clone() };
     let mut module = RpcModule::new(ctx);
     module.register_async_method(INITIALIZE, initialize)?;
     module.register_method(SHUTDOWN, |_params, _ctx, ext| {
