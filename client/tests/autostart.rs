@@ -302,6 +302,17 @@ async fn the_socket_of_a_crashed_daemon_is_taken_over() -> TestResult {
     kill(i32::try_from(crashed)?, Signal::KILL)?;
     wait_gone(&[i32::try_from(crashed)?])?;
     assert!(socket.exists(), "a killed daemon leaves its socket file behind");
+    // The kernel closes the dead daemon's listener as it tears the process down; only once a
+    // connection is refused is this the situation autostart must handle (before, a connection
+    // can still be accepted by the dying listener and then reset).
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match std::os::unix::net::UnixStream::connect(&socket) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            other => return Err(format!("the dead daemon's socket still answers: {other:?}").into()),
+        }
+    }
 
     // Connecting is refused there now, so a new daemon is started; it replaces the socket.
     let client = session(&socket, dir.path(), options).await?;
