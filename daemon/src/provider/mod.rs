@@ -711,7 +711,15 @@ impl Provider {
     /// Pins the current version of the text file at `target` for reading windows.
     pub fn snapshot(&self, target: &Resolved) -> Result<Snapshot, ProviderError> {
         for _ in 0..READ_ATTEMPTS {
-            let (file, meta) = self.open_file(target)?;
+            let (file, meta) = match self.open_file(target) {
+                Ok(opened) => opened,
+                Err(err) => {
+                    // Gone (or no longer a file): let go of what we held for it, a mapping
+                    // included, so a deleted file's space is freed.
+                    self.forget(&target.path);
+                    return Err(err);
+                }
+            };
             let Some((entry, body)) = self.entry(target, &file, &meta)? else { continue };
             let index = match &entry.text {
                 Ok(index) => index.clone(),
@@ -785,6 +793,7 @@ impl Provider {
         let meta = match std::fs::metadata(&target.path) {
             Ok(meta) => meta,
             Err(e) if e.kind() == ErrorKind::NotFound => {
+                self.forget(&target.path);
                 return Ok(Stat {
                     kind: Kind::Missing,
                     size: None,
