@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod listen;
+pub mod lru;
 pub mod provider;
 pub mod rpc;
 pub mod session;

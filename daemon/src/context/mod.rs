@@ -22,8 +22,9 @@ pub use crate::provider::index::Window as Lines;
 /// Default cap on the files one session remembers having observed.
 pub const DEFAULT_MAX_OBSERVED: usize = 10_000;
 
-/// One session's observed versions, bounded: past the cap the least recently touched record is
-/// forgotten, which only means that file must be read again before it is written.
+/// One session's observed versions, bounded: past the cap the least recently touched records
+/// (a sixteenth of them at once) are forgotten, which only means those files must be read
+/// again before they are written.
 pub struct Observations {
     max: usize,
     inner: Mutex<ObservedMap>,
@@ -104,20 +105,20 @@ impl Observations {
             map.tick += 1;
             let tick = map.tick;
             map.versions.insert(path.to_owned(), (version, tick));
-            let mut evicted = None;
+            let mut evicted = Vec::new();
             if map.versions.len() > self.max {
-                let oldest = map.versions.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone());
-                if let Some(oldest) = oldest {
-                    map.versions.remove(&oldest);
-                    evicted = Some(oldest);
+                let count = crate::lru::batch(map.versions.len()).min(map.versions.len() - 1);
+                evicted = crate::lru::least_recent(&map.versions, count, |(_, used)| *used);
+                for path in &evicted {
+                    map.versions.remove(path);
                 }
             }
             evicted
         };
         if let Some(sink) = &self.sink {
             sink.observed(path, links);
-            if let Some(evicted) = evicted {
-                sink.forgotten(&evicted);
+            for path in &evicted {
+                sink.forgotten(path);
             }
         }
     }

@@ -443,11 +443,12 @@ impl Cache {
                 || self.index_bytes > config.max_index_bytes
                 || self.mapped_bytes > config.max_mapped_bytes)
         {
-            let Some(oldest) = self.entries.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone())
-            else {
-                break;
-            };
-            self.remove(&oldest);
+            // Keep the entry just inserted: it is the most recently used, so it is never among
+            // the batch unless it is the only entry left (excluded by the loop condition).
+            let count = crate::lru::batch(self.entries.len()).min(self.entries.len() - 1);
+            for path in crate::lru::least_recent(&self.entries, count, |(_, used)| *used) {
+                self.remove(&path);
+            }
         }
     }
 

@@ -20,23 +20,35 @@ use crate::provider::{Expectation, Provider, ProviderError, Scope};
 use crate::session::{Session, SessionOptions};
 use crate::tools;
 
+/// Runs `work` on the blocking pool (one of a bounded number of slots) with the provider, the
+/// session and its options.
+async fn blocking<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
+where
+    T: Send + 'static,
+    F: FnOnce(&Provider, &Session, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+{
+    let session: Arc<Session> = session_of(ext)?;
+    let provider = ctx.provider.clone();
+    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
+    tokio::task::spawn_blocking(move || {
+        let options = session.options().ok_or_else(super::error::not_initialized)?;
+        work(&provider, &session, options)
+    })
+    .await
+    .map_err(internal)?
+}
+
 /// Runs `work` with the session's file context on the blocking pool.
 async fn with_context<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
     F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
-    let session = session_of(ext)?;
-    let provider = ctx.provider.clone();
-    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
-    tokio::task::spawn_blocking(move || {
-        let options = session.options().ok_or_else(super::error::not_initialized)?;
+    blocking(ctx, ext, move |provider, session, options| {
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        let file_context = FileContext::new(&provider, scope, session.observations(), options.read_only);
-        work(&file_context, options)
+        work(&FileContext::new(provider, scope, session.observations(), options.read_only), options)
     })
     .await
-    .map_err(internal)?
 }
 
 /// Runs `work` with the provider and the session's scope on the blocking pool.
@@ -45,16 +57,10 @@ where
     T: Send + 'static,
     F: FnOnce(&Provider, Scope<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
-    let session: Arc<Session> = session_of(ext)?;
-    let provider = ctx.provider.clone();
-    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
-    tokio::task::spawn_blocking(move || {
-        let options = session.options().ok_or_else(super::error::not_initialized)?;
-        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        work(&provider, scope, options)
+    blocking(ctx, ext, move |provider, _, options| {
+        work(provider, Scope { roots: &options.roots, cwd: &options.cwd }, options)
     })
     .await
-    .map_err(internal)?
 }
 
 /// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped).

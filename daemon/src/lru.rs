@@ -1,0 +1,47 @@
+//! Least-recently-used eviction for the daemon's bounded maps (the provider's cache, each
+//! session's observations): entries carry a use counter, and eviction picks a batch of the
+//! least recently used at once, so a full map costs O(1) amortized per insert instead of a
+//! full scan per insert.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// How many entries to evict from a map of `len` entries that is over its cap: at least one,
+/// and a sixteenth of the map, so the next fifteen sixteenths of inserts evict nothing.
+pub fn batch(len: usize) -> usize {
+    (len / 16).max(1)
+}
+
+/// The `count` least recently used keys of `map`, by the use counter `used` returns.
+pub fn least_recent<K: Clone + Eq + Hash, V>(
+    map: &HashMap<K, V>,
+    count: usize,
+    used: impl Fn(&V) -> u64,
+) -> Vec<K> {
+    let count = count.min(map.len());
+    if count == 0 {
+        return Vec::new();
+    }
+    let mut ticks: Vec<(u64, &K)> = map.iter().map(|(k, v)| (used(v), k)).collect();
+    if count < ticks.len() {
+        ticks.select_nth_unstable_by_key(count - 1, |(tick, _)| *tick);
+    }
+    ticks.truncate(count);
+    ticks.into_iter().map(|(_, k)| k.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_the_least_recently_used() {
+        let map: HashMap<&str, u64> = [("a", 5), ("b", 1), ("c", 9), ("d", 3)].into_iter().collect();
+        let mut oldest = least_recent(&map, 2, |t| *t);
+        oldest.sort_unstable();
+        assert_eq!(oldest, ["b", "d"]);
+        assert_eq!(least_recent(&map, 10, |t| *t).len(), 4);
+        assert!(least_recent(&map, 0, |t| *t).is_empty());
+        assert_eq!((batch(1), batch(32), batch(4096)), (1, 2, 256));
+    }
+}
