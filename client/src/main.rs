@@ -24,6 +24,8 @@ use futures::StreamExt as _;
 use serde_json::Value;
 use tokio::signal::unix::{SignalKind, signal};
 
+mod mcp;
+
 /// Exit code: success.
 const EXIT_OK: u8 = 0;
 /// Exit code: a local failure (current folder unusable, output not writable, …).
@@ -178,6 +180,44 @@ Exit codes:
   3  the connection to the daemon was lost
   4  a file could not be read, at the start or again after a change";
 
+/// Help of `mcp`, after its one-line summary.
+const MCP_LONG_ABOUT: &str = "\
+Serve the file tools to an MCP client (Claude Code, Codex, Cursor, …) over stdio: one daemon \
+session for the life of the process
+
+An MCP client starts `filectx mcp` as a stdio server. It opens one session with the daemon \
+(starting the daemon when none answers, as every command does; --no-autostart refuses) and \
+offers that session's tools, read, write and edit, to the client's model. Everything the model \
+reads is recorded in that session, so an edit or overwrite of a file it has not read, or that \
+changed since it read it, is refused with a message telling it to read the file again. Sessions \
+are isolated: two `filectx mcp` processes (two agents) never authorize each other's edits.
+
+The session's roots are the --root folders, else the current folder (where the MCP client \
+starts the server; give --root to be sure). Relative paths resolve against the current folder \
+when it is inside a root, else against the first root.";
+
+/// The end of `mcp --help`: the protocol details and the exit codes.
+const MCP_AFTER_HELP: &str = "\
+Protocol: MCP over stdio, newline-delimited JSON-RPC 2.0; versions 2025-06-18, 2025-03-26 and \
+2024-11-05 (a client asking for another gets 2025-06-18). Only JSON-RPC messages go to stdout; \
+diagnostics go to stderr. The MCP server's instructions are the daemon session's. Each change \
+of a file the session read (by another program or agent) is sent as notifications/message, \
+level warning, logger filectx, data {path, displayPath, version, message}; logging/setLevel \
+above warning silences them.
+
+If the daemon connection is lost, the server keeps running: every tool call is answered with \
+an isError result saying so (restart the MCP server), and stderr says why.
+
+Exit codes:
+  0  stdin ended (the MCP client closed it) and the session was closed
+  1  a local failure (e.g. a --root that is not a folder, stdin unreadable)
+  2  usage error
+  3  the daemon is not reachable at start-up, or the connection to it was lost while serving
+  4  the daemon refused the session (e.g. a root it cannot use)
+
+Example (Claude Code):
+  claude mcp add filectx -- filectx mcp --root /path/to/project";
+
 /// Talk to the filectx daemon (filectxd): show its status and the tools it offers, read,
 /// stream, write, edit and stat files through it, and watch them for changes.
 #[derive(Debug, Parser)]
@@ -230,6 +270,7 @@ impl Cli {
             Command::Edit(args) => &args.roots,
             Command::Stat(args) => &args.roots,
             Command::Watch(args) => &args.roots,
+            Command::Mcp(args) => &args.roots,
         };
         self.roots.roots.iter().chain(&after.roots).cloned().collect()
     }
@@ -270,6 +311,10 @@ enum Command {
     /// (file/read and fs/resolve of each, then file/didChange notices)
     #[command(long_about = WATCH_LONG_ABOUT, after_help = WATCH_AFTER_HELP)]
     Watch(WatchArgs),
+    /// Serve the file tools to an MCP client (Claude Code, Codex, Cursor, …) over stdio: one
+    /// daemon session for the life of the process
+    #[command(long_about = MCP_LONG_ABOUT, after_help = MCP_AFTER_HELP)]
+    Mcp(McpArgs),
 }
 
 #[derive(Debug, Args)]
@@ -353,6 +398,25 @@ struct WatchArgs {
     roots: RootArgs,
 }
 
+#[derive(Debug, Args)]
+struct McpArgs {
+    /// Refuse every write and edit (FS_PERMISSION_DENIED); without --tools, list only `read`
+    #[arg(long)]
+    read_only: bool,
+    /// The tools to offer, comma-separated (read, write, edit) [default: all three; only read
+    /// with --read-only]
+    #[arg(long, value_name = "TOOLS", value_delimiter = ',', value_parser = parse_tool, num_args = 1..)]
+    tools: Option<Vec<ToolName>>,
+    #[command(flatten)]
+    roots: RootArgs,
+}
+
+/// A tool name given on the command line.
+fn parse_tool(name: &str) -> Result<ToolName, String> {
+    ToolName::from_name(name.trim())
+        .ok_or_else(|| format!("unknown tool {name:?}: the tools are read, write and edit"))
+}
+
 /// What to ask the daemon, with everything local (paths, content) already checked and read.
 #[derive(Debug)]
 enum Job {
@@ -397,6 +461,19 @@ fn main() -> ExitCode {
         }
     };
     let socket = filectx_client::socket_path(cli.socket.clone());
+    if let Command::Mcp(args) = &cli.command {
+        let result = runtime.block_on(run_mcp(&cli, args, &socket));
+        // Stdin is read by a blocking thread that cannot be interrupted: do not wait for it.
+        runtime.shutdown_background();
+        return match result {
+            Ok(()) => ExitCode::from(EXIT_OK),
+            Err(error) => {
+                let (code, message) = describe(&error, &socket, !cli.no_autostart);
+                eprintln!("filectx mcp: {message}");
+                ExitCode::from(code)
+            }
+        };
+    }
     match runtime.block_on(run(&cli, &socket)) {
         Ok(output) => print_stdout(&output),
         Err(error) => {
@@ -407,7 +484,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Refuses what clap cannot express: `--json` is global, but `cat` has no JSON output.
+/// Refuses what clap cannot express: `--json` is global, but `cat` and `mcp` have no JSON
+/// output of their own.
 fn check_usage(cli: Cli) -> Result<Cli, clap::Error> {
     if cli.json && matches!(cli.command, Command::Cat(_)) {
         return Err(Cli::command().error(
@@ -415,7 +493,36 @@ fn check_usage(cli: Cli) -> Result<Cli, clap::Error> {
             "--json cannot be used with cat, which writes the file's lines as they are",
         ));
     }
+    if cli.json && matches!(cli.command, Command::Mcp(_)) {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--json cannot be used with mcp, which always speaks JSON-RPC on stdout",
+        ));
+    }
     Ok(cli)
+}
+
+/// `filectx mcp`: opens the one daemon session (roots as for every command; the tools and
+/// read-only flag from the options), then serves MCP on stdin/stdout until stdin ends.
+async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow::Result<()> {
+    let mut params = Session::new(&cli.roots())?.params;
+    params.client_info = Some(ClientInfo {
+        name: "filectx mcp".to_owned(),
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+    });
+    params.tools = match &args.tools {
+        Some(tools) => Some(tools.clone()),
+        // A read-only session lists only what it can do.
+        None if args.read_only => Some(vec![ToolName::Read]),
+        None => None,
+    };
+    params.read_only = args.read_only.then_some(true);
+    let (client, session) = if cli.no_autostart {
+        Client::connect_session(socket, params).await?
+    } else {
+        Client::connect_session_or_spawn(socket, params, SpawnOptions::default()).await?
+    };
+    mcp::serve(client, session, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
 /// Runs the command and returns what to print on stdout.
@@ -548,6 +655,8 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
             }
             Job::Watch(args.paths.clone())
         }
+        // `main` runs `mcp` through `run_mcp`, never through `run`.
+        Command::Mcp(_) => bail!("mcp is served by run_mcp"),
     };
     Ok(job)
 }

@@ -1,0 +1,558 @@
+//! `filectx mcp`, the MCP stdio server, against the real daemon: the built `filectx` binary is
+//! spawned with piped stdio and scripted line by line, as an MCP client would (every wait is
+//! bounded, so a broken server fails the test instead of hanging it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use filectx_tests::{Daemon, PATIENCE, bin};
+use serde_json::{Value, json};
+
+/// One `filectx mcp` process, killed when dropped if it is still running.
+struct Bridge {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// Each stdout line as it arrives.
+    lines: Receiver<String>,
+    /// Every stdout line so far, to check that stdout holds nothing but JSON-RPC.
+    seen: Vec<String>,
+    /// Messages read while waiting for something else.
+    pending: VecDeque<Value>,
+    stderr: Arc<Mutex<String>>,
+    next_id: u64,
+}
+
+impl Bridge {
+    /// `filectx --socket SOCK --no-autostart mcp --root ROOT EXTRA…`
+    fn start(socket: &Path, root: &Path, extra: &[&str]) -> Bridge {
+        let mut child = Command::new(bin("filectx"))
+            .arg("--socket")
+            .arg(socket)
+            .arg("--no-autostart")
+            .arg("mcp")
+            .arg("--root")
+            .arg(root)
+            .args(extra)
+            .current_dir(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr_pipe.read_to_string(&mut text);
+            sink.lock().unwrap().push_str(&text);
+        });
+        let stdin = child.stdin.take();
+        Bridge { child, stdin, lines, seen: Vec::new(), pending: VecDeque::new(), stderr, next_id: 1 }
+    }
+
+    /// Writes one raw line (a newline is added).
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin already closed");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_line(&message.to_string());
+    }
+
+    /// The next stdout message within `wait` (each must be one JSON-RPC 2.0 object or array).
+    fn recv_within(&mut self, wait: Duration) -> Option<Value> {
+        match self.lines.recv_timeout(wait) {
+            Ok(line) => {
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
+                let ok = match &value {
+                    Value::Array(items) => items.iter().all(|m| m["jsonrpc"] == "2.0"),
+                    message => message["jsonrpc"] == "2.0",
+                };
+                assert!(ok, "stdout line is not JSON-RPC 2.0: {line}");
+                self.seen.push(line);
+                Some(value)
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    /// The response with `id`, keeping whatever else arrives first.
+    fn response(&mut self, id: &Value) -> Value {
+        if let Some(index) = self.pending.iter().position(|m| &m["id"] == id && m.get("method").is_none()) {
+            return self.pending.remove(index).unwrap();
+        }
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.recv_within(left).unwrap_or_else(|| {
+                panic!("no response to id {id} within {PATIENCE:?}; stderr: {}", self.stderr_text())
+            });
+            if &message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+            self.pending.push_back(message);
+        }
+    }
+
+    /// Sends a request and returns its whole response.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.response(&id)
+    }
+
+    /// The result of a request that must succeed.
+    fn ok(&mut self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        assert!(response.get("error").is_none(), "{method} failed: {response}");
+        response["result"].clone()
+    }
+
+    /// The error code of a request that must fail.
+    fn err(&mut self, method: &str, params: Value) -> i64 {
+        let response = self.call(method, params);
+        response["error"]["code"].as_i64().unwrap_or_else(|| panic!("{method} did not fail: {response}"))
+    }
+
+    /// `initialize` with `version`, then `notifications/initialized`; returns the result.
+    fn initialize(&mut self, version: &str) -> Value {
+        let result = self.ok(
+            "initialize",
+            json!({
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "mcp-test", "version": "0"},
+            }),
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        result
+    }
+
+    /// `tools/call`; returns the `CallToolResult`.
+    fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        self.ok("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+
+    /// The next server notification named `method` within `wait`.
+    fn notification(&mut self, method: &str, wait: Duration) -> Option<Value> {
+        if let Some(index) = self.pending.iter().position(|m| m["method"] == method) {
+            return self.pending.remove(index);
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.recv_within(left)?;
+            if message["method"] == method {
+                return Some(message);
+            }
+            self.pending.push_back(message);
+        }
+    }
+
+    fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Closes stdin and waits (bounded) for the process to exit; checks that stdout held only
+    /// JSON-RPC lines to the end.
+    fn finish(mut self) -> (ExitStatus, String) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "filectx mcp did not exit after stdin closed");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // The rest of stdout (the reader thread ends with the process's stdout).
+        while self.recv_within(Duration::from_secs(2)).is_some() {}
+        assert!(self.seen.iter().all(|line| !line.trim().is_empty()));
+        // The stderr thread ends once the process is gone; give it a moment to store the text.
+        let stderr_deadline = Instant::now() + Duration::from_secs(2);
+        while Arc::strong_count(&self.stderr) > 1 && Instant::now() < stderr_deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (status, self.stderr_text())
+    }
+
+    /// [`Bridge::finish`], which must exit 0.
+    fn finish_ok(self) {
+        let (status, stderr) = self.finish();
+        assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The text of a `CallToolResult`.
+fn text(result: &Value) -> String {
+    result["content"].as_array().unwrap().iter().filter_map(|block| block["text"].as_str()).collect()
+}
+
+/// A daemon and a project folder inside its temp folder.
+fn project() -> (Daemon, std::path::PathBuf) {
+    let daemon = Daemon::start(&[]);
+    let root = daemon.dir.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    (daemon, root)
+}
+
+fn tool_names(list: &Value) -> Vec<String> {
+    list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn initialize_negotiates_the_version_and_lists_the_tools() {
+    let (daemon, root) = project();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    // Before initialize: ping is served, anything else refused.
+    assert_eq!(bridge.ok("ping", json!({})), json!({}));
+    assert_eq!(bridge.err("tools/list", json!({})), -32600);
+
+    let init = bridge.initialize("2025-06-18");
+    assert_eq!(init["protocolVersion"], "2025-06-18");
+    assert_eq!(init["serverInfo"]["name"], "filectx");
+    assert!(
+        init["capabilities"]["tools"].is_object() && init["capabilities"]["logging"].is_object(),
+        "{init}"
+    );
+    let instructions = init["instructions"].as_str().unwrap();
+    assert!(instructions.contains("read") && instructions.contains(root.to_str().unwrap()), "{instructions}");
+    assert_eq!(bridge.err("initialize", json!({"protocolVersion": "2025-06-18"})), -32600);
+    assert_eq!(bridge.ok("ping", json!({})), json!({}));
+
+    let list = bridge.ok("tools/list", json!({}));
+    assert_eq!(tool_names(&list), ["read", "write", "edit"]);
+    let tools = list["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["inputSchema"]["required"], json!(["file_path"]));
+    assert_eq!(tools[1]["inputSchema"]["required"], json!(["file_path", "content"]));
+    assert_eq!(tools[2]["inputSchema"]["required"], json!(["file_path", "old_string", "new_string"]));
+    assert_eq!(tools[2]["inputSchema"]["properties"]["replace_all"]["type"], "boolean");
+    assert_eq!(tools[0]["annotations"]["readOnlyHint"], true);
+    for tool in tools {
+        assert!(tool["description"].as_str().unwrap().contains("read"), "{tool}");
+        assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
+    }
+    // An unknown method, and a tool this server does not have.
+    assert_eq!(bridge.err("resources/list", json!({})), -32601);
+    assert_eq!(bridge.err("tools/call", json!({"name": "delete", "arguments": {}})), -32602);
+    bridge.finish_ok();
+
+    // A version this server does not know: it answers with its newest.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    assert_eq!(bridge.initialize("2099-12-31")["protocolVersion"], "2025-06-18");
+    bridge.finish_ok();
+
+    // 2024-11-05: no annotations, titles, output schemas or structured content.
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    assert_eq!(bridge.initialize("2024-11-05")["protocolVersion"], "2024-11-05");
+    let list = bridge.ok("tools/list", json!({}));
+    for tool in list["tools"].as_array().unwrap() {
+        assert!(tool.get("outputSchema").is_none() && tool.get("annotations").is_none(), "{tool}");
+    }
+    let read = bridge.tool("read", json!({"file_path": "a.txt"}));
+    assert!(read.get("structuredContent").is_none(), "{read}");
+    assert_eq!(read["isError"], false);
+    bridge.finish_ok();
+}
+
+#[test]
+fn read_edit_then_an_outside_change_is_announced_and_a_stale_edit_refused() {
+    let (daemon, root) = project();
+    let file = root.join("notes.txt");
+    std::fs::write(&file, "alpha\nbeta\ngamma\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    bridge.initialize("2025-06-18");
+
+    // An edit before any read is refused with a text the model can act on.
+    let early =
+        bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "beta", "new_string": "B"}));
+    assert_eq!(early["isError"], true, "{early}");
+    assert_eq!(early["structuredContent"]["error"]["code"], "FS_NOT_OBSERVED", "{early}");
+
+    let read = bridge.tool("read", json!({"file_path": "notes.txt"}));
+    assert_eq!(read["isError"], false, "{read}");
+    let shown = text(&read);
+    assert!(shown.starts_with("     1\talpha\n     2\tbeta\n     3\tgamma\n"), "{shown:?}");
+    assert_eq!(read["content"][0]["type"], "text");
+    assert_eq!(read["structuredContent"]["text"], shown.as_str());
+
+    let edit =
+        bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "beta", "new_string": "BETA"}));
+    assert_eq!(edit["isError"], false, "{edit}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "alpha\nBETA\ngamma\n");
+    // Its own edit keeps the session's record fresh: a second edit needs no new read.
+    let again =
+        bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "gamma", "new_string": "G"}));
+    assert_eq!(again["isError"], false, "{again}");
+
+    // Another program changes the file: a notice arrives, and the next edit is refused.
+    std::fs::write(&file, "alpha\nBETA\nG\ndelta\n").unwrap();
+    let notice = bridge
+        .notification("notifications/message", PATIENCE)
+        .unwrap_or_else(|| panic!("no change notice; stderr: {}", bridge.stderr_text()));
+    let params = &notice["params"];
+    assert_eq!(params["level"], "warning");
+    assert_eq!(params["logger"], "filectx");
+    assert_eq!(params["data"]["path"], file.to_str().unwrap());
+    assert_eq!(params["data"]["displayPath"], "notes.txt");
+    let message = params["data"]["message"].as_str().unwrap();
+    assert!(message.contains("notes.txt") && message.contains("Read it again"), "{message}");
+
+    let stale =
+        bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "alpha", "new_string": "A"}));
+    assert_eq!(stale["isError"], true, "{stale}");
+    assert_eq!(stale["structuredContent"]["error"]["code"], "FS_STALE_VERSION", "{stale}");
+    assert!(text(&stale).contains("Read it again"), "{stale}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "alpha\nBETA\nG\ndelta\n");
+
+    // After a new read the edit goes through.
+    assert_eq!(bridge.tool("read", json!({"file_path": "notes.txt", "limit": 1}))["isError"], false);
+    let fresh =
+        bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "alpha", "new_string": "A"}));
+    assert_eq!(fresh["isError"], false, "{fresh}");
+
+    // A new file needs no read; a file outside the roots is refused.
+    let created = bridge.tool("write", json!({"file_path": "new/file.txt", "content": "hi\n"}));
+    assert_eq!(created["isError"], false, "{created}");
+    assert_eq!(std::fs::read_to_string(root.join("new/file.txt")).unwrap(), "hi\n");
+    let outside = daemon.dir.path().join("outside.txt");
+    std::fs::write(&outside, "secret\n").unwrap();
+    let refused = bridge.tool("read", json!({"file_path": outside.to_str().unwrap()}));
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(refused["structuredContent"]["error"]["code"], "FS_OUTSIDE_ROOT", "{refused}");
+    assert!(!text(&refused).contains("secret"));
+    let escape = bridge.tool("write", json!({"file_path": "../outside.txt", "content": "x"}));
+    assert_eq!(escape["structuredContent"]["error"]["code"], "FS_OUTSIDE_ROOT", "{escape}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret\n");
+    bridge.finish_ok();
+}
+
+#[test]
+fn set_level_above_warning_silences_change_notices() {
+    let (daemon, root) = project();
+    let file = root.join("a.txt");
+    std::fs::write(&file, "one\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    bridge.initialize("2025-06-18");
+    assert_eq!(bridge.err("logging/setLevel", json!({"level": "loud"})), -32602);
+    assert_eq!(bridge.ok("logging/setLevel", json!({"level": "error"})), json!({}));
+    bridge.tool("read", json!({"file_path": "a.txt"}));
+    std::fs::write(&file, "two\n").unwrap();
+    // The daemon coalesces changes for ~50 ms; a second is plenty to see a notice if one came.
+    assert!(bridge.notification("notifications/message", Duration::from_millis(1500)).is_none());
+    // The change is still enforced.
+    let stale = bridge.tool("edit", json!({"file_path": "a.txt", "old_string": "one", "new_string": "1"}));
+    assert_eq!(stale["structuredContent"]["error"]["code"], "FS_STALE_VERSION", "{stale}");
+    bridge.finish_ok();
+}
+
+#[test]
+fn read_only_and_tools_options_shape_the_session() {
+    let (daemon, root) = project();
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+
+    // --read-only alone: only read is offered; write and edit are unknown tools.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--read-only"]);
+    let init = bridge.initialize("2025-06-18");
+    assert!(init["instructions"].as_str().unwrap().contains("read-only"), "{init}");
+    assert_eq!(tool_names(&bridge.ok("tools/list", json!({}))), ["read"]);
+    assert_eq!(bridge.tool("read", json!({"file_path": "a.txt"}))["isError"], false);
+    let refused = bridge
+        .call("tools/call", json!({"name": "write", "arguments": {"file_path": "b.txt", "content": "x"}}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(!root.join("b.txt").exists());
+    bridge.finish_ok();
+
+    // --read-only with every tool listed: write and edit are refused by the daemon.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--read-only", "--tools", "read,write,edit"]);
+    bridge.initialize("2025-06-18");
+    assert_eq!(tool_names(&bridge.ok("tools/list", json!({}))), ["read", "write", "edit"]);
+    bridge.tool("read", json!({"file_path": "a.txt"}));
+    let edit = bridge.tool("edit", json!({"file_path": "a.txt", "old_string": "one", "new_string": "1"}));
+    assert_eq!(edit["structuredContent"]["error"]["code"], "FS_PERMISSION_DENIED", "{edit}");
+    let write = bridge.tool("write", json!({"file_path": "b.txt", "content": "x"}));
+    assert_eq!(write["structuredContent"]["error"]["code"], "FS_PERMISSION_DENIED", "{write}");
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "one\n");
+    assert!(!root.join("b.txt").exists());
+    bridge.finish_ok();
+
+    // --tools read: edit is not there at all.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--tools", "read"]);
+    bridge.initialize("2025-06-18");
+    assert_eq!(tool_names(&bridge.ok("tools/list", json!({}))), ["read"]);
+    assert_eq!(bridge.err("tools/call", json!({"name": "edit", "arguments": {}})), -32602);
+    bridge.finish_ok();
+
+    // --tools read,edit.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--tools", "read,edit"]);
+    bridge.initialize("2025-06-18");
+    assert_eq!(tool_names(&bridge.ok("tools/list", json!({}))), ["read", "edit"]);
+    bridge.finish_ok();
+
+    // An unknown tool name is a usage error, before anything is served.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--tools", "read,delete"]);
+    drop(bridge.stdin.take());
+    let (status, stderr) = bridge.finish();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("delete"), "{stderr}");
+}
+
+#[test]
+fn malformed_input_gets_json_rpc_errors_and_batches_follow_the_version() {
+    let (daemon, root) = project();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    // Before initialize a batch is refused.
+    bridge.send_line(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+    let refused = bridge.recv_within(PATIENCE).unwrap();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    bridge.initialize("2025-06-18");
+
+    bridge.send_line("this is not json");
+    let parse = bridge.recv_within(PATIENCE).unwrap();
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    assert_eq!(parse["id"], Value::Null);
+    bridge.send_line(r#"{"jsonrpc":"2.0","id":5,"method":"ping""#);
+    assert_eq!(bridge.recv_within(PATIENCE).unwrap()["error"]["code"], -32700);
+    // Blank lines are ignored; a wrong jsonrpc or a null id is an invalid request.
+    bridge.send_line("");
+    bridge.send_line(r#"{"jsonrpc":"1.0","id":6,"method":"ping"}"#);
+    let invalid = bridge.recv_within(PATIENCE).unwrap();
+    assert_eq!((invalid["id"].clone(), invalid["error"]["code"].clone()), (json!(6), json!(-32600)));
+    bridge.send_line(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#);
+    assert_eq!(bridge.recv_within(PATIENCE).unwrap()["error"]["code"], -32600);
+    // 2025-06-18 has no batches.
+    bridge.send_line(r#"[{"jsonrpc":"2.0","id":7,"method":"ping"}]"#);
+    let refused = bridge.recv_within(PATIENCE).unwrap();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("batch"), "{refused}");
+    // String ids are echoed; unknown notifications are ignored.
+    bridge.send(&json!({"jsonrpc": "2.0", "method": "notifications/whatever"}));
+    bridge.send(&json!({"jsonrpc": "2.0", "id": "s-1", "method": "ping"}));
+    assert_eq!(bridge.response(&json!("s-1"))["result"], json!({}));
+    bridge.finish_ok();
+
+    // 2025-03-26 has batches: each request answered in one array, notifications not.
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    assert_eq!(bridge.initialize("2025-03-26")["protocolVersion"], "2025-03-26");
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 10, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+        {"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "read", "arguments": {"file_path": "a.txt"}}},
+        {"jsonrpc": "2.0", "id": 12, "method": "nope"},
+        {"jsonrpc": "2.0", "id": 13, "method": "initialize", "params": {"protocolVersion": "2025-03-26"}},
+    ]);
+    bridge.send(&batch);
+    let answers = bridge.recv_within(PATIENCE).unwrap();
+    let answers = answers.as_array().unwrap_or_else(|| panic!("not an array: {answers}"));
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    let by_id = |id: u64| answers.iter().find(|a| a["id"] == id).unwrap().clone();
+    assert_eq!(by_id(10)["result"], json!({}));
+    assert!(text(&by_id(11)["result"]).starts_with("     1\tone"), "{answers:?}");
+    // 2025-03-26 has annotations but no structured content.
+    assert!(by_id(11)["result"].get("structuredContent").is_none());
+    assert_eq!(by_id(12)["error"]["code"], -32601);
+    assert_eq!(by_id(13)["error"]["code"], -32600);
+    bridge.send_line("[]");
+    assert_eq!(bridge.recv_within(PATIENCE).unwrap()["error"]["code"], -32600);
+    bridge.finish_ok();
+}
+
+#[test]
+fn two_bridges_are_isolated_sessions() {
+    let (daemon, root) = project();
+    let file = root.join("shared.txt");
+    std::fs::write(&file, "one\ntwo\n").unwrap();
+    let mut a = Bridge::start(&daemon.socket, &root, &[]);
+    let mut b = Bridge::start(&daemon.socket, &root, &[]);
+    a.initialize("2025-06-18");
+    b.initialize("2025-06-18");
+
+    // A's read does not let B edit.
+    assert_eq!(a.tool("read", json!({"file_path": "shared.txt"}))["isError"], false);
+    let refused = b.tool("edit", json!({"file_path": "shared.txt", "old_string": "one", "new_string": "1"}));
+    assert_eq!(refused["structuredContent"]["error"]["code"], "FS_NOT_OBSERVED", "{refused}");
+    let overwrite = b.tool("write", json!({"file_path": "shared.txt", "content": "gone\n"}));
+    assert_eq!(overwrite["structuredContent"]["error"]["code"], "FS_NOT_OBSERVED", "{overwrite}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\ntwo\n");
+
+    // B reads and edits; A hears of it and its own edit is refused as stale.
+    b.tool("read", json!({"file_path": "shared.txt"}));
+    let edit = b.tool("edit", json!({"file_path": "shared.txt", "old_string": "two", "new_string": "2"}));
+    assert_eq!(edit["isError"], false, "{edit}");
+    let notice = a.notification("notifications/message", PATIENCE).expect("A hears of B's edit");
+    assert_eq!(notice["params"]["data"]["displayPath"], "shared.txt");
+    let stale = a.tool("edit", json!({"file_path": "shared.txt", "old_string": "one", "new_string": "1"}));
+    assert_eq!(stale["structuredContent"]["error"]["code"], "FS_STALE_VERSION", "{stale}");
+    // B is not told of its own change.
+    assert!(b.notification("notifications/message", Duration::from_millis(500)).is_none());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n2\n");
+    a.finish_ok();
+    b.finish_ok();
+}
+
+#[test]
+fn a_lost_daemon_is_reported_on_each_call_and_in_the_exit_code() {
+    let (mut daemon, root) = project();
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    bridge.initialize("2025-06-18");
+    assert_eq!(bridge.tool("read", json!({"file_path": "a.txt"}))["isError"], false);
+
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    let notice = bridge.notification("notifications/message", PATIENCE).expect("a notice of the loss");
+    assert_eq!(notice["params"]["level"], "error", "{notice}");
+    let failed = bridge.tool("read", json!({"file_path": "a.txt"}));
+    assert_eq!(failed["isError"], true, "{failed}");
+    assert!(text(&failed).contains("connection was lost"), "{failed}");
+    assert_eq!(bridge.err("tools/list", json!({})), -32603);
+    assert_eq!(bridge.ok("ping", json!({})), json!({}));
+    let (status, stderr) = bridge.finish();
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("lost"), "{stderr}");
+}
+
+#[test]
+fn no_daemon_at_start_is_exit_3_with_nothing_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bridge = Bridge::start(&dir.path().join("none.sock"), dir.path(), &[]);
+    drop(bridge.stdin.take());
+    let (status, stderr) = bridge.finish();
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("no daemon is listening"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
