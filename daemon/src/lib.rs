@@ -13,7 +13,11 @@ pub mod stats;
 pub mod tools;
 pub mod watch;
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod server;
+#[cfg(feature = "test-hooks")]
+pub mod test_hooks;
 mod transport;
 
 pub use config::Config;

@@ -47,6 +47,23 @@ fn activated_listener() -> anyhow::Result<Option<std::os::unix::net::UnixListene
     Ok(listener)
 }
 
+/// Configures the fail points named in `FILECTX_FAILPOINTS` (`name=action;name=action`, actions
+/// as the `fail` crate spells them, e.g. `provider::stage::write=return`). Test builds only.
+#[cfg(feature = "failpoints")]
+fn configure_failpoints() -> anyhow::Result<()> {
+    let Some(spec) = std::env::var_os("FILECTX_FAILPOINTS") else { return Ok(()) };
+    let spec = spec.into_string().map_err(|_| anyhow::anyhow!("FILECTX_FAILPOINTS is not UTF-8"))?;
+    for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, actions) = entry
+            .split_once('=')
+            .with_context(|| format!("FILECTX_FAILPOINTS: {entry:?} is not name=action"))?;
+        fail::cfg(name.trim(), actions.trim())
+            .map_err(|err| anyhow::anyhow!("FILECTX_FAILPOINTS: {entry:?}: {err}"))?;
+        tracing::warn!(name = name.trim(), actions = actions.trim(), "fail point configured");
+    }
+    Ok(())
+}
+
 fn notify_systemd(state: sd_notify::NotifyState<'_>) {
     if let Err(err) = sd_notify::notify(&[state]) {
         tracing::warn!(%err, "cannot notify systemd");
@@ -115,6 +132,11 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Err(err) = init_logging(&settings) {
+        eprintln!("filectxd: {err:#}");
+        return ExitCode::FAILURE;
+    }
+    #[cfg(feature = "failpoints")]
+    if let Err(err) = configure_failpoints() {
         eprintln!("filectxd: {err:#}");
         return ExitCode::FAILURE;
     }

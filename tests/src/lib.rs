@@ -59,18 +59,36 @@ impl Daemon {
 
     /// Spawns `filectxd` without waiting for it.
     pub fn spawn(socket: &Path, log: &Path, extra: &[&str]) -> Child {
+        Self::with_log(Self::command(socket, extra), log).spawn().unwrap()
+    }
+
+    /// The command that runs `filectxd` on `socket` with extra flags (no stdio set up).
+    pub fn command(socket: &Path, extra: &[&str]) -> Command {
+        let mut command = Command::new(bin("filectxd"));
+        command.arg("--socket").arg(socket).args(["--log-level", "debug"]).args(extra).env_remove("RUST_LOG");
+        command
+    }
+
+    fn with_log(mut command: Command, log: &Path) -> Command {
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
-        Command::new(bin("filectxd"))
-            .arg("--socket")
-            .arg(socket)
-            .args(["--log-level", "debug"])
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap()
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+        command
+    }
+
+    /// Starts the daemon through a command of the test's making: `configure` gets the temp
+    /// folder (to prepare before the start) and the usual `filectxd` command, and returns the
+    /// command to run — the same one with environment variables added, or another that ends by
+    /// executing it (e.g. `unshare -m … sh -c '…; exec filectxd …'`, so the pid stays the
+    /// daemon's). Waits until the socket accepts connections.
+    pub fn start_configured(extra: &[&str], configure: impl FnOnce(&Path, Command) -> Command) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/filectx.sock");
+        let log = dir.path().join(format!("daemon-{}.log", std::process::id()));
+        let command = configure(dir.path(), Self::command(&socket, extra));
+        let child = Self::with_log(command, &log).spawn().unwrap();
+        let daemon = Daemon { child, dir, socket, log };
+        daemon.wait_ready();
+        daemon
     }
 
     fn wait_ready(&self) {

@@ -1057,6 +1057,11 @@ impl Provider {
                     );
                 }
             }
+            // Tests: a full disk while the temporary file is written (FILECTX_FAILPOINTS).
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("provider::stage::write", |_| Err(std::io::Error::from_raw_os_error(
+                libc::ENOSPC
+            )));
             file.write_all(bytes)?;
             if self.config.fsync {
                 file.sync_data()?;

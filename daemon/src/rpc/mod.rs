@@ -180,6 +180,8 @@ pub fn methods(
         methods::FS_STREAM_CANCEL,
         stream::stream_text,
     )?;
+    #[cfg(feature = "test-hooks")]
+    crate::test_hooks::register(&mut module)?;
     let mut names: Vec<String> = module.method_names().map(str::to_owned).collect();
     names.sort();
     // Only fails if already set, which cannot happen on a fresh context.
