@@ -4,6 +4,8 @@
 
 pub mod codec;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod methods;
 pub mod socket;
 pub mod tools;

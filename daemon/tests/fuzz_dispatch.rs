@@ -1,0 +1,57 @@
+//! The dispatch fuzz target on the stable toolchain: replays the cargo-fuzz corpus
+//! (`daemon/fuzz/corpus/dispatch`) and runs generated inputs for `FILECTX_FUZZ_SECONDS`
+//! (default 30) through `filectx_daemon::fuzzing::dispatch` — one real connection driver per
+//! input — the function the nightly `cargo fuzz run dispatch` target calls.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+#[path = "../../protocol/tests/support/fuzz_driver.rs"]
+mod fuzz_driver;
+
+use std::cell::Cell;
+use std::path::PathBuf;
+
+use filectx_daemon::fuzzing::dispatch;
+
+fn corpus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/dispatch")
+}
+
+/// Anonymous resident memory of this process, in KiB.
+fn rss_anon_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+// One test function, so the corpus replay and the generated inputs share the process-wide
+// harness (one method table, one runtime) in sequence, not concurrently.
+#[test]
+fn dispatch_survives_the_corpus_and_generated_inputs() {
+    fuzz_driver::replay("dispatch", &corpus_dir(), &|data| {
+        dispatch(data);
+    });
+    let before = rss_anon_kib();
+    let (responses, errors, notes, out) =
+        (Cell::new(0usize), Cell::new(0usize), Cell::new(0usize), Cell::new(0usize));
+    let executions = fuzz_driver::explore("dispatch", &corpus_dir(), 30, &|data| {
+        let run = dispatch(data);
+        responses.set(responses.get() + run.responses);
+        errors.set(errors.get() + run.errors);
+        notes.set(notes.get() + run.notifications);
+        out.set(out.get() + run.output_bytes);
+    });
+    let after = rss_anon_kib();
+    eprintln!(
+        "fuzz dispatch: {} responses ({} errors), {} notifications, {} KiB answered; \
+         harness RssAnon {before} KiB before the generated inputs, {after} KiB after",
+        responses.get(),
+        errors.get(),
+        notes.get(),
+        out.get() / 1024,
+    );
+    // Every execution is its own connection, closed before the next: nothing may pile up.
+    // The allowance covers the provider's bounded cache and allocator slack.
+    if executions > 100 {
+        assert!(after < before + 64 * 1024, "memory grew from {before} KiB to {after} KiB");
+    }
+}
