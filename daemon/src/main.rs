@@ -109,13 +109,32 @@ async fn serve(
     }
     // The listener already accepts (connections queue in the kernel): ready now.
     notify_systemd(sd_notify::NotifyState::Ready);
-    filectx_daemon::run(listener, settings.config(), shutdown).await?;
+    filectx_daemon::run(listener, fit_open_files(settings.config()), shutdown).await?;
     // Whether a signal or --idle-exit ended it: the daemon is stopping now.
     notify_systemd(sd_notify::NotifyState::Stopping);
     // Dropping the guard removes the socket file we bound, then releases the lock. An activated
     // socket belongs to systemd and stays.
     drop(guard);
     Ok(())
+}
+
+/// Raises the soft limit on open files to the hard one (sessions and warm cached files each
+/// hold one; the usual soft 1024 is low for a daemon), and keeps the files the cache holds open
+/// within a quarter of what is allowed.
+fn fit_open_files(mut config: filectx_daemon::Config) -> filectx_daemon::Config {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => limit = raised,
+            Err(err) => tracing::debug!(%err, "could not raise the open-file limit"),
+        }
+    }
+    if let Some(allowed) = limit.current.and_then(|n| usize::try_from(n / 4).ok()) {
+        config.provider.max_open_files = config.provider.max_open_files.min(allowed);
+    }
+    config
 }
 
 fn main() -> ExitCode {

@@ -43,6 +43,9 @@ pub struct SessionOptions {
     pub read_only: bool,
     /// Who connected, as the client said.
     pub client: Option<ClientInfo>,
+    /// Whether every root is on a local filesystem, so warm reads may run on an async worker
+    /// (never on NFS and the like, where a `stat` can hang).
+    pub local_roots: bool,
 }
 
 /// Why `initialize` was refused.
@@ -178,7 +181,9 @@ impl SessionOptions {
             None => ToolName::ALL.to_vec(),
             Some(wanted) => ToolName::ALL.into_iter().filter(|t| wanted.contains(t)).collect(),
         };
+        let local_roots = roots.iter().all(|root| crate::provider::mmap::local_path(root));
         Ok(Self {
+            local_roots,
             roots,
             cwd,
             tools,

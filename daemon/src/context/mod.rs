@@ -191,6 +191,12 @@ pub enum ContextError {
         /// The path as shown.
         path: String,
     },
+    /// Warm-only mode: the read needs the slow path (never sent; the call is run again).
+    #[error("{path} is not warm in the cache")]
+    Cold {
+        /// The path as shown.
+        path: String,
+    },
 }
 
 impl ContextError {
@@ -201,6 +207,7 @@ impl ContextError {
             Self::NotObserved { .. } => FsErrorCode::NotObserved,
             Self::Stale { .. } => FsErrorCode::StaleVersion,
             Self::ReadOnly { .. } => FsErrorCode::PermissionDenied,
+            Self::Cold { .. } => FsErrorCode::Busy,
         }
     }
 
@@ -208,7 +215,10 @@ impl ContextError {
     pub fn path(&self) -> Option<&str> {
         match self {
             Self::Provider(e) => e.path(),
-            Self::NotObserved { path } | Self::Stale { path, .. } | Self::ReadOnly { path } => Some(path),
+            Self::NotObserved { path }
+            | Self::Stale { path, .. }
+            | Self::ReadOnly { path }
+            | Self::Cold { path } => Some(path),
         }
     }
 
@@ -295,6 +305,8 @@ pub struct FileContext<'a> {
     observed: &'a Observations,
     /// Whether every write is refused.
     read_only: bool,
+    /// Warm-only mode (see [`FileContext::warm_only`]): set when a read needed the slow path.
+    cold: Option<&'a std::cell::Cell<bool>>,
 }
 
 impl<'a> FileContext<'a> {
@@ -305,7 +317,15 @@ impl<'a> FileContext<'a> {
         observed: &'a Observations,
         read_only: bool,
     ) -> Self {
-        Self { provider, scope, observed, read_only }
+        Self { provider, scope, observed, read_only, cold: None }
+    }
+
+    /// The same context in warm-only mode, for running on an async worker: a read answers only
+    /// from the provider's warm path ([`Provider::read_cached`]); when it would need to open,
+    /// load or hash, it fails with [`ContextError::Cold`] and sets `cold`, and the caller runs
+    /// the call again normally on a blocking thread. Nothing is recorded for a cold read.
+    pub fn warm_only(self, cold: &'a std::cell::Cell<bool>) -> Self {
+        Self { cold: Some(cold), ..self }
     }
 
     fn resolve(&self, path: &str) -> Result<Resolved, ContextError> {
@@ -315,7 +335,16 @@ impl<'a> FileContext<'a> {
     /// Reads a window and records the file's version for this session.
     pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
         let target = self.resolve(path)?;
-        let outcome = self.provider.read(&target, offset, limit)?;
+        let outcome = match self.cold {
+            None => self.provider.read(&target, offset, limit)?,
+            Some(cold) => match self.provider.read_cached(&target, offset, limit) {
+                Some(outcome) => outcome?,
+                None => {
+                    cold.set(true);
+                    return Err(ContextError::Cold { path: target.display });
+                }
+            },
+        };
         self.observed.record(&target.path, outcome.version, outcome.links);
         Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }

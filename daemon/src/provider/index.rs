@@ -469,14 +469,14 @@ struct Cursor<'a, S: ByteSource + ?Sized> {
     source: &'a S,
     chunk: Cow<'a, [u8]>,
     chunk_start: u64,
-    /// How much to ask for next: small first (a 50-line window is a few KiB), doubling up to
-    /// [`READ_AHEAD`] as a window turns out to be long.
+    /// How much to ask for next: first what the window probably spans (a 50-line window is a
+    /// few KiB), doubling up to [`READ_AHEAD`] as a window turns out to be longer.
     next: usize,
 }
 
 impl<'a, S: ByteSource + ?Sized> Cursor<'a, S> {
-    fn new(source: &'a S) -> Self {
-        Self { source, chunk: Cow::Borrowed(&[]), chunk_start: 0, next: 16 * 1024 }
+    fn new(source: &'a S, first: usize) -> Self {
+        Self { source, chunk: Cow::Borrowed(&[]), chunk_start: 0, next: first.clamp(4096, READ_AHEAD) }
     }
 
     /// The bytes from `pos` to the end of the current chunk (reading a new one when `pos` is
@@ -536,7 +536,12 @@ pub fn window<S: ByteSource + ?Sized>(
     }
     let last = offset.saturating_add(limit - 1).min(total);
     let invalid = |_| std::io::Error::new(std::io::ErrorKind::InvalidData, "window is not UTF-8");
-    let mut cursor = Cursor::new(source);
+    // First read: the lines from the checkpoint to the window's end at the file's average line
+    // length, with a quarter to spare.
+    let lines = last + 1 - index.checkpoint_for(offset).line;
+    let average = index.len / total;
+    let guess = lines.saturating_mul(average).saturating_mul(5) / 4 + 512;
+    let mut cursor = Cursor::new(source, usize::try_from(guess).unwrap_or(READ_AHEAD));
     let mut pos = line_start(&mut cursor, index, offset)?;
     for n in offset..=last {
         // Read the line: keep its first LINE_PREFIX_BYTES, find its end.

@@ -237,6 +237,15 @@ impl Drop for Mapped {
 /// Network and userspace filesystems (NFS, SMB/CIFS, FUSE, 9p, Ceph, AFS, …) get positional
 /// reads: their pages can vanish or change without notice.
 pub fn mappable(file: &File) -> bool {
+    rustix::fs::fstatfs(file).is_ok_and(|stat| local(&stat))
+}
+
+/// Whether the folder or file at `path` is on a local filesystem (as [`mappable`] decides).
+pub fn local_path(path: &std::path::Path) -> bool {
+    rustix::fs::statfs(path).is_ok_and(|stat| local(&stat))
+}
+
+fn local(stat: &rustix::fs::StatFs) -> bool {
     const REMOTE: &[i64] = &[
         0x6969,      // NFS
         0x517B,      // SMB
@@ -253,12 +262,10 @@ pub fn mappable(file: &File) -> bool {
         0x9FA0,      // PROC
         0x6265_6572, // SYSFS
     ];
-    match rustix::fs::fstatfs(file) {
-        // `f_type` is a C long on some targets and an int on others.
-        #[allow(clippy::unnecessary_cast)]
-        Ok(stat) => !REMOTE.contains(&(stat.f_type as i64)),
-        Err(_) => false,
-    }
+    // `f_type` is a C long on some targets and an int on others.
+    #[allow(clippy::unnecessary_cast)]
+    let kind = stat.f_type as i64;
+    !REMOTE.contains(&kind)
 }
 
 #[cfg(test)]

@@ -4,12 +4,15 @@
 //! replace). It knows nothing about sessions or JSON: callers pass a [`Scope`] and an explicit
 //! [`Expectation`].
 //!
-//! Every method blocks (filesystem calls, hashing, locks): call it from a blocking thread.
+//! Every method blocks (filesystem calls, hashing, locks): call it from a blocking thread. The
+//! one exception is [`Provider::read_cached`], which only stats a path and reads from a file it
+//! already holds open on a local filesystem, and declines everything else.
 //!
 //! Freshness is decided by content, never by time: a cached version is used only while the
 //! file's stat fingerprint is unchanged *and* the file is older than the racy window at the time
 //! it was hashed; otherwise the file is hashed again.
 
+mod cache_tests;
 pub mod edit;
 pub mod index;
 pub mod lock;
@@ -63,6 +66,11 @@ pub struct ProviderConfig {
     pub max_mapped_bytes: usize,
     /// Files at least this large (on local filesystems) are memory-mapped once per version.
     pub map_threshold: u64,
+    /// Most cached entries that keep their file open (so a warm read needs no `open`).
+    pub max_open_files: usize,
+    /// Cached state unused for one to two of these periods is released (see
+    /// [`Provider::sweep_idle`]).
+    pub idle_release: Duration,
 }
 
 impl Default for ProviderConfig {
@@ -75,6 +83,8 @@ impl Default for ProviderConfig {
             max_index_bytes: 64 * 1024 * 1024,
             max_mapped_bytes: 8 * 1024 * 1024 * 1024,
             map_threshold: 4 * 1024 * 1024,
+            max_open_files: 1024,
+            idle_release: Duration::from_secs(30),
         }
     }
 }
@@ -398,6 +408,10 @@ struct Entry {
     text: Result<Arc<LineIndex>, NotText>,
     /// The file mapped once for this version (large files on local filesystems).
     mapping: Option<Arc<Mapped>>,
+    /// The file, kept open while the cache's budget of open files allows.
+    file: Option<Arc<File>>,
+    /// Whether the file is on a local filesystem (see [`mmap::mappable`]).
+    local: bool,
 }
 
 impl Entry {
@@ -410,14 +424,17 @@ impl Entry {
     }
 }
 
-/// Cache of entries by canonical path, bounded by count, index bytes and mapped bytes (least
-/// recently used evicted first).
+/// Cache of entries by canonical path, bounded by count, index bytes, mapped bytes and open
+/// files (least recently used evicted first).
 #[derive(Debug, Default)]
 struct Cache {
     entries: HashMap<PathBuf, (Arc<Entry>, u64)>,
     tick: u64,
     index_bytes: usize,
     mapped_bytes: usize,
+    open_files: usize,
+    /// `tick` at the last idle sweep: entries not used since were idle for a whole period.
+    swept_at: u64,
 }
 
 impl Cache {
@@ -430,14 +447,19 @@ impl Cache {
         })
     }
 
-    fn insert(&mut self, path: PathBuf, entry: Arc<Entry>, config: &ProviderConfig) {
+    fn insert(&mut self, path: PathBuf, mut entry: Entry, config: &ProviderConfig) -> Arc<Entry> {
+        if let Some((old, _)) = self.entries.remove(&path) {
+            self.forget_sizes(&old);
+        }
+        if entry.file.is_some() && self.open_files >= config.max_open_files {
+            entry.file = None;
+        }
+        let entry = Arc::new(entry);
         self.tick += 1;
         self.index_bytes += entry.heap_bytes();
         self.mapped_bytes += entry.mapped_bytes();
-        if let Some((old, _)) = self.entries.insert(path, (entry, self.tick)) {
-            self.index_bytes -= old.heap_bytes();
-            self.mapped_bytes -= old.mapped_bytes();
-        }
+        self.open_files += usize::from(entry.file.is_some());
+        self.entries.insert(path, (entry.clone(), self.tick));
         while self.entries.len() > 1
             && (self.entries.len() > config.max_cached_files.max(1)
                 || self.index_bytes > config.max_index_bytes
@@ -450,13 +472,39 @@ impl Cache {
                 self.remove(&path);
             }
         }
+        entry
     }
 
     fn remove(&mut self, path: &Path) {
         if let Some((old, _)) = self.entries.remove(path) {
-            self.index_bytes -= old.heap_bytes();
-            self.mapped_bytes -= old.mapped_bytes();
+            self.forget_sizes(&old);
         }
+    }
+
+    fn forget_sizes(&mut self, old: &Entry) {
+        self.index_bytes -= old.heap_bytes();
+        self.mapped_bytes -= old.mapped_bytes();
+        self.open_files -= usize::from(old.file.is_some());
+    }
+
+    /// Drops the entries nobody used since the previous sweep; returns how many.
+    fn sweep(&mut self) -> usize {
+        let idle_before = self.swept_at;
+        self.swept_at = self.tick;
+        let idle: Vec<PathBuf> = self
+            .entries
+            .iter()
+            .filter(|(_, (_, used))| *used <= idle_before)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in &idle {
+            self.remove(path);
+        }
+        if self.entries.is_empty() {
+            // Give the table's memory back too, not just its entries.
+            *self = Cache { tick: self.tick, swept_at: self.swept_at, ..Cache::default() };
+        }
+        idle.len()
     }
 }
 
@@ -481,7 +529,7 @@ pub struct Snapshot {
     pub links: u64,
     index: Arc<LineIndex>,
     fingerprint: Fingerprint,
-    file: File,
+    file: Arc<File>,
     body: Body,
 }
 
@@ -501,7 +549,7 @@ impl Snapshot {
         let window = match &self.body {
             Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, offset, limit),
             Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, offset, limit),
-            Body::File => index::window(&self.file, &self.index, offset, limit),
+            Body::File => index::window(&*self.file, &self.index, offset, limit),
         };
         let window = match window {
             Ok(window) => window,
@@ -575,9 +623,21 @@ impl Provider {
         usable.then_some(entry)
     }
 
-    fn remember(&self, path: &Path, entry: Arc<Entry>) {
+    fn remember(&self, path: &Path, entry: Entry) -> Arc<Entry> {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        cache.insert(path.to_owned(), entry, &self.config);
+        cache.insert(path.to_owned(), entry, &self.config)
+    }
+
+    /// Cached files that keep their file open.
+    pub fn open_files(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).open_files
+    }
+
+    /// Drops what nobody used since the previous call (closing files, unmapping, freeing
+    /// indexes), so an idle daemon shrinks back; returns how many entries went. Called
+    /// periodically: an entry goes after one to two periods without use.
+    pub fn sweep_idle(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).sweep()
     }
 
     /// Drops what is cached about `path` (it changed, or the watcher saw it change).
@@ -619,19 +679,22 @@ impl Provider {
 
     /// Hashes and indexes an open file: mapped (large files on local filesystems), read whole
     /// (small files; the bytes are returned), or streamed. `None` when the file changed under
-    /// the scan (a torn mapping).
+    /// the scan (a torn mapping). The entry keeps `file` open when it is a shared handle.
     fn load(
         &self,
         target: &Resolved,
         file: &File,
+        keep: Option<&Arc<File>>,
         meta: &Metadata,
     ) -> Result<Option<(Entry, Body)>, ProviderError> {
         let recorded_ns = version::now_ns();
         let fingerprint = Fingerprint::of(meta);
         let io = |e| io_error(&target.display, "read", e);
         let len = meta.len();
+        let local = mmap::mappable(file);
+        let file_kept = keep.cloned();
         if len >= self.config.map_threshold
-            && mmap::mappable(file)
+            && local
             && let Some(mapped) = Mapped::map(file, len).map_err(|e| io_error(&target.display, "map", e))?
         {
             mapped.advise_sequential();
@@ -646,13 +709,17 @@ impl Provider {
                 recorded_ns,
                 text: text.map(Arc::new),
                 mapping: Some(mapped.clone()),
+                file: file_kept,
+                local,
             };
             return Ok(Some((entry, Body::Mapped(mapped))));
         }
         if len <= SMALL_FILE_BYTES {
             let bytes = read_all_at(file, len).map_err(io)?;
             let (version, text) = index::scan_parallel(&bytes);
-            let entry = Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new), mapping: None };
+            let text = text.map(Arc::new);
+            let entry =
+                Entry { fingerprint, version, recorded_ns, text, mapping: None, file: file_kept, local };
             return Ok(Some((entry, Body::Memory(bytes))));
         }
         let mut scanner = Scanner::new();
@@ -673,7 +740,15 @@ impl Provider {
         }
         let (version, text) = scanner.finish();
         Ok(Some((
-            Entry { fingerprint, version, recorded_ns, text: text.map(Arc::new), mapping: None },
+            Entry {
+                fingerprint,
+                version,
+                recorded_ns,
+                text: text.map(Arc::new),
+                mapping: None,
+                file: file_kept,
+                local,
+            },
             Body::File,
         )))
     }
@@ -684,6 +759,7 @@ impl Provider {
         &self,
         target: &Resolved,
         file: &File,
+        keep: Option<&Arc<File>>,
         meta: &Metadata,
     ) -> Result<Option<(Arc<Entry>, Body)>, ProviderError> {
         let fingerprint = Fingerprint::of(meta);
@@ -694,7 +770,7 @@ impl Provider {
             };
             return Ok(Some((entry, body)));
         }
-        let Some((entry, body)) = self.load(target, file, meta)? else {
+        let Some((entry, body)) = self.load(target, file, keep, meta)? else {
             self.forget(&target.path);
             return Ok(None);
         };
@@ -704,9 +780,7 @@ impl Provider {
             self.forget(&target.path);
             return Ok(None);
         }
-        let entry = Arc::new(entry);
-        self.remember(&target.path, entry.clone());
-        Ok(Some((entry, body)))
+        Ok(Some((self.remember(&target.path, entry), body)))
     }
 
     /// Pins the current version of the text file at `target` for reading windows.
@@ -721,7 +795,8 @@ impl Provider {
                     return Err(err);
                 }
             };
-            let Some((entry, body)) = self.entry(target, &file, &meta)? else { continue };
+            let file = Arc::new(file);
+            let Some((entry, body)) = self.entry(target, &file, Some(&file), &meta)? else { continue };
             let index = match &entry.text {
                 Ok(index) => index.clone(),
                 Err(why) => return Err(ProviderError::NotText { path: target.display.clone(), why: *why }),
@@ -748,23 +823,13 @@ impl Provider {
         offset: Option<u64>,
         limit: u64,
     ) -> Result<ReadOutcome, ProviderError> {
+        if let Some(answer) = self.read_cached(target, offset, limit) {
+            return answer;
+        }
         for _ in 0..READ_ATTEMPTS {
             let snapshot = self.snapshot(target)?;
-            let total = snapshot.total_lines();
-            let offset = offset.unwrap_or(1);
-            if offset == 0 || offset > total.max(1) {
-                return Err(ProviderError::OffsetPastEnd {
-                    path: target.display.clone(),
-                    offset,
-                    total_lines: total,
-                });
-            }
-            match snapshot.window(offset, limit) {
-                Ok(window) => {
-                    return Ok(ReadOutcome { version: snapshot.version, window, links: snapshot.links });
-                }
-                Err(WindowError::Changed(Changed)) => self.forget(&target.path),
-                Err(WindowError::Io(e)) => return Err(io_error(&target.display, "read", e)),
+            if let Some(outcome) = self.cut(target, &snapshot, offset, limit)? {
+                return Ok(outcome);
             }
         }
         Err(ProviderError::Busy {
@@ -773,11 +838,73 @@ impl Provider {
         })
     }
 
+    /// The warm path of [`Provider::read`]: answers only when the file's entry is cached and
+    /// trusted for the file's current fingerprint, on a local filesystem, and holds the file
+    /// open — then a read is one `stat` of the path, positional reads and an `fstat`, with no
+    /// open, load or hash, cheap enough to run on an async worker. `None` means "take the slow
+    /// path" (a miss, a change, or any error: [`Provider::read`] reports those properly).
+    pub fn read_cached(
+        &self,
+        target: &Resolved,
+        offset: Option<u64>,
+        limit: u64,
+    ) -> Option<Result<ReadOutcome, ProviderError>> {
+        let meta = std::fs::metadata(&target.path).ok().filter(Metadata::is_file)?;
+        let entry = self.cached(&target.path, &Fingerprint::of(&meta))?;
+        let file = entry.file.clone().filter(|_| entry.local)?;
+        let index = entry.text.as_ref().ok()?.clone();
+        let body = match &entry.mapping {
+            Some(mapped) => Body::Mapped(mapped.clone()),
+            None => Body::File,
+        };
+        let snapshot = Snapshot {
+            version: entry.version,
+            links: meta.nlink(),
+            index,
+            fingerprint: entry.fingerprint,
+            file,
+            body,
+        };
+        match self.cut(target, &snapshot, offset, limit) {
+            Ok(Some(outcome)) => Some(Ok(outcome)),
+            Err(e @ ProviderError::OffsetPastEnd { .. }) => Some(Err(e)),
+            Ok(None) | Err(_) => None,
+        }
+    }
+
+    /// Cuts a window out of a snapshot; `None` when the file changed under it (its cached
+    /// state is then dropped).
+    fn cut(
+        &self,
+        target: &Resolved,
+        snapshot: &Snapshot,
+        offset: Option<u64>,
+        limit: u64,
+    ) -> Result<Option<ReadOutcome>, ProviderError> {
+        let total = snapshot.total_lines();
+        let offset = offset.unwrap_or(1);
+        if offset == 0 || offset > total.max(1) {
+            return Err(ProviderError::OffsetPastEnd {
+                path: target.display.clone(),
+                offset,
+                total_lines: total,
+            });
+        }
+        match snapshot.window(offset, limit) {
+            Ok(window) => Ok(Some(ReadOutcome { version: snapshot.version, window, links: snapshot.links })),
+            Err(WindowError::Changed(Changed)) => {
+                self.forget(&target.path);
+                Ok(None)
+            }
+            Err(WindowError::Io(e)) => Err(io_error(&target.display, "read", e)),
+        }
+    }
+
     /// The version of the regular file at `target`, from the cache when it can be trusted.
     fn version_of(&self, target: &Resolved, file: &File, meta: &Metadata) -> Result<Version, ProviderError> {
         let mut meta = meta.clone();
         for _ in 0..READ_ATTEMPTS {
-            if let Some((entry, _)) = self.entry(target, file, &meta)? {
+            if let Some((entry, _)) = self.entry(target, file, None, &meta)? {
                 return Ok(entry.version);
             }
             // It changed under the scan: look again at what it is now.
@@ -1004,8 +1131,10 @@ impl Provider {
                     recorded_ns,
                     text: text.map(Arc::new),
                     mapping: None,
+                    file: None,
+                    local: false,
                 };
-                self.remember(&target.path, Arc::new(entry));
+                self.remember(&target.path, entry);
             }
             Err(_) => self.forget(&target.path),
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use filectx_protocol::tools::READ_LINE_LIMIT;
 use filectx_protocol::{
     CallToolParams, CallToolResult, EditParams, EditResult, FileKind, FileStatResult, FsEditParams,
-    FsErrorCode, FsStatResult, FsWriteParams, PathParams, ReadParams, ReadResult, ResolveResult,
+    FsErrorCode, FsStatResult, FsWriteParams, PathParams, ReadParams, ReadResult, ResolveResult, ToolName,
     WriteExpectation, WriteOperation, WriteParams, WriteResult,
 };
 use jsonrpsee::Extensions;
@@ -49,6 +49,32 @@ where
         work(&FileContext::new(provider, scope, session.observations(), options.read_only), options)
     })
     .await
+}
+
+/// Runs a read-only `work` with the session's file context right here on the async worker
+/// when the provider can answer it from its warm path (a cached entry holding the file open on
+/// a local filesystem: a `stat` and a few positional reads, no hop to another thread), else on
+/// the blocking pool like any other call.
+async fn with_warm_context<T, F>(
+    ctx: &ServerContext,
+    ext: &Extensions,
+    work: F,
+) -> Result<T, ErrorObjectOwned>
+where
+    T: Send + 'static,
+    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+{
+    let session: Arc<Session> = session_of(ext)?;
+    if let Some(options) = session.options().filter(|o| o.local_roots) {
+        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
+        let cold = std::cell::Cell::new(false);
+        let files = FileContext::new(&ctx.provider, scope, session.observations(), options.read_only);
+        let answer = work(&files.warm_only(&cold), options);
+        if !cold.get() {
+            return answer;
+        }
+    }
+    with_context(ctx, ext, move |files, options| work(files, options)).await
 }
 
 /// Runs `work` with the provider and the session's scope on the blocking pool.
@@ -133,11 +159,16 @@ pub async fn tools_call(
     ext: Extensions,
 ) -> Result<CallToolResult, ErrorObjectOwned> {
     let params: CallToolParams = parse_params("tools/call", &params)?;
-    with_context(&ctx, &ext, move |files, options| {
+    let is_read = params.name == ToolName::Read.as_str();
+    let run = move |files: &FileContext<'_>, options: &SessionOptions| {
         tools::call(files, &options.tools, &params.name, &params.arguments)
             .map_err(|e| invalid_params(e.to_string()))
-    })
-    .await
+    };
+    // Only reads may take the warm path; writes and edits always run on the blocking pool.
+    if is_read {
+        return with_warm_context(&ctx, &ext, run).await;
+    }
+    with_context(&ctx, &ext, move |files, options| run(files, options)).await
 }
 
 /// `file/read`.
@@ -148,7 +179,7 @@ pub async fn file_read(
 ) -> Result<ReadResult, ErrorObjectOwned> {
     let params: ReadParams = parse_params("file/read", &params)?;
     let (offset, limit) = window_of(&params)?;
-    with_context(&ctx, &ext, move |files, _| {
+    with_warm_context(&ctx, &ext, move |files, _| {
         let view = files.read(&params.path, offset, limit)?;
         Ok(read_result(view.display, view.version, view.window))
     })

@@ -68,6 +68,7 @@ mod tests {
             tools: tools.to_vec(),
             read_only,
             client: None,
+            local_roots: true,
         }
     }
 
