@@ -6,6 +6,7 @@ pub mod config;
 pub mod context;
 pub mod listen;
 pub mod lru;
+pub mod memory;
 pub mod provider;
 pub mod rpc;
 pub mod session;

@@ -85,6 +85,7 @@ pub async fn run(
     let stats = Arc::new(Stats::new());
     let provider = Arc::new(Provider::new(config.provider.clone()));
     let watch = WatchHub::start(provider.clone());
+    let sweeper = tokio::spawn(sweep_idle(provider.clone(), stats.clone(), config.provider.idle_release));
     let methods = crate::rpc::methods(config.clone(), stats.clone(), provider, watch.clone())?;
     let shared = Arc::new(Shared {
         methods,
@@ -172,6 +173,36 @@ pub async fn run(
             "in-flight requests did not finish within the grace period; exiting anyway"
         );
     }
+    sweeper.abort();
     tracing::info!(requests = Stats::get(&stats.requests), "filectxd stopped");
     Ok(())
+}
+
+/// Every `period`, drops the provider's cached state that nobody used during the period before
+/// (open files, mappings, line indexes) and, when that or a session's end freed memory, hands
+/// the free heap back to the system, so a daemon whose agents went quiet shrinks back.
+async fn sweep_idle(provider: Arc<Provider>, stats: Arc<Stats>, period: Duration) {
+    let mut ticks = tokio::time::interval(period.max(Duration::from_millis(100)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    let mut last_end = Stats::get(&stats.last_session_end_ms);
+    loop {
+        ticks.tick().await;
+        let provider = provider.clone();
+        let ended = Stats::get(&stats.last_session_end_ms);
+        let session_ended = std::mem::replace(&mut last_end, ended) != ended;
+        // Unmapping, closing and trimming can take a moment: off the async workers.
+        let swept = tokio::task::spawn_blocking(move || {
+            let dropped = provider.sweep_idle();
+            if dropped > 0 || session_ended {
+                crate::memory::release_free_memory();
+            }
+            dropped
+        });
+        match swept.await {
+            Ok(0) => {}
+            Ok(dropped) => tracing::debug!(dropped, "released idle cached files"),
+            Err(err) => tracing::warn!(%err, "idle sweep failed"),
+        }
+    }
 }

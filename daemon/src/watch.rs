@@ -62,6 +62,32 @@ struct State {
     notified: HashMap<PathBuf, HashMap<String, Version>>,
 }
 
+impl State {
+    /// Gives back the tables' spare room once they have emptied out (a table keeps its largest
+    /// size otherwise: 10,000 files observed once would stay allocated for good).
+    fn shrink(&mut self) {
+        let roomy = |len: usize, capacity: usize| capacity > 64 && len * 4 < capacity;
+        if roomy(self.sessions.len(), self.sessions.capacity()) {
+            self.sessions.shrink_to_fit();
+        }
+        if roomy(self.observers.len(), self.observers.capacity()) {
+            self.observers.shrink_to_fit();
+        }
+        if roomy(self.dirs.len(), self.dirs.capacity()) {
+            self.dirs.shrink_to_fit();
+        }
+        if roomy(self.files.len(), self.files.capacity()) {
+            self.files.shrink_to_fit();
+        }
+        if roomy(self.active.len(), self.active.capacity()) {
+            self.active.shrink_to_fit();
+        }
+        if roomy(self.notified.len(), self.notified.capacity()) {
+            self.notified.shrink_to_fit();
+        }
+    }
+}
+
 /// The daemon's watcher and the registry of who observes what.
 pub struct WatchHub {
     provider: Arc<Provider>,
@@ -361,6 +387,7 @@ impl WatchHub {
             sessions.remove(session);
             !sessions.is_empty()
         });
+        state.shrink();
     }
 }
 
