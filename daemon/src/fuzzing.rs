@@ -52,6 +52,8 @@ pub fn config() -> Config {
             max_index_bytes: 1024 * 1024,
             max_mapped_bytes: 16 * 1024 * 1024,
             map_threshold: 64 * 1024,
+            max_open_files: 16,
+            ..ProviderConfig::default()
         },
         ..Config::default()
     }
