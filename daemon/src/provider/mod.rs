@@ -15,6 +15,7 @@
 mod cache_tests;
 pub mod edit;
 pub mod index;
+pub mod leftovers;
 pub mod lock;
 pub mod mmap;
 pub mod resolve;
@@ -33,6 +34,7 @@ use std::time::Duration;
 use filectx_protocol::FsErrorCode;
 
 use self::index::{LineIndex, NotText, Scanner, Window};
+use self::leftovers::{Leftovers, crash_point};
 use self::lock::{LockError, PathLocks};
 use self::mmap::Mapped;
 pub use self::resolve::{Resolved, Scope};
@@ -591,12 +593,19 @@ pub struct Provider {
     cache: Mutex<Cache>,
     locks: PathLocks,
     temp_counter: AtomicU64,
+    leftovers: Leftovers,
 }
 
 impl Provider {
     /// A provider with an empty cache.
     pub fn new(config: ProviderConfig) -> Self {
-        Self { config, cache: Mutex::default(), locks: PathLocks::default(), temp_counter: AtomicU64::new(0) }
+        Self {
+            config,
+            cache: Mutex::default(),
+            locks: PathLocks::default(),
+            temp_counter: AtomicU64::new(0),
+            leftovers: Leftovers::default(),
+        }
     }
 
     /// Files with cached state.
@@ -1110,6 +1119,7 @@ impl Provider {
             out.extend_from_slice(b"\xEF\xBB\xBF");
         }
         out.extend_from_slice(replaced.as_bytes());
+        crash_point!("provider::edit::matched");
         self.replace(target, &locked.meta, &out)?;
         let (version, links) = self.remember_written(target, &out);
         Ok(EditOutcome { replacements, version, links })
@@ -1146,7 +1156,7 @@ impl Provider {
         let name = target.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         loop {
             let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(format!(".{name}.filectx-{}-{n}.tmp", std::process::id()));
+            let path = dir.join(leftovers::temp_name(&name, n));
             match OpenOptions::new().write(true).create_new(true).mode(0o666).open(&path) {
                 Ok(file) => return Ok((path, file)),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
@@ -1172,7 +1182,9 @@ impl Provider {
         bytes: &[u8],
         like: Option<&Metadata>,
     ) -> Result<PathBuf, ProviderError> {
+        self.leftovers.clean_once(dir);
         let (temp, mut file) = self.temp_file(dir, target)?;
+        crash_point!("provider::stage::created");
         let staged = (|| -> std::io::Result<()> {
             if let Some(meta) = like {
                 file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
@@ -1191,10 +1203,14 @@ impl Provider {
             fail::fail_point!("provider::stage::write", |_| Err(std::io::Error::from_raw_os_error(
                 libc::ENOSPC
             )));
-            file.write_all(bytes)?;
+            let (head, tail) = bytes.split_at(bytes.len() / 2);
+            file.write_all(head)?;
+            crash_point!("provider::stage::half_written");
+            file.write_all(tail)?;
             if self.config.fsync {
                 file.sync_data()?;
             }
+            crash_point!("provider::stage::written");
             Ok(())
         })();
         if let Err(e) = staged {
@@ -1228,6 +1244,7 @@ impl Provider {
             let _ = std::fs::remove_file(&temp);
             return Err(io_error(&target.display, "replace", e));
         }
+        crash_point!("provider::replace::renamed");
         self.sync_dir(dir, target)
     }
 
@@ -1244,7 +1261,10 @@ impl Provider {
             rustix::fs::RenameFlags::NOREPLACE,
         );
         let result = match moved {
-            Ok(()) => return self.sync_dir(dir, target),
+            Ok(()) => {
+                crash_point!("provider::create::renamed");
+                return self.sync_dir(dir, target);
+            }
             Err(rustix::io::Errno::EXIST) => {
                 Err(ProviderError::AlreadyExists { path: target.display.clone() })
             }
