@@ -82,6 +82,7 @@ pub async fn run(
     if !crate::provider::mmap::install() {
         tracing::warn!("could not install the SIGBUS guard; large files will be read without mapping them");
     }
+    crate::memory::tune();
     let stats = Arc::new(Stats::new());
     let provider = Arc::new(Provider::new(config.provider.clone()));
     let watch = WatchHub::start(provider.clone());

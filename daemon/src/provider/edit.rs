@@ -81,13 +81,23 @@ pub fn apply(content: &str, old: &str, new: &str, replace_all: bool) -> Result<(
     } else {
         (std::borrow::Cow::Borrowed(old), std::borrow::Cow::Borrowed(new))
     };
-    let count = content.matches(old.as_ref()).count() as u64;
-    match count {
-        0 => Err(Miss::NoMatch { hint: hint(content, &old) }),
-        1 => Ok((content.replacen(old.as_ref(), &new, 1), 1)),
-        n if replace_all => Ok((content.replace(old.as_ref(), &new), n)),
-        n => Err(Miss::Ambiguous(n)),
+    // One pass finds every (non-overlapping) occurrence; the new text is built from them.
+    let hits: Vec<usize> = memchr::memmem::find_iter(content.as_bytes(), old.as_bytes()).collect();
+    match hits.len() {
+        0 => return Err(Miss::NoMatch { hint: hint(content, &old) }),
+        1 => {}
+        _ if replace_all => {}
+        n => return Err(Miss::Ambiguous(n as u64)),
     }
+    let mut out = String::with_capacity(content.len() - hits.len() * old.len() + hits.len() * new.len());
+    let mut from = 0;
+    for &at in &hits {
+        out.push_str(&content[from..at]);
+        out.push_str(&new);
+        from = at + old.len();
+    }
+    out.push_str(&content[from..]);
+    Ok((out, hits.len() as u64))
 }
 
 #[cfg(test)]

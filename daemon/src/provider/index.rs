@@ -132,6 +132,14 @@ struct TextCheck {
     failure: Option<NotText>,
 }
 
+/// Whether bytes held whole in memory are text (UTF-8 without NUL), as a scan would decide,
+/// without building a line index.
+pub fn check_text(bytes: &[u8]) -> Result<(), NotText> {
+    let mut check = TextCheck::default();
+    check.feed(0, bytes);
+    check.finish(bytes.len() as u64).map_or(Ok(()), Err)
+}
+
 impl TextCheck {
     fn feed(&mut self, pos: u64, chunk: &[u8]) {
         if self.failure.is_some() {

@@ -12,9 +12,15 @@ use std::sync::{Mutex, PoisonError};
 /// Folders remembered as cleaned before the set is started afresh (it only saves `readdir`s).
 const MAX_REMEMBERED: usize = 4096;
 
+/// This process's id, asked once (it is a system call, and it never changes).
+fn pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
 /// The name of a temporary file for `name` staged by this process.
 pub fn temp_name(name: &str, n: u64) -> String {
-    format!(".{name}.filectx-{}-{n}.tmp", std::process::id())
+    format!(".{name}.filectx-{}-{n}.tmp", pid())
 }
 
 /// The pid in a temporary file's name, when the name is one of ours.
@@ -62,7 +68,7 @@ pub fn clean(dir: &Path) -> usize {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name.to_str().and_then(owner) else { continue };
-        if pid == std::process::id() as i32 || !gone(pid) {
+        if u32::try_from(pid).ok() == Some(self::pid()) || !gone(pid) {
             continue;
         }
         match std::fs::remove_file(entry.path()) {

@@ -51,6 +51,11 @@ const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
 /// Times a read retries when the file changes under it before giving up with `FS_BUSY`.
 const READ_ATTEMPTS: usize = 3;
 
+/// The daemon's effective user and group, asked once: a staged file whose target belongs to
+/// someone else is given the target's owner.
+static OWNER: std::sync::LazyLock<(u32, u32)> =
+    std::sync::LazyLock::new(|| (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw()));
+
 /// Provider settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderConfig {
@@ -296,19 +301,24 @@ impl ProviderError {
 /// Reads a whole file with positional reads (independent of its cursor), expecting about
 /// `hint` bytes; stops at the real end of file.
 fn read_all_at(file: &File, hint: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
-    let mut chunk = vec![0u8; SCAN_CHUNK_BYTES];
+    // One byte more than expected, so that a file that grew is noticed without a second buffer;
+    // only what is read into is ever zeroed (a fixed 1 MiB scratch chunk cost more than reading
+    // a small file).
+    let mut bytes = vec![0u8; usize::try_from(hint).unwrap_or(0).saturating_add(1)];
+    let mut len = 0;
     loop {
-        let n = match file.read_at(&mut chunk, bytes.len() as u64) {
-            Ok(n) => n,
+        if len == bytes.len() {
+            bytes.resize(len.saturating_mul(2).max(SCAN_CHUNK_BYTES), 0);
+        }
+        match file.read_at(&mut bytes[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
-        };
-        if n == 0 {
-            return Ok(bytes);
         }
-        bytes.extend_from_slice(&chunk[..n]);
     }
+    bytes.truncate(len);
+    Ok(bytes)
 }
 
 /// Maps an OS error on `target` to the provider's vocabulary.
@@ -1090,23 +1100,25 @@ impl Provider {
             });
         }
         let bytes = read_all_at(&locked.file, size).map_err(|e| io_error(&target.display, "read", e))?;
-        // One pass: the version (checked first: a stale edit is reported as stale whatever
-        // else is wrong) and whether the bytes are text.
-        let (current, text) = index::scan_parallel(&bytes);
+        // The version first (a stale edit is reported as stale whatever else is wrong), then
+        // whether the bytes are text; an edit needs no line index.
+        let current = Version::of(&bytes);
         if current != expected {
             return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
-        }
-        if let Err(why) = text {
-            return Err(ProviderError::NotText { path: target.display.clone(), why });
         }
         let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF".as_slice()) {
             Some(rest) => (true, rest),
             None => (false, bytes.as_slice()),
         };
-        let body = std::str::from_utf8(body).map_err(|e| ProviderError::NotText {
-            path: target.display.clone(),
-            why: NotText::InvalidUtf8(e.valid_up_to() as u64),
-        })?;
+        // Text: valid UTF-8 without NUL. One check on the common path; when it fails, the scan's
+        // own check names the first offending byte exactly as a read would.
+        let body = match std::str::from_utf8(body) {
+            Ok(body) if memchr::memchr(0, body.as_bytes()).is_none() => body,
+            _ => {
+                let why = index::check_text(&bytes).err().unwrap_or(NotText::InvalidUtf8(0));
+                return Err(ProviderError::NotText { path: target.display.clone(), why });
+            }
+        };
         let (replaced, replacements) =
             edit::apply(body, old, new, replace_all).map_err(|miss| match miss {
                 edit::Miss::NoMatch { hint } => ProviderError::NoMatch { path: target.display.clone(), hint },
@@ -1114,41 +1126,27 @@ impl Provider {
                     ProviderError::AmbiguousMatch { path: target.display.clone(), matches }
                 }
             })?;
-        let mut out = Vec::with_capacity(replaced.len() + 3);
-        if bom {
+        let out = if bom {
+            let mut out = Vec::with_capacity(replaced.len() + 3);
             out.extend_from_slice(b"\xEF\xBB\xBF");
-        }
-        out.extend_from_slice(replaced.as_bytes());
+            out.extend_from_slice(replaced.as_bytes());
+            out
+        } else {
+            replaced.into_bytes()
+        };
         crash_point!("provider::edit::matched");
         self.replace(target, &locked.meta, &out)?;
         let (version, links) = self.remember_written(target, &out);
         Ok(EditOutcome { replacements, version, links })
     }
 
-    /// Records the version of bytes we just wrote. The fingerprint comes from a fresh stat; the
-    /// entry is racy (just written), so the next access re-hashes once before trusting it.
-    /// Returns the new version and the file's hard-link count.
+    /// The version of bytes we just wrote, and the file's hard-link count. What was cached for
+    /// the file is dropped: an entry for a file just written would be racy (within the 2 s
+    /// window), never trusted, so the next access hashes and indexes it anyway.
     fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> (Version, u64) {
-        let recorded_ns = version::now_ns();
-        let (version, text) = index::scan_parallel(bytes);
-        let mut links = 1;
-        match std::fs::metadata(&target.path) {
-            Ok(meta) => {
-                links = meta.nlink();
-                let entry = Entry {
-                    fingerprint: Fingerprint::of(&meta),
-                    version,
-                    recorded_ns,
-                    text: text.map(Arc::new),
-                    mapping: None,
-                    file: None,
-                    local: false,
-                };
-                self.remember(&target.path, entry);
-            }
-            Err(_) => self.forget(&target.path),
-        }
-        (version, links)
+        self.forget(&target.path);
+        let links = std::fs::metadata(&target.path).map(|meta| meta.nlink()).unwrap_or(1);
+        (Version::of(bytes), links)
     }
 
     /// A new temporary file next to `target` (same folder, so rename is atomic).
@@ -1188,8 +1186,7 @@ impl Provider {
         let staged = (|| -> std::io::Result<()> {
             if let Some(meta) = like {
                 file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-                let ours = (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
-                if (meta.uid(), meta.gid()) != ours {
+                if (meta.uid(), meta.gid()) != *OWNER {
                     // Only root (or the owner, for the group) may do this; keep going if refused.
                     let _ = rustix::fs::fchown(
                         &file,
@@ -1203,10 +1200,14 @@ impl Provider {
             fail::fail_point!("provider::stage::write", |_| Err(std::io::Error::from_raw_os_error(
                 libc::ENOSPC
             )));
-            let (head, tail) = bytes.split_at(bytes.len() / 2);
-            file.write_all(head)?;
-            crash_point!("provider::stage::half_written");
-            file.write_all(tail)?;
+            #[cfg(feature = "failpoints")]
+            let bytes = {
+                let (head, tail) = bytes.split_at(bytes.len() / 2);
+                file.write_all(head)?;
+                crash_point!("provider::stage::half_written");
+                tail
+            };
+            file.write_all(bytes)?;
             if self.config.fsync {
                 file.sync_data()?;
             }
