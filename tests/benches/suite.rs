@@ -1802,7 +1802,8 @@ fn wave_round(daemon: &Daemon, reads: &ReadSet, common: &Path, n: usize) -> Res<
     }
     round.latencies = per_wave;
     wait_sessions(daemon, common, 0, Duration::from_secs(10))?;
-    std::thread::sleep(Duration::from_millis(500));
+    // The daemon hands freed memory back at its next idle sweep after a session ends.
+    std::thread::sleep(SCALE_IDLE_RELEASE + Duration::from_millis(500));
     round.released = mem()?;
     eprintln!("scale: {n} sessions released {}", fmt_mem(round.released));
     Ok(round)
