@@ -434,6 +434,14 @@ impl Entry {
     fn mapped_bytes(&self) -> usize {
         self.mapping.as_ref().map(|m| m.len()).unwrap_or(0)
     }
+
+    /// Where windows of this cached version are read from: its mapping, else the file.
+    fn body(&self) -> Body {
+        match &self.mapping {
+            Some(mapped) => Body::Mapped(mapped.clone()),
+            None => Body::File,
+        }
+    }
 }
 
 /// Cache of entries by canonical path, bounded by count, index bytes, mapped bytes and open
@@ -550,6 +558,13 @@ pub struct Snapshot {
 pub struct Changed;
 
 impl Snapshot {
+    /// Pins `entry`'s version for reading windows from `body` through `file` (which has
+    /// `links` hard links); fails when the version is not text.
+    fn pin(entry: &Entry, file: Arc<File>, links: u64, body: Body) -> Result<Self, NotText> {
+        let index = entry.text.as_ref().map_err(|why| *why)?.clone();
+        Ok(Self { version: entry.version, links, index, fingerprint: entry.fingerprint, file, body })
+    }
+
     /// Lines in the file.
     pub fn total_lines(&self) -> u64 {
         self.index.total_lines()
@@ -783,10 +798,7 @@ impl Provider {
     ) -> Result<Option<(Arc<Entry>, Body)>, ProviderError> {
         let fingerprint = Fingerprint::of(meta);
         if let Some(entry) = self.cached(&target.path, &fingerprint) {
-            let body = match &entry.mapping {
-                Some(mapped) => Body::Mapped(mapped.clone()),
-                None => Body::File,
-            };
+            let body = entry.body();
             return Ok(Some((entry, body)));
         }
         let Some((entry, body)) = self.load(target, file, keep, meta)? else {
@@ -816,18 +828,8 @@ impl Provider {
             };
             let file = Arc::new(file);
             let Some((entry, body)) = self.entry(target, &file, Some(&file), &meta)? else { continue };
-            let index = match &entry.text {
-                Ok(index) => index.clone(),
-                Err(why) => return Err(ProviderError::NotText { path: target.display.clone(), why: *why }),
-            };
-            return Ok(Snapshot {
-                version: entry.version,
-                links: meta.nlink(),
-                index,
-                fingerprint: entry.fingerprint,
-                file,
-                body,
-            });
+            return Snapshot::pin(&entry, file, meta.nlink(), body)
+                .map_err(|why| ProviderError::NotText { path: target.display.clone(), why });
         }
         Err(ProviderError::Busy {
             path: target.display.clone(),
@@ -871,19 +873,7 @@ impl Provider {
         let meta = std::fs::metadata(&target.path).ok().filter(Metadata::is_file)?;
         let entry = self.cached(&target.path, &Fingerprint::of(&meta))?;
         let file = entry.file.clone().filter(|_| entry.local)?;
-        let index = entry.text.as_ref().ok()?.clone();
-        let body = match &entry.mapping {
-            Some(mapped) => Body::Mapped(mapped.clone()),
-            None => Body::File,
-        };
-        let snapshot = Snapshot {
-            version: entry.version,
-            links: meta.nlink(),
-            index,
-            fingerprint: entry.fingerprint,
-            file,
-            body,
-        };
+        let snapshot = Snapshot::pin(&entry, file, meta.nlink(), entry.body()).ok()?;
         match self.cut(target, &snapshot, offset, limit) {
             Ok(Some(outcome)) => Some(Ok(outcome)),
             Err(e @ ProviderError::OffsetPastEnd { .. }) => Some(Err(e)),
