@@ -987,6 +987,7 @@ fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> String {
         ("requests", status.requests.to_string()),
         ("cached files", status.cached_files.to_string()),
         ("mapped bytes", human_bytes(status.mapped_bytes)),
+        ("open files", status.open_files.to_string()),
         ("watched paths", status.watched_paths.to_string()),
         ("dropped notifications", status.notifications_dropped.to_string()),
     ];
@@ -1147,6 +1148,7 @@ mod tests {
             refused_connections: 0,
             cached_files: 3,
             mapped_bytes: 0,
+            open_files: 2,
             watched_paths: 2,
             requests: 9,
             notifications_dropped: 0,
@@ -1155,7 +1157,7 @@ mod tests {
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
         assert!(text.contains("dropped notifications: 0\n"), "{text}");
         // Every value starts in the same column, right after the longest key.
-        assert_eq!(text.lines().count(), 11);
+        assert_eq!(text.lines().count(), 12);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

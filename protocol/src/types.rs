@@ -118,6 +118,10 @@ pub struct DaemonStatus {
     pub cached_files: u64,
     /// Bytes of files currently memory-mapped.
     pub mapped_bytes: u64,
+    /// Cached files the provider keeps open (so warm reads need no `open`); released with
+    /// their cache entries (least recently used, or idle for a while).
+    #[serde(default)]
+    pub open_files: u64,
     /// Paths the watcher watches.
     pub watched_paths: u64,
     /// Requests served since start (batch entries count one each).

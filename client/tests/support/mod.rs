@@ -148,6 +148,7 @@ pub fn status() -> DaemonStatus {
         refused_connections: 1,
         cached_files: 3,
         mapped_bytes: 1536,
+        open_files: 2,
         watched_paths: 5,
         requests: 17,
         notifications_dropped: 0,

@@ -726,7 +726,9 @@ impl Provider {
         let io = |e| io_error(&target.display, "read", e);
         let len = meta.len();
         let local = mmap::mappable(file);
-        let file_kept = keep.cloned();
+        // Only an entry the warm path may use (trusted: hashed well after the file last
+        // changed) is worth a file handle; a racy one is hashed again on its next access anyway.
+        let file_kept = keep.filter(|_| version::trusted(&fingerprint, recorded_ns)).cloned();
         if len >= self.config.map_threshold
             && local
             && let Some(mapped) = Mapped::map(file, len).map_err(|e| io_error(&target.display, "map", e))?

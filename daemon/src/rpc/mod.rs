@@ -133,6 +133,7 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         refused_connections: Stats::get(&stats.refused_connections),
         cached_files: ctx.provider.cached_files() as u64,
         mapped_bytes: ctx.provider.mapped_bytes() as u64,
+        open_files: ctx.provider.open_files() as u64,
         watched_paths: ctx.watch.watched(),
         requests: Stats::get(&stats.requests),
         notifications_dropped: Stats::get(&stats.notifications_dropped),
