@@ -1106,3 +1106,32 @@ fn creating_files_and_write_expectations() {
     assert_eq!(updated["operation"], "update");
     assert_eq!(fs::read_to_string(root.join("appeared.txt")).unwrap(), "mine again\n");
 }
+
+#[test]
+fn warm_reads_keep_the_file_open_and_still_see_outside_changes() {
+    let daemon = Daemon::start(&[]);
+    let root = root_of(&daemon);
+    fs::write(root.join("warm.txt"), "one\ntwo\n").unwrap();
+    // Older than the racy window, so the version the daemon computes is trusted.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let mut raw = daemon.session();
+    let first = read_window(&mut raw, "warm.txt", None, None);
+    let status = raw.call("daemon/status", None);
+    assert_eq!(
+        (status["cachedFiles"].as_u64(), status["openFiles"].as_u64()),
+        (Some(1), Some(1)),
+        "{status}"
+    );
+    // Served from the open file, and the same answer.
+    assert_eq!(read_window(&mut raw, "warm.txt", None, None).lines, first.lines);
+
+    // Rewritten in place by another program: same inode, same size, new content.
+    fs::write(root.join("warm.txt"), "uno\ndos\n").unwrap();
+    let after = read_window(&mut raw, "warm.txt", None, None);
+    assert_eq!(after.lines, ["uno", "dos"]);
+    assert_ne!(after.version, first.version);
+    // Replaced by rename: a new inode.
+    fs::write(root.join("warm.new"), "eins\n").unwrap();
+    fs::rename(root.join("warm.new"), root.join("warm.txt")).unwrap();
+    assert_eq!(read_window(&mut raw, "warm.txt", None, None).lines, ["eins"]);
+}
