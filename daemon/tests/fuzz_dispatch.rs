@@ -33,7 +33,7 @@ fn dispatch_survives_the_corpus_and_generated_inputs() {
     let before = rss_anon_kib();
     let (responses, errors, notes, out) =
         (Cell::new(0usize), Cell::new(0usize), Cell::new(0usize), Cell::new(0usize));
-    let executions = fuzz_driver::explore("dispatch", &corpus_dir(), 30, &|data| {
+    let executions = fuzz_driver::explore("dispatch", &corpus_dir(), 60, &|data| {
         let run = dispatch(data);
         responses.set(responses.get() + run.responses);
         errors.set(errors.get() + run.errors);

@@ -28,7 +28,7 @@ fn codec_corpus_replays_cleanly() {
 fn codec_survives_generated_inputs() {
     let (frames, oversized, failed) = (Cell::new(0usize), Cell::new(0usize), Cell::new(0usize));
     let (buffered, capacity) = (Cell::new(0usize), Cell::new(0usize));
-    let executions = fuzz_driver::explore("codec", &corpus_dir(), 20, &|data| {
+    let executions = fuzz_driver::explore("codec", &corpus_dir(), 60, &|data| {
         let run = codec(data);
         frames.set(frames.get() + run.frames);
         oversized.set(oversized.get() + run.oversized);
