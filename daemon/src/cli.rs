@@ -21,7 +21,7 @@ Config file:
   FILECTX_CONFIG. Its keys are the flags' names with '_' for '-' (socket, log_level,
   max_connections, max_frame_bytes, max_batch, max_concurrent_requests, max_queued_messages,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
-  shutdown_grace, idle_exit). A flag beats the file; the file beats the default. An unknown key
+  max_open_files, cache_idle, shutdown_grace, idle_exit). A flag beats the file; the file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
 Socket:
@@ -116,6 +116,14 @@ pub struct Args {
     #[arg(long, value_name = "BYTES")]
     pub max_mapped_bytes: Option<u64>,
 
+    /// Most cached files kept open so that warm reads need no open (each holds a file descriptor; capped at a quarter of the open-file limit) [default: 1024]
+    #[arg(long, value_name = "N")]
+    pub max_open_files: Option<u64>,
+
+    /// Seconds after which cached state nobody used is released (open files closed, mappings and line indexes dropped, freed memory given back): entries go after one to two of these periods [default: 30]
+    #[arg(long, value_name = "SECS")]
+    pub cache_idle: Option<f64>,
+
     /// Seconds to wait for in-flight requests after SIGTERM/SIGINT before exiting anyway [default: 5]
     #[arg(long, value_name = "SECS")]
     pub shutdown_grace: Option<f64>,
@@ -155,6 +163,10 @@ pub struct FileConfig {
     pub max_cache_bytes: Option<u64>,
     /// See `--max-mapped-bytes`.
     pub max_mapped_bytes: Option<u64>,
+    /// See `--max-open-files`.
+    pub max_open_files: Option<u64>,
+    /// See `--cache-idle` (seconds).
+    pub cache_idle: Option<f64>,
     /// See `--shutdown-grace` (seconds).
     pub shutdown_grace: Option<f64>,
     /// See `--idle-exit` (seconds; 0 means never).
@@ -225,6 +237,10 @@ pub struct Settings {
     pub max_cache_bytes: u64,
     /// Mapped bytes.
     pub max_mapped_bytes: u64,
+    /// Cached files kept open.
+    pub max_open_files: u64,
+    /// Idle release period, seconds.
+    pub cache_idle: f64,
     /// Shutdown grace, seconds.
     pub shutdown_grace: f64,
     /// Idle exit, seconds (0 = never).
@@ -307,6 +323,7 @@ impl Args {
             "max_queued_messages" => self.max_queued_messages.is_some(),
             "lock_timeout" => self.lock_timeout.is_some(),
             "max_cached_files" => self.max_cached_files.is_some(),
+            "cache_idle" => self.cache_idle.is_some(),
             "shutdown_grace" => self.shutdown_grace.is_some(),
             "idle_exit" => self.idle_exit.is_some(),
             _ => false,
@@ -396,6 +413,14 @@ impl Args {
                 .max_mapped_bytes
                 .or(file.max_mapped_bytes)
                 .unwrap_or(provider.max_mapped_bytes as u64),
+            max_open_files: self
+                .max_open_files
+                .or(file.max_open_files)
+                .unwrap_or(provider.max_open_files as u64),
+            cache_idle: seconds(
+                "cache_idle",
+                self.cache_idle.or(file.cache_idle).unwrap_or(provider.idle_release.as_secs_f64()),
+            )?,
             shutdown_grace: seconds(
                 "shutdown_grace",
                 self.shutdown_grace.or(file.shutdown_grace).unwrap_or(defaults.shutdown_grace.as_secs_f64()),
@@ -432,6 +457,8 @@ impl Settings {
                 max_cached_files: size(self.max_cached_files),
                 max_index_bytes: size(self.max_cache_bytes),
                 max_mapped_bytes: size(self.max_mapped_bytes),
+                max_open_files: size(self.max_open_files),
+                idle_release: Duration::from_secs_f64(self.cache_idle),
                 ..defaults.provider.clone()
             },
             ..defaults

@@ -645,6 +645,8 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("max_cached_files", provider.max_cached_files.to_string()),
         ("max_cache_bytes", provider.max_index_bytes.to_string()),
         ("max_mapped_bytes", provider.max_mapped_bytes.to_string()),
+        ("max_open_files", provider.max_open_files.to_string()),
+        ("cache_idle", secs(provider.idle_release.as_secs_f64())),
         ("shutdown_grace", secs(DEFAULT_SHUTDOWN_GRACE_SECS as f64)),
         ("idle_exit", secs(0.0)),
     ]
