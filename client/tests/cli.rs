@@ -795,26 +795,25 @@ async fn cat_flushes_each_chunk_and_a_closed_pipe_stops_the_stream_with_exit_0()
         _ => support::standard(request),
     })?;
     let cwd = tempfile::tempdir()?;
-    let dir = cwd.path().to_owned();
-    let socket = daemon.socket.display().to_string();
+    let (mut child, deadline) =
+        spawn_against(&daemon, &["cat", "big.log", "--chunk-lines", "2"], cwd.path())?;
     // Off the runtime thread, so that the fake daemon keeps being served meanwhile.
     let (first, out) = tokio::task::spawn_blocking(move || -> TestResult<(String, Output)> {
-        let mut child = Command::new(BIN)
-            .args(["--socket", &socket, "cat", "big.log", "--chunk-lines", "2"])
-            .current_dir(&dir)
-            .env_remove("FILECTX_SOCKET")
-            .env(NO_AUTOSTART.0, NO_AUTOSTART.1)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
         let mut reader = std::io::BufReader::new(child.stdout.take().ok_or("no stdout pipe")?);
         // The first chunk is readable while the stream is still going: it was flushed.
         let mut first = String::new();
         std::io::BufRead::read_line(&mut reader, &mut first)?;
         // `head` has seen enough: the pipe closes, and the next chunk cannot be written.
         drop(reader);
-        push.send(support::chunk_out("s", &support::chunk(3, &["third", "fourth"], 6, false)))?;
-        Ok((first, child.wait_with_output()?))
+        push_until_exit(
+            &mut child,
+            |n| {
+                let start = 3 + 2 * n;
+                support::chunk_out("s", &support::chunk(start, &["more", "lines"], start + 3, false))
+            },
+            &push,
+        )?;
+        Ok((first, finish(child, deadline)?))
     })
     .await??;
     assert_eq!(first, "first\n");
@@ -883,6 +882,28 @@ fn spawn_against(daemon: &FakeDaemon, args: &[&str], cwd: &Path) -> TestResult<(
         .spawn()?;
     let deadline = Deadline::start(&child);
     Ok((child, deadline))
+}
+
+/// Sends `next(0)`, `next(1)`, … to the client every 50 ms until `child` exits (or 20 s pass).
+///
+/// A test that closes its end of the child's stdout expects the child's next write to fail
+/// with EPIPE. It does only once no process holds that read end, and a child that another test
+/// of this binary is spawning at the same moment holds a copy until it execs (close-on-exec
+/// closes it only then). A write in that window succeeds, so one message is not always enough.
+fn push_until_exit(
+    child: &mut Child,
+    mut next: impl FnMut(u64) -> support::Out,
+    push: &tokio::sync::mpsc::UnboundedSender<support::Out>,
+) -> TestResult<()> {
+    let until = std::time::Instant::now() + WATCH_DEADLINE;
+    for n in 0.. {
+        push.send(next(n))?;
+        std::thread::sleep(Duration::from_millis(50));
+        if child.try_wait()?.is_some() || std::time::Instant::now() > until {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Waits for `child`'s end and collects its output (what is left of it). Blocking: call it off
@@ -1165,7 +1186,11 @@ async fn watch_ends_with_exit_0_when_stdout_is_closed() -> TestResult {
         reader.read_line(&mut first)?;
         // `head -1` has seen enough: the next notice cannot be written.
         drop(reader);
-        push.send(support::did_change("a.rs", Some(V2)))?;
+        push_until_exit(
+            &mut child,
+            |n| support::did_change("a.rs", Some(if n % 2 == 0 { V2 } else { V1 })),
+            &push,
+        )?;
         Ok((first, finish(child, deadline)?))
     })
     .await??;
