@@ -59,6 +59,7 @@ fn configure_failpoints() -> anyhow::Result<()> {
             .with_context(|| format!("FILECTX_FAILPOINTS: {entry:?} is not name=action"))?;
         fail::cfg(name.trim(), actions.trim())
             .map_err(|err| anyhow::anyhow!("FILECTX_FAILPOINTS: {entry:?}: {err}"))?;
+        filectx_daemon::provider::leftovers::arm();
         tracing::warn!(name = name.trim(), actions = actions.trim(), "fail point configured");
     }
     Ok(())

@@ -95,6 +95,23 @@ macro_rules! crash_point {
 }
 pub(crate) use crash_point;
 
+/// Whether fail points were configured at start-up (see [`arm`]).
+#[cfg(feature = "failpoints")]
+static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the fail points as configured, so that code shaped only for them (a write split in
+/// two, to die halfway) runs; without it a test build writes like a release build.
+#[cfg(feature = "failpoints")]
+pub fn arm() {
+    ARMED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// See [`arm`].
+#[cfg(feature = "failpoints")]
+pub fn armed() -> bool {
+    ARMED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Kills this process with SIGKILL (see [`crash_point!`]).
 #[cfg(feature = "failpoints")]
 pub fn die(point: &str) -> ! {

@@ -1192,12 +1192,15 @@ impl Provider {
             fail::fail_point!("provider::stage::write", |_| Err(std::io::Error::from_raw_os_error(
                 libc::ENOSPC
             )));
+            // Two writes only when a test armed the crash points (one to die between).
             #[cfg(feature = "failpoints")]
-            let bytes = {
+            let bytes = if leftovers::armed() {
                 let (head, tail) = bytes.split_at(bytes.len() / 2);
                 file.write_all(head)?;
                 crash_point!("provider::stage::half_written");
                 tail
+            } else {
+                bytes
             };
             file.write_all(bytes)?;
             if self.config.fsync {
