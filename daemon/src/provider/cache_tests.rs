@@ -15,7 +15,7 @@ fn aged_files(names: &[&str]) -> (tempfile::TempDir, Vec<Resolved>) {
         .map(|name| {
             let path = root.join(name);
             std::fs::write(&path, format!("{name} one\n{name} two\n")).expect("write");
-            Resolved { path, display: (*name).to_owned(), exists: true, root: root.clone() }
+            Resolved { path, display: (*name).to_owned(), exists: true, root: root.clone(), file: None }
         })
         .collect();
     std::thread::sleep(Duration::from_millis(2100));

@@ -50,12 +50,13 @@ impl Leftovers {
     pub fn clean_once(&self, dir: &Path) -> usize {
         {
             let mut cleaned = self.cleaned.lock().unwrap_or_else(PoisonError::into_inner);
+            if cleaned.contains(dir) {
+                return 0;
+            }
             if cleaned.len() >= MAX_REMEMBERED {
                 cleaned.clear();
             }
-            if !cleaned.insert(dir.to_owned()) {
-                return 0;
-            }
+            cleaned.insert(dir.to_owned());
         }
         clean(dir)
     }

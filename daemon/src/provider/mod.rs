@@ -467,10 +467,16 @@ impl Cache {
         })
     }
 
-    fn insert(&mut self, path: PathBuf, mut entry: Entry, config: &ProviderConfig) -> Arc<Entry> {
-        if let Some((old, _)) = self.entries.remove(&path) {
-            self.forget_sizes(&old);
-        }
+    /// Caches `entry`; returns it and the entries it replaced or evicted. Callers drop those
+    /// after letting go of the cache's lock: dropping the last handle closes a file or unmaps a
+    /// mapping, which must not hold up every other read's cache lookup.
+    fn insert(
+        &mut self,
+        path: PathBuf,
+        mut entry: Entry,
+        config: &ProviderConfig,
+    ) -> (Arc<Entry>, Vec<Arc<Entry>>) {
+        let mut released: Vec<Arc<Entry>> = self.remove(&path).into_iter().collect();
         if entry.file.is_some() && self.open_files >= config.max_open_files {
             entry.file = None;
         }
@@ -489,16 +495,17 @@ impl Cache {
             // the batch unless it is the only entry left (excluded by the loop condition).
             let count = crate::lru::batch(self.entries.len()).min(self.entries.len() - 1);
             for path in crate::lru::least_recent(&self.entries, count, |(_, used)| *used) {
-                self.remove(&path);
+                released.extend(self.remove(&path));
             }
         }
-        entry
+        (entry, released)
     }
 
-    fn remove(&mut self, path: &Path) {
-        if let Some((old, _)) = self.entries.remove(path) {
-            self.forget_sizes(&old);
-        }
+    /// Takes `path`'s entry out (see [`Cache::insert`] on dropping it).
+    fn remove(&mut self, path: &Path) -> Option<Arc<Entry>> {
+        let (old, _) = self.entries.remove(path)?;
+        self.forget_sizes(&old);
+        Some(old)
     }
 
     fn forget_sizes(&mut self, old: &Entry) {
@@ -507,8 +514,9 @@ impl Cache {
         self.open_files -= usize::from(old.file.is_some());
     }
 
-    /// Drops the entries nobody used since the previous sweep; returns how many.
-    fn sweep(&mut self) -> usize {
+    /// Takes out the entries nobody used since the previous sweep (see [`Cache::insert`] on
+    /// dropping them).
+    fn sweep(&mut self) -> Vec<Arc<Entry>> {
         let idle_before = self.swept_at;
         self.swept_at = self.tick;
         let idle: Vec<PathBuf> = self
@@ -517,14 +525,12 @@ impl Cache {
             .filter(|(_, (_, used))| *used <= idle_before)
             .map(|(p, _)| p.clone())
             .collect();
-        for path in &idle {
-            self.remove(path);
-        }
+        let released: Vec<Arc<Entry>> = idle.iter().filter_map(|path| self.remove(path)).collect();
         if self.entries.is_empty() {
             // Give the table's memory back too, not just its entries.
             *self = Cache { tick: self.tick, swept_at: self.swept_at, ..Cache::default() };
         }
-        idle.len()
+        released
     }
 }
 
@@ -658,8 +664,13 @@ impl Provider {
     }
 
     fn remember(&self, path: &Path, entry: Entry) -> Arc<Entry> {
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        cache.insert(path.to_owned(), entry, &self.config)
+        let (entry, released) = self.cache.lock().unwrap_or_else(PoisonError::into_inner).insert(
+            path.to_owned(),
+            entry,
+            &self.config,
+        );
+        drop(released);
+        entry
     }
 
     /// Cached files that keep their file open.
@@ -671,25 +682,28 @@ impl Provider {
     /// indexes), so an idle daemon shrinks back; returns how many entries went. Called
     /// periodically: an entry goes after one to two periods without use.
     pub fn sweep_idle(&self) -> usize {
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner).sweep()
+        let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).sweep();
+        released.len()
     }
 
     /// Drops what is cached about `path` (it changed, or the watcher saw it change).
     pub fn forget(&self, path: &Path) {
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner).remove(path);
+        let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).remove(path);
+        drop(released);
     }
 
     /// Drops everything cached (the watcher lost events).
     pub fn forget_all(&self) {
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        *cache = Cache::default();
+        let released = std::mem::take(&mut *self.cache.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(released);
     }
 
     /// The current version of the regular file at a canonical path; `None` when nothing (or no
     /// regular file) is there. For the watcher, which works on paths it already resolved.
     pub fn current_version_at(&self, path: &Path) -> Result<Option<Version>, ProviderError> {
         let display = path.display().to_string();
-        let target = Resolved { path: path.to_owned(), display, exists: true, root: PathBuf::from("/") };
+        let target =
+            Resolved { path: path.to_owned(), display, exists: true, root: PathBuf::from("/"), file: None };
         match self.current_version(&target) {
             Ok(version) => Ok(version),
             Err(ProviderError::IsDirectory { .. } | ProviderError::NotAFile { .. }) => Ok(None),
@@ -863,8 +877,9 @@ impl Provider {
 
     /// The warm path of [`Provider::read`]: answers only when the file's entry is cached and
     /// trusted for the file's current fingerprint, on a local filesystem, and holds the file
-    /// open — then a read is one `stat` of the path, positional reads and an `fstat`, with no
-    /// open, load or hash, cheap enough to run on an async worker. `None` means "take the slow
+    /// open — then a read is positional reads and an `fstat` (plus a `stat` of the path when
+    /// resolution did not just look at it), with no open, load or hash, cheap enough to run on
+    /// an async worker. `None` means "take the slow
     /// path" (a miss, a change, or any error: [`Provider::read`] reports those properly).
     pub fn read_cached(
         &self,
@@ -872,10 +887,17 @@ impl Provider {
         offset: Option<u64>,
         limit: u64,
     ) -> Option<Result<ReadOutcome, ProviderError>> {
-        let meta = std::fs::metadata(&target.path).ok().filter(Metadata::is_file)?;
-        let entry = self.cached(&target.path, &Fingerprint::of(&meta))?;
+        // Resolution has just looked at the file; otherwise look now.
+        let found = match target.file {
+            Some(found) => found,
+            None => {
+                let meta = std::fs::metadata(&target.path).ok().filter(Metadata::is_file)?;
+                resolve::Found { fingerprint: Fingerprint::of(&meta), links: meta.nlink() }
+            }
+        };
+        let entry = self.cached(&target.path, &found.fingerprint)?;
         let file = entry.file.clone().filter(|_| entry.local)?;
-        let snapshot = Snapshot::pin(&entry, file, meta.nlink(), entry.body()).ok()?;
+        let snapshot = Snapshot::pin(&entry, file, found.links, entry.body()).ok()?;
         match self.cut(target, &snapshot, offset, limit) {
             Ok(Some(outcome)) => Some(Ok(outcome)),
             Err(e @ ProviderError::OffsetPastEnd { .. }) => Some(Err(e)),

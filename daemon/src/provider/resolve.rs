@@ -5,9 +5,10 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::ProviderError;
+use super::{Fingerprint, ProviderError};
 
 /// Most symlinks followed while resolving one path (Linux's own limit is 40).
 const MAX_SYMLINKS: u32 = 40;
@@ -23,6 +24,19 @@ pub struct Resolved {
     pub exists: bool,
     /// The root that contains it.
     pub root: PathBuf,
+    /// The regular file resolution found at `path` (from the `lstat` of its last component),
+    /// so that the provider's warm read needs no second `stat`; `None` for anything else, or
+    /// when the path was not resolved here.
+    pub file: Option<Found>,
+}
+
+/// A regular file as resolution saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Its fingerprint then.
+    pub fingerprint: Fingerprint,
+    /// Its hard links then.
+    pub links: u64,
 }
 
 /// The sandbox a path is resolved in.
@@ -56,7 +70,7 @@ pub fn resolve(raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
     }
     let given = Path::new(raw);
     let absolute = if given.is_absolute() { given.to_path_buf() } else { scope.cwd.join(given) };
-    let (path, exists) = walk(&absolute).map_err(|source| match source.kind() {
+    let (path, exists, file) = walk(&absolute).map_err(|source| match source.kind() {
         ErrorKind::PermissionDenied => ProviderError::PermissionDenied { path: raw.to_owned() },
         ErrorKind::NotADirectory => ProviderError::NotFound {
             path: raw.to_owned(),
@@ -73,21 +87,25 @@ pub fn resolve(raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
     let Some(root) = scope.roots.iter().find(|root| path.starts_with(root)) else {
         return Err(ProviderError::OutsideRoot { path: raw.to_owned(), resolved: path });
     };
-    Ok(Resolved { display: display(&path, scope.cwd), root: root.clone(), exists, path })
+    Ok(Resolved { display: display(&path, scope.cwd), root: root.clone(), exists, path, file })
 }
 
-/// Resolves every component of an absolute path; returns the result and whether it exists.
-fn walk(absolute: &Path) -> std::io::Result<(PathBuf, bool)> {
+/// Resolves every component of an absolute path; returns the result, whether it exists, and
+/// the regular file found there.
+fn walk(absolute: &Path) -> std::io::Result<(PathBuf, bool, Option<Found>)> {
     let mut queue: VecDeque<OsString> = VecDeque::new();
     push_front(&mut queue, absolute);
     let mut resolved = PathBuf::from("/");
     // How many trailing components of `resolved` do not exist (none of them can be links).
     let mut missing = 0usize;
     let mut links = 0u32;
+    // What the last `lstat` found at `resolved`, while it still names that.
+    let mut last: Option<Found> = None;
     while let Some(name) = queue.pop_front() {
         match name.to_str() {
             Some(".") => continue,
             Some("..") => {
+                last = None;
                 resolved.pop();
                 missing = missing.saturating_sub(1);
                 continue;
@@ -100,6 +118,7 @@ fn walk(absolute: &Path) -> std::io::Result<(PathBuf, bool)> {
             continue;
         }
         let candidate = resolved.join(&name);
+        last = None;
         match std::fs::symlink_metadata(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 links += 1;
@@ -112,7 +131,12 @@ fn walk(absolute: &Path) -> std::io::Result<(PathBuf, bool)> {
                 }
                 push_front(&mut queue, &target);
             }
-            Ok(_) => resolved = candidate,
+            Ok(meta) => {
+                if meta.is_file() {
+                    last = Some(Found { fingerprint: Fingerprint::of(&meta), links: meta.nlink() });
+                }
+                resolved = candidate;
+            }
             Err(err) if err.kind() == ErrorKind::NotFound => {
                 resolved = candidate;
                 missing = 1;
@@ -120,7 +144,7 @@ fn walk(absolute: &Path) -> std::io::Result<(PathBuf, bool)> {
             Err(err) => return Err(err),
         }
     }
-    Ok((resolved, missing == 0))
+    Ok((resolved, missing == 0, last.filter(|_| missing == 0)))
 }
 
 /// Puts a path's components at the front of the queue, in order (the root is implied).
@@ -164,6 +188,22 @@ mod tests {
         symlink(root.join("src/new.rs"), root.join("dangling-in")).unwrap();
         symlink("loop", root.join("loop")).unwrap();
         Fixture { _dir: dir, base, root }
+    }
+
+    #[test]
+    fn a_regular_file_found_by_resolution_carries_its_fingerprint() {
+        let f = fixture();
+        let roots = [f.root.clone()];
+        let scope = Scope { roots: &roots, cwd: &f.root };
+        let lib = std::fs::metadata(f.root.join("src/lib.rs")).unwrap();
+        let expected = Some(Found { fingerprint: Fingerprint::of(&lib), links: 1 });
+        for raw in ["src/lib.rs", "./src/./lib.rs", "inside-link", "src/../src/lib.rs"] {
+            assert_eq!(resolve(raw, scope).unwrap().file, expected, "{raw}");
+        }
+        // A folder, a path ending in `..`, a missing file: nothing to reuse.
+        for raw in ["src", "src/lib.rs/..", "src/..", "src/new.rs", "dangling-in"] {
+            assert_eq!(resolve(raw, scope).map(|r| r.file).unwrap_or(None), None, "{raw}");
+        }
     }
 
     fn check(f: &Fixture, raw: &str) -> Result<(String, bool), String> {

@@ -88,7 +88,7 @@ proptest! {
 
         // Through the provider, with every file mapped, and with none.
         let path = std::fs::canonicalize(temp.path()).expect("canonical");
-        let target = Resolved { display: "f".into(), exists: true, root: path.clone(), path };
+        let target = Resolved { display: "f".into(), exists: true, root: path.clone(), path, file: None };
         for map_threshold in [1, u64::MAX] {
             let provider = Provider::new(ProviderConfig { map_threshold, fsync: false, ..ProviderConfig::default() });
             let read = provider.read(&target, Some(offset), limit).expect("provider read");
