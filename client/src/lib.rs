@@ -38,6 +38,7 @@
 //!     cwd: None,
 //!     tools: None,
 //!     read_only: None,
+//!     deny: None,
 //! };
 //! let (client, session) = Client::connect_session(socket_path(None), params).await?;
 //! println!("session {}", session.session_id);

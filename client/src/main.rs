@@ -580,6 +580,7 @@ impl Session {
             cwd: if explicit_cwd { Some(utf8(&cwd, "current folder")?) } else { None },
             tools: None,
             read_only: None,
+            deny: None,
         };
         Ok(Self { params, cwd, cwd_in_root })
     }

@@ -60,6 +60,7 @@ mod tests {
             cwd: None,
             tools: None,
             read_only: Some(true),
+            deny: None,
         }
     }
 

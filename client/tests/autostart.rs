@@ -192,7 +192,14 @@ fn text(bytes: &[u8]) -> String {
 /// `initialize` parameters of a session rooted at `root`.
 fn params(root: &Path) -> TestResult<InitializeParams> {
     let root = root.to_str().ok_or("tempdir path is not UTF-8")?.to_owned();
-    Ok(InitializeParams { client_info: None, roots: vec![root], cwd: None, tools: None, read_only: None })
+    Ok(InitializeParams {
+        client_info: None,
+        roots: vec![root],
+        cwd: None,
+        tools: None,
+        read_only: None,
+        deny: None,
+    })
 }
 
 /// [`Client::connect_session_or_spawn`] with a session rooted at `root`.

@@ -24,6 +24,7 @@ fn params() -> InitializeParams {
         cwd: None,
         tools: None,
         read_only: Some(true),
+        deny: None,
     }
 }
 

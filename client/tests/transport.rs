@@ -21,6 +21,7 @@ fn params() -> InitializeParams {
         cwd: None,
         tools: None,
         read_only: Some(true),
+        deny: None,
     }
 }
 

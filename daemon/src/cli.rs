@@ -21,8 +21,18 @@ Config file:
   FILECTX_CONFIG. Its keys are the flags' names with '_' for '-' (socket, log_level,
   max_connections, max_frame_bytes, max_batch, max_concurrent_requests, max_queued_messages,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
-  max_open_files, cache_idle, shutdown_grace, idle_exit). A flag beats the file; the file beats the default. An unknown key
+  max_open_files, cache_idle, shutdown_grace, idle_exit, allowed_roots, deny_read, deny_write,
+  refuse_multi_link_writes). A flag beats the file; the file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
+
+Sandbox:
+  A session's roots are opened as directory handles and every file operation is done beneath
+  them (openat2 RESOLVE_BENEATH, no symlink followed out). allowed_roots (--allow-root) fences
+  where roots may be; `/` is refused unless named there. Deny rules are globs matched against a
+  path relative to its root ('*' stays in one folder, '**' crosses folders): deny_read refuses
+  read/stat/streams, deny_write refuses write/edit, with FS_PERMISSION_DENIED naming the rule.
+  The default deny_write is ['**/.git/**']; giving the key or the flag replaces that list.
+  Sessions may add their own rules in initialize (deny: {read, write}).
 
 Socket:
   Default path: $XDG_RUNTIME_DIR/filectx.sock, or /tmp/filectx-$UID/filectx.sock when
@@ -131,6 +141,22 @@ pub struct Args {
     /// Exit after this many seconds without any session (for socket activation: systemd starts the daemon again on the next connection) [default: never]
     #[arg(long, value_name = "SECS")]
     pub idle_exit: Option<f64>,
+
+    /// A folder session roots may lie in (repeatable); with none given, roots may be anywhere except `/` itself [default: none]
+    #[arg(long = "allow-root", value_name = "DIR")]
+    pub allowed_roots: Vec<PathBuf>,
+
+    /// Glob of paths (relative to their root) whose content no session may read (repeatable) [default: none]
+    #[arg(long = "deny-read", value_name = "GLOB")]
+    pub deny_read: Vec<String>,
+
+    /// Glob of paths (relative to their root) no session may write or edit (repeatable; replaces the default list) [default: **/.git/**]
+    #[arg(long = "deny-write", value_name = "GLOB")]
+    pub deny_write: Vec<String>,
+
+    /// Refuse writes and edits of files with several hard links (they are rewritten in place, so a link outside the roots would see the change) [default: allowed]
+    #[arg(long)]
+    pub refuse_multi_link_writes: bool,
 }
 
 /// The config file's keys: the flags' names with `_`. Every key is optional.
@@ -171,6 +197,14 @@ pub struct FileConfig {
     pub shutdown_grace: Option<f64>,
     /// See `--idle-exit` (seconds; 0 means never).
     pub idle_exit: Option<f64>,
+    /// See `--allow-root`.
+    pub allowed_roots: Option<Vec<PathBuf>>,
+    /// See `--deny-read`.
+    pub deny_read: Option<Vec<String>>,
+    /// See `--deny-write`.
+    pub deny_write: Option<Vec<String>>,
+    /// See `--refuse-multi-link-writes`.
+    pub refuse_multi_link_writes: Option<bool>,
 }
 
 /// Why the configuration could not be put together.
@@ -245,6 +279,14 @@ pub struct Settings {
     pub shutdown_grace: f64,
     /// Idle exit, seconds (0 = never).
     pub idle_exit: f64,
+    /// See [`Config::allowed_roots`].
+    pub allowed_roots: Vec<PathBuf>,
+    /// See [`Config::deny_read`].
+    pub deny_read: Vec<String>,
+    /// See [`Config::deny_write`].
+    pub deny_write: Vec<String>,
+    /// Whether writes to multi-link files are refused.
+    pub refuse_multi_link_writes: bool,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -326,6 +368,9 @@ impl Args {
             "cache_idle" => self.cache_idle.is_some(),
             "shutdown_grace" => self.shutdown_grace.is_some(),
             "idle_exit" => self.idle_exit.is_some(),
+            "allowed_roots" => !self.allowed_roots.is_empty(),
+            "deny_read" => !self.deny_read.is_empty(),
+            "deny_write" => !self.deny_write.is_empty(),
             _ => false,
         }
     }
@@ -426,8 +471,53 @@ impl Args {
                 self.shutdown_grace.or(file.shutdown_grace).unwrap_or(defaults.shutdown_grace.as_secs_f64()),
             )?,
             idle_exit: seconds("idle_exit", self.idle_exit.or(file.idle_exit).unwrap_or(0.0))?,
+            allowed_roots: match (&self.allowed_roots, &file.allowed_roots) {
+                (given, _) if !given.is_empty() => absolute("allowed_roots", given)?,
+                (_, Some(listed)) => absolute("allowed_roots", listed)?,
+                _ => defaults.allowed_roots.clone(),
+            },
+            deny_read: globs("deny_read", pick(&self.deny_read, &file.deny_read, &defaults.deny_read))?,
+            deny_write: globs("deny_write", pick(&self.deny_write, &file.deny_write, &defaults.deny_write))?,
+            refuse_multi_link_writes: self.refuse_multi_link_writes
+                || file.refuse_multi_link_writes.unwrap_or(provider.refuse_multi_link_writes),
             config_file,
         })
+    }
+}
+
+/// A list given by flags, else by the file, else the default.
+fn pick(flags: &[String], file: &Option<Vec<String>>, default: &[String]) -> Vec<String> {
+    if !flags.is_empty() {
+        return flags.to_vec();
+    }
+    file.clone().unwrap_or_else(|| default.to_vec())
+}
+
+/// Checks that every pattern of a deny list parses.
+fn globs(key: &'static str, patterns: Vec<String>) -> Result<Vec<String>, SettingsError> {
+    for pattern in &patterns {
+        if crate::context::deny::DenyRules::daemon(std::slice::from_ref(pattern), &[]).is_err() {
+            return Err(SettingsError::Value {
+                key,
+                value: pattern.clone(),
+                origin: String::new(),
+                why: "is not a valid glob pattern",
+            });
+        }
+    }
+    Ok(patterns)
+}
+
+/// Checks that every folder of a list is absolute.
+fn absolute(key: &'static str, folders: &[PathBuf]) -> Result<Vec<PathBuf>, SettingsError> {
+    match folders.iter().find(|f| !f.is_absolute()) {
+        Some(bad) => Err(SettingsError::Value {
+            key,
+            value: bad.display().to_string(),
+            origin: String::new(),
+            why: "must be an absolute path",
+        }),
+        None => Ok(folders.to_vec()),
     }
 }
 
@@ -459,8 +549,12 @@ impl Settings {
                 max_mapped_bytes: size(self.max_mapped_bytes),
                 max_open_files: size(self.max_open_files),
                 idle_release: Duration::from_secs_f64(self.cache_idle),
+                refuse_multi_link_writes: self.refuse_multi_link_writes,
                 ..defaults.provider.clone()
             },
+            allowed_roots: self.allowed_roots.clone(),
+            deny_read: self.deny_read.clone(),
+            deny_write: self.deny_write.clone(),
             ..defaults
         }
     }
@@ -519,6 +613,34 @@ mod tests {
         assert_eq!(settings.config().provider.lock_patience, Duration::from_millis(2500));
         let printed = settings.to_toml();
         assert!(printed.contains("max_connections = 9") && printed.contains("fsync = false"), "{printed}");
+        assert!(printed.contains("deny_write = [\"**/.git/**\"]"), "{printed}");
+    }
+
+    #[test]
+    fn sandbox_settings_come_from_flags_or_the_file_and_bad_globs_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "allowed_roots = [\"/srv\"]\ndeny_read = [\"**/*.pem\"]\nrefuse_multi_link_writes = true\n",
+        )
+        .unwrap();
+        let args = Args { config: Some(path.clone()), deny_write: vec!["*.lock".into()], ..Args::default() };
+        let settings = args.settings().unwrap();
+        assert_eq!(settings.allowed_roots, vec![PathBuf::from("/srv")]);
+        assert_eq!(
+            (settings.deny_read.clone(), settings.deny_write.clone()),
+            (vec!["**/*.pem".to_owned()], vec!["*.lock".to_owned()])
+        );
+        assert!(settings.config().provider.refuse_multi_link_writes);
+        let err = Args { config: Some(path.clone()), deny_read: vec!["a/[".into()], ..Args::default() }
+            .settings()
+            .unwrap_err();
+        assert!(err.to_string().contains("deny_read"), "{err}");
+        let err = Args { config: Some(path), allowed_roots: vec!["rel".into()], ..Args::default() }
+            .settings()
+            .unwrap_err();
+        assert!(err.to_string().contains("allowed_roots"), "{err}");
     }
 
     #[test]

@@ -30,6 +30,12 @@ pub struct Config {
     pub max_observed_files: usize,
     /// Locks, caps, durability and cache bounds of the provider.
     pub provider: ProviderConfig,
+    /// Folders session roots must lie in; empty: anywhere but `/` itself.
+    pub allowed_roots: Vec<std::path::PathBuf>,
+    /// Globs (relative to a path's root) no session may read.
+    pub deny_read: Vec<String>,
+    /// Globs (relative to a path's root) no session may write or edit.
+    pub deny_write: Vec<String>,
 }
 
 /// Default of [`Config::max_connections`].
@@ -56,6 +62,9 @@ impl Default for Config {
             idle_exit: None,
             max_observed_files: crate::context::DEFAULT_MAX_OBSERVED,
             provider: ProviderConfig::default(),
+            allowed_roots: Vec::new(),
+            deny_read: Vec::new(),
+            deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),
         }
     }
 }

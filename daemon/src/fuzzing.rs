@@ -93,8 +93,14 @@ fn harness() -> &'static Harness {
             let stats = Arc::new(Stats::new());
             let provider = Arc::new(Provider::new(config.provider.clone()));
             let watch = WatchHub::start(provider.clone());
-            let methods = crate::rpc::methods(config.clone(), stats.clone(), provider, watch.clone())
-                .unwrap_or_else(|err| panic!("fuzz harness: method table: {err}"));
+            let methods = crate::rpc::methods(
+                config.clone(),
+                stats.clone(),
+                crate::context::Files::new(provider),
+                watch.clone(),
+                crate::session::SessionPolicy::default(),
+            )
+            .unwrap_or_else(|err| panic!("fuzz harness: method table: {err}"));
             Arc::new(Shared { methods, config, stats, id_provider: RandomIntegerIdProvider, watch })
         });
         let base = std::env::temp_dir().join(format!("filectx-fuzz-{}", std::process::id()));

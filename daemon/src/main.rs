@@ -110,7 +110,16 @@ async fn serve(
     }
     // The listener already accepts (connections queue in the kernel): ready now.
     notify_systemd(sd_notify::NotifyState::Ready);
-    filectx_daemon::run(listener, fit_open_files(settings.config()), shutdown).await?;
+    let mut config = fit_open_files(settings.config());
+    // The secret that marks this user's daemons' temporary files, so that one daemon removes
+    // another's leftovers (and nothing else).
+    config.provider.staging_token = filectx_daemon::provider::leftovers::staging_token();
+    if config.provider.staging_token.is_none() {
+        tracing::warn!(
+            "no staging token file could be kept (XDG_STATE_HOME/HOME); leftovers of this daemon will not be cleaned by the next"
+        );
+    }
+    filectx_daemon::run(listener, config, shutdown).await?;
     // Whether a signal or --idle-exit ended it: the daemon is stopping now.
     notify_systemd(sd_notify::NotifyState::Stopping);
     // Dropping the guard removes the socket file we bound, then releases the lock. An activated

@@ -32,6 +32,9 @@ pub enum RunError {
     /// The method table could not be built (a programming error: a name registered twice).
     #[error("building the method table: {0}")]
     MethodTable(#[from] RegisterMethodError),
+    /// A deny rule of the configuration does not parse.
+    #[error(transparent)]
+    DenyRule(#[from] crate::context::deny::BadRule),
 }
 
 /// Keeps the `sessions` gauge true however a connection task ends.
@@ -87,7 +90,22 @@ pub async fn run(
     let provider = Arc::new(Provider::new(config.provider.clone()));
     let watch = WatchHub::start(provider.clone());
     let sweeper = tokio::spawn(sweep_idle(provider.clone(), stats.clone(), config.provider.idle_release));
-    let methods = crate::rpc::methods(config.clone(), stats.clone(), provider, watch.clone())?;
+    let policy = crate::session::SessionPolicy {
+        // Fenced by canonical folders (a folder that does not exist yet is kept as given).
+        allowed_roots: config
+            .allowed_roots
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect(),
+        deny: crate::context::deny::DenyRules::daemon(&config.deny_read, &config.deny_write)?,
+    };
+    let methods = crate::rpc::methods(
+        config.clone(),
+        stats.clone(),
+        crate::context::Files::new(provider),
+        watch.clone(),
+        policy,
+    )?;
     let shared = Arc::new(Shared {
         methods,
         config: config.clone(),

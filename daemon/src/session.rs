@@ -16,6 +16,8 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use crate::context::Observations;
+use crate::context::deny::{DenyRules, Origin};
+use crate::provider::Root;
 use crate::stats::Stats;
 
 /// Where a session is in the LSP-style lifecycle.
@@ -30,17 +32,29 @@ pub enum Phase {
     ShutDown = 2,
 }
 
+/// What the daemon allows every session (from its configuration).
+#[derive(Debug, Clone, Default)]
+pub struct SessionPolicy {
+    /// Folders roots must lie in (canonical); empty: anywhere but `/` itself.
+    pub allowed_roots: Vec<PathBuf>,
+    /// The daemon's deny rules.
+    pub deny: DenyRules,
+}
+
 /// What `initialize` established, validated and canonicalised.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionOptions {
-    /// Canonical roots: the session's sandbox. Never empty.
-    pub roots: Vec<PathBuf>,
+    /// The roots, canonical, each with its directory handle: the session's sandbox. Never
+    /// empty.
+    pub roots: Vec<Root>,
     /// Canonical folder that relative paths resolve against; inside one of the roots.
     pub cwd: PathBuf,
     /// The tools this session may call, in listing order, without duplicates.
     pub tools: Vec<ToolName>,
     /// Whether every write path is refused.
     pub read_only: bool,
+    /// The daemon's deny rules plus the session's own.
+    pub deny: DenyRules,
     /// Who connected, as the client said.
     pub client: Option<ClientInfo>,
     /// Whether every root is on a local filesystem, so warm reads may run on an async worker
@@ -95,6 +109,17 @@ pub enum SessionError {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// A root lies where the daemon's configuration does not allow roots.
+    #[error("root {path:?} is not allowed: {why}")]
+    RootNotAllowed {
+        /// The root as given.
+        path: String,
+        /// Which setting refuses it.
+        why: String,
+    },
+    /// A deny rule of the session does not parse.
+    #[error(transparent)]
+    BadRule(#[from] crate::context::deny::BadRule),
     /// `initialize` was already answered on this connection.
     #[error("this session is already initialized; `initialize` may be sent once per connection")]
     AlreadyInitialized,
@@ -107,7 +132,8 @@ impl SessionError {
             Self::NoRoots | Self::NotAbsolute { .. } | Self::NotAFolder { .. } => {
                 FsErrorCode::InvalidArgument
             }
-            Self::AlreadyInitialized => FsErrorCode::InvalidArgument,
+            Self::AlreadyInitialized | Self::BadRule(_) => FsErrorCode::InvalidArgument,
+            Self::RootNotAllowed { .. } => FsErrorCode::PermissionDenied,
             Self::NotFound { .. } => FsErrorCode::NotFound,
             Self::CwdOutsideRoots { .. } => FsErrorCode::OutsideRoot,
             Self::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -124,8 +150,9 @@ impl SessionError {
             | Self::NotFound { path, .. }
             | Self::NotAFolder { path, .. }
             | Self::CwdOutsideRoots { path }
+            | Self::RootNotAllowed { path, .. }
             | Self::Io { path, .. } => Some(path),
-            Self::NoRoots | Self::AlreadyInitialized => None,
+            Self::NoRoots | Self::AlreadyInitialized | Self::BadRule(_) => None,
         }
     }
 }
@@ -152,26 +179,50 @@ fn canonical_folder(what: &'static str, raw: &str) -> Result<PathBuf, SessionErr
     Ok(canonical)
 }
 
+/// Refuses a root the daemon's configuration does not allow: outside every allowed folder, or
+/// `/` itself unless allowed by name.
+fn allowed(raw: &str, canonical: &Path, policy: &SessionPolicy) -> Result<(), SessionError> {
+    let refuse = |why: String| Err(SessionError::RootNotAllowed { path: raw.to_owned(), why });
+    if policy.allowed_roots.is_empty() {
+        if canonical == Path::new("/") {
+            return refuse("`/` as a root would give the whole machine; name it in the daemon's allowed_roots to allow it".into());
+        }
+        return Ok(());
+    }
+    if canonical == Path::new("/") && !policy.allowed_roots.iter().any(|a| a == Path::new("/")) {
+        return refuse("`/` is not in the daemon's allowed_roots".into());
+    }
+    if policy.allowed_roots.iter().any(|allowed| canonical.starts_with(allowed)) {
+        return Ok(());
+    }
+    let list: Vec<String> = policy.allowed_roots.iter().map(|p| p.display().to_string()).collect();
+    refuse(format!("roots must lie in one of the daemon's allowed_roots: {}", list.join(", ")))
+}
+
 impl SessionOptions {
     /// Validates `initialize` parameters against the filesystem. Blocking: call it off the
     /// async workers.
-    pub fn from_params(params: InitializeParams) -> Result<Self, SessionError> {
+    pub fn from_params(params: InitializeParams, policy: &SessionPolicy) -> Result<Self, SessionError> {
         if params.roots.is_empty() {
             return Err(SessionError::NoRoots);
         }
-        let mut roots = Vec::with_capacity(params.roots.len());
+        let mut roots: Vec<Root> = Vec::with_capacity(params.roots.len());
         for raw in &params.roots {
-            let root = canonical_folder("root", raw)?;
-            if !roots.contains(&root) {
-                roots.push(root);
+            let canonical = canonical_folder("root", raw)?;
+            allowed(raw, &canonical, policy)?;
+            if roots.iter().any(|root| root.path() == canonical) {
+                continue;
             }
+            let root = crate::provider::resolve::open_root(&canonical, Path::new(raw))
+                .map_err(|source| SessionError::Io { what: "root", path: raw.clone(), source })?;
+            roots.push(root);
         }
         let cwd = match &params.cwd {
-            None => roots[0].clone(),
+            None => roots[0].path().to_path_buf(),
             Some(raw) => {
                 let cwd = canonical_folder("cwd", raw)?;
                 // Component-wise containment (`Path::starts_with`), never a string prefix.
-                if !roots.iter().any(|root| cwd.starts_with(root)) {
+                if !roots.iter().any(|root| cwd.starts_with(root.path())) {
                     return Err(SessionError::CwdOutsideRoots { path: raw.clone() });
                 }
                 cwd
@@ -181,13 +232,18 @@ impl SessionOptions {
             None => ToolName::ALL.to_vec(),
             Some(wanted) => ToolName::ALL.into_iter().filter(|t| wanted.contains(t)).collect(),
         };
-        let local_roots = roots.iter().all(|root| crate::provider::mmap::local_path(root));
+        let local_roots = roots.iter().all(|root| crate::provider::mmap::local_path(root.path()));
+        let deny = match &params.deny {
+            Some(own) => policy.deny.with(&own.read, &own.write, Origin::Session)?,
+            None => policy.deny.clone(),
+        };
         Ok(Self {
             local_roots,
             roots,
             cwd,
             tools,
             read_only: params.read_only.unwrap_or(false),
+            deny,
             client: params.client_info,
         })
     }
@@ -309,6 +365,7 @@ mod tests {
             cwd: cwd.map(str::to_owned),
             tools: None,
             read_only: None,
+            deny: None,
         }
     }
 
@@ -318,9 +375,12 @@ mod tests {
         let a = dir.path().join("a");
         std::fs::create_dir(&a).unwrap();
         let dotted = format!("{}/a/../a", dir.path().display());
-        let opts = SessionOptions::from_params(params(&[&dotted], None)).unwrap();
+        let opts = SessionOptions::from_params(params(&[&dotted], None), &SessionPolicy::default()).unwrap();
         let canonical = std::fs::canonicalize(&a).unwrap();
-        assert_eq!(opts.roots, vec![canonical.clone()]);
+        assert_eq!(
+            opts.roots.iter().map(|r| r.path().to_path_buf()).collect::<Vec<_>>(),
+            vec![canonical.clone()]
+        );
         assert_eq!(opts.cwd, canonical);
         assert_eq!(opts.tools, ToolName::ALL.to_vec());
         assert!(!opts.read_only);
@@ -345,9 +405,31 @@ mod tests {
             (params(&[&s(&root)], Some(&s(&evil))), FsErrorCode::OutsideRoot),
         ];
         for (p, code) in cases {
-            let err = SessionOptions::from_params(p.clone()).unwrap_err();
+            let err = SessionOptions::from_params(p.clone(), &SessionPolicy::default()).unwrap_err();
             assert_eq!(err.code(), code, "{p:?}: {err}");
         }
+    }
+
+    #[test]
+    fn roots_must_be_where_the_daemon_allows() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(base.join("work/app")).unwrap();
+        std::fs::create_dir_all(base.join("other")).unwrap();
+        let s = |p: &Path| p.display().to_string();
+        let open = SessionPolicy::default();
+        let err = SessionOptions::from_params(params(&["/"], None), &open).unwrap_err();
+        assert_eq!(err.code(), FsErrorCode::PermissionDenied, "{err}");
+        assert!(SessionOptions::from_params(params(&[&s(&base.join("other"))], None), &open).is_ok());
+        let fenced = SessionPolicy { allowed_roots: vec![base.join("work")], ..SessionPolicy::default() };
+        assert!(SessionOptions::from_params(params(&[&s(&base.join("work/app"))], None), &fenced).is_ok());
+        for refused in [base.join("other"), PathBuf::from("/")] {
+            let err = SessionOptions::from_params(params(&[&s(&refused)], None), &fenced).unwrap_err();
+            assert_eq!(err.code(), FsErrorCode::PermissionDenied, "{err}");
+        }
+        let everything =
+            SessionPolicy { allowed_roots: vec![PathBuf::from("/")], ..SessionPolicy::default() };
+        assert!(SessionOptions::from_params(params(&["/"], None), &everything).is_ok());
     }
 
     #[test]

@@ -334,7 +334,11 @@ impl WatchHub {
             if observers.is_empty() {
                 continue;
             }
-            let current = match self.provider.current_version_at(&path) {
+            // Looked at beneath a root of a session that observed it (never by name from `/`).
+            let Some(roots) = observers.iter().find_map(|(_, s)| s.options().map(|o| o.roots.clone())) else {
+                continue;
+            };
+            let current = match self.provider.current_version_in(&path, &roots) {
                 Ok(version) => version,
                 Err(err) => {
                     tracing::debug!(path = %path.display(), %err, "cannot re-check a changed file");

@@ -1,5 +1,6 @@
-//! Tidy checks that keep the architecture's invariants true: the tools layer never names the
-//! provider, and every Rust file says what lives in it.
+//! Tidy checks that keep the architecture's invariants true: neither the tools layer nor rpc/
+//! (the `fs/*` escape hatch included) names the provider, and every Rust file says what lives
+//! in it.
 
 use std::path::{Path, PathBuf};
 
@@ -22,22 +23,33 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("daemon/ has a parent").to_path_buf()
 }
 
-#[test]
-fn the_tools_layer_never_names_the_provider() {
+/// Fails when a file under `dir` has a code line naming the provider.
+fn never_names_the_provider(dir: &str, layer: &str) {
     let mut files = Vec::new();
-    rust_files(&workspace().join("daemon/src/tools"), &mut files);
+    rust_files(&workspace().join(dir), &mut files);
     assert!(!files.is_empty());
     for file in files {
         let text = std::fs::read_to_string(&file).expect("readable source");
         for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
             assert!(
-                !line.contains("provider"),
-                "{}:{}: the tools layer must go through the file context, not the provider:\n{line}",
+                !code.contains("provider") && !code.contains("Provider"),
+                "{}:{}: {layer} must go through the file context, not the provider:\n{line}",
                 file.display(),
                 n + 1
             );
         }
     }
+}
+
+#[test]
+fn the_tools_layer_never_names_the_provider() {
+    never_names_the_provider("daemon/src/tools", "the tools layer");
+}
+
+#[test]
+fn rpc_never_names_the_provider() {
+    never_names_the_provider("daemon/src/rpc", "rpc/ (the fs/* escape hatch included)");
 }
 
 #[test]

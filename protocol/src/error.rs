@@ -20,6 +20,7 @@
 //! | `FS_ALREADY_EXISTS`    | -31012 |
 //! | `FS_BUSY`              | -31013 |
 //! | `FS_IO`                | -31014 |
+//! | `FS_NOT_REGULAR_FILE`  | -31015 |
 
 use serde::{Deserialize, Serialize};
 
@@ -91,11 +92,14 @@ pub enum FsErrorCode {
     /// Any other input/output failure.
     #[serde(rename = "FS_IO")]
     Io,
+    /// The path is a FIFO, socket or device: only regular files are read or written.
+    #[serde(rename = "FS_NOT_REGULAR_FILE")]
+    NotRegularFile,
 }
 
 impl FsErrorCode {
     /// Every code, in table order.
-    pub const ALL: [FsErrorCode; 14] = [
+    pub const ALL: [FsErrorCode; 15] = [
         Self::InvalidArgument,
         Self::NotFound,
         Self::IsDirectory,
@@ -110,6 +114,7 @@ impl FsErrorCode {
         Self::AlreadyExists,
         Self::Busy,
         Self::Io,
+        Self::NotRegularFile,
     ];
 
     /// The wire identifier, e.g. `"FS_NOT_FOUND"`.
@@ -129,6 +134,7 @@ impl FsErrorCode {
             Self::AlreadyExists => "FS_ALREADY_EXISTS",
             Self::Busy => "FS_BUSY",
             Self::Io => "FS_IO",
+            Self::NotRegularFile => "FS_NOT_REGULAR_FILE",
         }
     }
 
@@ -149,6 +155,7 @@ impl FsErrorCode {
             Self::AlreadyExists => -31012,
             Self::Busy => -31013,
             Self::Io => -31014,
+            Self::NotRegularFile => -31015,
         }
     }
 

@@ -38,6 +38,21 @@ pub struct InitializeParams {
     /// When true, every write path in every layer is refused with `FS_PERMISSION_DENIED`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
+    /// Deny rules of this session, added to the daemon's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny: Option<DenyParams>,
+}
+
+/// Glob patterns (relative to the root that contains a path) a session may not read or write.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DenyParams {
+    /// Paths whose content may not be read (read, stat, streams).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    /// Paths that may not be written or edited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<String>,
 }
 
 /// Who answered `initialize`.

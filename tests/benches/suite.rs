@@ -1469,7 +1469,7 @@ fn warm_and_validate(daemon: &Daemon, set: &ReadSet) -> Res<()> {
 
 fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) -> Res<Phase> {
     let provider = Arc::new(Provider::new(ProviderConfig::default()));
-    let roots = Arc::new(vec![set.root.clone()]);
+    let roots = Arc::new(vec![filectx_daemon::provider::RootDir::new(&set.root, None).expect("root")]);
     // The watcher needs a runtime for its event task; it lives as long as this phase.
     let watch = if with_watch {
         let runtime = tokio::runtime::Builder::new_multi_thread()

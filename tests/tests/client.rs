@@ -17,6 +17,7 @@ fn params(root: &std::path::Path) -> InitializeParams {
         cwd: None,
         tools: None,
         read_only: None,
+        deny: None,
     }
 }
 

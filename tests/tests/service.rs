@@ -649,6 +649,10 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("cache_idle", secs(provider.idle_release.as_secs_f64())),
         ("shutdown_grace", secs(DEFAULT_SHUTDOWN_GRACE_SECS as f64)),
         ("idle_exit", secs(0.0)),
+        ("allowed_roots", "[]".to_owned()),
+        ("deny_read", "[]".to_owned()),
+        ("deny_write", "[\"**/.git/**\"]".to_owned()),
+        ("refuse_multi_link_writes", "false".to_owned()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

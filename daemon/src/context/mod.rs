@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use filectx_protocol::FsErrorCode;
 
-use crate::provider::{Expectation, Provider, ProviderError, Resolved, Scope};
+pub mod deny;
+
+use self::deny::{Access, Denial, DenyRules};
+use crate::provider::{Expectation, Provider, ProviderError, Resolved, Stat};
 
 /// What a path names.
 pub use crate::provider::Kind;
@@ -191,6 +194,14 @@ pub enum ContextError {
         /// The path as shown.
         path: String,
     },
+    /// A deny rule (the daemon's or the session's) protects the path.
+    #[error("{path} is protected: {} matching `{}` are denied by the {}'s rules", if denial.access == Access::Read { "reads" } else { "writes" }, denial.rule, if denial.origin == deny::Origin::Daemon { "daemon" } else { "session" })]
+    Denied {
+        /// The path as shown.
+        path: String,
+        /// The rule.
+        denial: Denial,
+    },
     /// Warm-only mode: the read needs the slow path (never sent; the call is run again).
     #[error("{path} is not warm in the cache")]
     Cold {
@@ -206,7 +217,7 @@ impl ContextError {
             Self::Provider(e) => e.code(),
             Self::NotObserved { .. } => FsErrorCode::NotObserved,
             Self::Stale { .. } => FsErrorCode::StaleVersion,
-            Self::ReadOnly { .. } => FsErrorCode::PermissionDenied,
+            Self::ReadOnly { .. } | Self::Denied { .. } => FsErrorCode::PermissionDenied,
             Self::Cold { .. } => FsErrorCode::Busy,
         }
     }
@@ -218,6 +229,7 @@ impl ContextError {
             Self::NotObserved { path }
             | Self::Stale { path, .. }
             | Self::ReadOnly { path }
+            | Self::Denied { path, .. }
             | Self::Cold { path } => Some(path),
         }
     }
@@ -231,8 +243,57 @@ impl ContextError {
                 map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
                 map
             }
+            Self::Denied { denial, .. } => {
+                let mut map = serde_json::Map::new();
+                map.insert("rule".into(), denial.rule.clone().into());
+                map.insert("access".into(), denial.access.as_str().into());
+                map
+            }
             _ => serde_json::Map::new(),
         }
+    }
+}
+
+/// The provider's scope, snapshots and window errors, as the layers above the context see them.
+pub use crate::provider::{Changed, Root, RootDir, Scope, Snapshot, WindowError};
+
+/// The daemon's file service as the layers above see it: the one provider, handed out only as
+/// a session's [`FileContext`].
+#[derive(Debug, Clone)]
+pub struct Files {
+    provider: Arc<Provider>,
+}
+
+impl Files {
+    /// The service over `provider`.
+    pub fn new(provider: Arc<Provider>) -> Self {
+        Self { provider }
+    }
+
+    /// A session's view: its scope, observations, read-only flag and deny rules.
+    pub fn context<'a>(
+        &'a self,
+        scope: Scope<'a>,
+        observed: &'a Observations,
+        read_only: bool,
+        deny: &'a DenyRules,
+    ) -> FileContext<'a> {
+        FileContext::new(&self.provider, scope, observed, read_only).with_deny(deny)
+    }
+
+    /// Files with cached state.
+    pub fn cached_files(&self) -> usize {
+        self.provider.cached_files()
+    }
+
+    /// Bytes mapped by cached entries.
+    pub fn mapped_bytes(&self) -> usize {
+        self.provider.mapped_bytes()
+    }
+
+    /// Cached files held open.
+    pub fn open_files(&self) -> usize {
+        self.provider.open_files()
     }
 }
 
@@ -305,6 +366,8 @@ pub struct FileContext<'a> {
     observed: &'a Observations,
     /// Whether every write is refused.
     read_only: bool,
+    /// Paths the session may not read or write.
+    deny: &'a DenyRules,
     /// Warm-only mode (see [`FileContext::warm_only`]): set when a read needed the slow path.
     cold: Option<&'a std::cell::Cell<bool>>,
 }
@@ -317,7 +380,19 @@ impl<'a> FileContext<'a> {
         observed: &'a Observations,
         read_only: bool,
     ) -> Self {
-        Self { provider, scope, observed, read_only, cold: None }
+        static NONE: std::sync::LazyLock<DenyRules> = std::sync::LazyLock::new(DenyRules::default);
+        Self { provider, scope, observed, read_only, deny: &NONE, cold: None }
+    }
+
+    /// The same context refusing what `deny` names.
+    pub fn with_deny(self, deny: &'a DenyRules) -> Self {
+        Self { deny, ..self }
+    }
+
+    /// The non-recording handle of this context, for the `fs/*` escape hatch: it records
+    /// nothing, but obeys the same read-only flag and deny rules.
+    pub fn unrecorded(self) -> Unrecorded<'a> {
+        Unrecorded { files: self }
     }
 
     /// The same context in warm-only mode, for running on an async worker: a read answers only
@@ -332,9 +407,21 @@ impl<'a> FileContext<'a> {
         Ok(self.provider.resolve(path, self.scope)?)
     }
 
+    /// Resolves `path` and applies the deny rules for `access` (and read-only for writes).
+    fn target(&self, path: &str, access: Access) -> Result<Resolved, ContextError> {
+        let target = self.resolve(path)?;
+        if access == Access::Write && self.read_only {
+            return Err(ContextError::ReadOnly { path: target.display });
+        }
+        if let Err(denial) = self.deny.check(&target.rel, access) {
+            return Err(ContextError::Denied { path: target.display, denial });
+        }
+        Ok(target)
+    }
+
     /// Reads a window and records the file's version for this session.
     pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
-        let target = self.resolve(path)?;
+        let target = self.target(path, Access::Read)?;
         let outcome = match self.cold {
             None => self.provider.read(&target, offset, limit)?,
             Some(cold) => match self.provider.read_cached(&target, offset, limit) {
@@ -352,15 +439,12 @@ impl<'a> FileContext<'a> {
     /// Writes a whole file: a new file needs nothing; an existing one needs a current
     /// observation. Records the new version for this session only.
     pub fn write(&self, path: &str, content: &str) -> Result<WriteView, ContextError> {
-        let target = self.resolve(path)?;
-        if self.read_only {
-            return Err(ContextError::ReadOnly { path: target.display });
-        }
+        let target = self.target(path, Access::Write)?;
         let _writing = self.observed.writing(&target.path);
         let expect = if target.exists {
             match self.observed.get(&target.path) {
                 Some(version) => Expectation::Version(version),
-                None if target.path.is_dir() => {
+                None if self.provider.stat(&target).is_ok_and(|s| s.kind == Kind::Directory) => {
                     return Err(ProviderError::IsDirectory { path: target.display }.into());
                 }
                 None => return Err(ContextError::NotObserved { path: target.display }),
@@ -398,16 +482,13 @@ impl<'a> FileContext<'a> {
             )
             .into());
         }
-        let target = self.resolve(path)?;
-        if self.read_only {
-            return Err(ContextError::ReadOnly { path: target.display });
-        }
+        let target = self.target(path, Access::Write)?;
         let _writing = self.observed.writing(&target.path);
         let Some(observed) = self.observed.get(&target.path) else {
             if !target.exists {
                 return Err(ProviderError::NotFound { path: target.display, why: None }.into());
             }
-            if target.path.is_dir() {
+            if self.provider.stat(&target).is_ok_and(|s| s.kind == Kind::Directory) {
                 return Err(ProviderError::IsDirectory { path: target.display }.into());
             }
             return Err(ContextError::NotObserved { path: target.display });
@@ -430,7 +511,7 @@ impl<'a> FileContext<'a> {
 
     /// Stat, plus this session's observation of the file.
     pub fn stat(&self, path: &str) -> Result<StatView, ContextError> {
-        let target = self.resolve(path)?;
+        let target = self.target(path, Access::Read)?;
         let stat = self.provider.stat(&target)?;
         Ok(StatView {
             observed: self.observed.get(&target.path),
@@ -444,6 +525,108 @@ impl<'a> FileContext<'a> {
     /// Whether this session is read-only.
     pub fn read_only(&self) -> bool {
         self.read_only
+    }
+}
+
+/// What `fs/writeText` expects to find, as the client said it (the version still as text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawExpectation<'v> {
+    /// Whatever is there.
+    Any,
+    /// Nothing.
+    Absent,
+    /// This version.
+    Version(&'v str),
+}
+
+/// The `fs/*` escape hatch: the provider's operations through the session's roots, read-only
+/// flag and deny rules, recording nothing (a later edit still needs a read through the
+/// context). See [`FileContext::unrecorded`].
+#[derive(Debug, Clone, Copy)]
+pub struct Unrecorded<'a> {
+    files: FileContext<'a>,
+}
+
+impl Unrecorded<'_> {
+    /// Resolves a path (no content is looked at, so no deny rule applies).
+    pub fn resolve(&self, path: &str) -> Result<Resolved, ContextError> {
+        self.files.resolve(path)
+    }
+
+    /// Stat of a path.
+    pub fn stat(&self, path: &str) -> Result<(Resolved, Stat), ContextError> {
+        let target = self.files.target(path, Access::Read)?;
+        let stat = self.files.provider.stat(&target)?;
+        Ok((target, stat))
+    }
+
+    /// A window, recorded nowhere.
+    pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
+        let target = self.files.target(path, Access::Read)?;
+        let outcome = self.files.provider.read(&target, offset, limit)?;
+        Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
+    }
+
+    /// The current version pinned for streaming from line `offset` (which must exist).
+    pub fn stream(&self, path: &str, offset: u64) -> Result<Snapshot, ContextError> {
+        let target = self.files.target(path, Access::Read)?;
+        let snapshot = self.files.provider.snapshot(&target)?;
+        let total = snapshot.total_lines();
+        if offset == 0 || offset > total.max(1) {
+            return Err(
+                ProviderError::OffsetPastEnd { path: target.display, offset, total_lines: total }.into()
+            );
+        }
+        Ok(snapshot)
+    }
+
+    /// The version a client named, or the stale error it deserves when it is not one this
+    /// daemon could have issued (the file cannot be at it).
+    fn expected(&self, target: &Resolved, text: &str) -> Result<Version, ContextError> {
+        match Version::parse(text) {
+            Some(version) => Ok(version),
+            None => {
+                let current = self.files.provider.current_version(target)?;
+                Err(ProviderError::StaleVersion { path: target.display.clone(), current }.into())
+            }
+        }
+    }
+
+    /// A write with the client's own expectation.
+    pub fn write(
+        &self,
+        path: &str,
+        content: &str,
+        expect: RawExpectation<'_>,
+    ) -> Result<WriteView, ContextError> {
+        let target = self.files.target(path, Access::Write)?;
+        let expect = match expect {
+            RawExpectation::Any => Expectation::Any,
+            RawExpectation::Absent => Expectation::Absent,
+            RawExpectation::Version(text) => Expectation::Version(self.expected(&target, text)?),
+        };
+        let outcome = self.files.provider.write(&target, content, expect)?;
+        Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
+    }
+
+    /// An edit against the client's own expected version.
+    pub fn edit(
+        &self,
+        path: &str,
+        old: &str,
+        new: &str,
+        replace_all: bool,
+        expected: &str,
+    ) -> Result<EditView, ContextError> {
+        let target = self.files.target(path, Access::Write)?;
+        let expected = self.expected(&target, expected)?;
+        let outcome = self.files.provider.edit(&target, old, new, replace_all, expected)?;
+        Ok(EditView {
+            display: target.display,
+            replacements: outcome.replacements,
+            replace_all,
+            version: outcome.version,
+        })
     }
 }
 
@@ -473,7 +656,7 @@ mod tests {
     #[test]
     fn the_policy_in_one_place() {
         let (_dir, root, provider) = setup();
-        let roots = [root.clone()];
+        let roots = [crate::provider::RootDir::new(&root, None).unwrap()];
         let scope = Scope { roots: &roots, cwd: &root };
         let (a_obs, b_obs) = (Observations::new(10), Observations::new(10));
         let a = FileContext::new(&provider, scope, &a_obs, false);

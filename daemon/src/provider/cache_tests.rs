@@ -10,15 +10,13 @@ use super::{Provider, ProviderConfig, Resolved};
 fn aged_files(names: &[&str]) -> (tempfile::TempDir, Vec<Resolved>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = std::fs::canonicalize(dir.path()).expect("canonical");
-    let targets = names
-        .iter()
-        .map(|name| {
-            let path = root.join(name);
-            std::fs::write(&path, format!("{name} one\n{name} two\n")).expect("write");
-            Resolved { path, display: (*name).to_owned(), exists: true, root: root.clone(), file: None }
-        })
-        .collect();
+    for name in names {
+        std::fs::write(root.join(name), format!("{name} one\n{name} two\n")).expect("write");
+    }
     std::thread::sleep(Duration::from_millis(2100));
+    let roots = [super::RootDir::new(&root, None).expect("root")];
+    let scope = super::Scope { roots: &roots, cwd: &root };
+    let targets = names.iter().map(|name| super::resolve::resolve(name, scope).expect("resolve")).collect();
     (dir, targets)
 }
 

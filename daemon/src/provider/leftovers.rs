@@ -1,88 +1,287 @@
-//! Temporary files a killed daemon left behind, and the crash points tests kill it at.
+//! Temporary files: how a write's staging file is created, and the removal of those a killed
+//! daemon left behind; also the crash points tests kill the daemon at.
 //!
-//! A write stages its bytes in `.{name}.filectx-{pid}-{n}.tmp` next to the target and renames
-//! it over the target; a daemon killed in between leaves the temporary file (the target itself
-//! holds the old or the new content, never a mix). The first write or edit in a folder after a
-//! start removes the temporary files there whose daemon is gone.
+//! A write stages its bytes in a new file next to the target, created with `O_EXCL` and mode
+//! 0600 beneath the folder's handle, named `.{name}.filectx-{token}-{boot}-{pid}-{start}-{random}.tmp`:
+//! `token` is a secret shared by this user's daemons (see [`staging_token`]), `boot`, `pid`
+//! and `start` say which process made it, and `random` makes the name impossible to guess. It
+//! is renamed over the target; a daemon killed in between leaves the temporary file (the target
+//! itself holds the old or the new content, never a mix). The first write in a folder after a
+//! start removes the temporary files there that carry this family's token, belong to the
+//! daemon's uid, and whose creator is provably gone (another boot, or no process with that pid
+//! and start time). Nothing else is ever deleted.
 
 use std::collections::HashSet;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{LazyLock, Mutex, PoisonError};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 /// Folders remembered as cleaned before the set is started afresh (it only saves `readdir`s).
 const MAX_REMEMBERED: usize = 4096;
 
-/// This process's id, asked once (it is a system call, and it never changes).
-fn pid() -> u32 {
-    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *PID.get_or_init(std::process::id)
+/// Longest part of the target's name kept in a temporary file's name (the rest is ours, and a
+/// name may not exceed 255 bytes).
+const MAX_NAME_PART: usize = 96;
+
+/// The file-creation mask of this process, read once (from `/proc`, which does not change it;
+/// asking `umask(2)` would change it for a moment under the other threads).
+pub static UMASK: LazyLock<u32> = LazyLock::new(|| {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| line.strip_prefix("Umask:").map(|v| v.trim().to_owned()))
+        })
+        .and_then(|v| u32::from_str_radix(&v, 8).ok())
+        .unwrap_or(0o022)
+});
+
+/// Random bytes as hex (`getrandom(2)`).
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => continue,
+            // No entropy source at all: fall back to the clock and the pid (still never the
+            // same twice for one process, which is what uniqueness needs; O_EXCL does the rest).
+            Err(_) => {
+                let seed = format!("{:?}{}{filled}", std::time::SystemTime::now(), std::process::id());
+                let hash = blake3::hash(seed.as_bytes());
+                let take = (buf.len() - filled).min(32);
+                buf[filled..filled + take].copy_from_slice(&hash.as_bytes()[..take]);
+                filled += take;
+            }
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The name of a temporary file for `name` staged by this process.
-pub fn temp_name(name: &str, n: u64) -> String {
-    format!(".{name}.filectx-{}-{n}.tmp", pid())
+/// Who made a temporary file: boot, pid and the process's start time (clock ticks since boot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Creator {
+    boot: String,
+    pid: i32,
+    start: u64,
 }
 
-/// The pid in a temporary file's name, when the name is one of ours.
-fn owner(name: &str) -> Option<i32> {
+/// This boot's id (the first 8 hex digits of the kernel's boot id).
+fn boot_id() -> Option<String> {
+    static BOOT: LazyLock<Option<String>> = LazyLock::new(|| {
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let hex: String = id.chars().filter(char::is_ascii_hexdigit).take(8).collect();
+        (hex.len() == 8).then_some(hex)
+    });
+    BOOT.clone()
+}
+
+/// The start time of process `pid` (field 22 of `/proc/<pid>/stat`); `Err(NotFound)` when
+/// there is no such process.
+fn start_time(pid: &str) -> std::io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after its end.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    after
+        .split_whitespace()
+        .nth(19)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "unreadable /proc stat"))
+}
+
+/// This process, as named in its temporary files.
+fn me() -> Option<&'static Creator> {
+    static ME: LazyLock<Option<Creator>> = LazyLock::new(|| {
+        Some(Creator {
+            boot: boot_id()?,
+            pid: i32::try_from(std::process::id()).ok()?,
+            start: start_time("self").ok()?,
+        })
+    });
+    ME.as_ref()
+}
+
+impl Creator {
+    /// Whether this creator is provably gone: another boot, no such process, or a process with
+    /// that pid that started at another time (the pid was reused).
+    fn gone(&self) -> bool {
+        if Some(&self.boot) != boot_id().as_ref() {
+            return boot_id().is_some();
+        }
+        match start_time(&self.pid.to_string()) {
+            Ok(start) => start != self.start,
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
+    }
+}
+
+/// The creator in a temporary file's name, when the name is one of this family's (`token`).
+fn creator(name: &str, token: &str) -> Option<Creator> {
     let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
     let (_, tail) = rest.rsplit_once(".filectx-")?;
-    let (pid, n) = tail.split_once('-')?;
-    n.parse::<u64>().ok()?;
-    pid.parse::<i32>().ok().filter(|pid| *pid > 0)
+    let mut parts = tail.split('-');
+    let (t, boot, pid, start, random) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some()
+        || t != token
+        || random.len() != 32
+        || !random.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return None;
+    }
+    let pid = pid.parse::<i32>().ok().filter(|pid| *pid > 0)?;
+    Some(Creator { boot: boot.to_owned(), pid, start: start.parse().ok()? })
 }
 
-/// Whether process `pid` is gone (a process of another user counts as alive).
-fn gone(pid: i32) -> bool {
-    let Some(pid) = rustix::process::Pid::from_raw(pid) else { return false };
-    matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+/// The part of a target's name kept in its temporary file's name (cut at a char boundary).
+fn name_part(name: &str) -> &str {
+    if name.len() <= MAX_NAME_PART {
+        return name;
+    }
+    let mut cut = MAX_NAME_PART;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &name[..cut]
 }
 
-/// Folders already cleaned since this daemon started.
-#[derive(Debug, Default)]
+/// The secret shared by this user's daemons, kept in `$XDG_STATE_HOME/filectx/staging-token`
+/// (else `~/.local/state/…`), created (0600, in a 0700 folder) the first time. `None` when no
+/// such file can be had: the daemon then draws its own, and its leftovers are cleaned by no
+/// other daemon.
+pub fn staging_token() -> Option<String> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))?;
+    let dir = state.join("filectx");
+    let path = dir.join("staging-token");
+    let read = |path: &Path| -> Option<String> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let token = text.trim();
+        (token.len() == 16 && token.bytes().all(|b| b.is_ascii_hexdigit())).then(|| token.to_owned())
+    };
+    if let Some(token) = read(&path) {
+        return Some(token);
+    }
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).ok()?;
+    }
+    let token = random_hex(8);
+    let temp = dir.join(format!(".staging-token.{}", random_hex(8)));
+    let written = (|| -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
+        file.write_all(token.as_bytes())?;
+        file.sync_all()?;
+        // Never replace a token another daemon wrote first.
+        std::fs::hard_link(&temp, &path)
+    })();
+    let _ = std::fs::remove_file(&temp);
+    match written {
+        Ok(()) => Some(token),
+        Err(_) => read(&path),
+    }
+}
+
+/// The staging names of this daemon, and the folders already cleaned since it started.
+#[derive(Debug)]
 pub struct Leftovers {
+    token: String,
     cleaned: Mutex<HashSet<PathBuf>>,
 }
 
+impl Default for Leftovers {
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
 impl Leftovers {
-    /// Removes the temporary files in `dir` staged by daemons that are gone, the first time a
-    /// write goes to `dir`; returns how many went.
-    pub fn clean_once(&self, dir: &Path) -> usize {
+    /// Staging with the family's `token` (a fresh random one when `None`).
+    pub fn new(token: Option<String>) -> Self {
+        Self { token: token.unwrap_or_else(|| random_hex(8)), cleaned: Mutex::default() }
+    }
+
+    /// A name for a new temporary file for `name`, made by this process.
+    fn temp_name(&self, name: &str) -> String {
+        let (boot, pid, start) = match me() {
+            Some(me) => (me.boot.as_str(), me.pid, me.start),
+            // Without /proc the creator cannot be named; such files are never cleaned.
+            None => ("nobootid", 0, 0),
+        };
+        format!(".{}.filectx-{}-{boot}-{pid}-{start}-{}.tmp", name_part(name), self.token, random_hex(16))
+    }
+
+    /// Creates a new temporary file for `name` in `dir`: `O_EXCL`, mode 0600, never through a
+    /// symlink. Returns its name and the open file.
+    pub fn create(&self, dir: &OwnedFd, name: &str) -> std::io::Result<(String, File)> {
+        loop {
+            let temp = self.temp_name(name);
+            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            match rustix::fs::openat(dir, temp.as_str(), flags, Mode::from_raw_mode(0o600)) {
+                Ok(fd) => return Ok((temp, File::from(fd))),
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Removes the temporary files in `dir` (at `path`) left by this family's daemons that are
+    /// gone, the first time a write goes to that folder; returns how many went.
+    pub fn clean_once(&self, dir: &OwnedFd, path: &Path) -> usize {
         {
             let mut cleaned = self.cleaned.lock().unwrap_or_else(PoisonError::into_inner);
-            if cleaned.contains(dir) {
+            if cleaned.contains(path) {
                 return 0;
             }
             if cleaned.len() >= MAX_REMEMBERED {
                 cleaned.clear();
             }
-            cleaned.insert(dir.to_owned());
+            cleaned.insert(path.to_owned());
         }
-        clean(dir)
+        self.clean(dir, path)
     }
-}
 
-/// Removes the temporary files in `dir` whose daemon is gone; returns how many went.
-pub fn clean(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(owner) else { continue };
-        if u32::try_from(pid).ok() == Some(self::pid()) || !gone(pid) {
-            continue;
-        }
-        match std::fs::remove_file(entry.path()) {
-            Ok(()) => {
-                removed += 1;
-                tracing::info!(path = %entry.path().display(), pid, "removed a temporary file left by a daemon that died");
+    /// Removes the temporary files in `dir` whose daemon is gone; returns how many went.
+    pub fn clean(&self, dir: &OwnedFd, path: &Path) -> usize {
+        let Ok(listing) =
+            rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        else {
+            return 0;
+        };
+        let Ok(mut entries) = rustix::fs::Dir::read_from(&listing) else { return 0 };
+        let uid = rustix::process::geteuid().as_raw();
+        let mut removed = 0;
+        while let Some(Ok(entry)) = entries.next() {
+            let Ok(name) = entry.file_name().to_str() else { continue };
+            let Some(creator) = creator(name, &self.token) else { continue };
+            if Some(&creator) == me() || !creator.gone() {
+                continue;
             }
-            Err(err) => {
-                tracing::debug!(path = %entry.path().display(), %err, "could not remove a leftover temporary file")
+            // Only a regular file of our own uid (a link or another user's file is left alone).
+            let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
+            if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile
+                || stat.st_uid != uid
+            {
+                continue;
+            }
+            match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+                Ok(()) => {
+                    removed += 1;
+                    tracing::info!(folder = %path.display(), name, pid = creator.pid, "removed a temporary file left by a daemon that died");
+                }
+                Err(err) => {
+                    tracing::debug!(folder = %path.display(), name, %err, "could not remove a leftover temporary file")
+                }
             }
         }
+        removed
     }
-    removed
 }
 
 /// Test builds (`failpoints`): a point inside a write where a test can kill the daemon. When
@@ -127,27 +326,69 @@ pub fn die(point: &str) -> ! {
 mod tests {
     use super::*;
 
+    fn open(path: &Path) -> OwnedFd {
+        rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap()
+    }
+
     #[test]
-    fn only_our_names_with_a_dead_owner_are_removed() {
-        assert_eq!(owner(".a.rs.filectx-123-7.tmp"), Some(123));
-        assert_eq!(owner(".x.filectx-1.filectx-42-0.tmp"), Some(42));
-        assert_eq!(owner("a.rs.filectx-123-7.tmp"), None);
-        assert_eq!(owner(".a.rs.filectx-123.tmp"), None);
-        assert_eq!(owner(".a.rs.filectx-x-1.tmp"), None);
+    fn only_this_familys_files_with_a_gone_creator_are_removed() {
+        let leftovers = Leftovers::new(Some("0123456789abcdef".into()));
+        let me = me().unwrap().clone();
+        let random = "0".repeat(32);
+        let name = |token: &str, boot: &str, pid: i32, start: u64| {
+            format!(".a.rs.filectx-{token}-{boot}-{pid}-{start}-{random}.tmp")
+        };
+        let token = "0123456789abcdef";
+        let other_boot = if me.boot == "00000000" { "11111111" } else { "00000000" };
+        assert_eq!(
+            creator(&name(token, &me.boot, 42, 7), token),
+            Some(Creator { boot: me.boot.clone(), pid: 42, start: 7 })
+        );
+        assert_eq!(creator(&name("fedcba9876543210", &me.boot, 42, 7), token), None, "another family");
+        assert_eq!(creator(".a.rs.filectx-123-7.tmp", token), None, "the old, guessable names");
 
         let dir = tempfile::tempdir().unwrap();
-        // A pid that cannot be alive (above the kernel's maximum).
-        let dead = dir.path().join(".a.rs.filectx-2147483646-0.tmp");
-        let ours = dir.path().join(temp_name("a.rs", 0));
-        let live = dir.path().join(".a.rs.filectx-1-0.tmp");
-        let other = dir.path().join(".a.rs.tmp");
-        for path in [&dead, &ours, &live, &other] {
-            std::fs::write(path, "x").unwrap();
+        let fd = open(dir.path());
+        let cases = [
+            // (name, removed?)
+            (name(token, other_boot, me.pid, me.start), true),
+            (name(token, &me.boot, 2_147_483_646, 1), true),
+            (name(token, &me.boot, me.pid, me.start + 1), true),
+            (name(token, &me.boot, me.pid, me.start), false),
+            (name(token, &me.boot, 1, start_time("1").unwrap()), false),
+            (name("fedcba9876543210", other_boot, 5, 5), false),
+            (".a.rs.filectx-2147483646-0.tmp".to_owned(), false),
+            ("a.rs".to_owned(), false),
+        ];
+        for (name, _) in &cases {
+            std::fs::write(dir.path().join(name), "x").unwrap();
         }
+        // A symlink with a removable name is not ours: left alone.
+        let link = name(token, other_boot, 9, 9).replace(".a.rs.", ".b.rs.");
+        std::os::unix::fs::symlink("/nonexistent", dir.path().join(&link)).unwrap();
+        assert_eq!(leftovers.clean_once(&fd, dir.path()), 3);
+        for (name, removed) in &cases {
+            assert_eq!(!dir.path().join(name).exists(), *removed, "{name}");
+        }
+        assert!(dir.path().join(&link).symlink_metadata().is_ok());
+        std::fs::write(dir.path().join(&cases[0].0), "x").unwrap();
+        assert_eq!(leftovers.clean_once(&fd, dir.path()), 0, "once per folder");
+    }
+
+    #[test]
+    fn staging_files_are_private_exclusive_and_unguessable() {
+        let dir = tempfile::tempdir().unwrap();
+        let fd = open(dir.path());
         let leftovers = Leftovers::default();
-        assert_eq!(leftovers.clean_once(dir.path()), 1);
-        assert!(!dead.exists() && ours.exists() && live.exists() && other.exists());
-        std::fs::write(&dead, "x").unwrap();
-        assert_eq!(leftovers.clean_once(dir.path()), 0, "once per folder");
+        let (a, _) = leftovers.create(&fd, "x.txt").unwrap();
+        let (b, _) = leftovers.create(&fd, "x.txt").unwrap();
+        assert_ne!(a, b);
+        assert!(creator(&a, &leftovers.token).is_some());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(&a)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let long = "é".repeat(200);
+        let (c, _) = leftovers.create(&fd, &long).unwrap();
+        assert!(c.len() <= 255, "{}", c.len());
     }
 }

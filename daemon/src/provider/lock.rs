@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use fs2::FileExt;
 
+use super::beneath::RootDir;
+
 /// One path's in-process lock.
 #[derive(Debug, Default)]
 struct Slot {
@@ -103,16 +105,23 @@ pub enum LockError {
     Io(std::io::Error),
 }
 
-/// Opens `path` and takes an exclusive `flock` on it, waiting at most `patience`.
+/// Opens `rel` beneath `root` (never through a symlink, never blocking on a FIFO) and takes an
+/// exclusive `flock` on it, waiting at most `patience`.
 ///
-/// After locking, the open file must still be the inode `path` names: a cooperating writer that
-/// replaced the file by rename while we waited leaves us holding a lock on a dead inode, so we
-/// let go and try again on the new one (the "flopen" pattern).
-pub fn lock_file(path: &Path, patience: Duration) -> Result<LockedFile, LockError> {
+/// After locking, the open file must still be the inode `rel` names now: a cooperating writer
+/// that replaced the file by rename while we waited leaves us holding a lock on a dead inode, so
+/// we let go and try again on the new one (the "flopen" pattern). The caller checks the type
+/// on [`LockedFile::meta`] (the descriptor's own).
+pub fn lock_file(root: &RootDir, rel: &Path, patience: Duration) -> Result<LockedFile, LockError> {
     let started = Instant::now();
     let mut backoff = Duration::from_millis(1);
     loop {
-        let file = File::open(path).map_err(LockError::Io)?;
+        let file = root.open_read(rel).map_err(LockError::Io)?;
+        let meta = file.metadata().map_err(LockError::Io)?;
+        if !meta.is_file() {
+            // Not ours to lock (a folder, a FIFO): the caller refuses it by its type.
+            return Ok(LockedFile { file, meta });
+        }
         loop {
             match file.try_lock_exclusive() {
                 Ok(()) => break,
@@ -130,7 +139,7 @@ pub fn lock_file(path: &Path, patience: Duration) -> Result<LockedFile, LockErro
             }
         }
         let meta = file.metadata().map_err(LockError::Io)?;
-        match std::fs::metadata(path) {
+        match root.open_path(rel).and_then(|f| f.metadata()) {
             Ok(now) if now.dev() == meta.dev() && now.ino() == meta.ino() => {
                 return Ok(LockedFile { file, meta });
             }
@@ -168,16 +177,19 @@ mod tests {
     #[test]
     fn flock_is_exclusive_across_open_files_and_follows_renames() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = RootDir::new(&base, None).unwrap();
+        let path = base.join("f");
+        let rel = Path::new("f");
         std::fs::write(&path, "old").unwrap();
-        let held = lock_file(&path, Duration::ZERO).unwrap();
-        assert!(matches!(lock_file(&path, Duration::from_millis(30)), Err(LockError::Busy(_))));
+        let held = lock_file(&root, rel, Duration::ZERO).unwrap();
+        assert!(matches!(lock_file(&root, rel, Duration::from_millis(30)), Err(LockError::Busy(_))));
         // A writer replaces the file by rename while we hold the old inode's lock: a new
         // locker gets the new inode.
         let tmp = dir.path().join("f.tmp");
         std::fs::write(&tmp, "new").unwrap();
         std::fs::rename(&tmp, &path).unwrap();
-        let fresh = lock_file(&path, Duration::ZERO).unwrap();
+        let fresh = lock_file(&root, rel, Duration::ZERO).unwrap();
         assert_ne!(fresh.meta.ino(), held.meta.ino());
     }
 }

@@ -12,6 +12,7 @@
 //! file's stat fingerprint is unchanged *and* the file is older than the racy window at the time
 //! it was hashed; otherwise the file is hashed again.
 
+pub mod beneath;
 mod cache_tests;
 pub mod edit;
 pub mod index;
@@ -23,16 +24,18 @@ mod strategies;
 pub mod version;
 
 use std::collections::HashMap;
-use std::fs::{File, Metadata, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use filectx_protocol::FsErrorCode;
 
+pub use self::beneath::{Root, RootDir};
 use self::index::{LineIndex, NotText, Scanner, Window};
 use self::leftovers::{Leftovers, crash_point};
 use self::lock::{LockError, PathLocks};
@@ -78,6 +81,12 @@ pub struct ProviderConfig {
     /// Cached state unused for one to two of these periods is released (see
     /// [`Provider::sweep_idle`]).
     pub idle_release: Duration,
+    /// Refuse writes and edits of files with several hard links (`FS_PERMISSION_DENIED`):
+    /// such a file is rewritten in place, so a link outside the roots would see the change.
+    pub refuse_multi_link_writes: bool,
+    /// The secret that marks this user's daemons' temporary files (see [`leftovers`]); `None`
+    /// draws a fresh one for this provider alone.
+    pub staging_token: Option<String>,
 }
 
 impl Default for ProviderConfig {
@@ -92,6 +101,8 @@ impl Default for ProviderConfig {
             map_threshold: 4 * 1024 * 1024,
             max_open_files: 1024,
             idle_release: Duration::from_secs(30),
+            refuse_multi_link_writes: false,
+            staging_token: None,
         }
     }
 }
@@ -108,13 +119,11 @@ pub enum ProviderError {
         /// What is wrong with it.
         why: String,
     },
-    /// The path resolves outside every root of the session.
-    #[error("{path} is outside the session's roots (it resolves to {})", resolved.display())]
+    /// The path leaves every root of the session (what it leads to is never named).
+    #[error("{path} is outside the session's roots")]
     OutsideRoot {
         /// The path as given.
         path: String,
-        /// Where it resolves to.
-        resolved: PathBuf,
     },
     /// Nothing exists at the path.
     #[error("{path} does not exist{}", why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
@@ -132,7 +141,7 @@ pub enum ProviderError {
     },
     /// The path is a socket, device or fifo.
     #[error("{path} is not a regular file")]
-    NotAFile {
+    NotRegularFile {
         /// The path.
         path: String,
     },
@@ -159,6 +168,14 @@ pub enum ProviderError {
     PermissionDenied {
         /// The path.
         path: String,
+    },
+    /// The daemon's own configuration refuses this operation.
+    #[error("{path}: {why}")]
+    Refused {
+        /// The path.
+        path: String,
+        /// Which rule, and how to change it.
+        why: String,
     },
     /// The requested first line lies past the end of the file.
     #[error("offset {offset} is past the end of {path}, which has {total_lines} lines")]
@@ -227,13 +244,14 @@ impl ProviderError {
     /// The wire identifier of this failure.
     pub fn code(&self) -> FsErrorCode {
         match self {
-            Self::InvalidPath { .. }
-            | Self::NotAFile { .. }
-            | Self::OffsetPastEnd { .. }
-            | Self::InvalidEdit(_) => FsErrorCode::InvalidArgument,
+            Self::InvalidPath { .. } | Self::OffsetPastEnd { .. } | Self::InvalidEdit(_) => {
+                FsErrorCode::InvalidArgument
+            }
             Self::OutsideRoot { .. } => FsErrorCode::OutsideRoot,
             Self::NotFound { .. } => FsErrorCode::NotFound,
             Self::IsDirectory { .. } => FsErrorCode::IsDirectory,
+            Self::NotRegularFile { .. } => FsErrorCode::NotRegularFile,
+            Self::Refused { .. } => FsErrorCode::PermissionDenied,
             Self::NotText { .. } => FsErrorCode::NotText,
             Self::TooLarge { .. } => FsErrorCode::TooLarge,
             Self::PermissionDenied { .. } => FsErrorCode::PermissionDenied,
@@ -253,7 +271,8 @@ impl ProviderError {
             | Self::OutsideRoot { path, .. }
             | Self::NotFound { path, .. }
             | Self::IsDirectory { path }
-            | Self::NotAFile { path }
+            | Self::NotRegularFile { path }
+            | Self::Refused { path, .. }
             | Self::NotText { path, .. }
             | Self::TooLarge { path, .. }
             | Self::PermissionDenied { path }
@@ -288,9 +307,6 @@ impl ProviderError {
             }
             Self::NoMatch { hint: Some(hint), .. } => {
                 map.insert("hint".into(), hint.clone().into());
-            }
-            Self::OutsideRoot { resolved, .. } => {
-                map.insert("resolved".into(), resolved.display().to_string().into());
             }
             _ => {}
         }
@@ -333,6 +349,10 @@ fn io_error(target: &str, op: &'static str, err: std::io::Error) -> ProviderErro
         ErrorKind::NotADirectory => {
             ProviderError::NotFound { path, why: Some("a parent of it is a file, not a folder".into()) }
         }
+        _ if beneath::swapped(&err) => ProviderError::Busy {
+            path,
+            why: "it (or a folder above it) was replaced while being opened; try again".into(),
+        },
         _ => ProviderError::Io { path, op, source: err },
     }
 }
@@ -623,20 +643,14 @@ pub struct Provider {
     config: ProviderConfig,
     cache: Mutex<Cache>,
     locks: PathLocks,
-    temp_counter: AtomicU64,
     leftovers: Leftovers,
 }
 
 impl Provider {
     /// A provider with an empty cache.
     pub fn new(config: ProviderConfig) -> Self {
-        Self {
-            config,
-            cache: Mutex::default(),
-            locks: PathLocks::default(),
-            temp_counter: AtomicU64::new(0),
-            leftovers: Leftovers::default(),
-        }
+        let leftovers = Leftovers::new(config.staging_token.clone());
+        Self { config, cache: Mutex::default(), locks: PathLocks::default(), leftovers }
     }
 
     /// Files with cached state.
@@ -698,30 +712,44 @@ impl Provider {
         drop(released);
     }
 
-    /// The current version of the regular file at a canonical path; `None` when nothing (or no
-    /// regular file) is there. For the watcher, which works on paths it already resolved.
-    pub fn current_version_at(&self, path: &Path) -> Result<Option<Version>, ProviderError> {
-        let display = path.display().to_string();
-        let target =
-            Resolved { path: path.to_owned(), display, exists: true, root: PathBuf::from("/"), file: None };
+    /// The current version of the regular file at a canonical path, opened beneath the root
+    /// of `roots` that contains it; `None` when nothing (or no regular file, or a symlink) is
+    /// there now. For the watcher, which works on paths it already resolved.
+    pub fn current_version_in(&self, path: &Path, roots: &[Root]) -> Result<Option<Version>, ProviderError> {
+        let Some((dir, rel)) = roots
+            .iter()
+            .filter_map(|root| path.strip_prefix(root.path()).ok().map(|rel| (root, rel)))
+            .min_by_key(|(_, rel)| rel.components().count())
+        else {
+            return Ok(None);
+        };
+        let target = Resolved {
+            path: path.to_owned(),
+            display: path.display().to_string(),
+            exists: true,
+            root: dir.path().to_owned(),
+            dir: dir.clone(),
+            rel: rel.to_owned(),
+            file: None,
+        };
         match self.current_version(&target) {
             Ok(version) => Ok(version),
-            Err(ProviderError::IsDirectory { .. } | ProviderError::NotAFile { .. }) => Ok(None),
-            Err(ProviderError::NotFound { .. }) => Ok(None),
+            Err(
+                ProviderError::IsDirectory { .. }
+                | ProviderError::NotRegularFile { .. }
+                | ProviderError::NotFound { .. }
+                | ProviderError::Busy { .. },
+            ) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    /// Opens a regular file for reading, with its metadata.
+    /// Opens a regular file for reading beneath its root (never following a symlink, never
+    /// blocking on a FIFO), with its metadata checked on the descriptor.
     fn open_file(&self, target: &Resolved) -> Result<(File, Metadata), ProviderError> {
-        let file = File::open(&target.path).map_err(|e| io_error(&target.display, "open", e))?;
+        let file = target.dir.open_read(&target.rel).map_err(|e| io_error(&target.display, "open", e))?;
         let meta = file.metadata().map_err(|e| io_error(&target.display, "stat", e))?;
-        if meta.is_dir() {
-            return Err(ProviderError::IsDirectory { path: target.display.clone() });
-        }
-        if !meta.is_file() {
-            return Err(ProviderError::NotAFile { path: target.display.clone() });
-        }
+        regular(target, &meta)?;
         Ok((file, meta))
     }
 
@@ -887,14 +915,8 @@ impl Provider {
         offset: Option<u64>,
         limit: u64,
     ) -> Option<Result<ReadOutcome, ProviderError>> {
-        // Resolution has just looked at the file; otherwise look now.
-        let found = match target.file {
-            Some(found) => found,
-            None => {
-                let meta = std::fs::metadata(&target.path).ok().filter(Metadata::is_file)?;
-                resolve::Found { fingerprint: Fingerprint::of(&meta), links: meta.nlink() }
-            }
-        };
+        // Resolution has just looked at the file (on the handle it opened beneath the root).
+        let found = target.file?;
         let entry = self.cached(&target.path, &found.fingerprint)?;
         let file = entry.file.clone().filter(|_| entry.local)?;
         let snapshot = Snapshot::pin(&entry, file, found.links, entry.body()).ok()?;
@@ -951,7 +973,7 @@ impl Provider {
 
     /// What is at `target`: kind, size, mode, mtime and (for regular files) version.
     pub fn stat(&self, target: &Resolved) -> Result<Stat, ProviderError> {
-        let meta = match std::fs::metadata(&target.path) {
+        let meta = match target.dir.open_path(&target.rel).and_then(|f| f.metadata()) {
             Ok(meta) => meta,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 self.forget(&target.path);
@@ -995,8 +1017,11 @@ impl Provider {
     }
 
     fn lock_file(&self, target: &Resolved) -> Result<lock::LockedFile, ProviderError> {
-        match lock::lock_file(&target.path, self.config.lock_patience) {
-            Ok(locked) => Ok(locked),
+        match lock::lock_file(&target.dir, &target.rel, self.config.lock_patience) {
+            Ok(locked) => {
+                regular(target, &locked.meta)?;
+                Ok(locked)
+            }
             Err(LockError::Busy(waited)) => Err(ProviderError::Busy {
                 path: target.display.clone(),
                 why: format!("another process has held its lock (flock) for {waited:?}"),
@@ -1021,7 +1046,7 @@ impl Provider {
             });
         }
         let _guard = self.lock_path(target)?;
-        let existing = match std::fs::metadata(&target.path) {
+        let existing = match target.dir.open_path(&target.rel).and_then(|f| f.metadata()) {
             Ok(meta) => Some(meta),
             Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(io_error(&target.display, "stat", e)),
@@ -1031,7 +1056,7 @@ impl Provider {
                 return Err(ProviderError::IsDirectory { path: target.display.clone() });
             }
             Some(meta) if !meta.is_file() => {
-                return Err(ProviderError::NotAFile { path: target.display.clone() });
+                return Err(ProviderError::NotRegularFile { path: target.display.clone() });
             }
             Some(_) if expect == Expectation::Absent => {
                 return Err(ProviderError::AlreadyExists { path: target.display.clone() });
@@ -1047,26 +1072,25 @@ impl Provider {
                         });
                     }
                 }
-                self.replace(target, &locked.meta, content.as_bytes())?;
-                false
+                (false, self.replace(target, &locked, content.as_bytes())?.1)
             }
             None => {
                 if let Expectation::Version(_) = expect {
                     return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
                 }
                 match self.create(target, content.as_bytes()) {
-                    Ok(()) => true,
+                    Ok(links) => (true, links),
                     Err(ProviderError::AlreadyExists { .. }) if expect == Expectation::Any => {
                         // It appeared between our stat and our create: replace it instead.
                         let locked = self.lock_file(target)?;
-                        self.replace(target, &locked.meta, content.as_bytes())?;
-                        false
+                        (false, self.replace(target, &locked, content.as_bytes())?.1)
                     }
                     Err(e) => return Err(e),
                 }
             }
         };
-        let (version, links) = self.remember_written(target, content.as_bytes());
+        let (created, links) = created;
+        let version = self.remember_written(target, content.as_bytes());
         Ok(WriteOutcome { created, version, links })
     }
 
@@ -1099,12 +1123,6 @@ impl Provider {
             }
             Err(e) => return Err(e),
         };
-        if locked.meta.is_dir() {
-            return Err(ProviderError::IsDirectory { path: target.display.clone() });
-        }
-        if !locked.meta.is_file() {
-            return Err(ProviderError::NotAFile { path: target.display.clone() });
-        }
         let size = locked.meta.len();
         if size > self.config.max_edit_bytes {
             return Err(ProviderError::TooLarge {
@@ -1149,66 +1167,59 @@ impl Provider {
             replaced.into_bytes()
         };
         crash_point!("provider::edit::matched");
-        self.replace(target, &locked.meta, &out)?;
-        let (version, links) = self.remember_written(target, &out);
+        let (_, links) = self.replace(target, &locked, &out)?;
+        let version = self.remember_written(target, &out);
         Ok(EditOutcome { replacements, version, links })
     }
 
-    /// The version of bytes we just wrote, and the file's hard-link count. What was cached for
-    /// the file is dropped: an entry for a file just written would be racy (within the 2 s
-    /// window), never trusted, so the next access hashes and indexes it anyway.
-    fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> (Version, u64) {
+    /// The version of bytes we just wrote. What was cached for the file is dropped: an entry
+    /// for a file just written would be racy (within the 2 s window), never trusted, so the next
+    /// access hashes and indexes it anyway.
+    fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> Version {
         self.forget(&target.path);
-        let links = std::fs::metadata(&target.path).map(|meta| meta.nlink()).unwrap_or(1);
-        (Version::of(bytes), links)
+        Version::of(bytes)
     }
 
-    /// A new temporary file next to `target` (same folder, so rename is atomic).
-    fn temp_file(&self, dir: &Path, target: &Resolved) -> Result<(PathBuf, File), ProviderError> {
-        let name = target.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        loop {
-            let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(leftovers::temp_name(&name, n));
-            match OpenOptions::new().write(true).create_new(true).mode(0o666).open(&path) {
-                Ok(file) => return Ok((path, file)),
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io_error(&target.display, "create a temporary file for", e)),
-            }
-        }
+    /// The folder `target` lives in, opened beneath its root, with the target's own name.
+    fn parent_of<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
+        let name = target
+            .rel
+            .file_name()
+            .filter(|name| beneath::is_plain_name(name))
+            .ok_or_else(|| ProviderError::IsDirectory { path: target.display.clone() })?;
+        let parent = target.rel.parent().unwrap_or(Path::new(""));
+        let dir =
+            target.dir.open_dir(parent).map_err(|e| io_error(&target.display, "open the folder of", e))?;
+        Ok((dir, name))
     }
 
-    fn sync_dir(&self, dir: &Path, target: &Resolved) -> Result<(), ProviderError> {
+    fn sync_dir(&self, dir: &OwnedFd, target: &Resolved) -> Result<(), ProviderError> {
         if self.config.fsync {
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| io_error(&target.display, "sync the folder of", e))?;
+            rustix::fs::fsync(dir).map_err(|e| io_error(&target.display, "sync the folder of", e.into()))?;
         }
         Ok(())
     }
 
-    /// Writes `bytes` to a temporary file in `dir` and syncs it. The caller moves it in place.
+    /// Writes `bytes` to a new temporary file in `dir` (created exclusively, mode 0600, under
+    /// a name nobody can guess) and syncs it; gives it `mode` (and the owner of `like`) on the
+    /// descriptor once its content is complete. The caller moves it in place.
     fn stage(
         &self,
-        dir: &Path,
+        dir: &OwnedFd,
+        dir_path: &Path,
         target: &Resolved,
         bytes: &[u8],
+        mode: u32,
         like: Option<&Metadata>,
-    ) -> Result<PathBuf, ProviderError> {
-        self.leftovers.clean_once(dir);
-        let (temp, mut file) = self.temp_file(dir, target)?;
+    ) -> Result<(String, File), ProviderError> {
+        self.leftovers.clean_once(dir, dir_path);
+        let name = target.rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let (temp, mut file) = self
+            .leftovers
+            .create(dir, &name)
+            .map_err(|e| io_error(&target.display, "create a temporary file for", e))?;
         crash_point!("provider::stage::created");
         let staged = (|| -> std::io::Result<()> {
-            if let Some(meta) = like {
-                file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-                if (meta.uid(), meta.gid()) != *OWNER {
-                    // Only root (or the owner, for the group) may do this; keep going if refused.
-                    let _ = rustix::fs::fchown(
-                        &file,
-                        Some(rustix::fs::Uid::from_raw(meta.uid())),
-                        Some(rustix::fs::Gid::from_raw(meta.gid())),
-                    );
-                }
-            }
             // Tests: a full disk while the temporary file is written (FILECTX_FAILPOINTS).
             #[cfg(feature = "failpoints")]
             fail::fail_point!("provider::stage::write", |_| Err(std::io::Error::from_raw_os_error(
@@ -1228,25 +1239,68 @@ impl Provider {
             if self.config.fsync {
                 file.sync_data()?;
             }
+            if let Some(meta) = like
+                && (meta.uid(), meta.gid()) != *OWNER
+            {
+                // Only root (or the owner, for the group) may do this; keep going if refused.
+                let _ = rustix::fs::fchown(
+                    &file,
+                    Some(rustix::fs::Uid::from_raw(meta.uid())),
+                    Some(rustix::fs::Gid::from_raw(meta.gid())),
+                );
+            }
+            // The final mode only now that the content is complete (after fchown, which may
+            // clear set-id bits).
+            rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))?;
             crash_point!("provider::stage::written");
             Ok(())
         })();
         if let Err(e) = staged {
-            let _ = std::fs::remove_file(&temp);
+            let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
             return Err(io_error(&target.display, "write", e));
         }
-        Ok(temp)
+        Ok((temp, file))
     }
 
-    /// Replaces an existing file's content: atomically by rename, or in place (under the lock)
-    /// when the file has several hard links, so that it stays one file shared by all of them.
-    fn replace(&self, target: &Resolved, meta: &Metadata, bytes: &[u8]) -> Result<(), ProviderError> {
-        let dir = target.path.parent().unwrap_or(Path::new("/"));
+    /// Replaces an existing (locked) file's content: atomically by rename, or in place (under
+    /// the locks) when the file has several hard links, so that it stays one file shared by all
+    /// of them. Returns (false, the file's hard links).
+    fn replace(
+        &self,
+        target: &Resolved,
+        locked: &lock::LockedFile,
+        bytes: &[u8],
+    ) -> Result<(bool, u64), ProviderError> {
+        let meta = &locked.meta;
         if meta.nlink() > 1 {
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&target.path)
+            if self.config.refuse_multi_link_writes {
+                return Err(ProviderError::Refused {
+                    path: target.display.clone(),
+                    why: format!(
+                        "it has {} hard links, and this daemon refuses writes to files with several \
+                         (refuse_multi_link_writes)",
+                        meta.nlink()
+                    ),
+                });
+            }
+            // Opened beneath the root, never through a symlink, and it must be the very inode
+            // that was locked and checked.
+            let file = target
+                .dir
+                .open(
+                    &target.rel,
+                    rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY,
+                    rustix::fs::Mode::empty(),
+                )
+                .map(File::from)
                 .map_err(|e| io_error(&target.display, "open", e))?;
+            let now = file.metadata().map_err(|e| io_error(&target.display, "stat", e))?;
+            if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
+                return Err(ProviderError::Busy {
+                    path: target.display.clone(),
+                    why: "it was replaced while being written; try again".into(),
+                });
+            }
             let written = (|| -> std::io::Result<()> {
                 file.write_all_at(bytes, 0)?;
                 file.set_len(bytes.len() as u64)?;
@@ -1255,51 +1309,105 @@ impl Provider {
                 }
                 Ok(())
             })();
-            return written.map_err(|e| io_error(&target.display, "write", e));
+            written.map_err(|e| io_error(&target.display, "write", e))?;
+            return Ok((false, now.nlink()));
         }
-        let temp = self.stage(dir, target, bytes, Some(meta))?;
-        if let Err(e) = std::fs::rename(&temp, &target.path) {
-            let _ = std::fs::remove_file(&temp);
-            return Err(io_error(&target.display, "replace", e));
+        let (dir, name) = self.parent_of(target)?;
+        let dir_path = target.path.parent().unwrap_or(Path::new("/"));
+        let (temp, file) = self.stage(&dir, dir_path, target, bytes, meta.mode(), Some(meta))?;
+        if let Err(e) = rustix::fs::renameat(&dir, temp.as_str(), &dir, name) {
+            let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
+            return Err(io_error(&target.display, "replace", e.into()));
         }
         crash_point!("provider::replace::renamed");
-        self.sync_dir(dir, target)
+        self.sync_dir(&dir, target)?;
+        Ok((false, file.metadata().map(|m| m.nlink()).unwrap_or(1)))
     }
 
-    /// Creates a new file with `bytes`, never clobbering one that appeared meanwhile.
-    fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<(), ProviderError> {
-        let dir = target.path.parent().unwrap_or(Path::new("/"));
-        std::fs::create_dir_all(dir).map_err(|e| io_error(&target.display, "create the folder of", e))?;
-        let temp = self.stage(dir, target, bytes, None)?;
-        let moved = rustix::fs::renameat_with(
-            rustix::fs::CWD,
-            &temp,
-            rustix::fs::CWD,
-            &target.path,
-            rustix::fs::RenameFlags::NOREPLACE,
-        );
+    /// Opens (creating what is missing) the folder `target` is to be created in, one
+    /// component at a time beneath the root: a folder swapped for a symlink meanwhile fails.
+    fn make_parent<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
+        let io = |op, e: std::io::Error| io_error(&target.display, op, e);
+        let name = target
+            .rel
+            .file_name()
+            .filter(|name| beneath::is_plain_name(name))
+            .ok_or_else(|| ProviderError::IsDirectory { path: target.display.clone() })?;
+        let parent = target.rel.parent().unwrap_or(Path::new(""));
+        // The deepest folder of `parent` that exists; the rest is created below it.
+        let mut existing = parent;
+        let dir = loop {
+            match target.dir.open_dir(existing) {
+                Ok(dir) => break dir,
+                Err(e) if e.kind() == ErrorKind::NotFound && !existing.as_os_str().is_empty() => {
+                    existing = existing.parent().unwrap_or(Path::new(""));
+                }
+                Err(e) => return Err(io("open the folder of", e)),
+            }
+        };
+        let mut dir = dir;
+        let rest = parent.strip_prefix(existing).unwrap_or(Path::new(""));
+        for component in rest.components() {
+            let part = component.as_os_str();
+            match rustix::fs::mkdirat(&dir, part, rustix::fs::Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(io("create the folder of", e.into())),
+            }
+            dir = beneath::open_beneath(
+                &dir,
+                Path::new(part),
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .map_err(|e| io("create the folder of", e))?;
+        }
+        Ok((dir, name))
+    }
+
+    /// Creates a new file with `bytes`, never clobbering one that appeared meanwhile; returns
+    /// the new file's hard links (1).
+    fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<u64, ProviderError> {
+        let (dir, name) = self.make_parent(target)?;
+        let dir_path = target.path.parent().unwrap_or(Path::new("/"));
+        let mode = 0o666 & !*leftovers::UMASK;
+        let (temp, _file) = self.stage(&dir, dir_path, target, bytes, mode, None)?;
+        let moved =
+            rustix::fs::renameat_with(&dir, temp.as_str(), &dir, name, rustix::fs::RenameFlags::NOREPLACE);
         let result = match moved {
             Ok(()) => {
                 crash_point!("provider::create::renamed");
-                return self.sync_dir(dir, target);
+                self.sync_dir(&dir, target)?;
+                return Ok(1);
             }
             Err(rustix::io::Errno::EXIST) => {
                 Err(ProviderError::AlreadyExists { path: target.display.clone() })
             }
             // Filesystems without RENAME_NOREPLACE: link(2) also refuses to clobber.
             Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS | rustix::io::Errno::NOTSUP) => {
-                match std::fs::hard_link(&temp, &target.path) {
-                    Ok(()) => Ok(()),
-                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                match rustix::fs::linkat(&dir, temp.as_str(), &dir, name, rustix::fs::AtFlags::empty()) {
+                    Ok(()) => Ok(1),
+                    Err(rustix::io::Errno::EXIST) => {
                         Err(ProviderError::AlreadyExists { path: target.display.clone() })
                     }
-                    Err(e) => Err(io_error(&target.display, "create", e)),
+                    Err(e) => Err(io_error(&target.display, "create", e.into())),
                 }
             }
             Err(errno) => Err(io_error(&target.display, "create", errno.into())),
         };
-        let _ = std::fs::remove_file(&temp);
+        let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
         result?;
-        self.sync_dir(dir, target)
+        self.sync_dir(&dir, target)?;
+        Ok(1)
     }
+}
+
+/// Refuses anything but a regular file, judged on the descriptor's own metadata.
+fn regular(target: &Resolved, meta: &Metadata) -> Result<(), ProviderError> {
+    if meta.is_dir() {
+        return Err(ProviderError::IsDirectory { path: target.display.clone() });
+    }
+    if !meta.is_file() {
+        return Err(ProviderError::NotRegularFile { path: target.display.clone() });
+    }
+    Ok(())
 }

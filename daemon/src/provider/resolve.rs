@@ -1,20 +1,36 @@
-//! Path resolution inside a session's roots: relative paths against the cwd, `..` and symlinks
-//! resolved component by component (dangling links included), then component-wise containment
-//! in a root — never a string-prefix check, so `/srv/app-evil` is not inside `/srv/app`.
+//! Path resolution inside a session's roots, beneath their directory handles: a path is
+//! checked against the roots lexically before anything is looked at (so nothing outside is ever
+//! probed), then opened from the root's handle — `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`
+//! when no symlink is in the way, else one component at a time (`O_PATH | O_NOFOLLOW`,
+//! `readlinkat`) while the canonical path is tracked. A relative link target continues from the
+//! current folder, an absolute one from the root that lexically contains it; `..` is applied to
+//! the canonical path and may not climb above every root. Containment is component-wise, never
+//! a string prefix, so `/srv/app-evil` is not inside `/srv/app`.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::ErrorKind;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
+use rustix::fs::{Mode, OFlags};
+
+use super::beneath::{Root, RootDir};
 use super::{Fingerprint, ProviderError};
 
 /// Most symlinks followed while resolving one path (Linux's own limit is 40).
 const MAX_SYMLINKS: u32 = 40;
 
+/// Longest path accepted, in bytes (Linux's `PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// Longest path component accepted, in bytes (Linux's `NAME_MAX`).
+pub const MAX_NAME_BYTES: usize = 255;
+
 /// A path resolved inside one of the session's roots.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Resolved {
     /// Absolute, with no `.`, `..` or symlink among its existing components.
     pub path: PathBuf,
@@ -22,12 +38,21 @@ pub struct Resolved {
     pub display: String,
     /// Whether something exists at `path` (checked during resolution).
     pub exists: bool,
-    /// The root that contains it.
+    /// The canonical path of the root that contains it.
     pub root: PathBuf,
-    /// The regular file resolution found at `path` (from the `lstat` of its last component),
-    /// so that the provider's warm read needs no second `stat`; `None` for anything else, or
-    /// when the path was not resolved here.
+    /// That root's handle: every later open of this target starts from it.
+    pub dir: Root,
+    /// `path` relative to the root (empty for the root itself).
+    pub rel: PathBuf,
+    /// The regular file resolution found at `path` (from an `fstat` of the handle it opened),
+    /// so that the provider's warm read needs no second `stat`; `None` for anything else.
     pub file: Option<Found>,
+}
+
+impl PartialEq for Resolved {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.exists == other.exists && self.file == other.file
+    }
 }
 
 /// A regular file as resolution saw it.
@@ -42,10 +67,20 @@ pub struct Found {
 /// The sandbox a path is resolved in.
 #[derive(Debug, Clone, Copy)]
 pub struct Scope<'a> {
-    /// Canonical roots.
-    pub roots: &'a [PathBuf],
+    /// The roots, with their handles.
+    pub roots: &'a [Root],
     /// Canonical cwd (inside a root).
     pub cwd: &'a Path,
+}
+
+impl Scope<'_> {
+    /// The innermost root containing `path` (absolute, normalised), and `path` relative to it.
+    fn locate<'p>(&self, path: &'p Path) -> Option<(&Root, &'p Path)> {
+        self.roots
+            .iter()
+            .filter_map(|root| root.relative(path).map(|rel| (root, rel)))
+            .min_by_key(|(_, rel)| rel.components().count())
+    }
 }
 
 /// How a path shows in texts: relative to `cwd` when inside it, else absolute.
@@ -56,95 +91,259 @@ pub fn display(path: &Path, cwd: &Path) -> String {
     }
 }
 
-/// Resolves `raw` in `scope`. The path may not exist yet; its nearest existing ancestor decides
-/// where it lies.
-pub fn resolve(raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
+fn invalid(raw: &str, why: &str) -> ProviderError {
+    ProviderError::InvalidPath { path: shorten(raw), why: why.to_owned() }
+}
+
+/// A path as echoed in an error: a huge one is cut (it is the client's own input anyway).
+fn shorten(raw: &str) -> String {
+    if raw.len() <= 300 {
+        return raw.to_owned();
+    }
+    let mut cut = 200;
+    while !raw.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &raw[..cut], raw.len())
+}
+
+fn outside(raw: &str) -> ProviderError {
+    ProviderError::OutsideRoot { path: shorten(raw) }
+}
+
+/// Refuses malformed input before anything is looked at.
+fn check_shape(raw: &str) -> Result<(), ProviderError> {
     if raw.is_empty() {
-        return Err(ProviderError::InvalidPath { path: raw.to_owned(), why: "the path is empty".into() });
+        return Err(invalid(raw, "the path is empty"));
+    }
+    if raw.len() > MAX_PATH_BYTES {
+        return Err(invalid(
+            raw,
+            &format!("the path is {} bytes, over the limit of {MAX_PATH_BYTES}", raw.len()),
+        ));
     }
     if raw.contains('\0') {
-        return Err(ProviderError::InvalidPath {
-            path: raw.to_owned(),
-            why: "the path contains a NUL byte".into(),
-        });
+        return Err(invalid(raw, "the path contains a NUL byte"));
     }
+    if let Some(long) = raw.split('/').find(|part| part.len() > MAX_NAME_BYTES) {
+        return Err(invalid(
+            raw,
+            &format!("a path component is {} bytes, over the limit of {MAX_NAME_BYTES}", long.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Resolves `raw` in `scope`. The path may not exist yet; its nearest existing ancestor decides
+/// where it lies. Any path that leaves the roots is `OutsideRoot`, and the error names nothing
+/// outside.
+pub fn resolve(raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
+    check_shape(raw)?;
     let given = Path::new(raw);
     let absolute = if given.is_absolute() { given.to_path_buf() } else { scope.cwd.join(given) };
-    let (path, exists, file) = walk(&absolute).map_err(|source| match source.kind() {
-        ErrorKind::PermissionDenied => ProviderError::PermissionDenied { path: raw.to_owned() },
+    let plain = !absolute.components().any(|c| c == Component::ParentDir);
+    if plain {
+        // Fast path: no `..`, so the lexical path is the canonical one unless a symlink is in
+        // the way, which the kernel refuses for us.
+        let lexical = super::beneath::normalize(&absolute);
+        let (root, rel) = scope.locate(&lexical).ok_or_else(|| outside(raw))?;
+        match root.open_path(rel) {
+            Ok(file) => {
+                let meta = file.metadata().map_err(|e| fail(raw, e))?;
+                return Ok(finish(scope, root, rel.to_path_buf(), true, found(&meta)));
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::NotADirectory => {}
+            Err(e) if super::beneath::swapped(&e) => {}
+            Err(e) => return Err(fail(raw, e)),
+        }
+    }
+    walk(raw, &absolute, scope)
+}
+
+fn found(meta: &std::fs::Metadata) -> Option<Found> {
+    meta.is_file().then(|| Found { fingerprint: Fingerprint::of(meta), links: meta.nlink() })
+}
+
+fn finish(scope: Scope<'_>, root: &Root, rel: PathBuf, exists: bool, file: Option<Found>) -> Resolved {
+    let path = if rel.as_os_str().is_empty() { root.path().to_path_buf() } else { root.path().join(&rel) };
+    Resolved {
+        display: display(&path, scope.cwd),
+        root: root.path().to_path_buf(),
+        dir: root.clone(),
+        exists,
+        rel,
+        path,
+        file: file.filter(|_| exists),
+    }
+}
+
+/// Maps an OS error met while resolving.
+fn fail(raw: &str, source: std::io::Error) -> ProviderError {
+    match source.kind() {
+        ErrorKind::PermissionDenied => ProviderError::PermissionDenied { path: shorten(raw) },
         ErrorKind::NotADirectory => ProviderError::NotFound {
-            path: raw.to_owned(),
+            path: shorten(raw),
             why: Some("a parent of it is a file, not a folder".into()),
         },
         _ if source.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-            ProviderError::InvalidPath {
-                path: raw.to_owned(),
-                why: "too many levels of symbolic links".into(),
-            }
+            invalid(raw, "too many levels of symbolic links")
         }
-        _ => ProviderError::Io { path: raw.to_owned(), op: "resolve", source },
-    })?;
-    let Some(root) = scope.roots.iter().find(|root| path.starts_with(root)) else {
-        return Err(ProviderError::OutsideRoot { path: raw.to_owned(), resolved: path });
-    };
-    Ok(Resolved { display: display(&path, scope.cwd), root: root.clone(), exists, path, file })
+        _ if super::beneath::swapped(&source) => ProviderError::Busy {
+            path: shorten(raw),
+            why: "it was replaced while being resolved; try again".into(),
+        },
+        _ => ProviderError::Io { path: shorten(raw), op: "resolve", source },
+    }
 }
 
-/// Resolves every component of an absolute path; returns the result, whether it exists, and
-/// the regular file found there.
-fn walk(absolute: &Path) -> std::io::Result<(PathBuf, bool, Option<Found>)> {
+/// Where the walk stands: a folder inside a root, by canonical path and handle.
+struct At {
+    root: Root,
+    /// Canonical path relative to `root`.
+    rel: PathBuf,
+    /// Handle of that folder (`O_PATH`).
+    fd: OwnedFd,
+}
+
+impl At {
+    /// The folder `path` (absolute, normalised, inside a root), opened beneath its root.
+    fn enter(raw: &str, scope: Scope<'_>, path: &Path) -> Result<Self, ProviderError> {
+        let (root, rel) = scope.locate(path).ok_or_else(|| outside(raw))?;
+        let fd = root.open(rel, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).map_err(|e| fail(raw, e))?;
+        Ok(Self { root: root.clone(), rel: rel.to_path_buf(), fd })
+    }
+
+    fn path(&self) -> PathBuf {
+        self.root.path().join(&self.rel)
+    }
+}
+
+/// The slow path: one component at a time from a root's handle, following symlinks by hand.
+fn walk(raw: &str, absolute: &Path, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
     let mut queue: VecDeque<OsString> = VecDeque::new();
-    push_front(&mut queue, absolute);
-    let mut resolved = PathBuf::from("/");
-    // How many trailing components of `resolved` do not exist (none of them can be links).
-    let mut missing = 0usize;
+    let mut at = start(raw, absolute, scope, &mut queue)?;
+    // Trailing components that do not exist (none of them can be a link or have children).
+    let mut missing: Vec<OsString> = Vec::new();
+    // What is at the end when it is not a folder: its metadata.
+    let mut leaf: Option<std::fs::Metadata> = None;
     let mut links = 0u32;
-    // What the last `lstat` found at `resolved`, while it still names that.
-    let mut last: Option<Found> = None;
     while let Some(name) = queue.pop_front() {
-        match name.to_str() {
-            Some(".") => continue,
-            Some("..") => {
-                last = None;
-                resolved.pop();
-                missing = missing.saturating_sub(1);
-                continue;
-            }
-            _ => {}
-        }
-        if missing > 0 {
-            resolved.push(&name);
-            missing += 1;
+        if name.as_bytes() == b"." {
             continue;
         }
-        let candidate = resolved.join(&name);
-        last = None;
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                links += 1;
-                if links > MAX_SYMLINKS {
-                    return Err(std::io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error()));
-                }
-                let target = std::fs::read_link(&candidate)?;
-                if target.is_absolute() {
-                    resolved = PathBuf::from("/");
-                }
-                push_front(&mut queue, &target);
+        if name.as_bytes() == b".." {
+            if leaf.is_some() {
+                return Err(invalid(raw, "`..` follows something that is not a folder"));
             }
-            Ok(meta) => {
-                if meta.is_file() {
-                    last = Some(Found { fingerprint: Fingerprint::of(&meta), links: meta.nlink() });
-                }
-                resolved = candidate;
+            if missing.pop().is_some() {
+                continue;
             }
-            Err(err) if err.kind() == ErrorKind::NotFound => {
-                resolved = candidate;
-                missing = 1;
+            let parent = at.path().parent().map(Path::to_path_buf).ok_or_else(|| outside(raw))?;
+            at = At::enter(raw, scope, &parent)?;
+            continue;
+        }
+        if leaf.is_some() {
+            return Err(ProviderError::NotFound {
+                path: shorten(raw),
+                why: Some("a parent of it is a file, not a folder".into()),
+            });
+        }
+        if !missing.is_empty() {
+            missing.push(name);
+            continue;
+        }
+        let opened = rustix::fs::openat(
+            &at.fd,
+            name.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => {
+                missing.push(name);
+                continue;
             }
-            Err(err) => return Err(err),
+            Err(e) => return Err(fail(raw, e.into())),
+        };
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| fail(raw, e))?;
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            links += 1;
+            if links > MAX_SYMLINKS {
+                return Err(invalid(raw, "too many levels of symbolic links"));
+            }
+            let target = rustix::fs::readlinkat(&file, "", Vec::new()).map_err(|e| fail(raw, e.into()))?;
+            let target = PathBuf::from(std::ffi::OsStr::from_bytes(target.as_bytes()));
+            push_front(&mut queue, &target);
+            if target.is_absolute() {
+                // Continue from the root that lexically contains the target, never from `/`;
+                // the components below that root are walked (and checked) from its handle.
+                at = enter_root(raw, scope, &target, &mut queue)?;
+            }
+            continue;
+        }
+        at.rel.push(&name);
+        if kind.is_dir() {
+            at.fd = file.into();
+        } else {
+            leaf = Some(meta);
         }
     }
-    Ok((resolved, missing == 0, last.filter(|_| missing == 0)))
+    let exists = missing.is_empty();
+    let mut rel = at.rel;
+    for name in &missing {
+        rel.push(name);
+    }
+    let file = leaf.as_ref().and_then(found);
+    Ok(finish(scope, &at.root, rel, exists, file))
+}
+
+/// The leading plain components of an absolute link target (up to its first `.` or `..`):
+/// the part that can be matched against the roots lexically.
+fn absolute_head(target: &Path) -> PathBuf {
+    let mut head = PathBuf::from("/");
+    for component in target.components() {
+        match component {
+            Component::Normal(name) => head.push(name),
+            Component::RootDir => {}
+            _ => break,
+        }
+    }
+    head
+}
+
+/// Where a walk starts: the root that lexically contains `absolute`, with the components
+/// left to walk queued.
+fn start(
+    raw: &str,
+    absolute: &Path,
+    scope: Scope<'_>,
+    queue: &mut VecDeque<OsString>,
+) -> Result<At, ProviderError> {
+    push_front(queue, absolute);
+    enter_root(raw, scope, absolute, queue)
+}
+
+/// Moves the walk to the root that lexically contains the absolute path whose components are
+/// at the front of `queue`, dropping that root's own components from the queue.
+fn enter_root(
+    raw: &str,
+    scope: Scope<'_>,
+    absolute: &Path,
+    queue: &mut VecDeque<OsString>,
+) -> Result<At, ProviderError> {
+    let head = absolute_head(absolute);
+    let (root, rel) = scope.locate(&head).ok_or_else(|| outside(raw))?;
+    let skip = head.components().count() - 1 - rel.components().count();
+    for _ in 0..skip {
+        queue.pop_front();
+    }
+    let fd = root
+        .open(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
+        .map_err(|e| fail(raw, e))?;
+    Ok(At { root: root.clone(), rel: PathBuf::new(), fd })
 }
 
 /// Puts a path's components at the front of the queue, in order (the root is implied).
@@ -162,6 +361,11 @@ fn push_front(queue: &mut VecDeque<OsString>, path: &Path) {
     }
 }
 
+/// Opens a session's root (blocking): canonicalised, then held as a handle.
+pub fn open_root(canonical: &Path, given: &Path) -> std::io::Result<Root> {
+    RootDir::new(canonical, Some(given))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +375,10 @@ mod tests {
         _dir: tempfile::TempDir,
         base: PathBuf,
         root: PathBuf,
+    }
+
+    fn roots(f: &Fixture) -> Vec<Root> {
+        vec![RootDir::new(&f.root, None).unwrap()]
     }
 
     fn fixture() -> Fixture {
@@ -193,7 +401,7 @@ mod tests {
     #[test]
     fn a_regular_file_found_by_resolution_carries_its_fingerprint() {
         let f = fixture();
-        let roots = [f.root.clone()];
+        let roots = roots(&f);
         let scope = Scope { roots: &roots, cwd: &f.root };
         let lib = std::fs::metadata(f.root.join("src/lib.rs")).unwrap();
         let expected = Some(Found { fingerprint: Fingerprint::of(&lib), links: 1 });
@@ -207,7 +415,7 @@ mod tests {
     }
 
     fn check(f: &Fixture, raw: &str) -> Result<(String, bool), String> {
-        let roots = [f.root.clone()];
+        let roots = roots(f);
         let scope = Scope { roots: &roots, cwd: &f.root };
         match resolve(raw, scope) {
             Ok(r) => Ok((r.display, r.exists)),
@@ -252,5 +460,46 @@ mod tests {
         assert_eq!(check(&f, "a\0b"), Err("FS_INVALID_ARGUMENT".into()));
         assert_eq!(check(&f, "loop"), Err("FS_INVALID_ARGUMENT".into()));
         assert_eq!(check(&f, "src/lib.rs/x"), Err("FS_NOT_FOUND".into()));
+        assert_eq!(check(&f, "src/lib.rs/.."), Err("FS_INVALID_ARGUMENT".into()));
+        assert_eq!(check(&f, &"a/".repeat(2100)), Err("FS_INVALID_ARGUMENT".into()));
+        assert_eq!(check(&f, &"x".repeat(256)), Err("FS_INVALID_ARGUMENT".into()));
+        assert_eq!(check(&f, &"x".repeat(255)), Ok(("x".repeat(255), false)));
+    }
+
+    #[test]
+    fn refusals_name_nothing_outside() {
+        let f = fixture();
+        // Whether the outside name exists or not, and whatever is below it, the answer is the
+        // same, and it carries only the path as given.
+        for raw in
+            ["../secret", "../secret/x", "../missing", "../missing/x", "to-secret/x", "evil-dir/../secret"]
+        {
+            let roots = roots(&f);
+            let err = resolve(raw, Scope { roots: &roots, cwd: &f.root }).unwrap_err();
+            assert_eq!(err.code().as_str(), "FS_OUTSIDE_ROOT", "{raw}");
+            let text = err.to_string();
+            assert!(!text.contains(&f.base.display().to_string()), "{raw}: {text}");
+        }
+    }
+
+    #[test]
+    fn links_between_roots_and_dotdot_between_nested_roots() {
+        let f = fixture();
+        let other = f.base.join("other");
+        std::fs::create_dir_all(other.join("lib")).unwrap();
+        std::fs::write(other.join("lib/x.rs"), "x").unwrap();
+        symlink(other.join("lib"), f.root.join("to-other")).unwrap();
+        let roots = vec![RootDir::new(&f.root, None).unwrap(), RootDir::new(&other, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &f.root };
+        let r = resolve("to-other/x.rs", scope).unwrap();
+        assert_eq!((r.path.clone(), r.exists, r.root.clone()), (other.join("lib/x.rs"), true, other.clone()));
+        assert!(r.file.is_some());
+        // `..` from the other root's top is outside both.
+        assert_eq!(resolve("to-other/../../secret", scope).unwrap_err().code().as_str(), "FS_OUTSIDE_ROOT");
+        // Nested roots: `..` from the inner one lands in the outer one.
+        let roots = vec![RootDir::new(&f.base, None).unwrap(), RootDir::new(&f.root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &f.root };
+        let r = resolve("../secret", scope).unwrap();
+        assert_eq!((r.path, r.root), (f.base.join("secret"), f.base.clone()));
     }
 }

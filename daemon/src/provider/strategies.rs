@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::index::{self, Scanner};
 use super::mmap::Mapped;
-use super::{Provider, ProviderConfig, Resolved};
+use super::{Provider, ProviderConfig};
 
 #[derive(Debug, Clone)]
 struct TextFile {
@@ -88,7 +88,10 @@ proptest! {
 
         // Through the provider, with every file mapped, and with none.
         let path = std::fs::canonicalize(temp.path()).expect("canonical");
-        let target = Resolved { display: "f".into(), exists: true, root: path.clone(), path, file: None };
+        let parent = path.parent().expect("a parent").to_path_buf();
+        let root = super::RootDir::new(&parent, None).expect("root");
+        let name = path.file_name().expect("a name").to_string_lossy().into_owned();
+        let target = super::resolve::resolve(&name, super::Scope { roots: &[root], cwd: &parent }).expect("resolve");
         for map_threshold in [1, u64::MAX] {
             let provider = Provider::new(ProviderConfig { map_threshold, fsync: false, ..ProviderConfig::default() });
             let read = provider.read(&target, Some(offset), limit).expect("provider read");

@@ -6,7 +6,6 @@ use filectx_protocol::{FsErrorCode, FsErrorData};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use crate::context::ContextError;
-use crate::provider::ProviderError;
 use crate::session::SessionError;
 
 /// A JSON-RPC error carrying an `FS_*` code.
@@ -57,12 +56,6 @@ fn fs_error_with(
 
 impl From<ContextError> for ErrorObjectOwned {
     fn from(err: ContextError) -> Self {
-        fs_error_with(err.code(), err.to_string(), err.path(), err.details())
-    }
-}
-
-impl From<ProviderError> for ErrorObjectOwned {
-    fn from(err: ProviderError) -> Self {
         fs_error_with(err.code(), err.to_string(), err.path(), err.details())
     }
 }

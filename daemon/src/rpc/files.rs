@@ -1,6 +1,6 @@
 //! Handlers of the file methods: `tools/call` (model-facing), `file/*` (file-context layer,
-//! structured) and `fs/*` (provider layer, records nothing). Each runs its blocking work on the
-//! blocking pool and converts views to wire types.
+//! structured) and `fs/*` (the context's non-recording handle). Each runs its blocking work on
+//! the blocking pool and converts views to wire types.
 
 use std::sync::Arc;
 
@@ -15,40 +15,27 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{fs_error, invalid_params};
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{FileContext, Kind, Lines, Version};
-use crate::provider::{Expectation, Provider, ProviderError, Scope};
-use crate::session::{Session, SessionOptions};
+use crate::context::{FileContext, Kind, Lines, RawExpectation, Scope, Version};
+use crate::session::SessionOptions;
 use crate::tools;
 
-/// Runs `work` on the blocking pool (one of a bounded number of slots) with the provider, the
-/// session and its options.
-async fn blocking<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
-where
-    T: Send + 'static,
-    F: FnOnce(&Provider, &Session, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
-{
-    let session: Arc<Session> = session_of(ext)?;
-    let provider = ctx.provider.clone();
-    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
-    tokio::task::spawn_blocking(move || {
-        let options = session.options().ok_or_else(super::error::not_initialized)?;
-        work(&provider, &session, options)
-    })
-    .await
-    .map_err(internal)?
-}
-
-/// Runs `work` with the session's file context on the blocking pool.
+/// Runs `work` with the session's file context on the blocking pool (one of a bounded number
+/// of slots).
 async fn with_context<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
     F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
-    blocking(ctx, ext, move |provider, session, options| {
+    let session = session_of(ext)?;
+    let files = ctx.files.clone();
+    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
+    tokio::task::spawn_blocking(move || {
+        let options = session.options().ok_or_else(super::error::not_initialized)?;
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        work(&FileContext::new(provider, scope, session.observations(), options.read_only), options)
+        work(&files.context(scope, session.observations(), options.read_only, &options.deny), options)
     })
     .await
+    .map_err(internal)?
 }
 
 /// Runs a read-only `work` with the session's file context right here on the async worker
@@ -64,29 +51,17 @@ where
     T: Send + 'static,
     F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
-    let session: Arc<Session> = session_of(ext)?;
+    let session = session_of(ext)?;
     if let Some(options) = session.options().filter(|o| o.local_roots) {
-        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
         let cold = std::cell::Cell::new(false);
-        let files = FileContext::new(&ctx.provider, scope, session.observations(), options.read_only);
+        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
+        let files = ctx.files.context(scope, session.observations(), options.read_only, &options.deny);
         let answer = work(&files.warm_only(&cold), options);
         if !cold.get() {
             return answer;
         }
     }
     with_context(ctx, ext, move |files, options| work(files, options)).await
-}
-
-/// Runs `work` with the provider and the session's scope on the blocking pool.
-async fn with_provider<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
-where
-    T: Send + 'static,
-    F: FnOnce(&Provider, Scope<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
-{
-    blocking(ctx, ext, move |provider, _, options| {
-        work(provider, Scope { roots: &options.roots, cwd: &options.cwd }, options)
-    })
-    .await
 }
 
 /// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped).
@@ -142,14 +117,6 @@ fn write_result(display: String, created: bool, version: Version) -> WriteResult
         display_path: display,
         version: version.to_string(),
     }
-}
-
-fn read_only(path: &str) -> ErrorObjectOwned {
-    fs_error(
-        FsErrorCode::PermissionDenied,
-        format!("this session is read-only; {path} was not changed"),
-        Some(path),
-    )
 }
 
 /// `tools/call`.
@@ -249,8 +216,8 @@ pub async fn fs_resolve(
     ext: Extensions,
 ) -> Result<ResolveResult, ErrorObjectOwned> {
     let params: PathParams = parse_params("fs/resolve", &params)?;
-    with_provider(&ctx, &ext, move |provider, scope, _| {
-        let target = provider.resolve(&params.path, scope)?;
+    with_context(&ctx, &ext, move |files, _| {
+        let target = files.unrecorded().resolve(&params.path)?;
         Ok(ResolveResult {
             path: target.path.display().to_string(),
             display_path: target.display,
@@ -268,9 +235,8 @@ pub async fn fs_stat(
     ext: Extensions,
 ) -> Result<FsStatResult, ErrorObjectOwned> {
     let params: PathParams = parse_params("fs/stat", &params)?;
-    with_provider(&ctx, &ext, move |provider, scope, _| {
-        let target = provider.resolve(&params.path, scope)?;
-        let stat = provider.stat(&target)?;
+    with_context(&ctx, &ext, move |files, _| {
+        let (target, stat) = files.unrecorded().stat(&params.path)?;
         Ok(FsStatResult {
             exists: stat.kind != Kind::Missing,
             kind: file_kind(stat.kind),
@@ -292,28 +258,11 @@ pub async fn fs_read_text(
 ) -> Result<ReadResult, ErrorObjectOwned> {
     let params: ReadParams = parse_params("fs/readText", &params)?;
     let (offset, limit) = window_of(&params)?;
-    with_provider(&ctx, &ext, move |provider, scope, _| {
-        let target = provider.resolve(&params.path, scope)?;
-        let outcome = provider.read(&target, offset, limit)?;
-        Ok(read_result(target.display, outcome.version, outcome.window))
+    with_context(&ctx, &ext, move |files, _| {
+        let view = files.unrecorded().read(&params.path, offset, limit)?;
+        Ok(read_result(view.display, view.version, view.window))
     })
     .await
-}
-
-/// The version a client named, or — when it is not one this daemon could have issued — the
-/// stale error it deserves (the file cannot be at it).
-fn expected_version(
-    provider: &Provider,
-    target: &crate::provider::Resolved,
-    text: &str,
-) -> Result<Version, ErrorObjectOwned> {
-    match Version::parse(text) {
-        Some(version) => Ok(version),
-        None => {
-            let current = provider.current_version(target)?;
-            Err(ProviderError::StaleVersion { path: target.display.clone(), current }.into())
-        }
-    }
 }
 
 /// `fs/writeText`: a write with an explicit expectation.
@@ -323,20 +272,14 @@ pub async fn fs_write_text(
     ext: Extensions,
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: FsWriteParams = parse_params("fs/writeText", &params)?;
-    with_provider(&ctx, &ext, move |provider, scope, options| {
-        let target = provider.resolve(&params.path, scope)?;
-        if options.read_only {
-            return Err(read_only(&target.display));
-        }
+    with_context(&ctx, &ext, move |files, _| {
         let expect = match &params.expect {
-            WriteExpectation::Any => Expectation::Any,
-            WriteExpectation::Absent => Expectation::Absent,
-            WriteExpectation::Version { version } => {
-                Expectation::Version(expected_version(provider, &target, version)?)
-            }
+            WriteExpectation::Any => RawExpectation::Any,
+            WriteExpectation::Absent => RawExpectation::Absent,
+            WriteExpectation::Version { version } => RawExpectation::Version(version),
         };
-        let outcome = provider.write(&target, &params.content, expect)?;
-        Ok(write_result(target.display, outcome.created, outcome.version))
+        let view = files.unrecorded().write(&params.path, &params.content, expect)?;
+        Ok(write_result(view.display, view.created, view.version))
     })
     .await
 }
@@ -348,20 +291,20 @@ pub async fn fs_edit_text(
     ext: Extensions,
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: FsEditParams = parse_params("fs/editText", &params)?;
-    with_provider(&ctx, &ext, move |provider, scope, options| {
-        let target = provider.resolve(&params.path, scope)?;
-        if options.read_only {
-            return Err(read_only(&target.display));
-        }
-        let expected = expected_version(provider, &target, &params.expected_version)?;
+    with_context(&ctx, &ext, move |files, _| {
         let replace_all = params.replace_all.unwrap_or(false);
-        let outcome =
-            provider.edit(&target, &params.old_string, &params.new_string, replace_all, expected)?;
-        Ok(EditResult {
-            replacements: outcome.replacements,
+        let view = files.unrecorded().edit(
+            &params.path,
+            &params.old_string,
+            &params.new_string,
             replace_all,
-            display_path: target.display,
-            version: outcome.version.to_string(),
+            &params.expected_version,
+        )?;
+        Ok(EditResult {
+            replacements: view.replacements,
+            replace_all,
+            display_path: view.display,
+            version: view.version.to_string(),
         })
     })
     .await

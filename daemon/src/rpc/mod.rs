@@ -20,8 +20,8 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use jsonrpsee::{Extensions, types::error::INTERNAL_ERROR_CODE};
 
 use crate::config::Config;
-use crate::provider::Provider;
-use crate::session::{Session, SessionOptions};
+use crate::context::Files;
+use crate::session::{Session, SessionOptions, SessionPolicy};
 use crate::stats::Stats;
 use crate::tools;
 use crate::watch::WatchHub;
@@ -36,8 +36,10 @@ pub struct ServerContext {
     pub config: Config,
     /// Daemon-wide counters.
     pub stats: Arc<Stats>,
-    /// The daemon's provider, shared by every session.
-    pub provider: Arc<Provider>,
+    /// The daemon's file service, shared by every session.
+    pub files: Files,
+    /// Where roots may be, and the daemon's deny rules.
+    pub policy: Arc<SessionPolicy>,
     /// The daemon's watcher.
     pub watch: Arc<WatchHub>,
     /// Caps file operations running on the blocking pool at once: beyond a few per core they
@@ -108,13 +110,14 @@ async fn initialize(
     let session = session_of(&ext)?;
     let params: InitializeParams = parse_params(INITIALIZE, &params)?;
     // Canonicalising roots touches the filesystem: keep it off the async workers.
-    let options = tokio::task::spawn_blocking(move || SessionOptions::from_params(params))
+    let policy = ctx.policy.clone();
+    let options = tokio::task::spawn_blocking(move || SessionOptions::from_params(params, &policy))
         .await
         .map_err(internal)??;
     let options = session.install(options)?;
     tracing::info!(
         client = options.client.as_ref().map(|c| c.name.as_str()).unwrap_or("-"),
-        roots = ?options.roots,
+        roots = ?options.roots.iter().map(|r| r.path()).collect::<Vec<_>>(),
         tools = ?options.tools,
         read_only = options.read_only,
         "session initialized"
@@ -131,9 +134,9 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         sessions: Stats::get(&stats.sessions),
         max_sessions: u64::try_from(ctx.config.max_connections).unwrap_or(u64::MAX),
         refused_connections: Stats::get(&stats.refused_connections),
-        cached_files: ctx.provider.cached_files() as u64,
-        mapped_bytes: ctx.provider.mapped_bytes() as u64,
-        open_files: ctx.provider.open_files() as u64,
+        cached_files: ctx.files.cached_files() as u64,
+        mapped_bytes: ctx.files.mapped_bytes() as u64,
+        open_files: ctx.files.open_files() as u64,
         watched_paths: ctx.watch.watched(),
         requests: Stats::get(&stats.requests),
         notifications_dropped: Stats::get(&stats.notifications_dropped),
@@ -144,13 +147,22 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
 pub fn methods(
     config: Config,
     stats: Arc<Stats>,
-    provider: Arc<Provider>,
+    files: Files,
     watch: Arc<WatchHub>,
+    policy: SessionPolicy,
 ) -> Result<Methods, RegisterMethodError> {
     let method_names = Arc::new(OnceLock::new());
     let cores = std::thread::available_parallelism().map(usize::from).unwrap_or(2);
     let file_work = tokio::sync::Semaphore::new((cores * 4).max(8));
-    let ctx = ServerContext { config, stats, provider, watch, file_work, method_names: method_names.clone() };
+    let ctx = ServerContext {
+        config,
+        stats,
+        files,
+        watch,
+        file_work,
+        policy: Arc::new(policy),
+        method_names: method_names.clone(),
+    };
     let mut module = RpcModule::new(ctx);
     module.register_async_method(INITIALIZE, initialize)?;
     module.register_method(SHUTDOWN, |_params, _ctx, ext| {

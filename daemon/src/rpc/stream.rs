@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::error::fs_error;
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::provider::{Changed, ProviderError, Scope, Snapshot, WindowError};
+use crate::context::{Changed, Scope, Snapshot, WindowError};
 
 /// Chunks produced ahead of the connection, per stream.
 pub const STREAM_BUFFER_CHUNKS: usize = 4;
@@ -29,7 +29,7 @@ async fn open(
     ext: &Extensions,
 ) -> Result<(Snapshot, u64, u64), ErrorObjectOwned> {
     let session = session_of(ext)?;
-    let provider = ctx.provider.clone();
+    let files = ctx.files.clone();
     let path = params.path.clone();
     let offset = params.offset.unwrap_or(1);
     let chunk = match params.chunk_lines {
@@ -42,14 +42,8 @@ async fn open(
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        let target = provider.resolve(&path, scope)?;
-        let snapshot = provider.snapshot(&target)?;
-        let total = snapshot.total_lines();
-        if offset == 0 || offset > total.max(1) {
-            return Err(
-                ProviderError::OffsetPastEnd { path: target.display, offset, total_lines: total }.into()
-            );
-        }
+        let files = files.context(scope, session.observations(), options.read_only, &options.deny);
+        let snapshot = files.unrecorded().stream(&path, offset)?;
         Ok((snapshot, offset, chunk))
     })
     .await

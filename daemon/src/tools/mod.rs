@@ -30,7 +30,7 @@ pub fn instructions(options: &SessionOptions) -> String {
         text.push_str(&format!(
             "Paths are absolute or relative to {}; only files under {} can be reached.",
             options.cwd.display(),
-            options.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+            options.roots.iter().map(|r| r.path().display().to_string()).collect::<Vec<_>>().join(", ")
         ));
     }
     if has(ToolName::Read) {
@@ -61,10 +61,20 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    /// A real folder to stand for the root (texts show it as /srv/app).
+    fn tmp() -> PathBuf {
+        std::fs::canonicalize(std::env::temp_dir()).unwrap()
+    }
+
+    fn text(options: &SessionOptions) -> String {
+        instructions(options).replace(&tmp().display().to_string(), "/srv/app")
+    }
+
     fn options(tools: &[ToolName], read_only: bool) -> SessionOptions {
         SessionOptions {
-            roots: vec![PathBuf::from("/srv/app")],
-            cwd: PathBuf::from("/srv/app"),
+            roots: vec![crate::context::RootDir::new(&tmp(), None).unwrap()],
+            cwd: tmp(),
+            deny: Default::default(),
             tools: tools.to_vec(),
             read_only,
             client: None,
@@ -82,8 +92,8 @@ mod tests {
     #[test]
     fn instructions_state_the_rules_that_apply() {
         expect_test::expect![[r#"File tools: read, write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. Before editing a file or overwriting it, read it (any window counts) in this session; creating a new file needs no read. If a tool says the file changed since you read it, read it again and redo your change against what is there now. An edit replaces an exact string that must occur once; add surrounding lines to make it unique, or set replace_all."#]]
-        .assert_eq(&instructions(&options(&ToolName::ALL, false)));
+        .assert_eq(&text(&options(&ToolName::ALL, false)));
         expect_test::expect![[r#"File tools: read. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. This session is read-only: writes and edits are refused."#]]
-        .assert_eq(&instructions(&options(&[ToolName::Read], true)));
+        .assert_eq(&text(&options(&[ToolName::Read], true)));
     }
 }

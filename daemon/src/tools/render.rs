@@ -104,6 +104,11 @@ pub fn error(err: &ContextError, tool: &str) -> String {
         FsErrorCode::IsDirectory => {
             format!("{path} is a directory, not a file. Give the path of a file inside it.")
         }
+        FsErrorCode::NotRegularFile => {
+            format!(
+                "{path} is not a regular file (a FIFO, socket or device). Only regular files can be used."
+            )
+        }
         FsErrorCode::NotText => format!("{err}. These tools only read and change UTF-8 text files."),
         FsErrorCode::OutsideRoot => format!("{err}. Only files inside the session's folders can be used."),
         FsErrorCode::PermissionDenied => format!("{err}."),
