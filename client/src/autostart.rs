@@ -9,6 +9,12 @@
 //! takes the lock, not even to probe it: a probe could make a starting daemon believe another one
 //! serves the socket.
 //!
+//! **Trust**: every attempt goes through [`Client::connect_with`], which checks the socket's
+//! folder before connecting and the peer's uid after ([`crate::Untrusted`]). A folder that may be
+//! another user's is refused on the first attempt, before anything is started, so no daemon is
+//! ever started there; and the readiness probe refuses a socket that someone else's process
+//! serves, even one that appeared while our daemon was starting.
+//!
 //! **Detached**: the daemon runs in its own process group (a Ctrl-C in the client's terminal does
 //! not reach it), in `/`, with stdin and stdout on `/dev/null` and stderr appended to a log file.
 //! The client never blocks on it: it is polled without waiting while the client retries, and a
@@ -130,6 +136,7 @@ fn nobody_answers(error: &ClientError) -> bool {
 
 /// See [`Client::connect_or_spawn`].
 pub(crate) async fn connect_or_spawn(socket: &Path, options: SpawnOptions) -> Result<Client, ClientError> {
+    // A refused socket (`UntrustedSocket`) ends here too: nothing is started in such a folder.
     match Client::connect_with(socket, options.connect.clone()).await {
         Err(error) if nobody_answers(&error) => {}
         other => return other,
@@ -178,7 +185,7 @@ pub(crate) async fn connect_or_spawn(socket: &Path, options: SpawnOptions) -> Re
         match Client::connect_with(socket, options.connect.clone()).await {
             Err(error) if nobody_answers(&error) => {}
             // Connected (to our daemon or to the one that won the race), or a failure waiting
-            // will not cure (e.g. permission denied).
+            // will not cure (e.g. permission denied, or a socket another user serves).
             other => break other,
         }
         let now = Instant::now();
@@ -287,6 +294,11 @@ mod tests {
         assert!(nobody_answers(&connect(std::io::ErrorKind::ConnectionRefused)));
         assert!(!nobody_answers(&connect(std::io::ErrorKind::PermissionDenied)));
         assert!(!nobody_answers(&ClientError::Transport("gone".to_owned())));
+        let refused = ClientError::UntrustedSocket {
+            socket: PathBuf::from("/s"),
+            reason: crate::Untrusted::PeerNotOurs { peer: 65534, pid: None, ours: 0 },
+        };
+        assert!(!nobody_answers(&refused), "a refused socket must never lead to a start");
     }
 
     #[test]

@@ -21,6 +21,19 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    /// The socket, or its folder, may be controlled by another user, so the client refused it
+    /// before sending anything: the folder is not ours or others may write in it (then
+    /// autostart starts nothing there either), or the process serving the socket does not run
+    /// as our effective uid. Retrying does not help; the [`crate::Untrusted`] reason says what
+    /// to fix.
+    #[error("refusing the socket {}: {reason}", socket.display())]
+    UntrustedSocket {
+        /// The socket path that was refused.
+        socket: PathBuf,
+        /// What is wrong with it, and how to fix it.
+        #[source]
+        reason: crate::Untrusted,
+    },
     /// Autostart ([`crate::Client::connect_or_spawn`]) found no daemon and could not start one:
     /// the binary was not found or could not be run, or its log file could not be opened.
     #[error("{}", spawn_message(daemon, socket, log.as_deref(), source))]
@@ -133,7 +146,8 @@ impl ClientError {
 
     /// Whether this error means the daemon could not be reached or the connection is gone
     /// ([`ClientError::Connect`] or [`ClientError::Transport`], or a failed autostart:
-    /// [`ClientError::Spawn`] or [`ClientError::AutostartTimeout`]).
+    /// [`ClientError::Spawn`] or [`ClientError::AutostartTimeout`]). A refused socket
+    /// ([`ClientError::UntrustedSocket`]) is not: a daemon may well answer there, just not ours.
     pub fn is_disconnected(&self) -> bool {
         matches!(
             self,

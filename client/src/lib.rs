@@ -53,6 +53,7 @@ mod error;
 mod params;
 mod stream;
 mod transport;
+mod trust;
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -79,6 +80,7 @@ pub use jsonrpsee::core::client::Subscription;
 pub use params::Params;
 pub use stream::TextStream;
 pub use transport::TransportError;
+pub use trust::Untrusted;
 
 /// Default time a request may take before it fails with [`ClientError::Timeout`].
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -164,24 +166,29 @@ impl Client {
     /// Connects to the daemon at `socket_path` with default options. Must run inside a tokio
     /// runtime (the connection's background tasks are spawned on it).
     ///
+    /// Only a daemon of this user is trusted: the socket's folder must be owned by the
+    /// effective uid and closed to writers other than it, and the process serving the socket
+    /// must run as that uid (`SO_PEERCRED`); otherwise nothing is sent (see [`Untrusted`]).
+    ///
     /// # Errors
-    /// [`ClientError::Connect`] when nothing accepts connections there.
+    /// [`ClientError::Connect`] when nothing accepts connections there;
+    /// [`ClientError::UntrustedSocket`] when the socket or its folder may be another user's.
     pub async fn connect(socket_path: impl AsRef<Path>) -> Result<Self, ClientError> {
         Self::connect_with(socket_path, ConnectOptions::default()).await
     }
 
-    /// Connects to the daemon at `socket_path` with `options`.
+    /// Connects to the daemon at `socket_path` with `options`, trusting only a daemon of this
+    /// user, as [`Client::connect`] does.
     ///
     /// # Errors
-    /// [`ClientError::Connect`] when nothing accepts connections there.
+    /// [`ClientError::Connect`] when nothing accepts connections there;
+    /// [`ClientError::UntrustedSocket`] when the socket or its folder may be another user's.
     pub async fn connect_with(
         socket_path: impl AsRef<Path>,
         options: ConnectOptions,
     ) -> Result<Self, ClientError> {
         let path = socket_path.as_ref();
-        let (sender, receiver) = transport::connect(path, options.max_frame_bytes)
-            .await
-            .map_err(|source| ClientError::Connect { path: path.to_owned(), source })?;
+        let (sender, receiver) = transport::connect(path, options.max_frame_bytes).await?;
         let notification_buffer = options.notification_buffer.max(1);
         let inner = ClientBuilder::default()
             .request_timeout(options.request_timeout)
@@ -198,7 +205,8 @@ impl Client {
     /// Connects and opens the session with `initialize`.
     ///
     /// # Errors
-    /// [`ClientError::Connect`] when the daemon is not reachable; any error of
+    /// [`ClientError::Connect`] when the daemon is not reachable;
+    /// [`ClientError::UntrustedSocket`] as for [`Client::connect`]; any error of
     /// [`Client::initialize`].
     pub async fn connect_session(
         socket_path: impl AsRef<Path>,
@@ -217,7 +225,9 @@ impl Client {
     /// appended to a log file ([`default_log_path`] unless [`SpawnOptions::log`]). Then this
     /// retries connecting, with a short backoff, until a daemon answers or
     /// [`SpawnOptions::timeout`] (default 5 s) has passed. A daemon already serving is simply
-    /// connected to: nothing is started.
+    /// connected to: nothing is started. Every attempt, the readiness probe included, trusts
+    /// only a daemon of this user, as [`Client::connect`] does; in a folder that may be another
+    /// user's, nothing is started at all.
     ///
     /// **Race-safe**: clients doing this at once may each start a daemon, but only one of them
     /// gets the socket's lock file; the others exit at once, and every client connects to the
@@ -228,7 +238,8 @@ impl Client {
     /// [`ClientError::Spawn`] when the daemon binary is not found or cannot be run, or its log
     /// file cannot be opened; [`ClientError::AutostartTimeout`] when nothing answered in time
     /// (the started daemon's log says why); [`ClientError::Connect`] when connecting fails for
-    /// another reason than nothing answering (e.g. permission denied).
+    /// another reason than nothing answering (e.g. permission denied);
+    /// [`ClientError::UntrustedSocket`] when the socket or its folder may be another user's.
     pub async fn connect_or_spawn(
         socket_path: impl AsRef<Path>,
         options: SpawnOptions,

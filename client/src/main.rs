@@ -38,6 +38,10 @@ const EXIT_UNREACHABLE: u8 = 3;
 /// Exit code: the daemon answered with an error (a failed tool call included), an answer that
 /// could not be understood, or not in time.
 const EXIT_REQUEST_FAILED: u8 = 4;
+/// Exit code: the socket was refused because another user may control it (its folder is not
+/// ours or others may write there, or the process serving it runs as another user). Not 3: a
+/// retry, or starting a daemon, would not help; the socket or its folder must be fixed.
+const EXIT_UNTRUSTED: u8 = 5;
 
 /// How long leaving politely (`shutdown`, `exit`, the daemon hanging up) may take before the
 /// command leaves anyway: a daemon that stopped answering does not hold the command (or a
@@ -95,6 +99,15 @@ Exit codes:
   3  the daemon is not reachable (nothing listens at the socket and autostart is off or
      failed, or the connection broke)
   4  the request failed (the daemon answered with an error, which is printed, or timed out)
+  5  the socket was refused: another user may control it (its folder is not yours, or others
+     can write there, or the process serving it is not yours); nothing was sent to it and no
+     daemon was started; the message says what to fix
+
+Security:
+  filectx trusts only a daemon of its own user: the socket's folder must belong to you and be
+  closed to writers other than you (group or others with write access are refused, sticky bit
+  or not), and the process serving the socket must run as you (SO_PEERCRED). The same holds for
+  every command, for `filectx mcp`, and for autostart.
 
 Every command is one session: it opens a session whose roots are the current folder (or the
 --root folders, when given), and closes it politely (shutdown, then exit) before leaving.
@@ -214,6 +227,7 @@ Exit codes:
   2  usage error
   3  the daemon is not reachable at start-up, or the connection to it was lost while serving
   4  the daemon refused the session (e.g. a root it cannot use)
+  5  the socket was refused: another user may control it (see `filectx --help`, Security)
 
 Example (Claude Code):
   claude mcp add filectx -- filectx mcp --root /path/to/project";
@@ -926,6 +940,8 @@ fn describe(error: &anyhow::Error, socket: &Path, autostart: bool) -> (u8, Strin
         ClientError::Transport(reason) => {
             (EXIT_UNREACHABLE, format!("the connection to the daemon at {path} broke: {reason}"))
         }
+        // It names the socket, what is wrong and how to fix it.
+        ClientError::UntrustedSocket { .. } => (EXIT_UNTRUSTED, client_error.to_string()),
         // Both name the daemon binary, the socket and the log file.
         ClientError::Spawn { .. } | ClientError::AutostartTimeout { .. } => {
             (EXIT_UNREACHABLE, client_error.to_string())

@@ -9,6 +9,8 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use crate::{ClientError, trust};
+
 /// Why the connection to the daemon can no longer carry messages.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -52,9 +54,20 @@ pub(crate) fn split(stream: UnixStream, max_frame_bytes: usize) -> (Sender, Rece
     (sender, receiver)
 }
 
-/// Connects to the daemon's socket at `path` and splits the stream into transport halves.
-pub(crate) async fn connect(path: &Path, max_frame_bytes: usize) -> std::io::Result<(Sender, Receiver)> {
-    let stream = UnixStream::connect(path).await?;
+/// Connects to the daemon's socket at `path` and splits the stream into transport halves. This
+/// is the only way the client connects: the socket's folder is checked first and the peer's
+/// uid right after connecting ([`crate::trust`]), so nothing reaches a daemon of another user.
+///
+/// # Errors
+/// [`ClientError::UntrustedSocket`] when the folder or the peer fails the check;
+/// [`ClientError::Connect`] when connecting (or inspecting the folder) fails.
+pub(crate) async fn connect(path: &Path, max_frame_bytes: usize) -> Result<(Sender, Receiver), ClientError> {
+    let connect_error = |source| ClientError::Connect { path: path.to_owned(), source };
+    let untrusted = |reason| ClientError::UntrustedSocket { socket: path.to_owned(), reason };
+    trust::check_folder(path).await.map_err(connect_error)?.map_err(untrusted)?;
+    let stream = UnixStream::connect(path).await.map_err(connect_error)?;
+    // Dropping the stream on refusal closes it: the impostor sees a connection and nothing else.
+    trust::check_peer(&stream).map_err(untrusted)?;
     Ok(split(stream, max_frame_bytes))
 }
 

@@ -120,6 +120,8 @@ fn help_explains_subcommands_flags_and_exit_codes() -> TestResult {
         "2  usage error",
         "3  the daemon is not reachable",
         "4  the request failed",
+        "5  the socket was refused",
+        "filectx trusts only a daemon of its own user",
     ] {
         assert!(help.contains(needle), "{needle:?} missing from --help:\n{help}");
     }

@@ -124,6 +124,31 @@ fn the_connection_over_the_cap_is_refused_clearly() {
     assert!(status["refusedConnections"].as_u64().unwrap() >= 1);
 }
 
+/// Set, to the daemon's socket, only in the environment of [`foreign_peer`] run as another user.
+const FOREIGN_SOCKET_ENV: &str = "FILECTX_TEST_FOREIGN_SOCKET";
+
+/// Not a test of its own: the raw client of another uid that
+/// [`a_peer_of_another_uid_is_refused_and_logged`] runs (this binary, as uid 65534). It sends
+/// `initialize` and fails if any byte comes back before the daemon hangs up. Our own CLI cannot
+/// play this part: it refuses a daemon of another user before sending anything.
+#[test]
+fn foreign_peer() {
+    let Some(socket) = std::env::var_os(FOREIGN_SOCKET_ENV) else { return };
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"roots": ["/"]}});
+    let body = body.to_string();
+    // The daemon may hang up while this is being written: only what comes back matters.
+    let _ = write!(stream, "Content-Length: {}\r\n\r\n{body}", body.len());
+    let mut answer = Vec::new();
+    match std::io::Read::read_to_end(&mut stream, &mut answer) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("reading from the daemon: {e}"),
+    }
+    assert!(answer.is_empty(), "a foreign uid was served: {}", String::from_utf8_lossy(&answer));
+}
+
 #[test]
 fn a_peer_of_another_uid_is_refused_and_logged() {
     if !rustix::process::geteuid().is_root() {
@@ -138,15 +163,21 @@ fn a_peer_of_another_uid_is_refused_and_logged() {
     open(daemon.dir.path(), 0o755);
     open(daemon.socket.parent().unwrap(), 0o755);
     open(&daemon.socket, 0o666);
-    // A copy of the CLI that uid 65534 can execute (the build folder may be private).
+    // Copies of the CLI and of this test binary that uid 65534 can execute (the build folder
+    // may be private).
     let tools = tempfile::tempdir().unwrap();
     open(tools.path(), 0o755);
     let cli = tools.path().join("filectx");
     std::fs::copy(bin("filectx"), &cli).unwrap();
     open(&cli, 0o755);
+    let peer = tools.path().join("foreign-peer");
+    std::fs::copy(std::env::current_exe().unwrap(), &peer).unwrap();
+    open(&peer, 0o755);
 
+    // Our CLI, run by another user, refuses this daemon by itself (it is not that user's) and
+    // never reaches it.
     let out = Command::new(&cli)
-        .args(["--socket"])
+        .args(["--no-autostart", "--socket"])
         .arg(&daemon.socket)
         .arg("status")
         .current_dir("/")
@@ -154,7 +185,22 @@ fn a_peer_of_another_uid_is_refused_and_logged() {
         .gid(65534)
         .output()
         .unwrap();
-    assert!(!out.status.success(), "a foreign uid was served: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("belongs to uid 0, not to you (uid 65534)"),
+        "{out:?}"
+    );
+
+    // A raw client of another uid does reach it, and is refused there.
+    let out = Command::new(&peer)
+        .args(["--exact", "foreign_peer", "--nocapture", "--test-threads=1"])
+        .env(FOREIGN_SOCKET_ENV, &daemon.socket)
+        .current_dir("/")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     let deadline = Instant::now() + PATIENCE;
     while !daemon.log_text().contains("refused connection from another user") {
         assert!(Instant::now() < deadline, "refusal not logged:\n{}", daemon.log_text());
