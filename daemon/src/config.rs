@@ -30,6 +30,15 @@ pub struct Config {
     pub max_observed_files: usize,
     /// Locks, caps, durability and cache bounds of the provider.
     pub provider: ProviderConfig,
+    /// Most file operations running at once on the blocking pool, shared fairly between
+    /// sessions (see [`crate::rpc::slots`]).
+    pub file_slots: usize,
+}
+
+/// Default of [`Config::file_slots`]: four per core, at least eight.
+pub fn default_file_slots() -> usize {
+    let cores = std::thread::available_parallelism().map(usize::from).unwrap_or(2);
+    (cores * 4).max(8)
 }
 
 /// Default of [`Config::max_connections`].
@@ -56,6 +65,7 @@ impl Default for Config {
             idle_exit: None,
             max_observed_files: crate::context::DEFAULT_MAX_OBSERVED,
             provider: ProviderConfig::default(),
+            file_slots: default_file_slots(),
         }
     }
 }

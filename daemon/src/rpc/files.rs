@@ -20,8 +20,8 @@ use crate::provider::{Expectation, Provider, ProviderError, Scope};
 use crate::session::{Session, SessionOptions};
 use crate::tools;
 
-/// Runs `work` on the blocking pool (one of a bounded number of slots) with the provider, the
-/// session and its options.
+/// Runs `work` on the blocking pool (one of a bounded number of slots, shared fairly between
+/// sessions) with the provider, the session and its options.
 async fn blocking<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
@@ -29,7 +29,7 @@ where
 {
     let session: Arc<Session> = session_of(ext)?;
     let provider = ctx.provider.clone();
-    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
+    let _slot = ctx.file_work.acquire(session.id()).await;
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
         work(&provider, &session, options)
