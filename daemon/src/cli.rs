@@ -21,7 +21,7 @@ Config file:
   FILECTX_CONFIG. Its keys are the flags' names with '_' for '-' (socket, log_level,
   max_connections, max_frame_bytes, max_batch, max_concurrent_requests, max_queued_messages,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
-  max_open_files, cache_idle, shutdown_grace, idle_exit). A flag beats the file; the file beats the default. An unknown key
+  max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots). A flag beats the file; the file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
 Socket:
@@ -131,6 +131,14 @@ pub struct Args {
     /// Exit after this many seconds without any session (for socket activation: systemd starts the daemon again on the next connection) [default: never]
     #[arg(long, value_name = "SECS")]
     pub idle_exit: Option<f64>,
+
+    /// Largest file a read or stat hashes, in bytes: reading a bigger file is FS_TOO_LARGE, and stat reports it without a version [default: 64 GiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_hash_bytes: Option<u64>,
+
+    /// Most file operations (open, hash, read, write) running at once, shared fairly between sessions; one session never holds them all [default: 4 per core, at least 8]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub file_slots: Option<u64>,
 }
 
 /// The config file's keys: the flags' names with `_`. Every key is optional.
@@ -171,6 +179,10 @@ pub struct FileConfig {
     pub shutdown_grace: Option<f64>,
     /// See `--idle-exit` (seconds; 0 means never).
     pub idle_exit: Option<f64>,
+    /// See `--max-hash-bytes`.
+    pub max_hash_bytes: Option<u64>,
+    /// See `--file-slots`.
+    pub file_slots: Option<u64>,
 }
 
 /// Why the configuration could not be put together.
@@ -245,6 +257,10 @@ pub struct Settings {
     pub shutdown_grace: f64,
     /// Idle exit, seconds (0 = never).
     pub idle_exit: f64,
+    /// Largest file a read or stat hashes, bytes.
+    pub max_hash_bytes: u64,
+    /// File operations at once, shared fairly between sessions.
+    pub file_slots: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -326,6 +342,8 @@ impl Args {
             "cache_idle" => self.cache_idle.is_some(),
             "shutdown_grace" => self.shutdown_grace.is_some(),
             "idle_exit" => self.idle_exit.is_some(),
+            "max_hash_bytes" => self.max_hash_bytes.is_some(),
+            "file_slots" => self.file_slots.is_some(),
             _ => false,
         }
     }
@@ -426,6 +444,14 @@ impl Args {
                 self.shutdown_grace.or(file.shutdown_grace).unwrap_or(defaults.shutdown_grace.as_secs_f64()),
             )?,
             idle_exit: seconds("idle_exit", self.idle_exit.or(file.idle_exit).unwrap_or(0.0))?,
+            max_hash_bytes: at_least_one(
+                "max_hash_bytes",
+                self.max_hash_bytes.or(file.max_hash_bytes).unwrap_or(provider.max_hash_bytes),
+            )?,
+            file_slots: at_least_one(
+                "file_slots",
+                self.file_slots.or(file.file_slots).unwrap_or(defaults.file_slots as u64),
+            )?,
             config_file,
         })
     }
@@ -459,8 +485,10 @@ impl Settings {
                 max_mapped_bytes: size(self.max_mapped_bytes),
                 max_open_files: size(self.max_open_files),
                 idle_release: Duration::from_secs_f64(self.cache_idle),
+                max_hash_bytes: self.max_hash_bytes,
                 ..defaults.provider.clone()
             },
+            file_slots: size(self.file_slots),
             ..defaults
         }
     }
