@@ -1169,6 +1169,10 @@ mod tests {
             watched_paths: 2,
             requests: 9,
             notifications_dropped: 0,
+            hashed_bytes: 0,
+            file_slots: 8,
+            file_slots_busy: 0,
+            file_slots_waiting: 0,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");

@@ -341,6 +341,7 @@ fn params(root: &Path) -> InitializeParams {
         cwd: None,
         tools: None,
         read_only: None,
+        deny: None,
     }
 }
 

@@ -21,8 +21,9 @@ Config file:
   FILECTX_CONFIG. Its keys are the flags' names with '_' for '-' (socket, log_level,
   max_connections, max_frame_bytes, max_batch, max_concurrent_requests, max_queued_messages,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
-  max_open_files, cache_idle, shutdown_grace, idle_exit, allowed_roots, deny_read, deny_write,
-  refuse_multi_link_writes). A flag beats the file; the file beats the default. An unknown key
+  max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
+  allowed_roots, deny_read, deny_write, refuse_multi_link_writes). A flag beats the file; the
+  file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
 Sandbox:
@@ -157,6 +158,14 @@ pub struct Args {
     /// Refuse writes and edits of files with several hard links (they are rewritten in place, so a link outside the roots would see the change) [default: allowed]
     #[arg(long)]
     pub refuse_multi_link_writes: bool,
+
+    /// Largest file a read or stat hashes, in bytes: reading a bigger file is FS_TOO_LARGE, and stat reports it without a version [default: 64 GiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_hash_bytes: Option<u64>,
+
+    /// Most file operations (open, hash, read, write) running at once, shared fairly between sessions; one session never holds them all [default: 4 per core, at least 8]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub file_slots: Option<u64>,
 }
 
 /// The config file's keys: the flags' names with `_`. Every key is optional.
@@ -205,6 +214,10 @@ pub struct FileConfig {
     pub deny_write: Option<Vec<String>>,
     /// See `--refuse-multi-link-writes`.
     pub refuse_multi_link_writes: Option<bool>,
+    /// See `--max-hash-bytes`.
+    pub max_hash_bytes: Option<u64>,
+    /// See `--file-slots`.
+    pub file_slots: Option<u64>,
 }
 
 /// Why the configuration could not be put together.
@@ -287,6 +300,10 @@ pub struct Settings {
     pub deny_write: Vec<String>,
     /// Whether writes to multi-link files are refused.
     pub refuse_multi_link_writes: bool,
+    /// Largest file a read or stat hashes, bytes.
+    pub max_hash_bytes: u64,
+    /// File operations at once, shared fairly between sessions.
+    pub file_slots: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -371,6 +388,8 @@ impl Args {
             "allowed_roots" => !self.allowed_roots.is_empty(),
             "deny_read" => !self.deny_read.is_empty(),
             "deny_write" => !self.deny_write.is_empty(),
+            "max_hash_bytes" => self.max_hash_bytes.is_some(),
+            "file_slots" => self.file_slots.is_some(),
             _ => false,
         }
     }
@@ -480,6 +499,14 @@ impl Args {
             deny_write: globs("deny_write", pick(&self.deny_write, &file.deny_write, &defaults.deny_write))?,
             refuse_multi_link_writes: self.refuse_multi_link_writes
                 || file.refuse_multi_link_writes.unwrap_or(provider.refuse_multi_link_writes),
+            max_hash_bytes: at_least_one(
+                "max_hash_bytes",
+                self.max_hash_bytes.or(file.max_hash_bytes).unwrap_or(provider.max_hash_bytes),
+            )?,
+            file_slots: at_least_one(
+                "file_slots",
+                self.file_slots.or(file.file_slots).unwrap_or(defaults.file_slots as u64),
+            )?,
             config_file,
         })
     }
@@ -550,11 +577,13 @@ impl Settings {
                 max_open_files: size(self.max_open_files),
                 idle_release: Duration::from_secs_f64(self.cache_idle),
                 refuse_multi_link_writes: self.refuse_multi_link_writes,
+                max_hash_bytes: self.max_hash_bytes,
                 ..defaults.provider.clone()
             },
             allowed_roots: self.allowed_roots.clone(),
             deny_read: self.deny_read.clone(),
             deny_write: self.deny_write.clone(),
+            file_slots: size(self.file_slots),
             ..defaults
         }
     }

@@ -36,6 +36,15 @@ pub struct Config {
     pub deny_read: Vec<String>,
     /// Globs (relative to a path's root) no session may write or edit.
     pub deny_write: Vec<String>,
+    /// Most file operations running at once on the blocking pool, shared fairly between
+    /// sessions (see [`crate::rpc::slots`]).
+    pub file_slots: usize,
+}
+
+/// Default of [`Config::file_slots`]: four per core, at least eight.
+pub fn default_file_slots() -> usize {
+    let cores = std::thread::available_parallelism().map(usize::from).unwrap_or(2);
+    (cores * 4).max(8)
 }
 
 /// Default of [`Config::max_connections`].
@@ -65,6 +74,7 @@ impl Default for Config {
             allowed_roots: Vec::new(),
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),
+            file_slots: default_file_slots(),
         }
     }
 }

@@ -143,6 +143,20 @@ pub struct DaemonStatus {
     pub requests: u64,
     /// Server→client notifications dropped because a client did not read them.
     pub notifications_dropped: u64,
+    /// Bytes of file content hashed to learn versions since start (reads, stats and version
+    /// checks that missed the cache). A read that the first chunk of a file shows to be binary
+    /// hashes nothing.
+    #[serde(default)]
+    pub hashed_bytes: u64,
+    /// File operations that may run at once (shared fairly between sessions).
+    #[serde(default)]
+    pub file_slots: u64,
+    /// File operations running now.
+    #[serde(default)]
+    pub file_slots_busy: u64,
+    /// File operations waiting for a slot now.
+    #[serde(default)]
+    pub file_slots_waiting: u64,
 }
 
 /// Result of `tools/list`.

@@ -152,6 +152,10 @@ pub fn status() -> DaemonStatus {
         watched_paths: 5,
         requests: 17,
         notifications_dropped: 0,
+        hashed_bytes: 0,
+        file_slots: 8,
+        file_slots_busy: 0,
+        file_slots_waiting: 0,
     }
 }
 

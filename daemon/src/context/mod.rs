@@ -295,6 +295,11 @@ impl Files {
     pub fn open_files(&self) -> usize {
         self.provider.open_files()
     }
+
+    /// Bytes hashed by reads and stats since the start.
+    pub fn hashed_bytes(&self) -> u64 {
+        self.provider.hashed_bytes()
+    }
 }
 
 /// A read window and the version it came from.

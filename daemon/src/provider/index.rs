@@ -140,6 +140,16 @@ pub fn check_text(bytes: &[u8]) -> Result<(), NotText> {
     check.finish(bytes.len() as u64).map_or(Ok(()), Err)
 }
 
+/// Whether `head`, the first bytes of a file, can begin a text file; when not, what a scan of
+/// the whole file would report. `whole` says the file ends there; otherwise a character cut by
+/// the end of `head` is not held against it (its next bytes are in the rest of the file).
+pub fn check_head(head: &[u8], whole: bool) -> Result<(), NotText> {
+    let mut check = TextCheck::default();
+    check.feed(0, head);
+    let failure = if whole { check.finish(head.len() as u64) } else { check.failure };
+    failure.map_or(Ok(()), Err)
+}
+
 impl TextCheck {
     fn feed(&mut self, pos: u64, chunk: &[u8]) {
         if self.failure.is_some() {
@@ -650,6 +660,23 @@ mod tests {
             assert_eq!(check(b"abc\0", chunk), Some(NotText::Nul(3)), "chunk {chunk}");
             assert_eq!(check(b"ab\xe6\x97", chunk), Some(NotText::InvalidUtf8(2)), "chunk {chunk}");
         }
+    }
+
+    #[test]
+    fn a_head_is_judged_as_the_whole_scan_would_judge_it() {
+        let full = |bytes: &[u8]| Scanner::scan(bytes).1.err();
+        // A character cut by the head's end is fine unless the file ends there.
+        let text = "abc日本".as_bytes();
+        let cut = &text[..text.len() - 1];
+        assert_eq!(check_head(cut, false), Ok(()));
+        assert_eq!(check_head(cut, true).err(), full(cut));
+        for bad in [&b"ab\0cd"[..], b"ab\xffcd", b"\xEF\xBB\xBF\0", b"a\xe6\x97x"] {
+            let expected = full(bad);
+            assert!(expected.is_some());
+            assert_eq!(check_head(bad, false).err(), expected, "{bad:?}");
+            assert_eq!(check_head(bad, true).err(), expected, "{bad:?}");
+        }
+        assert_eq!(check_head(b"plain text\n", false), Ok(()));
     }
 
     #[test]

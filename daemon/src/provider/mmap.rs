@@ -163,6 +163,8 @@ fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_
 pub struct Mapped {
     map: std::mem::ManuallyDrop<memmap2::Mmap>,
     slot: usize,
+    /// The mapped-bytes budget this mapping holds; given back after it is unmapped.
+    reservation: Option<super::budget::Reservation>,
 }
 
 impl std::fmt::Debug for Mapped {
@@ -189,7 +191,11 @@ impl Mapped {
             if slot.start.compare_exchange(0, start, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                 slot.torn.store(false, Ordering::Release);
                 slot.len.store(len, Ordering::Release);
-                return Ok(Some(Mapped { map: std::mem::ManuallyDrop::new(map), slot: i }));
+                return Ok(Some(Mapped {
+                    map: std::mem::ManuallyDrop::new(map),
+                    slot: i,
+                    reservation: None,
+                }));
             }
         }
         Ok(None)
@@ -204,6 +210,11 @@ impl Mapped {
     /// Whether any read of this mapping hit a page past the file's end.
     pub fn torn(&self) -> bool {
         SLOTS[self.slot].torn.load(Ordering::Acquire)
+    }
+
+    /// Makes this mapping hold `reservation` until it is unmapped.
+    pub fn hold(&mut self, reservation: super::budget::Reservation) {
+        self.reservation = Some(reservation);
     }
 
     /// Hints the kernel that the mapping will be read from start to end.

@@ -13,6 +13,7 @@
 //! it was hashed; otherwise the file is hashed again.
 
 pub mod beneath;
+pub mod budget;
 mod cache_tests;
 pub mod edit;
 pub mod index;
@@ -30,12 +31,14 @@ use std::io::{ErrorKind, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use filectx_protocol::FsErrorCode;
 
 pub use self::beneath::{Root, RootDir};
+use self::budget::{MapBudget, Reservation};
 use self::index::{LineIndex, NotText, Scanner, Window};
 use self::leftovers::{Leftovers, crash_point};
 use self::lock::{LockError, PathLocks};
@@ -87,6 +90,9 @@ pub struct ProviderConfig {
     /// The secret that marks this user's daemons' temporary files (see [`leftovers`]); `None`
     /// draws a fresh one for this provider alone.
     pub staging_token: Option<String>,
+    /// Largest file a read or stat hashes: reading a bigger one is `FS_TOO_LARGE`, and stat
+    /// reports it without a version (hashing 64 GiB takes tens of seconds of a slot).
+    pub max_hash_bytes: u64,
 }
 
 impl Default for ProviderConfig {
@@ -103,6 +109,7 @@ impl Default for ProviderConfig {
             idle_release: Duration::from_secs(30),
             refuse_multi_link_writes: false,
             staging_token: None,
+            max_hash_bytes: 64 * 1024 * 1024 * 1024,
         }
     }
 }
@@ -389,7 +396,8 @@ pub struct Stat {
     pub kind: Kind,
     /// Size in bytes.
     pub size: Option<u64>,
-    /// Content version (regular text or binary files).
+    /// Content version (regular text or binary files); `None` for a file over the hash cap
+    /// (`max_hash_bytes`).
     pub version: Option<Version>,
     /// Modification time in milliseconds since the epoch.
     pub mtime_ms: Option<i64>,
@@ -534,6 +542,26 @@ impl Cache {
         self.open_files -= usize::from(old.file.is_some());
     }
 
+    /// Takes out the least recently used entries that hold mappings until the cached mappings
+    /// total at most `target` bytes (see [`Cache::insert`] on dropping them).
+    fn shed_mapped(&mut self, target: usize) -> Vec<Arc<Entry>> {
+        let mut mapped: Vec<(u64, PathBuf)> = self
+            .entries
+            .iter()
+            .filter(|(_, (entry, _))| entry.mapping.is_some())
+            .map(|(path, (_, used))| (*used, path.clone()))
+            .collect();
+        mapped.sort_unstable();
+        let mut released = Vec::new();
+        for (_, path) in mapped {
+            if self.mapped_bytes <= target {
+                break;
+            }
+            released.extend(self.remove(&path));
+        }
+        released
+    }
+
     /// Takes out the entries nobody used since the previous sweep (see [`Cache::insert`] on
     /// dropping them).
     fn sweep(&mut self) -> Vec<Arc<Entry>> {
@@ -644,13 +672,23 @@ pub struct Provider {
     cache: Mutex<Cache>,
     locks: PathLocks,
     leftovers: Leftovers,
+    /// Bytes mapped at once, whoever holds the mappings (see [`budget`]).
+    map_budget: Arc<MapBudget>,
+    /// Bytes hashed by loads since start (reads, stats, version checks), for `daemon/status`.
+    hashed: AtomicU64,
 }
 
 impl Provider {
     /// A provider with an empty cache.
     pub fn new(config: ProviderConfig) -> Self {
-        let leftovers = Leftovers::new(config.staging_token.clone());
-        Self { config, cache: Mutex::default(), locks: PathLocks::default(), leftovers }
+        Self {
+            map_budget: MapBudget::new(config.max_mapped_bytes),
+            leftovers: Leftovers::new(config.staging_token.clone()),
+            config,
+            cache: Mutex::default(),
+            locks: PathLocks::default(),
+            hashed: AtomicU64::new(0),
+        }
     }
 
     /// Files with cached state.
@@ -661,6 +699,12 @@ impl Provider {
     /// Bytes of files mapped by cached entries.
     pub fn mapped_bytes(&self) -> usize {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner).mapped_bytes
+    }
+
+    /// Bytes of file content hashed to learn versions since the daemon started (reads, stats and
+    /// version checks that missed the cache).
+    pub fn hashed_bytes(&self) -> u64 {
+        self.hashed.load(Ordering::Relaxed)
     }
 
     /// Resolves a path inside `scope` (see [`resolve::resolve`]).
@@ -767,16 +811,27 @@ impl Provider {
         let fingerprint = Fingerprint::of(meta);
         let io = |e| io_error(&target.display, "read", e);
         let len = meta.len();
+        if len > self.config.max_hash_bytes {
+            return Err(ProviderError::TooLarge {
+                path: target.display.clone(),
+                size: len,
+                limit: self.config.max_hash_bytes,
+            });
+        }
         let local = mmap::mappable(file);
         // Only an entry the warm path may use (trusted: hashed well after the file last
         // changed) is worth a file handle; a racy one is hashed again on its next access anyway.
         let file_kept = keep.filter(|_| version::trusted(&fingerprint, recorded_ns)).cloned();
         if len >= self.config.map_threshold
             && local
-            && let Some(mapped) = Mapped::map(file, len).map_err(|e| io_error(&target.display, "map", e))?
+            && let Some(reservation) = self.reserve_mapping(len)
+            && let Some(mut mapped) =
+                Mapped::map(file, len).map_err(|e| io_error(&target.display, "map", e))?
         {
+            mapped.hold(reservation);
             mapped.advise_sequential();
             let scanned = index::scan_parallel_until(mapped.bytes(), &|| mapped.torn());
+            self.hashed.fetch_add(len, Ordering::Relaxed);
             let Some((version, text)) = scanned.filter(|_| !mapped.torn()) else {
                 return Ok(None);
             };
@@ -795,6 +850,7 @@ impl Provider {
         if len <= SMALL_FILE_BYTES {
             let bytes = read_all_at(file, len).map_err(io)?;
             let (version, text) = index::scan_parallel(&bytes);
+            self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             let text = text.map(Arc::new);
             let entry =
                 Entry { fingerprint, version, recorded_ns, text, mapping: None, file: file_kept, local };
@@ -814,6 +870,7 @@ impl Provider {
                 break;
             }
             scanner.feed(&buf[..n]);
+            self.hashed.fetch_add(n as u64, Ordering::Relaxed);
             at += n as u64;
         }
         let (version, text) = scanner.finish();
@@ -829,6 +886,57 @@ impl Provider {
             },
             Body::File,
         )))
+    }
+
+    /// Reserves `len` bytes of the mapped-bytes budget for a new mapping, first unmapping the
+    /// least recently used cached mappings when that makes room. `None` when the file does not
+    /// fit (bigger than the whole budget, or the rest is held by reads in flight): it is then
+    /// read with positional reads, never mapped beyond the cap.
+    fn reserve_mapping(&self, len: u64) -> Option<Reservation> {
+        let len = usize::try_from(len).ok().filter(|len| *len <= self.map_budget.cap())?;
+        if let Some(reservation) = self.map_budget.reserve(len) {
+            return Some(reservation);
+        }
+        let target = self.map_budget.cap() - len;
+        let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).shed_mapped(target);
+        // Unmapped here, after the cache's lock is released.
+        drop(released);
+        self.map_budget.reserve(len)
+    }
+
+    /// A read of a file whose first chunk already shows it is not text (a NUL byte, or invalid
+    /// UTF-8 that is not a character cut by the chunk's end) is answered `FS_NOT_TEXT` from that
+    /// chunk, without reading or hashing the rest: a sparse 8 GiB file would otherwise be hashed
+    /// whole (seconds of a file-work slot) just to say it is binary. Only reads stop early;
+    /// whatever needs the version (stat, a write's version check) still hashes everything.
+    fn refuse_binary_early(
+        &self,
+        target: &Resolved,
+        file: &File,
+        meta: &Metadata,
+    ) -> Result<(), ProviderError> {
+        let len = meta.len();
+        // A file of one chunk is read whole by its load anyway.
+        if len <= SCAN_CHUNK_BYTES as u64 || self.cached(&target.path, &Fingerprint::of(meta)).is_some() {
+            return Ok(());
+        }
+        let mut head = vec![0u8; SCAN_CHUNK_BYTES];
+        let mut got = 0;
+        while got < head.len() {
+            match file.read_at(&mut head[got..], got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_error(&target.display, "read", e)),
+            }
+        }
+        head.truncate(got);
+        // The file ends within this chunk when it came short (it shrank since its stat).
+        let whole = got < SCAN_CHUNK_BYTES;
+        match index::check_head(&head, whole) {
+            Ok(()) => Ok(()),
+            Err(why) => Err(ProviderError::NotText { path: target.display.clone(), why }),
+        }
     }
 
     /// The cached entry for an open file, or a freshly loaded one (then cached). `None` when
@@ -871,6 +979,7 @@ impl Provider {
                 }
             };
             let file = Arc::new(file);
+            self.refuse_binary_early(target, &file, &meta)?;
             let Some((entry, body)) = self.entry(target, &file, Some(&file), &meta)? else { continue };
             return Snapshot::pin(&entry, file, meta.nlink(), body)
                 .map_err(|why| ProviderError::NotText { path: target.display.clone(), why });
@@ -996,8 +1105,13 @@ impl Provider {
             return Ok(Stat { kind: Kind::Other, size: None, version: None, mtime_ms, mode });
         }
         let (file, meta) = self.open_file(target)?;
-        let version = self.version_of(target, &file, &meta)?;
-        Ok(Stat { kind: Kind::File, size: Some(meta.len()), version: Some(version), mtime_ms, mode })
+        let version = match self.version_of(target, &file, &meta) {
+            Ok(version) => Some(version),
+            // Over the hash cap: everything but the version (a read would be FS_TOO_LARGE).
+            Err(ProviderError::TooLarge { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(Stat { kind: Kind::File, size: Some(meta.len()), version, mtime_ms, mode })
     }
 
     /// The current version of the file at `target`; `None` when nothing is there.

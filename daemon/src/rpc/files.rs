@@ -20,7 +20,7 @@ use crate::session::SessionOptions;
 use crate::tools;
 
 /// Runs `work` with the session's file context on the blocking pool (one of a bounded number
-/// of slots).
+/// of slots, shared fairly between sessions).
 async fn with_context<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
@@ -28,7 +28,7 @@ where
 {
     let session = session_of(ext)?;
     let files = ctx.files.clone();
-    let _slot = ctx.file_work.acquire().await.map_err(internal)?;
+    let _slot = ctx.file_work.acquire(session.id()).await;
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };

@@ -4,6 +4,7 @@
 
 pub mod error;
 mod files;
+pub mod slots;
 mod stream;
 
 use std::sync::{Arc, OnceLock};
@@ -44,8 +45,9 @@ pub struct ServerContext {
     pub watch: Arc<WatchHub>,
     /// Caps file operations running on the blocking pool at once: beyond a few per core they
     /// only add threads and contention (256 busy sessions grew the pool to ~200 threads and
-    /// made every read slower); further requests wait their turn here instead.
-    pub file_work: tokio::sync::Semaphore,
+    /// made every read slower); further requests wait their turn here instead, shared fairly
+    /// between sessions (one session's slow requests never hold every slot).
+    pub file_work: Arc<slots::FileSlots>,
     /// Every request method in the table, sorted (filled right after the table is built).
     method_names: Arc<OnceLock<Vec<String>>>,
 }
@@ -127,6 +129,7 @@ async fn initialize(
 
 fn status(ctx: &ServerContext) -> DaemonStatus {
     let stats = &ctx.stats;
+    let slots = ctx.file_work.usage();
     DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -140,6 +143,10 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         watched_paths: ctx.watch.watched(),
         requests: Stats::get(&stats.requests),
         notifications_dropped: Stats::get(&stats.notifications_dropped),
+        hashed_bytes: ctx.files.hashed_bytes(),
+        file_slots: slots.total as u64,
+        file_slots_busy: slots.busy as u64,
+        file_slots_waiting: slots.waiting as u64,
     }
 }
 
@@ -152,8 +159,7 @@ pub fn methods(
     policy: SessionPolicy,
 ) -> Result<Methods, RegisterMethodError> {
     let method_names = Arc::new(OnceLock::new());
-    let cores = std::thread::available_parallelism().map(usize::from).unwrap_or(2);
-    let file_work = tokio::sync::Semaphore::new((cores * 4).max(8));
+    let file_work = slots::FileSlots::new(config.file_slots);
     let ctx = ServerContext {
         config,
         stats,

@@ -22,7 +22,8 @@ use crate::context::{Changed, Scope, Snapshot, WindowError};
 /// Chunks produced ahead of the connection, per stream.
 pub const STREAM_BUFFER_CHUNKS: usize = 4;
 
-/// Opens the snapshot a stream will read, on the blocking pool.
+/// Opens the snapshot a stream will read, on the blocking pool, in one of the session's fair
+/// share of file-work slots (opening may hash the whole file).
 async fn open(
     params: &StreamTextParams,
     ctx: &ServerContext,
@@ -39,6 +40,7 @@ async fn open(
         Some(n) => n.min(u64::from(READ_LINE_LIMIT)),
         None => STREAM_CHUNK_LINES,
     };
+    let _slot = ctx.file_work.acquire(session.id()).await;
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
