@@ -502,4 +502,182 @@ mod tests {
         let r = resolve("../secret", scope).unwrap();
         assert_eq!((r.path, r.root), (f.base.join("secret"), f.base.clone()));
     }
+
+    /// A model of the rules on an in-memory tree: what resolution must answer, whatever the
+    /// tree. Paths are root-relative component lists; `None` in the answer means refused.
+    mod model {
+        use std::collections::BTreeMap;
+
+        #[derive(Debug, Clone)]
+        pub enum Node {
+            Dir,
+            File,
+            Link(String),
+        }
+
+        /// (root-relative path, exists) or the refusal's code.
+        pub fn resolve(
+            tree: &BTreeMap<Vec<String>, Node>,
+            root: &str,
+            raw: &str,
+        ) -> Result<(Vec<String>, bool), &'static str> {
+            let mut queue: std::collections::VecDeque<String> =
+                raw.split('/').filter(|c| !c.is_empty()).map(str::to_owned).collect();
+            let mut at: Vec<String> = Vec::new();
+            let mut missing = 0usize;
+            let mut leaf = false;
+            let mut links = 0;
+            while let Some(name) = queue.pop_front() {
+                match name.as_str() {
+                    "." => continue,
+                    ".." => {
+                        if leaf {
+                            return Err("FS_INVALID_ARGUMENT");
+                        }
+                        if at.pop().is_none() {
+                            return Err("FS_OUTSIDE_ROOT");
+                        }
+                        missing = missing.saturating_sub(1);
+                        continue;
+                    }
+                    _ => {}
+                }
+                if leaf {
+                    return Err("FS_NOT_FOUND");
+                }
+                if missing > 0 {
+                    at.push(name);
+                    missing += 1;
+                    continue;
+                }
+                let mut next = at.clone();
+                next.push(name);
+                match tree.get(&next) {
+                    None => {
+                        at = next;
+                        missing = 1;
+                    }
+                    Some(Node::Dir) => at = next,
+                    Some(Node::File) => {
+                        at = next;
+                        leaf = true;
+                    }
+                    Some(Node::Link(target)) => {
+                        links += 1;
+                        if links > 40 {
+                            return Err("FS_INVALID_ARGUMENT");
+                        }
+                        let mut parts: Vec<String> =
+                            target.split('/').filter(|c| !c.is_empty()).map(str::to_owned).collect();
+                        if let Some(rest) = target.strip_prefix('/') {
+                            // Absolute: only into the root, by its leading plain components.
+                            let prefix: Vec<&str> = root.split('/').filter(|c| !c.is_empty()).collect();
+                            let head: Vec<&str> = rest
+                                .split('/')
+                                .filter(|c| !c.is_empty())
+                                .take_while(|c| *c != "." && *c != "..")
+                                .collect();
+                            if head.len() < prefix.len() || head[..prefix.len()] != prefix[..] {
+                                return Err("FS_OUTSIDE_ROOT");
+                            }
+                            parts.drain(..prefix.len());
+                            at.clear();
+                        }
+                        for part in parts.into_iter().rev() {
+                            queue.push_front(part);
+                        }
+                    }
+                }
+            }
+            Ok((at, missing == 0))
+        }
+    }
+
+    mod walk_matches_the_model {
+        use super::model::{self, Node};
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        const NAMES: [&str; 3] = ["a", "b", "c"];
+
+        fn name() -> impl Strategy<Value = String> {
+            prop::sample::select(&NAMES[..]).prop_map(str::to_owned)
+        }
+
+        fn part() -> impl Strategy<Value = String> {
+            prop_oneof![4 => name(), 1 => Just("..".to_owned()), 1 => Just(".".to_owned())]
+        }
+
+        fn rel() -> impl Strategy<Value = String> {
+            prop::collection::vec(part(), 1..5).prop_map(|p| p.join("/"))
+        }
+
+        /// What an entry of the generated tree is; link targets use `ROOT` and `OUT` for the
+        /// root's and an outside folder's absolute paths.
+        #[derive(Debug, Clone)]
+        enum Kind {
+            Dir,
+            File,
+            Link(String),
+        }
+
+        fn kind() -> impl Strategy<Value = Kind> {
+            prop_oneof![
+                3 => Just(Kind::Dir),
+                2 => Just(Kind::File),
+                2 => rel().prop_map(Kind::Link),
+                1 => rel().prop_map(|r| Kind::Link(format!("ROOT/{r}"))),
+                1 => rel().prop_map(|r| Kind::Link(format!("OUT/{r}"))),
+            ]
+        }
+
+        fn tree() -> impl Strategy<Value = Vec<(Vec<String>, Kind)>> {
+            prop::collection::vec((prop::collection::vec(name(), 1..4), kind()), 0..14)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+            #[test]
+            fn resolution_answers_what_the_model_does(entries in tree(), queries in prop::collection::vec(rel(), 1..8)) {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let base = std::fs::canonicalize(dir.path()).expect("canonical");
+                let root = base.join("root");
+                let out = base.join("out");
+                std::fs::create_dir_all(&root).expect("root");
+                for n in NAMES {
+                    std::fs::create_dir_all(out.join(n).join(n)).expect("outside");
+                    std::fs::write(out.join(format!("{n}.txt")), "outside").expect("outside");
+                }
+                let mut model: BTreeMap<Vec<String>, Node> = BTreeMap::new();
+                let expand = |t: &str| t.replacen("ROOT", &root.display().to_string(), 1).replacen("OUT", &out.display().to_string(), 1);
+                for (path, kind) in &entries {
+                    // Only where every parent is a folder of the model (else the entry is skipped).
+                    if (1..path.len()).any(|i| !matches!(model.get(&path[..i].to_vec()), Some(Node::Dir))) || model.contains_key(path) {
+                        continue;
+                    }
+                    let on_disk = path.iter().fold(root.clone(), |p, c| p.join(c));
+                    match kind {
+                        Kind::Dir => { std::fs::create_dir(&on_disk).expect("dir"); model.insert(path.clone(), Node::Dir); }
+                        Kind::File => { std::fs::write(&on_disk, "x").expect("file"); model.insert(path.clone(), Node::File); }
+                        Kind::Link(t) => {
+                            let target = expand(t);
+                            std::os::unix::fs::symlink(&target, &on_disk).expect("link");
+                            model.insert(path.clone(), Node::Link(target));
+                        }
+                    }
+                }
+                let roots = [RootDir::new(&root, None).expect("root handle")];
+                let scope = Scope { roots: &roots, cwd: &root };
+                for raw in &queries {
+                    let expected = model::resolve(&model, &root.display().to_string(), raw);
+                    let got = resolve(raw, scope).map(|r| (r.rel.iter().map(|c| c.to_string_lossy().into_owned()).collect::<Vec<_>>(), r.exists)).map_err(|e| e.code().as_str());
+                    prop_assert_eq!(&got, &expected, "{} in {:?}", raw, model);
+                    if let Ok((rel, true)) = &got {
+                        prop_assert!(root.join(rel.join("/")).symlink_metadata().is_ok());
+                    }
+                }
+            }
+        }
+    }
 }
