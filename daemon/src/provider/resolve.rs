@@ -653,7 +653,7 @@ mod tests {
                 let expand = |t: &str| t.replacen("ROOT", &root.display().to_string(), 1).replacen("OUT", &out.display().to_string(), 1);
                 for (path, kind) in &entries {
                     // Only where every parent is a folder of the model (else the entry is skipped).
-                    if (1..path.len()).any(|i| !matches!(model.get(&path[..i].to_vec()), Some(Node::Dir))) || model.contains_key(path) {
+                    if (1..path.len()).any(|i| !matches!(model.get(&path[..i]), Some(Node::Dir))) || model.contains_key(path) {
                         continue;
                     }
                     let on_disk = path.iter().fold(root.clone(), |p, c| p.join(c));
