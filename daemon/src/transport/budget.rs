@@ -30,7 +30,11 @@ pub(crate) const UNCOUNTED_FRAME_BYTES: usize = 64 * 1024;
 pub(crate) struct OutgoingBudget {
     limits: Limits,
     state: Mutex<GlobalState>,
-    /// Woken whenever bytes are given back (or a connection closes), so waiters re-check.
+    /// Woken when room appears in the pool (its used part shrinks, or a connection closes), so
+    /// that connections waiting on the daemon-wide rule re-check. Not on every write: a write
+    /// within a connection's share changes nothing for the others, and waking every waiter of
+    /// every connection on each write would let many stalled sockets cost CPU on every honest
+    /// write.
     changed: Notify,
 }
 
@@ -126,11 +130,13 @@ impl OutgoingBudget {
             prepaid: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             stream_turn: Arc::new(Semaphore::new(1)),
+            changed: Notify::new(),
         })
     }
 
-    /// Moves a connection from `old` to `new` bytes (both under the lock).
-    fn apply(&self, st: &mut GlobalState, old: usize, new: usize) {
+    /// Moves a connection from `old` to `new` bytes (both under the lock). Returns whether the
+    /// pool's used part shrank.
+    fn apply(&self, st: &mut GlobalState, old: usize, new: usize) -> bool {
         let share = self.limits.share;
         let (old_excess, new_excess) = (old.saturating_sub(share), new.saturating_sub(share));
         st.total = st.total - old + new;
@@ -140,6 +146,7 @@ impl OutgoingBudget {
             (true, false) => st.excess_holders -= 1,
             _ => {}
         }
+        new_excess < old_excess
     }
 }
 
@@ -156,6 +163,8 @@ pub(crate) struct ConnBudget {
     /// One stream at a time cuts a chunk and waits for its bytes, so a connection holds at most
     /// one chunk outside its queue however many streams it has open.
     stream_turn: Arc<Semaphore>,
+    /// Woken whenever this connection's bytes go down (or it closes).
+    changed: Notify,
 }
 
 impl ConnBudget {
@@ -169,7 +178,7 @@ impl ConnBudget {
         if !self.global.limits.admits(used, n, &st) {
             return Some(false);
         }
-        self.global.apply(&mut st, used, used + n);
+        let _ = self.global.apply(&mut st, used, used + n);
         self.used.store(used + n, Ordering::Release);
         Some(true)
     }
@@ -177,15 +186,20 @@ impl ConnBudget {
     /// Admits `n` bytes, waiting as long as the rules say so. `false` when the connection closed.
     pub(crate) async fn reserve(&self, n: usize) -> bool {
         loop {
-            let notified = self.global.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
+            let room = self.global.changed.notified();
+            let own = self.changed.notified();
+            tokio::pin!(room, own);
+            room.as_mut().enable();
+            own.as_mut().enable();
             match self.try_reserve(n) {
                 Some(admitted) if admitted => return true,
                 Some(_) => {}
                 None => return false,
             }
-            notified.await;
+            tokio::select! {
+                () = room => {}
+                () = own => {}
+            }
         }
     }
 
@@ -194,17 +208,20 @@ impl ConnBudget {
         if n == 0 {
             return;
         }
-        {
+        let pool_shrank = {
             let mut st = self.global.lock();
             if self.closed.load(Ordering::Acquire) {
                 return;
             }
             let used = self.used.load(Ordering::Acquire);
             let new = used.saturating_sub(n);
-            self.global.apply(&mut st, used, new);
             self.used.store(new, Ordering::Release);
+            self.global.apply(&mut st, used, new)
+        };
+        self.changed.notify_waiters();
+        if pool_shrank {
+            self.global.changed.notify_waiters();
         }
-        self.global.changed.notify_waiters();
     }
 
     /// Whether this connection holds its whole budget (its reader then pauses).
@@ -216,7 +233,7 @@ impl ConnBudget {
     /// Waits until this connection holds less than its budget (or is closed).
     pub(crate) async fn wait_below_budget(&self) {
         loop {
-            let notified = self.global.changed.notified();
+            let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if !self.over_budget() {
@@ -229,7 +246,7 @@ impl ConnBudget {
     /// Waits until everything this connection queued was written (or it is closed).
     pub(crate) async fn wait_empty(&self) {
         loop {
-            let notified = self.global.changed.notified();
+            let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if self.closed.load(Ordering::Acquire) || self.used.load(Ordering::Acquire) == 0 {
@@ -276,10 +293,12 @@ impl ConnBudget {
                 return;
             }
             let used = self.used.swap(0, Ordering::AcqRel);
-            self.global.apply(&mut st, used, 0);
+            let _ = self.global.apply(&mut st, used, 0);
             st.open -= 1;
         }
         self.stream_turn.close();
+        self.changed.notify_waiters();
+        // One share fewer is reserved: the pool grew.
         self.global.changed.notify_waiters();
     }
 }
