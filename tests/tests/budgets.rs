@@ -300,14 +300,32 @@ fn many_sockets_that_never_read_cannot_pin_memory_or_crowd_out_an_honest_client(
 // 14. Slow clients
 // ---------------------------------------------------------------------------------------------
 
-/// At `--max-connections 4`, three silent sockets and one idle initialized session take every
-/// slot. The silent ones are told (-32002) and closed at the `initialize` deadline; then a real
-/// client gets in, and the initialized session, idle for longer than the deadline, is served.
+/// At `--max-connections 4`, two silent sockets, one that floods requests before `initialize`
+/// without reading their answers, and one idle initialized session take every slot. The silent
+/// ones are told (-32002) and closed at the `initialize` deadline, and so is the flooder; then a
+/// real client gets in, and the initialized session, idle for longer than the deadline, is
+/// served.
 #[test]
 fn silent_connections_are_closed_at_the_initialize_deadline() {
     let daemon = Daemon::start(&["--max-connections", "4", "--initialize-timeout", "1"]);
     let mut idle = daemon.session();
-    let mut silent: Vec<Raw> = (0..3).map(|_| Raw::connect(&daemon.socket)).collect();
+    let mut silent: Vec<Raw> = (0..2).map(|_| Raw::connect(&daemon.socket)).collect();
+    let mut flooder = Raw::connect(&daemon.socket);
+    let flood: Vec<u8> = (1..=20_000)
+        .flat_map(|id| frame(&json!({"jsonrpc": "2.0", "id": id, "method": "daemon/status"})))
+        .collect();
+    let written = write_without_reading(&mut flooder, &flood);
+    assert!(written < flood.len(), "the daemon stopped reading a client that reads nothing");
+    let mut answers = 0;
+    while let Some(frame) = flooder.recv_opt() {
+        assert_eq!(error_code(&frame), -32002, "{frame}");
+        answers += 1;
+        assert!(answers <= 20_000);
+    }
+    println!(
+        "a flooder before initialize: {written} of {} bytes taken, {answers} answers, then closed",
+        flood.len()
+    );
     for raw in &mut silent {
         let frame = raw.recv_opt().expect("a last word before the connection is closed");
         assert_eq!(error_code(&frame), -32002, "{frame}");

@@ -423,24 +423,37 @@ async fn serve_inner(
             () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
             frame = frames.next() => frame,
         };
-        match frame {
-            None => break End::Eof,
-            Some(Err(ReadError::Codec(err))) => break End::Codec(err),
-            Some(Err(ReadError::Stalled { buffered })) => break End::Stalled { buffered },
-            Some(Ok(Frame::Oversized { length, limit })) => {
-                tracing::warn!(length, limit, "request frame over the size limit skipped");
-                let error = ErrorObject::owned(
-                    REQUEST_TOO_BIG,
-                    format!("Request is too big: {length} bytes exceeds the frame limit of {limit} bytes"),
-                    Some(serde_json::json!({"length": length, "limit": limit})),
-                );
-                conn.send(message::error_response(Id::Null, error)).await;
-            }
-            Some(Ok(Frame::Message(body))) => {
-                if conn.handle_frame(body, permit, &tasks).await {
-                    break End::Exit;
+        let step = async {
+            match frame {
+                None => Some(End::Eof),
+                Some(Err(ReadError::Codec(err))) => Some(End::Codec(err)),
+                Some(Err(ReadError::Stalled { buffered })) => Some(End::Stalled { buffered }),
+                Some(Ok(Frame::Oversized { length, limit })) => {
+                    tracing::warn!(length, limit, "request frame over the size limit skipped");
+                    let error = ErrorObject::owned(
+                        REQUEST_TOO_BIG,
+                        format!(
+                            "Request is too big: {length} bytes exceeds the frame limit of {limit} bytes"
+                        ),
+                        Some(serde_json::json!({"length": length, "limit": limit})),
+                    );
+                    conn.send(message::error_response(Id::Null, error)).await;
+                    None
+                }
+                Some(Ok(Frame::Message(body))) => {
+                    conn.handle_frame(body, permit, &tasks).await.then_some(End::Exit)
                 }
             }
+        };
+        // Answering may wait for room in the outgoing queue; a client that sends requests
+        // before `initialize` and never reads their answers must still meet the deadline.
+        let outcome = tokio::select! {
+            biased;
+            () = initialize_deadline(&conn.session, initialize_by) => Some(End::InitializeTimeout),
+            outcome = step => outcome,
+        };
+        if let Some(end) = outcome {
+            break end;
         }
     };
 
