@@ -110,11 +110,11 @@ pub struct Args {
     #[arg(long, value_name = "SECS")]
     pub initialize_timeout: Option<f64>,
 
-    /// Seconds a frame that has started to arrive may go without a byte before its connection is closed [default: 30]
+    /// Seconds a frame that has started to arrive may go without a byte before its connection is closed [default: 10]
     #[arg(long, value_name = "SECS")]
     pub frame_timeout: Option<f64>,
 
-    /// Most bytes of partly received frames over all connections; a frame over 64 KiB waits, unread, until its declared length fits [default: 256 MiB]
+    /// Most bytes of partly received frames over all connections; a frame over 64 KiB waits, unread, until its declared length fits [default: 128 MiB]
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_partial_frame_bytes: Option<u64>,
 

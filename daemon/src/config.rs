@@ -71,9 +71,9 @@ pub const DEFAULT_MAX_TOTAL_QUEUED_BYTES: u64 = 256 * 1024 * 1024;
 /// Default of [`Config::initialize_timeout`], in seconds.
 pub const DEFAULT_INITIALIZE_TIMEOUT_SECS: u64 = 10;
 /// Default of [`Config::frame_timeout`], in seconds.
-pub const DEFAULT_FRAME_TIMEOUT_SECS: u64 = 30;
-/// Default of [`Config::max_partial_frame_bytes`]: 256 MiB (four frames at the default cap).
-pub const DEFAULT_MAX_PARTIAL_FRAME_BYTES: u64 = 256 * 1024 * 1024;
+pub const DEFAULT_FRAME_TIMEOUT_SECS: u64 = 10;
+/// Default of [`Config::max_partial_frame_bytes`]: 128 MiB (two frames at the default cap).
+pub const DEFAULT_MAX_PARTIAL_FRAME_BYTES: u64 = 128 * 1024 * 1024;
 
 impl Default for Config {
     fn default() -> Self {
