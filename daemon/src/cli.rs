@@ -20,6 +20,8 @@ Config file:
   $XDG_CONFIG_HOME/filectx/config.toml (else ~/.config/filectx/config.toml), or --config /
   FILECTX_CONFIG. Its keys are the flags' names with '_' for '-' (socket, log_level,
   max_connections, max_frame_bytes, max_batch, max_concurrent_requests, max_queued_messages,
+  max_batch_response_bytes, max_queued_bytes, max_total_queued_bytes, initialize_timeout,
+  frame_timeout, max_partial_frame_bytes,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes). A flag beats the file; the
@@ -102,6 +104,30 @@ pub struct Args {
     /// Most outgoing messages queued for one connection; a client that does not read stalls only itself, and its notifications are dropped [default: 256]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_queued_messages: Option<u64>,
+
+    /// Most bytes of one batch's response; entries whose responses do not fit are answered -32010 in order (those not yet started are not run) [default: 16 MiB, at most --max-frame-bytes]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_batch_response_bytes: Option<u64>,
+
+    /// Most bytes of outgoing messages (responses, notifications, stream chunks) queued for one connection; at it the daemon stops reading that connection until its client reads [default: 8 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_queued_bytes: Option<u64>,
+
+    /// Most bytes of outgoing messages queued over all connections; each connection is guaranteed this divided by --max-connections, and when the rest runs low the connections holding the most wait first [default: 256 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_total_queued_bytes: Option<u64>,
+
+    /// Seconds a new connection has to complete `initialize` before it is closed (and logged) [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub initialize_timeout: Option<f64>,
+
+    /// Seconds a frame that has started to arrive may go without a byte before its connection is closed [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub frame_timeout: Option<f64>,
+
+    /// Most bytes of partly received frames over all connections; a frame over 64 KiB waits, unread, until its declared length fits [default: 128 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_partial_frame_bytes: Option<u64>,
 
     /// Largest file an edit loads and largest content a write accepts, in bytes (FS_TOO_LARGE beyond) [default: 256 MiB]
     #[arg(long, value_name = "BYTES")]
@@ -186,6 +212,18 @@ pub struct FileConfig {
     pub max_concurrent_requests: Option<u64>,
     /// See `--max-queued-messages`.
     pub max_queued_messages: Option<u64>,
+    /// See `--max-batch-response-bytes`.
+    pub max_batch_response_bytes: Option<u64>,
+    /// See `--max-queued-bytes`.
+    pub max_queued_bytes: Option<u64>,
+    /// See `--max-total-queued-bytes`.
+    pub max_total_queued_bytes: Option<u64>,
+    /// See `--initialize-timeout` (seconds).
+    pub initialize_timeout: Option<f64>,
+    /// See `--frame-timeout` (seconds).
+    pub frame_timeout: Option<f64>,
+    /// See `--max-partial-frame-bytes`.
+    pub max_partial_frame_bytes: Option<u64>,
     /// See `--max-edit-bytes`.
     pub max_edit_bytes: Option<u64>,
     /// See `--lock-timeout` (seconds).
@@ -272,6 +310,18 @@ pub struct Settings {
     pub max_concurrent_requests: u64,
     /// See [`Config::max_queued_messages`].
     pub max_queued_messages: u64,
+    /// See [`Config::max_batch_response_bytes`].
+    pub max_batch_response_bytes: u64,
+    /// See [`Config::max_queued_bytes`].
+    pub max_queued_bytes: u64,
+    /// See [`Config::max_total_queued_bytes`].
+    pub max_total_queued_bytes: u64,
+    /// See [`Config::initialize_timeout`], seconds.
+    pub initialize_timeout: f64,
+    /// See [`Config::frame_timeout`], seconds.
+    pub frame_timeout: f64,
+    /// See [`Config::max_partial_frame_bytes`].
+    pub max_partial_frame_bytes: u64,
     /// Largest edit or write, bytes.
     pub max_edit_bytes: u64,
     /// Lock wait, seconds.
@@ -351,6 +401,34 @@ fn at_least_one(key: &'static str, value: u64) -> Result<u64, SettingsError> {
     }
 }
 
+/// A byte budget: at least 1 KiB (a smaller one would only make every message wait).
+fn at_least_kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
+    if value >= 1024 {
+        Ok(value)
+    } else {
+        Err(SettingsError::Value {
+            key,
+            value: value.to_string(),
+            origin: String::new(),
+            why: "must be at least 1024",
+        })
+    }
+}
+
+/// A timeout: more than zero (zero would close every connection at once), at most a day.
+fn timeout_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
+    if value.is_finite() && value > 0.0 && value <= 86_400.0 {
+        Ok(value)
+    } else {
+        Err(SettingsError::Value {
+            key,
+            value: value.to_string(),
+            origin: String::new(),
+            why: "must be a number of seconds above 0, at most 86400",
+        })
+    }
+}
+
 impl Args {
     /// Merges flags, the config file and the defaults. A bad value is reported with its key and
     /// where it came from.
@@ -380,6 +458,12 @@ impl Args {
             "max_batch" => self.max_batch.is_some(),
             "max_concurrent_requests" => self.max_concurrent_requests.is_some(),
             "max_queued_messages" => self.max_queued_messages.is_some(),
+            "max_batch_response_bytes" => self.max_batch_response_bytes.is_some(),
+            "max_queued_bytes" => self.max_queued_bytes.is_some(),
+            "max_total_queued_bytes" => self.max_total_queued_bytes.is_some(),
+            "initialize_timeout" => self.initialize_timeout.is_some(),
+            "frame_timeout" => self.frame_timeout.is_some(),
+            "max_partial_frame_bytes" => self.max_partial_frame_bytes.is_some(),
             "lock_timeout" => self.lock_timeout.is_some(),
             "max_cached_files" => self.max_cached_files.is_some(),
             "cache_idle" => self.cache_idle.is_some(),
@@ -458,6 +542,38 @@ impl Args {
                 self.max_queued_messages
                     .or(file.max_queued_messages)
                     .unwrap_or(defaults.max_queued_messages as u64),
+            )?,
+            max_batch_response_bytes: at_least_kib(
+                "max_batch_response_bytes",
+                self.max_batch_response_bytes
+                    .or(file.max_batch_response_bytes)
+                    .unwrap_or(defaults.max_batch_response_bytes as u64),
+            )?,
+            max_queued_bytes: at_least_kib(
+                "max_queued_bytes",
+                self.max_queued_bytes.or(file.max_queued_bytes).unwrap_or(defaults.max_queued_bytes as u64),
+            )?,
+            max_total_queued_bytes: at_least_kib(
+                "max_total_queued_bytes",
+                self.max_total_queued_bytes
+                    .or(file.max_total_queued_bytes)
+                    .unwrap_or(defaults.max_total_queued_bytes as u64),
+            )?,
+            initialize_timeout: timeout_secs(
+                "initialize_timeout",
+                self.initialize_timeout
+                    .or(file.initialize_timeout)
+                    .unwrap_or(defaults.initialize_timeout.as_secs_f64()),
+            )?,
+            frame_timeout: timeout_secs(
+                "frame_timeout",
+                self.frame_timeout.or(file.frame_timeout).unwrap_or(defaults.frame_timeout.as_secs_f64()),
+            )?,
+            max_partial_frame_bytes: at_least_kib(
+                "max_partial_frame_bytes",
+                self.max_partial_frame_bytes
+                    .or(file.max_partial_frame_bytes)
+                    .unwrap_or(defaults.max_partial_frame_bytes as u64),
             )?,
             max_edit_bytes: self.max_edit_bytes.or(file.max_edit_bytes).unwrap_or(provider.max_edit_bytes),
             lock_timeout: seconds(
@@ -565,6 +681,12 @@ impl Settings {
             max_batch_len: size(self.max_batch),
             max_concurrent_requests: size(self.max_concurrent_requests),
             max_queued_messages: size(self.max_queued_messages),
+            max_batch_response_bytes: size(self.max_batch_response_bytes),
+            max_queued_bytes: size(self.max_queued_bytes),
+            max_total_queued_bytes: size(self.max_total_queued_bytes),
+            initialize_timeout: Duration::from_secs_f64(self.initialize_timeout),
+            frame_timeout: Duration::from_secs_f64(self.frame_timeout),
+            max_partial_frame_bytes: size(self.max_partial_frame_bytes),
             shutdown_grace: Duration::from_secs_f64(self.shutdown_grace),
             idle_exit: (self.idle_exit > 0.0).then(|| Duration::from_secs_f64(self.idle_exit)),
             provider: crate::provider::ProviderConfig {

@@ -22,6 +22,26 @@ pub struct Config {
     pub max_queued_messages: usize,
     /// Most subscriptions open at once on one connection.
     pub max_subscriptions: u32,
+    /// Most bytes of one batch's response. Entries whose responses do not fit are answered
+    /// -32010, in order, and the entries not yet started are not run. At most the frame cap.
+    pub max_batch_response_bytes: usize,
+    /// Most bytes of outgoing messages queued for one connection (streams included). A
+    /// connection at it is not read until its client reads; one message always fits an empty
+    /// queue, so a bigger response is still delivered alone.
+    pub max_queued_bytes: usize,
+    /// Most bytes of outgoing messages queued over all connections. Every connection is
+    /// guaranteed `max_total_queued_bytes / max_connections`; when the rest is more than half
+    /// used, the connections holding the most wait first.
+    pub max_total_queued_bytes: usize,
+    /// How long a new connection has to complete `initialize`; after it, it is closed.
+    pub initialize_timeout: Duration,
+    /// How long a frame that has started to arrive may go without a byte; after it, the
+    /// connection is closed (its stream cannot be resynchronised).
+    pub frame_timeout: Duration,
+    /// Most bytes of partly received frames over all connections. A frame over 64 KiB reserves
+    /// its declared length before its body is read, and its connection waits (unread) until
+    /// the reservation fits.
+    pub max_partial_frame_bytes: usize,
     /// How long shutdown waits for in-flight requests before giving up on them.
     pub shutdown_grace: Duration,
     /// Exit after this long without any session (socket activation restarts the daemon).
@@ -57,6 +77,18 @@ pub const DEFAULT_MAX_CONCURRENT_REQUESTS: u32 = 32;
 pub const DEFAULT_MAX_QUEUED_MESSAGES: u32 = 256;
 /// Default of [`Config::shutdown_grace`], in seconds.
 pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 5;
+/// Default of [`Config::max_batch_response_bytes`]: 16 MiB.
+pub const DEFAULT_MAX_BATCH_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+/// Default of [`Config::max_queued_bytes`]: 8 MiB.
+pub const DEFAULT_MAX_QUEUED_BYTES: u64 = 8 * 1024 * 1024;
+/// Default of [`Config::max_total_queued_bytes`]: 256 MiB.
+pub const DEFAULT_MAX_TOTAL_QUEUED_BYTES: u64 = 256 * 1024 * 1024;
+/// Default of [`Config::initialize_timeout`], in seconds.
+pub const DEFAULT_INITIALIZE_TIMEOUT_SECS: u64 = 10;
+/// Default of [`Config::frame_timeout`], in seconds.
+pub const DEFAULT_FRAME_TIMEOUT_SECS: u64 = 10;
+/// Default of [`Config::max_partial_frame_bytes`]: 128 MiB (two frames at the default cap).
+pub const DEFAULT_MAX_PARTIAL_FRAME_BYTES: u64 = 128 * 1024 * 1024;
 
 impl Default for Config {
     fn default() -> Self {
@@ -67,6 +99,12 @@ impl Default for Config {
             max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS as usize,
             max_queued_messages: DEFAULT_MAX_QUEUED_MESSAGES as usize,
             max_subscriptions: 64,
+            max_batch_response_bytes: DEFAULT_MAX_BATCH_RESPONSE_BYTES as usize,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES as usize,
+            max_total_queued_bytes: DEFAULT_MAX_TOTAL_QUEUED_BYTES as usize,
+            initialize_timeout: Duration::from_secs(DEFAULT_INITIALIZE_TIMEOUT_SECS),
+            frame_timeout: Duration::from_secs(DEFAULT_FRAME_TIMEOUT_SECS),
+            max_partial_frame_bytes: DEFAULT_MAX_PARTIAL_FRAME_BYTES as usize,
             shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS),
             idle_exit: None,
             max_observed_files: crate::context::DEFAULT_MAX_OBSERVED,

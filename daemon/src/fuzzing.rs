@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use filectx_protocol::{Frame, LspCodec};
-use jsonrpsee::core::id_providers::RandomIntegerIdProvider;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -101,7 +100,7 @@ fn harness() -> &'static Harness {
                 crate::session::SessionPolicy::default(),
             )
             .unwrap_or_else(|err| panic!("fuzz harness: method table: {err}"));
-            Arc::new(Shared { methods, config, stats, id_provider: RandomIntegerIdProvider, watch })
+            Arc::new(Shared::new(methods, config, stats, watch))
         });
         let base = std::env::temp_dir().join(format!("filectx-fuzz-{}", std::process::id()));
         Harness { runtime, shared, base, next: AtomicUsize::new(1) }

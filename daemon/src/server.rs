@@ -8,7 +8,6 @@ use std::time::Duration;
 use filectx_protocol::LspCodec;
 use filectx_protocol::error::SERVER_BUSY;
 use jsonrpsee::core::RegisterMethodError;
-use jsonrpsee::core::id_providers::RandomIntegerIdProvider;
 use jsonrpsee::types::{ErrorObject, Id};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
@@ -106,13 +105,14 @@ pub async fn run(
         watch.clone(),
         policy,
     )?;
-    let shared = Arc::new(Shared {
-        methods,
-        config: config.clone(),
-        stats: stats.clone(),
-        id_provider: RandomIntegerIdProvider,
-        watch,
-    });
+    let shared = Arc::new(Shared::new(methods, config.clone(), stats.clone(), watch));
+    tracing::debug!(
+        max_queued_bytes = config.max_queued_bytes,
+        max_total_queued_bytes = config.max_total_queued_bytes,
+        guaranteed_share = shared.outgoing.share(),
+        max_partial_frame_bytes = config.max_partial_frame_bytes,
+        "transport budgets"
+    );
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let stop = CancellationToken::new();
     let connections = TaskTracker::new();

@@ -9,16 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use filectx_protocol::{ClientInfo, FsErrorCode, InitializeParams, ToolName};
-use jsonrpsee::core::server::BoundedSubscriptions;
-use serde::Serialize;
-use serde_json::value::RawValue;
-use tokio::sync::mpsc;
-
 use crate::context::Observations;
 use crate::context::deny::{DenyRules, Origin};
 use crate::provider::Root;
 use crate::stats::Stats;
+use crate::transport::budget::{Outgoing, Refused};
+use filectx_protocol::{ClientInfo, FsErrorCode, InitializeParams, ToolName};
+use jsonrpsee::core::server::BoundedSubscriptions;
+use serde::Serialize;
 
 /// Where a session is in the LSP-style lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,8 +254,8 @@ pub struct Session {
     phase: AtomicU8,
     options: OnceLock<SessionOptions>,
     /// The connection's outgoing queue. Notifications use `try_send` so that a client which
-    /// does not read can never make the daemon wait or buffer beyond the queue's bound.
-    outgoing: mpsc::Sender<Box<RawValue>>,
+    /// does not read can never make the daemon wait or buffer beyond the queue's bounds.
+    outgoing: Outgoing,
     /// Caps this connection's open subscriptions.
     subscriptions: BoundedSubscriptions,
     /// What this session has read or written: dies with the connection.
@@ -274,9 +272,9 @@ struct OutgoingNotification<'a, P> {
 
 impl Session {
     /// A new, uninitialized session writing to `outgoing`.
-    pub fn new(
+    pub(crate) fn new(
         id: String,
-        outgoing: mpsc::Sender<Box<RawValue>>,
+        outgoing: Outgoing,
         max_subscriptions: u32,
         observations: Observations,
         stats: Arc<Stats>,
@@ -328,6 +326,11 @@ impl Session {
         self.options.get()
     }
 
+    /// The connection's outgoing queue (streams wait on its byte budget).
+    pub(crate) fn outgoing(&self) -> &Outgoing {
+        &self.outgoing
+    }
+
     /// The subscription cap of this connection.
     pub fn subscriptions(&self) -> &BoundedSubscriptions {
         &self.subscriptions
@@ -344,12 +347,12 @@ impl Session {
         };
         match self.outgoing.try_send(json) {
             Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(Refused::Full) => {
                 Stats::bump(&self.stats.notifications_dropped);
                 tracing::debug!(session = %self.id, method, "client is not reading; notification dropped");
                 false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(Refused::Closed) => false,
         }
     }
 }
@@ -434,9 +437,11 @@ mod tests {
 
     #[test]
     fn notifications_never_wait_and_are_counted_when_dropped() {
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
         let stats = Arc::new(Stats::new());
-        let session = Session::new("t".into(), tx, 4, Observations::new(16), stats.clone());
+        let budget = crate::transport::budget::OutgoingBudget::new(1 << 20, 1 << 20, 1).open();
+        let session =
+            Session::new("t".into(), Outgoing::new(tx, budget), 4, Observations::new(16), stats.clone());
         assert!(session.notify("file/didChange", serde_json::json!({"path": "/a"})));
         assert!(!session.notify("file/didChange", serde_json::json!({"path": "/b"})));
         assert_eq!(Stats::get(&stats.notifications_dropped), 1);

@@ -101,6 +101,21 @@ impl LspCodec {
     pub fn max_body(&self) -> usize {
         self.max_body
     }
+
+    /// The length of the body being awaited, once its header section was read and until the
+    /// body is complete: a reader that budgets memory reserves it before reading further.
+    pub fn pending_body(&self) -> Option<usize> {
+        match self.state {
+            State::Body(length) => Some(length),
+            _ => None,
+        }
+    }
+
+    /// Whether the stream is between frames, given how many undecoded bytes are buffered: a
+    /// reader that times out stalled frames applies its timeout only when this is false.
+    pub fn between_frames(&self, buffered: usize) -> bool {
+        matches!(self.state, State::Header { .. }) && buffered == 0
+    }
 }
 
 impl Default for LspCodec {
@@ -185,8 +200,12 @@ impl Decoder for LspCodec {
                 }
                 State::Body(length) => {
                     if src.len() < length {
-                        // Reserve what this frame still needs (bounded by max_body) in one go.
-                        src.reserve(length - src.len());
+                        // Grow with what arrives (at most doubling), never by the declared length
+                        // alone: a header that announces a big body must not cost its size in
+                        // memory before the body comes. A reader that budgets bytes reserves the
+                        // rest itself once it is paid for (see `pending_body`).
+                        let missing = length - src.len();
+                        src.reserve(missing.min(src.len().max(64 * 1024)));
                         return Ok(None);
                     }
                     self.state = State::Header { scanned: 0 };

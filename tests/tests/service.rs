@@ -641,6 +641,13 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("max_batch", DEFAULT_MAX_BATCH_LEN.to_string()),
         ("max_concurrent_requests", DEFAULT_MAX_CONCURRENT_REQUESTS.to_string()),
         ("max_queued_messages", DEFAULT_MAX_QUEUED_MESSAGES.to_string()),
+        // The transport's byte budgets and slow-client deadlines.
+        ("max_batch_response_bytes", filectx_daemon::config::DEFAULT_MAX_BATCH_RESPONSE_BYTES.to_string()),
+        ("max_queued_bytes", filectx_daemon::config::DEFAULT_MAX_QUEUED_BYTES.to_string()),
+        ("max_total_queued_bytes", filectx_daemon::config::DEFAULT_MAX_TOTAL_QUEUED_BYTES.to_string()),
+        ("initialize_timeout", secs(filectx_daemon::config::DEFAULT_INITIALIZE_TIMEOUT_SECS as f64)),
+        ("frame_timeout", secs(filectx_daemon::config::DEFAULT_FRAME_TIMEOUT_SECS as f64)),
+        ("max_partial_frame_bytes", filectx_daemon::config::DEFAULT_MAX_PARTIAL_FRAME_BYTES.to_string()),
         ("max_edit_bytes", provider.max_edit_bytes.to_string()),
         ("max_cached_files", provider.max_cached_files.to_string()),
         ("max_cache_bytes", provider.max_index_bytes.to_string()),

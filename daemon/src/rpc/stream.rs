@@ -1,10 +1,12 @@
 //! `fs/streamText`: a jsonrpsee subscription that delivers a file of any size as ordered
 //! `fs/textChunk` notifications, all from one version (a [`Snapshot`]). A change mid-stream ends
-//! it with an error item carrying `FS_STALE_VERSION`. The blocking producer hands chunks over a
-//! channel of [`STREAM_BUFFER_CHUNKS`], and the next chunk is queued on the connection only when
-//! fewer than that many messages wait to be written there, so a slow reader makes the daemon
-//! hold a few chunks per stream, never the file.
-//! Cancelling (`fs/streamCancel`) or disconnecting stops the producer.
+//! it with an error item carrying `FS_STALE_VERSION`. Chunks are cut one at a time, on the
+//! blocking pool, only when the connection's outgoing queue is under its byte budget, and each
+//! chunk's bytes are admitted by that budget (per connection and daemon-wide) before it is
+//! queued; one stream per connection at a time holds a chunk outside the queue. So a slow reader
+//! makes the daemon hold at most its budget plus one chunk, never the file, however many
+//! streams it opens.
+//! Cancelling (`fs/streamCancel`) or disconnecting stops the stream.
 
 use std::sync::Arc;
 
@@ -13,14 +15,10 @@ use filectx_protocol::{ChunkError, FsErrorCode, STREAM_CHUNK_LINES, StreamTextPa
 use jsonrpsee::Extensions;
 use jsonrpsee::core::server::PendingSubscriptionSink;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
-use tokio::sync::mpsc;
 
 use super::error::fs_error;
 use super::{ServerContext, internal, parse_params, session_of};
 use crate::context::{Changed, Scope, Snapshot, WindowError};
-
-/// Chunks produced ahead of the connection, per stream.
-pub const STREAM_BUFFER_CHUNKS: usize = 4;
 
 /// Opens the snapshot a stream will read, on the blocking pool, in one of the session's fair
 /// share of file-work slots (opening may hash the whole file).
@@ -52,74 +50,43 @@ async fn open(
     .map_err(internal)?
 }
 
-/// Cuts the snapshot into chunks until it is done, the file changes, or nobody listens.
-fn produce(snapshot: Snapshot, offset: u64, chunk: u64, out: mpsc::Sender<TextChunk>) {
-    let version = snapshot.version.to_string();
+/// Cuts the chunk that starts at `line` (or the error item that ends the stream).
+fn cut(snapshot: &Snapshot, version: &str, line: u64, chunk: u64) -> TextChunk {
     let total = snapshot.total_lines();
-    let mut line = offset;
-    loop {
-        let item = match snapshot.window(line, chunk) {
-            Ok(window) => {
-                let next = line + window.lines.len() as u64;
-                let done = next > total || window.lines.is_empty();
-                let item = TextChunk {
-                    version: version.clone(),
-                    start_line: line,
-                    lines: window.lines,
-                    truncated_lines: window.truncated,
-                    total_lines: total,
-                    done,
-                    error: None,
-                };
-                line = next;
-                item
+    match snapshot.window(line, chunk) {
+        Ok(window) => {
+            let next = line + window.lines.len() as u64;
+            let done = next > total || window.lines.is_empty();
+            TextChunk {
+                version: version.to_owned(),
+                start_line: line,
+                lines: window.lines,
+                truncated_lines: window.truncated,
+                total_lines: total,
+                done,
+                error: None,
             }
-            Err(failure) => {
-                let (code, message) = match failure {
-                    WindowError::Changed(Changed) => (
-                        FsErrorCode::StaleVersion,
-                        format!(
-                            "the file changed while it was being streamed (from version {version}); start again"
-                        ),
+        }
+        Err(failure) => {
+            let (code, message) = match failure {
+                WindowError::Changed(Changed) => (
+                    FsErrorCode::StaleVersion,
+                    format!(
+                        "the file changed while it was being streamed (from version {version}); start again"
                     ),
-                    WindowError::Io(e) => (FsErrorCode::Io, format!("reading failed: {e}")),
-                };
-                TextChunk {
-                    version: version.clone(),
-                    start_line: line,
-                    lines: Vec::new(),
-                    truncated_lines: Vec::new(),
-                    total_lines: total,
-                    done: true,
-                    error: Some(ChunkError { code, message }),
-                }
+                ),
+                WindowError::Io(e) => (FsErrorCode::Io, format!("reading failed: {e}")),
+            };
+            TextChunk {
+                version: version.to_owned(),
+                start_line: line,
+                lines: Vec::new(),
+                truncated_lines: Vec::new(),
+                total_lines: total,
+                done: true,
+                error: Some(ChunkError { code, message }),
             }
-        };
-        let done = item.done;
-        if out.blocking_send(item).is_err() || done {
-            return;
         }
-    }
-}
-
-/// Waits until at most [`STREAM_BUFFER_CHUNKS`] messages are queued on the connection ahead of
-/// this stream's next chunk. `false` when the subscription closed meanwhile.
-async fn wait_for_room(sink: &jsonrpsee::core::server::SubscriptionSink) -> bool {
-    let mut pause = std::time::Duration::from_millis(1);
-    loop {
-        if sink.is_closed() {
-            return false;
-        }
-        let queued = sink.max_capacity().saturating_sub(sink.capacity());
-        if queued < STREAM_BUFFER_CHUNKS {
-            return true;
-        }
-        // The writer is blocked on a client that does not read: back off, cheaply.
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = sink.closed() => return false,
-        }
-        pause = (pause * 2).min(std::time::Duration::from_millis(100));
     }
 }
 
@@ -134,19 +101,47 @@ pub async fn stream_text(
         Ok(params) => params,
         Err(err) => return pending.reject(err).await,
     };
+    let session = match session_of(&ext) {
+        Ok(session) => session,
+        Err(err) => return pending.reject(err).await,
+    };
     let (snapshot, offset, chunk) = match open(&params, &ctx, &ext).await {
         Ok(opened) => opened,
         Err(err) => return pending.reject(err).await,
     };
     let Ok(sink) = pending.accept().await else { return };
-    let (tx, mut rx) = mpsc::channel(STREAM_BUFFER_CHUNKS);
-    let producer = tokio::task::spawn_blocking(move || produce(snapshot, offset, chunk, tx));
+    let budget = session.outgoing().budget().clone();
+    let version = snapshot.version.to_string();
+    let mut snapshot = Some(snapshot);
+    let mut line = offset;
     loop {
-        let item = tokio::select! {
-            item = rx.recv() => item,
+        // Our turn on this connection, then room under its budget: only then cut a chunk.
+        let turn = tokio::select! {
+            turn = budget.stream_turn() => turn,
             () = sink.closed() => None,
         };
-        let Some(item) = item else { break };
+        let Some(turn) = turn else { break };
+        tokio::select! {
+            () = budget.wait_below_budget() => {}
+            () = sink.closed() => break,
+        }
+        let Some(taken) = snapshot.take() else { break };
+        let version = version.clone();
+        let cutting = tokio::task::spawn_blocking(move || {
+            let item = cut(&taken, &version, line, chunk);
+            (taken, item)
+        });
+        let item = match cutting.await {
+            Ok((back, item)) => {
+                snapshot = Some(back);
+                item
+            }
+            Err(err) => {
+                tracing::error!(%err, "cutting a text chunk failed");
+                break;
+            }
+        };
+        line = item.start_line + item.lines.len() as u64;
         let json = match serde_json::value::to_raw_value(&item) {
             Ok(json) => json,
             Err(err) => {
@@ -154,18 +149,24 @@ pub async fn stream_text(
                 break;
             }
         };
-        if sink.send(json).await.is_err() || item.done {
+        // Pay for the chunk before it enters the sink; the connection's forwarder uses the
+        // payment when the wrapped notification reaches the queue.
+        let n = json.get().len();
+        let admitted = tokio::select! {
+            admitted = budget.reserve(n) => admitted,
+            () = sink.closed() => false,
+        };
+        if !admitted {
             break;
         }
-        // Let the connection's writer run, and do not queue more than a few chunks ahead of
-        // what it has written: the outgoing queue is shared and far larger than one stream may
-        // use (a 4 MB chunk times the queue's length would be the whole file).
-        tokio::task::yield_now().await;
-        if !wait_for_room(&sink).await {
+        budget.prepay(n);
+        drop(turn);
+        if sink.send(json).await.is_err() {
+            budget.refund(n);
+            break;
+        }
+        if item.done {
             break;
         }
     }
-    // Dropping the receiver makes the producer's next send fail, which stops it.
-    drop(rx);
-    let _ = producer.await;
 }

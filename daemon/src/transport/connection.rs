@@ -6,18 +6,32 @@
 //! ready), everything else is spawned and may answer out of order, as JSON-RPC allows.
 //!
 //! Backpressure, so that no client can make the daemon buffer without bound: at most
-//! `max_concurrent_requests` calls of one connection are in flight (the reader waits for a
-//! permit before reading the next frame), and at most `max_queued_messages` outgoing messages
-//! are queued (a response waits for room; a notification is dropped). A client that never reads
-//! therefore stalls only itself, and the kernel's socket buffer throttles its writes.
+//! `max_concurrent_requests` calls of one connection are in flight, batch entries included (the
+//! reader waits for a permit before reading the next frame), and the outgoing queue is bounded
+//! in messages (`max_queued_messages`) and in bytes, per connection and daemon-wide (see
+//! [`super::budget`]): a response waits for room, a notification is dropped, and a connection
+//! at its byte budget is not read until its client reads. A client that never reads therefore
+//! stalls only itself, and the kernel's socket buffer throttles its writes.
+//!
+//! Slow clients: a connection must complete `initialize` within `initialize_timeout`; a frame
+//! that has started to arrive must not go `frame_timeout` without a byte; a large frame reserves
+//! its length from the daemon-wide budget of partly received bytes before its body is read.
+//! The first two close the connection (the slot goes back to honest clients); the last makes the
+//! connection wait unread, because closing would punish an honest client for sending a big
+//! write while others hold the budget, and stalled holders are closed by the frame timeout.
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use filectx_protocol::error::{BATCH_TOO_BIG, INTERNAL_ERROR, PARSE_ERROR, REQUEST_TOO_BIG};
+use filectx_protocol::error::{
+    BATCH_TOO_BIG, INTERNAL_ERROR, PARSE_ERROR, REQUEST_TOO_BIG, SERVER_NOT_INITIALIZED,
+};
 use filectx_protocol::methods::{EXIT, INITIALIZE, SHUTDOWN};
 use filectx_protocol::{CodecError, Frame, LspCodec};
+use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use jsonrpsee::Extensions;
 use jsonrpsee::core::id_providers::RandomIntegerIdProvider;
@@ -28,15 +42,17 @@ use jsonrpsee::core::server::{
 use jsonrpsee::types::error::{ErrorCode, TOO_MANY_SUBSCRIPTIONS_CODE, TOO_MANY_SUBSCRIPTIONS_MSG};
 use jsonrpsee::types::{ErrorObject, Id, Params};
 use serde_json::value::RawValue;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio_util::codec::{Encoder, FramedRead};
+use tokio::time::Instant;
+use tokio_util::codec::{Decoder, Encoder};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use super::budget::{ConnBudget, Outgoing, OutgoingBudget, PartialBudget};
 use super::message::{self, Call, Incoming};
 use crate::config::Config;
 use crate::context::Observations;
@@ -52,6 +68,23 @@ pub(crate) struct Shared {
     pub stats: Arc<Stats>,
     pub id_provider: RandomIntegerIdProvider,
     pub watch: Arc<WatchHub>,
+    /// Outgoing bytes queued, over all connections.
+    pub outgoing: Arc<OutgoingBudget>,
+    /// Bytes of partly received frames, over all connections.
+    pub partial: Arc<PartialBudget>,
+}
+
+impl Shared {
+    /// What every connection shares, with the budgets `config` sets.
+    pub fn new(methods: Methods, config: Config, stats: Arc<Stats>, watch: Arc<WatchHub>) -> Self {
+        let outgoing = OutgoingBudget::new(
+            config.max_total_queued_bytes,
+            config.max_queued_bytes,
+            config.max_connections,
+        );
+        let partial = PartialBudget::new(config.max_partial_frame_bytes);
+        Self { methods, config, stats, id_provider: RandomIntegerIdProvider, watch, outgoing, partial }
+    }
 }
 
 /// The most bytes the writer gathers from the queue before one write.
@@ -63,9 +96,12 @@ struct Conn {
     session: Arc<Session>,
     conn_id: usize,
     /// Responses go here; `send` waits for room, which is what stalls a non-reading client.
-    out: mpsc::Sender<Box<RawValue>>,
-    /// The same queue, as jsonrpsee subscriptions need it.
+    out: Outgoing,
+    /// jsonrpsee subscriptions' way into the same queue (through [`forward`], which budgets it).
     sink: MethodSink,
+    /// Calls of this connection in flight: the reader takes one per frame, a batch one more
+    /// per entry it runs beside the first.
+    inflight: Arc<Semaphore>,
 }
 
 /// A response ready to be queued, and the subscription machinery's wish to hear when it was.
@@ -85,6 +121,62 @@ impl Reply {
         let (json, on_sent, _) = response.into_parts();
         Self { json, on_sent, already_sent: false }
     }
+}
+
+/// One entry of a batch, in the order it came.
+enum Entry {
+    /// Not started yet: the call, and whether it gets an answer (not a notification).
+    Run(OwnedCall, bool),
+    /// Started; its outcome comes back through the batch's running set.
+    Running,
+    /// Answered.
+    Done(Reply),
+    /// Answered past the budget: its response was dropped, the entry gets -32010.
+    Dropped(Id<'static>),
+    /// A notification that ran, or nothing to answer.
+    Silent,
+}
+
+/// The position of the first batch entry known to be past the budget: the responses before
+/// it (those already complete, counting the others as empty) are more than the budget.
+fn past_budget(slots: &[Entry], budget: usize) -> usize {
+    // The opening and closing brackets.
+    let mut bytes = 2usize;
+    for (pos, entry) in slots.iter().enumerate() {
+        if let Entry::Done(reply) = entry
+            && !reply.already_sent
+        {
+            bytes += reply.json.get().len() + 1;
+            if bytes > budget {
+                return pos;
+            }
+        }
+    }
+    usize::MAX
+}
+
+/// The id of a serialized response (null if it has none).
+fn id_of(json: &RawValue) -> Id<'static> {
+    #[derive(serde::Deserialize)]
+    struct WithId<'a> {
+        #[serde(borrow)]
+        id: Id<'a>,
+    }
+    serde_json::from_str::<WithId<'_>>(json.get()).map_or(Id::Null, |with| with.id.into_owned())
+}
+
+/// The answer of a batch entry past the batch's byte budget.
+fn batch_cut(id: Id<'static>, budget: usize, ran: bool) -> Box<RawValue> {
+    let what = if ran { "it ran, but its response was dropped" } else { "it was not run" };
+    let error = ErrorObject::owned(
+        BATCH_TOO_BIG,
+        format!(
+            "The batch's responses exceed its budget of {budget} bytes (--max-batch-response-bytes): \
+             {what}; send it again alone or in a smaller batch"
+        ),
+        Some(serde_json::json!({"limit": budget, "ran": ran})),
+    );
+    message::error_response(id, error)
 }
 
 /// An owned request, detached from the frame it came in, so it can move into a task.
@@ -117,6 +209,132 @@ enum End {
     Exit,
     DaemonShutdown,
     Codec(CodecError),
+    /// `initialize` was not completed within the deadline.
+    InitializeTimeout,
+    /// A frame stopped arriving half-way.
+    Stalled {
+        buffered: usize,
+    },
+}
+
+/// Messages jsonrpsee's subscription sink may hold before they are budgeted: subscription
+/// answers (small) and stream chunks, whose bytes the stream reserved before sending them.
+const SINK_CAPACITY: usize = 16;
+
+/// Reads frames off the socket within the daemon's budgets and timeouts.
+struct FrameReader {
+    socket: OwnedReadHalf,
+    codec: LspCodec,
+    /// Undecoded bytes: at most a header section, or the body of the frame being received
+    /// (whose length a large frame reserved from `partial`).
+    buf: BytesMut,
+    partial: Arc<PartialBudget>,
+    /// The reservation of the frame being received, if it is large.
+    reservation: Option<OwnedSemaphorePermit>,
+    frame_timeout: Duration,
+    eof: bool,
+}
+
+/// Why the reader could not produce a frame.
+enum ReadError {
+    Codec(CodecError),
+    Stalled { buffered: usize },
+}
+
+/// Room made in the read buffer before each read (the codec grows it further for bodies).
+const READ_CHUNK: usize = 8 * 1024;
+
+impl FrameReader {
+    fn new(socket: OwnedReadHalf, config: &Config, partial: Arc<PartialBudget>) -> Self {
+        Self {
+            socket,
+            codec: LspCodec::new(config.max_frame_bytes),
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            partial,
+            reservation: None,
+            frame_timeout: config.frame_timeout,
+            eof: false,
+        }
+    }
+
+    /// The next frame; `None` at a clean end of stream. Only reads the socket while this is
+    /// awaited, so whoever awaits it decides when the client is read at all.
+    async fn next(&mut self) -> Option<Result<Frame, ReadError>> {
+        loop {
+            match self.codec.decode(&mut self.buf) {
+                Ok(Some(frame)) => {
+                    // The body is out of the reader's buffer: its reservation is done.
+                    self.reservation = None;
+                    return Some(Ok(frame));
+                }
+                Ok(None) => {}
+                Err(err) => return Some(Err(ReadError::Codec(err))),
+            }
+            if self.eof {
+                return match self.codec.decode_eof(&mut self.buf) {
+                    Ok(Some(frame)) => Some(Ok(frame)),
+                    Ok(None) => None,
+                    Err(err) => Some(Err(ReadError::Codec(err))),
+                };
+            }
+            if let Some(length) = self.codec.pending_body()
+                && self.reservation.is_none()
+                && PartialBudget::counts(length)
+            {
+                // Wait, unread, until this frame fits the daemon-wide budget; then make room for
+                // it in one go (it is paid for).
+                self.reservation = self.partial.reserve(length).await;
+                self.buf.reserve(length.saturating_sub(self.buf.len()));
+            }
+            if self.buf.capacity() - self.buf.len() < READ_CHUNK {
+                self.buf.reserve(READ_CHUNK);
+            }
+            let read = if self.codec.between_frames(self.buf.len()) {
+                // Idle between frames: an initialized session may stay quiet for as long as it
+                // likes.
+                self.socket.read_buf(&mut self.buf).await
+            } else {
+                match tokio::time::timeout(self.frame_timeout, self.socket.read_buf(&mut self.buf)).await {
+                    Ok(read) => read,
+                    Err(_) => return Some(Err(ReadError::Stalled { buffered: self.buf.len() })),
+                }
+            };
+            match read {
+                Ok(0) => self.eof = true,
+                Ok(_) => {}
+                Err(err) => return Some(Err(ReadError::Codec(CodecError::Io(err)))),
+            }
+        }
+    }
+}
+
+/// Resolves at `deadline` while the session is still uninitialized; never otherwise.
+async fn initialize_deadline(session: &Session, deadline: Instant) {
+    if session.phase() == Phase::Uninitialized {
+        tokio::time::sleep_until(deadline).await;
+    } else {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Moves what jsonrpsee's subscription sink queues into the connection's queue, paying for
+/// each message with what its stream prepaid and reserving the rest.
+async fn forward(mut sink: mpsc::Receiver<Box<RawValue>>, out: Outgoing) {
+    loop {
+        let json = tokio::select! {
+            json = sink.recv() => match json {
+                Some(json) => json,
+                None => break,
+            },
+            () = out.closed() => break,
+        };
+        let n = json.get().len();
+        let prepaid = out.budget().take_prepaid(n);
+        let admitted = prepaid == n || out.budget().reserve(n - prepaid).await;
+        if !admitted || !out.send_reserved(json).await {
+            break;
+        }
+    }
 }
 
 /// Serves one accepted, authorised connection until it ends or the daemon shuts down.
@@ -139,71 +357,144 @@ async fn serve_inner(
     shutdown: CancellationToken,
 ) {
     let config = shared.config.clone();
+    let initialize_by = Instant::now() + config.initialize_timeout;
     let (read_half, write_half) = stream.into_split();
     let (out_tx, out_rx) = mpsc::channel::<Box<RawValue>>(config.max_queued_messages.max(1));
+    let budget = shared.outgoing.open();
+    let out = Outgoing::new(out_tx, budget.clone());
     let writer_stop = CancellationToken::new();
-    let writer = tokio::spawn(write_loop(write_half, out_rx, writer_stop.clone()).in_current_span());
+    let writer_kill = CancellationToken::new();
+    let writer = tokio::spawn(
+        write_loop(write_half, out_rx, budget.clone(), writer_stop.clone(), writer_kill.clone())
+            .in_current_span(),
+    );
+    let (sink_tx, sink_rx) = mpsc::channel::<Box<RawValue>>(SINK_CAPACITY);
+    let forwarder = tokio::spawn(forward(sink_rx, out.clone()).in_current_span());
 
     let observations = Observations::with_sink(config.max_observed_files, shared.watch.sink(&session_id));
     let session = Arc::new(Session::new(
         session_id.clone(),
-        out_tx.clone(),
+        out.clone(),
         config.max_subscriptions,
         observations,
         shared.stats.clone(),
     ));
     shared.watch.register(&session_id, Arc::downgrade(&session));
     let max_response = u32::try_from(config.max_frame_bytes).unwrap_or(u32::MAX);
+    let inflight = Arc::new(Semaphore::new(config.max_concurrent_requests.max(1)));
     let conn = Arc::new(Conn {
-        shared,
+        shared: shared.clone(),
         session,
         conn_id,
-        sink: MethodSink::new_with_limit(out_tx.clone(), max_response),
-        out: out_tx,
+        sink: MethodSink::new_with_limit(sink_tx, max_response),
+        out,
+        inflight: inflight.clone(),
     });
     tracing::debug!("connection opened");
 
-    let inflight = Arc::new(Semaphore::new(config.max_concurrent_requests.max(1)));
     let tasks = TaskTracker::new();
-    let mut frames = FramedRead::new(read_half, LspCodec::new(config.max_frame_bytes));
+    let mut frames = FrameReader::new(read_half, &config, shared.partial.clone());
     let end = loop {
         let permit = tokio::select! {
             biased;
             () = shutdown.cancelled() => break End::DaemonShutdown,
+            () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
             permit = inflight.clone().acquire_owned() => match permit {
                 Ok(permit) => permit,
                 // The semaphore is never closed; treat it like a daemon shutdown if it were.
                 Err(_) => break End::DaemonShutdown,
             },
         };
+        if budget.over_budget() {
+            tracing::debug!(
+                limit = config.max_queued_bytes,
+                "outgoing bytes at the budget; not reading until the client reads"
+            );
+        }
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break End::DaemonShutdown,
+            () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
+            () = budget.wait_below_budget() => {}
+        }
         let frame = tokio::select! {
             biased;
             () = shutdown.cancelled() => break End::DaemonShutdown,
+            () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
             frame = frames.next() => frame,
         };
-        match frame {
-            None => break End::Eof,
-            Some(Err(err)) => break End::Codec(err),
-            Some(Ok(Frame::Oversized { length, limit })) => {
-                tracing::warn!(length, limit, "request frame over the size limit skipped");
-                let error = ErrorObject::owned(
-                    REQUEST_TOO_BIG,
-                    format!("Request is too big: {length} bytes exceeds the frame limit of {limit} bytes"),
-                    Some(serde_json::json!({"length": length, "limit": limit})),
-                );
-                conn.send(message::error_response(Id::Null, error)).await;
-            }
-            Some(Ok(Frame::Message(body))) => {
-                if conn.handle_frame(body, permit, &tasks).await {
-                    break End::Exit;
+        let step = async {
+            match frame {
+                None => Some(End::Eof),
+                Some(Err(ReadError::Codec(err))) => Some(End::Codec(err)),
+                Some(Err(ReadError::Stalled { buffered })) => Some(End::Stalled { buffered }),
+                Some(Ok(Frame::Oversized { length, limit })) => {
+                    tracing::warn!(length, limit, "request frame over the size limit skipped");
+                    let error = ErrorObject::owned(
+                        REQUEST_TOO_BIG,
+                        format!(
+                            "Request is too big: {length} bytes exceeds the frame limit of {limit} bytes"
+                        ),
+                        Some(serde_json::json!({"length": length, "limit": limit})),
+                    );
+                    conn.send(message::error_response(Id::Null, error)).await;
+                    None
+                }
+                Some(Ok(Frame::Message(body))) => {
+                    conn.handle_frame(body, permit, &tasks).await.then_some(End::Exit)
                 }
             }
+        };
+        // Answering may wait for room in the outgoing queue; a client that sends requests
+        // before `initialize` and never reads their answers must still meet the deadline.
+        let outcome = tokio::select! {
+            biased;
+            () = initialize_deadline(&conn.session, initialize_by) => Some(End::InitializeTimeout),
+            outcome = step => outcome,
+        };
+        if let Some(end) = outcome {
+            break end;
         }
     };
 
+    let mut kill = false;
     match &end {
         End::Eof | End::Exit | End::DaemonShutdown => {
             tracing::debug!(reason = ?end, "connection reader stopped")
+        }
+        End::InitializeTimeout => {
+            tracing::warn!(
+                timeout = ?config.initialize_timeout,
+                "closing connection: initialize not completed in time"
+            );
+            let error = ErrorObject::owned(
+                SERVER_NOT_INITIALIZED,
+                format!(
+                    "initialize was not completed within {:?} of connecting; closing the connection",
+                    config.initialize_timeout
+                ),
+                None::<()>,
+            );
+            // Best effort: a client that does not read must not hold the connection open.
+            let _ = conn.out.try_send(message::error_response(Id::Null, error));
+            kill = true;
+        }
+        End::Stalled { buffered } => {
+            tracing::warn!(
+                buffered,
+                timeout = ?config.frame_timeout,
+                "closing connection: a frame stopped arriving half-way"
+            );
+            let error = ErrorObject::owned(
+                PARSE_ERROR,
+                format!(
+                    "a frame stopped arriving for {:?} after {buffered} bytes; closing the connection",
+                    config.frame_timeout
+                ),
+                None::<()>,
+            );
+            let _ = conn.out.try_send(message::error_response(Id::Null, error));
+            kill = true;
         }
         End::Codec(CodecError::TruncatedFrame { buffered }) => {
             tracing::info!(buffered, "client disconnected in the middle of a frame")
@@ -215,6 +506,18 @@ async fn serve_inner(
             conn.send(message::error_response(Id::Null, error)).await;
         }
     }
+    drop(frames);
+    if kill {
+        // Closed by the daemon: give the error frame a moment to leave, then drop whatever is
+        // still queued, so waiting senders give up and the slot is freed.
+        let grace = tokio::time::sleep(Duration::from_millis(100));
+        tokio::pin!(grace);
+        tokio::select! {
+            () = &mut grace => {}
+            () = budget.wait_empty() => {}
+        }
+        writer_kill.cancel();
+    }
     // Let in-flight requests finish and their responses be queued; the daemon bounds this wait
     // on shutdown. Then the writer drains the queue and closes.
     tasks.close();
@@ -224,19 +527,26 @@ async fn serve_inner(
     if let Err(err) = writer.await {
         tracing::error!(%err, "connection writer failed");
     }
+    budget.close();
+    forwarder.abort();
     tracing::debug!("connection closed");
 }
 
-/// Writes queued messages as frames, gathering whatever is ready into one write.
+/// Writes queued messages as frames, gathering whatever is ready into one write, and gives
+/// their bytes back to the budget once they are written. `kill` drops the queue at once.
 async fn write_loop(
     mut socket: OwnedWriteHalf,
     mut queue: mpsc::Receiver<Box<RawValue>>,
+    budget: Arc<ConnBudget>,
     stop: CancellationToken,
+    kill: CancellationToken,
 ) {
     let mut codec = LspCodec::default();
     let mut buf = BytesMut::with_capacity(8 * 1024);
     loop {
         let first = tokio::select! {
+            biased;
+            () = kill.cancelled() => break,
             message = queue.recv() => match message {
                 Some(message) => message,
                 None => break,
@@ -247,30 +557,45 @@ async fn write_loop(
             },
         };
         let mut next = Some(first);
+        let mut budgeted = 0usize;
         while let Some(message) = next.take() {
+            budgeted += message.get().len();
             // Encoding into memory cannot fail.
             let _ = codec.encode(message.get(), &mut buf);
+            drop(message);
             if buf.len() < WRITE_BATCH_BYTES {
                 next = queue.try_recv().ok();
             }
         }
-        if let Err(err) = socket.write_all(&buf).await {
+        let written = tokio::select! {
+            written = socket.write_all(&buf) => written,
+            () = kill.cancelled() => break,
+        };
+        if let Err(err) = written {
             tracing::debug!(%err, "client stopped reading; dropping its outgoing queue");
             break;
         }
+        budget.release(budgeted);
         buf.clear();
         if buf.capacity() > 4 * WRITE_BATCH_BYTES {
             // One huge response must not pin its buffer for the connection's lifetime.
             buf = BytesMut::with_capacity(8 * 1024);
         }
     }
-    let _ = socket.shutdown().await;
+    // Nothing more will be written: what is still queued goes with the connection, and
+    // whoever waits for room must stop waiting.
+    queue.close();
+    budget.close();
+    if !kill.is_cancelled() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), socket.shutdown()).await;
+    }
 }
 
 impl Conn {
-    /// Queues one message, waiting for room. A closed queue means the client is gone.
+    /// Queues one message, waiting for room (bytes and a place in the queue). A closed queue
+    /// means the client is gone.
     async fn send(&self, json: Box<RawValue>) -> bool {
-        self.out.send(json).await.is_ok()
+        self.out.send(json).await
     }
 
     async fn send_reply(&self, reply: Reply) {
@@ -336,8 +661,9 @@ impl Conn {
     }
 
     /// Handles a batch: calls are admitted in order (inline ones run during admission), the
-    /// rest run concurrently, and one array of responses goes back (none if all were
-    /// notifications).
+    /// rest run concurrently within the connection's concurrency limit, and one array of
+    /// responses goes back in the entries' order (none if all were notifications), within the
+    /// batch's byte budget.
     async fn handle_batch(
         self: &Arc<Self>,
         entries: Vec<&RawValue>,
@@ -355,58 +681,174 @@ impl Conn {
             return false;
         }
         let mut exit = false;
-        let mut ready: Vec<Reply> = Vec::new();
-        let mut calls: Vec<(OwnedCall, bool)> = Vec::new();
+        let mut slots: Vec<Entry> = Vec::with_capacity(entries.len());
         for raw in entries {
             match self.admit(message::parse_call(raw)) {
-                Admission::Inline(call) => ready.push(self.run(call).await),
-                Admission::Spawn(call) => calls.push((call, true)),
-                Admission::Notify(call) => calls.push((call, false)),
-                Admission::Respond(json) => ready.push(Reply::plain(json)),
+                Admission::Inline(call) => slots.push(Entry::Done(self.run(call).await)),
+                Admission::Spawn(call) => slots.push(Entry::Run(call, true)),
+                Admission::Notify(call) => slots.push(Entry::Run(call, false)),
+                Admission::Respond(json) => slots.push(Entry::Done(Reply::plain(json))),
                 Admission::Exit => exit = true,
                 Admission::Ignore => {}
             }
         }
         let conn = self.clone();
-        tasks.spawn(
-            async move {
-                let runs = calls.into_iter().map(|(call, answer)| {
-                    let conn = conn.clone();
-                    async move {
-                        let reply = conn.run(call).await;
-                        answer.then_some(reply)
+        tasks.spawn(async move { conn.run_batch(slots, permit).await }.in_current_span());
+        exit
+    }
+
+    /// Runs a batch's entries and sends its response.
+    ///
+    /// Concurrency: the frame's permit lets one entry run at any time, so a batch larger than
+    /// the limit always progresses; every further entry running beside it holds a permit of its
+    /// own, so a batch counts against `max_concurrent_requests` like the same calls sent apart.
+    ///
+    /// Bytes: responses are measured as they complete. The first entry (in order) whose
+    /// response would take the array past the budget, and every entry after it, are answered
+    /// -32010. An entry known to be past the budget (the responses before it already exceed
+    /// it) is not started, and its response is dropped if it was, so the batch never holds much
+    /// more than its budget.
+    async fn run_batch(self: Arc<Self>, mut slots: Vec<Entry>, permit: OwnedSemaphorePermit) {
+        let config = &self.shared.config;
+        let budget = config.max_batch_response_bytes.min(config.max_frame_bytes);
+        let mut waiting: VecDeque<usize> =
+            slots.iter().enumerate().filter(|(_, e)| matches!(e, Entry::Run(..))).map(|(i, _)| i).collect();
+        let mut running = FuturesUnordered::new();
+        let mut own = Some(permit);
+        let mut cut = past_budget(&slots, budget);
+        loop {
+            // Start what the permits allow, in order, never past the budget.
+            while let Some(&pos) = waiting.front() {
+                if pos >= cut {
+                    break;
+                }
+                let slot = match own.take() {
+                    Some(permit) => permit,
+                    None => match self.inflight.clone().try_acquire_owned() {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                };
+                waiting.pop_front();
+                running.push(self.clone().start(&mut slots[pos], pos, slot));
+            }
+            if running.is_empty() {
+                break;
+            }
+            let can_start = waiting.front().is_some_and(|&pos| pos < cut);
+            tokio::select! {
+                Some((pos, reply, slot)) = running.next() => {
+                    if own.is_none() {
+                        own = Some(slot);
                     }
-                });
-                ready.extend(futures::future::join_all(runs).await.into_iter().flatten());
-                // Subscription answers went out on their own (jsonrpsee sends them at accept).
-                ready.retain(|reply| !reply.already_sent);
-                if !ready.is_empty() {
-                    let mut array = String::from("[");
-                    for (i, reply) in ready.iter().enumerate() {
-                        if i > 0 {
-                            array.push(',');
+                    slots[pos] = match reply {
+                        Some(reply) if pos < cut => Entry::Done(reply),
+                        Some(reply) => {
+                            if let Some(on_sent) = reply.on_sent {
+                                on_sent.notify(false);
+                            }
+                            Entry::Dropped(id_of(&reply.json))
                         }
-                        array.push_str(reply.json.get());
-                    }
-                    array.push(']');
-                    let sent = match RawValue::from_string(array) {
-                        Ok(json) => conn.send(json).await,
-                        Err(err) => {
-                            tracing::error!(%err, "batch response is not valid JSON");
-                            false
-                        }
+                        None => Entry::Silent,
                     };
-                    for reply in ready {
-                        if let Some(on_sent) = reply.on_sent {
-                            on_sent.notify(sent);
+                    cut = cut.min(past_budget(&slots, budget));
+                    for entry in slots.iter_mut().skip(cut) {
+                        if let Entry::Done(reply) = entry {
+                            let id = id_of(&reply.json);
+                            *entry = Entry::Dropped(id);
                         }
                     }
                 }
-                drop(permit);
+                permit = self.inflight.clone().acquire_owned(), if can_start => {
+                    if let (Ok(permit), Some(pos)) = (permit, waiting.pop_front()) {
+                        running.push(self.clone().start(&mut slots[pos], pos, permit));
+                    }
+                }
             }
-            .in_current_span(),
-        );
-        exit
+        }
+        self.send_batch(slots, budget).await;
+    }
+
+    /// Starts one batch entry; its future yields the entry's position, its reply (none for a
+    /// notification) and the permit it ran under.
+    fn start(
+        self: Arc<Self>,
+        entry: &mut Entry,
+        pos: usize,
+        permit: OwnedSemaphorePermit,
+    ) -> impl std::future::Future<Output = (usize, Option<Reply>, OwnedSemaphorePermit)> + use<> {
+        let taken = std::mem::replace(entry, Entry::Running);
+        async move {
+            match taken {
+                Entry::Run(call, answer) => {
+                    let reply = self.run(call).await;
+                    (pos, answer.then_some(reply), permit)
+                }
+                _ => (pos, None, permit),
+            }
+        }
+    }
+
+    /// Sends a batch's responses in order; past the budget, -32010 for each remaining request.
+    async fn send_batch(&self, slots: Vec<Entry>, budget: usize) {
+        let mut array = String::from("[");
+        let mut answered = 0usize;
+        let mut over = false;
+        let mut sent_replies: Vec<Option<MethodResponseNotifyTx>> = Vec::new();
+        for entry in slots {
+            let (json, on_sent) = match entry {
+                // Subscription answers went out on their own (jsonrpsee sends them at accept).
+                Entry::Done(reply) if reply.already_sent => continue,
+                Entry::Done(reply) => {
+                    // +2: a comma, and the closing bracket.
+                    if over || array.len() + reply.json.get().len() + 2 > budget {
+                        over = true;
+                        if let Some(on_sent) = reply.on_sent {
+                            on_sent.notify(false);
+                        }
+                        (batch_cut(id_of(&reply.json), budget, true), None)
+                    } else {
+                        (reply.json, reply.on_sent)
+                    }
+                }
+                Entry::Dropped(id) => {
+                    over = true;
+                    (batch_cut(id, budget, true), None)
+                }
+                Entry::Run(call, true) => {
+                    over = true;
+                    (batch_cut(call.id, budget, false), None)
+                }
+                Entry::Run(_, false) | Entry::Silent | Entry::Running => continue,
+            };
+            if answered > 0 {
+                array.push(',');
+            }
+            array.push_str(json.get());
+            answered += 1;
+            sent_replies.push(on_sent);
+        }
+        if answered == 0 {
+            return;
+        }
+        array.push(']');
+        if over {
+            tracing::info!(
+                budget,
+                entries = answered,
+                "batch response over its byte budget; later entries answered -32010"
+            );
+        }
+        let sent = match RawValue::from_string(array) {
+            Ok(json) => self.send(json).await,
+            Err(err) => {
+                tracing::error!(%err, "batch response is not valid JSON");
+                false
+            }
+        };
+        for on_sent in sent_replies.into_iter().flatten() {
+            on_sent.notify(sent);
+        }
     }
 
     /// Decides, in the reader and in order, what to do with one call.
@@ -542,16 +984,13 @@ mod tests {
         module.register_method("fine", |_, _, _| Ok::<u32, ErrorObjectOwned>(7)).unwrap();
         let stats = Arc::new(Stats::new());
         let provider = Arc::new(crate::provider::Provider::new(Default::default()));
-        let shared = Arc::new(Shared {
-            methods: module.into(),
-            config: Config::default(),
-            stats: stats.clone(),
-            id_provider: RandomIntegerIdProvider,
-            watch: WatchHub::start(provider),
-        });
+        let shared =
+            Arc::new(Shared::new(module.into(), Config::default(), stats.clone(), WatchHub::start(provider)));
         let (tx, _rx) = mpsc::channel(4);
-        let session = Arc::new(Session::new("t".into(), tx.clone(), 4, Observations::new(16), stats));
-        let conn = Conn { shared, session, conn_id: 1, sink: MethodSink::new(tx.clone()), out: tx };
+        let out = Outgoing::new(tx.clone(), shared.outgoing.open());
+        let session = Arc::new(Session::new("t".into(), out.clone(), 4, Observations::new(16), stats));
+        let inflight = Arc::new(Semaphore::new(4));
+        let conn = Conn { shared, session, conn_id: 1, sink: MethodSink::new(tx), out, inflight };
         let call = |method: &str| OwnedCall { id: Id::Number(1), method: method.to_owned(), params: None };
         for method in ["boom", "boom/async"] {
             let reply = conn.run(call(method)).await;
