@@ -177,7 +177,7 @@ fn swapper(a: PathBuf, b: PathBuf, stop: Arc<AtomicBool>) -> JoinHandle<u64> {
             .unwrap();
             swaps += 1;
             // Let the daemon's threads in between swaps (two cores are shared).
-            if swaps % 8 == 0 {
+            if swaps.is_multiple_of(8) {
                 std::thread::yield_now();
             }
         }
@@ -391,11 +391,17 @@ fn swapping_a_folder_for_a_symlink_never_lets_a_write_out() {
     let (listings, strangers) = watch.join().unwrap();
     let escaped =
         u64::from(!strangers.is_empty()) + u64::from(folder_state(&sandbox.outside) != folder_before);
+    let some: Vec<&String> = strangers.iter().take(5).collect();
     eprintln!(
         "race writes into dir/: swaps {swaps}, rounds {round}, answers {tally:?}, outside listings {listings}, \
-         strangers seen {strangers:?}, escapes {escaped}"
+         names seen outside {} (e.g. {some:?}), escapes {escaped}",
+        strangers.len()
     );
-    assert!(strangers.is_empty(), "files appeared outside during the race: {strangers:?}");
+    assert!(
+        strangers.is_empty(),
+        "{} files appeared outside during the race, e.g. {some:?}",
+        strangers.len()
+    );
     assert_eq!(folder_state(&sandbox.outside), folder_before, "the outside folder changed");
     assert_eq!(file_state(&sandbox.outside.join("f.txt")), file_before, "the outside file changed");
     // FS_NO_MATCH: an edit after a write that the race refused finds last round's text.
@@ -668,6 +674,9 @@ impl FifoLike for fs::FileType {
 // 5. Refusals reveal nothing
 // ---------------------------------------------------------------------------------------------
 
+/// Builds a request's params around a path.
+type Params = fn(&str) -> Value;
+
 /// Every way out — `..` into an outside folder (to a file, a missing file, below a file),
 /// absolute outside paths, symlinks (absolute and relative) to an outside file or folder and
 /// paths below them — answers FS_OUTSIDE_ROOT with one shape per method: no `data.resolved`,
@@ -701,7 +710,7 @@ fn refusals_name_nothing_outside_and_all_look_alike() {
         "gate/secret.txt/x".to_owned(),
         "dangling".to_owned(),
     ];
-    let methods: [(&str, fn(&str) -> Value); 9] = [
+    let methods: [(&str, Params); 9] = [
         ("fs/readText", |p| json!({"path": p})),
         ("file/read", |p| json!({"path": p})),
         ("fs/stat", |p| json!({"path": p})),
@@ -1135,12 +1144,14 @@ fn files_that_only_look_like_leftovers_survive() {
     while sandbox.root.join(&ours).exists() && Instant::now() < by {
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(!sandbox.root.join(&ours).exists(), "this family's leftover of a dead daemon was not cleaned");
+    // The look-alikes first: they are what the change protects (once the real leftover is
+    // gone, the folder has been cleaned).
     for name in [&old_style, &foreign] {
         assert_eq!(
-            fs::read_to_string(sandbox.root.join(name)).unwrap(),
-            "a user's file\n",
+            fs::read_to_string(sandbox.root.join(name)).ok().as_deref(),
+            Some("a user's file\n"),
             "{name} was removed"
         );
     }
+    assert!(!sandbox.root.join(&ours).exists(), "this family's leftover of a dead daemon was not cleaned");
 }
