@@ -624,6 +624,7 @@ fn fifos_are_refused_at_once_and_hold_nothing_up() {
         ),
     ] {
         let code = outcome(&response);
+        eprintln!("FIFO: a write or edit without a read answers {code}");
         assert!(code == "FS_NOT_REGULAR_FILE" || code == "FS_NOT_OBSERVED", "{response}");
     }
     assert!(fs::symlink_metadata(&pipe).unwrap().file_type().is_fifo_like(), "the FIFO was replaced");
