@@ -4,6 +4,7 @@
 //! refusal.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -78,7 +79,8 @@ impl RuleSet {
     }
 
     fn first_match(&self, rel: &Path) -> Option<&(String, Origin)> {
-        if self.patterns.is_empty() {
+        // The common answer (no rule, or none matches) allocates nothing.
+        if self.patterns.is_empty() || !self.set.is_match(rel) {
             return None;
         }
         self.set.matches(rel).into_iter().min().and_then(|i| self.patterns.get(i))
@@ -93,11 +95,12 @@ fn glob(pattern: &str) -> Result<Glob, BadRule> {
         .map_err(|source| BadRule { pattern: pattern.to_owned(), source })
 }
 
-/// Compiled read and write rules.
+/// Compiled read and write rules. Cloning shares the compiled sets (every session that adds
+/// no rule of its own shares the daemon's).
 #[derive(Debug, Clone, Default)]
 pub struct DenyRules {
-    read: RuleSet,
-    write: RuleSet,
+    read: Arc<RuleSet>,
+    write: Arc<RuleSet>,
 }
 
 impl PartialEq for DenyRules {
@@ -116,10 +119,13 @@ impl DenyRules {
 
     /// These rules plus more (a session's own on top of the daemon's).
     pub fn with(&self, read: &[String], write: &[String], origin: Origin) -> Result<Self, BadRule> {
-        let add = |set: &RuleSet, more: &[String]| {
+        let add = |set: &Arc<RuleSet>, more: &[String]| {
+            if more.is_empty() {
+                return Ok(set.clone());
+            }
             let mut patterns = set.patterns.clone();
             patterns.extend(more.iter().map(|p| (p.clone(), origin)));
-            RuleSet::build(patterns)
+            RuleSet::build(patterns).map(Arc::new)
         };
         Ok(Self { read: add(&self.read, read)?, write: add(&self.write, write)? })
     }

@@ -449,7 +449,7 @@ impl<'a> FileContext<'a> {
         let expect = if target.exists {
             match self.observed.get(&target.path) {
                 Some(version) => Expectation::Version(version),
-                None if self.provider.stat(&target).is_ok_and(|s| s.kind == Kind::Directory) => {
+                None if target.folder => {
                     return Err(ProviderError::IsDirectory { path: target.display }.into());
                 }
                 None => return Err(ContextError::NotObserved { path: target.display }),
@@ -493,7 +493,7 @@ impl<'a> FileContext<'a> {
             if !target.exists {
                 return Err(ProviderError::NotFound { path: target.display, why: None }.into());
             }
-            if self.provider.stat(&target).is_ok_and(|s| s.kind == Kind::Directory) {
+            if target.folder {
                 return Err(ProviderError::IsDirectory { path: target.display }.into());
             }
             return Err(ContextError::NotObserved { path: target.display });

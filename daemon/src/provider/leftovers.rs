@@ -58,7 +58,13 @@ pub fn random_hex(bytes: usize) -> String {
             }
         }
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes * 2);
+    for b in buf {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// Who made a temporary file: boot, pid and the process's start time (clock ticks since boot).

@@ -358,7 +358,7 @@ fn io_error(target: &str, op: &'static str, err: std::io::Error) -> ProviderErro
         }
         _ if beneath::swapped(&err) => ProviderError::Busy {
             path,
-            why: "it (or a folder above it) was replaced while being opened; try again".into(),
+            why: "it (or a folder above it) was replaced while being opened".into(),
         },
         _ => ProviderError::Io { path, op, source: err },
     }
@@ -760,18 +760,14 @@ impl Provider {
     /// of `roots` that contains it; `None` when nothing (or no regular file, or a symlink) is
     /// there now. For the watcher, which works on paths it already resolved.
     pub fn current_version_in(&self, path: &Path, roots: &[Root]) -> Result<Option<Version>, ProviderError> {
-        let Some((dir, rel)) = roots
-            .iter()
-            .filter_map(|root| path.strip_prefix(root.path()).ok().map(|rel| (root, rel)))
-            .min_by_key(|(_, rel)| rel.components().count())
-        else {
+        let Some((dir, rel)) = resolve::locate(roots, path) else {
             return Ok(None);
         };
         let target = Resolved {
             path: path.to_owned(),
             display: path.display().to_string(),
             exists: true,
-            root: dir.path().to_owned(),
+            folder: false,
             dir: dir.clone(),
             rel: rel.to_owned(),
             file: None,
@@ -800,12 +796,18 @@ impl Provider {
     /// Hashes and indexes an open file: mapped (large files on local filesystems), read whole
     /// (small files; the bytes are returned), or streamed. `None` when the file changed under
     /// the scan (a torn mapping). The entry keeps `file` open when it is a shared handle.
+    ///
+    /// For a read (`Need::Text`), a file whose first chunk already shows it is not text is
+    /// answered `FS_NOT_TEXT` before anything is hashed: a sparse 8 GiB file would otherwise be
+    /// hashed whole (seconds of a file-work slot) just to say it is binary. Whatever needs the
+    /// version (`Need::Version`: stat, a write's version check) hashes everything.
     fn load(
         &self,
         target: &Resolved,
         file: &File,
         keep: Option<&Arc<File>>,
         meta: &Metadata,
+        need: Need,
     ) -> Result<Option<(Entry, Body)>, ProviderError> {
         let recorded_ns = version::now_ns();
         let fingerprint = Fingerprint::of(meta);
@@ -830,6 +832,13 @@ impl Provider {
         {
             mapped.hold(reservation);
             mapped.advise_sequential();
+            let head = &mapped.bytes()[..mapped.bytes().len().min(SCAN_CHUNK_BYTES)];
+            let refused = refuse_early(target, need, head, len);
+            // A torn mapping reads as NUL bytes: only an untorn one may call the file binary.
+            if mapped.torn() {
+                return Ok(None);
+            }
+            refused?;
             let scanned = index::scan_parallel_until(mapped.bytes(), &|| mapped.torn());
             self.hashed.fetch_add(len, Ordering::Relaxed);
             let Some((version, text)) = scanned.filter(|_| !mapped.torn()) else {
@@ -849,6 +858,7 @@ impl Provider {
         }
         if len <= SMALL_FILE_BYTES {
             let bytes = read_all_at(file, len).map_err(io)?;
+            refuse_early(target, need, &bytes[..bytes.len().min(SCAN_CHUNK_BYTES)], bytes.len() as u64)?;
             let (version, text) = index::scan_parallel(&bytes);
             self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             let text = text.map(Arc::new);
@@ -868,6 +878,9 @@ impl Provider {
             };
             if n == 0 {
                 break;
+            }
+            if at == 0 {
+                refuse_early(target, need, &buf[..n], len.max(n as u64))?;
             }
             scanner.feed(&buf[..n]);
             self.hashed.fetch_add(n as u64, Ordering::Relaxed);
@@ -904,41 +917,6 @@ impl Provider {
         self.map_budget.reserve(len)
     }
 
-    /// A read of a file whose first chunk already shows it is not text (a NUL byte, or invalid
-    /// UTF-8 that is not a character cut by the chunk's end) is answered `FS_NOT_TEXT` from that
-    /// chunk, without reading or hashing the rest: a sparse 8 GiB file would otherwise be hashed
-    /// whole (seconds of a file-work slot) just to say it is binary. Only reads stop early;
-    /// whatever needs the version (stat, a write's version check) still hashes everything.
-    fn refuse_binary_early(
-        &self,
-        target: &Resolved,
-        file: &File,
-        meta: &Metadata,
-    ) -> Result<(), ProviderError> {
-        let len = meta.len();
-        // A file of one chunk is read whole by its load anyway.
-        if len <= SCAN_CHUNK_BYTES as u64 || self.cached(&target.path, &Fingerprint::of(meta)).is_some() {
-            return Ok(());
-        }
-        let mut head = vec![0u8; SCAN_CHUNK_BYTES];
-        let mut got = 0;
-        while got < head.len() {
-            match file.read_at(&mut head[got..], got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_error(&target.display, "read", e)),
-            }
-        }
-        head.truncate(got);
-        // The file ends within this chunk when it came short (it shrank since its stat).
-        let whole = got < SCAN_CHUNK_BYTES;
-        match index::check_head(&head, whole) {
-            Ok(()) => Ok(()),
-            Err(why) => Err(ProviderError::NotText { path: target.display.clone(), why }),
-        }
-    }
-
     /// The cached entry for an open file, or a freshly loaded one (then cached). `None` when
     /// the file changed while it was being loaded.
     fn entry(
@@ -947,13 +925,14 @@ impl Provider {
         file: &File,
         keep: Option<&Arc<File>>,
         meta: &Metadata,
+        need: Need,
     ) -> Result<Option<(Arc<Entry>, Body)>, ProviderError> {
         let fingerprint = Fingerprint::of(meta);
         if let Some(entry) = self.cached(&target.path, &fingerprint) {
             let body = entry.body();
             return Ok(Some((entry, body)));
         }
-        let Some((entry, body)) = self.load(target, file, keep, meta)? else {
+        let Some((entry, body)) = self.load(target, file, keep, meta, need)? else {
             self.forget(&target.path);
             return Ok(None);
         };
@@ -979,8 +958,9 @@ impl Provider {
                 }
             };
             let file = Arc::new(file);
-            self.refuse_binary_early(target, &file, &meta)?;
-            let Some((entry, body)) = self.entry(target, &file, Some(&file), &meta)? else { continue };
+            let Some((entry, body)) = self.entry(target, &file, Some(&file), &meta, Need::Text)? else {
+                continue;
+            };
             return Snapshot::pin(&entry, file, meta.nlink(), body)
                 .map_err(|why| ProviderError::NotText { path: target.display.clone(), why });
         }
@@ -1068,7 +1048,7 @@ impl Provider {
     fn version_of(&self, target: &Resolved, file: &File, meta: &Metadata) -> Result<Version, ProviderError> {
         let mut meta = meta.clone();
         for _ in 0..READ_ATTEMPTS {
-            if let Some((entry, _)) = self.entry(target, file, None, &meta)? {
+            if let Some((entry, _)) = self.entry(target, file, None, &meta, Need::Version)? {
                 return Ok(entry.version);
             }
             // It changed under the scan: look again at what it is now.
@@ -1296,11 +1276,7 @@ impl Provider {
 
     /// The folder `target` lives in, opened beneath its root, with the target's own name.
     fn parent_of<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
-        let name = target
-            .rel
-            .file_name()
-            .filter(|name| beneath::is_plain_name(name))
-            .ok_or_else(|| ProviderError::IsDirectory { path: target.display.clone() })?;
+        let name = file_name(target)?;
         let parent = target.rel.parent().unwrap_or(Path::new(""));
         let dir =
             target.dir.open_dir(parent).map_err(|e| io_error(&target.display, "open the folder of", e))?;
@@ -1412,7 +1388,7 @@ impl Provider {
             if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
                 return Err(ProviderError::Busy {
                     path: target.display.clone(),
-                    why: "it was replaced while being written; try again".into(),
+                    why: "it was replaced while being written".into(),
                 });
             }
             let written = (|| -> std::io::Result<()> {
@@ -1442,11 +1418,7 @@ impl Provider {
     /// component at a time beneath the root: a folder swapped for a symlink meanwhile fails.
     fn make_parent<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
         let io = |op, e: std::io::Error| io_error(&target.display, op, e);
-        let name = target
-            .rel
-            .file_name()
-            .filter(|name| beneath::is_plain_name(name))
-            .ok_or_else(|| ProviderError::IsDirectory { path: target.display.clone() })?;
+        let name = file_name(target)?;
         let parent = target.rel.parent().unwrap_or(Path::new(""));
         // The deepest folder of `parent` that exists; the rest is created below it.
         let mut existing = parent;
@@ -1513,6 +1485,35 @@ impl Provider {
         self.sync_dir(&dir, target)?;
         Ok(1)
     }
+}
+
+/// The name `target` has in its folder (a root itself has none: it is a folder).
+fn file_name(target: &Resolved) -> Result<&OsStr, ProviderError> {
+    target
+        .rel
+        .file_name()
+        .filter(|name| beneath::is_plain_name(name))
+        .ok_or_else(|| ProviderError::IsDirectory { path: target.display.clone() })
+}
+
+/// What a load is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// Text to read: a file whose first chunk is not text is refused before it is hashed.
+    Text,
+    /// The version, whatever the content.
+    Version,
+}
+
+/// For a read, `FS_NOT_TEXT` when `head` (the first chunk of a file of `len` bytes) already
+/// shows the file is not text (a NUL byte, or invalid UTF-8 other than a character cut by the
+/// chunk's end). A file of one chunk is left to its scan, which checks it anyway.
+fn refuse_early(target: &Resolved, need: Need, head: &[u8], len: u64) -> Result<(), ProviderError> {
+    if need == Need::Version || len <= SCAN_CHUNK_BYTES as u64 {
+        return Ok(());
+    }
+    index::check_head(head, head.len() as u64 >= len)
+        .map_err(|why| ProviderError::NotText { path: target.display.clone(), why })
 }
 
 /// Refuses anything but a regular file, judged on the descriptor's own metadata.

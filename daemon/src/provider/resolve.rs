@@ -38,9 +38,10 @@ pub struct Resolved {
     pub display: String,
     /// Whether something exists at `path` (checked during resolution).
     pub exists: bool,
-    /// The canonical path of the root that contains it.
-    pub root: PathBuf,
-    /// That root's handle: every later open of this target starts from it.
+    /// Whether that is a folder.
+    pub folder: bool,
+    /// The handle of the root that contains it: every later open of this target starts from
+    /// it (its canonical path is `dir.path()`).
     pub dir: Root,
     /// `path` relative to the root (empty for the root itself).
     pub rel: PathBuf,
@@ -74,13 +75,17 @@ pub struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    /// The innermost root containing `path` (absolute, normalised), and `path` relative to it.
     fn locate<'p>(&self, path: &'p Path) -> Option<(&Root, &'p Path)> {
-        self.roots
-            .iter()
-            .filter_map(|root| root.relative(path).map(|rel| (root, rel)))
-            .min_by_key(|(_, rel)| rel.components().count())
+        locate(self.roots, path)
     }
+}
+
+/// The innermost of `roots` containing `path` (absolute, normalised), and `path` relative to it.
+pub fn locate<'r, 'p>(roots: &'r [Root], path: &'p Path) -> Option<(&'r Root, &'p Path)> {
+    roots
+        .iter()
+        .filter_map(|root| root.relative(path).map(|rel| (root, rel)))
+        .min_by_key(|(_, rel)| rel.components().count())
 }
 
 /// How a path shows in texts: relative to `cwd` when inside it, else absolute.
@@ -150,7 +155,7 @@ pub fn resolve(raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
         match root.open_path(rel) {
             Ok(file) => {
                 let meta = file.metadata().map_err(|e| fail(raw, e))?;
-                return Ok(finish(scope, root, rel.to_path_buf(), true, found(&meta)));
+                return Ok(finish(scope, root, rel.to_path_buf(), Some(&meta)));
             }
             Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::NotADirectory => {}
             Err(e) if super::beneath::swapped(&e) => {}
@@ -164,16 +169,17 @@ fn found(meta: &std::fs::Metadata) -> Option<Found> {
     meta.is_file().then(|| Found { fingerprint: Fingerprint::of(meta), links: meta.nlink() })
 }
 
-fn finish(scope: Scope<'_>, root: &Root, rel: PathBuf, exists: bool, file: Option<Found>) -> Resolved {
+/// The answer for `rel` beneath `root`, with what was found there (`None`: nothing exists).
+fn finish(scope: Scope<'_>, root: &Root, rel: PathBuf, meta: Option<&std::fs::Metadata>) -> Resolved {
     let path = if rel.as_os_str().is_empty() { root.path().to_path_buf() } else { root.path().join(&rel) };
     Resolved {
         display: display(&path, scope.cwd),
-        root: root.path().to_path_buf(),
         dir: root.clone(),
-        exists,
+        exists: meta.is_some(),
+        folder: meta.is_some_and(std::fs::Metadata::is_dir),
+        file: meta.and_then(found),
         rel,
         path,
-        file: file.filter(|_| exists),
     }
 }
 
@@ -188,10 +194,9 @@ fn fail(raw: &str, source: std::io::Error) -> ProviderError {
         _ if source.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
             invalid(raw, "too many levels of symbolic links")
         }
-        _ if super::beneath::swapped(&source) => ProviderError::Busy {
-            path: shorten(raw),
-            why: "it was replaced while being resolved; try again".into(),
-        },
+        _ if super::beneath::swapped(&source) => {
+            ProviderError::Busy { path: shorten(raw), why: "it was replaced while being resolved".into() }
+        }
         _ => ProviderError::Io { path: shorten(raw), op: "resolve", source },
     }
 }
@@ -291,13 +296,17 @@ fn walk(raw: &str, absolute: &Path, scope: Scope<'_>) -> Result<Resolved, Provid
             leaf = Some(meta);
         }
     }
-    let exists = missing.is_empty();
-    let mut rel = at.rel;
+    let At { root, mut rel, fd } = at;
+    let meta = match (missing.is_empty(), leaf) {
+        (false, _) => None,
+        (true, Some(meta)) => Some(meta),
+        // It ends on a folder: the one the walk holds open.
+        (true, None) => Some(std::fs::File::from(fd).metadata().map_err(|e| fail(raw, e))?),
+    };
     for name in &missing {
         rel.push(name);
     }
-    let file = leaf.as_ref().and_then(found);
-    Ok(finish(scope, &at.root, rel, exists, file))
+    Ok(finish(scope, &root, rel, meta.as_ref()))
 }
 
 /// The leading plain components of an absolute link target (up to its first `.` or `..`):
@@ -492,7 +501,7 @@ mod tests {
         let roots = vec![RootDir::new(&f.root, None).unwrap(), RootDir::new(&other, None).unwrap()];
         let scope = Scope { roots: &roots, cwd: &f.root };
         let r = resolve("to-other/x.rs", scope).unwrap();
-        assert_eq!((r.path.clone(), r.exists, r.root.clone()), (other.join("lib/x.rs"), true, other.clone()));
+        assert_eq!((r.path.clone(), r.exists, r.dir.path()), (other.join("lib/x.rs"), true, other.as_path()));
         assert!(r.file.is_some());
         // `..` from the other root's top is outside both.
         assert_eq!(resolve("to-other/../../secret", scope).unwrap_err().code().as_str(), "FS_OUTSIDE_ROOT");
@@ -500,7 +509,7 @@ mod tests {
         let roots = vec![RootDir::new(&f.base, None).unwrap(), RootDir::new(&f.root, None).unwrap()];
         let scope = Scope { roots: &roots, cwd: &f.root };
         let r = resolve("../secret", scope).unwrap();
-        assert_eq!((r.path, r.root), (f.base.join("secret"), f.base.clone()));
+        assert_eq!((r.path.as_path(), r.dir.path()), (f.base.join("secret").as_path(), f.base.as_path()));
     }
 
     /// A model of the rules on an in-memory tree: what resolution must answer, whatever the

@@ -222,7 +222,7 @@ pub async fn fs_resolve(
             path: target.path.display().to_string(),
             display_path: target.display,
             exists: target.exists,
-            root: target.root.display().to_string(),
+            root: target.dir.path().display().to_string(),
         })
     })
     .await

@@ -185,6 +185,12 @@ impl ConnBudget {
 
     /// Admits `n` bytes, waiting as long as the rules say so. `false` when the connection closed.
     pub(crate) async fn reserve(&self, n: usize) -> bool {
+        // The common case first: admitted at once, without registering as a waiter.
+        match self.try_reserve(n) {
+            Some(true) => return true,
+            None => return false,
+            Some(false) => {}
+        }
         loop {
             let room = self.global.changed.notified();
             let own = self.changed.notified();
