@@ -411,6 +411,21 @@ pub fn rpc(raw: &mut Raw, method: &str, params: Value) -> Value {
     raw.request_skipping_notifications(method, Some(params))
 }
 
+/// Waits (at most [`PATIENCE`]) until the daemon counts `expected` sessions: a connection that
+/// closed (a readiness probe's, one the daemon ended) is counted until its task has finished,
+/// just after the client sees the end.
+pub fn wait_for_sessions(probe: &mut Raw, expected: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let sessions = probe.call("daemon/status", None)["sessions"].as_u64().unwrap_or(u64::MAX);
+        if sessions == expected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "sessions stuck at {sessions}, expected {expected}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The result of a request that must succeed.
 pub fn ok(raw: &mut Raw, method: &str, params: Value) -> Value {
     let response = rpc(raw, method, params.clone());

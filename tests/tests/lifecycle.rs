@@ -9,21 +9,9 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use filectx_tests::{Daemon, PATIENCE, Raw, bin, error_code};
+use filectx_tests::{Daemon, PATIENCE, Raw, bin, error_code, wait_for_sessions};
 use rustix::process::Signal;
 use serde_json::json;
-
-fn wait_for_sessions(probe: &mut Raw, expected: u64) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let sessions = probe.call("daemon/status", None)["sessions"].as_u64().unwrap();
-        if sessions == expected {
-            return;
-        }
-        assert!(Instant::now() < deadline, "sessions stuck at {sessions}, expected {expected}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn sigterm_and_sigint_stop_cleanly_and_remove_the_socket() {
@@ -86,11 +74,7 @@ fn a_stale_socket_from_a_crashed_daemon_is_replaced() {
     };
     raw.initialize(daemon.dir.path());
     // The readiness probe's own connection may still be counted for a moment after it closed.
-    let deadline = Instant::now() + PATIENCE;
-    while raw.call("daemon/status", None)["sessions"] != 1 {
-        assert!(Instant::now() < deadline, "the probe's session never ended");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_sessions(&mut raw, 1);
     restarted.kill().unwrap();
     restarted.wait().unwrap();
 }

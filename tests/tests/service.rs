@@ -660,6 +660,8 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("deny_read", "[]".to_owned()),
         ("deny_write", "[\"**/.git/**\"]".to_owned()),
         ("refuse_multi_link_writes", "false".to_owned()),
+        ("max_hash_bytes", provider.max_hash_bytes.to_string()),
+        ("file_slots", filectx_daemon::config::default_file_slots().to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

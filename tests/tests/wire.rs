@@ -6,7 +6,7 @@
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
-use filectx_tests::{Daemon, PATIENCE, Raw, error_code};
+use filectx_tests::{Daemon, PATIENCE, Raw, error_code, wait_for_sessions};
 use serde_json::{Value, json};
 
 /// Initialize and `daemon/status` with hand-written bytes: the wire format, pinned.
@@ -75,7 +75,7 @@ fn requests_before_initialize_are_refused_and_notifications_ignored() {
     assert_eq!(error_code(&response), -32002);
     assert!(response["error"]["message"].as_str().unwrap().contains("initialize"));
     raw.initialize(daemon.dir.path());
-    assert_eq!(raw.call("daemon/status", None)["sessions"], 1);
+    wait_for_sessions(&mut raw, 1);
 }
 
 #[test]

@@ -833,12 +833,11 @@ impl Provider {
             mapped.hold(reservation);
             mapped.advise_sequential();
             let head = &mapped.bytes()[..mapped.bytes().len().min(SCAN_CHUNK_BYTES)];
-            let refused = refuse_early(target, need, head, len);
+            let go_on = refuse_early(target, need, head, len, file, &fingerprint);
             // A torn mapping reads as NUL bytes: only an untorn one may call the file binary.
-            if mapped.torn() {
+            if mapped.torn() || !go_on? {
                 return Ok(None);
             }
-            refused?;
             let scanned = index::scan_parallel_until(mapped.bytes(), &|| mapped.torn());
             self.hashed.fetch_add(len, Ordering::Relaxed);
             let Some((version, text)) = scanned.filter(|_| !mapped.torn()) else {
@@ -858,7 +857,10 @@ impl Provider {
         }
         if len <= SMALL_FILE_BYTES {
             let bytes = read_all_at(file, len).map_err(io)?;
-            refuse_early(target, need, &bytes[..bytes.len().min(SCAN_CHUNK_BYTES)], bytes.len() as u64)?;
+            let head = &bytes[..bytes.len().min(SCAN_CHUNK_BYTES)];
+            if !refuse_early(target, need, head, bytes.len() as u64, file, &fingerprint)? {
+                return Ok(None);
+            }
             let (version, text) = index::scan_parallel(&bytes);
             self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             let text = text.map(Arc::new);
@@ -879,8 +881,8 @@ impl Provider {
             if n == 0 {
                 break;
             }
-            if at == 0 {
-                refuse_early(target, need, &buf[..n], len.max(n as u64))?;
+            if at == 0 && !refuse_early(target, need, &buf[..n], len.max(n as u64), file, &fingerprint)? {
+                return Ok(None);
             }
             scanner.feed(&buf[..n]);
             self.hashed.fetch_add(n as u64, Ordering::Relaxed);
@@ -937,8 +939,7 @@ impl Provider {
             return Ok(None);
         };
         // The bytes must belong to the inode state we fingerprinted.
-        let still = file.metadata().map(|m| Fingerprint::of(&m) == fingerprint).unwrap_or(false);
-        if !still {
+        if !unchanged(file, &fingerprint) {
             self.forget(&target.path);
             return Ok(None);
         }
@@ -1507,13 +1508,31 @@ enum Need {
 
 /// For a read, `FS_NOT_TEXT` when `head` (the first chunk of a file of `len` bytes) already
 /// shows the file is not text (a NUL byte, or invalid UTF-8 other than a character cut by the
-/// chunk's end). A file of one chunk is left to its scan, which checks it anyway.
-fn refuse_early(target: &Resolved, need: Need, head: &[u8], len: u64) -> Result<(), ProviderError> {
+/// chunk's end); `Ok(false)` when the file changed since `fingerprint` (load it again). A file
+/// of one chunk is left to its scan, which checks it anyway.
+fn refuse_early(
+    target: &Resolved,
+    need: Need,
+    head: &[u8],
+    len: u64,
+    file: &File,
+    fingerprint: &Fingerprint,
+) -> Result<bool, ProviderError> {
     if need == Need::Version || len <= SCAN_CHUNK_BYTES as u64 {
-        return Ok(());
+        return Ok(true);
     }
-    index::check_head(head, head.len() as u64 >= len)
-        .map_err(|why| ProviderError::NotText { path: target.display.clone(), why })
+    match index::check_head(head, head.len() as u64 >= len) {
+        Ok(()) => Ok(true),
+        // Only bytes of the state that was fingerprinted may call the file binary: a file being
+        // rewritten in place holds NUL bytes for a moment.
+        Err(_) if !unchanged(file, fingerprint) => Ok(false),
+        Err(why) => Err(ProviderError::NotText { path: target.display.clone(), why }),
+    }
+}
+
+/// Whether the open file still has `fingerprint`.
+fn unchanged(file: &File, fingerprint: &Fingerprint) -> bool {
+    file.metadata().map(|m| Fingerprint::of(&m) == *fingerprint).unwrap_or(false)
 }
 
 /// Refuses anything but a regular file, judged on the descriptor's own metadata.
