@@ -25,7 +25,7 @@ use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::provider::{Provider, ProviderConfig};
+use crate::context::{Files, FilesConfig};
 use crate::stats::Stats;
 use crate::transport::connection::{self, Shared};
 use crate::watch::WatchHub;
@@ -43,7 +43,7 @@ pub fn config() -> Config {
         max_subscriptions: 4,
         shutdown_grace: Duration::from_secs(1),
         max_observed_files: 64,
-        provider: ProviderConfig {
+        provider: FilesConfig {
             lock_patience: Duration::from_secs(2),
             max_edit_bytes: 256 * 1024,
             fsync: false,
@@ -52,7 +52,7 @@ pub fn config() -> Config {
             max_mapped_bytes: 16 * 1024 * 1024,
             map_threshold: 64 * 1024,
             max_open_files: 16,
-            ..ProviderConfig::default()
+            ..FilesConfig::default()
         },
         ..Config::default()
     }
@@ -90,12 +90,12 @@ fn harness() -> &'static Harness {
         let config = config();
         let shared = runtime.block_on(async {
             let stats = Arc::new(Stats::new());
-            let provider = Arc::new(Provider::new(config.provider.clone()));
-            let watch = WatchHub::start(provider.clone());
+            let files = Files::new(config.provider.clone());
+            let watch = WatchHub::start(&files);
             let methods = crate::rpc::methods(
                 config.clone(),
                 stats.clone(),
-                crate::context::Files::new(provider),
+                files,
                 watch.clone(),
                 crate::session::SessionPolicy::default(),
             )

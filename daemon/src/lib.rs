@@ -17,8 +17,6 @@ pub mod watch;
 #[doc(hidden)]
 pub mod fuzzing;
 mod server;
-#[cfg(feature = "test-hooks")]
-pub mod test_hooks;
 mod transport;
 
 pub use config::Config;

@@ -59,7 +59,7 @@ fn configure_failpoints() -> anyhow::Result<()> {
             .with_context(|| format!("FILECTX_FAILPOINTS: {entry:?} is not name=action"))?;
         fail::cfg(name.trim(), actions.trim())
             .map_err(|err| anyhow::anyhow!("FILECTX_FAILPOINTS: {entry:?}: {err}"))?;
-        filectx_daemon::provider::leftovers::arm();
+        filectx_daemon::context::arm_crash_points();
         tracing::warn!(name = name.trim(), actions = actions.trim(), "fail point configured");
     }
     Ok(())
@@ -113,7 +113,7 @@ async fn serve(
     let mut config = fit_open_files(settings.config());
     // The secret that marks this user's daemons' temporary files, so that one daemon removes
     // another's leftovers (and nothing else).
-    config.provider.staging_token = filectx_daemon::provider::leftovers::staging_token();
+    config.provider.staging_token = filectx_daemon::context::staging_token();
     if config.provider.staging_token.is_none() {
         tracing::warn!(
             "no staging token file could be kept (XDG_STATE_HOME/HOME); leftovers of this daemon will not be cleaned by the next"

@@ -18,7 +18,6 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::listen::check_peer;
-use crate::provider::Provider;
 use crate::stats::Stats;
 use crate::transport::connection::{self, Shared};
 use crate::transport::message;
@@ -81,14 +80,14 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
-    if !crate::provider::mmap::install() {
+    if !crate::context::install_sigbus_guard() {
         tracing::warn!("could not install the SIGBUS guard; large files will be read without mapping them");
     }
     crate::memory::tune();
     let stats = Arc::new(Stats::new());
-    let provider = Arc::new(Provider::new(config.provider.clone()));
-    let watch = WatchHub::start(provider.clone());
-    let sweeper = tokio::spawn(sweep_idle(provider.clone(), stats.clone(), config.provider.idle_release));
+    let files = crate::context::Files::new(config.provider.clone());
+    let watch = WatchHub::start(&files);
+    let sweeper = tokio::spawn(sweep_idle(files.clone(), stats.clone(), config.provider.idle_release));
     let policy = crate::session::SessionPolicy {
         // Fenced by canonical folders (a folder that does not exist yet is kept as given).
         allowed_roots: config
@@ -98,13 +97,7 @@ pub async fn run(
             .collect(),
         deny: crate::context::deny::DenyRules::daemon(&config.deny_read, &config.deny_write)?,
     };
-    let methods = crate::rpc::methods(
-        config.clone(),
-        stats.clone(),
-        crate::context::Files::new(provider),
-        watch.clone(),
-        policy,
-    )?;
+    let methods = crate::rpc::methods(config.clone(), stats.clone(), files, watch.clone(), policy)?;
     let shared = Arc::new(Shared::new(methods, config.clone(), stats.clone(), watch));
     tracing::debug!(
         max_queued_bytes = config.max_queued_bytes,
@@ -197,22 +190,22 @@ pub async fn run(
     Ok(())
 }
 
-/// Every `period`, drops the provider's cached state that nobody used during the period before
+/// Every `period`, drops the file service's cached state that nobody used during the period before
 /// (open files, mappings, line indexes) and, when that or a session's end freed memory, hands
 /// the free heap back to the system, so a daemon whose agents went quiet shrinks back.
-async fn sweep_idle(provider: Arc<Provider>, stats: Arc<Stats>, period: Duration) {
+async fn sweep_idle(files: crate::context::Files, stats: Arc<Stats>, period: Duration) {
     let mut ticks = tokio::time::interval(period.max(Duration::from_millis(100)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     let mut last_end = Stats::get(&stats.last_session_end_ms);
     loop {
         ticks.tick().await;
-        let provider = provider.clone();
+        let files = files.clone();
         let ended = Stats::get(&stats.last_session_end_ms);
         let session_ended = std::mem::replace(&mut last_end, ended) != ended;
         // Unmapping, closing and trimming can take a moment: off the async workers.
         let swept = tokio::task::spawn_blocking(move || {
-            let dropped = provider.sweep_idle();
+            let dropped = files.sweep_idle();
             if dropped > 0 || session_ended {
                 crate::memory::release_free_memory();
             }

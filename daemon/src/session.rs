@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::context::Observations;
+use crate::context::Root;
 use crate::context::deny::{DenyRules, Origin};
-use crate::provider::Root;
 use crate::stats::Stats;
 use crate::transport::budget::{Outgoing, Refused};
 use filectx_protocol::{ClientInfo, FsErrorCode, InitializeParams, ToolName};
@@ -211,7 +211,7 @@ impl SessionOptions {
             if roots.iter().any(|root| root.path() == canonical) {
                 continue;
             }
-            let root = crate::provider::resolve::open_root(&canonical, Path::new(raw))
+            let root = crate::context::open_root(&canonical, Path::new(raw))
                 .map_err(|source| SessionError::Io { what: "root", path: raw.clone(), source })?;
             roots.push(root);
         }
@@ -230,7 +230,7 @@ impl SessionOptions {
             None => ToolName::ALL.to_vec(),
             Some(wanted) => ToolName::ALL.into_iter().filter(|t| wanted.contains(t)).collect(),
         };
-        let local_roots = roots.iter().all(|root| crate::provider::mmap::local_path(root.path()));
+        let local_roots = roots.iter().all(|root| crate::context::is_local(root.path()));
         let deny = match &params.deny {
             Some(own) => policy.deny.with(&own.read, &own.write, Origin::Session)?,
             None => policy.deny.clone(),

@@ -20,6 +20,7 @@ use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::context::Files;
 use crate::context::{ObservationSink, Version};
 use crate::provider::Provider;
 use crate::provider::resolve::display;
@@ -115,7 +116,8 @@ fn is_own_read(kind: &EventKind) -> bool {
 impl WatchHub {
     /// Starts the watcher and the task that turns its events into invalidations and
     /// notifications. Must be called inside the tokio runtime.
-    pub fn start(provider: Arc<Provider>) -> Arc<WatchHub> {
+    pub fn start(files: &Files) -> Arc<WatchHub> {
+        let provider = files.provider().clone();
         let (tx, rx) = mpsc::channel::<Signal>(EVENT_QUEUE);
         let requeue = tx.clone();
         let overflow = Arc::new(AtomicBool::new(false));

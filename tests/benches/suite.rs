@@ -41,9 +41,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
-use filectx_daemon::context::{DEFAULT_MAX_OBSERVED, FileContext, Observations};
+use filectx_daemon::context::deny::DenyRules;
+use filectx_daemon::context::{DEFAULT_MAX_OBSERVED, Observations};
+use filectx_daemon::context::{Files, FilesConfig, RootDir, Scope};
 use filectx_daemon::listen::{self, FolderPolicy};
-use filectx_daemon::provider::{Provider, ProviderConfig, Scope};
 use filectx_daemon::watch::WatchHub;
 use serde_json::{Value, json};
 
@@ -91,7 +92,7 @@ const DATA_VERSION: u32 = 1;
 const PACED_SESSIONS: usize = 256;
 const PACED_INTERVAL: Duration = Duration::from_millis(25);
 
-/// The scale daemon's idle-sweep period (`ProviderConfig::idle_release`).
+/// The scale daemon's idle-sweep period (`FilesConfig::idle_release`).
 const SCALE_IDLE_RELEASE: Duration = Duration::from_secs(2);
 
 /// Criterion for "back near idle once released": within this much of the idle figure.
@@ -1468,8 +1469,9 @@ fn warm_and_validate(daemon: &Daemon, set: &ReadSet) -> Res<()> {
 // Workload 5: in-process through the file-context layer
 
 fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) -> Res<Phase> {
-    let provider = Arc::new(Provider::new(ProviderConfig::default()));
-    let roots = Arc::new(vec![filectx_daemon::provider::RootDir::new(&set.root, None).expect("root")]);
+    let service = Files::new(FilesConfig::default());
+    let no_deny = Arc::new(DenyRules::default());
+    let roots = Arc::new(vec![RootDir::new(&set.root, None).expect("root")]);
     // The watcher needs a runtime for its event task; it lives as long as this phase.
     let watch = if with_watch {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -1478,7 +1480,7 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
             .thread_name("watch-rt")
             .build()
             .ctx(|| "build the watcher's runtime".into())?;
-        let hub = runtime.block_on(async { WatchHub::start(provider.clone()) });
+        let hub = runtime.block_on(async { WatchHub::start(&service) });
         Some((runtime, hub))
     } else {
         None
@@ -1486,7 +1488,7 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
     {
         // Warm this provider's cache as the socket run's warm-up did.
         let observed = Observations::new(DEFAULT_MAX_OBSERVED);
-        let files = FileContext::new(&provider, Scope { roots: &roots, cwd: &set.root }, &observed, false);
+        let files = service.context(Scope { roots: &roots, cwd: &set.root }, &observed, false, &no_deny);
         for file in set.files.iter() {
             files
                 .read(&file.path, Some(1), WINDOW)
@@ -1497,7 +1499,8 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
     let mut handles = Vec::with_capacity(threads);
     for t in 0..threads {
         let gate = gate.clone();
-        let provider = provider.clone();
+        let service = service.clone();
+        let no_deny = no_deny.clone();
         let roots = roots.clone();
         let set_files = set.files.clone();
         let cwd = set.root.clone();
@@ -1513,7 +1516,7 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
                             None => Observations::new(DEFAULT_MAX_OBSERVED),
                         };
                         let files =
-                            FileContext::new(&provider, Scope { roots: &roots, cwd: &cwd }, &observed, false);
+                            service.context(Scope { roots: &roots, cwd: &cwd }, &observed, false, &no_deny);
                         let mut rng = Rng::new(7_000 + t as u64);
                         let mut latencies = Vec::with_capacity(64 * 1024);
                         loop {

@@ -4,258 +4,54 @@
 //! knows nothing about JSON; it is the only place that turns an observation into a provider
 //! write expectation.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
-
-use filectx_protocol::FsErrorCode;
+use std::path::Path;
+use std::sync::Arc;
 
 pub mod deny;
+mod error;
+mod observations;
+mod unrecorded;
 
-use self::deny::{Access, Denial, DenyRules};
-use crate::provider::{Expectation, Provider, ProviderError, Resolved, Stat};
+use self::deny::{Access, DenyRules};
+pub use self::error::ContextError;
+pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
+pub use self::unrecorded::{RawExpectation, Unrecorded};
+use crate::provider::{Expectation, Provider, Resolved, Stat};
 
 /// What a path names.
 pub use crate::provider::Kind;
+/// The file service's settings (part of the daemon's `Config`).
+pub use crate::provider::ProviderConfig as FilesConfig;
+/// The provider's failures, as the layers above the context see them (inside
+/// [`ContextError::File`]).
+pub use crate::provider::ProviderError as FileError;
 /// A file version.
 pub use crate::provider::Version;
+/// An edit's request, valid by construction, and why one is not.
+pub use crate::provider::edit::{InvalidEdit, Replacement};
 /// A window of lines, as the layers above see it.
 pub use crate::provider::index::Window as Lines;
-
-/// Default cap on the files one session remembers having observed.
-pub const DEFAULT_MAX_OBSERVED: usize = 10_000;
-
-/// One session's observed versions, bounded: past the cap the least recently touched records
-/// (a sixteenth of them at once) are forgotten, which only means those files must be read
-/// again before they are written.
-pub struct Observations {
-    max: usize,
-    inner: Mutex<ObservedMap>,
-    /// Paths this session is writing right now (count per path): between the file changing on
-    /// disk and the new version being recorded, a staleness check must not take the session's
-    /// own write for somebody else's.
-    writing: Mutex<HashMap<PathBuf, usize>>,
-    /// Told about every record and every forgotten path (the watcher), if anyone listens.
-    sink: Option<Arc<dyn ObservationSink>>,
-}
-
-impl std::fmt::Debug for Observations {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Observations").field("max", &self.max).field("len", &self.len()).finish()
-    }
-}
-
-/// Someone who wants to know which files a session holds observations of (the watcher, so it
-/// can watch them and tell the session when they go stale). Called outside any lock of ours.
-pub trait ObservationSink: Send + Sync {
-    /// The session recorded (or refreshed) its observation of `path`, a file with `links` hard
-    /// links (as seen by the read or write that made the record).
-    fn observed(&self, path: &Path, links: u64);
-    /// The session no longer holds an observation of `path` (evicted, or the session ended).
-    fn forgotten(&self, path: &Path);
-}
-
-#[derive(Debug, Default)]
-struct ObservedMap {
-    versions: HashMap<PathBuf, (Version, u64)>,
-    tick: u64,
-}
-
-impl Observations {
-    /// An empty record that holds at most `max` files.
-    pub fn new(max: usize) -> Self {
-        Self { max: max.max(1), inner: Mutex::default(), writing: Mutex::default(), sink: None }
-    }
-
-    /// An empty record whose changes are reported to `sink`.
-    pub fn with_sink(max: usize, sink: Arc<dyn ObservationSink>) -> Self {
-        Self { max: max.max(1), inner: Mutex::default(), writing: Mutex::default(), sink: Some(sink) }
-    }
-
-    /// Marks `path` as being written by this session until the guard is dropped (after the new
-    /// version is recorded).
-    pub fn writing(&self, path: &Path) -> WritingGuard<'_> {
-        *self.writing.lock().unwrap_or_else(PoisonError::into_inner).entry(path.to_owned()).or_insert(0) += 1;
-        WritingGuard { observations: self, path: path.to_owned() }
-    }
-
-    /// Whether this session is writing `path` right now.
-    pub fn is_writing(&self, path: &Path) -> bool {
-        self.writing.lock().unwrap_or_else(PoisonError::into_inner).contains_key(path)
-    }
-
-    /// The recorded version of `path`, without counting as a use (for the watcher).
-    pub fn peek(&self, path: &Path) -> Option<Version> {
-        let map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        map.versions.get(path).map(|(version, _)| *version)
-    }
-
-    /// The recorded version of `path`.
-    pub fn get(&self, path: &Path) -> Option<Version> {
-        let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        map.tick += 1;
-        let tick = map.tick;
-        map.versions.get_mut(path).map(|(version, used)| {
-            *used = tick;
-            *version
-        })
-    }
-
-    /// Records that the session has seen (or written) `version` of `path`.
-    pub fn record(&self, path: &Path, version: Version, links: u64) {
-        let evicted = {
-            let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            map.tick += 1;
-            let tick = map.tick;
-            map.versions.insert(path.to_owned(), (version, tick));
-            let mut evicted = Vec::new();
-            if map.versions.len() > self.max {
-                let count = crate::lru::batch(map.versions.len()).min(map.versions.len() - 1);
-                evicted = crate::lru::least_recent(&map.versions, count, |(_, used)| *used);
-                for path in &evicted {
-                    map.versions.remove(path);
-                }
-            }
-            evicted
-        };
-        if let Some(sink) = &self.sink {
-            sink.observed(path, links);
-            for path in &evicted {
-                sink.forgotten(path);
-            }
-        }
-    }
-
-    /// Files currently recorded.
-    pub fn len(&self) -> usize {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner).versions.len()
-    }
-
-    /// Whether nothing is recorded.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Marks a path as being written by its session; see [`Observations::writing`].
-#[derive(Debug)]
-pub struct WritingGuard<'a> {
-    observations: &'a Observations,
-    path: PathBuf,
-}
-
-impl Drop for WritingGuard<'_> {
-    fn drop(&mut self) {
-        let mut writing = self.observations.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = writing.get_mut(&self.path) {
-            *count -= 1;
-            if *count == 0 {
-                writing.remove(&self.path);
-            }
-        }
-    }
-}
-
-impl Drop for Observations {
-    fn drop(&mut self) {
-        if let Some(sink) = &self.sink {
-            let map = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
-            for path in map.versions.keys() {
-                sink.forgotten(path);
-            }
-        }
-    }
-}
-
-/// A file-context failure.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ContextError {
-    /// The provider refused or failed.
-    #[error(transparent)]
-    Provider(#[from] ProviderError),
-    /// The session has no (remaining) record of reading this existing file.
-    #[error("{path} has not been read in this session")]
-    NotObserved {
-        /// The path as shown.
-        path: String,
-    },
-    /// The file changed (or was deleted) since this session read or wrote it.
-    #[error("{path} has changed since this session last read it")]
-    Stale {
-        /// The path as shown.
-        path: String,
-        /// Its current version; `None` when it was deleted.
-        current: Option<Version>,
-    },
-    /// The session is read-only.
-    #[error("this session is read-only; {path} was not changed")]
-    ReadOnly {
-        /// The path as shown.
-        path: String,
-    },
-    /// A deny rule (the daemon's or the session's) protects the path.
-    #[error("{path} is protected: {} matching `{}` are denied by the {}'s rules", if denial.access == Access::Read { "reads" } else { "writes" }, denial.rule, if denial.origin == deny::Origin::Daemon { "daemon" } else { "session" })]
-    Denied {
-        /// The path as shown.
-        path: String,
-        /// The rule.
-        denial: Denial,
-    },
-    /// Warm-only mode: the read needs the slow path (never sent; the call is run again).
-    #[error("{path} is not warm in the cache")]
-    Cold {
-        /// The path as shown.
-        path: String,
-    },
-}
-
-impl ContextError {
-    /// The wire identifier of this failure.
-    pub fn code(&self) -> FsErrorCode {
-        match self {
-            Self::Provider(e) => e.code(),
-            Self::NotObserved { .. } => FsErrorCode::NotObserved,
-            Self::Stale { .. } => FsErrorCode::StaleVersion,
-            Self::ReadOnly { .. } | Self::Denied { .. } => FsErrorCode::PermissionDenied,
-            Self::Cold { .. } => FsErrorCode::Busy,
-        }
-    }
-
-    /// The path the failure concerns.
-    pub fn path(&self) -> Option<&str> {
-        match self {
-            Self::Provider(e) => e.path(),
-            Self::NotObserved { path }
-            | Self::Stale { path, .. }
-            | Self::ReadOnly { path }
-            | Self::Denied { path, .. }
-            | Self::Cold { path } => Some(path),
-        }
-    }
-
-    /// Machine-readable details for `error.data`.
-    pub fn details(&self) -> serde_json::Map<String, serde_json::Value> {
-        match self {
-            Self::Provider(e) => e.details(),
-            Self::Stale { current, .. } => {
-                let mut map = serde_json::Map::new();
-                map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
-                map
-            }
-            Self::Denied { denial, .. } => {
-                let mut map = serde_json::Map::new();
-                map.insert("rule".into(), denial.rule.clone().into());
-                map.insert("access".into(), denial.access.as_str().into());
-                map
-            }
-            _ => serde_json::Map::new(),
-        }
-    }
-}
-
+/// Arms the test-only crash points (feature `failpoints`).
+#[cfg(feature = "failpoints")]
+pub use crate::provider::leftovers::arm as arm_crash_points;
+/// This user's staging token (see the provider's `leftovers`): read once at start-up.
+pub use crate::provider::leftovers::staging_token;
+/// Installs the SIGBUS guard that makes mapped reads of truncated files safe; once per process.
+pub use crate::provider::mmap::install as install_sigbus_guard;
 /// The provider's scope, snapshots and window errors, as the layers above the context see them.
 pub use crate::provider::{Changed, Root, RootDir, Scope, Snapshot, WindowError};
+
+/// Opens a session root: a directory handle on the canonical folder `canonical`, which the
+/// client spelled `given`.
+pub fn open_root(canonical: &Path, given: &Path) -> std::io::Result<Root> {
+    crate::provider::resolve::open_root(canonical, given)
+}
+
+/// Whether the folder or file at `path` is on a local filesystem (where the warm read path and
+/// mappings are used).
+pub fn is_local(path: &Path) -> bool {
+    crate::provider::mmap::local_path(path)
+}
 
 /// The daemon's file service as the layers above see it: the one provider, handed out only as
 /// a session's [`FileContext`].
@@ -265,9 +61,21 @@ pub struct Files {
 }
 
 impl Files {
-    /// The service over `provider`.
-    pub fn new(provider: Arc<Provider>) -> Self {
-        Self { provider }
+    /// The service with an empty cache.
+    pub fn new(config: FilesConfig) -> Self {
+        Self { provider: Arc::new(Provider::new(config)) }
+    }
+
+    /// The provider, for the watcher (which invalidates its cache); nothing above the context
+    /// gets it.
+    pub(crate) fn provider(&self) -> &Arc<Provider> {
+        &self.provider
+    }
+
+    /// Drops cached state nobody used for one to two calls' periods; returns how many files
+    /// went.
+    pub fn sweep_idle(&self) -> usize {
+        self.provider.sweep_idle()
     }
 
     /// A session's view: its scope, observations, read-only flag and deny rules.
@@ -378,8 +186,8 @@ pub struct FileContext<'a> {
 }
 
 impl<'a> FileContext<'a> {
-    /// A session's file context.
-    pub fn new(
+    /// A session's file context (layers above get theirs from [`Files::context`]).
+    pub(crate) fn new(
         provider: &'a Provider,
         scope: Scope<'a>,
         observed: &'a Observations,
@@ -448,20 +256,20 @@ impl<'a> FileContext<'a> {
         let _writing = self.observed.writing(&target.path);
         let expect = if target.exists {
             match self.observed.get(&target.path) {
-                Some(version) => Expectation::Version(version),
+                Some(version) => Expectation::version(version),
                 None if target.folder => {
-                    return Err(ProviderError::IsDirectory { path: target.display }.into());
+                    return Err(FileError::IsDirectory { path: target.display }.into());
                 }
                 None => return Err(ContextError::NotObserved { path: target.display }),
             }
         } else {
-            Expectation::Absent
+            Expectation::ABSENT
         };
         let outcome = match self.provider.write(&target, content, expect) {
             Ok(outcome) => outcome,
             // Someone created it after we looked: this session has not seen that file.
-            Err(ProviderError::AlreadyExists { path }) => return Err(ContextError::NotObserved { path }),
-            Err(ProviderError::StaleVersion { path, current }) => {
+            Err(FileError::AlreadyExists { path }) => return Err(ContextError::NotObserved { path }),
+            Err(FileError::StaleVersion { path, current }) => {
                 return Err(ContextError::Stale { path, current });
             }
             Err(e) => return Err(e.into()),
@@ -470,37 +278,22 @@ impl<'a> FileContext<'a> {
         Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
     }
 
-    /// Replaces `old` by `new`; needs a current observation. Records the new version.
-    pub fn edit(
-        &self,
-        path: &str,
-        old: &str,
-        new: &str,
-        replace_all: bool,
-    ) -> Result<EditView, ContextError> {
-        if old.is_empty() {
-            return Err(ProviderError::InvalidEdit("old_string must not be empty".into()).into());
-        }
-        if old == new {
-            return Err(ProviderError::InvalidEdit(
-                "old_string and new_string are identical; nothing to change".into(),
-            )
-            .into());
-        }
+    /// Makes `change`; needs a current observation. Records the new version.
+    pub fn edit(&self, path: &str, change: &Replacement<'_>) -> Result<EditView, ContextError> {
         let target = self.target(path, Access::Write)?;
         let _writing = self.observed.writing(&target.path);
         let Some(observed) = self.observed.get(&target.path) else {
             if !target.exists {
-                return Err(ProviderError::NotFound { path: target.display, why: None }.into());
+                return Err(FileError::NotFound { path: target.display, why: None }.into());
             }
             if target.folder {
-                return Err(ProviderError::IsDirectory { path: target.display }.into());
+                return Err(FileError::IsDirectory { path: target.display }.into());
             }
             return Err(ContextError::NotObserved { path: target.display });
         };
-        let outcome = match self.provider.edit(&target, old, new, replace_all, observed) {
+        let outcome = match self.provider.edit(&target, change, observed) {
             Ok(outcome) => outcome,
-            Err(ProviderError::StaleVersion { path, current }) => {
+            Err(FileError::StaleVersion { path, current }) => {
                 return Err(ContextError::Stale { path, current });
             }
             Err(e) => return Err(e.into()),
@@ -509,7 +302,7 @@ impl<'a> FileContext<'a> {
         Ok(EditView {
             display: target.display,
             replacements: outcome.replacements,
-            replace_all,
+            replace_all: change.all(),
             version: outcome.version,
         })
     }
@@ -533,108 +326,6 @@ impl<'a> FileContext<'a> {
     }
 }
 
-/// What `fs/writeText` expects to find, as the client said it (the version still as text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RawExpectation<'v> {
-    /// Whatever is there.
-    Any,
-    /// Nothing.
-    Absent,
-    /// This version.
-    Version(&'v str),
-}
-
-/// The `fs/*` escape hatch: the provider's operations through the session's roots, read-only
-/// flag and deny rules, recording nothing (a later edit still needs a read through the
-/// context). See [`FileContext::unrecorded`].
-#[derive(Debug, Clone, Copy)]
-pub struct Unrecorded<'a> {
-    files: FileContext<'a>,
-}
-
-impl Unrecorded<'_> {
-    /// Resolves a path (no content is looked at, so no deny rule applies).
-    pub fn resolve(&self, path: &str) -> Result<Resolved, ContextError> {
-        self.files.resolve(path)
-    }
-
-    /// Stat of a path.
-    pub fn stat(&self, path: &str) -> Result<(Resolved, Stat), ContextError> {
-        let target = self.files.target(path, Access::Read)?;
-        let stat = self.files.provider.stat(&target)?;
-        Ok((target, stat))
-    }
-
-    /// A window, recorded nowhere.
-    pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
-        let target = self.files.target(path, Access::Read)?;
-        let outcome = self.files.provider.read(&target, offset, limit)?;
-        Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
-    }
-
-    /// The current version pinned for streaming from line `offset` (which must exist).
-    pub fn stream(&self, path: &str, offset: u64) -> Result<Snapshot, ContextError> {
-        let target = self.files.target(path, Access::Read)?;
-        let snapshot = self.files.provider.snapshot(&target)?;
-        let total = snapshot.total_lines();
-        if offset == 0 || offset > total.max(1) {
-            return Err(
-                ProviderError::OffsetPastEnd { path: target.display, offset, total_lines: total }.into()
-            );
-        }
-        Ok(snapshot)
-    }
-
-    /// The version a client named, or the stale error it deserves when it is not one this
-    /// daemon could have issued (the file cannot be at it).
-    fn expected(&self, target: &Resolved, text: &str) -> Result<Version, ContextError> {
-        match Version::parse(text) {
-            Some(version) => Ok(version),
-            None => {
-                let current = self.files.provider.current_version(target)?;
-                Err(ProviderError::StaleVersion { path: target.display.clone(), current }.into())
-            }
-        }
-    }
-
-    /// A write with the client's own expectation.
-    pub fn write(
-        &self,
-        path: &str,
-        content: &str,
-        expect: RawExpectation<'_>,
-    ) -> Result<WriteView, ContextError> {
-        let target = self.files.target(path, Access::Write)?;
-        let expect = match expect {
-            RawExpectation::Any => Expectation::Any,
-            RawExpectation::Absent => Expectation::Absent,
-            RawExpectation::Version(text) => Expectation::Version(self.expected(&target, text)?),
-        };
-        let outcome = self.files.provider.write(&target, content, expect)?;
-        Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
-    }
-
-    /// An edit against the client's own expected version.
-    pub fn edit(
-        &self,
-        path: &str,
-        old: &str,
-        new: &str,
-        replace_all: bool,
-        expected: &str,
-    ) -> Result<EditView, ContextError> {
-        let target = self.files.target(path, Access::Write)?;
-        let expected = self.expected(&target, expected)?;
-        let outcome = self.files.provider.edit(&target, old, new, replace_all, expected)?;
-        Ok(EditView {
-            display: target.display,
-            replacements: outcome.replacements,
-            replace_all,
-            version: outcome.version,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -652,39 +343,43 @@ mod tests {
         assert_eq!(obs.get(Path::new("/a")), Some(v));
     }
 
-    fn setup() -> (tempfile::TempDir, PathBuf, Provider) {
+    fn setup() -> (tempfile::TempDir, std::path::PathBuf, Provider) {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        (dir, root, Provider::new(crate::provider::ProviderConfig { fsync: false, ..Default::default() }))
+        (dir, root, Provider::new(FilesConfig { fsync: false, ..Default::default() }))
+    }
+
+    fn edit<'a>(old: &'a str, new: &'a str) -> Replacement<'a> {
+        Replacement::new(old, new, false).unwrap()
     }
 
     #[test]
     fn the_policy_in_one_place() {
         let (_dir, root, provider) = setup();
-        let roots = [crate::provider::RootDir::new(&root, None).unwrap()];
+        let roots = [RootDir::new(&root, None).unwrap()];
         let scope = Scope { roots: &roots, cwd: &root };
         let (a_obs, b_obs) = (Observations::new(10), Observations::new(10));
         let a = FileContext::new(&provider, scope, &a_obs, false);
         let b = FileContext::new(&provider, scope, &b_obs, false);
 
         assert!(a.write("f.txt", "one\ntwo\n").unwrap().created, "creating needs no read");
-        assert_eq!(a.edit("f.txt", "one", "1", false).unwrap().replacements, 1, "own write refreshes");
-        assert_eq!(b.edit("f.txt", "two", "2", false).unwrap_err().code(), FsErrorCode::NotObserved);
-        assert_eq!(b.write("f.txt", "x").unwrap_err().code(), FsErrorCode::NotObserved);
+        assert_eq!(a.edit("f.txt", &edit("one", "1")).unwrap().replacements, 1, "own write refreshes");
+        assert!(matches!(b.edit("f.txt", &edit("two", "2")), Err(ContextError::NotObserved { .. })));
+        assert!(matches!(b.write("f.txt", "x"), Err(ContextError::NotObserved { .. })));
         b.read("f.txt", Some(2), 1).unwrap();
-        b.edit("f.txt", "two", "2", false).unwrap();
-        assert_eq!(a.edit("f.txt", "1", "one", false).unwrap_err().code(), FsErrorCode::StaleVersion);
+        b.edit("f.txt", &edit("two", "2")).unwrap();
+        assert!(matches!(
+            a.edit("f.txt", &edit("1", "one")),
+            Err(ContextError::Stale { current: Some(_), .. })
+        ));
         // Stale is reported before matching.
-        assert_eq!(
-            a.edit("f.txt", "no such text", "x", false).unwrap_err().code(),
-            FsErrorCode::StaleVersion
-        );
+        assert!(matches!(a.edit("f.txt", &edit("no such text", "x")), Err(ContextError::Stale { .. })));
         assert!(!a.stat("f.txt").unwrap().fresh());
         assert!(b.stat("f.txt").unwrap().fresh());
 
         let ro = FileContext::new(&provider, scope, &b_obs, true);
-        assert_eq!(ro.edit("f.txt", "2", "two", false).unwrap_err().code(), FsErrorCode::PermissionDenied);
-        assert_eq!(ro.write("new.txt", "x").unwrap_err().code(), FsErrorCode::PermissionDenied);
+        assert!(matches!(ro.edit("f.txt", &edit("2", "two")), Err(ContextError::ReadOnly { .. })));
+        assert!(matches!(ro.write("new.txt", "x"), Err(ContextError::ReadOnly { .. })));
         assert!(!root.join("new.txt").exists());
     }
 }

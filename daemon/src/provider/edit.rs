@@ -13,6 +13,54 @@ pub enum Miss {
     Ambiguous(u64),
 }
 
+/// An edit's request, valid by construction: `old` is not empty and differs from `new`. Checked
+/// once, where the input enters (the tool's arguments, `file/edit`, `fs/editText`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replacement<'a> {
+    old: &'a str,
+    new: &'a str,
+    all: bool,
+}
+
+/// Why an edit's request is not one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidEdit {
+    /// `old` is empty: there is nothing to find.
+    #[error("old_string must not be empty")]
+    Empty,
+    /// `old` equals `new`: there is nothing to change.
+    #[error("old_string and new_string are identical; nothing to change")]
+    Identical,
+}
+
+impl<'a> Replacement<'a> {
+    /// Replace `old` by `new` (every occurrence when `all`, else exactly one).
+    pub fn new(old: &'a str, new: &'a str, all: bool) -> Result<Self, InvalidEdit> {
+        if old.is_empty() {
+            return Err(InvalidEdit::Empty);
+        }
+        if old == new {
+            return Err(InvalidEdit::Identical);
+        }
+        Ok(Self { old, new, all })
+    }
+
+    /// The text to find.
+    pub fn old(&self) -> &'a str {
+        self.old
+    }
+
+    /// The text to put in its place.
+    pub fn new_text(&self) -> &'a str {
+        self.new
+    }
+
+    /// Whether every occurrence is replaced.
+    pub fn all(&self) -> bool {
+        self.all
+    }
+}
+
 /// Whether the text uses CRLF line endings throughout (at least one, and no bare `\n`).
 fn is_crlf(text: &str) -> bool {
     let bytes = text.as_bytes();
@@ -75,7 +123,8 @@ fn hint(content: &str, old: &str) -> Option<String> {
 /// Replaces `old` by `new` in `content` (which has no BOM). In a CRLF file, `\n` in `old` and
 /// `new` stands for `\r\n`, so the file keeps its endings. Returns the new text and the number
 /// of replacements.
-pub fn apply(content: &str, old: &str, new: &str, replace_all: bool) -> Result<(String, u64), Miss> {
+pub fn apply(content: &str, edit: &Replacement<'_>) -> Result<(String, u64), Miss> {
+    let (old, new, replace_all) = (edit.old, edit.new, edit.all);
     let (old, new) = if is_crlf(content) {
         (std::borrow::Cow::Owned(to_crlf(old)), std::borrow::Cow::Owned(to_crlf(new)))
     } else {
@@ -103,6 +152,17 @@ pub fn apply(content: &str, old: &str, new: &str, replace_all: bool) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn apply(content: &str, old: &str, new: &str, all: bool) -> Result<(String, u64), Miss> {
+        super::apply(content, &Replacement::new(old, new, all).expect("a valid edit"))
+    }
+
+    #[test]
+    fn an_edit_is_valid_by_construction() {
+        assert_eq!(Replacement::new("", "x", false), Err(InvalidEdit::Empty));
+        assert_eq!(Replacement::new("a", "a", true), Err(InvalidEdit::Identical));
+        assert!(Replacement::new("a", "", false).is_ok(), "deleting text is an edit");
+    }
 
     #[test]
     fn unique_and_all_and_ambiguous() {

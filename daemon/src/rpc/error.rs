@@ -5,7 +5,7 @@ use filectx_protocol::error::{INVALID_PARAMS, INVALID_REQUEST, SERVER_NOT_INITIA
 use filectx_protocol::{FsErrorCode, FsErrorData};
 use jsonrpsee::types::ErrorObjectOwned;
 
-use crate::context::ContextError;
+use crate::context::{ContextError, FileError, InvalidEdit};
 use crate::session::SessionError;
 
 /// A JSON-RPC error carrying an `FS_*` code.
@@ -54,8 +54,71 @@ fn fs_error_with(
     ErrorObjectOwned::owned(code.rpc_code(), message, Some(data))
 }
 
+/// The wire identifier of a file-context failure: the one place typed failures meet `FS_*`.
+pub fn code(err: &ContextError) -> FsErrorCode {
+    match err {
+        ContextError::File(e) => match e {
+            FileError::InvalidPath { .. } | FileError::OffsetPastEnd { .. } => FsErrorCode::InvalidArgument,
+            FileError::OutsideRoot { .. } => FsErrorCode::OutsideRoot,
+            FileError::NotFound { .. } => FsErrorCode::NotFound,
+            FileError::IsDirectory { .. } => FsErrorCode::IsDirectory,
+            FileError::NotRegularFile { .. } => FsErrorCode::NotRegularFile,
+            FileError::Refused { .. } | FileError::PermissionDenied { .. } => FsErrorCode::PermissionDenied,
+            FileError::NotText { .. } => FsErrorCode::NotText,
+            FileError::TooLarge { .. } => FsErrorCode::TooLarge,
+            FileError::StaleVersion { .. } => FsErrorCode::StaleVersion,
+            FileError::NoMatch { .. } => FsErrorCode::NoMatch,
+            FileError::AmbiguousMatch { .. } => FsErrorCode::AmbiguousMatch,
+            FileError::AlreadyExists { .. } => FsErrorCode::AlreadyExists,
+            FileError::Busy { .. } => FsErrorCode::Busy,
+            FileError::Io { .. } => FsErrorCode::Io,
+        },
+        ContextError::NotObserved { .. } => FsErrorCode::NotObserved,
+        ContextError::Stale { .. } => FsErrorCode::StaleVersion,
+        ContextError::ReadOnly { .. } | ContextError::Denied { .. } => FsErrorCode::PermissionDenied,
+        ContextError::Cold { .. } => FsErrorCode::Busy,
+    }
+}
+
+/// Machine-readable details of a file-context failure for `error.data` (counts, versions,
+/// limits, the rule that denied).
+fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
+    let mut map = serde_json::Map::new();
+    match err {
+        ContextError::File(FileError::OffsetPastEnd { offset, total_lines, .. }) => {
+            map.insert("offset".into(), (*offset).into());
+            map.insert("totalLines".into(), (*total_lines).into());
+        }
+        ContextError::File(FileError::AmbiguousMatch { matches, .. }) => {
+            map.insert("matches".into(), (*matches).into());
+        }
+        ContextError::File(FileError::StaleVersion { current, .. }) | ContextError::Stale { current, .. } => {
+            map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
+        }
+        ContextError::File(FileError::TooLarge { size, limit, .. }) => {
+            map.insert("size".into(), (*size).into());
+            map.insert("limit".into(), (*limit).into());
+        }
+        ContextError::File(FileError::NoMatch { hint: Some(hint), .. }) => {
+            map.insert("hint".into(), hint.clone().into());
+        }
+        ContextError::Denied { denial, .. } => {
+            map.insert("rule".into(), denial.rule.clone().into());
+            map.insert("access".into(), denial.access.as_str().into());
+        }
+        _ => {}
+    }
+    map
+}
+
 impl From<ContextError> for ErrorObjectOwned {
     fn from(err: ContextError) -> Self {
-        fs_error_with(err.code(), err.to_string(), err.path(), err.details())
+        fs_error_with(code(&err), err.to_string(), Some(err.path()), details(&err))
+    }
+}
+
+impl From<InvalidEdit> for ErrorObjectOwned {
+    fn from(err: InvalidEdit) -> Self {
+        fs_error(FsErrorCode::InvalidArgument, err.to_string(), None)
     }
 }

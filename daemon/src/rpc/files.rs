@@ -4,18 +4,22 @@
 
 use std::sync::Arc;
 
+use filectx_protocol::methods::{
+    FILE_EDIT, FILE_READ, FILE_STAT, FILE_WRITE, FS_EDIT_TEXT, FS_READ_TEXT, FS_RESOLVE, FS_STAT,
+    FS_WRITE_TEXT, TOOLS_CALL,
+};
 use filectx_protocol::tools::READ_LINE_LIMIT;
 use filectx_protocol::{
     CallToolParams, CallToolResult, EditParams, EditResult, FileKind, FileStatResult, FsEditParams,
-    FsErrorCode, FsStatResult, FsWriteParams, PathParams, ReadParams, ReadResult, ResolveResult, ToolName,
-    WriteExpectation, WriteOperation, WriteParams, WriteResult,
+    FsErrorCode, FsStatResult, FsWriteParams, PathParams, ReadParams, ReadResult, ResolveResult, ToolContent,
+    ToolError, ToolName, WriteExpectation, WriteOperation, WriteParams, WriteResult,
 };
 use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
-use super::error::{fs_error, invalid_params};
+use super::error::{self, fs_error, invalid_params};
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{FileContext, Kind, Lines, RawExpectation, Scope, Version};
+use crate::context::{FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version};
 use crate::session::SessionOptions;
 use crate::tools;
 
@@ -111,6 +115,27 @@ fn file_kind(kind: Kind) -> FileKind {
     }
 }
 
+/// The MCP-shaped result of a tool call: the model's text, and for a failure `isError` with the
+/// `FS_*` code.
+fn tool_result(outcome: tools::Outcome) -> CallToolResult {
+    match outcome {
+        Ok(text) => {
+            CallToolResult { content: vec![ToolContent::Text { text }], is_error: false, error: None }
+        }
+        Err(tools::Failure { text, cause }) => {
+            let code = match &cause {
+                tools::Cause::InvalidArgument => FsErrorCode::InvalidArgument,
+                tools::Cause::File(err) => error::code(err),
+            };
+            CallToolResult {
+                content: vec![ToolContent::Text { text }],
+                is_error: true,
+                error: Some(ToolError { name: "FsError".to_owned(), code }),
+            }
+        }
+    }
+}
+
 fn write_result(display: String, created: bool, version: Version) -> WriteResult {
     WriteResult {
         operation: if created { WriteOperation::Create } else { WriteOperation::Update },
@@ -125,10 +150,11 @@ pub async fn tools_call(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<CallToolResult, ErrorObjectOwned> {
-    let params: CallToolParams = parse_params("tools/call", &params)?;
+    let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
     let run = move |files: &FileContext<'_>, options: &SessionOptions| {
         tools::call(files, &options.tools, &params.name, &params.arguments)
+            .map(tool_result)
             .map_err(|e| invalid_params(e.to_string()))
     };
     // Only reads may take the warm path; writes and edits always run on the blocking pool.
@@ -144,7 +170,7 @@ pub async fn file_read(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<ReadResult, ErrorObjectOwned> {
-    let params: ReadParams = parse_params("file/read", &params)?;
+    let params: ReadParams = parse_params(FILE_READ, &params)?;
     let (offset, limit) = window_of(&params)?;
     with_warm_context(&ctx, &ext, move |files, _| {
         let view = files.read(&params.path, offset, limit)?;
@@ -159,7 +185,7 @@ pub async fn file_write(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<WriteResult, ErrorObjectOwned> {
-    let params: WriteParams = parse_params("file/write", &params)?;
+    let params: WriteParams = parse_params(FILE_WRITE, &params)?;
     with_context(&ctx, &ext, move |files, _| {
         let view = files.write(&params.path, &params.content)?;
         Ok(write_result(view.display, view.created, view.version))
@@ -173,10 +199,11 @@ pub async fn file_edit(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<EditResult, ErrorObjectOwned> {
-    let params: EditParams = parse_params("file/edit", &params)?;
+    let params: EditParams = parse_params(FILE_EDIT, &params)?;
     with_context(&ctx, &ext, move |files, _| {
-        let replace_all = params.replace_all.unwrap_or(false);
-        let view = files.edit(&params.path, &params.old_string, &params.new_string, replace_all)?;
+        let change =
+            Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
+        let view = files.edit(&params.path, &change)?;
         Ok(EditResult {
             replacements: view.replacements,
             replace_all: view.replace_all,
@@ -193,7 +220,7 @@ pub async fn file_stat(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<FileStatResult, ErrorObjectOwned> {
-    let params: PathParams = parse_params("file/stat", &params)?;
+    let params: PathParams = parse_params(FILE_STAT, &params)?;
     with_context(&ctx, &ext, move |files, _| {
         let view = files.stat(&params.path)?;
         Ok(FileStatResult {
@@ -215,7 +242,7 @@ pub async fn fs_resolve(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<ResolveResult, ErrorObjectOwned> {
-    let params: PathParams = parse_params("fs/resolve", &params)?;
+    let params: PathParams = parse_params(FS_RESOLVE, &params)?;
     with_context(&ctx, &ext, move |files, _| {
         let target = files.unrecorded().resolve(&params.path)?;
         Ok(ResolveResult {
@@ -234,7 +261,7 @@ pub async fn fs_stat(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<FsStatResult, ErrorObjectOwned> {
-    let params: PathParams = parse_params("fs/stat", &params)?;
+    let params: PathParams = parse_params(FS_STAT, &params)?;
     with_context(&ctx, &ext, move |files, _| {
         let (target, stat) = files.unrecorded().stat(&params.path)?;
         Ok(FsStatResult {
@@ -256,7 +283,7 @@ pub async fn fs_read_text(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<ReadResult, ErrorObjectOwned> {
-    let params: ReadParams = parse_params("fs/readText", &params)?;
+    let params: ReadParams = parse_params(FS_READ_TEXT, &params)?;
     let (offset, limit) = window_of(&params)?;
     with_context(&ctx, &ext, move |files, _| {
         let view = files.unrecorded().read(&params.path, offset, limit)?;
@@ -271,7 +298,7 @@ pub async fn fs_write_text(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<WriteResult, ErrorObjectOwned> {
-    let params: FsWriteParams = parse_params("fs/writeText", &params)?;
+    let params: FsWriteParams = parse_params(FS_WRITE_TEXT, &params)?;
     with_context(&ctx, &ext, move |files, _| {
         let expect = match &params.expect {
             WriteExpectation::Any => RawExpectation::Any,
@@ -290,19 +317,14 @@ pub async fn fs_edit_text(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<EditResult, ErrorObjectOwned> {
-    let params: FsEditParams = parse_params("fs/editText", &params)?;
+    let params: FsEditParams = parse_params(FS_EDIT_TEXT, &params)?;
     with_context(&ctx, &ext, move |files, _| {
-        let replace_all = params.replace_all.unwrap_or(false);
-        let view = files.unrecorded().edit(
-            &params.path,
-            &params.old_string,
-            &params.new_string,
-            replace_all,
-            &params.expected_version,
-        )?;
+        let change =
+            Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
+        let view = files.unrecorded().edit(&params.path, &change, &params.expected_version)?;
         Ok(EditResult {
             replacements: view.replacements,
-            replace_all,
+            replace_all: view.replace_all,
             display_path: view.display,
             version: view.version.to_string(),
         })

@@ -6,6 +6,8 @@ pub mod error;
 mod files;
 pub mod slots;
 mod stream;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 use std::sync::{Arc, OnceLock};
 
@@ -200,7 +202,7 @@ pub fn methods(
         stream::stream_text,
     )?;
     #[cfg(feature = "test-hooks")]
-    crate::test_hooks::register(&mut module)?;
+    test_hooks::register(&mut module)?;
     let mut names: Vec<String> = module.method_names().map(str::to_owned).collect();
     names.sort();
     // Only fails if already set, which cannot happen on a fresh context.

@@ -97,7 +97,7 @@ pub async fn stream_text(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) {
-    let params: StreamTextParams = match parse_params("fs/streamText", &params) {
+    let params: StreamTextParams = match parse_params(filectx_protocol::methods::FS_STREAM_TEXT, &params) {
         Ok(params) => params,
         Err(err) => return pending.reject(err).await,
     };

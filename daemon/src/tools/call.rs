@@ -1,13 +1,13 @@
 //! `tools/call`: argument validation against each tool's schema, dispatch to the file context,
-//! and the MCP-shaped result. Every failure, invalid arguments included, is a result with
-//! `isError: true` and a text the model can act on.
+//! and the text the model sees. Every failure, invalid arguments included, is a [`Failure`]
+//! with a text the model can act on (the rpc layer turns it into an `isError` result).
 
+use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
-use filectx_protocol::{CallToolResult, FsErrorCode, ToolContent, ToolError, ToolName};
 use serde_json::{Map, Value};
 
 use super::render;
-use crate::context::FileContext;
+use crate::context::{ContextError, FileContext, InvalidEdit, Replacement};
 
 /// The tool is not one this session has.
 #[derive(Debug, thiserror::Error)]
@@ -19,17 +19,26 @@ pub struct UnknownTool {
     pub available: String,
 }
 
-fn success(text: String) -> CallToolResult {
-    CallToolResult { content: vec![ToolContent::Text { text }], is_error: false, error: None }
+/// A failed tool call: the text the model sees, and why (for the structured error).
+#[derive(Debug)]
+pub struct Failure {
+    /// What went wrong and what to do next, for the model.
+    pub text: String,
+    /// The typed cause.
+    pub cause: Cause,
 }
 
-fn failure(code: FsErrorCode, text: String) -> CallToolResult {
-    CallToolResult {
-        content: vec![ToolContent::Text { text }],
-        is_error: true,
-        error: Some(ToolError { name: "FsError".to_owned(), code }),
-    }
+/// Why a tool call failed.
+#[derive(Debug)]
+pub enum Cause {
+    /// The arguments do not fit the tool's schema or rules.
+    InvalidArgument,
+    /// The file context refused or failed.
+    File(ContextError),
 }
+
+/// What a tool call answers: the model's text, or a failure.
+pub type Outcome = Result<String, Failure>;
 
 /// Argument problems, phrased for a model.
 struct Invalid(String);
@@ -88,7 +97,7 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<CallToolResult, Invalid> {
+fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
     let outcome = match tool {
         ToolName::Read => {
@@ -111,21 +120,18 @@ fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<CallToolRe
             let old = string(map, "old_string")?;
             let new = string(map, "new_string")?;
             let replace_all = boolean(map, "replace_all")?;
-            if old.is_empty() {
-                return Err(Invalid("old_string must not be empty; to create a file, use write.".into()));
-            }
-            if old == new {
-                return Err(Invalid(
-                    "old_string and new_string are identical: there is nothing to change.".into(),
-                ));
-            }
-            ctx.edit(path, old, new, replace_all).map(|view| render::edit(&view))
+            let change = Replacement::new(old, new, replace_all).map_err(|why| match why {
+                InvalidEdit::Empty => {
+                    Invalid("old_string must not be empty; to create a file, use write.".into())
+                }
+                InvalidEdit::Identical => {
+                    Invalid("old_string and new_string are identical: there is nothing to change.".into())
+                }
+            })?;
+            ctx.edit(path, &change).map(|view| render::edit(&view))
         }
     };
-    Ok(match outcome {
-        Ok(text) => success(text),
-        Err(err) => failure(err.code(), render::error(&err, name)),
-    })
+    Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
 }
 
 /// Calls one of this session's tools. Blocking (it reads and writes files).
@@ -134,7 +140,7 @@ pub fn call(
     tools: &[ToolName],
     name: &str,
     args: &Value,
-) -> Result<CallToolResult, UnknownTool> {
+) -> Result<Outcome, UnknownTool> {
     let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
         return Err(UnknownTool {
             name: name.to_owned(),
@@ -143,6 +149,6 @@ pub fn call(
     };
     Ok(match run(ctx, tool, args) {
         Ok(result) => result,
-        Err(Invalid(text)) => failure(FsErrorCode::InvalidArgument, text),
+        Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })
 }

@@ -5,7 +5,7 @@
 mod call;
 pub mod render;
 
-pub use call::{UnknownTool, call};
+pub use call::{Cause, Failure, Outcome, UnknownTool, call};
 
 use filectx_protocol::tools::descriptor;
 use filectx_protocol::{ToolDescriptor, ToolName};

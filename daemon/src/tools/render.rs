@@ -2,10 +2,9 @@
 //! success texts, and error texts that say what to do next. Pure functions of the file-context
 //! results; snapshot-tested.
 
-use filectx_protocol::FsErrorCode;
 use filectx_protocol::tools::READ_LINE_MAX_CHARS;
 
-use crate::context::{ContextError, EditView, ReadView, WriteView};
+use crate::context::{ContextError, EditView, FileError, ReadView, WriteView};
 
 /// The `cat -n` view of a window, then a blank line and a footer.
 pub fn read(view: &ReadView) -> String {
@@ -51,69 +50,66 @@ pub fn edit(view: &EditView) -> String {
 
 /// An error text that says what went wrong and what to do next.
 pub fn error(err: &ContextError, tool: &str) -> String {
-    let path = err.path().unwrap_or("the file");
-    let details = err.details();
-    let number = |key: &str| details.get(key).and_then(serde_json::Value::as_u64);
-    match err.code() {
-        FsErrorCode::NotObserved => format!(
+    let path = err.path();
+    match err {
+        ContextError::NotObserved { .. } => format!(
             "File has not been read in this session: {path}. Read it first (any window is enough), \
              then retry the {tool}."
         ),
-        FsErrorCode::StaleVersion
-            if details.get("currentVersion").is_some_and(serde_json::Value::is_null) =>
-        {
+        ContextError::Stale { current: None, .. }
+        | ContextError::File(FileError::StaleVersion { current: None, .. }) => {
             format!(
                 "{path} no longer exists: it was deleted since you last read it. Check whether it should \
              still be changed; write creates a new file."
             )
         }
-        FsErrorCode::StaleVersion => format!(
+        ContextError::Stale { .. } | ContextError::File(FileError::StaleVersion { .. }) => format!(
             "{path} has been modified since you last read it (by someone else, an editor or a \
              formatter). Read it again, then redo your {tool} against its current content."
         ),
-        FsErrorCode::AmbiguousMatch => format!(
-            "Found {} matches of old_string in {path}, but replace_all is false. Add more \
+        ContextError::File(FileError::AmbiguousMatch { matches, .. }) => format!(
+            "Found {matches} matches of old_string in {path}, but replace_all is false. Add more \
              surrounding lines to old_string to make it unique, or set replace_all to true to \
-             replace every occurrence.",
-            number("matches").unwrap_or(2)
+             replace every occurrence."
         ),
-        FsErrorCode::NoMatch => {
+        ContextError::File(FileError::NoMatch { hint, .. }) => {
             let mut text = format!(
                 "old_string was not found in {path}. It must match the file exactly, including \
                  whitespace and indentation."
             );
-            match details.get("hint").and_then(serde_json::Value::as_str) {
+            match hint {
                 Some(hint) => text.push_str(&format!(" Hint: {hint}.")),
                 None => text.push_str(" Read the file again and copy the text exactly."),
             }
             text
         }
-        FsErrorCode::InvalidArgument if number("totalLines").is_some() => {
-            let total = number("totalLines").unwrap_or(0);
-            let offset = number("offset").unwrap_or(0);
-            if total == 0 {
-                format!("Offset {offset} is out of range: {path} is empty (0 lines).")
-            } else {
-                format!(
-                    "Offset {offset} is past the end of {path}: the file has {total} lines. Use an \
-                     offset from 1 to {total}."
-                )
-            }
+        ContextError::File(FileError::OffsetPastEnd { offset, total_lines: 0, .. }) => {
+            format!("Offset {offset} is out of range: {path} is empty (0 lines).")
         }
-        FsErrorCode::NotFound => format!("{err}. Check the path; to create a new file, use write."),
-        FsErrorCode::IsDirectory => {
+        ContextError::File(FileError::OffsetPastEnd { offset, total_lines: total, .. }) => format!(
+            "Offset {offset} is past the end of {path}: the file has {total} lines. Use an \
+             offset from 1 to {total}."
+        ),
+        ContextError::File(FileError::NotFound { .. }) => {
+            format!("{err}. Check the path; to create a new file, use write.")
+        }
+        ContextError::File(FileError::IsDirectory { .. }) => {
             format!("{path} is a directory, not a file. Give the path of a file inside it.")
         }
-        FsErrorCode::NotRegularFile => {
+        ContextError::File(FileError::NotRegularFile { .. }) => {
             format!(
                 "{path} is not a regular file (a FIFO, socket or device). Only regular files can be used."
             )
         }
-        FsErrorCode::NotText => format!("{err}. These tools only read and change UTF-8 text files."),
-        FsErrorCode::OutsideRoot => format!("{err}. Only files inside the session's folders can be used."),
-        FsErrorCode::PermissionDenied => format!("{err}."),
-        FsErrorCode::Busy => format!("{err}. Try again in a moment."),
-        FsErrorCode::TooLarge => format!("{err}."),
+        ContextError::File(FileError::NotText { .. }) => {
+            format!("{err}. These tools only read and change UTF-8 text files.")
+        }
+        ContextError::File(FileError::OutsideRoot { .. }) => {
+            format!("{err}. Only files inside the session's folders can be used.")
+        }
+        ContextError::File(FileError::Busy { .. }) | ContextError::Cold { .. } => {
+            format!("{err}. Try again in a moment.")
+        }
         _ => format!("{err}."),
     }
 }

@@ -983,9 +983,9 @@ mod tests {
             .unwrap();
         module.register_method("fine", |_, _, _| Ok::<u32, ErrorObjectOwned>(7)).unwrap();
         let stats = Arc::new(Stats::new());
-        let provider = Arc::new(crate::provider::Provider::new(Default::default()));
+        let files = crate::context::Files::new(Default::default());
         let shared =
-            Arc::new(Shared::new(module.into(), Config::default(), stats.clone(), WatchHub::start(provider)));
+            Arc::new(Shared::new(module.into(), Config::default(), stats.clone(), WatchHub::start(&files)));
         let (tx, _rx) = mpsc::channel(4);
         let out = Outgoing::new(tx.clone(), shared.outgoing.open());
         let session = Arc::new(Session::new("t".into(), out.clone(), 4, Observations::new(16), stats));

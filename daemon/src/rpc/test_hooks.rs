@@ -21,7 +21,7 @@ use jsonrpsee::core::RegisterMethodError;
 use jsonrpsee::core::server::RpcModule;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
-use crate::rpc::ServerContext;
+use super::ServerContext;
 
 /// The environment variable that switches the hooks on (value `1`).
 pub const ENV: &str = "FILECTX_TEST_HOOKS";
@@ -44,24 +44,24 @@ async fn hold_slot(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<String, ErrorObjectOwned> {
-    let params: HoldParams = crate::rpc::parse_params(DEBUG_HOLD, &params)?;
-    let session = crate::rpc::session_of(&ext)?;
+    let params: HoldParams = super::parse_params(DEBUG_HOLD, &params)?;
+    let session = super::session_of(&ext)?;
     let _slot = ctx.file_work.acquire(session.id()).await;
     tokio::task::spawn_blocking(move || {
         let started = params.dir.join(format!("{}.started", params.name));
-        std::fs::write(&started, b"").map_err(crate::rpc::internal)?;
+        std::fs::write(&started, b"").map_err(super::internal)?;
         let go = params.dir.join(format!("{}.go", params.name));
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while !go.exists() {
             if std::time::Instant::now() > deadline {
-                return Err(crate::rpc::internal(format!("{DEBUG_HOLD}: {} never appeared", go.display())));
+                return Err(super::internal(format!("{DEBUG_HOLD}: {} never appeared", go.display())));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         Ok(params.name)
     })
     .await
-    .map_err(crate::rpc::internal)?
+    .map_err(super::internal)?
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -79,7 +79,7 @@ async fn panic_on_request(
     _ext: Extensions,
 ) -> Result<(), ErrorObjectOwned> {
     let params: PanicParams = match params.as_str() {
-        Some(_) => crate::rpc::parse_params(DEBUG_PANIC, &params)?,
+        Some(_) => super::parse_params(DEBUG_PANIC, &params)?,
         None => PanicParams::default(),
     };
     if params.after_ms > 0 {
@@ -93,7 +93,7 @@ async fn panic_on_request(
         })
         .await;
         // A panicked blocking task comes back as a join error: answer it like the file methods do.
-        return joined.map_err(crate::rpc::internal);
+        return joined.map_err(super::internal);
     }
     if std::hint::black_box(true) {
         panic!("debug/panic: deliberate panic in a request handler, requested by a test");

@@ -1,0 +1,62 @@
+//! `ContextError`: the file context's failures — the provider's, plus the session's own rules
+//! (not observed, stale, read-only, denied). Typed only: the rpc layer maps them to the wire.
+
+use super::deny::{self, Access, Denial};
+use super::{FileError, Version};
+
+/// A file-context failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContextError {
+    /// The provider refused or failed.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The session has no (remaining) record of reading this existing file.
+    #[error("{path} has not been read in this session")]
+    NotObserved {
+        /// The path as shown.
+        path: String,
+    },
+    /// The file changed (or was deleted) since this session read or wrote it.
+    #[error("{path} has changed since this session last read it")]
+    Stale {
+        /// The path as shown.
+        path: String,
+        /// Its current version; `None` when it was deleted.
+        current: Option<Version>,
+    },
+    /// The session is read-only.
+    #[error("this session is read-only; {path} was not changed")]
+    ReadOnly {
+        /// The path as shown.
+        path: String,
+    },
+    /// A deny rule (the daemon's or the session's) protects the path.
+    #[error("{path} is protected: {} matching `{}` are denied by the {}'s rules", if denial.access == Access::Read { "reads" } else { "writes" }, denial.rule, if denial.origin == deny::Origin::Daemon { "daemon" } else { "session" })]
+    Denied {
+        /// The path as shown.
+        path: String,
+        /// The rule.
+        denial: Denial,
+    },
+    /// Warm-only mode: the read needs the slow path (never sent; the call is run again).
+    #[error("{path} is not warm in the cache")]
+    Cold {
+        /// The path as shown.
+        path: String,
+    },
+}
+
+impl ContextError {
+    /// The path the failure concerns.
+    pub fn path(&self) -> &str {
+        match self {
+            Self::File(e) => e.path(),
+            Self::NotObserved { path }
+            | Self::Stale { path, .. }
+            | Self::ReadOnly { path }
+            | Self::Denied { path, .. }
+            | Self::Cold { path } => path,
+        }
+    }
+}

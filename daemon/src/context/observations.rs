@@ -1,0 +1,153 @@
+//! `Observations`: one session's bounded record of the file versions it has seen, the paths it is
+//! writing right now, and the sink (the watcher) told about every record.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::Version;
+
+/// Default cap on the files one session remembers having observed.
+pub const DEFAULT_MAX_OBSERVED: usize = 10_000;
+
+/// One session's observed versions, bounded: past the cap the least recently touched records
+/// (a sixteenth of them at once) are forgotten, which only means those files must be read
+/// again before they are written.
+pub struct Observations {
+    max: usize,
+    inner: Mutex<ObservedMap>,
+    /// Paths this session is writing right now (count per path): between the file changing on
+    /// disk and the new version being recorded, a staleness check must not take the session's
+    /// own write for somebody else's.
+    writing: Mutex<HashMap<PathBuf, usize>>,
+    /// Told about every record and every forgotten path (the watcher), if anyone listens.
+    sink: Option<Arc<dyn ObservationSink>>,
+}
+
+impl std::fmt::Debug for Observations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observations").field("max", &self.max).field("len", &self.len()).finish()
+    }
+}
+
+/// Someone who wants to know which files a session holds observations of (the watcher, so it
+/// can watch them and tell the session when they go stale). Called outside any lock of ours.
+pub trait ObservationSink: Send + Sync {
+    /// The session recorded (or refreshed) its observation of `path`, a file with `links` hard
+    /// links (as seen by the read or write that made the record).
+    fn observed(&self, path: &Path, links: u64);
+    /// The session no longer holds an observation of `path` (evicted, or the session ended).
+    fn forgotten(&self, path: &Path);
+}
+
+#[derive(Debug, Default)]
+struct ObservedMap {
+    versions: HashMap<PathBuf, (Version, u64)>,
+    tick: u64,
+}
+
+impl Observations {
+    /// An empty record that holds at most `max` files.
+    pub fn new(max: usize) -> Self {
+        Self { max: max.max(1), inner: Mutex::default(), writing: Mutex::default(), sink: None }
+    }
+
+    /// An empty record whose changes are reported to `sink`.
+    pub fn with_sink(max: usize, sink: Arc<dyn ObservationSink>) -> Self {
+        Self { max: max.max(1), inner: Mutex::default(), writing: Mutex::default(), sink: Some(sink) }
+    }
+
+    /// Marks `path` as being written by this session until the guard is dropped (after the new
+    /// version is recorded).
+    pub fn writing(&self, path: &Path) -> WritingGuard<'_> {
+        *self.writing.lock().unwrap_or_else(PoisonError::into_inner).entry(path.to_owned()).or_insert(0) += 1;
+        WritingGuard { observations: self, path: path.to_owned() }
+    }
+
+    /// Whether this session is writing `path` right now.
+    pub fn is_writing(&self, path: &Path) -> bool {
+        self.writing.lock().unwrap_or_else(PoisonError::into_inner).contains_key(path)
+    }
+
+    /// The recorded version of `path`, without counting as a use (for the watcher).
+    pub fn peek(&self, path: &Path) -> Option<Version> {
+        let map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        map.versions.get(path).map(|(version, _)| *version)
+    }
+
+    /// The recorded version of `path`.
+    pub fn get(&self, path: &Path) -> Option<Version> {
+        let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        map.tick += 1;
+        let tick = map.tick;
+        map.versions.get_mut(path).map(|(version, used)| {
+            *used = tick;
+            *version
+        })
+    }
+
+    /// Records that the session has seen (or written) `version` of `path`.
+    pub fn record(&self, path: &Path, version: Version, links: u64) {
+        let evicted = {
+            let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            map.tick += 1;
+            let tick = map.tick;
+            map.versions.insert(path.to_owned(), (version, tick));
+            let mut evicted = Vec::new();
+            if map.versions.len() > self.max {
+                let count = crate::lru::batch(map.versions.len()).min(map.versions.len() - 1);
+                evicted = crate::lru::least_recent(&map.versions, count, |(_, used)| *used);
+                for path in &evicted {
+                    map.versions.remove(path);
+                }
+            }
+            evicted
+        };
+        if let Some(sink) = &self.sink {
+            sink.observed(path, links);
+            for path in &evicted {
+                sink.forgotten(path);
+            }
+        }
+    }
+
+    /// Files currently recorded.
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).versions.len()
+    }
+
+    /// Whether nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Marks a path as being written by its session; see [`Observations::writing`].
+#[derive(Debug)]
+pub struct WritingGuard<'a> {
+    observations: &'a Observations,
+    path: PathBuf,
+}
+
+impl Drop for WritingGuard<'_> {
+    fn drop(&mut self) {
+        let mut writing = self.observations.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = writing.get_mut(&self.path) {
+            *count -= 1;
+            if *count == 0 {
+                writing.remove(&self.path);
+            }
+        }
+    }
+}
+
+impl Drop for Observations {
+    fn drop(&mut self) {
+        if let Some(sink) = &self.sink {
+            let map = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+            for path in map.versions.keys() {
+                sink.forgotten(path);
+            }
+        }
+    }
+}

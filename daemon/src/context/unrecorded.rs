@@ -1,0 +1,107 @@
+//! `Unrecorded`: the file context's non-recording handle, behind the `fs/*` escape hatch. It
+//! obeys the session's roots, read-only flag and deny rules, and records nothing.
+
+use super::deny::Access;
+use super::{
+    ContextError, EditView, FileContext, FileError, ReadView, Replacement, Resolved, Snapshot, Stat, Version,
+    WriteView,
+};
+use crate::provider::Expectation;
+
+/// What `fs/writeText` expects to find, as the client said it (the version still as text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawExpectation<'v> {
+    /// Whatever is there.
+    Any,
+    /// Nothing.
+    Absent,
+    /// This version.
+    Version(&'v str),
+}
+
+/// The `fs/*` escape hatch: the provider's operations through the session's roots, read-only
+/// flag and deny rules, recording nothing (a later edit still needs a read through the
+/// context). See [`FileContext::unrecorded`].
+#[derive(Debug, Clone, Copy)]
+pub struct Unrecorded<'a> {
+    pub(super) files: FileContext<'a>,
+}
+
+impl Unrecorded<'_> {
+    /// Resolves a path (no content is looked at, so no deny rule applies).
+    pub fn resolve(&self, path: &str) -> Result<Resolved, ContextError> {
+        self.files.resolve(path)
+    }
+
+    /// Stat of a path.
+    pub fn stat(&self, path: &str) -> Result<(Resolved, Stat), ContextError> {
+        let target = self.files.target(path, Access::Read)?;
+        let stat = self.files.provider.stat(&target)?;
+        Ok((target, stat))
+    }
+
+    /// A window, recorded nowhere.
+    pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
+        let target = self.files.target(path, Access::Read)?;
+        let outcome = self.files.provider.read(&target, offset, limit)?;
+        Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
+    }
+
+    /// The current version pinned for streaming from line `offset` (which must exist).
+    pub fn stream(&self, path: &str, offset: u64) -> Result<Snapshot, ContextError> {
+        let target = self.files.target(path, Access::Read)?;
+        let snapshot = self.files.provider.snapshot(&target)?;
+        let total = snapshot.total_lines();
+        if offset == 0 || offset > total.max(1) {
+            return Err(FileError::OffsetPastEnd { path: target.display, offset, total_lines: total }.into());
+        }
+        Ok(snapshot)
+    }
+
+    /// The version a client named, or the stale error it deserves when it is not one this
+    /// daemon could have issued (the file cannot be at it).
+    fn expected(&self, target: &Resolved, text: &str) -> Result<Version, ContextError> {
+        match Version::parse(text) {
+            Some(version) => Ok(version),
+            None => {
+                let current = self.files.provider.current_version(target)?;
+                Err(FileError::StaleVersion { path: target.display.clone(), current }.into())
+            }
+        }
+    }
+
+    /// A write with the client's own expectation.
+    pub fn write(
+        &self,
+        path: &str,
+        content: &str,
+        expect: RawExpectation<'_>,
+    ) -> Result<WriteView, ContextError> {
+        let target = self.files.target(path, Access::Write)?;
+        let expect = match expect {
+            RawExpectation::Any => Expectation::ANY,
+            RawExpectation::Absent => Expectation::ABSENT,
+            RawExpectation::Version(text) => Expectation::version(self.expected(&target, text)?),
+        };
+        let outcome = self.files.provider.write(&target, content, expect)?;
+        Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
+    }
+
+    /// An edit against the client's own expected version.
+    pub fn edit(
+        &self,
+        path: &str,
+        change: &Replacement<'_>,
+        expected: &str,
+    ) -> Result<EditView, ContextError> {
+        let target = self.files.target(path, Access::Write)?;
+        let expected = self.expected(&target, expected)?;
+        let outcome = self.files.provider.edit(&target, change, expected)?;
+        Ok(EditView {
+            display: target.display,
+            replacements: outcome.replacements,
+            replace_all: change.all(),
+            version: outcome.version,
+        })
+    }
+}

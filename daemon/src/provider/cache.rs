@@ -1,0 +1,213 @@
+//! The provider's cache: one entry per file version (fingerprint, version, line index, mapping,
+//! open file), bounded by count, index bytes, mapped bytes and open files, swept when idle.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError};
+
+use super::index::{LineIndex, NotText};
+use super::mmap::Mapped;
+use super::snapshot::Body;
+use super::version;
+use super::{Fingerprint, Provider, ProviderConfig, Version};
+
+/// What the provider remembers about one file version.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) fingerprint: Fingerprint,
+    pub(super) version: Version,
+    /// When hashing started (nanoseconds since the epoch), for the racy rule.
+    pub(super) recorded_ns: i128,
+    pub(super) text: Result<Arc<LineIndex>, NotText>,
+    /// The file mapped once for this version (large files on local filesystems).
+    pub(super) mapping: Option<Arc<Mapped>>,
+    /// The file, kept open while the cache's budget of open files allows.
+    pub(super) file: Option<Arc<File>>,
+    /// Whether the file is on a local filesystem (see [`mmap::mappable`]).
+    pub(super) local: bool,
+}
+
+impl Entry {
+    fn heap_bytes(&self) -> usize {
+        self.text.as_ref().map(|i| i.heap_bytes()).unwrap_or(0)
+    }
+
+    fn mapped_bytes(&self) -> usize {
+        self.mapping.as_ref().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Where windows of this cached version are read from: its mapping, else the file.
+    pub(super) fn body(&self) -> Body {
+        match &self.mapping {
+            Some(mapped) => Body::Mapped(mapped.clone()),
+            None => Body::File,
+        }
+    }
+}
+
+/// Cache of entries by canonical path, bounded by count, index bytes, mapped bytes and open
+/// files (least recently used evicted first).
+#[derive(Debug, Default)]
+pub(super) struct Cache {
+    entries: HashMap<PathBuf, (Arc<Entry>, u64)>,
+    tick: u64,
+    index_bytes: usize,
+    mapped_bytes: usize,
+    open_files: usize,
+    /// `tick` at the last idle sweep: entries not used since were idle for a whole period.
+    swept_at: u64,
+}
+
+impl Cache {
+    fn get(&mut self, path: &Path) -> Option<Arc<Entry>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(path).map(|(entry, used)| {
+            *used = tick;
+            entry.clone()
+        })
+    }
+
+    /// Caches `entry`; returns it and the entries it replaced or evicted. Callers drop those
+    /// after letting go of the cache's lock: dropping the last handle closes a file or unmaps a
+    /// mapping, which must not hold up every other read's cache lookup.
+    fn insert(
+        &mut self,
+        path: PathBuf,
+        mut entry: Entry,
+        config: &ProviderConfig,
+    ) -> (Arc<Entry>, Vec<Arc<Entry>>) {
+        let mut released: Vec<Arc<Entry>> = self.remove(&path).into_iter().collect();
+        if entry.file.is_some() && self.open_files >= config.max_open_files {
+            entry.file = None;
+        }
+        let entry = Arc::new(entry);
+        self.tick += 1;
+        self.index_bytes += entry.heap_bytes();
+        self.mapped_bytes += entry.mapped_bytes();
+        self.open_files += usize::from(entry.file.is_some());
+        self.entries.insert(path, (entry.clone(), self.tick));
+        while self.entries.len() > 1
+            && (self.entries.len() > config.max_cached_files.max(1)
+                || self.index_bytes > config.max_index_bytes
+                || self.mapped_bytes > config.max_mapped_bytes)
+        {
+            // Keep the entry just inserted: it is the most recently used, so it is never among
+            // the batch unless it is the only entry left (excluded by the loop condition).
+            let count = crate::lru::batch(self.entries.len()).min(self.entries.len() - 1);
+            for path in crate::lru::least_recent(&self.entries, count, |(_, used)| *used) {
+                released.extend(self.remove(&path));
+            }
+        }
+        (entry, released)
+    }
+
+    /// Takes `path`'s entry out (see [`Cache::insert`] on dropping it).
+    pub(super) fn remove(&mut self, path: &Path) -> Option<Arc<Entry>> {
+        let (old, _) = self.entries.remove(path)?;
+        self.forget_sizes(&old);
+        Some(old)
+    }
+
+    fn forget_sizes(&mut self, old: &Entry) {
+        self.index_bytes -= old.heap_bytes();
+        self.mapped_bytes -= old.mapped_bytes();
+        self.open_files -= usize::from(old.file.is_some());
+    }
+
+    /// Takes out the least recently used entries that hold mappings until the cached mappings
+    /// total at most `target` bytes (see [`Cache::insert`] on dropping them).
+    pub(super) fn shed_mapped(&mut self, target: usize) -> Vec<Arc<Entry>> {
+        let mut mapped: Vec<(u64, PathBuf)> = self
+            .entries
+            .iter()
+            .filter(|(_, (entry, _))| entry.mapping.is_some())
+            .map(|(path, (_, used))| (*used, path.clone()))
+            .collect();
+        mapped.sort_unstable();
+        let mut released = Vec::new();
+        for (_, path) in mapped {
+            if self.mapped_bytes <= target {
+                break;
+            }
+            released.extend(self.remove(&path));
+        }
+        released
+    }
+
+    /// Takes out the entries nobody used since the previous sweep (see [`Cache::insert`] on
+    /// dropping them).
+    fn sweep(&mut self) -> Vec<Arc<Entry>> {
+        let idle_before = self.swept_at;
+        self.swept_at = self.tick;
+        let idle: Vec<PathBuf> = self
+            .entries
+            .iter()
+            .filter(|(_, (_, used))| *used <= idle_before)
+            .map(|(p, _)| p.clone())
+            .collect();
+        let released: Vec<Arc<Entry>> = idle.iter().filter_map(|path| self.remove(path)).collect();
+        if self.entries.is_empty() {
+            // Give the table's memory back too, not just its entries.
+            *self = Cache { tick: self.tick, swept_at: self.swept_at, ..Cache::default() };
+        }
+        released
+    }
+}
+
+impl Provider {
+    /// Files with cached state.
+    pub fn cached_files(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).entries.len()
+    }
+
+    /// Bytes of files mapped by cached entries.
+    pub fn mapped_bytes(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).mapped_bytes
+    }
+
+    pub(super) fn cached(&self, path: &Path, fingerprint: &Fingerprint) -> Option<Arc<Entry>> {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = cache.get(path)?;
+        let usable = entry.fingerprint == *fingerprint
+            && version::trusted(fingerprint, entry.recorded_ns)
+            && !entry.mapping.as_ref().is_some_and(|m| m.torn());
+        usable.then_some(entry)
+    }
+
+    pub(super) fn remember(&self, path: &Path, entry: Entry) -> Arc<Entry> {
+        let (entry, released) = self.cache.lock().unwrap_or_else(PoisonError::into_inner).insert(
+            path.to_owned(),
+            entry,
+            &self.config,
+        );
+        drop(released);
+        entry
+    }
+
+    /// Cached files that keep their file open.
+    pub fn open_files(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).open_files
+    }
+
+    /// Drops what nobody used since the previous call (closing files, unmapping, freeing
+    /// indexes), so an idle daemon shrinks back; returns how many entries went. Called
+    /// periodically: an entry goes after one to two periods without use.
+    pub fn sweep_idle(&self) -> usize {
+        let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).sweep();
+        released.len()
+    }
+
+    /// Drops what is cached about `path` (it changed, or the watcher saw it change).
+    pub fn forget(&self, path: &Path) {
+        let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).remove(path);
+        drop(released);
+    }
+
+    /// Drops everything cached (the watcher lost events).
+    pub fn forget_all(&self) {
+        let released = std::mem::take(&mut *self.cache.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(released);
+    }
+}

@@ -1,0 +1,96 @@
+//! What provider operations take and answer: write expectations, stat, and the outcomes of
+//! read, write and edit.
+
+use super::Version;
+use super::index::Window;
+
+/// What must be true of a file for a write to go ahead. Only the file context builds one (from
+/// a session's observation, or from what an `fs/*` client named); `daemon/tests/it/tidy.rs`
+/// fails when anything else does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expectation(pub(super) Expect);
+
+/// The kinds of [`Expectation`], as the write path matches on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Expect {
+    /// Whatever is there (create or replace).
+    Any,
+    /// Nothing is there: create only, never clobber.
+    Absent,
+    /// Exactly this version is there.
+    Version(Version),
+}
+
+impl Expectation {
+    /// Whatever is there (create or replace).
+    pub(crate) const ANY: Self = Self(Expect::Any);
+    /// Nothing is there: create only, never clobber.
+    pub(crate) const ABSENT: Self = Self(Expect::Absent);
+
+    /// Exactly `version` is there.
+    pub(crate) fn version(version: Version) -> Self {
+        Self(Expect::Version(version))
+    }
+}
+
+/// What a path names, for stat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A folder.
+    Directory,
+    /// A socket, device or fifo.
+    Other,
+    /// Nothing.
+    Missing,
+}
+
+/// Result of [`Provider::stat`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// What is there.
+    pub kind: Kind,
+    /// Size in bytes.
+    pub size: Option<u64>,
+    /// Content version (regular text or binary files); `None` for a file over the hash cap
+    /// (`max_hash_bytes`).
+    pub version: Option<Version>,
+    /// Modification time in milliseconds since the epoch.
+    pub mtime_ms: Option<i64>,
+    /// Permission bits.
+    pub mode: Option<u32>,
+}
+
+/// Result of [`Provider::read`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// The version the window was cut from.
+    pub version: Version,
+    /// The window.
+    pub window: Window,
+    /// Hard links the file had when it was opened.
+    pub links: u64,
+}
+
+/// Result of [`Provider::write`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Whether the file was created (else replaced).
+    pub created: bool,
+    /// The new version.
+    pub version: Version,
+    /// Hard links the written file has.
+    pub links: u64,
+}
+
+/// Result of [`Provider::edit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditOutcome {
+    /// Occurrences replaced.
+    pub replacements: u64,
+    /// The new version.
+    pub version: Version,
+    /// Hard links the edited file has.
+    pub links: u64,
+}

@@ -1,0 +1,94 @@
+//! `Snapshot`: one pinned version of a text file, and windows cut from it (checked against
+//! the fingerprint and a torn mapping after copying).
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::sync::Arc;
+
+use super::cache::Entry;
+use super::index::{self, LineIndex, NotText, Window};
+use super::mmap::Mapped;
+use super::{Fingerprint, Version};
+
+/// Where a snapshot's bytes come from.
+#[derive(Debug)]
+pub(super) enum Body {
+    /// Read whole into memory just now: consistent by construction.
+    Memory(Vec<u8>),
+    /// The version's mapping: check `torn()` and the fingerprint after copying.
+    Mapped(Arc<Mapped>),
+    /// Positional reads of the open file: check the fingerprint after reading.
+    File,
+}
+
+/// One version of a text file, pinned for reading windows from it: its index, an open file
+/// (which keeps the inode), and where its bytes come from.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The version every window of this snapshot belongs to.
+    pub version: Version,
+    /// Hard links the file had when it was opened.
+    pub links: u64,
+    index: Arc<LineIndex>,
+    fingerprint: Fingerprint,
+    file: Arc<File>,
+    body: Body,
+}
+
+/// A snapshot's file changed (or its mapping was torn) while a window was being cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Changed;
+
+impl Snapshot {
+    /// Pins `entry`'s version for reading windows from `body` through `file` (which has
+    /// `links` hard links); fails when the version is not text.
+    pub(super) fn pin(entry: &Entry, file: Arc<File>, links: u64, body: Body) -> Result<Self, NotText> {
+        let index = entry.text.as_ref().map_err(|why| *why)?.clone();
+        Ok(Self { version: entry.version, links, index, fingerprint: entry.fingerprint, file, body })
+    }
+
+    /// Lines in the file.
+    pub fn total_lines(&self) -> u64 {
+        self.index.total_lines()
+    }
+
+    /// Cuts lines `offset..offset + limit` out of this version, or reports that the file
+    /// changed under it (the window is then discarded, never returned).
+    pub fn window(&self, offset: u64, limit: u64) -> Result<Window, WindowError> {
+        let window = match &self.body {
+            Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, offset, limit),
+            Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, offset, limit),
+            Body::File => index::window(&*self.file, &self.index, offset, limit),
+        };
+        let window = match window {
+            Ok(window) => window,
+            Err(e) if matches!(e.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData) => {
+                return Err(WindowError::Changed(Changed));
+            }
+            Err(e) => return Err(WindowError::Io(e)),
+        };
+        if let Body::Mapped(mapped) = &self.body
+            && mapped.torn()
+        {
+            return Err(WindowError::Changed(Changed));
+        }
+        if !matches!(self.body, Body::Memory(_)) && !self.unchanged() {
+            return Err(WindowError::Changed(Changed));
+        }
+        Ok(window)
+    }
+
+    /// Whether the open file still has the fingerprint this snapshot was taken at.
+    fn unchanged(&self) -> bool {
+        self.file.metadata().map(|m| Fingerprint::of(&m) == self.fingerprint).unwrap_or(false)
+    }
+}
+
+/// Why a window could not be cut from a snapshot.
+#[derive(Debug)]
+pub enum WindowError {
+    /// The file changed under the snapshot.
+    Changed(Changed),
+    /// Reading failed.
+    Io(std::io::Error),
+}

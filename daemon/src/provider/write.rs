@@ -1,0 +1,407 @@
+//! The write path: locks, the version guard, literal edits, staging beside the target and the
+//! atomic replace (or the in-place rewrite of a multi-link file), folder creation.
+
+use std::ffi::OsStr;
+use std::fs::{File, Metadata};
+use std::io::{ErrorKind, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+
+use super::beneath;
+use super::edit::{self, Replacement};
+use super::error::io_error;
+use super::index::{self, NotText};
+use super::leftovers::crash_point;
+use super::lock::{self, LockError};
+use super::outcome::Expect;
+use super::read::{read_all_at, regular};
+use super::{EditOutcome, Expectation, Provider, ProviderError, Resolved, Version, WriteOutcome, leftovers};
+
+/// The daemon's effective user and group, asked once: a staged file whose target belongs to
+/// someone else is given the target's owner.
+static OWNER: std::sync::LazyLock<(u32, u32)> =
+    std::sync::LazyLock::new(|| (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw()));
+
+impl Provider {
+    fn lock_path(&self, target: &Resolved) -> Result<lock::PathGuard<'_>, ProviderError> {
+        self.locks.lock(&target.path, self.config.lock_patience).ok_or_else(|| ProviderError::Busy {
+            path: target.display.clone(),
+            why: format!("another request of this daemon has held it for {:?}", self.config.lock_patience),
+        })
+    }
+
+    fn lock_file(&self, target: &Resolved) -> Result<lock::LockedFile, ProviderError> {
+        match lock::lock_file(&target.dir, &target.rel, self.config.lock_patience) {
+            Ok(locked) => {
+                regular(target, &locked.meta)?;
+                Ok(locked)
+            }
+            Err(LockError::Busy(waited)) => Err(ProviderError::Busy {
+                path: target.display.clone(),
+                why: format!("another process has held its lock (flock) for {waited:?}"),
+            }),
+            Err(LockError::Io(e)) => Err(io_error(&target.display, "lock", e)),
+        }
+    }
+
+    /// Writes `content` as the whole file, if `expect` holds, atomically.
+    pub fn write(
+        &self,
+        target: &Resolved,
+        content: &str,
+        expect: Expectation,
+    ) -> Result<WriteOutcome, ProviderError> {
+        let size = content.len() as u64;
+        if size > self.config.max_edit_bytes {
+            return Err(ProviderError::TooLarge {
+                path: target.display.clone(),
+                size,
+                limit: self.config.max_edit_bytes,
+            });
+        }
+        let _guard = self.lock_path(target)?;
+        let existing = match target.dir.open_path(&target.rel).and_then(|f| f.metadata()) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(io_error(&target.display, "stat", e)),
+        };
+        let created = match existing {
+            Some(meta) if meta.is_dir() => {
+                return Err(ProviderError::IsDirectory { path: target.display.clone() });
+            }
+            Some(meta) if !meta.is_file() => {
+                return Err(ProviderError::NotRegularFile { path: target.display.clone() });
+            }
+            Some(_) if expect.0 == Expect::Absent => {
+                return Err(ProviderError::AlreadyExists { path: target.display.clone() });
+            }
+            Some(_) => {
+                let locked = self.lock_file(target)?;
+                if let Expect::Version(expected) = expect.0 {
+                    let current = self.version_of(target, &locked.file, &locked.meta)?;
+                    if current != expected {
+                        return Err(ProviderError::StaleVersion {
+                            path: target.display.clone(),
+                            current: Some(current),
+                        });
+                    }
+                }
+                (false, self.replace(target, &locked, content.as_bytes())?.1)
+            }
+            None => {
+                if let Expect::Version(_) = expect.0 {
+                    return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
+                }
+                match self.create(target, content.as_bytes()) {
+                    Ok(links) => (true, links),
+                    Err(ProviderError::AlreadyExists { .. }) if expect.0 == Expect::Any => {
+                        // It appeared between our stat and our create: replace it instead.
+                        let locked = self.lock_file(target)?;
+                        (false, self.replace(target, &locked, content.as_bytes())?.1)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let (created, links) = created;
+        let version = self.remember_written(target, content.as_bytes());
+        Ok(WriteOutcome { created, version, links })
+    }
+
+    /// Makes `change` in the text file at `target`, if it is at `expected`.
+    ///
+    /// One critical section: path lock, flock, inode re-check, version check (before any
+    /// matching, so a stale edit is reported as stale even when `old` no longer matches),
+    /// literal match, atomic replace.
+    pub fn edit(
+        &self,
+        target: &Resolved,
+        change: &Replacement<'_>,
+        expected: Version,
+    ) -> Result<EditOutcome, ProviderError> {
+        let _guard = self.lock_path(target)?;
+        let locked = match self.lock_file(target) {
+            Ok(locked) => locked,
+            Err(ProviderError::NotFound { why: None, .. }) => {
+                return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
+            }
+            Err(e) => return Err(e),
+        };
+        let size = locked.meta.len();
+        if size > self.config.max_edit_bytes {
+            return Err(ProviderError::TooLarge {
+                path: target.display.clone(),
+                size,
+                limit: self.config.max_edit_bytes,
+            });
+        }
+        let bytes = read_all_at(&locked.file, size).map_err(|e| io_error(&target.display, "read", e))?;
+        // The version first (a stale edit is reported as stale whatever else is wrong), then
+        // whether the bytes are text; an edit needs no line index.
+        let current = Version::of(&bytes);
+        if current != expected {
+            return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
+        }
+        let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF".as_slice()) {
+            Some(rest) => (true, rest),
+            None => (false, bytes.as_slice()),
+        };
+        // Text: valid UTF-8 without NUL. One check on the common path; when it fails, the scan's
+        // own check names the first offending byte exactly as a read would.
+        let body = match std::str::from_utf8(body) {
+            Ok(body) if memchr::memchr(0, body.as_bytes()).is_none() => body,
+            _ => {
+                let why = index::check_text(&bytes).err().unwrap_or(NotText::InvalidUtf8(0));
+                return Err(ProviderError::NotText { path: target.display.clone(), why });
+            }
+        };
+        let (replaced, replacements) = edit::apply(body, change).map_err(|miss| match miss {
+            edit::Miss::NoMatch { hint } => ProviderError::NoMatch { path: target.display.clone(), hint },
+            edit::Miss::Ambiguous(matches) => {
+                ProviderError::AmbiguousMatch { path: target.display.clone(), matches }
+            }
+        })?;
+        let out = if bom {
+            let mut out = Vec::with_capacity(replaced.len() + 3);
+            out.extend_from_slice(b"\xEF\xBB\xBF");
+            out.extend_from_slice(replaced.as_bytes());
+            out
+        } else {
+            replaced.into_bytes()
+        };
+        crash_point!("provider::edit::matched");
+        let (_, links) = self.replace(target, &locked, &out)?;
+        let version = self.remember_written(target, &out);
+        Ok(EditOutcome { replacements, version, links })
+    }
+
+    /// The version of bytes we just wrote. What was cached for the file is dropped: an entry
+    /// for a file just written would be racy (within the 2 s window), never trusted, so the next
+    /// access hashes and indexes it anyway.
+    fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> Version {
+        self.forget(&target.path);
+        Version::of(bytes)
+    }
+
+    /// The folder `target` lives in, opened beneath its root, with the target's own name.
+    fn parent_of<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
+        let name = file_name(target)?;
+        let parent = target.rel.parent().unwrap_or(Path::new(""));
+        let dir =
+            target.dir.open_dir(parent).map_err(|e| io_error(&target.display, "open the folder of", e))?;
+        Ok((dir, name))
+    }
+
+    fn sync_dir(&self, dir: &OwnedFd, target: &Resolved) -> Result<(), ProviderError> {
+        if self.config.fsync {
+            rustix::fs::fsync(dir).map_err(|e| io_error(&target.display, "sync the folder of", e.into()))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` to a new temporary file in `dir` (created exclusively, mode 0600, under
+    /// a name nobody can guess) and syncs it; gives it `mode` (and the owner of `like`) on the
+    /// descriptor once its content is complete. The caller moves it in place.
+    fn stage(
+        &self,
+        dir: &OwnedFd,
+        dir_path: &Path,
+        target: &Resolved,
+        bytes: &[u8],
+        mode: u32,
+        like: Option<&Metadata>,
+    ) -> Result<(String, File), ProviderError> {
+        self.leftovers.clean_once(dir, dir_path);
+        let name = target.rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let (temp, mut file) = self
+            .leftovers
+            .create(dir, &name)
+            .map_err(|e| io_error(&target.display, "create a temporary file for", e))?;
+        crash_point!("provider::stage::created");
+        let staged = (|| -> std::io::Result<()> {
+            // Tests: a full disk while the temporary file is written (FILECTX_FAILPOINTS).
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("provider::stage::write", |_| Err(std::io::Error::from_raw_os_error(
+                libc::ENOSPC
+            )));
+            // Two writes only when a test armed the crash points (one to die between).
+            #[cfg(feature = "failpoints")]
+            let bytes = if leftovers::armed() {
+                let (head, tail) = bytes.split_at(bytes.len() / 2);
+                file.write_all(head)?;
+                crash_point!("provider::stage::half_written");
+                tail
+            } else {
+                bytes
+            };
+            file.write_all(bytes)?;
+            if self.config.fsync {
+                file.sync_data()?;
+            }
+            if let Some(meta) = like
+                && (meta.uid(), meta.gid()) != *OWNER
+            {
+                // Only root (or the owner, for the group) may do this; keep going if refused.
+                let _ = rustix::fs::fchown(
+                    &file,
+                    Some(rustix::fs::Uid::from_raw(meta.uid())),
+                    Some(rustix::fs::Gid::from_raw(meta.gid())),
+                );
+            }
+            // The final mode only now that the content is complete (after fchown, which may
+            // clear set-id bits).
+            rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))?;
+            crash_point!("provider::stage::written");
+            Ok(())
+        })();
+        if let Err(e) = staged {
+            let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
+            return Err(io_error(&target.display, "write", e));
+        }
+        Ok((temp, file))
+    }
+
+    /// Replaces an existing (locked) file's content: atomically by rename, or in place (under
+    /// the locks) when the file has several hard links, so that it stays one file shared by all
+    /// of them. Returns (false, the file's hard links).
+    fn replace(
+        &self,
+        target: &Resolved,
+        locked: &lock::LockedFile,
+        bytes: &[u8],
+    ) -> Result<(bool, u64), ProviderError> {
+        let meta = &locked.meta;
+        if meta.nlink() > 1 {
+            if self.config.refuse_multi_link_writes {
+                return Err(ProviderError::Refused {
+                    path: target.display.clone(),
+                    why: format!(
+                        "it has {} hard links, and this daemon refuses writes to files with several \
+                         (refuse_multi_link_writes)",
+                        meta.nlink()
+                    ),
+                });
+            }
+            // Opened beneath the root, never through a symlink, and it must be the very inode
+            // that was locked and checked.
+            let file = target
+                .dir
+                .open(
+                    &target.rel,
+                    rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY,
+                    rustix::fs::Mode::empty(),
+                )
+                .map(File::from)
+                .map_err(|e| io_error(&target.display, "open", e))?;
+            let now = file.metadata().map_err(|e| io_error(&target.display, "stat", e))?;
+            if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
+                return Err(ProviderError::Busy {
+                    path: target.display.clone(),
+                    why: "it was replaced while being written".into(),
+                });
+            }
+            let written = (|| -> std::io::Result<()> {
+                file.write_all_at(bytes, 0)?;
+                file.set_len(bytes.len() as u64)?;
+                if self.config.fsync {
+                    file.sync_data()?;
+                }
+                Ok(())
+            })();
+            written.map_err(|e| io_error(&target.display, "write", e))?;
+            return Ok((false, now.nlink()));
+        }
+        let (dir, name) = self.parent_of(target)?;
+        let dir_path = target.path.parent().unwrap_or(Path::new("/"));
+        let (temp, file) = self.stage(&dir, dir_path, target, bytes, meta.mode(), Some(meta))?;
+        if let Err(e) = rustix::fs::renameat(&dir, temp.as_str(), &dir, name) {
+            let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
+            return Err(io_error(&target.display, "replace", e.into()));
+        }
+        crash_point!("provider::replace::renamed");
+        self.sync_dir(&dir, target)?;
+        Ok((false, file.metadata().map(|m| m.nlink()).unwrap_or(1)))
+    }
+
+    /// Opens (creating what is missing) the folder `target` is to be created in, one
+    /// component at a time beneath the root: a folder swapped for a symlink meanwhile fails.
+    fn make_parent<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
+        let io = |op, e: std::io::Error| io_error(&target.display, op, e);
+        let name = file_name(target)?;
+        let parent = target.rel.parent().unwrap_or(Path::new(""));
+        // The deepest folder of `parent` that exists; the rest is created below it.
+        let mut existing = parent;
+        let dir = loop {
+            match target.dir.open_dir(existing) {
+                Ok(dir) => break dir,
+                Err(e) if e.kind() == ErrorKind::NotFound && !existing.as_os_str().is_empty() => {
+                    existing = existing.parent().unwrap_or(Path::new(""));
+                }
+                Err(e) => return Err(io("open the folder of", e)),
+            }
+        };
+        let mut dir = dir;
+        let rest = parent.strip_prefix(existing).unwrap_or(Path::new(""));
+        for component in rest.components() {
+            let part = component.as_os_str();
+            match rustix::fs::mkdirat(&dir, part, rustix::fs::Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(io("create the folder of", e.into())),
+            }
+            dir = beneath::open_beneath(
+                &dir,
+                Path::new(part),
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .map_err(|e| io("create the folder of", e))?;
+        }
+        Ok((dir, name))
+    }
+
+    /// Creates a new file with `bytes`, never clobbering one that appeared meanwhile; returns
+    /// the new file's hard links (1).
+    fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<u64, ProviderError> {
+        let (dir, name) = self.make_parent(target)?;
+        let dir_path = target.path.parent().unwrap_or(Path::new("/"));
+        let mode = 0o666 & !*leftovers::UMASK;
+        let (temp, _file) = self.stage(&dir, dir_path, target, bytes, mode, None)?;
+        let moved =
+            rustix::fs::renameat_with(&dir, temp.as_str(), &dir, name, rustix::fs::RenameFlags::NOREPLACE);
+        let result = match moved {
+            Ok(()) => {
+                crash_point!("provider::create::renamed");
+                self.sync_dir(&dir, target)?;
+                return Ok(1);
+            }
+            Err(rustix::io::Errno::EXIST) => {
+                Err(ProviderError::AlreadyExists { path: target.display.clone() })
+            }
+            // Filesystems without RENAME_NOREPLACE: link(2) also refuses to clobber.
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS | rustix::io::Errno::NOTSUP) => {
+                match rustix::fs::linkat(&dir, temp.as_str(), &dir, name, rustix::fs::AtFlags::empty()) {
+                    Ok(()) => Ok(1),
+                    Err(rustix::io::Errno::EXIST) => {
+                        Err(ProviderError::AlreadyExists { path: target.display.clone() })
+                    }
+                    Err(e) => Err(io_error(&target.display, "create", e.into())),
+                }
+            }
+            Err(errno) => Err(io_error(&target.display, "create", errno.into())),
+        };
+        let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
+        result?;
+        self.sync_dir(&dir, target)?;
+        Ok(1)
+    }
+}
+
+/// The name `target` has in its folder (a root itself has none: it is a folder).
+fn file_name(target: &Resolved) -> Result<&OsStr, ProviderError> {
+    target
+        .rel
+        .file_name()
+        .filter(|name| beneath::is_plain_name(name))
+        .ok_or_else(|| ProviderError::IsDirectory { path: target.display.clone() })
+}
