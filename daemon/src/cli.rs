@@ -487,7 +487,7 @@ impl Args {
             },
         };
         let defaults = Config::default();
-        let provider = &defaults.provider;
+        let service = &defaults.files;
         let socket = match self.socket.clone().or(file.socket.clone()) {
             Some(path) => path,
             None => default_socket(),
@@ -575,31 +575,31 @@ impl Args {
                     .or(file.max_partial_frame_bytes)
                     .unwrap_or(defaults.max_partial_frame_bytes as u64),
             )?,
-            max_edit_bytes: self.max_edit_bytes.or(file.max_edit_bytes).unwrap_or(provider.max_edit_bytes),
+            max_edit_bytes: self.max_edit_bytes.or(file.max_edit_bytes).unwrap_or(service.max_edit_bytes),
             lock_timeout: seconds(
                 "lock_timeout",
-                self.lock_timeout.or(file.lock_timeout).unwrap_or(provider.lock_patience.as_secs_f64()),
+                self.lock_timeout.or(file.lock_timeout).unwrap_or(service.lock_patience.as_secs_f64()),
             )?,
-            fsync: if self.no_fsync { false } else { file.fsync.unwrap_or(provider.fsync) },
+            fsync: if self.no_fsync { false } else { file.fsync.unwrap_or(service.fsync) },
             max_cached_files: at_least_one(
                 "max_cached_files",
-                self.max_cached_files.or(file.max_cached_files).unwrap_or(provider.max_cached_files as u64),
+                self.max_cached_files.or(file.max_cached_files).unwrap_or(service.max_cached_files as u64),
             )?,
             max_cache_bytes: self
                 .max_cache_bytes
                 .or(file.max_cache_bytes)
-                .unwrap_or(provider.max_index_bytes as u64),
+                .unwrap_or(service.max_index_bytes as u64),
             max_mapped_bytes: self
                 .max_mapped_bytes
                 .or(file.max_mapped_bytes)
-                .unwrap_or(provider.max_mapped_bytes as u64),
+                .unwrap_or(service.max_mapped_bytes as u64),
             max_open_files: self
                 .max_open_files
                 .or(file.max_open_files)
-                .unwrap_or(provider.max_open_files as u64),
+                .unwrap_or(service.max_open_files as u64),
             cache_idle: seconds(
                 "cache_idle",
-                self.cache_idle.or(file.cache_idle).unwrap_or(provider.idle_release.as_secs_f64()),
+                self.cache_idle.or(file.cache_idle).unwrap_or(service.idle_release.as_secs_f64()),
             )?,
             shutdown_grace: seconds(
                 "shutdown_grace",
@@ -614,10 +614,10 @@ impl Args {
             deny_read: globs("deny_read", pick(&self.deny_read, &file.deny_read, &defaults.deny_read))?,
             deny_write: globs("deny_write", pick(&self.deny_write, &file.deny_write, &defaults.deny_write))?,
             refuse_multi_link_writes: self.refuse_multi_link_writes
-                || file.refuse_multi_link_writes.unwrap_or(provider.refuse_multi_link_writes),
+                || file.refuse_multi_link_writes.unwrap_or(service.refuse_multi_link_writes),
             max_hash_bytes: at_least_one(
                 "max_hash_bytes",
-                self.max_hash_bytes.or(file.max_hash_bytes).unwrap_or(provider.max_hash_bytes),
+                self.max_hash_bytes.or(file.max_hash_bytes).unwrap_or(service.max_hash_bytes),
             )?,
             file_slots: at_least_one(
                 "file_slots",
@@ -689,7 +689,7 @@ impl Settings {
             max_partial_frame_bytes: size(self.max_partial_frame_bytes),
             shutdown_grace: Duration::from_secs_f64(self.shutdown_grace),
             idle_exit: (self.idle_exit > 0.0).then(|| Duration::from_secs_f64(self.idle_exit)),
-            provider: crate::provider::ProviderConfig {
+            files: crate::context::FilesConfig {
                 max_edit_bytes: self.max_edit_bytes,
                 lock_patience: Duration::from_secs_f64(self.lock_timeout),
                 fsync: self.fsync,
@@ -700,7 +700,7 @@ impl Settings {
                 idle_release: Duration::from_secs_f64(self.cache_idle),
                 refuse_multi_link_writes: self.refuse_multi_link_writes,
                 max_hash_bytes: self.max_hash_bytes,
-                ..defaults.provider.clone()
+                ..defaults.files.clone()
             },
             allowed_roots: self.allowed_roots.clone(),
             deny_read: self.deny_read.clone(),
@@ -761,7 +761,7 @@ mod tests {
         let settings = args.settings().unwrap();
         assert_eq!(settings.max_connections, 9);
         assert!(!settings.fsync);
-        assert_eq!(settings.config().provider.lock_patience, Duration::from_millis(2500));
+        assert_eq!(settings.config().files.lock_patience, Duration::from_millis(2500));
         let printed = settings.to_toml();
         assert!(printed.contains("max_connections = 9") && printed.contains("fsync = false"), "{printed}");
         assert!(printed.contains("deny_write = [\"**/.git/**\"]"), "{printed}");
@@ -783,7 +783,7 @@ mod tests {
             (settings.deny_read.clone(), settings.deny_write.clone()),
             (vec!["**/*.pem".to_owned()], vec!["*.lock".to_owned()])
         );
-        assert!(settings.config().provider.refuse_multi_link_writes);
+        assert!(settings.config().files.refuse_multi_link_writes);
         let err = Args { config: Some(path.clone()), deny_read: vec!["a/[".into()], ..Args::default() }
             .settings()
             .unwrap_err();

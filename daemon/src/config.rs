@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::provider::ProviderConfig;
+use crate::context::FilesConfig;
 
 /// Caps and timings the server enforces. Every field has a default that suits one user's agents.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,8 +48,8 @@ pub struct Config {
     pub idle_exit: Option<Duration>,
     /// Most files one session remembers having read; past it the least recent must be re-read.
     pub max_observed_files: usize,
-    /// Locks, caps, durability and cache bounds of the provider.
-    pub provider: ProviderConfig,
+    /// Locks, caps, durability and cache bounds of the file service.
+    pub files: FilesConfig,
     /// Folders session roots must lie in; empty: anywhere but `/` itself.
     pub allowed_roots: Vec<std::path::PathBuf>,
     /// Globs (relative to a path's root) no session may read.
@@ -108,7 +108,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS),
             idle_exit: None,
             max_observed_files: crate::context::DEFAULT_MAX_OBSERVED,
-            provider: ProviderConfig::default(),
+            files: FilesConfig::default(),
             allowed_roots: Vec::new(),
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),

@@ -43,7 +43,7 @@ pub fn config() -> Config {
         max_subscriptions: 4,
         shutdown_grace: Duration::from_secs(1),
         max_observed_files: 64,
-        provider: FilesConfig {
+        files: FilesConfig {
             lock_patience: Duration::from_secs(2),
             max_edit_bytes: 256 * 1024,
             fsync: false,
@@ -90,7 +90,7 @@ fn harness() -> &'static Harness {
         let config = config();
         let shared = runtime.block_on(async {
             let stats = Arc::new(Stats::new());
-            let files = Files::new(config.provider.clone());
+            let files = Files::new(config.files.clone());
             let watch = WatchHub::start(&files);
             let methods = crate::rpc::methods(
                 config.clone(),

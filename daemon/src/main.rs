@@ -113,8 +113,8 @@ async fn serve(
     let mut config = fit_open_files(settings.config());
     // The secret that marks this user's daemons' temporary files, so that one daemon removes
     // another's leftovers (and nothing else).
-    config.provider.staging_token = filectx_daemon::context::staging_token();
-    if config.provider.staging_token.is_none() {
+    config.files.staging_token = filectx_daemon::context::staging_token();
+    if config.files.staging_token.is_none() {
         tracing::warn!(
             "no staging token file could be kept (XDG_STATE_HOME/HOME); leftovers of this daemon will not be cleaned by the next"
         );
@@ -142,7 +142,7 @@ fn fit_open_files(mut config: filectx_daemon::Config) -> filectx_daemon::Config 
         }
     }
     if let Some(allowed) = limit.current.and_then(|n| usize::try_from(n / 4).ok()) {
-        config.provider.max_open_files = config.provider.max_open_files.min(allowed);
+        config.files.max_open_files = config.files.max_open_files.min(allowed);
     }
     config
 }

@@ -85,9 +85,9 @@ pub async fn run(
     }
     crate::memory::tune();
     let stats = Arc::new(Stats::new());
-    let files = crate::context::Files::new(config.provider.clone());
+    let files = crate::context::Files::new(config.files.clone());
     let watch = WatchHub::start(&files);
-    let sweeper = tokio::spawn(sweep_idle(files.clone(), stats.clone(), config.provider.idle_release));
+    let sweeper = tokio::spawn(sweep_idle(files.clone(), stats.clone(), config.files.idle_release));
     let policy = crate::session::SessionPolicy {
         // Fenced by canonical folders (a folder that does not exist yet is kept as given).
         allowed_roots: config

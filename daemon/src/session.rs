@@ -14,7 +14,7 @@ use crate::context::Root;
 use crate::context::deny::{DenyRules, Origin};
 use crate::stats::Stats;
 use crate::transport::budget::{Outgoing, Refused};
-use filectx_protocol::{ClientInfo, FsErrorCode, InitializeParams, ToolName};
+use filectx_protocol::{ClientInfo, InitializeParams, ToolName};
 use jsonrpsee::core::server::BoundedSubscriptions;
 use serde::Serialize;
 
@@ -124,23 +124,6 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    /// The wire identifier of this failure.
-    pub fn code(&self) -> FsErrorCode {
-        match self {
-            Self::NoRoots | Self::NotAbsolute { .. } | Self::NotAFolder { .. } => {
-                FsErrorCode::InvalidArgument
-            }
-            Self::AlreadyInitialized | Self::BadRule(_) => FsErrorCode::InvalidArgument,
-            Self::RootNotAllowed { .. } => FsErrorCode::PermissionDenied,
-            Self::NotFound { .. } => FsErrorCode::NotFound,
-            Self::CwdOutsideRoots { .. } => FsErrorCode::OutsideRoot,
-            Self::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
-                FsErrorCode::PermissionDenied
-            }
-            Self::Io { .. } => FsErrorCode::Io,
-        }
-    }
-
     /// The path the failure concerns, if any.
     pub fn path(&self) -> Option<&str> {
         match self {
@@ -400,16 +383,24 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         let s = |p: &Path| p.display().to_string();
         let cases = [
-            (params(&[], None), FsErrorCode::InvalidArgument),
-            (params(&["relative"], None), FsErrorCode::InvalidArgument),
-            (params(&[&s(&dir.path().join("missing"))], None), FsErrorCode::NotFound),
-            (params(&[&s(&file)], None), FsErrorCode::InvalidArgument),
+            (params(&[], None), "NoRoots"),
+            (params(&["relative"], None), "NotAbsolute"),
+            (params(&[&s(&dir.path().join("missing"))], None), "NotFound"),
+            (params(&[&s(&file)], None), "NotAFolder"),
             // A string-prefix check would let app-evil pass as inside app.
-            (params(&[&s(&root)], Some(&s(&evil))), FsErrorCode::OutsideRoot),
+            (params(&[&s(&root)], Some(&s(&evil))), "CwdOutsideRoots"),
         ];
-        for (p, code) in cases {
+        for (p, want) in cases {
             let err = SessionOptions::from_params(p.clone(), &SessionPolicy::default()).unwrap_err();
-            assert_eq!(err.code(), code, "{p:?}: {err}");
+            let got = match err {
+                SessionError::NoRoots => "NoRoots",
+                SessionError::NotAbsolute { .. } => "NotAbsolute",
+                SessionError::NotFound { .. } => "NotFound",
+                SessionError::NotAFolder { .. } => "NotAFolder",
+                SessionError::CwdOutsideRoots { .. } => "CwdOutsideRoots",
+                _ => "other",
+            };
+            assert_eq!(got, want, "{p:?}: {err}");
         }
     }
 
@@ -422,13 +413,13 @@ mod tests {
         let s = |p: &Path| p.display().to_string();
         let open = SessionPolicy::default();
         let err = SessionOptions::from_params(params(&["/"], None), &open).unwrap_err();
-        assert_eq!(err.code(), FsErrorCode::PermissionDenied, "{err}");
+        assert!(matches!(err, SessionError::RootNotAllowed { .. }), "{err}");
         assert!(SessionOptions::from_params(params(&[&s(&base.join("other"))], None), &open).is_ok());
         let fenced = SessionPolicy { allowed_roots: vec![base.join("work")], ..SessionPolicy::default() };
         assert!(SessionOptions::from_params(params(&[&s(&base.join("work/app"))], None), &fenced).is_ok());
         for refused in [base.join("other"), PathBuf::from("/")] {
             let err = SessionOptions::from_params(params(&[&s(&refused)], None), &fenced).unwrap_err();
-            assert_eq!(err.code(), FsErrorCode::PermissionDenied, "{err}");
+            assert!(matches!(err, SessionError::RootNotAllowed { .. }), "{err}");
         }
         let everything =
             SessionPolicy { allowed_roots: vec![PathBuf::from("/")], ..SessionPolicy::default() };

@@ -293,7 +293,7 @@ fn run() -> Res<()> {
     // Workload 2: edits, fsync off then on.
     for fsync in [false, true].into_iter().filter(|_| opts.runs("edits")) {
         let mut config = filectx_daemon::Config::default();
-        config.provider.fsync = fsync;
+        config.files.fsync = fsync;
         let daemon = Daemon::start(config, if fsync { "edits-fsync" } else { "edits-nofsync" })?;
         for &n in &opts.edit_sessions {
             let dir = base.join(format!("edits-{}-{n}", if fsync { "fsync" } else { "nofsync" }));
@@ -1591,7 +1591,7 @@ fn workload_scale(opts: &Opts, reads: &ReadSet, scale: &ReadSet) -> Res<ScaleRes
     // The idle sweep's period, shortened from the default 30 s so the bench does not wait a minute
     // for the cache to be released; what the sweep does is the same.
     let mut config = filectx_daemon::Config::default();
-    config.provider.idle_release = SCALE_IDLE_RELEASE;
+    config.files.idle_release = SCALE_IDLE_RELEASE;
     let daemon = Daemon::start(config, "scale")?;
     {
         // One session, to have touched the serving paths once.

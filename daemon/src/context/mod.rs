@@ -29,8 +29,8 @@ pub use crate::provider::ProviderError as FileError;
 pub use crate::provider::Version;
 /// An edit's request, valid by construction, and why one is not.
 pub use crate::provider::edit::{InvalidEdit, Replacement};
-/// A window of lines, as the layers above see it.
-pub use crate::provider::index::Window as Lines;
+/// A window of lines, as the layers above see it, and the longest line it holds uncut.
+pub use crate::provider::index::{LINE_MAX_CHARS, Window as Lines};
 /// Arms the test-only crash points (feature `failpoints`).
 #[cfg(feature = "failpoints")]
 pub use crate::provider::leftovers::arm as arm_crash_points;

@@ -12,7 +12,6 @@ use std::borrow::Cow;
 use memchr::memchr_iter;
 
 use super::version::Version;
-use filectx_protocol::tools::READ_LINE_MAX_CHARS;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -21,9 +20,13 @@ pub const CHECKPOINT_LINES: u64 = 64;
 /// Every block of this many bytes that holds a line start holds a checkpoint.
 pub const CHECKPOINT_BLOCK: u64 = 1024 * 1024;
 
-/// The longest prefix of a line, in bytes, that can hold `READ_LINE_MAX_CHARS` characters plus
+/// Lines of a window longer than this many characters are cut to it (the protocol advertises
+/// the same number as `limits.readLineMaxChars`; `tools/render.rs` checks they agree).
+pub const LINE_MAX_CHARS: u32 = 2000;
+
+/// The longest prefix of a line, in bytes, that can hold `LINE_MAX_CHARS` characters plus
 /// one more (to know whether the line was cut) and a trailing `\r`.
-const LINE_PREFIX_BYTES: usize = (READ_LINE_MAX_CHARS as usize + 1) * 4 + 1;
+const LINE_PREFIX_BYTES: usize = (LINE_MAX_CHARS as usize + 1) * 4 + 1;
 
 /// Why a file is not text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,10 +468,10 @@ fn decode_line(bytes: &[u8], full_len: u64) -> Result<(String, bool), NotText> {
         Err(e) => return Err(NotText::InvalidUtf8(e.valid_up_to() as u64)),
     };
     // No more bytes than the cap means no more characters than the cap: skip counting.
-    if text.len() <= READ_LINE_MAX_CHARS as usize {
+    if text.len() <= LINE_MAX_CHARS as usize {
         return Ok((text.to_owned(), cut_by_read));
     }
-    match text.char_indices().nth(READ_LINE_MAX_CHARS as usize) {
+    match text.char_indices().nth(LINE_MAX_CHARS as usize) {
         Some((at, _)) => Ok((text[..at].to_owned(), true)),
         None => Ok((text.to_owned(), cut_by_read)),
     }

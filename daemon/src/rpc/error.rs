@@ -14,9 +14,26 @@ pub fn fs_error(code: FsErrorCode, message: impl Into<String>, path: Option<&str
     ErrorObjectOwned::owned(code.rpc_code(), message.into(), Some(data))
 }
 
+/// The wire identifier of a session failure.
+fn session_code(err: &SessionError) -> FsErrorCode {
+    match err {
+        SessionError::NoRoots | SessionError::NotAbsolute { .. } | SessionError::NotAFolder { .. } => {
+            FsErrorCode::InvalidArgument
+        }
+        SessionError::AlreadyInitialized | SessionError::BadRule(_) => FsErrorCode::InvalidArgument,
+        SessionError::RootNotAllowed { .. } => FsErrorCode::PermissionDenied,
+        SessionError::NotFound { .. } => FsErrorCode::NotFound,
+        SessionError::CwdOutsideRoots { .. } => FsErrorCode::OutsideRoot,
+        SessionError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            FsErrorCode::PermissionDenied
+        }
+        SessionError::Io { .. } => FsErrorCode::Io,
+    }
+}
+
 impl From<SessionError> for ErrorObjectOwned {
     fn from(err: SessionError) -> Self {
-        fs_error(err.code(), err.to_string(), err.path())
+        fs_error(session_code(&err), err.to_string(), err.path())
     }
 }
 

@@ -120,6 +120,11 @@ mod tests {
     use crate::context::{Lines, Version};
     use expect_test::expect;
 
+    #[test]
+    fn the_context_cuts_lines_where_the_protocol_says() {
+        assert_eq!(crate::context::LINE_MAX_CHARS, READ_LINE_MAX_CHARS);
+    }
+
     fn view(start: u64, lines: &[&str], total: u64, truncated: Vec<u64>) -> ReadView {
         ReadView {
             display: "src/lib.rs".into(),
