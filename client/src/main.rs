@@ -4,7 +4,6 @@
 //! daemon when none answers at the socket (unless `--no-autostart` or `FILECTX_NO_AUTOSTART`).
 
 mod cli;
-mod mcp;
 
 use std::process::ExitCode;
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use filectx_client::mcp::{self, McpError, McpOptions};
 use filectx_client::{Client, SpawnOptions};
 use filectx_protocol::{
     ClientInfo, EditParams, InitializeParams, ReadParams, StreamTextParams, ToolName, WriteParams,
@@ -14,7 +15,6 @@ use filectx_protocol::{
 
 use super::args::{Cli, Command, McpArgs, WriteArgs};
 use super::commands::{Job, execute};
-use crate::mcp;
 
 /// How long leaving politely (`shutdown`, `exit`, the daemon hanging up) may take before the
 /// command leaves anyway: a daemon that stopped answering does not hold the command (or a
@@ -41,7 +41,13 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
     } else {
         Client::connect_session_or_spawn(socket, params, SpawnOptions::default()).await?
     };
-    mcp::serve(client, session, tokio::io::stdin(), tokio::io::stdout()).await
+    let options = McpOptions::new(session.instructions);
+    let input = tokio::io::BufReader::new(tokio::io::stdin());
+    mcp::serve(client, options, input, tokio::io::stdout()).await.map_err(|error| match error {
+        McpError::Input(error) => anyhow::Error::new(error).context("cannot read stdin"),
+        McpError::Client(error) => error.into(),
+        other => other.into(),
+    })
 }
 
 /// Runs the command and returns what to print on stdout.
