@@ -51,6 +51,8 @@ mod lines;
 mod methods;
 mod notices;
 mod session;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
