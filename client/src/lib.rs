@@ -27,6 +27,9 @@
 //! detached, when none answers at the socket, and wait for it to answer; clients racing to do
 //! so all end up connected to the one daemon that wins the socket's lock. See [`SpawnOptions`].
 //!
+//! [`mcp::serve`] serves one session's tools to an MCP client (Claude Code, Codex, Cursor, …)
+//! over any line-framed reader and writer: the server behind `filectx mcp`.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), filectx_client::ClientError> {
 //! use filectx_client::{Client, socket_path};
@@ -50,6 +53,7 @@
 
 mod autostart;
 mod error;
+pub mod mcp;
 mod params;
 mod stream;
 mod transport;

@@ -1,0 +1,252 @@
+//! The command line of `filectx`: the clap argument structs, the checks clap cannot express,
+//! and the `--root` folders joined from both sides of the subcommand.
+
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
+use filectx_protocol::ToolName;
+use filectx_protocol::tools::READ_LINE_LIMIT;
+
+use super::help::{
+    AFTER_HELP, CAT_LONG_ABOUT, EDIT_LONG_ABOUT, MCP_AFTER_HELP, MCP_LONG_ABOUT, WATCH_AFTER_HELP,
+    WATCH_LONG_ABOUT, WRITE_LONG_ABOUT, socket_help,
+};
+
+/// Environment variable that turns autostart off, as `--no-autostart` does (`1`, `true`, `yes`,
+/// `on`; `0`, `false`, `no`, `off` or empty leave it on).
+const NO_AUTOSTART_ENV: &str = "FILECTX_NO_AUTOSTART";
+
+/// Help heading of the options every subcommand accepts.
+const GLOBAL: &str = "Global options";
+
+/// Talk to the filectx daemon (filectxd): show its status and the tools it offers, read,
+/// stream, write, edit and stat files through it, and watch them for changes.
+#[derive(Debug, Parser)]
+#[command(name = "filectx", version, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    // The help text is `socket_help()`: it shows the path the default resolves to.
+    #[arg(long, global = true, value_name = "PATH", help = socket_help(), help_heading = GLOBAL)]
+    pub(crate) socket: Option<PathBuf>,
+
+    /// Print the daemon's raw JSON result instead of readable text (for scripts)
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    pub(crate) json: bool,
+
+    /// Never start the daemon: when none answers at the socket, fail (exit 3) [default: start
+    /// one, see Autostart below]
+    #[arg(
+        long,
+        global = true,
+        env = NO_AUTOSTART_ENV,
+        value_parser = clap::builder::FalseyValueParser::new(),
+        help_heading = GLOBAL,
+    )]
+    pub(crate) no_autostart: bool,
+
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// `--root`, accepted before and after the subcommand. It is not a clap global: a repeated global
+/// option given on both sides of the subcommand keeps only the values after it
+/// (clap-rs/clap#1570), so the top level and each subcommand have their own, joined in order.
+#[derive(Debug, Args)]
+pub(crate) struct RootArgs {
+    /// A folder the session may touch (repeatable); replaces the default, the current folder
+    #[arg(long = "root", value_name = "DIR", help_heading = GLOBAL)]
+    pub(crate) roots: Vec<PathBuf>,
+}
+
+impl Cli {
+    /// Every `--root`, in command-line order.
+    pub(crate) fn roots(&self) -> Vec<PathBuf> {
+        let after = match &self.command {
+            Command::Status(roots) | Command::Tools(roots) => roots,
+            Command::Read(args) => &args.roots,
+            Command::Cat(args) => &args.roots,
+            Command::Write(args) => &args.roots,
+            Command::Edit(args) => &args.roots,
+            Command::Stat(args) => &args.roots,
+            Command::Watch(args) => &args.roots,
+            Command::Mcp(args) => &args.roots,
+        };
+        self.roots.roots.iter().chain(&after.roots).cloned().collect()
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Show the daemon's version, uptime, sessions, cache and request counters (daemon/status)
+    Status(RootArgs),
+    /// List the model-facing tools with their parameters (tools/list)
+    Tools(RootArgs),
+    /// Print a window of a text file with numbered lines, as the model's read tool shows it
+    /// (tools/call read; with --json: file/read)
+    Read(ReadArgs),
+    /// Stream a text file of any size to stdout, its lines as they are, from one version of the
+    /// file (fs/streamText)
+    #[command(long_about = CAT_LONG_ABOUT)]
+    Cat(CatArgs),
+    /// Create a file or replace its whole content (file/stat, file/read if it exists, file/write)
+    #[command(long_about = WRITE_LONG_ABOUT)]
+    Write(WriteArgs),
+    /// Replace an exact, literal string in a text file (file/read, then file/edit)
+    #[command(long_about = EDIT_LONG_ABOUT)]
+    Edit(EditArgs),
+    /// Show whether a path exists, its kind, size and content version (file/stat)
+    Stat(StatArgs),
+    /// Print a line each time one of the files changes or is deleted, until none is left
+    /// (file/read and fs/resolve of each, then file/didChange notices)
+    #[command(long_about = WATCH_LONG_ABOUT, after_help = WATCH_AFTER_HELP)]
+    Watch(WatchArgs),
+    /// Serve the file tools to an MCP client (Claude Code, Codex, Cursor, …) over stdio: one
+    /// daemon session for the life of the process
+    #[command(long_about = MCP_LONG_ABOUT, after_help = MCP_AFTER_HELP)]
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReadArgs {
+    /// The file: absolute, or relative to the current folder
+    pub(crate) path: String,
+    /// 1-based number of the first line to show [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) offset: Option<u64>,
+    /// Most lines to show [default and maximum: 2000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) limit: Option<u64>,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CatArgs {
+    /// The file: absolute, or relative to the current folder
+    pub(crate) path: String,
+    /// 1-based number of the first line to write [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) offset: Option<u64>,
+    /// Lines per chunk the daemon sends (each chunk is written and flushed at once)
+    /// [default: 1000, at most 2000]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..=u64::from(READ_LINE_LIMIT)),
+    )]
+    pub(crate) chunk_lines: Option<u64>,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WriteArgs {
+    /// The file: absolute, or relative to the current folder
+    pub(crate) path: String,
+    /// The file's complete new content [default: read from stdin]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, conflicts_with = "from")]
+    pub(crate) content: Option<String>,
+    /// Take the new content from this local file (`-`: stdin)
+    #[arg(long, value_name = "FILE")]
+    pub(crate) from: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EditArgs {
+    /// The file: absolute, or relative to the current folder
+    pub(crate) path: String,
+    /// The exact text to replace (without the line-number prefix `read` shows)
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub(crate) old: String,
+    /// The text to put in its place
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub(crate) new: String,
+    /// Replace every occurrence instead of exactly one
+    #[arg(long)]
+    pub(crate) replace_all: bool,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatArgs {
+    /// The path: absolute, or relative to the current folder
+    pub(crate) path: String,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// The files to watch: absolute, or relative to the current folder
+    #[arg(value_name = "PATH", required = true)]
+    pub(crate) paths: Vec<String>,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    /// Refuse every write and edit (FS_PERMISSION_DENIED); without --tools, list only `read`
+    #[arg(long)]
+    pub(crate) read_only: bool,
+    /// The tools to offer, comma-separated (read, write, edit) [default: all three; only read
+    /// with --read-only]
+    #[arg(long, value_name = "TOOLS", value_delimiter = ',', value_parser = parse_tool, num_args = 1..)]
+    pub(crate) tools: Option<Vec<ToolName>>,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+/// A tool name given on the command line.
+fn parse_tool(name: &str) -> Result<ToolName, String> {
+    ToolName::from_name(name.trim())
+        .ok_or_else(|| format!("unknown tool {name:?}: the tools are read, write and edit"))
+}
+
+/// Refuses what clap cannot express: `--json` is global, but `cat` and `mcp` have no JSON
+/// output of their own.
+pub(crate) fn check_usage(cli: Cli) -> Result<Cli, clap::Error> {
+    if cli.json && matches!(cli.command, Command::Cat(_)) {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--json cannot be used with cat, which writes the file's lines as they are",
+        ));
+    }
+    if cli.json && matches!(cli.command, Command::Mcp(_)) {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--json cannot be used with mcp, which always speaks JSON-RPC on stdout",
+        ));
+    }
+    Ok(cli)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_before_and_after_the_subcommand_are_joined() -> Result<(), clap::Error> {
+        let cli = Cli::try_parse_from(["filectx", "--root", "a", "stat", "p", "--root", "b", "--root", "c"])?;
+        assert_eq!(cli.roots(), [PathBuf::from("a"), PathBuf::from("b"), PathBuf::from("c")]);
+        let cli = Cli::try_parse_from(["filectx", "status", "--root", "b"])?;
+        assert_eq!(cli.roots(), [PathBuf::from("b")]);
+        assert!(Cli::try_parse_from(["filectx", "tools"])?.roots().is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn watch_needs_a_path_and_takes_several() -> Result<(), clap::Error> {
+        assert!(Cli::try_parse_from(["filectx", "watch"]).is_err());
+        let cli = Cli::try_parse_from(["filectx", "--json", "watch", "a", "b", "--root", "r"])?;
+        assert!(matches!(&cli.command, Command::Watch(args) if args.paths == ["a", "b"]));
+        assert_eq!(cli.roots(), [PathBuf::from("r")]);
+        assert!(check_usage(cli).is_ok());
+        Ok(())
+    }
+}

@@ -1,0 +1,187 @@
+//! The long help texts of `filectx` and its subcommands: what `--help` shows after the one-line
+//! summaries clap takes from the argument structs in `args.rs`.
+
+/// The end of `filectx --help`: the file commands, autostart, exit codes, security, sessions.
+pub(crate) const AFTER_HELP: &str = "\
+Files (PATH is absolute, or relative to the current folder):
+  filectx read PATH [--offset N] [--limit N]
+      numbered lines and a footer, exactly as the model-facing read tool shows them
+      (--json: the structured file/read result instead)
+  filectx cat PATH [--offset N] [--chunk-lines N]
+      a text file of any size, its lines as they are (no numbers), streamed from one version
+      of the file and written as they arrive (fs/streamText); a file that changes meanwhile
+      fails with FS_STALE_VERSION, after the lines already written
+  filectx write PATH [--content TEXT | --from FILE]
+      create or replace a file; the content comes from stdin unless given
+  filectx edit PATH --old TEXT --new TEXT [--replace-all]
+      replace an exact, literal string (once, or every occurrence)
+  filectx stat PATH
+      whether the path exists, its kind, size and content version
+  filectx watch PATH...
+      a line each time one of the files changes or is deleted (file/didChange), until no
+      watched file is left, or Ctrl-C; the daemon notifies once per version the session read
+      (watch reads a changed file again to hear of its next change), and changes within
+      ~50 ms arrive as one notice; see `filectx watch --help`
+
+  write (over an existing file) and edit read the file themselves first, so they never refuse
+  with FS_NOT_OBSERVED; they only protect against changes between that read and the write.
+  A harness that needs the full read-before-write protection keeps one session open instead.
+
+  With --json, each prints the raw result of its last request (file/read for read, file/write,
+  file/edit, file/stat), and watch each notice's params as one JSON object per line; cat has no
+  --json. A failed file command prints the FS_* code and the daemon's message, e.g.
+  `filectx: FS_NOT_FOUND: ...`, and exits 4.
+
+Autostart:
+  When nothing answers at the socket, a command starts the daemon itself, detached (its own
+  process group, as watchman and sccache do): `filectxd --socket PATH`, its log (stderr)
+  appended to $XDG_STATE_HOME/filectx/filectxd.log, else ~/.local/state/filectx/filectxd.log.
+  The binary is $FILECTX_DAEMON when set, else the filectxd next to this filectx, else filectxd
+  on PATH. The command waits up to 5 s for the daemon to answer. Commands racing to start one
+  are safe: one daemon takes the socket's lock file, the others exit, all commands connect.
+  --no-autostart (or FILECTX_NO_AUTOSTART=1) starts nothing: no daemon listening is exit 3.
+  A daemon that cannot be started, or does not answer in time, is exit 3 too, with a message
+  naming the binary, the socket and the log file.
+
+Exit codes:
+  0  success
+  1  local failure (e.g. the current folder cannot be resolved, output cannot be written)
+  2  usage error (unknown subcommand or flag, missing value)
+  3  the daemon is not reachable (nothing listens at the socket and autostart is off or
+     failed, or the connection broke)
+  4  the request failed (the daemon answered with an error, which is printed, or timed out)
+  5  the socket was refused: another user may control it (its folder is not yours, or others
+     can write there, or the process serving it is not yours); nothing was sent to it and no
+     daemon was started; the message says what to fix
+
+Security:
+  filectx trusts only a daemon of its own user: the socket's folder must belong to you and be
+  closed to writers other than you (group or others with write access are refused, sticky bit
+  or not), and the process serving the socket must run as you (SO_PEERCRED). The same holds for
+  every command, for `filectx mcp`, and for autostart.
+
+Every command is one session: it opens a session whose roots are the current folder (or the
+--root folders, when given), and closes it politely (shutdown, then exit) before leaving.
+Relative paths resolve against the current folder, which must then be inside a root.";
+
+/// Help of `edit`, after its one-line summary.
+pub(crate) const EDIT_LONG_ABOUT: &str = "\
+Replace an exact, literal string in a text file (file/read, then file/edit)
+
+One CLI call is one session, so the CLI reads the file itself first (one line is enough: any \
+window records the file's version for the session) and then edits it. It therefore never \
+refuses with FS_NOT_OBSERVED (\"not read yet\"), and only protects against changes that happen \
+between its own read and the edit (FS_STALE_VERSION). A harness that wants an edit refused when \
+the file changed since its agent last read it should keep one long-lived session (the \
+filectx_client library) instead.";
+
+/// Help of `cat`, after its one-line summary.
+pub(crate) const CAT_LONG_ABOUT: &str = "\
+Stream a text file of any size to stdout, its lines as they are, from one version of the file \
+(fs/streamText)
+
+Each line is written as the daemon shows it (without \\r, a leading BOM left out), followed by a \
+newline, and stdout is flushed after every chunk, so `filectx cat big.log | head` shows the first \
+lines at once; a closed stdout stops the stream and is not an error. Lines longer than 2000 \
+characters are cut; a note on stderr at the end says how many. All lines come from the version \
+the file had when the stream started: if the file changes meanwhile, the stream stops with \
+FS_STALE_VERSION (exit 4) after the lines already written.";
+
+/// Help of `write`, after its one-line summary.
+pub(crate) const WRITE_LONG_ABOUT: &str = "\
+Create a file or replace its whole content (file/stat, then file/read if it exists, then \
+file/write)
+
+One CLI call is one session, so when the file exists the CLI reads it itself first (one line is \
+enough: any window records the file's version for the session) and then replaces it. It \
+therefore never refuses with FS_NOT_OBSERVED, and only protects against changes that happen \
+between its own read and the write (FS_STALE_VERSION). A harness that wants a write refused \
+when the file changed since its agent last read it should keep one long-lived session (the \
+filectx_client library) instead.";
+
+/// Help of `watch`, after its one-line summary.
+pub(crate) const WATCH_LONG_ABOUT: &str = "\
+Print a line each time one of the files changes or is deleted, until none is left (file/read \
+and fs/resolve of each, then file/didChange notices)
+
+The CLI first reads one line of each file: any window records the file's version for the \
+session, and the daemon tells a session when a version it recorded is no longer the file's. A \
+file that cannot be read is an error before anything is watched (its FS_* code, exit 4). It also \
+asks for each file's canonical path (fs/resolve), the key the notices carry.
+
+The daemon tells a session once per recorded version: after a notice it says nothing more about \
+that file until the session reads it again. So after each `changed` line the CLI reads the file \
+again (one line), which records the new version and re-arms the notice; changes made before \
+that read are not reported separately. Changes within about 50 ms of each other (a burst of \
+writes, an editor's save) arrive as one notice.";
+
+/// The end of `watch --help`: the output, and how it ends.
+pub(crate) const WATCH_AFTER_HELP: &str = "\
+Output, one line per notice, flushed at once:
+  changed PATH (version 0123456789ab)   new content; the first 12 characters of its version
+  deleted PATH                          nothing (or no regular file) is there any more
+  With --json, each line is the notice's params as one JSON object instead:
+  {\"path\": canonical absolute path, \"displayPath\": PATH as shown, \"version\": string or null}
+
+PATH is shown relative to the current folder when inside it. A symlink is followed when the file \
+is read: the notices concern its target, and show the target's path. PATHs that name the same \
+file watch it once.
+
+A deleted file is no longer watched (re-creating it prints nothing); a changed file that is gone \
+when the CLI reads it again is reported as deleted then. A changed file that can no longer be \
+read (e.g. it became binary, or too large) ends the watch with its FS_* code (exit 4).
+
+Exit codes:
+  0  no watched file is left, or Ctrl-C (SIGINT) or SIGTERM stopped the watch, or stdout was
+     closed; in each case the session is closed politely (shutdown, then exit)
+  3  the connection to the daemon was lost
+  4  a file could not be read, at the start or again after a change";
+
+/// Help of `mcp`, after its one-line summary.
+pub(crate) const MCP_LONG_ABOUT: &str = "\
+Serve the file tools to an MCP client (Claude Code, Codex, Cursor, …) over stdio: one daemon \
+session for the life of the process
+
+An MCP client starts `filectx mcp` as a stdio server. It opens one session with the daemon \
+(starting the daemon when none answers, as every command does; --no-autostart refuses) and \
+offers that session's tools, read, write and edit, to the client's model. Everything the model \
+reads is recorded in that session, so an edit or overwrite of a file it has not read, or that \
+changed since it read it, is refused with a message telling it to read the file again. Sessions \
+are isolated: two `filectx mcp` processes (two agents) never authorize each other's edits.
+
+The session's roots are the --root folders, else the current folder (where the MCP client \
+starts the server; give --root to be sure). Relative paths resolve against the current folder \
+when it is inside a root, else against the first root.";
+
+/// The end of `mcp --help`: the protocol details and the exit codes.
+pub(crate) const MCP_AFTER_HELP: &str = "\
+Protocol: MCP over stdio, newline-delimited JSON-RPC 2.0; versions 2025-06-18, 2025-03-26 and \
+2024-11-05 (a client asking for another gets 2025-06-18). Only JSON-RPC messages go to stdout; \
+diagnostics go to stderr. The MCP server's instructions are the daemon session's. Each change \
+of a file the session read (by another program or agent) is sent as notifications/message, \
+level warning, logger filectx, data {path, displayPath, version, message}; logging/setLevel \
+above warning silences them.
+
+If the daemon connection is lost, the server keeps running: every tool call is answered with \
+an isError result saying so (restart the MCP server), and stderr says why.
+
+Exit codes:
+  0  stdin ended (the MCP client closed it) and the session was closed
+  1  a local failure (e.g. a --root that is not a folder, stdin unreadable)
+  2  usage error
+  3  the daemon is not reachable at start-up, or the connection to it was lost while serving
+  4  the daemon refused the session (e.g. a root it cannot use)
+  5  the socket was refused: another user may control it (see `filectx --help`, Security)
+
+Example (Claude Code):
+  claude mcp add filectx -- filectx mcp --root /path/to/project";
+
+/// Help of `--socket`: where the path comes from, and what it resolves to here and now.
+pub(crate) fn socket_help() -> String {
+    format!(
+        "Socket of the daemon [default: ${env} when set and non-empty, else \
+         $XDG_RUNTIME_DIR/filectx.sock, else /tmp/filectx-$UID/filectx.sock; here: {here}]",
+        env = filectx_protocol::socket::SOCKET_ENV,
+        here = filectx_client::socket_path(None).display(),
+    )
+}

@@ -1,0 +1,10 @@
+//! The modules of the `filectx` binary (the library, `filectx_client`, is `lib.rs` and the
+//! modules it declares): the command line, running a command, rendering answers, exit codes.
+
+pub(crate) mod args;
+pub(crate) mod commands;
+pub(crate) mod exit;
+pub(crate) mod help;
+pub(crate) mod render;
+pub(crate) mod run;
+pub(crate) mod watch;

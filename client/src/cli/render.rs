@@ -1,0 +1,285 @@
+//! Readable text for the daemon's answers: `status` and `stat` as aligned `key: value` lines,
+//! `tools` with their parameters, `watch` notices, sizes and durations for people.
+
+use std::fmt::Write as _;
+
+use filectx_protocol::{DaemonStatus, FileDidChange, FileKind, FileStatResult, ToolsListResult};
+use serde_json::Value;
+
+/// How many characters of a version `watch` shows.
+const VERSION_SHOWN: usize = 12;
+
+/// `changed PATH (version 0123456789ab)` or `deleted PATH`, and a newline.
+pub(crate) fn render_change(change: &FileDidChange) -> String {
+    match &change.version {
+        Some(version) => {
+            let shown = version
+                .char_indices()
+                .nth(VERSION_SHOWN)
+                .map_or(version.as_str(), |(end, _)| &version[..end]);
+            format!("changed {} (version {shown})\n", change.display_path)
+        }
+        None => format!("deleted {}\n", change.display_path),
+    }
+}
+
+/// `file/stat` as aligned `key: value` lines; size and version only when the daemon gave them.
+pub(crate) fn render_stat(stat: &FileStatResult) -> String {
+    let kind = match stat.kind {
+        FileKind::File => "file",
+        FileKind::Directory => "directory",
+        FileKind::Other => "other",
+        FileKind::None => "none",
+    };
+    let mut rows = vec![
+        ("path", stat.display_path.clone()),
+        ("exists", if stat.exists { "yes" } else { "no" }.to_owned()),
+        ("kind", kind.to_owned()),
+    ];
+    if let Some(size) = stat.size {
+        rows.push(("size", human_bytes(size)));
+    }
+    if let Some(version) = &stat.version {
+        rows.push(("version", version.clone()));
+    }
+    aligned(&rows)
+}
+
+/// Aligned `key: value` lines.
+pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> String {
+    let rows = [
+        ("daemon", format!("filectxd {}", status.version)),
+        ("pid", status.pid.to_string()),
+        ("socket", socket.display().to_string()),
+        ("uptime", human_duration(status.uptime_ms)),
+        ("sessions", format!("{} (max {})", status.sessions, status.max_sessions)),
+        ("refused connections", status.refused_connections.to_string()),
+        ("requests", status.requests.to_string()),
+        ("cached files", status.cached_files.to_string()),
+        ("mapped bytes", human_bytes(status.mapped_bytes)),
+        ("open files", status.open_files.to_string()),
+        ("watched paths", status.watched_paths.to_string()),
+        ("dropped notifications", status.notifications_dropped.to_string()),
+    ];
+    aligned(&rows)
+}
+
+fn aligned(rows: &[(&str, String)]) -> String {
+    let width = rows.iter().map(|(key, _)| key.len()).max().unwrap_or(0) + 1;
+    let mut out = String::new();
+    for (key, value) in rows {
+        let _ = writeln!(out, "{:<width$} {value}", format!("{key}:"));
+    }
+    out
+}
+
+/// `2h 3m 4s`; days when over 24 hours; milliseconds under one second.
+fn human_duration(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let total = ms / 1000;
+    let (days, hours, minutes, seconds) = (total / 86_400, total / 3600 % 24, total / 60 % 60, total % 60);
+    if days > 0 {
+        format!("{days}d {hours}h {minutes}m {seconds}s")
+    } else if hours > 0 {
+        format!("{hours}h {minutes}m {seconds}s")
+    } else if minutes > 0 {
+        format!("{minutes}m {seconds}s")
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+/// `1.5 MiB (1572864)`, or plain bytes under 1 KiB.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    // Display only: the precision lost converting to f64 does not show at one decimal.
+    #[allow(clippy::cast_precision_loss)]
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {} ({bytes})", UNITS[unit])
+}
+
+/// Each tool: its name and first sentence, then its parameters (name, type, required or not).
+pub(crate) fn render_tools(list: &ToolsListResult) -> String {
+    let mut out = String::new();
+    for (index, tool) in list.tools.iter().enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "{}: {}", tool.name, first_sentence(&tool.description));
+        let params = parameters(&tool.input_schema);
+        if params.is_empty() {
+            let _ = writeln!(out, "  (no parameters)");
+            continue;
+        }
+        let name_width = params.iter().map(|p| p.name.len()).max().unwrap_or(0);
+        let type_width = params.iter().map(|p| p.kind.len()).max().unwrap_or(0);
+        for p in &params {
+            let presence = if p.required { "required" } else { "optional" };
+            let line = format!("  {:<name_width$}  {:<type_width$}  {presence}{}", p.name, p.kind, p.note);
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+    out
+}
+
+/// The text up to and including the first `.` that ends a sentence (followed by whitespace or
+/// the end), on one line.
+fn first_sentence(text: &str) -> String {
+    let text = text.trim();
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| c == '.' && text[i + 1..].chars().next().is_none_or(char::is_whitespace))
+        .map_or(text.len(), |(i, _)| i + 1);
+    text[..end].split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+struct Param {
+    name: String,
+    kind: String,
+    required: bool,
+    note: String,
+}
+
+/// The properties of a JSON Schema object: required ones first (in `required` order), then the
+/// others (in the order the schema lists them).
+fn parameters(schema: &Value) -> Vec<Param> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let describe = |name: &str, spec: &Value| {
+        let kind = match spec.get("type") {
+            Some(Value::String(kind)) => kind.clone(),
+            Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("|"),
+            _ => "any".to_owned(),
+        };
+        let note = spec.get("default").map(|default| format!(" (default {default})")).unwrap_or_default();
+        Param { name: name.to_owned(), kind, required: required.contains(&name), note }
+    };
+    let mut params: Vec<Param> =
+        required.iter().filter_map(|name| properties.get(*name).map(|spec| describe(name, spec))).collect();
+    params.extend(
+        properties.iter().filter(|(name, _)| !required.contains(&name.as_str())).map(|(n, s)| describe(n, s)),
+    );
+    params
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_2h_3m_4s() {
+        assert_eq!(human_duration(250), "250ms");
+        assert_eq!(human_duration(4_000), "4s");
+        assert_eq!(human_duration(184_000), "3m 4s");
+        assert_eq!(human_duration((2 * 3600 + 3 * 60 + 4) * 1000 + 999), "2h 3m 4s");
+        assert_eq!(human_duration((86_400 + 5) * 1000), "1d 0h 0m 5s");
+    }
+
+    #[test]
+    fn bytes_are_human() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB (1536)");
+        assert_eq!(human_bytes(3 * 1024 * 1024), "3.0 MiB (3145728)");
+    }
+
+    #[test]
+    fn first_sentence_stops_at_a_sentence_end() {
+        assert_eq!(first_sentence("Read a text file. Returns lines."), "Read a text file.");
+        assert_eq!(first_sentence("Uses `a.b` names.\nMore."), "Uses `a.b` names.");
+        assert_eq!(first_sentence("No full stop"), "No full stop");
+    }
+
+    #[test]
+    fn status_lines_are_aligned() {
+        let status = DaemonStatus {
+            version: "0.1.0".to_owned(),
+            pid: 42,
+            uptime_ms: 7_384_000,
+            sessions: 1,
+            max_sessions: 64,
+            refused_connections: 0,
+            cached_files: 3,
+            mapped_bytes: 0,
+            open_files: 2,
+            watched_paths: 2,
+            requests: 9,
+            notifications_dropped: 0,
+            hashed_bytes: 0,
+            file_slots: 8,
+            file_slots_busy: 0,
+            file_slots_waiting: 0,
+        };
+        let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
+        assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
+        assert!(text.contains("dropped notifications: 0\n"), "{text}");
+        // Every value starts in the same column, right after the longest key.
+        assert_eq!(text.lines().count(), 12);
+        assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
+    }
+
+    #[test]
+    fn tools_show_name_sentence_and_parameters() {
+        let list = ToolsListResult {
+            tools: filectx_protocol::ToolName::ALL
+                .into_iter()
+                .map(filectx_protocol::tools::descriptor)
+                .collect(),
+        };
+        let text = render_tools(&list);
+        assert!(text.starts_with("read: Read a text file.\n  file_path  string   required\n"), "{text}");
+        assert!(text.contains("  limit      integer  optional\n"), "{text}");
+        assert!(text.contains("write: Write a text file, replacing its whole content.\n"), "{text}");
+        assert!(text.contains("  replace_all  boolean  optional (default false)\n"), "{text}");
+        assert!(text.contains("  old_string   string   required\n"), "{text}");
+    }
+
+    #[test]
+    fn stat_lines_leave_out_what_the_daemon_did_not_give() {
+        let stat = FileStatResult {
+            exists: true,
+            kind: FileKind::Directory,
+            display_path: "src".to_owned(),
+            size: Some(96),
+            version: None,
+            observed_version: None,
+            fresh: false,
+        };
+        assert_eq!(render_stat(&stat), "path:   src\nexists: yes\nkind:   directory\nsize:   96 B\n");
+    }
+
+    #[test]
+    fn changes_show_the_display_path_and_the_start_of_the_version() {
+        let change = |version: Option<&str>| FileDidChange {
+            path: "/home/me/project/src/lib.rs".to_owned(),
+            display_path: "src/lib.rs".to_owned(),
+            version: version.map(str::to_owned),
+        };
+        let long = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert_eq!(render_change(&change(Some(long))), "changed src/lib.rs (version 0123456789ab)\n");
+        assert_eq!(render_change(&change(Some("b3-1"))), "changed src/lib.rs (version b3-1)\n");
+        // Cut at a character, never inside one.
+        assert_eq!(
+            render_change(&change(Some("ééééééééééééé"))),
+            "changed src/lib.rs (version éééééééééééé)\n"
+        );
+        assert_eq!(render_change(&change(None)), "deleted src/lib.rs\n");
+    }
+}

@@ -1,0 +1,207 @@
+//! From the command line to the daemon: the session's roots and current folder, the job with its
+//! local inputs checked (paths, content to write), connecting (or starting the daemon), running
+//! the job or `filectx mcp`, and leaving politely.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use filectx_client::mcp::{self, McpError, McpOptions};
+use filectx_client::{Client, SpawnOptions};
+use filectx_protocol::{
+    ClientInfo, EditParams, InitializeParams, ReadParams, StreamTextParams, ToolName, WriteParams,
+};
+
+use super::args::{Cli, Command, McpArgs, WriteArgs};
+use super::commands::{Job, execute};
+
+/// How long leaving politely (`shutdown`, `exit`, the daemon hanging up) may take before the
+/// command leaves anyway: a daemon that stopped answering does not hold the command (or a
+/// `watch` ended with Ctrl-C) for the whole request timeout.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `filectx mcp`: opens the one daemon session (roots as for every command; the tools and
+/// read-only flag from the options), then serves MCP on stdin/stdout until stdin ends.
+pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow::Result<()> {
+    let mut params = Session::new(&cli.roots())?.params;
+    params.client_info = Some(ClientInfo {
+        name: "filectx mcp".to_owned(),
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+    });
+    params.tools = match &args.tools {
+        Some(tools) => Some(tools.clone()),
+        // A read-only session lists only what it can do.
+        None if args.read_only => Some(vec![ToolName::Read]),
+        None => None,
+    };
+    params.read_only = args.read_only.then_some(true);
+    let (client, session) = if cli.no_autostart {
+        Client::connect_session(socket, params).await?
+    } else {
+        Client::connect_session_or_spawn(socket, params, SpawnOptions::default()).await?
+    };
+    let options = McpOptions::new(session.instructions);
+    let input = tokio::io::BufReader::new(tokio::io::stdin());
+    mcp::serve(client, options, input, tokio::io::stdout()).await.map_err(|error| match error {
+        McpError::Input(error) => anyhow::Error::new(error).context("cannot read stdin"),
+        McpError::Client(error) => error.into(),
+        other => other.into(),
+    })
+}
+
+/// Runs the command and returns what to print on stdout.
+pub(crate) async fn run(cli: &Cli, socket: &Path) -> anyhow::Result<String> {
+    // Everything local is checked (and the content read) before connecting, so a local failure
+    // never opens a session.
+    let session = Session::new(&cli.roots())?;
+    let job = prepare(&cli.command, &session)?;
+    let (client, _session) = if cli.no_autostart {
+        Client::connect_session(socket, session.params).await?
+    } else {
+        Client::connect_session_or_spawn(socket, session.params, SpawnOptions::default()).await?
+    };
+    let result = execute(job, cli.json, &client).await;
+    // Leave politely whatever happened, unless the connection is already gone. This is best
+    // effort, and bounded: the answer is already in hand, and the daemon ends the session on
+    // hang-up anyway.
+    if client.is_connected() {
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, client.close()).await;
+    }
+    result
+}
+
+/// The `initialize` parameters of this call's session, and whether relative paths can be used.
+#[derive(Debug)]
+struct Session {
+    params: InitializeParams,
+    /// The current folder (canonical).
+    cwd: PathBuf,
+    /// Whether the current folder is inside a root, so relative paths resolve against it.
+    cwd_in_root: bool,
+}
+
+impl Session {
+    /// Roots: the `--root` folders (relative ones against the current folder), else the current
+    /// folder; all canonical. `cwd` is the current folder when it is inside a root and is not
+    /// already the default (`roots[0]`).
+    fn new(root_args: &[PathBuf]) -> anyhow::Result<Self> {
+        let cwd = std::env::current_dir()
+            .and_then(|dir| dir.canonicalize())
+            .context("cannot resolve the current folder")?;
+        let roots = if root_args.is_empty() {
+            vec![cwd.clone()]
+        } else {
+            root_args.iter().map(|root| canonical_root(&cwd, root)).collect::<anyhow::Result<Vec<_>>>()?
+        };
+        let cwd_in_root = roots.iter().any(|root| cwd.starts_with(root));
+        let explicit_cwd = cwd_in_root && roots.first() != Some(&cwd);
+        let params = InitializeParams {
+            client_info: Some(ClientInfo {
+                name: "filectx".to_owned(),
+                version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            }),
+            roots: roots.iter().map(|root| utf8(root, "root")).collect::<anyhow::Result<_>>()?,
+            cwd: if explicit_cwd { Some(utf8(&cwd, "current folder")?) } else { None },
+            tools: None,
+            read_only: None,
+            deny: None,
+        };
+        Ok(Self { params, cwd, cwd_in_root })
+    }
+
+    /// Refuses a relative `path` when the current folder is outside every root (the daemon
+    /// would resolve it against the first root instead).
+    fn check_path(&self, path: &str) -> anyhow::Result<()> {
+        if Path::new(path).is_relative() && !self.cwd_in_root {
+            bail!(
+                "the current folder {} is inside no --root, so the relative path {path:?} cannot be \
+                 resolved; give an absolute path or a --root that contains the current folder",
+                self.cwd.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `dir` made absolute against `cwd` and canonical; it must be an existing folder.
+fn canonical_root(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
+    let root =
+        cwd.join(dir).canonicalize().with_context(|| format!("cannot resolve the root {}", dir.display()))?;
+    if !root.is_dir() {
+        bail!("the root {} is not a folder", dir.display());
+    }
+    Ok(root)
+}
+
+/// `path` as the UTF-8 string the wire needs; `what` names it in the error.
+fn utf8(path: &Path, what: &str) -> anyhow::Result<String> {
+    path.to_str()
+        .map(str::to_owned)
+        .with_context(|| format!("the {what} {} is not valid UTF-8", path.display()))
+}
+
+/// Checks the command's paths and reads the content to write, before anything is sent.
+fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
+    let job = match command {
+        Command::Status(_) => Job::Status,
+        Command::Tools(_) => Job::Tools,
+        Command::Read(args) => {
+            session.check_path(&args.path)?;
+            Job::Read(ReadParams { path: args.path.clone(), offset: args.offset, limit: args.limit })
+        }
+        Command::Cat(args) => {
+            session.check_path(&args.path)?;
+            Job::Cat(StreamTextParams {
+                path: args.path.clone(),
+                offset: args.offset,
+                chunk_lines: args.chunk_lines,
+            })
+        }
+        Command::Write(args) => {
+            session.check_path(&args.path)?;
+            Job::Write(WriteParams { path: args.path.clone(), content: new_content(args)? })
+        }
+        Command::Edit(args) => {
+            session.check_path(&args.path)?;
+            Job::Edit(EditParams {
+                path: args.path.clone(),
+                old_string: args.old.clone(),
+                new_string: args.new.clone(),
+                replace_all: args.replace_all.then_some(true),
+            })
+        }
+        Command::Stat(args) => {
+            session.check_path(&args.path)?;
+            Job::Stat(args.path.clone())
+        }
+        Command::Watch(args) => {
+            for path in &args.paths {
+                session.check_path(path)?;
+            }
+            Job::Watch(args.paths.clone())
+        }
+        // `main` runs `mcp` through `run_mcp`, never through `run`.
+        Command::Mcp(_) => bail!("mcp is served by run_mcp"),
+    };
+    Ok(job)
+}
+
+/// The content `write` sends: `--content`, else the `--from` file, else stdin. Must be UTF-8.
+fn new_content(args: &WriteArgs) -> anyhow::Result<String> {
+    if let Some(content) = &args.content {
+        return Ok(content.clone());
+    }
+    let (bytes, source) = match &args.from {
+        Some(file) if file.as_os_str() != "-" => {
+            let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+            (bytes, file.display().to_string())
+        }
+        _ => {
+            let mut bytes = Vec::new();
+            std::io::stdin().lock().read_to_end(&mut bytes).context("cannot read the content from stdin")?;
+            (bytes, "stdin".to_owned())
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the content from {source} is not valid UTF-8"))
+}

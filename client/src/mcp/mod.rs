@@ -1,0 +1,229 @@
+//! A Model Context Protocol server that gives an MCP client (Claude Code, Codex, Cursor, …) the
+//! daemon's `read`, `write` and `edit` tools through one daemon session; `filectx mcp` runs it on
+//! stdin and stdout. [`serve`] takes any buffered reader and writer, so it can be embedded or
+//! driven in-process.
+//!
+//! **Transport.** MCP's stdio transport: one JSON-RPC 2.0 message per line (UTF-8, no embedded
+//! newlines) on the input and the output. Nothing but those messages is written to the output;
+//! diagnostics go to [`McpOptions::diagnostics`] (stderr by default). A line longer than
+//! [`McpOptions::max_line_bytes`] ([`MAX_LINE_BYTES`] by default) is skipped unbuffered and
+//! answered with -32600 (id null); a line that is not JSON with -32700 (id null); blank lines
+//! are ignored.
+//!
+//! **Lifecycle.** `initialize` negotiates the version: the client's when it is one of
+//! [`PROTOCOL_VERSIONS`], else the newest of them. Before `initialize` only `ping` is served
+//! (everything else: -32600 "not initialized"); a second `initialize` is -32600. Requests are
+//! served as soon as `initialize` is answered, but notifications to the client start only after
+//! `notifications/initialized`. The input reaching its end stops the server: requests still
+//! running get a few seconds to finish, the daemon session is closed politely, and [`serve`]
+//! returns.
+//!
+//! **Batches** (a JSON array of messages) exist only in MCP 2025-03-26; in every other version,
+//! and before `initialize`, a batch is refused as a whole with -32600 (id null). `initialize`
+//! inside a batch is refused.
+//!
+//! **Methods.** `ping`; `tools/list` and `tools/call`, forwarded to the daemon session
+//! (`tools/call` results become MCP `CallToolResult`s: the daemon's text content and `isError`,
+//! plus `structuredContent` `{text, error?}` from 2025-06-18, whose `outputSchema` `tools/list`
+//! then declares); `logging/setLevel`; `notifications/cancelled` (the call is dropped and not
+//! answered). Anything else is -32601.
+//!
+//! **Change notices.** Each `file/didChange` of the daemon session becomes a
+//! `notifications/message` (level `warning`, logger `filectx`, `data` with the path and a
+//! sentence telling the model to read the file again), unless `logging/setLevel` asked for a
+//! level above `warning`.
+//!
+//! **A lost daemon connection** does not end the server: the client would only see a dead
+//! server. Instead, every `tools/call` still running or made later is answered with an
+//! `isError` result saying the daemon connection was lost and that the MCP server must be
+//! restarted, `tools/list` with -32603, one `notifications/message` of level `error` is sent,
+//! and the diagnostics say why. When the input ends, [`serve`] then returns the error (for
+//! `filectx mcp`, exit code 3).
+//!
+//! The code: `lines.rs` is the line-framed transport, `jsonrpc.rs` the JSON-RPC message shapes,
+//! `dispatch.rs` routes each message (tasks, batches, cancellation), `methods.rs` serves the MCP
+//! methods, `notices.rs` sends `notifications/message` (change relay, lost daemon), and
+//! `session.rs` holds the state they share.
+
+mod dispatch;
+mod jsonrpc;
+mod lines;
+mod methods;
+mod notices;
+mod session;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use filectx_protocol::error::INVALID_REQUEST;
+use filectx_protocol::{DEFAULT_MAX_FRAME_BYTES, methods as wire};
+use serde_json::Value;
+use tokio::io::{AsyncBufRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::{Client, ClientError};
+
+use self::jsonrpc::error_response;
+use self::lines::{Line, read_line, write_lines};
+use self::session::Shared;
+
+/// The MCP protocol versions this server speaks, newest first.
+pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Default longest input line (one message) accepted, in bytes: the daemon's default frame cap.
+pub const MAX_LINE_BYTES: usize = DEFAULT_MAX_FRAME_BYTES;
+
+/// Messages waiting to be written to the output; when full, requests wait and change notices
+/// are dropped (and counted in the diagnostics).
+const OUTGOING_QUEUE: usize = 1024;
+/// How long requests still running at the end of the input may take, and how long closing the
+/// daemon session may take.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the server's diagnostics go: one sentence per call, without a trailing newline.
+type Diagnostics = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How [`serve`] runs: the server's instructions, the longest line it accepts, and where its
+/// diagnostics go.
+#[derive(Clone)]
+pub struct McpOptions {
+    instructions: String,
+    max_line_bytes: usize,
+    diagnostics: Diagnostics,
+}
+
+impl McpOptions {
+    /// Options whose `instructions` are the MCP server's (given to the client in the
+    /// `initialize` result): normally the daemon session's, from
+    /// [`filectx_protocol::InitializeResult::instructions`]. Lines are capped at
+    /// [`MAX_LINE_BYTES`] and diagnostics go to stderr, each prefixed with `filectx mcp: `.
+    pub fn new(instructions: impl Into<String>) -> Self {
+        Self {
+            instructions: instructions.into(),
+            max_line_bytes: MAX_LINE_BYTES,
+            diagnostics: Arc::new(|message: &str| eprintln!("filectx mcp: {message}")),
+        }
+    }
+
+    /// Longest input line (one message) accepted, in bytes (default [`MAX_LINE_BYTES`]); a
+    /// longer one is skipped without being buffered and answered with -32600.
+    pub fn max_line_bytes(mut self, bytes: usize) -> Self {
+        self.max_line_bytes = bytes;
+        self
+    }
+
+    /// Where diagnostics go (default: stderr, prefixed with `filectx mcp: `): e.g. why the daemon
+    /// connection was lost, change notices dropped for a slow client, requests dropped at the
+    /// end of the input, an output that cannot be written. They never go to the MCP output,
+    /// which carries only JSON-RPC messages. Each call gets one sentence, without a newline; the
+    /// texts call the input "stdin" and the output "stdout", as for `filectx mcp`.
+    pub fn diagnostics(mut self, sink: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.diagnostics = Arc::new(sink);
+        self
+    }
+}
+
+impl std::fmt::Debug for McpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpOptions")
+            .field("instructions", &self.instructions)
+            .field("max_line_bytes", &self.max_line_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`serve`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// Reading the input failed (for `filectx mcp`, stdin).
+    #[error("cannot read the MCP input: {0}")]
+    Input(#[source] std::io::Error),
+    /// The daemon session failed: [`ClientError::Transport`] when the connection was lost while
+    /// serving (the server answered tool calls with errors until the input ended), or any
+    /// error of [`Client::notifications`] when the change notices could not be subscribed to
+    /// at the start.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// Serves MCP on `input`/`output` until `input` ends, over the daemon session `client` (already
+/// initialized; see [`Client::connect_session`]), then closes that session politely (`shutdown`,
+/// then `exit`, bounded in time).
+///
+/// Requests are read from `input` one line at a time; `tools/*` calls run concurrently, and
+/// their answers are written to `output` as they complete, each as one line, flushed. Must run
+/// inside a tokio runtime: the writer and the change relay are spawned on it.
+///
+/// # Errors
+/// [`McpError::Client`] with [`ClientError::Transport`] when the daemon connection was lost
+/// while serving, or any error of subscribing to the session's change notices at the start;
+/// [`McpError::Input`] when reading `input` fails. A closed `output` (the MCP client went
+/// away) ends the server without error.
+pub async fn serve<R, W>(client: Client, options: McpOptions, input: R, output: W) -> Result<(), McpError>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let McpOptions { instructions, max_line_bytes, diagnostics } = options;
+    // Subscribed before anything is read, so no change notice can be missed.
+    let changes = client.notifications(wire::FILE_DID_CHANGE).await?;
+    let (sender, receiver) = mpsc::channel(OUTGOING_QUEUE);
+    let mut writer = tokio::spawn(write_lines(receiver, output, Arc::clone(&diagnostics)));
+    let shared = Arc::new(Shared::new(client, instructions, sender, diagnostics));
+    let relay = tokio::spawn(notices::relay_changes(Arc::clone(&shared), changes));
+
+    let mut input = input;
+    let mut line = Vec::new();
+    let mut tasks = JoinSet::new();
+    let read_result = loop {
+        while tasks.try_join_next().is_some() {}
+        let next = tokio::select! {
+            next = read_line(&mut input, &mut line, max_line_bytes) => next,
+            // The writer ends only when the output is closed: nobody reads the answers any more.
+            _ = &mut writer => break Ok(()),
+        };
+        match next {
+            Ok(Line::Eof) => break Ok(()),
+            Ok(Line::TooLong) => {
+                let message = format!("Invalid Request: the message is longer than {max_line_bytes} bytes");
+                shared.send(error_response(Value::Null, INVALID_REQUEST, message)).await;
+            }
+            Ok(Line::Complete) => dispatch::handle_line(&shared, &line, &mut tasks).await,
+            Err(error) => break Err(McpError::Input(error)),
+        }
+    };
+
+    // Let the requests already running answer, within bounds.
+    if tokio::time::timeout(DRAIN_TIMEOUT, async { while tasks.join_next().await.is_some() {} })
+        .await
+        .is_err()
+    {
+        shared.diagnose(&format!("stdin ended; requests still running after {DRAIN_TIMEOUT:?} were dropped"));
+        tasks.abort_all();
+    }
+    relay.abort();
+    let lost = shared.lock_state().lost.clone();
+    if lost.is_none() && shared.client.is_connected() {
+        // Best effort, bounded: the daemon ends the session on hang-up anyway.
+        shared.lock_state().closing = true;
+        let close = async {
+            let _ = shared.client.shutdown().await;
+            let _ = shared.client.exit().await;
+        };
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, close).await;
+    }
+    // Dropping the last sender lets the writer flush what is queued and stop.
+    drop(shared);
+    if !writer.is_finished() {
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, writer).await;
+    }
+    read_result?;
+    match lost {
+        Some(reason) => Err(ClientError::Transport(reason).into()),
+        None => Ok(()),
+    }
+}
