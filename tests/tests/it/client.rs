@@ -1,6 +1,5 @@
 //! Our client library and the `filectx` CLI against the real daemon, plus the daemon run
 //! in-process through its library entry point.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 

@@ -4,7 +4,6 @@
 //! allows it) and a simulated one (the `provider::stage::write` fail point returning ENOSPC).
 //! Each must answer the one request with the right error, leave the original file as it was
 //! and no temporary file behind, and keep the daemon serving everyone else.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -13,7 +13,6 @@
 //! Notifications are exactly-once per recorded version, so every request in this file (the
 //! `rpc` helper) also asserts that no `file/didChange` arrives while it waits for its response:
 //! once the expected notice is consumed, anything more is a duplicate or a self-notification.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
 use std::fs;

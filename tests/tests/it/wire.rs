@@ -1,7 +1,6 @@
 //! The wire contract through the real socket: framing, JSON-RPC validation, batches,
 //! session lifecycle, and every kind of bad input, each answered with the right error or a
 //! clean close of that connection alone.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
