@@ -206,7 +206,14 @@ impl Daemon {
     fn wait_ready(&self) {
         let deadline = Instant::now() + PATIENCE;
         while Instant::now() < deadline {
-            if UnixStream::connect(&self.socket).is_ok() {
+            if let Ok(mut probe) = UnixStream::connect(&self.socket) {
+                // The probe's connection counts as a session until the daemon has ended it: let
+                // it end before the test starts (and counts `sessions`, or fills the connection
+                // cap). Half-close, then wait for the daemon to close its side; the gauge drops
+                // right after (a timeout or an error just moves on).
+                let _ = probe.shutdown(std::net::Shutdown::Write);
+                let _ = probe.set_read_timeout(Some(PATIENCE));
+                let _ = probe.read_to_end(&mut Vec::new());
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));

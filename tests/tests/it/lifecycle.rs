@@ -52,7 +52,7 @@ fn a_stale_socket_from_a_crashed_daemon_is_replaced() {
     drop(UnixListener::bind(&socket).unwrap());
     assert!(socket.exists());
     let daemon = Daemon::start_at(dir, socket, &[]);
-    assert_eq!(daemon.status()["sessions"], 1);
+    wait_for_sessions(&mut daemon.session(), 1);
     assert!(daemon.log_text().contains("removing stale socket"));
 
     // And after a real crash (SIGKILL: no cleanup at all) a new daemon starts too.
@@ -89,7 +89,10 @@ fn socket_and_its_folder_are_private() {
 #[test]
 fn the_connection_over_the_cap_is_refused_clearly() {
     let daemon = Daemon::start(&["--max-connections", "3"]);
-    let mut sessions: Vec<Raw> = (0..3).map(|_| daemon.session()).collect();
+    // The readiness probe's connection holds a slot until its task has ended: wait for that.
+    let mut first = daemon.session();
+    wait_for_sessions(&mut first, 1);
+    let mut sessions: Vec<Raw> = vec![first, daemon.session(), daemon.session()];
     let mut over = Raw::connect(&daemon.socket);
     let refusal = over.recv();
     assert_eq!(error_code(&refusal), -32009, "{refusal}");

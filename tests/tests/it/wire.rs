@@ -61,7 +61,8 @@ fn raw_bytes_initialize_and_status() {
     {
         assert!(status.get(field).is_some(), "daemon/status lacks {field}: {status}");
     }
-    assert_eq!(status["sessions"], 1);
+    // This session, and maybe for a moment the readiness probe's (counted until its task ends).
+    assert!(status["sessions"].as_u64().is_some_and(|n| n >= 1), "{status}");
     assert_eq!(status["requests"], 2);
 }
 
