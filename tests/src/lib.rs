@@ -1,12 +1,17 @@
 //! Test harness shared by the integration tests: start the real `filectxd` binary in a temp
 //! folder with its own socket, and talk to it with a raw client that frames bytes by hand (no
 //! code of ours on the client side), so the wire format is pinned independently of our client.
+//! Also what the tests of the one test binary (`tests/it/`) share because they share a process:
+//! [`alone`] for a test that must have the machine to itself, and [`run_seconds`] for the length
+//! of the long runs.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -32,12 +37,117 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// Set to `1` (CI's `.ci/run` does) to run the long tests at full length: the soak and the
+/// stable-toolchain fuzz runs go 60 s instead of 3 s. Their own variables (`FILECTX_SOAK_SECONDS`,
+/// `FILECTX_FUZZ_SECONDS`) still win when set.
+pub const LONG_TESTS_ENV: &str = "FILECTX_LONG_TESTS";
+
+/// Whether [`LONG_TESTS_ENV`] asks for the long runs (set, and neither empty nor `0`).
+pub fn long_tests() -> bool {
+    std::env::var_os(LONG_TESTS_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// How long a long-running test runs, in seconds: the number in `var` when it is set, else
+/// `long` when [`long_tests`] (CI), else `short` (a developer's plain `cargo test`).
+pub fn run_seconds(var: &str, short: f64, long: f64) -> f64 {
+    match std::env::var(var) {
+        Ok(value) => value.parse().unwrap_or_else(|_| panic!("{var} must be a number, not {value:?}")),
+        Err(_) if long_tests() => long,
+        Err(_) => short,
+    }
+}
+
+/// The name libtest knows a test by, for running this binary again on that test alone
+/// (`--exact`): the test's module path without the crate, then its name. Call it with
+/// `module_path!()` from the test's own module.
+pub fn test_name(module_path: &str, name: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// Who may start daemons: any number of tests at once ([`Share`]), or one test [`alone`].
+struct GateState {
+    /// Live shares: daemons started through [`Daemon`], and other [`Share`]s.
+    shares: usize,
+    /// The thread of the test that runs alone, while it does.
+    alone: Option<ThreadId>,
+    /// Tests waiting to run alone.
+    waiting: usize,
+}
+
+static GATE: Mutex<GateState> = Mutex::new(GateState { shares: 0, alone: None, waiting: 0 });
+static GATE_CHANGED: Condvar = Condvar::new();
+
+fn gate() -> MutexGuard<'static, GateState> {
+    GATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A share of the machine, held by every daemon started through [`Daemon`] (and by any test
+/// that takes one for a process of its own); see [`alone`]. Dropping it gives the share back.
+pub struct Share(());
+
+impl Share {
+    /// Waits while a test runs [`alone`] (unless it is this thread's); when one is waiting for
+    /// its turn and no share is out, waits for that test first, so it is not starved. A thread
+    /// that already holds a share is never held up by a waiting test (shares are out then).
+    pub fn take() -> Share {
+        let me = std::thread::current().id();
+        let mut state = gate();
+        while state.alone.is_some_and(|t| t != me)
+            || (state.alone.is_none() && state.waiting > 0 && state.shares == 0)
+        {
+            state = GATE_CHANGED.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        state.shares += 1;
+        Share(())
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        gate().shares -= 1;
+        GATE_CHANGED.notify_all();
+    }
+}
+
+/// Held by a test that runs [`alone`]; dropping it lets the others start daemons again.
+pub struct Alone(());
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        gate().alone = None;
+        GATE_CHANGED.notify_all();
+    }
+}
+
+/// Runs the calling test alone among those of this binary that start daemons: waits until no
+/// [`Share`] is out (every daemon another test started is gone), and keeps other tests from
+/// starting one until the guard drops; this thread still may. The integration tests share one
+/// process and run two at a time (the CI machine has two cores); a test that keeps both cores
+/// busy on purpose (the soak: 64 sessions for a minute in CI) takes this so that it does not
+/// skew the others' bounds, as it did not when it was a test binary of its own.
+pub fn alone() -> Alone {
+    let me = std::thread::current().id();
+    let mut state = gate();
+    state.waiting += 1;
+    while state.shares > 0 || state.alone.is_some() {
+        state = GATE_CHANGED.wait(state).unwrap_or_else(PoisonError::into_inner);
+    }
+    state.waiting -= 1;
+    state.alone = Some(me);
+    Alone(())
+}
+
 /// A `filectxd` process serving a socket in its own temp folder; killed when dropped.
 pub struct Daemon {
     pub child: Child,
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub log: PathBuf,
+    /// Its share of the machine (see [`alone`]), given back once the process is gone.
+    pub share: Share,
 }
 
 impl Daemon {
@@ -51,8 +161,9 @@ impl Daemon {
     /// Starts the daemon on a given socket path inside `dir`.
     pub fn start_at(dir: tempfile::TempDir, socket: PathBuf, extra: &[&str]) -> Daemon {
         let log = dir.path().join(format!("daemon-{}.log", std::process::id()));
+        let share = Share::take();
         let child = Self::spawn(&socket, &log, extra);
-        let daemon = Daemon { child, dir, socket, log };
+        let daemon = Daemon { child, dir, socket, log, share };
         daemon.wait_ready();
         daemon
     }
@@ -85,8 +196,9 @@ impl Daemon {
         let socket = dir.path().join("run/filectx.sock");
         let log = dir.path().join(format!("daemon-{}.log", std::process::id()));
         let command = configure(dir.path(), Self::command(&socket, extra));
+        let share = Share::take();
         let child = Self::with_log(command, &log).spawn().unwrap();
-        let daemon = Daemon { child, dir, socket, log };
+        let daemon = Daemon { child, dir, socket, log, share };
         daemon.wait_ready();
         daemon
     }
@@ -94,7 +206,14 @@ impl Daemon {
     fn wait_ready(&self) {
         let deadline = Instant::now() + PATIENCE;
         while Instant::now() < deadline {
-            if UnixStream::connect(&self.socket).is_ok() {
+            if let Ok(mut probe) = UnixStream::connect(&self.socket) {
+                // The probe's connection counts as a session until the daemon has ended it: let
+                // it end before the test starts (and counts `sessions`, or fills the connection
+                // cap). Half-close, then wait for the daemon to close its side; the gauge drops
+                // right after (a timeout or an error just moves on).
+                let _ = probe.shutdown(std::net::Shutdown::Write);
+                let _ = probe.set_read_timeout(Some(PATIENCE));
+                let _ = probe.read_to_end(&mut Vec::new());
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));

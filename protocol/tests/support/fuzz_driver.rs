@@ -1,15 +1,17 @@
-//! A small stable-toolchain fuzz driver shared by `protocol/tests/fuzz_codec.rs` and
-//! `daemon/tests/fuzz_dispatch.rs` (included with `#[path]`): replays a cargo-fuzz corpus, then
-//! runs proptest-generated inputs — mutations of the corpus seeds (bytes, whole frames, JSON
-//! values) and random bytes — against the same target function for a time budget, shrinking
-//! and printing any input that fails.
+//! A small stable-toolchain fuzz driver shared by `protocol/tests/it/fuzz_codec.rs` and
+//! `daemon/tests/it/fuzz_dispatch.rs` (each test binary's `main.rs` includes it with `#[path]`):
+//! replays a cargo-fuzz corpus, then runs proptest-generated inputs — mutations of the corpus
+//! seeds (bytes, whole frames, JSON values) and random bytes — against the same target function
+//! for a time budget, shrinking and printing any input that fails.
 //!
-//! Environment: `FILECTX_FUZZ_SECONDS` (budget per target; default given by the caller, `0`
-//! replays the corpus only), `FILECTX_FUZZ_SEED` (a number: reproduce a run).
+//! Environment: `FILECTX_FUZZ_SECONDS` (budget per target, `0` replays the corpus only),
+//! otherwise 60 s with `FILECTX_LONG_TESTS=1` (as `.ci/run` sets) and 3 s without (a
+//! developer's plain `cargo test`); `FILECTX_FUZZ_SEED` (a number: reproduce a run).
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -373,14 +375,49 @@ fn shrink(mut tree: impl ValueTree<Value = Vec<u8>>, fails: &dyn Fn(&[u8]) -> bo
     smallest
 }
 
-/// Runs generated inputs through `target` until the budget is spent; returns the number of
-/// executions. A failure is shrunk, printed (as a Rust byte string, ready for the corpus) and
-/// re-raised.
-pub fn explore(name: &str, dir: &Path, default_seconds: u64, target: &dyn Fn(&[u8])) -> u64 {
-    let seconds: f64 = std::env::var("FILECTX_FUZZ_SECONDS")
-        .ok()
-        .map(|s| s.parse().expect("FILECTX_FUZZ_SECONDS must be a number"))
-        .unwrap_or(default_seconds as f64);
+/// The generated inputs' budget per target without `FILECTX_FUZZ_SECONDS`: a developer's plain
+/// `cargo test`, and with `FILECTX_LONG_TESTS=1` (CI).
+pub const SHORT_SECONDS: f64 = 3.0;
+pub const LONG_SECONDS: f64 = 60.0;
+
+/// The budget of [`explore`], in seconds: `FILECTX_FUZZ_SECONDS`, else [`LONG_SECONDS`] when
+/// `FILECTX_LONG_TESTS` is set (and neither empty nor `0`), else [`SHORT_SECONDS`].
+pub fn budget_seconds() -> f64 {
+    if let Ok(value) = std::env::var("FILECTX_FUZZ_SECONDS") {
+        return value
+            .parse()
+            .unwrap_or_else(|_| panic!("FILECTX_FUZZ_SECONDS must be a number, not {value:?}"));
+    }
+    let long = std::env::var_os("FILECTX_LONG_TESTS").is_some_and(|v| !v.is_empty() && v != "0");
+    if long { LONG_SECONDS } else { SHORT_SECONDS }
+}
+
+/// Runs `f` with the panic hook silenced for this thread's panics only: panics of tests running
+/// meanwhile on other threads of the same test binary are still reported as usual.
+fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    let me = std::thread::current().id();
+    let previous = Arc::new(std::panic::take_hook());
+    let chained = Arc::clone(&previous);
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().id() != me {
+            (*chained)(info);
+        }
+    }));
+    let result = f();
+    // Drop the silencing hook (and its reference to the previous one), then put that one back.
+    drop(std::panic::take_hook());
+    match Arc::try_unwrap(previous) {
+        Ok(hook) => std::panic::set_hook(hook),
+        Err(shared) => std::panic::set_hook(Box::new(move |info| (*shared)(info))),
+    }
+    result
+}
+
+/// Runs generated inputs through `target` until the budget ([`budget_seconds`]) is spent;
+/// returns the number of executions. A failure is shrunk, printed (as a Rust byte string, ready
+/// for the corpus) and re-raised.
+pub fn explore(name: &str, dir: &Path, target: &dyn Fn(&[u8])) -> u64 {
+    let seconds = budget_seconds();
     let seed: u64 = std::env::var("FILECTX_FUZZ_SEED")
         .ok()
         .map(|s| s.parse().expect("FILECTX_FUZZ_SEED must be a number"))
@@ -406,11 +443,9 @@ pub fn explore(name: &str, dir: &Path, default_seconds: u64, target: &dyn Fn(&[u
         bytes += input.len() as u64;
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| target(&input))) {
             let first = message(&panic);
-            // The panic hook would print every failure the shrinking loop provokes: silence it.
-            let hook = std::panic::take_hook();
-            std::panic::set_hook(Box::new(|_| {}));
-            let smallest = shrink(tree, &fails);
-            std::panic::set_hook(hook);
+            // The panic hook would print every failure the shrinking loop provokes: silence it
+            // (for this thread: other tests of the binary may be running).
+            let smallest = quietly(|| shrink(tree, &fails));
             let again = catch_unwind(AssertUnwindSafe(|| target(&smallest))).err().map(|p| message(&p));
             let saved = std::env::temp_dir().join(format!("filectx-fuzz-{name}-failure-{seed}"));
             let _ = std::fs::write(&saved, &smallest);

@@ -3,7 +3,6 @@
 //! `initialize` deadline, the stalled-frame timeout and the daemon-wide budget of
 //! half-received frames. Every test asserts what was answered and how many bytes or requests
 //! the daemon took in, never how long anything took; every wait is bounded.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -2,7 +2,6 @@
 //! `file/*`, `fs/*`), the read-before-write policy of each session, path containment, and the
 //! text and file-system properties that a write or an edit must keep. Real files live in the
 //! daemon's temp folder; several sessions take part where isolation matters.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};

@@ -1,17 +1,16 @@
 //! The codec fuzz target on the stable toolchain: replays the cargo-fuzz corpus
-//! (`daemon/fuzz/corpus/codec`) and runs generated inputs for `FILECTX_FUZZ_SECONDS`
-//! (default 20) through `filectx_protocol::fuzzing::codec`, the function the nightly
-//! `cargo fuzz run codec` target calls.
-#![allow(clippy::unwrap_used, missing_docs)]
-
-#[path = "support/fuzz_driver.rs"]
-mod fuzz_driver;
+//! (`daemon/fuzz/corpus/codec`) and runs generated inputs through
+//! `filectx_protocol::fuzzing::codec`, the function the nightly `cargo fuzz run codec` target
+//! calls, for 3 s (60 s with `FILECTX_LONG_TESTS=1`, as in CI; `FILECTX_FUZZ_SECONDS` overrides
+//! both; see `crate::fuzz_driver`).
 
 use std::cell::Cell;
 use std::path::PathBuf;
 
 use filectx_protocol::MAX_HEADER_BYTES;
 use filectx_protocol::fuzzing::codec;
+
+use crate::fuzz_driver;
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../daemon/fuzz/corpus/codec")
@@ -28,7 +27,7 @@ fn codec_corpus_replays_cleanly() {
 fn codec_survives_generated_inputs() {
     let (frames, oversized, failed) = (Cell::new(0usize), Cell::new(0usize), Cell::new(0usize));
     let (buffered, capacity) = (Cell::new(0usize), Cell::new(0usize));
-    let executions = fuzz_driver::explore("codec", &corpus_dir(), 60, &|data| {
+    let executions = fuzz_driver::explore("codec", &corpus_dir(), &|data| {
         let run = codec(data);
         frames.set(frames.get() + run.frames);
         oversized.set(oversized.get() + run.oversized);

@@ -2,7 +2,6 @@
 //! tools (`tools/list`, `tools/call`), never `file/*` or `fs/*`; `readOnly` is the one write
 //! barrier, refusing every write path of every layer with `FS_PERMISSION_DENIED` and leaving
 //! the files as they were.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::path::Path;

@@ -11,8 +11,6 @@
 //! connection and message in a file. Running a process as another user needs root, which CI
 //! has: these tests fail (never skip) when they cannot.
 
-mod support;
-
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::os::unix::process::CommandExt as _;
@@ -23,7 +21,8 @@ use std::time::{Duration, Instant};
 use filectx_client::{Client, ClientError, SpawnOptions, Untrusted};
 use filectx_protocol::InitializeParams;
 use serde_json::{Value, json};
-use support::TestResult;
+
+use crate::support::{self, TestResult, daemon_bin, text, write_script};
 
 /// The impostor's uid and gid.
 const NOBODY: u32 = 65534;
@@ -102,6 +101,13 @@ async fn serve_impostor(stream: tokio::net::UnixStream, record: &Path) -> TestRe
     Ok(())
 }
 
+/// [`impostor_daemon`]'s name as libtest knows it, for `--exact`: its module path without the
+/// crate (`impostor::impostor_daemon`).
+fn impostor_test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, module)| module);
+    format!("{module}::impostor_daemon")
+}
+
 /// Appends one line to the record.
 fn note(record: &Path, line: &str) -> std::io::Result<()> {
     let mut file = std::fs::OpenOptions::new().create(true).append(true).open(record)?;
@@ -121,16 +127,21 @@ impl Impostor {
     fn start(socket: &Path, record: &Path) -> TestResult<Self> {
         let mut exe = std::env::current_exe()?;
         if !reachable_by_others(&exe)? {
-            // The build folder is private: run a copy beside the record instead.
+            // The build folder is private: run a copy beside the record instead, made by `cp`
+            // so that no descriptor of it is ever open in this process (another test's
+            // concurrent fork could inherit it and make the exec fail with ETXTBSY).
             let copy = record.with_file_name("impostor-exe");
             if !copy.exists() {
-                std::fs::copy(&exe, &copy)?;
+                let status = Command::new("cp").arg(&exe).arg(&copy).status()?;
+                if !status.success() {
+                    return Err(format!("cp {} {}: {status}", exe.display(), copy.display()).into());
+                }
                 std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))?;
             }
             exe = copy;
         }
         let child = Command::new(&exe)
-            .args(["--exact", "impostor_daemon", "--nocapture", "--test-threads=1"])
+            .args(["--exact", &impostor_test_name(), "--nocapture", "--test-threads=1"])
             .env(IMPOSTOR_SOCKET_ENV, socket)
             .env(IMPOSTOR_RECORD_ENV, record)
             .current_dir("/")
@@ -319,21 +330,6 @@ impl Scene {
     }
 }
 
-/// Writes an executable shell script, from a separate `sh` so that no descriptor of it is ever
-/// open in this process (a concurrent fork could inherit it and make its exec fail with
-/// ETXTBSY).
-fn write_script(path: &Path, body: &str) -> TestResult {
-    let status = Command::new("sh")
-        .args(["-c", "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"", "sh"])
-        .arg(format!("#!/bin/sh\n{body}\n"))
-        .arg(path)
-        .status()?;
-    if !status.success() {
-        return Err(format!("cannot write {}: {status}", path.display()).into());
-    }
-    Ok(())
-}
-
 fn params(root: &Path) -> InitializeParams {
     InitializeParams {
         client_info: None,
@@ -343,10 +339,6 @@ fn params(root: &Path) -> InitializeParams {
         read_only: None,
         deny: None,
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The reason of an [`ClientError::UntrustedSocket`] for `socket`, or a failure naming what came
@@ -554,21 +546,6 @@ async fn our_own_daemon_is_trusted() -> TestResult {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(text(&out.stdout).contains("the real content"), "{out:?}");
     Ok(())
-}
-
-/// The real daemon binary: `$FILECTX_FILECTXD_BIN`, else `target/<profile>/filectxd`.
-fn daemon_bin() -> TestResult<PathBuf> {
-    if let Some(path) = std::env::var_os("FILECTX_FILECTXD_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe()?;
-    let path = exe.parent().and_then(Path::parent).ok_or("no target folder")?.join("filectxd");
-    if !path.is_file() {
-        return Err(
-            format!("{} not found: build it with `cargo build -p filectx-daemon`", path.display()).into()
-        );
-    }
-    Ok(path)
 }
 
 /// Stops the daemon with this pid (SIGTERM) when dropped.

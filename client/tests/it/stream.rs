@@ -2,8 +2,6 @@
 //! subscription, and `fs/streamCancel` when a stream is dropped or cancelled), the order of the
 //! chunks, and how every early end surfaces as an error rather than a silent end.
 
-mod support;
-
 use std::time::Duration;
 
 use filectx_client::{Client, ClientError, ConnectOptions, TextStream};
@@ -11,7 +9,8 @@ use filectx_protocol::{ClientInfo, FsErrorCode, InitializeParams, StreamTextPara
 use futures::StreamExt;
 use futures::stream::FusedStream;
 use serde_json::{Value, json};
-use support::{FakeDaemon, Out, TestResult, chunk, chunk_out, method_names};
+
+use crate::support::{self, FakeDaemon, Out, TestResult, chunk, chunk_out, method_names};
 use tokio::sync::mpsc;
 
 /// How long a test waits for anything before it fails.

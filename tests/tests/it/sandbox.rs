@@ -6,7 +6,6 @@
 //!
 //! Races are bounded by both a count and a time budget; their counts are printed (run with
 //! `--nocapture` to see them) and the assertions are on behaviour only: zero escapes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -19,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use filectx_tests::{Daemon, PATIENCE, Raw, bin, fs_error, ok, rpc};
+use filectx_tests::{Daemon, PATIENCE, Raw, bin, fs_error, ok, rpc, test_name};
 use serde_json::{Value, json};
 
 /// Most swaps an attacker thread makes (it also stops when the client is done).
@@ -1029,13 +1028,16 @@ fn another_user_never_opens_a_staging_file() {
 
     let mut exe = std::env::current_exe().unwrap();
     if !reachable_by_others(&exe) {
+        // Copied by `cp`, so that no descriptor of the copy is ever open in this process, where
+        // another test's concurrent fork could inherit it and make its exec fail with ETXTBSY.
         let copy = sandbox.base.join("spy-exe");
-        fs::copy(&exe, &copy).unwrap();
+        let status = Command::new("cp").arg(&exe).arg(&copy).status().unwrap();
+        assert!(status.success(), "cp {} {}: {status}", exe.display(), copy.display());
         fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).unwrap();
         exe = copy;
     }
     let mut spy = Command::new(&exe)
-        .args(["--exact", "temp_file_spy", "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test_name(module_path!(), "temp_file_spy"), "--nocapture", "--test-threads=1"])
         .env(SPY_ENV, &work)
         .current_dir("/")
         .stdin(Stdio::null())

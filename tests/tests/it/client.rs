@@ -1,13 +1,12 @@
 //! Our client library and the `filectx` CLI against the real daemon, plus the daemon run
 //! in-process through its library entry point.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 
 use filectx_client::{Client, ClientError};
 use filectx_daemon::listen::{self, FolderPolicy};
 use filectx_protocol::{FsErrorCode, InitializeParams, ToolName};
-use filectx_tests::{Daemon, bin};
+use filectx_tests::{Daemon, PATIENCE, bin};
 use serde_json::Value;
 
 fn params(root: &std::path::Path) -> InitializeParams {
@@ -27,8 +26,14 @@ async fn library_client_opens_a_session_and_reads_status() {
     let (client, session) = Client::connect_session(&daemon.socket, params(daemon.dir.path())).await.unwrap();
     assert_eq!(session.server_info.name, "filectxd");
     assert_eq!(session.capabilities.tools, ToolName::ALL.to_vec());
-    let status = client.status().await.unwrap();
-    assert_eq!(status.sessions, 1);
+    // This session alone, once the readiness probe's has ended (it counts until its task ends).
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let mut status = client.status().await.unwrap();
+    while status.sessions != 1 {
+        assert!(std::time::Instant::now() < deadline, "sessions stuck at {}", status.sessions);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        status = client.status().await.unwrap();
+    }
     assert_eq!(status.pid, daemon.child.id());
     let tools = client.tools_list().await.unwrap();
     assert_eq!(tools.tools.len(), 3);

@@ -5,7 +5,6 @@
 //! is never mapped beyond `--max-mapped-bytes`; and one session's many slow requests (the
 //! test-only `debug/hold`, which takes a file-work slot like any file method) never keep another
 //! session's small read waiting. Nothing here measures time: counts, markers and orders only.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs::{self, File};
 use std::io::Write;

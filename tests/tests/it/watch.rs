@@ -13,7 +13,6 @@
 //! Notifications are exactly-once per recorded version, so every request in this file (the
 //! `rpc` helper) also asserts that no `file/didChange` arrives while it waits for its response:
 //! once the expected notice is consumed, anything more is a duplicate or a self-notification.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
 use std::fs;
@@ -612,11 +611,13 @@ fn a_folder_replaced_at_once_is_watched_again() {
 // Slow readers and the status counters
 // ---------------------------------------------------------------------------------------------
 
-/// A session that stops reading its socket while thousands of notices are due for it: the
-/// daemon keeps answering another session promptly (and keeps notifying it), drops what the
-/// stuck session cannot take (counted in `notificationsDropped`) rather than buffering without
-/// bound, and answers the stuck session again once it reads. Every due notice is either
-/// delivered or counted as dropped, exactly once.
+/// A session that stops reading its socket while a thousand notices are due for it: the daemon
+/// drops what the stuck session cannot take (counted in `notificationsDropped`) rather than
+/// buffering without bound, and meanwhile keeps answering another session rightly (and keeps
+/// notifying it), and answers the stuck session again once it reads. Every due notice is either
+/// delivered or counted as dropped, exactly once. Nothing here is timed: a daemon held up by the
+/// stuck session would leave a request unanswered, which the read timeout (`PATIENCE`, 10 s) turns
+/// into a failure.
 #[test]
 fn a_session_that_never_reads_does_not_hold_up_the_others() {
     const FILES: usize = 1000;
@@ -644,17 +645,21 @@ fn a_session_that_never_reads_does_not_hold_up_the_others() {
     }
     fs::write(&mine, "mine, changed\n").unwrap();
 
-    // Meanwhile the other session is served promptly and hears of its own file.
+    // Meanwhile the other session hears of its own file; once the daemon is dropping notices for
+    // the stuck one (so that one is truly backed up), the other's requests are all answered, with
+    // the file's current version.
     let current = expect_change(&mut other, &mine, "mine.txt", &[]).unwrap();
-    let until = Instant::now() + Duration::from_secs(1);
-    let mut slowest = Duration::ZERO;
-    while Instant::now() < until {
-        let started = Instant::now();
+    let deadline = Instant::now() + SLOW;
+    while ok(&mut other, "daemon/status", json!(null))["notificationsDropped"].as_u64().unwrap()
+        == dropped_before
+    {
+        assert!(Instant::now() < deadline, "no notice dropped for a session that reads nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..20 {
         ok(&mut other, "daemon/status", json!(null));
         assert_eq!(version_of(&mut other, "mine.txt"), Some(current.clone()));
-        slowest = slowest.max(started.elapsed());
     }
-    assert!(slowest < Duration::from_secs(2), "the other session waited {slowest:?} for an answer");
     stale_then_fresh(&mut other, "mine.txt", &mine, &current, "mine, changed\n", "changed", "kept");
 
     // Now the stuck session reads: whatever was delivered plus whatever was dropped is exactly
@@ -678,9 +683,8 @@ fn a_session_that_never_reads_does_not_hold_up_the_others() {
     };
     assert!(dropped > 0, "{FILES} notices to a session that never read, and none dropped");
     stuck.assert_no_notification(DID_CHANGE, Duration::from_millis(300));
-    let started = Instant::now();
+    // Once it reads, the stuck session is served again, and told the same count.
     let answer = ok(&mut stuck, "daemon/status", json!(null));
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert_eq!(answer["notificationsDropped"].as_u64().unwrap() - dropped_before, dropped);
 }
 

@@ -1,7 +1,6 @@
 //! `filectx mcp`, the MCP stdio server, against the real daemon: the built `filectx` binary is
 //! spawned with piped stdio and scripted line by line, as an MCP client would (every wait is
 //! bounded, so a broken server fails the test instead of hanging it).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};

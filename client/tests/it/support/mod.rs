@@ -1,10 +1,12 @@
 //! A tiny fake daemon for the client's tests: it accepts one connection on a tempdir Unix socket,
 //! speaks the LSP codec, records every message it receives and answers through a script; a test
-//! can also push messages (e.g. the chunks of a stream) at a moment of its choosing.
+//! can also push messages (e.g. the chunks of a stream) at a moment of its choosing. Also the
+//! helpers several test modules share: the real daemon binary, scripts, output as text.
 
 #![allow(dead_code, missing_docs)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use filectx_protocol::{
@@ -24,6 +26,46 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The real daemon binary: `$FILECTX_FILECTXD_BIN`, else `filectxd` next to the folder of this
+/// test executable (`target/<profile>/deps/<test>` → `target/<profile>/filectxd`).
+pub fn daemon_bin() -> TestResult<PathBuf> {
+    if let Some(path) = std::env::var_os("FILECTX_FILECTXD_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().and_then(Path::parent).ok_or("the test executable has no grandparent folder")?;
+    let path = dir.join("filectxd");
+    if !path.is_file() {
+        return Err(format!(
+            "{} not found: run the tests with `cargo test --workspace` (which builds it), build it with \
+             `cargo build -p filectx-daemon --bin filectxd`, or set FILECTX_FILECTXD_BIN",
+            path.display()
+        )
+        .into());
+    }
+    Ok(path)
+}
+
+/// Writes an executable shell script. The file is written by a separate `sh`, so no descriptor
+/// of it is ever open in this process, where a concurrent fork (another test's) could inherit it
+/// and make its exec fail with ETXTBSY.
+pub fn write_script(path: &Path, body: &str) -> TestResult {
+    let status = Command::new("sh")
+        .args(["-c", "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"", "sh"])
+        .arg(format!("#!/bin/sh\n{body}\n"))
+        .arg(path)
+        .status()?;
+    if !status.success() {
+        return Err(format!("cannot write {}: {status}", path.display()).into());
+    }
+    Ok(())
+}
+
+/// Output bytes as text (lossy).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
 
 /// What the fake daemon sends for one received message: whole JSON-RPC messages, or raw bytes.
 pub enum Out {

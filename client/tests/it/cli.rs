@@ -3,8 +3,6 @@
 //! in `autostart.rs`). Every run here has autostart off (`FILECTX_NO_AUTOSTART=1`), so that a
 //! missing or hung-up fake daemon never brings up a real one.
 
-mod support;
-
 use std::io::{BufRead as _, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -13,7 +11,8 @@ use std::time::Duration;
 
 use filectx_protocol::{FsErrorCode, WriteOperation};
 use serde_json::{Value, json};
-use support::{FakeDaemon, TestResult, method_names};
+
+use crate::support::{self, FakeDaemon, TestResult, method_names, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_filectx");
 
@@ -71,10 +70,6 @@ async fn against_stdin(
     let mut all = vec!["--socket".to_owned(), daemon.socket.display().to_string()];
     all.extend(args.iter().map(|a| (*a).to_owned()));
     filectx_async_stdin(all, cwd, stdin.map(<[u8]>::to_vec)).await
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn assert_clean_stderr(stderr: &str) {

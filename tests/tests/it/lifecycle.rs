@@ -1,6 +1,5 @@
 //! The daemon as a process: signals, one daemon per socket, stale sockets, the connection cap,
 //! peers of another uid, many idle sessions, and clients that never read.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -9,7 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use filectx_tests::{Daemon, PATIENCE, Raw, bin, error_code, wait_for_sessions};
+use filectx_tests::{Daemon, PATIENCE, Raw, bin, error_code, test_name, wait_for_sessions};
 use rustix::process::Signal;
 use serde_json::json;
 
@@ -53,7 +52,7 @@ fn a_stale_socket_from_a_crashed_daemon_is_replaced() {
     drop(UnixListener::bind(&socket).unwrap());
     assert!(socket.exists());
     let daemon = Daemon::start_at(dir, socket, &[]);
-    assert_eq!(daemon.status()["sessions"], 1);
+    wait_for_sessions(&mut daemon.session(), 1);
     assert!(daemon.log_text().contains("removing stale socket"));
 
     // And after a real crash (SIGKILL: no cleanup at all) a new daemon starts too.
@@ -90,7 +89,10 @@ fn socket_and_its_folder_are_private() {
 #[test]
 fn the_connection_over_the_cap_is_refused_clearly() {
     let daemon = Daemon::start(&["--max-connections", "3"]);
-    let mut sessions: Vec<Raw> = (0..3).map(|_| daemon.session()).collect();
+    // The readiness probe's connection holds a slot until its task has ended: wait for that.
+    let mut first = daemon.session();
+    wait_for_sessions(&mut first, 1);
+    let mut sessions: Vec<Raw> = vec![first, daemon.session(), daemon.session()];
     let mut over = Raw::connect(&daemon.socket);
     let refusal = over.recv();
     assert_eq!(error_code(&refusal), -32009, "{refusal}");
@@ -153,15 +155,17 @@ fn a_peer_of_another_uid_is_refused_and_logged() {
     open(daemon.socket.parent().unwrap(), 0o755);
     open(&daemon.socket, 0o666);
     // Copies of the CLI and of this test binary that uid 65534 can execute (the build folder
-    // may be private).
+    // may be private), made by `cp`: no descriptor of them is ever open in this process, where
+    // another test's concurrent fork could inherit it and make their exec fail with ETXTBSY.
     let tools = tempfile::tempdir().unwrap();
     open(tools.path(), 0o755);
     let cli = tools.path().join("filectx");
-    std::fs::copy(bin("filectx"), &cli).unwrap();
-    open(&cli, 0o755);
     let peer = tools.path().join("foreign-peer");
-    std::fs::copy(std::env::current_exe().unwrap(), &peer).unwrap();
-    open(&peer, 0o755);
+    for (from, to) in [(bin("filectx"), &cli), (std::env::current_exe().unwrap(), &peer)] {
+        let status = Command::new("cp").arg(&from).arg(to).status().unwrap();
+        assert!(status.success(), "cp {} {}: {status}", from.display(), to.display());
+        open(to, 0o755);
+    }
 
     // Our CLI, run by another user, refuses this daemon by itself (it is not that user's) and
     // never reaches it.
@@ -182,14 +186,16 @@ fn a_peer_of_another_uid_is_refused_and_logged() {
 
     // A raw client of another uid does reach it, and is refused there.
     let out = Command::new(&peer)
-        .args(["--exact", "foreign_peer", "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test_name(module_path!(), "foreign_peer"), "--nocapture", "--test-threads=1"])
         .env(FOREIGN_SOCKET_ENV, &daemon.socket)
         .current_dir("/")
         .uid(65534)
         .gid(65534)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // `1 passed`: the filter named the peer (a test name that matched nothing would pass too).
+    assert!(out.status.success() && stdout.contains(" 1 passed;"), "{stdout}");
     let deadline = Instant::now() + PATIENCE;
     while !daemon.log_text().contains("refused connection from another user") {
         assert!(Instant::now() < deadline, "refusal not logged:\n{}", daemon.log_text());

@@ -7,7 +7,6 @@
 //! Every file here is at least the daemon's map threshold (4 MiB) unless a test says otherwise.
 //! The heavy tests take a process-wide lock so that they do not run at the same time (the CI
 //! machine has two cores, and some of them measure time and memory).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};

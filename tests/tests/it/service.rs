@@ -7,7 +7,6 @@
 //! pid is in LISTEN_PID. The listener goes in as the stdin of `sh -c '...; exec filectxd ...
 //! 3<&0 </dev/null'`: `std` dups it onto fd 0 in the child only, so no other test's child can
 //! inherit it, and after `exec` the daemon's pid is the shell's `$$`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -27,7 +26,7 @@ use filectx_daemon::config::{
 use filectx_daemon::provider::ProviderConfig;
 use filectx_protocol::DEFAULT_MAX_FRAME_BYTES;
 use filectx_protocol::socket::SOCKET_ENV;
-use filectx_tests::{PATIENCE, Raw, bin};
+use filectx_tests::{PATIENCE, Raw, Share, bin};
 use rustix::process::Signal;
 
 /// Environment that would change what the daemon does, removed from every child: the tests set
@@ -51,6 +50,8 @@ struct Proc {
     child: Child,
     stdout: PathBuf,
     stderr: PathBuf,
+    /// Its share of the machine, like every daemon of these tests ([`filectx_tests::alone`]).
+    _share: Share,
 }
 
 impl Proc {
@@ -62,8 +63,9 @@ impl Proc {
     fn try_spawn(mut cmd: Command, dir: &Path, name: &str) -> std::io::Result<Proc> {
         let stdout = dir.join(format!("{name}.out"));
         let stderr = dir.join(format!("{name}.err"));
+        let share = Share::take();
         let child = cmd.stdout(File::create(&stdout)?).stderr(File::create(&stderr)?).spawn()?;
-        Ok(Proc { child, stdout, stderr })
+        Ok(Proc { child, stdout, stderr, _share: share })
     }
 
     fn pid(&self) -> i32 {

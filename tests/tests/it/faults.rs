@@ -4,7 +4,6 @@
 //! allows it) and a simulated one (the `provider::stage::write` fail point returning ENOSPC).
 //! Each must answer the one request with the right error, leave the original file as it was
 //! and no temporary file behind, and keep the daemon serving everyone else.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -291,5 +290,33 @@ fn enospc_from_the_fail_point_answers_fs_io_and_removes_the_temp_file() {
     assert_eq!(
         ok(&mut other, "file/read", json!({"path": folder.join("keep.txt")}))["lines"],
         json!(["original"])
+    );
+}
+
+#[test]
+fn a_failed_mmap_degrades_to_positional_reads_logged_once() {
+    let daemon = Daemon::start_configured(&[], |_, mut command| {
+        command.env("FILECTX_FAILPOINTS", "provider::map=return");
+        command
+    });
+    require_feature(&daemon, "fail point configured", "failpoints");
+    let root = filectx_tests::root_of(&daemon);
+    // Two files past the map threshold (4 MiB): each would be mapped, and each mmap fails.
+    let body: String = (1..=400_000).map(|n| format!("line {n:07}\n")).collect();
+    for name in ["a.log", "b.log"] {
+        std::fs::write(root.join(name), &body).unwrap();
+    }
+    let mut raw = daemon.session();
+    for name in ["a.log", "b.log"] {
+        let read = ok(&mut raw, "file/read", json!({"path": root.join(name), "offset": 300_000, "limit": 2}));
+        assert_eq!(read["lines"], json!(["line 0300000", "line 0300001"]), "{name}");
+        assert_eq!(read["totalLines"], 400_000);
+    }
+    assert_eq!(daemon.status()["mappedBytes"], 0, "nothing is mapped when mmap fails");
+    let log = daemon.log_text();
+    assert_eq!(
+        log.matches("positional reads").count(),
+        1,
+        "the failure is logged once, not per read:\n{log}"
     );
 }

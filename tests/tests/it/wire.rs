@@ -1,7 +1,6 @@
 //! The wire contract through the real socket: framing, JSON-RPC validation, batches,
 //! session lifecycle, and every kind of bad input, each answered with the right error or a
 //! clean close of that connection alone.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -62,7 +61,8 @@ fn raw_bytes_initialize_and_status() {
     {
         assert!(status.get(field).is_some(), "daemon/status lacks {field}: {status}");
     }
-    assert_eq!(status["sessions"], 1);
+    // This session, and maybe for a moment the readiness probe's (counted until its task ends).
+    assert!(status["sessions"].as_u64().is_some_and(|n| n >= 1), "{status}");
     assert_eq!(status["requests"], 2);
 }
 

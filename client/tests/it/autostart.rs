@@ -16,33 +16,13 @@ use filectx_client::{Client, ClientError, SpawnOptions};
 use filectx_protocol::InitializeParams;
 use rustix::process::{Pid, Signal};
 
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use crate::support::{TestResult, daemon_bin, text, write_script};
 
 /// How long a test waits for anything that should happen promptly.
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// The CLI under test.
 const CLI: &str = env!("CARGO_BIN_EXE_filectx");
-
-/// The real daemon binary: `$FILECTX_FILECTXD_BIN`, else `filectxd` next to the folder of this
-/// test executable (`target/<profile>/deps/<test>` → `target/<profile>/filectxd`).
-fn daemon_bin() -> TestResult<PathBuf> {
-    if let Some(path) = std::env::var_os("FILECTX_FILECTXD_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe()?;
-    let dir = exe.parent().and_then(Path::parent).ok_or("the test executable has no grandparent folder")?;
-    let path = dir.join("filectxd");
-    if !path.is_file() {
-        return Err(format!(
-            "{} not found: run the tests with `cargo test --workspace` (which builds it), build it with \
-             `cargo build -p filectx-daemon --bin filectxd`, or set FILECTX_FILECTXD_BIN",
-            path.display()
-        )
-        .into());
-    }
-    Ok(path)
-}
 
 /// The `filectxd` processes serving one socket path; dropping the guard stops them all.
 struct Daemons {
@@ -153,21 +133,6 @@ fn terminate(pid: u32) -> TestResult {
     wait_gone(&[pid])
 }
 
-/// Writes an executable shell script. The file is written by a separate `sh`, so no descriptor
-/// of it is ever open in this process, where a concurrent fork could inherit it and make its
-/// exec fail with ETXTBSY.
-fn script(path: &Path, body: &str) -> TestResult {
-    let status = Command::new("sh")
-        .args(["-c", "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"", "sh"])
-        .arg(format!("#!/bin/sh\n{body}\n"))
-        .arg(path)
-        .status()?;
-    if !status.success() {
-        return Err(format!("cannot write {}: {status}", path.display()).into());
-    }
-    Ok(())
-}
-
 /// Runs the CLI in `cwd` with `envs` set and `FILECTX_SOCKET`, `FILECTX_DAEMON` and
 /// `FILECTX_NO_AUTOSTART` cleared unless given.
 fn filectx(args: &[&str], cwd: &Path, envs: &[(&str, &std::ffi::OsStr)]) -> TestResult<Output> {
@@ -183,10 +148,6 @@ fn filectx(args: &[&str], cwd: &Path, envs: &[(&str, &std::ffi::OsStr)]) -> Test
         command.env(name, value);
     }
     Ok(command.output()?)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// `initialize` parameters of a session rooted at `root`.
@@ -337,7 +298,7 @@ async fn a_daemon_that_never_answers_is_a_timeout_naming_binary_socket_and_log()
     let socket = dir.path().join("filectx.sock");
     let log = dir.path().join("filectxd.log");
     let fake = dir.path().join("fake-filectxd");
-    script(&fake, "echo \"fake daemon: giving up on $*\" >&2\nexit 3")?;
+    write_script(&fake, "echo \"fake daemon: giving up on $*\" >&2\nexit 3")?;
 
     let started = Instant::now();
     let options = SpawnOptions::default().daemon(&fake).log(&log).timeout(Duration::from_secs(1));
@@ -438,7 +399,7 @@ fn the_cli_starts_the_daemon_detached() -> TestResult {
     let record = dir.path().join("record");
     let wrapper = dir.path().join("wrapped-filectxd");
     // Records how it was started, then becomes the real daemon (same pid).
-    script(
+    write_script(
         &wrapper,
         &format!(
             "{{ echo \"args=$*\"; echo \"cwd=$(pwd)\"; echo \"pid=$$\"; \
@@ -480,7 +441,7 @@ fn no_autostart_exits_3_and_starts_nothing() -> TestResult {
     let socket_arg = socket.to_str().ok_or("tempdir path is not UTF-8")?;
     let marker = dir.path().join("started");
     let fake = dir.path().join("fake-filectxd");
-    script(&fake, &format!("touch '{}'", marker.display()))?;
+    write_script(&fake, &format!("touch '{}'", marker.display()))?;
     let daemon = (filectx_client::DAEMON_ENV, fake.as_os_str());
     let state = ("XDG_STATE_HOME", dir.path().as_os_str());
 

@@ -1,8 +1,6 @@
 //! End-to-end tests of the client library against a fake daemon on a Unix socket: what goes on
 //! the wire, what comes back, and how a broken connection surfaces.
 
-mod support;
-
 use std::time::Duration;
 
 use filectx_client::{Client, ClientError, ConnectOptions};
@@ -12,7 +10,8 @@ use filectx_protocol::{
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
-use support::{FakeDaemon, Out, TestResult};
+
+use crate::support::{self, FakeDaemon, Out, TestResult};
 
 fn params() -> InitializeParams {
     InitializeParams {

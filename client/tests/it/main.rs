@@ -1,0 +1,14 @@
+//! The client crate's integration tests, as one test binary (`it`) with one module per area: the
+//! library against a fake daemon (`transport`, `stream`), the `filectx` binary (`cli`),
+//! autostart against the real `filectxd` (`autostart`), and an impostor daemon of another user
+//! (`impostor`, which runs this binary again as uid 65534 and so needs root); `support` holds
+//! the fake daemon and the helpers they share. The tests share this process: none may change
+//! the environment, current folder or umask of the process (children get theirs through
+//! `Command`), and files a child executes are written by `sh` or `cp`, never from here.
+
+mod autostart;
+mod cli;
+mod impostor;
+mod stream;
+mod support;
+mod transport;
