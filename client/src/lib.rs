@@ -307,7 +307,7 @@ impl Client {
     ///
     /// A tool that fails, invalid arguments included, still answers `Ok`: a result with
     /// `is_error: true`, a text the model can act on, and `error.code` the `FS_*` identifier
-    /// (`FS_NOT_FOUND`, `FS_NOT_OBSERVED`, `FS_STALE_VERSION`, `FS_NO_MATCH`, …).
+    /// (`FS_NOT_FOUND`, `FS_NOT_OBSERVED`, `FS_STALE_VERSION`, `FS_EDIT_NOT_FOUND`, …).
     ///
     /// # Errors
     /// [`ClientError::Rpc`] with code -32602 for a tool name this session does not have; any
@@ -325,7 +325,7 @@ impl Client {
     /// overwrite or edit the file; any window counts.
     ///
     /// # Errors
-    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_FOUND`, `FS_IS_DIRECTORY`,
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_FOUND`, `FS_NOT_REGULAR_FILE`,
     /// `FS_NOT_TEXT` (binary or not UTF-8), `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
     /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT` (e.g. an offset past the end: the message says
     /// how many lines the file has), `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
@@ -341,7 +341,7 @@ impl Client {
     /// # Errors
     /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_OBSERVED` (the file exists
     /// and this session has not read it), `FS_STALE_VERSION` (it changed since that read),
-    /// `FS_IS_DIRECTORY`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED` (also in a read-only session),
+    /// `FS_NOT_REGULAR_FILE`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED` (also in a read-only session),
     /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT`, `FS_BUSY` or `FS_IO`; any error of
     /// [`Client::request`].
     pub async fn file_write(&self, params: WriteParams) -> Result<WriteResult, ClientError> {
@@ -354,9 +354,9 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_OBSERVED`,
-    /// `FS_STALE_VERSION` (checked before matching), `FS_NO_MATCH`, `FS_AMBIGUOUS_MATCH` (more
+    /// `FS_STALE_VERSION` (checked before matching), `FS_EDIT_NOT_FOUND`, `FS_AMBIGUOUS_EDIT` (more
     /// than one occurrence without `replace_all`), `FS_INVALID_ARGUMENT` (empty `old_string`, or
-    /// `new_string` equal to it), `FS_NOT_FOUND`, `FS_IS_DIRECTORY`, `FS_NOT_TEXT`,
+    /// `new_string` equal to it), `FS_NOT_FOUND`, `FS_NOT_REGULAR_FILE`, `FS_NOT_TEXT`,
     /// `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`, `FS_OUTSIDE_ROOT`, `FS_BUSY` or `FS_IO`; any error
     /// of [`Client::request`].
     pub async fn file_edit(&self, params: EditParams) -> Result<EditResult, ClientError> {
@@ -417,7 +417,7 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_ALREADY_EXISTS` (expected
-    /// absent), `FS_STALE_VERSION` (expected a version that is not there), `FS_IS_DIRECTORY`,
+    /// absent), `FS_STALE_VERSION` (expected a version that is not there), `FS_NOT_REGULAR_FILE`,
     /// `FS_TOO_LARGE`, `FS_PERMISSION_DENIED` (also in a read-only session), `FS_OUTSIDE_ROOT`,
     /// `FS_INVALID_ARGUMENT`, `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
     pub async fn fs_write_text(&self, params: FsWriteParams) -> Result<WriteResult, ClientError> {
@@ -430,8 +430,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_STALE_VERSION` (checked
-    /// before matching), `FS_NO_MATCH`, `FS_AMBIGUOUS_MATCH`, `FS_INVALID_ARGUMENT`,
-    /// `FS_NOT_FOUND`, `FS_IS_DIRECTORY`, `FS_NOT_TEXT`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
+    /// before matching), `FS_EDIT_NOT_FOUND`, `FS_AMBIGUOUS_EDIT`, `FS_INVALID_ARGUMENT`,
+    /// `FS_NOT_FOUND`, `FS_NOT_REGULAR_FILE`, `FS_NOT_TEXT`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
     /// `FS_OUTSIDE_ROOT`, `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
     pub async fn fs_edit_text(&self, params: FsEditParams) -> Result<EditResult, ClientError> {
         self.request(methods::FS_EDIT_TEXT, &params).await
@@ -465,7 +465,7 @@ impl Client {
     ///
     /// # Errors
     /// Before anything is streamed: [`ClientError::Rpc`] whose [`ClientError::fs_code`] is
-    /// `FS_NOT_FOUND`, `FS_IS_DIRECTORY`, `FS_NOT_TEXT`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
+    /// `FS_NOT_FOUND`, `FS_NOT_REGULAR_FILE`, `FS_NOT_TEXT`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
     /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT` (e.g. an offset past the end, or `chunk_lines`
     /// 0), `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
     pub async fn stream_text(&self, params: StreamTextParams) -> Result<TextStream, ClientError> {

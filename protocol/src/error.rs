@@ -56,9 +56,6 @@ pub enum FsErrorCode {
     /// The path does not exist.
     #[serde(rename = "FS_NOT_FOUND")]
     NotFound,
-    /// The path is a directory where a file was expected.
-    #[serde(rename = "FS_IS_DIRECTORY")]
-    IsDirectory,
     /// The file is binary or not valid UTF-8.
     #[serde(rename = "FS_NOT_TEXT")]
     NotText,
@@ -78,11 +75,11 @@ pub enum FsErrorCode {
     #[serde(rename = "FS_STALE_VERSION")]
     StaleVersion,
     /// The text to replace does not occur in the file.
-    #[serde(rename = "FS_NO_MATCH")]
-    NoMatch,
+    #[serde(rename = "FS_EDIT_NOT_FOUND")]
+    EditNotFound,
     /// The text to replace occurs more than once and `replace_all` was not set.
-    #[serde(rename = "FS_AMBIGUOUS_MATCH")]
-    AmbiguousMatch,
+    #[serde(rename = "FS_AMBIGUOUS_EDIT")]
+    AmbiguousEdit,
     /// The file exists where the caller expected none.
     #[serde(rename = "FS_ALREADY_EXISTS")]
     AlreadyExists,
@@ -92,9 +89,12 @@ pub enum FsErrorCode {
     /// Any other input/output failure.
     #[serde(rename = "FS_IO")]
     Io,
-    /// The path is a FIFO, socket or device: only regular files are read or written.
+    /// The path is a folder, FIFO, socket or device: only regular files are read or written.
     #[serde(rename = "FS_NOT_REGULAR_FILE")]
     NotRegularFile,
+    /// The request was cancelled (`$/cancelRequest`) before it finished.
+    #[serde(rename = "FS_ABORTED")]
+    Aborted,
 }
 
 impl FsErrorCode {
@@ -102,19 +102,19 @@ impl FsErrorCode {
     pub const ALL: [FsErrorCode; 15] = [
         Self::InvalidArgument,
         Self::NotFound,
-        Self::IsDirectory,
         Self::NotText,
         Self::TooLarge,
         Self::PermissionDenied,
         Self::OutsideRoot,
         Self::NotObserved,
         Self::StaleVersion,
-        Self::NoMatch,
-        Self::AmbiguousMatch,
+        Self::EditNotFound,
+        Self::AmbiguousEdit,
         Self::AlreadyExists,
         Self::Busy,
         Self::Io,
         Self::NotRegularFile,
+        Self::Aborted,
     ];
 
     /// The wire identifier, e.g. `"FS_NOT_FOUND"`.
@@ -122,19 +122,19 @@ impl FsErrorCode {
         match self {
             Self::InvalidArgument => "FS_INVALID_ARGUMENT",
             Self::NotFound => "FS_NOT_FOUND",
-            Self::IsDirectory => "FS_IS_DIRECTORY",
             Self::NotText => "FS_NOT_TEXT",
             Self::TooLarge => "FS_TOO_LARGE",
             Self::PermissionDenied => "FS_PERMISSION_DENIED",
             Self::OutsideRoot => "FS_OUTSIDE_ROOT",
             Self::NotObserved => "FS_NOT_OBSERVED",
             Self::StaleVersion => "FS_STALE_VERSION",
-            Self::NoMatch => "FS_NO_MATCH",
-            Self::AmbiguousMatch => "FS_AMBIGUOUS_MATCH",
+            Self::EditNotFound => "FS_EDIT_NOT_FOUND",
+            Self::AmbiguousEdit => "FS_AMBIGUOUS_EDIT",
             Self::AlreadyExists => "FS_ALREADY_EXISTS",
             Self::Busy => "FS_BUSY",
             Self::Io => "FS_IO",
             Self::NotRegularFile => "FS_NOT_REGULAR_FILE",
+            Self::Aborted => "FS_ABORTED",
         }
     }
 
@@ -143,19 +143,19 @@ impl FsErrorCode {
         match self {
             Self::InvalidArgument => -31001,
             Self::NotFound => -31002,
-            Self::IsDirectory => -31003,
             Self::NotText => -31004,
             Self::TooLarge => -31005,
             Self::PermissionDenied => -31006,
             Self::OutsideRoot => -31007,
             Self::NotObserved => -31008,
             Self::StaleVersion => -31009,
-            Self::NoMatch => -31010,
-            Self::AmbiguousMatch => -31011,
+            Self::EditNotFound => -31010,
+            Self::AmbiguousEdit => -31011,
             Self::AlreadyExists => -31012,
             Self::Busy => -31013,
             Self::Io => -31014,
             Self::NotRegularFile => -31015,
+            Self::Aborted => -31016,
         }
     }
 
@@ -203,9 +203,9 @@ mod tests {
 
     #[test]
     fn data_round_trips_with_details() {
-        let raw = r#"{"code":"FS_AMBIGUOUS_MATCH","path":"/a","matches":3}"#;
+        let raw = r#"{"code":"FS_AMBIGUOUS_EDIT","path":"/a","matches":3}"#;
         let data: FsErrorData = serde_json::from_str(raw).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(data.code, FsErrorCode::AmbiguousMatch);
+        assert_eq!(data.code, FsErrorCode::AmbiguousEdit);
         assert_eq!(data.details.get("matches"), Some(&serde_json::json!(3)));
         assert_eq!(serde_json::to_string(&data).ok().as_deref(), Some(raw));
     }

@@ -4,6 +4,7 @@
 
 pub mod codec;
 pub mod error;
+pub mod features;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod methods;

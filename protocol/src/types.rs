@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::tools::{ToolDescriptor, ToolName};
 
 /// The protocol version this crate speaks (`protocolVersion` in the `initialize` result).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Who is connecting (informational; shows up in the daemon's logs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +77,10 @@ pub struct Capabilities {
     pub methods: Vec<String>,
     /// Whether JSON-RPC batches are accepted.
     pub batches: bool,
+    /// What this daemon supports beyond protocol 1 (names in [`crate::features`]); clients
+    /// check a name here before relying on it.
+    #[serde(default)]
+    pub features: Vec<String>,
 }
 
 /// Limits the daemon enforces, so clients can stay inside them.

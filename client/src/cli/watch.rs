@@ -65,7 +65,7 @@ async fn watch_changes(client: &Client, paths: &[String], json: bool) -> anyhow:
             // Gone (or no longer a regular file) before the read: no notice will come for it any
             // more, so it is reported as deleted now.
             Err(error)
-                if matches!(error.fs_code(), Some(FsErrorCode::NotFound | FsErrorCode::IsDirectory)) =>
+                if matches!(error.fs_code(), Some(FsErrorCode::NotFound | FsErrorCode::NotRegularFile)) =>
             {
                 watched.remove(&change.path);
                 let deleted = FileDidChange { version: None, ..change };

@@ -473,7 +473,11 @@ async fn a_failed_file_method_exits_4_with_its_fs_code() -> TestResult {
     // The edit itself fails.
     let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
         Some("file/edit") => {
-            vec![support::fs_error(request, FsErrorCode::NoMatch, "old_string was not found in src/lib.rs")]
+            vec![support::fs_error(
+                request,
+                FsErrorCode::EditNotFound,
+                "old_string was not found in src/lib.rs",
+            )]
         }
         _ => support::standard(request),
     })?;
@@ -482,7 +486,7 @@ async fn a_failed_file_method_exits_4_with_its_fs_code() -> TestResult {
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     assert!(out.stdout.is_empty());
     let stderr = text(&out.stderr);
-    assert_eq!(stderr, "filectx: FS_NO_MATCH: old_string was not found in src/lib.rs\n");
+    assert_eq!(stderr, "filectx: FS_EDIT_NOT_FOUND: old_string was not found in src/lib.rs\n");
     assert_clean_stderr(&stderr);
     let received = daemon.received().await?;
     assert_eq!(method_names(&received), ["initialize", "file/read", "file/edit", "shutdown", "exit"]);

@@ -29,6 +29,9 @@ use crate::stats::Stats;
 use crate::tools;
 use crate::watch::WatchHub;
 
+/// The protocol-2 features this daemon supports (`capabilities.features`).
+pub const FEATURES: &[&str] = &[];
+
 /// The daemon's version, as `initialize` and `daemon/status` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -95,6 +98,7 @@ fn initialize_result(ctx: &ServerContext, session: &Session, options: &SessionOp
             read_only: options.read_only,
             methods: ctx.method_names.get().cloned().unwrap_or_default(),
             batches: true,
+            features: FEATURES.iter().map(|f| (*f).to_owned()).collect(),
         },
         limits: Limits {
             read_line_limit: READ_LINE_LIMIT,

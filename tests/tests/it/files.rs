@@ -697,9 +697,12 @@ fn binary_and_invalid_utf8_are_refused() {
 
     // Other kinds of path.
     fs::create_dir(root.join("folder")).unwrap();
-    assert_eq!(fails(&mut raw, "file/read", json!({"path": "folder"})), "FS_IS_DIRECTORY");
-    assert_eq!(tool_err(&mut raw, "read", json!({"file_path": "folder"})).0, "FS_IS_DIRECTORY");
-    assert_eq!(fails(&mut raw, "file/write", json!({"path": "folder", "content": "x"})), "FS_IS_DIRECTORY");
+    assert_eq!(fails(&mut raw, "file/read", json!({"path": "folder"})), "FS_NOT_REGULAR_FILE");
+    assert_eq!(tool_err(&mut raw, "read", json!({"file_path": "folder"})).0, "FS_NOT_REGULAR_FILE");
+    assert_eq!(
+        fails(&mut raw, "file/write", json!({"path": "folder", "content": "x"})),
+        "FS_NOT_REGULAR_FILE"
+    );
     assert_eq!(fails(&mut raw, "file/read", json!({"path": "missing.txt"})), "FS_NOT_FOUND");
     assert_eq!(fails(&mut raw, "fs/readText", json!({"path": "missing.txt"})), "FS_NOT_FOUND");
     let (code, text) = tool_err(&mut raw, "read", json!({"file_path": "missing.txt"}));
@@ -881,17 +884,17 @@ fn write_and_edit_texts_and_match_counting() {
         "edit",
         json!({"file_path": "notes.txt", "old_string": "foo", "new_string": "qux"}),
     );
-    assert_eq!(code, "FS_AMBIGUOUS_MATCH");
+    assert_eq!(code, "FS_AMBIGUOUS_EDIT");
     assert!(mentions(&text, &["3", "replace_all"]), "{text}");
-    assert_eq!(edit_err(&mut raw, "notes.txt", "foo", "qux"), "FS_AMBIGUOUS_MATCH");
+    assert_eq!(edit_err(&mut raw, "notes.txt", "foo", "qux"), "FS_AMBIGUOUS_EDIT");
     let (code, text) = tool_err(
         &mut raw,
         "edit",
         json!({"file_path": "notes.txt", "old_string": "absent", "new_string": "x"}),
     );
-    assert_eq!(code, "FS_NO_MATCH");
+    assert_eq!(code, "FS_EDIT_NOT_FOUND");
     assert!(mentions(&text, &["not found"]), "{text}");
-    assert_eq!(edit_err(&mut raw, "notes.txt", "absent", "x"), "FS_NO_MATCH");
+    assert_eq!(edit_err(&mut raw, "notes.txt", "absent", "x"), "FS_EDIT_NOT_FOUND");
     assert_eq!(fs::read_to_string(root.join("notes.txt")).unwrap(), "foo\nbar foo\nbaz foo\n");
 
     let text = tool_ok(

@@ -827,7 +827,7 @@ fn stream_errors_before_the_start_are_errors_of_the_request() {
         (json!({"path": s(&small), "offset": 5}), "FS_INVALID_ARGUMENT"),
         (json!({"path": s(&small), "offset": 0}), "FS_INVALID_ARGUMENT"),
         (json!({"path": s(&small), "chunkLines": 0}), "FS_INVALID_ARGUMENT"),
-        (json!({"path": s(daemon.dir.path())}), "FS_IS_DIRECTORY"),
+        (json!({"path": s(daemon.dir.path())}), "FS_NOT_REGULAR_FILE"),
         (json!({"path": s(&binary)}), "FS_NOT_TEXT"),
     ];
     for (params, code) in cases {

@@ -403,13 +403,13 @@ fn swapping_a_folder_for_a_symlink_never_lets_a_write_out() {
     );
     assert_eq!(folder_state(&sandbox.outside), folder_before, "the outside folder changed");
     assert_eq!(file_state(&sandbox.outside.join("f.txt")), file_before, "the outside file changed");
-    // FS_NO_MATCH: an edit after a write that the race refused finds last round's text.
+    // FS_EDIT_NOT_FOUND: an edit after a write that the race refused finds last round's text.
     tally.assert_refusals_within(&[
         "FS_OUTSIDE_ROOT",
         "FS_BUSY",
         "FS_NOT_FOUND",
         "FS_STALE_VERSION",
-        "FS_NO_MATCH",
+        "FS_EDIT_NOT_FOUND",
     ]);
     assert!(swaps > 0 && tally.successes() > 0, "the race ran: {swaps} swaps, {tally:?}");
 }

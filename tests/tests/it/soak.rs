@@ -216,7 +216,7 @@ fn outside_op(raw: &mut Raw, folder: &Path, rng: &mut Rng, id: usize, n: u64, co
     if edit["isError"] == json!(true) {
         let code = edit["error"]["code"].as_str().unwrap();
         // The outside writer got there first: expected, that is the point of these files.
-        assert!(matches!(code, "FS_STALE_VERSION" | "FS_NO_MATCH" | "FS_NOT_FOUND"), "{edit}");
+        assert!(matches!(code, "FS_STALE_VERSION" | "FS_EDIT_NOT_FOUND" | "FS_NOT_FOUND"), "{edit}");
         bump(&counts.stale_retries);
     }
 }

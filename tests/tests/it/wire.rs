@@ -46,7 +46,7 @@ fn raw_bytes_initialize_and_status() {
     assert_eq!(first["id"], 1);
     let result = &first["result"];
     assert_eq!(result["serverInfo"]["name"], "filectxd");
-    assert_eq!(result["protocolVersion"], 1);
+    assert_eq!(result["protocolVersion"], 2);
     assert!(result["sessionId"].as_str().is_some_and(|s| !s.is_empty()));
     assert!(result["instructions"].as_str().is_some_and(|s| s.contains("read")));
     assert_eq!(result["capabilities"]["tools"], json!(["read", "write", "edit"]));

@@ -169,6 +169,7 @@ pub fn initialize_result() -> InitializeResult {
             read_only: false,
             methods: vec!["daemon/status".to_owned(), "initialize".to_owned()],
             batches: true,
+            features: Vec::new(),
         },
         limits: Limits {
             read_line_limit: 2000,
