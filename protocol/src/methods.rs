@@ -41,3 +41,5 @@ pub const FS_STREAM_TEXT: &str = "fs/streamText";
 pub const FS_TEXT_CHUNK: &str = "fs/textChunk";
 /// Request: cancel an `fs/streamText` subscription.
 pub const FS_STREAM_CANCEL: &str = "fs/streamCancel";
+/// Client → server notification `{id}`: cancel a request still waiting to run (LSP's).
+pub const CANCEL_REQUEST: &str = "$/cancelRequest";

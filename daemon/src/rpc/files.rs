@@ -32,7 +32,15 @@ where
 {
     let session = session_of(ext)?;
     let files = ctx.files.clone();
-    let _slot = ctx.file_work.acquire(session.id()).await;
+    // A cancelled request gives up its place in the queue; once it holds a slot, it runs.
+    let _slot = match ext.get::<super::Cancel>() {
+        Some(super::Cancel(token)) => tokio::select! {
+            biased;
+            () = token.cancelled() => return Err(super::cancelled()),
+            slot = ctx.file_work.acquire(session.id()) => slot,
+        },
+        None => ctx.file_work.acquire(session.id()).await,
+    };
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
@@ -158,10 +166,22 @@ pub async fn tools_call(
             .map_err(|e| invalid_params(e.to_string()))
     };
     // Only reads may take the warm path; writes and edits always run on the blocking pool.
-    if is_read {
-        return with_warm_context(&ctx, &ext, run).await;
+    let answer = if is_read {
+        with_warm_context(&ctx, &ext, run).await
+    } else {
+        with_context(&ctx, &ext, move |files, options| run(files, options)).await
+    };
+    match answer {
+        // A tool's failures are results, a cancellation too.
+        Err(err) if err.code() == filectx_protocol::error::REQUEST_CANCELLED => Ok(CallToolResult {
+            content: vec![ToolContent::Text {
+                text: "The call was cancelled before it ran; nothing was read or changed.".to_owned(),
+            }],
+            is_error: true,
+            error: Some(ToolError { name: "FsError".to_owned(), code: FsErrorCode::Aborted }),
+        }),
+        answer => answer,
     }
-    with_context(&ctx, &ext, move |files, options| run(files, options)).await
 }
 
 /// `file/read`.

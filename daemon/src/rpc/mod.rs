@@ -30,7 +30,7 @@ use crate::tools;
 use crate::watch::WatchHub;
 
 /// The protocol-2 features this daemon supports (`capabilities.features`).
-pub const FEATURES: &[&str] = &[];
+pub const FEATURES: &[&str] = &[filectx_protocol::features::CANCEL_REQUEST];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -55,6 +55,22 @@ pub struct ServerContext {
     pub file_work: Arc<slots::FileSlots>,
     /// Every request method in the table, sorted (filled right after the table is built).
     method_names: Arc<OnceLock<Vec<String>>>,
+}
+
+/// A request's cancellation, as the connection driver attaches it to the request's
+/// `Extensions`: `$/cancelRequest` for the request's id cancels it. Handlers honour it only
+/// while the request has not started its file work (waiting for a slot): work that started
+/// runs to its end and answers normally, so a cancelled write never lands unseen.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(pub tokio_util::sync::CancellationToken);
+
+/// -32800: the request was cancelled before it started its work.
+pub(crate) fn cancelled() -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        filectx_protocol::error::REQUEST_CANCELLED,
+        "request cancelled before it started",
+        None::<()>,
+    )
 }
 
 pub(crate) fn internal(message: impl std::fmt::Display) -> ErrorObjectOwned {

@@ -18,6 +18,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod budgets;
+mod cancel;
 mod client;
 mod crash;
 mod faults;
