@@ -877,7 +877,7 @@ impl Conn {
                     return Admission::Exit;
                 }
                 if note.method == CANCEL_REQUEST && phase == Phase::Ready {
-                    self.cancel(note.params.as_deref());
+                    self.cancel(note.params);
                     return Admission::Ignore;
                 }
                 if phase != Phase::Ready || self.shared.methods.method(&note.method).is_none() {
