@@ -1046,7 +1046,15 @@ mod tests {
         let out = Outgoing::new(tx.clone(), shared.outgoing.open());
         let session = Arc::new(Session::new("t".into(), out.clone(), 4, Observations::new(16), stats));
         let inflight = Arc::new(Semaphore::new(4));
-        let conn = Conn { shared, session, conn_id: 1, sink: MethodSink::new(tx), out, inflight };
+        let conn = Conn {
+            shared,
+            session,
+            conn_id: 1,
+            sink: MethodSink::new(tx),
+            out,
+            inflight,
+            cancels: Default::default(),
+        };
         let call = |method: &str| OwnedCall { id: Id::Number(1), method: method.to_owned(), params: None };
         for method in ["boom", "boom/async"] {
             let reply = conn.run(call(method)).await;
