@@ -54,7 +54,7 @@ fn a_waiting_request_is_cancelled_and_a_running_one_finishes() {
     cancel(&mut raw, read);
     cancel(&mut raw, write);
     cancel(&mut raw, 999_999);
-    let mut answers = vec![raw.recv(), raw.recv()];
+    let mut answers = [raw.recv(), raw.recv()];
     answers.sort_by_key(|a| a["id"].as_u64());
     let (read_answer, write_answer) = (&answers[0], &answers[1]);
     assert_eq!(read_answer["id"].as_u64(), Some(read), "{read_answer}");
