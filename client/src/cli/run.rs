@@ -106,6 +106,9 @@ impl Session {
             tools: None,
             read_only: None,
             deny: None,
+            resumable: None,
+            resume: None,
+            dedup_reads: None,
         };
         Ok(Self { params, cwd, cwd_in_root })
     }
@@ -148,7 +151,12 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
         Command::Tools(_) => Job::Tools,
         Command::Read(args) => {
             session.check_path(&args.path)?;
-            Job::Read(ReadParams { path: args.path.clone(), offset: args.offset, limit: args.limit })
+            Job::Read(ReadParams {
+                path: args.path.clone(),
+                offset: args.offset,
+                limit: args.limit,
+                owner: None,
+            })
         }
         Command::Cat(args) => {
             session.check_path(&args.path)?;
@@ -160,7 +168,7 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
         }
         Command::Write(args) => {
             session.check_path(&args.path)?;
-            Job::Write(WriteParams { path: args.path.clone(), content: new_content(args)? })
+            Job::Write(WriteParams { path: args.path.clone(), content: new_content(args)?, owner: None })
         }
         Command::Edit(args) => {
             session.check_path(&args.path)?;
@@ -169,6 +177,7 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
                 old_string: args.old.clone(),
                 new_string: args.new.clone(),
                 replace_all: args.replace_all.then_some(true),
+                owner: None,
             })
         }
         Command::Stat(args) => {

@@ -17,6 +17,9 @@ fn params(root: &std::path::Path) -> InitializeParams {
         tools: None,
         read_only: None,
         deny: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     }
 }
 

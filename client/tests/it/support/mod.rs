@@ -178,6 +178,7 @@ pub fn initialize_result() -> InitializeResult {
             max_batch_len: 100,
             max_concurrent_requests: 16,
         },
+        resume_token: None,
     }
 }
 
@@ -199,6 +200,9 @@ pub fn status() -> DaemonStatus {
         file_slots: 8,
         file_slots_busy: 0,
         file_slots_waiting: 0,
+        owners: 0,
+        parked_sessions: 0,
+        parked_bytes: 0,
     }
 }
 
