@@ -134,7 +134,8 @@ pub enum ClientError {
     /// refused for it, the session is still uninitialized and `initialize` may be sent again
     /// without it.
     #[error(
-        "the daemon does not support `{feature}` (it is not in its capabilities.features; an older          filectxd?): restart the daemon to get a newer one, or do without it"
+        "the daemon does not support `{feature}` (it is not in its capabilities.features; an older \
+         filectxd?): restart the daemon to get a newer one, or do without it"
     )]
     Unsupported {
         /// The feature's name, e.g. `"owners"`.

@@ -147,7 +147,9 @@ impl From<OwnerError> for ErrorObjectOwned {
 pub fn cannot_resume() -> ErrorObjectOwned {
     ErrorObjectOwned::owned(
         INVALID_PARAMS,
-        "this session cannot be resumed: the resume token is unknown, was already used, or its session          ended too long ago (resume_grace). Start a fresh session: initialize without `resume`, and read          files again before editing them",
+        "this session cannot be resumed: the resume token is unknown, was already used, or its \
+         session ended too long ago (resume_grace) or has not ended. Start a fresh session: initialize \
+         without `resume`, and read files again before editing them",
         Some(serde_json::json!({"resume": "refused"})),
     )
 }

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use filectx_protocol::{
     CallToolParams, CallToolResult, Capabilities, ChunkError, DaemonStatus, EditParams, EditResult, FileKind,
-    FileStatResult, Frame, FsEditParams, FsErrorCode, FsStatResult, FsWriteParams, InitializeResult, Limits,
-    LspCodec, PathParams, ReadParams, ReadResult, ResolveResult, STREAM_CHUNK_LINES, ServerInfo,
-    StreamTextParams, TextChunk, ToolContent, ToolName, ToolsListResult, WriteOperation, WriteParams,
-    WriteResult, methods, tools,
+    FileStatParams, FileStatResult, Frame, FsEditParams, FsErrorCode, FsStatResult, FsWriteParams,
+    InitializeResult, Limits, LspCodec, PathParams, ReadParams, ReadResult, ResolveResult,
+    STREAM_CHUNK_LINES, ServerInfo, StreamTextParams, TextChunk, ToolContent, ToolName, ToolsListResult,
+    WriteOperation, WriteParams, WriteResult, methods, tools,
 };
 use futures::{SinkExt, StreamExt};
 use serde::Serialize;
@@ -413,7 +413,7 @@ pub fn standard(request: &Value) -> Vec<Out> {
             let all = p.replace_all.unwrap_or(false);
             answer(request, edit_result(&p.path, if all { 2 } else { 1 }, all))
         }),
-        Some("file/stat") => with::<PathParams>(request, |p| answer(request, file_stat(&p.path, true))),
+        Some("file/stat") => with::<FileStatParams>(request, |p| answer(request, file_stat(&p.path, true))),
         Some("fs/stat") => with::<PathParams>(request, |p| answer(request, fs_stat(&p.path))),
         Some("fs/resolve") => with::<PathParams>(request, |p| answer(request, resolve_result(&p.path))),
         _ if request.get("id").is_none() => return Vec::new(),
