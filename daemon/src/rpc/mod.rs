@@ -139,6 +139,10 @@ async fn initialize(
     let options = tokio::task::spawn_blocking(move || SessionOptions::from_params(params, &policy))
         .await
         .map_err(internal)??;
+    let token = match resumable {
+        true => Some(crate::resume::new_token().map_err(internal)?),
+        false => None,
+    };
     // Taken only once everything else is valid (a token works once); `initialize` runs alone, in
     // the connection's reader, so nothing else installs options meanwhile.
     let parked = match &resume {
@@ -146,10 +150,6 @@ async fn initialize(
             Some(ctx.parked.take(token, crate::resume::RESUME_WAIT).await.ok_or_else(error::cannot_resume)?)
         }
         None => None,
-    };
-    let token = match resumable {
-        true => Some(crate::resume::new_token().map_err(internal)?),
-        false => None,
     };
     let options = session.install(options)?;
     if let Some(parked) = parked {
