@@ -61,6 +61,9 @@ mod tests {
             tools: None,
             read_only: Some(true),
             deny: None,
+            resumable: None,
+            resume: None,
+            dedup_reads: None,
         }
     }
 

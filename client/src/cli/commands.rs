@@ -136,7 +136,10 @@ async fn cat(client: &Client, params: StreamTextParams) -> anyhow::Result<()> {
 /// Records the file's current version for this session: a one-line `file/read` (any window
 /// counts), so that the write or edit that follows is allowed.
 pub(crate) async fn observe(client: &Client, path: &str) -> Result<(), ClientError> {
-    client.file_read(ReadParams { path: path.to_owned(), offset: None, limit: Some(1) }).await.map(drop)
+    client
+        .file_read(ReadParams { path: path.to_owned(), offset: None, limit: Some(1), owner: None })
+        .await
+        .map(drop)
 }
 
 /// `file/stat`; `file/read` (one line) when the file exists; then `file/write`.

@@ -160,6 +160,9 @@ fn params(root: &Path) -> TestResult<InitializeParams> {
         tools: None,
         read_only: None,
         deny: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     })
 }
 

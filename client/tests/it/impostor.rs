@@ -338,6 +338,9 @@ fn params(root: &Path) -> InitializeParams {
         tools: None,
         read_only: None,
         deny: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     }
 }
 

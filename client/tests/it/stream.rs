@@ -24,6 +24,9 @@ fn params() -> InitializeParams {
         tools: None,
         read_only: Some(true),
         deny: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     }
 }
 

@@ -21,6 +21,9 @@ fn params() -> InitializeParams {
         tools: None,
         read_only: Some(true),
         deny: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     }
 }
 
@@ -222,22 +225,23 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
     assert_eq!(tool, support::tool_result(support::READ_TEXT));
     assert_eq!(tool.text(), support::READ_TEXT);
 
-    let read = ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1) };
+    let read = ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1), owner: None };
     assert_eq!(client.file_read(read.clone()).await?, support::read_result("a.rs"));
-    let write = WriteParams { path: "b.rs".to_owned(), content: "x\n".to_owned() };
+    let write = WriteParams { path: "b.rs".to_owned(), content: "x\n".to_owned(), owner: None };
     assert_eq!(client.file_write(write).await?, support::write_result("b.rs", WriteOperation::Update));
     let edit = EditParams {
         path: "a.rs".to_owned(),
         old_string: "fn".to_owned(),
         new_string: "pub fn".to_owned(),
         replace_all: Some(true),
+        owner: None,
     };
     assert_eq!(client.file_edit(edit).await?, support::edit_result("a.rs", 2, true));
     assert_eq!(client.file_stat("a.rs").await?, support::file_stat("a.rs", true));
 
     assert_eq!(client.fs_resolve("c/../a.rs").await?, support::resolve_result("c/../a.rs"));
     assert_eq!(client.fs_stat("a.rs").await?, support::fs_stat("a.rs"));
-    let window = ReadParams { path: "/tmp/project/a.rs".to_owned(), offset: None, limit: None };
+    let window = ReadParams { path: "/tmp/project/a.rs".to_owned(), offset: None, limit: None, owner: None };
     assert_eq!(client.fs_read_text(window).await?, support::read_result("/tmp/project/a.rs"));
     let write = FsWriteParams {
         path: "d.rs".to_owned(),
@@ -319,6 +323,7 @@ async fn file_method_failures_carry_their_fs_code_and_tool_failures_are_results(
         old_string: "a".to_owned(),
         new_string: "b".to_owned(),
         replace_all: None,
+        owner: None,
     };
     let error = client.file_edit(edit).await.err();
     assert_eq!(error.as_ref().and_then(ClientError::fs_code), Some(FsErrorCode::NotObserved), "{error:?}");

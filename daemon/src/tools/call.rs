@@ -6,8 +6,9 @@ use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
 use serde_json::{Map, Value};
 
-use super::render;
+use super::{dedup, render};
 use crate::context::{ContextError, FileContext, InvalidEdit, Replacement};
+use crate::owners::Delivered;
 
 /// The tool is not one this session has.
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +98,12 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<Outcome, Invalid> {
+fn run(
+    ctx: &FileContext<'_>,
+    tool: ToolName,
+    args: &Value,
+    delivered: Option<&Delivered>,
+) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
     let outcome = match tool {
         ToolName::Read => {
@@ -106,7 +112,7 @@ fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<Outcome, I
             let offset = positive(map, "offset")?;
             let limit =
                 positive(map, "limit")?.unwrap_or(u64::from(READ_LINE_LIMIT)).min(u64::from(READ_LINE_LIMIT));
-            ctx.read(path, offset, limit).map(|view| render::read(&view))
+            ctx.read(path, offset, limit).map(|view| dedup::answer(delivered, &view, render::read(&view)))
         }
         ToolName::Write => {
             let map = fields(tool, args, &["file_path", "content"])?;
@@ -134,12 +140,15 @@ fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<Outcome, I
     Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
 }
 
-/// Calls one of this session's tools. Blocking (it reads and writes files).
+/// Calls one of this session's tools. Blocking (it reads and writes files). With `delivered`
+/// (the owner's dedup record, when the session asked for `dedupReads`), a read of lines this
+/// owner already received unchanged answers one short line (see [`dedup`]).
 pub fn call(
     ctx: &FileContext<'_>,
     tools: &[ToolName],
     name: &str,
     args: &Value,
+    delivered: Option<&Delivered>,
 ) -> Result<Outcome, UnknownTool> {
     let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
         return Err(UnknownTool {
@@ -147,7 +156,7 @@ pub fn call(
             available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
         });
     };
-    Ok(match run(ctx, tool, args) {
+    Ok(match run(ctx, tool, args, delivered) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })

@@ -3,6 +3,7 @@
 //! a model reads. It works through a file-context handle only, never the layer beneath it.
 
 mod call;
+pub mod dedup;
 pub mod render;
 
 pub use call::{Cause, Failure, Outcome, UnknownTool, call};
@@ -79,6 +80,7 @@ mod tests {
             read_only,
             client: None,
             local_roots: true,
+            dedup_reads: false,
         }
     }
 

@@ -55,7 +55,7 @@ use tracing::Instrument;
 use super::budget::{ConnBudget, Outgoing, OutgoingBudget, PartialBudget};
 use super::message::{self, Call, Incoming};
 use crate::config::Config;
-use crate::context::Observations;
+use crate::owners::{OwnerLimits, Owners};
 use crate::session::{Phase, Session};
 use crate::stats::Stats;
 use crate::watch::WatchHub;
@@ -386,12 +386,13 @@ async fn serve_inner(
     let (sink_tx, sink_rx) = mpsc::channel::<Box<RawValue>>(SINK_CAPACITY);
     let forwarder = tokio::spawn(forward(sink_rx, out.clone()).in_current_span());
 
-    let observations = Observations::with_sink(config.max_observed_files, shared.watch.sink(&session_id));
+    let limits = OwnerLimits { max_owners: config.max_owners, max_observed: config.max_observed_files };
+    let owners = Owners::new(session_id.clone(), limits, Some(shared.watch.clone()), shared.stats.clone());
     let session = Arc::new(Session::new(
         session_id.clone(),
         out.clone(),
         config.max_subscriptions,
-        observations,
+        owners,
         shared.stats.clone(),
     ));
     shared.watch.register(&session_id, Arc::downgrade(&session));
@@ -1044,7 +1045,9 @@ mod tests {
             Arc::new(Shared::new(module.into(), Config::default(), stats.clone(), WatchHub::start(&files)));
         let (tx, _rx) = mpsc::channel(4);
         let out = Outgoing::new(tx.clone(), shared.outgoing.open());
-        let session = Arc::new(Session::new("t".into(), out.clone(), 4, Observations::new(16), stats));
+        let limits = OwnerLimits { max_owners: 4, max_observed: 16 };
+        let owners = Owners::new("t".into(), limits, None, stats.clone());
+        let session = Arc::new(Session::new("t".into(), out.clone(), 4, owners, stats));
         let inflight = Arc::new(Semaphore::new(4));
         let conn = Conn {
             shared,

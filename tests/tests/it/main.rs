@@ -28,6 +28,7 @@ mod huge;
 mod large;
 mod lifecycle;
 mod mcp;
+mod owners;
 mod policy;
 mod sandbox;
 mod service;
