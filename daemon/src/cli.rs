@@ -24,7 +24,8 @@ Config file:
   frame_timeout, max_partial_frame_bytes,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
-  allowed_roots, deny_read, deny_write, refuse_multi_link_writes). A flag beats the file; the
+  max_snapshot_bytes, max_snapshot_file_bytes, allowed_roots, deny_read, deny_write,
+  refuse_multi_link_writes). A flag beats the file; the
   file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
@@ -192,6 +193,14 @@ pub struct Args {
     /// Most file operations (open, hash, read, write) running at once, shared fairly between sessions; one session never holds them all [default: 4 per core, at least 8]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub file_slots: Option<u64>,
+
+    /// Most bytes of file versions kept (least recently used out first) so that a refused stale write or edit can show what changed since the session's last read; 0 keeps none and shows no diffs [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_snapshot_bytes: Option<u64>,
+
+    /// Largest file version kept for those diffs; a stale refusal of a bigger file shows no diff [default: 1 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_snapshot_file_bytes: Option<u64>,
 }
 
 /// The config file's keys: the flags' names with `_`. Every key is optional.
@@ -256,6 +265,10 @@ pub struct FileConfig {
     pub max_hash_bytes: Option<u64>,
     /// See `--file-slots`.
     pub file_slots: Option<u64>,
+    /// See `--max-snapshot-bytes`.
+    pub max_snapshot_bytes: Option<u64>,
+    /// See `--max-snapshot-file-bytes`.
+    pub max_snapshot_file_bytes: Option<u64>,
 }
 
 /// Why the configuration could not be put together.
@@ -354,6 +367,10 @@ pub struct Settings {
     pub max_hash_bytes: u64,
     /// File operations at once, shared fairly between sessions.
     pub file_slots: u64,
+    /// Bytes of file versions kept for stale refusals' diffs.
+    pub max_snapshot_bytes: u64,
+    /// Largest file version kept for them, bytes.
+    pub max_snapshot_file_bytes: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -474,6 +491,8 @@ impl Args {
             "deny_write" => !self.deny_write.is_empty(),
             "max_hash_bytes" => self.max_hash_bytes.is_some(),
             "file_slots" => self.file_slots.is_some(),
+            "max_snapshot_bytes" => self.max_snapshot_bytes.is_some(),
+            "max_snapshot_file_bytes" => self.max_snapshot_file_bytes.is_some(),
             _ => false,
         }
     }
@@ -623,6 +642,14 @@ impl Args {
                 "file_slots",
                 self.file_slots.or(file.file_slots).unwrap_or(defaults.file_slots as u64),
             )?,
+            max_snapshot_bytes: self
+                .max_snapshot_bytes
+                .or(file.max_snapshot_bytes)
+                .unwrap_or(service.max_snapshot_bytes as u64),
+            max_snapshot_file_bytes: self
+                .max_snapshot_file_bytes
+                .or(file.max_snapshot_file_bytes)
+                .unwrap_or(service.max_snapshot_file_bytes as u64),
             config_file,
         })
     }
@@ -700,6 +727,8 @@ impl Settings {
                 idle_release: Duration::from_secs_f64(self.cache_idle),
                 refuse_multi_link_writes: self.refuse_multi_link_writes,
                 max_hash_bytes: self.max_hash_bytes,
+                max_snapshot_bytes: size(self.max_snapshot_bytes),
+                max_snapshot_file_bytes: size(self.max_snapshot_file_bytes),
                 ..defaults.files.clone()
             },
             allowed_roots: self.allowed_roots.clone(),

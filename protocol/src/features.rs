@@ -5,3 +5,14 @@
 /// `$/cancelRequest` is honoured: the cancelled request answers -32800 (`tools/call`: an
 /// `FS_ABORTED` result).
 pub const CANCEL_REQUEST: &str = "cancelRequest";
+
+/// Stale refusals of tool and `file/*` writes and edits carry `data.diff` (what changed since
+/// the session's last look, numbered as the current version) and `data.reauthorized`.
+pub const STALE_DIFFS: &str = "staleDiffs";
+
+/// Overwrites through the tools and `file/write` keep the file's BOM and CRLF endings;
+/// `fs/writeText` does when given `keepConventions: true`.
+pub const KEEP_CONVENTIONS: &str = "keepConventions";
+
+/// The edit tool's text shows the edited lines, numbered as `read` numbers them.
+pub const EDIT_REGIONS: &str = "editRegions";

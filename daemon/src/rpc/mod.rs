@@ -30,7 +30,11 @@ use crate::tools;
 use crate::watch::WatchHub;
 
 /// The protocol-2 features this daemon supports (`capabilities.features`).
-pub const FEATURES: &[&str] = &[];
+pub const FEATURES: &[&str] = &[
+    filectx_protocol::features::STALE_DIFFS,
+    filectx_protocol::features::KEEP_CONVENTIONS,
+    filectx_protocol::features::EDIT_REGIONS,
+];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -136,6 +140,7 @@ async fn initialize(
 fn status(ctx: &ServerContext) -> DaemonStatus {
     let stats = &ctx.stats;
     let slots = ctx.file_work.usage();
+    let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -153,6 +158,8 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         file_slots: slots.total as u64,
         file_slots_busy: slots.busy as u64,
         file_slots_waiting: slots.waiting as u64,
+        snapshots: snapshots as u64,
+        snapshot_bytes: snapshot_bytes as u64,
     }
 }
 
