@@ -33,3 +33,4 @@ mod service;
 mod soak;
 mod watch;
 mod wire;
+mod writes;
