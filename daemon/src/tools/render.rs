@@ -80,7 +80,11 @@ pub fn edit(view: &EditView) -> String {
         let s = if more == 1 { "" } else { "s" };
         out.push_str(&format!("({more} more replacement{s} not shown.)\n"));
     }
-    out.truncate(out.trim_end().len());
+    // No final newline (as the other texts), and nothing else trimmed: a shown line keeps its
+    // trailing whitespace, an empty one its tab.
+    if out.ends_with('\n') {
+        out.pop();
+    }
     out
 }
 
@@ -280,6 +284,13 @@ mod tests {
                  2	b
                  3	last"#]]
         .assert_eq(&edit(&edited("a\nb\nc", "c", "last", false)));
+        // An empty last line keeps its tab, trailing blanks stay.
+        expect![[r#"
+            Edited src/lib.rs: 1 replacement. The edited lines now read:
+                 1	a  
+                 2	B
+                 3	"#]]
+        .assert_eq(&edit(&edited("a  \nb\n\n", "b", "B", false)));
         // CRLF and a BOM are not shown, as read does not show them.
         expect![[r#"
             Edited src/lib.rs: 1 replacement. The edited lines now read:
