@@ -79,7 +79,7 @@ use std::time::Duration;
 
 use filectx_protocol::{
     CallToolParams, CallToolResult, ContextResetParams, DEFAULT_MAX_FRAME_BYTES, DaemonStatus, EditParams,
-    EditResult, FileStatParams, FileStatResult, FsEditParams, FsStatResult, FsWriteParams, InitializeParams,
+    EditResult, FileStatParams, FileStatResult, FsEditParams, FsInfo, FsWriteParams, InitializeParams,
     InitializeResult, PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult,
     WriteParams, WriteResult,
 };
@@ -551,15 +551,15 @@ impl Client {
         self.request(methods::FS_RESOLVE, PathParams { path: path.to_owned() }).await
     }
 
-    /// `fs/stat` (**provider layer**: records nothing): what is at `path`, its size, content
-    /// version, modification time and permission bits. A path where nothing exists is a
-    /// result with `exists: false`, not an error.
+    /// `fs/stat` (**provider layer**: records nothing): what is at `path` (file, folder or
+    /// other), a file's size, and its content version (`None` for a folder, anything else, or a
+    /// file over the daemon's hash cap). `None` when nothing exists there, not an error.
     ///
     /// # Errors
     /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_OUTSIDE_ROOT`,
     /// `FS_PERMISSION_DENIED`, `FS_INVALID_ARGUMENT` or `FS_IO`; any error of
     /// [`Client::request`].
-    pub async fn fs_stat(&self, path: &str) -> Result<FsStatResult, ClientError> {
+    pub async fn fs_stat(&self, path: &str) -> Result<Option<FsInfo>, ClientError> {
         self.request(methods::FS_STAT, PathParams { path: path.to_owned() }).await
     }
 
@@ -575,14 +575,17 @@ impl Client {
     }
 
     /// `fs/writeText` (**provider layer**: records nothing): creates or replaces a file
-    /// atomically if it matches `params.expect` (anything, nothing there yet, or one exact
-    /// version), whatever this session observed.
+    /// atomically if it matches `params.expect` (`CreateIfAbsent`: nothing there yet;
+    /// `ReplaceIfVersion`: one exact version; `Any`), whatever this session observed. It
+    /// writes the content's bytes exactly, unless `params.keep_conventions` asks to keep the
+    /// replaced file's BOM and CRLF endings.
     ///
     /// # Errors
-    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_ALREADY_EXISTS` (expected
-    /// absent), `FS_STALE_VERSION` (expected a version that is not there), `FS_NOT_REGULAR_FILE`,
-    /// `FS_TOO_LARGE`, `FS_PERMISSION_DENIED` (also in a read-only session), `FS_OUTSIDE_ROOT`,
-    /// `FS_INVALID_ARGUMENT`, `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_OBSERVED` (create only,
+    /// and a file is there), `FS_STALE_VERSION` (expected a version that is not there, or a
+    /// missing file), `FS_NOT_REGULAR_FILE`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED` (also in a
+    /// read-only session), `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT` (also content with a NUL
+    /// byte), `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
     pub async fn fs_write_text(&self, params: FsWriteParams) -> Result<WriteResult, ClientError> {
         self.request(methods::FS_WRITE_TEXT, &params).await
     }

@@ -26,6 +26,8 @@ Config file:
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, resume_grace,
   max_parked_sessions, max_parked_bytes). A flag beats the file; the
+  max_snapshot_bytes, max_snapshot_file_bytes, allowed_roots, deny_read, deny_write,
+  refuse_multi_link_writes). A flag beats the file; the
   file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
@@ -209,6 +211,13 @@ pub struct Args {
     /// Most bytes (estimated) the ended resumable sessions kept may hold, the oldest dropped first [default: 64 MiB]
     #[arg(long, value_name = "BYTES")]
     pub max_parked_bytes: Option<u64>,
+    /// Most bytes of file versions kept (least recently used out first) so that a refused stale write or edit can show what changed since the session's last read; 0 keeps none and shows no diffs [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_snapshot_bytes: Option<u64>,
+
+    /// Largest file version kept for those diffs; a stale refusal of a bigger file shows no diff [default: 1 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_snapshot_file_bytes: Option<u64>,
 }
 
 /// The config file's keys: the flags' names with `_`. Every key is optional.
@@ -281,6 +290,10 @@ pub struct FileConfig {
     pub max_parked_sessions: Option<u64>,
     /// See `--max-parked-bytes`.
     pub max_parked_bytes: Option<u64>,
+    /// See `--max-snapshot-bytes`.
+    pub max_snapshot_bytes: Option<u64>,
+    /// See `--max-snapshot-file-bytes`.
+    pub max_snapshot_file_bytes: Option<u64>,
 }
 
 /// Why the configuration could not be put together.
@@ -387,6 +400,10 @@ pub struct Settings {
     pub max_parked_sessions: u64,
     /// See [`Config::max_parked_bytes`].
     pub max_parked_bytes: u64,
+    /// Bytes of file versions kept for stale refusals' diffs.
+    pub max_snapshot_bytes: u64,
+    /// Largest file version kept for them, bytes.
+    pub max_snapshot_file_bytes: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -511,6 +528,8 @@ impl Args {
             "resume_grace" => self.resume_grace.is_some(),
             "max_parked_sessions" => self.max_parked_sessions.is_some(),
             "max_parked_bytes" => self.max_parked_bytes.is_some(),
+            "max_snapshot_bytes" => self.max_snapshot_bytes.is_some(),
+            "max_snapshot_file_bytes" => self.max_snapshot_file_bytes.is_some(),
             _ => false,
         }
     }
@@ -676,6 +695,14 @@ impl Args {
                 .max_parked_bytes
                 .or(file.max_parked_bytes)
                 .unwrap_or(defaults.max_parked_bytes as u64),
+            max_snapshot_bytes: self
+                .max_snapshot_bytes
+                .or(file.max_snapshot_bytes)
+                .unwrap_or(service.max_snapshot_bytes as u64),
+            max_snapshot_file_bytes: self
+                .max_snapshot_file_bytes
+                .or(file.max_snapshot_file_bytes)
+                .unwrap_or(service.max_snapshot_file_bytes as u64),
             config_file,
         })
     }
@@ -753,6 +780,8 @@ impl Settings {
                 idle_release: Duration::from_secs_f64(self.cache_idle),
                 refuse_multi_link_writes: self.refuse_multi_link_writes,
                 max_hash_bytes: self.max_hash_bytes,
+                max_snapshot_bytes: size(self.max_snapshot_bytes),
+                max_snapshot_file_bytes: size(self.max_snapshot_file_bytes),
                 ..defaults.files.clone()
             },
             allowed_roots: self.allowed_roots.clone(),

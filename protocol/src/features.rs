@@ -21,3 +21,13 @@ pub const CONTEXT_RESET: &str = "contextReset";
 /// `initialize` takes `resumable: true` (the result then carries a `resumeToken`) and
 /// `resume: token` (take over the observations of an ended session within a grace period).
 pub const RESUME: &str = "resume";
+/// Stale refusals of tool and `file/*` writes and edits carry `data.diff` (what changed since
+/// the session's last look, numbered as the current version) and `data.reauthorized`.
+pub const STALE_DIFFS: &str = "staleDiffs";
+
+/// Overwrites through the tools and `file/write` keep the file's BOM and CRLF endings;
+/// `fs/writeText` does when given `keepConventions: true`.
+pub const KEEP_CONVENTIONS: &str = "keepConventions";
+
+/// The edit tool's text shows the edited lines, numbered as `read` numbers them.
+pub const EDIT_REGIONS: &str = "editRegions";

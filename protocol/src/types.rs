@@ -186,6 +186,12 @@ pub struct DaemonStatus {
     /// Estimated bytes those ended sessions hold.
     #[serde(default)]
     pub parked_bytes: u64,
+    /// File versions whose bytes are kept for stale refusals' diffs.
+    #[serde(default)]
+    pub snapshots: u64,
+    /// Bytes those versions hold (at most `--max-snapshot-bytes`).
+    #[serde(default)]
+    pub snapshot_bytes: u64,
 }
 
 /// Result of `tools/list`.
@@ -407,28 +413,32 @@ pub enum FileKind {
     None,
 }
 
-/// Result of `fs/stat` (provider layer: no session state).
+/// What `fs/stat` finds at a path (provider layer: no session state): the design's `FsInfo`.
+/// `fs/stat` answers `null` when nothing is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FsStatResult {
-    /// Whether something exists at the path.
-    pub exists: bool,
+pub struct FsInfo {
+    /// The content version of a regular file; `null` for a folder or anything else, and for a
+    /// file over the daemon's hash cap (`--max-hash-bytes`), which is not hashed.
+    pub version: Option<String>,
     /// What it is.
-    pub kind: FileKind,
-    /// The path as shown to people.
-    pub display_path: String,
-    /// Size in bytes (files and folders).
+    #[serde(rename = "type")]
+    pub kind: FsType,
+    /// Size in bytes (regular files only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
-    /// Content version (regular files only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Modification time, milliseconds since the Unix epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mtime_ms: Option<i64>,
-    /// Permission bits (e.g. 420 for 0o644).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<u32>,
+}
+
+/// What `fs/stat` found: [`FsInfo::kind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsType {
+    /// A regular file.
+    File,
+    /// A folder.
+    Directory,
+    /// Anything else (socket, device, fifo).
+    Other,
 }
 
 /// Result of `file/stat`: the provider's stat plus this session's observation.
@@ -469,19 +479,20 @@ pub struct ResolveResult {
     pub root: String,
 }
 
-/// What an `fs/writeText` expects to find before writing.
+/// What an `fs/writeText` expects to find before writing (the design's kinds, plus `any`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
 pub enum WriteExpectation {
-    /// Write whatever is there (create or replace).
-    Any,
-    /// Only create: fail with `FS_ALREADY_EXISTS` if the file exists.
-    Absent,
-    /// Only replace this exact version: fail with `FS_STALE_VERSION` otherwise.
-    Version {
+    /// Only create: an existing file is `FS_NOT_OBSERVED` (the caller has not seen it).
+    CreateIfAbsent,
+    /// Only replace this exact version: a missing file or another version is
+    /// `FS_STALE_VERSION`.
+    ReplaceIfVersion {
         /// The expected current version.
         version: String,
     },
+    /// Write whatever is there (create or replace); filectx's own, for non-tool consumers.
+    Any,
 }
 
 /// Parameters of `fs/writeText`.
@@ -494,6 +505,10 @@ pub struct FsWriteParams {
     pub content: String,
     /// What must be there now.
     pub expect: WriteExpectation,
+    /// Keep the replaced file's BOM and CRLF endings, as `file/write` does; default false: the
+    /// content's bytes exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_conventions: Option<bool>,
 }
 
 /// Parameters of `fs/editText`.

@@ -59,6 +59,7 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         ("mapped bytes", human_bytes(status.mapped_bytes)),
         ("open files", status.open_files.to_string()),
         ("watched paths", status.watched_paths.to_string()),
+        ("snapshots", format!("{} ({})", status.snapshots, human_bytes(status.snapshot_bytes))),
         ("dropped notifications", status.notifications_dropped.to_string()),
     ];
     aligned(&rows)
@@ -229,12 +230,14 @@ mod tests {
             owners: 0,
             parked_sessions: 0,
             parked_bytes: 0,
+            snapshots: 2,
+            snapshot_bytes: 2048,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
         assert!(text.contains("dropped notifications: 0\n"), "{text}");
         // Every value starts in the same column, right after the longest key.
-        assert_eq!(text.lines().count(), 12);
+        assert_eq!(text.lines().count(), 13);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

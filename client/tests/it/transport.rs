@@ -246,7 +246,8 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
     let write = FsWriteParams {
         path: "d.rs".to_owned(),
         content: String::new(),
-        expect: WriteExpectation::Version { version: support::VERSION.to_owned() },
+        expect: WriteExpectation::ReplaceIfVersion { version: support::VERSION.to_owned() },
+        keep_conventions: None,
     };
     assert_eq!(client.fs_write_text(write).await?, support::write_result("d.rs", WriteOperation::Create));
     let edit = FsEditParams {
@@ -290,7 +291,7 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
             &json!({"path": "c/../a.rs"}),
             &json!({"path": "a.rs"}),
             &json!({"path": "/tmp/project/a.rs"}),
-            &json!({"path": "d.rs", "content": "", "expect": {"kind": "version", "version": support::VERSION}}),
+            &json!({"path": "d.rs", "content": "", "expect": {"kind": "replaceIfVersion", "version": support::VERSION}}),
             &json!({"path": "a.rs", "oldString": "main", "newString": "start", "expectedVersion": support::VERSION}),
         ]
     );
@@ -304,7 +305,7 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
 async fn file_method_failures_carry_their_fs_code_and_tool_failures_are_results() -> TestResult {
     let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
         Some("file/edit") => vec![support::fs_error(request, FsErrorCode::NotObserved, "read a.rs first")],
-        Some("fs/writeText") => vec![support::fs_error(request, FsErrorCode::AlreadyExists, "d.rs exists")],
+        Some("fs/writeText") => vec![support::fs_error(request, FsErrorCode::NotObserved, "d.rs exists")],
         Some("tools/call") if request["params"]["name"] == "read" => vec![support::result(
             request,
             json!({
@@ -331,10 +332,14 @@ async fn file_method_failures_carry_their_fs_code_and_tool_failures_are_results(
         matches!(&error, Some(ClientError::Rpc { code: -31008, message, .. }) if message == "read a.rs first"),
         "{error:?}"
     );
-    let write =
-        FsWriteParams { path: "d.rs".to_owned(), content: "x".to_owned(), expect: WriteExpectation::Absent };
+    let write = FsWriteParams {
+        path: "d.rs".to_owned(),
+        content: "x".to_owned(),
+        expect: WriteExpectation::CreateIfAbsent,
+        keep_conventions: Some(true),
+    };
     let error = client.fs_write_text(write).await.err();
-    assert_eq!(error.as_ref().and_then(ClientError::fs_code), Some(FsErrorCode::AlreadyExists), "{error:?}");
+    assert_eq!(error.as_ref().and_then(ClientError::fs_code), Some(FsErrorCode::NotObserved), "{error:?}");
 
     // A failed tool is a result, with the code in `error`; an unknown tool is a JSON-RPC error.
     let tool = client.call_tool("read", json!({"file_path": "x.rs"})).await?;
@@ -347,6 +352,7 @@ async fn file_method_failures_carry_their_fs_code_and_tool_failures_are_results(
     client.close().await?;
     let received = daemon.received().await?;
     assert_eq!(received[4]["params"], json!({"name": "grep", "arguments": {}}));
-    assert_eq!(received[2]["params"]["expect"], json!({"kind": "absent"}));
+    assert_eq!(received[2]["params"]["expect"], json!({"kind": "createIfAbsent"}));
+    assert_eq!(received[2]["params"]["keepConventions"], true);
     Ok(())
 }

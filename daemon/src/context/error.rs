@@ -2,6 +2,7 @@
 //! (not observed, stale, read-only, denied). Typed only: the rpc layer maps them to the wire.
 
 use super::deny::{self, Access, Denial};
+use super::stale::Change;
 use super::{FileError, Version};
 
 /// A file-context failure.
@@ -18,12 +19,28 @@ pub enum ContextError {
         path: String,
     },
     /// The file changed (or was deleted) since this session read or wrote it.
-    #[error("{path} has changed since this session last read it")]
+    #[error("{path} has changed since this session last read it{}", match change {
+        Change::Shown(_) => "; the change is shown, and a retry may now go ahead",
+        Change::TooLarge => "; the change is too large to show: read it again",
+        Change::Unknown => "; read it again",
+    })]
     Stale {
         /// The path as shown.
         path: String,
-        /// Its current version; `None` when it was deleted.
+        /// Its current version (the one shown, when the change is); `None` when it was deleted.
         current: Option<Version>,
+        /// What can be shown of the change (and whether the session's record moved to
+        /// `current`).
+        change: Change,
+    },
+    /// A write that may only create found the file there (`FS_NOT_OBSERVED`: the caller has
+    /// not seen that file).
+    #[error(
+        "{path} already exists, and this write may only create it; read it and expect its version to replace it"
+    )]
+    Exists {
+        /// The path as shown.
+        path: String,
     },
     /// The session is read-only.
     #[error("this session is read-only; {path} was not changed")]
@@ -54,6 +71,7 @@ impl ContextError {
             Self::File(e) => e.path(),
             Self::NotObserved { path }
             | Self::Stale { path, .. }
+            | Self::Exists { path }
             | Self::ReadOnly { path }
             | Self::Denied { path, .. }
             | Self::Cold { path } => path,

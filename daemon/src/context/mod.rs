@@ -10,14 +10,18 @@ use std::sync::Arc;
 pub mod deny;
 mod error;
 mod observations;
+pub mod stale;
 mod unrecorded;
 
 use self::deny::{Access, DenyRules};
 pub use self::error::ContextError;
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
+pub use self::stale::Change;
 pub use self::unrecorded::{RawExpectation, Unrecorded};
 use crate::provider::{Expectation, Provider, Resolved, Stat};
 
+/// Whether a write keeps the replaced file's BOM and CRLF endings.
+pub use crate::provider::Conventions;
 /// What a path names.
 pub use crate::provider::Kind;
 /// The file service's settings (part of the daemon's `Config`).
@@ -27,8 +31,11 @@ pub use crate::provider::ProviderConfig as FilesConfig;
 pub use crate::provider::ProviderError as FileError;
 /// A file version.
 pub use crate::provider::Version;
-/// An edit's request, valid by construction, and why one is not.
-pub use crate::provider::edit::{InvalidEdit, Replacement};
+/// An edit's request, valid by construction, and why one is not; an edited place of a new
+/// version; where content holds a NUL byte.
+pub use crate::provider::edit::{
+    InvalidEdit, NulAt, REGION_LINE_MAX_CHARS, Region as EditRegion, Replacement,
+};
 /// A window of lines, as the layers above see it, and the longest line it holds uncut.
 pub use crate::provider::index::{LINE_MAX_CHARS, Window as Lines};
 /// Arms the test-only crash points (feature `failpoints`).
@@ -108,6 +115,12 @@ impl Files {
     pub fn hashed_bytes(&self) -> u64 {
         self.provider.hashed_bytes()
     }
+
+    /// Versions whose bytes are kept for stale refusals' diffs, and the bytes they hold.
+    pub fn snapshots(&self) -> (usize, usize) {
+        let store = self.provider.store();
+        (store.len(), store.bytes())
+    }
 }
 
 /// A read window and the version it came from.
@@ -143,6 +156,8 @@ pub struct EditView {
     pub replace_all: bool,
     /// The new version (now recorded for the session).
     pub version: Version,
+    /// The first edited places of the new version, with context lines.
+    pub regions: Vec<EditRegion>,
 }
 
 /// Stat plus the session's observation.
@@ -246,36 +261,80 @@ impl<'a> FileContext<'a> {
             },
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
+        if let Some(bytes) = outcome.bytes {
+            // Read whole anyway (a cold read of a small file): kept for a later stale diff.
+            self.provider.store().put(outcome.version, bytes);
+        }
         Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }
 
     /// Writes a whole file: a new file needs nothing; an existing one needs a current
-    /// observation. Records the new version for this session only.
+    /// observation, and keeps its BOM and CRLF endings. Records the new version for this
+    /// session only.
     pub fn write(&self, path: &str, content: &str) -> Result<WriteView, ContextError> {
         let target = self.target(path, Access::Write)?;
         let _writing = self.observed.writing(&target.path);
-        let expect = if target.exists {
+        let seen = if target.exists {
             match self.observed.get(&target.path) {
-                Some(version) => Expectation::version(version),
+                Some(version) => Some(version),
                 None if target.folder => {
                     return Err(FileError::IsDirectory { path: target.display }.into());
                 }
                 None => return Err(ContextError::NotObserved { path: target.display }),
             }
         } else {
-            Expectation::ABSENT
+            None
         };
-        let outcome = match self.provider.write(&target, content, expect) {
+        let expect = seen.map_or(Expectation::ABSENT, Expectation::version);
+        let outcome = match self.provider.write(&target, content, expect, Conventions::Keep) {
             Ok(outcome) => outcome,
             // Someone created it after we looked: this session has not seen that file.
             Err(FileError::AlreadyExists { path }) => return Err(ContextError::NotObserved { path }),
             Err(FileError::StaleVersion { path, current }) => {
-                return Err(ContextError::Stale { path, current });
+                return Err(match seen {
+                    Some(seen) => self.stale(&target, seen, current),
+                    None => ContextError::Stale { path, current, change: Change::Unknown },
+                });
             }
             Err(e) => return Err(e.into()),
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
+        let store = self.provider.store();
+        match outcome.converted {
+            Some(bytes) => store.put(outcome.version, bytes),
+            None if store.fits(content.len()) => store.put(outcome.version, content.as_bytes().to_vec()),
+            None => {}
+        }
         Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
+    }
+
+    /// The refusal of a write or edit of `target`, which this session last saw at `seen` and
+    /// which is now at `current` (`None`: deleted). When the change from `seen` to the current
+    /// content can be shown whole (see [`stale::diff`]), the session's record moves to the
+    /// version shown, so that a retry that is still right goes ahead without a read; otherwise
+    /// nothing moves.
+    fn stale(&self, target: &Resolved, seen: Version, current: Option<Version>) -> ContextError {
+        let path = target.display.clone();
+        let store = self.provider.store();
+        let now = current.and_then(|_| {
+            let old = store.get(&seen)?;
+            // Read again (the refusal came from a version check that may not have read it);
+            // what is shown and recorded is exactly what was read here.
+            let (version, bytes, links) =
+                self.provider.current_bytes(target, store.max_file_bytes()).ok().flatten()?;
+            let change = stale::diff(&target.display, &old, &bytes);
+            Some((version, bytes, links, change))
+        });
+        match now {
+            Some((version, bytes, links, change)) => {
+                if change.reauthorized() {
+                    self.observed.record(&target.path, version, links);
+                    store.put(version, bytes);
+                }
+                ContextError::Stale { path, current: Some(version), change }
+            }
+            None => ContextError::Stale { path, current, change: Change::Unknown },
+        }
     }
 
     /// Makes `change`; needs a current observation. Records the new version.
@@ -293,17 +352,19 @@ impl<'a> FileContext<'a> {
         };
         let outcome = match self.provider.edit(&target, change, observed) {
             Ok(outcome) => outcome,
-            Err(FileError::StaleVersion { path, current }) => {
-                return Err(ContextError::Stale { path, current });
+            Err(FileError::StaleVersion { current, .. }) => {
+                return Err(self.stale(&target, observed, current));
             }
             Err(e) => return Err(e.into()),
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
+        self.provider.store().put(outcome.version, outcome.written);
         Ok(EditView {
             display: target.display,
             replacements: outcome.replacements,
             replace_all: change.all(),
             version: outcome.version,
+            regions: outcome.regions,
         })
     }
 
@@ -368,14 +429,19 @@ mod tests {
         assert!(matches!(b.write("f.txt", "x"), Err(ContextError::NotObserved { .. })));
         b.read("f.txt", Some(2), 1).unwrap();
         b.edit("f.txt", &edit("two", "2")).unwrap();
-        assert!(matches!(
-            a.edit("f.txt", &edit("1", "one")),
-            Err(ContextError::Stale { current: Some(_), .. })
-        ));
-        // Stale is reported before matching.
-        assert!(matches!(a.edit("f.txt", &edit("no such text", "x")), Err(ContextError::Stale { .. })));
         assert!(!a.stat("f.txt").unwrap().fresh());
-        assert!(b.stat("f.txt").unwrap().fresh());
+        // Stale is reported before matching; the change is shown (a wrote the version it last
+        // saw, so its bytes are stored) and now counts as read by a.
+        match a.edit("f.txt", &edit("no such text", "x")) {
+            Err(ContextError::Stale { current: Some(_), change: Change::Shown(diff), .. }) => {
+                assert!(diff.contains("-two\n+2\n"), "{diff}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(a.stat("f.txt").unwrap().fresh() && b.stat("f.txt").unwrap().fresh());
+        assert_eq!(a.edit("f.txt", &edit("1", "one")).unwrap().replacements, 1, "no read needed");
+        assert!(!b.stat("f.txt").unwrap().fresh());
+        b.read("f.txt", None, 10).unwrap();
 
         let ro = FileContext::new(&provider, scope, &b_obs, true);
         assert!(matches!(ro.edit("f.txt", &edit("2", "two")), Err(ContextError::ReadOnly { .. })));

@@ -3,8 +3,8 @@
 
 use super::deny::Access;
 use super::{
-    ContextError, EditView, FileContext, FileError, ReadView, Replacement, Resolved, Snapshot, Stat, Version,
-    WriteView,
+    ContextError, Conventions, EditView, FileContext, FileError, ReadView, Replacement, Resolved, Snapshot,
+    Stat, Version, WriteView,
 };
 use crate::provider::Expectation;
 
@@ -13,10 +13,10 @@ use crate::provider::Expectation;
 pub enum RawExpectation<'v> {
     /// Whatever is there.
     Any,
-    /// Nothing.
-    Absent,
-    /// This version.
-    Version(&'v str),
+    /// Nothing: an existing file is [`ContextError::Exists`] (`FS_NOT_OBSERVED`).
+    CreateIfAbsent,
+    /// This version: a missing file or another version is stale.
+    ReplaceIfVersion(&'v str),
 }
 
 /// The `fs/*` escape hatch: the provider's operations through the session's roots, read-only
@@ -70,20 +70,26 @@ impl Unrecorded<'_> {
         }
     }
 
-    /// A write with the client's own expectation.
+    /// A write with the client's own expectation, of exactly `content` or keeping the replaced
+    /// file's conventions.
     pub fn write(
         &self,
         path: &str,
         content: &str,
         expect: RawExpectation<'_>,
+        conventions: Conventions,
     ) -> Result<WriteView, ContextError> {
         let target = self.files.target(path, Access::Write)?;
         let expect = match expect {
             RawExpectation::Any => Expectation::ANY,
-            RawExpectation::Absent => Expectation::ABSENT,
-            RawExpectation::Version(text) => Expectation::version(self.expected(&target, text)?),
+            RawExpectation::CreateIfAbsent => Expectation::ABSENT,
+            RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
-        let outcome = self.files.provider.write(&target, content, expect)?;
+        let outcome = match self.files.provider.write(&target, content, expect, conventions) {
+            Ok(outcome) => outcome,
+            Err(FileError::AlreadyExists { path }) => return Err(ContextError::Exists { path }),
+            Err(e) => return Err(e.into()),
+        };
         Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
     }
 
@@ -102,6 +108,7 @@ impl Unrecorded<'_> {
             replacements: outcome.replacements,
             replace_all: change.all(),
             version: outcome.version,
+            regions: outcome.regions,
         })
     }
 }

@@ -33,6 +33,12 @@ pub struct ProviderConfig {
     /// Largest file a read or stat hashes: reading a bigger one is `FS_TOO_LARGE`, and stat
     /// reports it without a version (hashing 64 GiB takes tens of seconds of a slot).
     pub max_hash_bytes: u64,
+    /// Most bytes of observed versions kept for stale refusals' diffs (see [`ContentStore`]).
+    ///
+    /// [`ContentStore`]: super::store::ContentStore
+    pub max_snapshot_bytes: usize,
+    /// Largest version kept there (and largest file a stale refusal diffs).
+    pub max_snapshot_file_bytes: usize,
 }
 
 impl Default for ProviderConfig {
@@ -50,6 +56,8 @@ impl Default for ProviderConfig {
             refuse_multi_link_writes: false,
             staging_token: None,
             max_hash_bytes: 64 * 1024 * 1024 * 1024,
+            max_snapshot_bytes: 64 * 1024 * 1024,
+            max_snapshot_file_bytes: 1024 * 1024,
         }
     }
 }

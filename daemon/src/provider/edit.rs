@@ -1,5 +1,22 @@
 //! The pure text transformation of an edit: literal matching that respects the file's line
-//! endings, the match-count rules, and hints for near misses. No IO.
+//! endings, the match-count rules, and hints for near misses; the edited regions an edit's
+//! result shows; a write's conventions (BOM, CRLF) and where content stops being text. No IO.
+
+use std::borrow::Cow;
+
+/// The UTF-8 byte-order mark.
+pub const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Context lines shown around each edited place.
+const REGION_CONTEXT: u64 = 2;
+/// Edited places (regions, after merging neighbours) an edit's outcome describes.
+const MAX_REGIONS: usize = 3;
+/// Lines of one region kept (context included); the rest is left to a read.
+const REGION_MAX_LINES: usize = 24;
+/// Characters of one region line kept.
+pub const REGION_LINE_MAX_CHARS: usize = 200;
+/// Replacements whose places are considered for regions (the first ones).
+const MAX_SPANS: usize = 64;
 
 /// Why an edit found nothing to replace, or too much.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +48,38 @@ pub enum InvalidEdit {
     /// `old` equals `new`: there is nothing to change.
     #[error("old_string and new_string are identical; nothing to change")]
     Identical,
+    /// `new` holds a NUL byte: files are text.
+    #[error("new_string has a NUL byte at {0}; only text can be written")]
+    Nul(NulAt),
+}
+
+/// Where text holds a NUL byte: 1-based line and column (in characters), and the byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NulAt {
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column, in characters.
+    pub column: u64,
+    /// 0-based byte offset.
+    pub offset: u64,
+}
+
+impl std::fmt::Display for NulAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}, column {} (byte offset {})", self.line, self.column, self.offset)
+    }
+}
+
+/// Where `text` first holds a NUL byte, if it does.
+pub fn nul_at(text: &str) -> Option<NulAt> {
+    let offset = memchr::memchr(0, text.as_bytes())?;
+    let before = &text[..offset];
+    let line_start = memchr::memrchr(b'\n', before.as_bytes()).map_or(0, |at| at + 1);
+    Some(NulAt {
+        line: memchr::memchr_iter(b'\n', before.as_bytes()).count() as u64 + 1,
+        column: before[line_start..].chars().count() as u64 + 1,
+        offset: offset as u64,
+    })
 }
 
 impl<'a> Replacement<'a> {
@@ -41,6 +90,9 @@ impl<'a> Replacement<'a> {
         }
         if old == new {
             return Err(InvalidEdit::Identical);
+        }
+        if let Some(at) = nul_at(new) {
+            return Err(InvalidEdit::Nul(at));
         }
         Ok(Self { old, new, all })
     }
@@ -77,6 +129,32 @@ fn is_crlf(text: &str) -> bool {
 /// `\n` and `\r\n` both become `\r\n`.
 fn to_crlf(text: &str) -> String {
     text.replace("\r\n", "\n").replace('\n', "\r\n")
+}
+
+/// `content` as written over a file with a BOM (`bom`) and CRLF endings (`crlf`): the BOM
+/// put in front unless the content has one already, each bare `\n` written as `\r\n`.
+pub fn with_conventions(content: &str, bom: bool, crlf: bool) -> Cow<'_, [u8]> {
+    let bytes = content.as_bytes();
+    let add_bom = bom && !bytes.starts_with(BOM);
+    let bare = |at: usize| at == 0 || bytes[at - 1] != b'\r';
+    let bare_count = if crlf { memchr::memchr_iter(b'\n', bytes).filter(|&at| bare(at)).count() } else { 0 };
+    if !add_bom && bare_count == 0 {
+        return Cow::Borrowed(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len() + bare_count + if add_bom { BOM.len() } else { 0 });
+    if add_bom {
+        out.extend_from_slice(BOM);
+    }
+    let mut from = 0;
+    if crlf {
+        for at in memchr::memchr_iter(b'\n', bytes).filter(|&at| bare(at)) {
+            out.extend_from_slice(&bytes[from..at]);
+            out.extend_from_slice(b"\r\n");
+            from = at + 1;
+        }
+    }
+    out.extend_from_slice(&bytes[from..]);
+    Cow::Owned(out)
 }
 
 /// Collapses every run of whitespace to one space, for near-miss detection.
@@ -120,10 +198,21 @@ fn hint(content: &str, old: &str) -> Option<String> {
     None
 }
 
+/// An applied edit: the new text, how many replacements, and where the first ones are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The new text (no BOM).
+    pub text: String,
+    /// Occurrences replaced.
+    pub replacements: u64,
+    /// Byte ranges in `text` of the first replacements' new text (at most a few dozen).
+    pub spans: Vec<std::ops::Range<usize>>,
+}
+
 /// Replaces `old` by `new` in `content` (which has no BOM). In a CRLF file, `\n` in `old` and
-/// `new` stands for `\r\n`, so the file keeps its endings. Returns the new text and the number
-/// of replacements.
-pub fn apply(content: &str, edit: &Replacement<'_>) -> Result<(String, u64), Miss> {
+/// `new` stands for `\r\n`, so the file keeps its endings. Returns the new text, the number
+/// of replacements and where the first ones landed.
+pub fn apply(content: &str, edit: &Replacement<'_>) -> Result<Applied, Miss> {
     let (old, new, replace_all) = (edit.old, edit.new, edit.all);
     let (old, new) = if is_crlf(content) {
         (std::borrow::Cow::Owned(to_crlf(old)), std::borrow::Cow::Owned(to_crlf(new)))
@@ -139,14 +228,92 @@ pub fn apply(content: &str, edit: &Replacement<'_>) -> Result<(String, u64), Mis
         n => return Err(Miss::Ambiguous(n as u64)),
     }
     let mut out = String::with_capacity(content.len() - hits.len() * old.len() + hits.len() * new.len());
+    let mut spans = Vec::with_capacity(hits.len().min(MAX_SPANS));
     let mut from = 0;
     for &at in &hits {
         out.push_str(&content[from..at]);
+        if spans.len() < MAX_SPANS {
+            spans.push(out.len()..out.len() + new.len());
+        }
         out.push_str(&new);
         from = at + old.len();
     }
     out.push_str(&content[from..]);
-    Ok((out, hits.len() as u64))
+    Ok(Applied { text: out, replacements: hits.len() as u64, spans })
+}
+
+/// One edited place of a new version, as `read` would number it: lines `start_line..` (the
+/// replaced text's lines and up to two lines of context each side), each without its line
+/// ending and cut at [`REGION_LINE_MAX_CHARS`] characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    /// 1-based number of the first line shown.
+    pub start_line: u64,
+    /// The lines (at most a couple dozen; a longer region is cut, see `cut`).
+    pub lines: Vec<String>,
+    /// Whether lines of the region were left out at its end.
+    pub cut: bool,
+    /// Replacements inside this region.
+    pub replacements: u64,
+}
+
+/// The first edited places of `text` (a new version without BOM), from the byte ranges of
+/// the first replacements (in order): each widened by two lines of context, neighbours merged,
+/// at most three regions.
+pub fn regions(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<Region> {
+    let bytes = text.as_bytes();
+    let total = memchr::memchr_iter(b'\n', bytes).count() as u64
+        + u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
+    if total == 0 {
+        return Vec::new();
+    }
+    // 0-based line ranges (inclusive) of each span, one forward pass.
+    let (mut line, mut at) = (0u64, 0usize);
+    let mut line_of = |offset: usize| {
+        line += memchr::memchr_iter(b'\n', &bytes[at..offset]).count() as u64;
+        at = offset;
+        line
+    };
+    let mut ranges: Vec<(u64, u64, u64)> = Vec::new();
+    for span in spans {
+        let first = line_of(span.start);
+        let last = if span.end > span.start { line_of(span.end - 1) } else { first };
+        let (first, last) = (first.min(total - 1), last.min(total - 1));
+        let lo = first.saturating_sub(REGION_CONTEXT);
+        let hi = (last + REGION_CONTEXT).min(total - 1);
+        let full = ranges.len() == MAX_REGIONS;
+        match ranges.last_mut() {
+            Some((_, end, count)) if lo <= *end + 1 => {
+                *end = (*end).max(hi);
+                *count += 1;
+            }
+            _ if full => break,
+            _ => ranges.push((lo, hi, 1)),
+        }
+    }
+    // The lines, another forward pass.
+    let mut out = Vec::with_capacity(ranges.len());
+    let (mut line, mut at) = (0u64, 0usize);
+    for (lo, hi, replacements) in ranges {
+        while line < lo {
+            at = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n + 1);
+            line += 1;
+        }
+        let mut lines = Vec::new();
+        while line <= hi && lines.len() < REGION_MAX_LINES {
+            let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n);
+            let raw = &text[at..end];
+            let raw = raw.strip_suffix('\r').unwrap_or(raw);
+            lines.push(match raw.char_indices().nth(REGION_LINE_MAX_CHARS) {
+                Some((cut, _)) => format!("{}…", &raw[..cut]),
+                None => raw.to_owned(),
+            });
+            at = (end + 1).min(bytes.len());
+            line += 1;
+        }
+        out.push(Region { start_line: lo + 1, cut: line <= hi, lines, replacements });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -155,6 +322,7 @@ mod tests {
 
     fn apply(content: &str, old: &str, new: &str, all: bool) -> Result<(String, u64), Miss> {
         super::apply(content, &Replacement::new(old, new, all).expect("a valid edit"))
+            .map(|applied| (applied.text, applied.replacements))
     }
 
     #[test]
@@ -204,5 +372,42 @@ mod tests {
             "{miss:?}"
         );
         assert_eq!(apply(file, "nothing like it", "x", false), Err(Miss::NoMatch { hint: None }));
+    }
+
+    #[test]
+    fn a_write_keeps_bom_and_crlf_without_doubling() {
+        let keep = |content, bom, crlf| with_conventions(content, bom, crlf).into_owned();
+        assert_eq!(keep("a\nb\n", false, false), b"a\nb\n");
+        assert!(matches!(with_conventions("a\nb", false, false), Cow::Borrowed(_)), "nothing to do, no copy");
+        assert_eq!(keep("a\nb\n", true, false), b"\xEF\xBB\xBFa\nb\n");
+        assert_eq!(keep("\u{FEFF}a\n", true, false), b"\xEF\xBB\xBFa\n", "never two BOMs");
+        assert_eq!(keep("a\nb\r\nc", false, true), b"a\r\nb\r\nc", "bare \\n only");
+        assert_eq!(keep("\n\n", true, true), b"\xEF\xBB\xBF\r\n\r\n");
+        assert!(matches!(with_conventions("a\r\nb", false, true), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn nul_bytes_are_located() {
+        assert_eq!(nul_at("abc"), None);
+        assert_eq!(nul_at("\0"), Some(NulAt { line: 1, column: 1, offset: 0 }));
+        assert_eq!(nul_at("ab\nçd\0e"), Some(NulAt { line: 2, column: 3, offset: 6 }));
+        assert_eq!(
+            Replacement::new("a", "b\0", false),
+            Err(InvalidEdit::Nul(NulAt { line: 1, column: 2, offset: 1 }))
+        );
+    }
+
+    #[test]
+    fn regions_of_an_emptied_file_and_of_the_end() {
+        let change = Replacement::new("all", "", false).unwrap();
+        let applied = super::apply("all", &change).unwrap();
+        assert!(regions(&applied.text, &applied.spans).is_empty());
+        let change = Replacement::new("c\n", "", false).unwrap();
+        let applied = super::apply("a\nb\nc\n", &change).unwrap();
+        let shown = regions(&applied.text, &applied.spans);
+        assert_eq!(
+            shown,
+            [Region { start_line: 1, lines: vec!["a".into(), "b".into()], cut: false, replacements: 1 }]
+        );
     }
 }

@@ -5,6 +5,7 @@ use std::io::ErrorKind;
 
 use super::Version;
 use super::beneath;
+use super::edit::NulAt;
 use super::index::NotText;
 
 /// A provider failure. Every variant names the path as the caller should see it.
@@ -117,6 +118,14 @@ pub enum ProviderError {
         /// The path.
         path: String,
     },
+    /// The content to write holds a NUL byte: only text is written.
+    #[error("the content for {path} has a NUL byte at {at}; only text can be written")]
+    NulInContent {
+        /// The path.
+        path: String,
+        /// Where the first NUL byte is.
+        at: NulAt,
+    },
     /// The file's locks stayed taken (or it kept changing) for longer than the daemon waits.
     #[error("{path} is busy: {why}")]
     Busy {
@@ -155,6 +164,7 @@ impl ProviderError {
             | Self::NoMatch { path, .. }
             | Self::AmbiguousMatch { path, .. }
             | Self::AlreadyExists { path }
+            | Self::NulInContent { path, .. }
             | Self::Busy { path, .. }
             | Self::Io { path, .. } => path,
         }

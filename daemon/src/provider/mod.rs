@@ -27,6 +27,7 @@ mod outcome;
 mod read;
 pub mod resolve;
 mod snapshot;
+pub mod store;
 mod strategies;
 pub mod version;
 mod write;
@@ -41,9 +42,10 @@ pub use self::config::ProviderConfig;
 pub use self::error::ProviderError;
 use self::leftovers::Leftovers;
 use self::lock::PathLocks;
-pub use self::outcome::{EditOutcome, Expectation, Kind, ReadOutcome, Stat, WriteOutcome};
+pub use self::outcome::{Conventions, EditOutcome, Expectation, Kind, ReadOutcome, Stat, WriteOutcome};
 pub use self::resolve::{Resolved, Scope};
 pub use self::snapshot::{Changed, Snapshot, WindowError};
+use self::store::ContentStore;
 pub use self::version::{Fingerprint, Version};
 
 /// The provider: one per daemon, shared by every session.
@@ -57,6 +59,8 @@ pub struct Provider {
     map_budget: Arc<MapBudget>,
     /// Bytes hashed by loads since start (reads, stats, version checks), for `daemon/status`.
     hashed: AtomicU64,
+    /// Observed versions' bytes, for the diffs of stale refusals.
+    store: ContentStore,
 }
 
 impl Provider {
@@ -65,6 +69,7 @@ impl Provider {
         Self {
             map_budget: MapBudget::new(config.max_mapped_bytes),
             leftovers: Leftovers::new(config.staging_token.clone()),
+            store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
             config,
             cache: Mutex::default(),
             locks: PathLocks::default(),
@@ -76,6 +81,11 @@ impl Provider {
     /// version checks that missed the cache).
     pub fn hashed_bytes(&self) -> u64 {
         self.hashed.load(Ordering::Relaxed)
+    }
+
+    /// The store of versions' bytes (filled by the file context with what its sessions saw).
+    pub fn store(&self) -> &ContentStore {
+        &self.store
     }
 
     /// Resolves a path inside `scope` (see [`resolve::resolve`]).

@@ -2,6 +2,7 @@
 //! read, write and edit.
 
 use super::Version;
+use super::edit::Region;
 use super::index::Window;
 
 /// What must be true of a file for a write to go ahead. Only the file context builds one (from
@@ -31,6 +32,18 @@ impl Expectation {
     pub(crate) fn version(version: Version) -> Self {
         Self(Expect::Version(version))
     }
+}
+
+/// Whether a write over an existing file keeps that file's conventions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conventions {
+    /// Write the content's bytes exactly as given.
+    Exact,
+    /// Keep the replaced file's byte-order mark (never doubled) and, when it is CRLF (at least
+    /// one `\r\n`, no bare `\n`), write each bare `\n` of the content as `\r\n`. Judged on the
+    /// bytes of the version being replaced, inside the write's critical section. A new file is
+    /// written exactly.
+    Keep,
 }
 
 /// What a path names, for stat.
@@ -71,10 +84,13 @@ pub struct ReadOutcome {
     pub window: Window,
     /// Hard links the file had when it was opened.
     pub links: u64,
+    /// The version's bytes, when this read loaded them whole anyway (a small file's cold read);
+    /// never on the warm path.
+    pub bytes: Option<Vec<u8>>,
 }
 
 /// Result of [`Provider::write`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOutcome {
     /// Whether the file was created (else replaced).
     pub created: bool,
@@ -82,10 +98,12 @@ pub struct WriteOutcome {
     pub version: Version,
     /// Hard links the written file has.
     pub links: u64,
+    /// The bytes written, when they differ from the content given (its conventions were kept).
+    pub converted: Option<Vec<u8>>,
 }
 
 /// Result of [`Provider::edit`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditOutcome {
     /// Occurrences replaced.
     pub replacements: u64,
@@ -93,4 +111,8 @@ pub struct EditOutcome {
     pub version: Version,
     /// Hard links the edited file has.
     pub links: u64,
+    /// The bytes written (the new version's).
+    pub written: Vec<u8>,
+    /// The first edited places of the new version, with context lines (see [`Region`]).
+    pub regions: Vec<Region>,
 }

@@ -281,7 +281,9 @@ impl Provider {
         }
         for _ in 0..READ_ATTEMPTS {
             let snapshot = self.snapshot(target)?;
-            if let Some(outcome) = self.cut(target, &snapshot, offset, limit)? {
+            if let Some(mut outcome) = self.cut(target, &snapshot, offset, limit)? {
+                // A small file was just read whole: its bytes go with the answer, uncopied.
+                outcome.bytes = snapshot.into_bytes();
                 return Ok(outcome);
             }
         }
@@ -334,7 +336,12 @@ impl Provider {
             });
         }
         match snapshot.window(offset, limit) {
-            Ok(window) => Ok(Some(ReadOutcome { version: snapshot.version, window, links: snapshot.links })),
+            Ok(window) => Ok(Some(ReadOutcome {
+                version: snapshot.version,
+                window,
+                links: snapshot.links,
+                bytes: None,
+            })),
             Err(WindowError::Changed(Changed)) => {
                 self.forget(&target.path);
                 Ok(None)
@@ -396,6 +403,33 @@ impl Provider {
             Err(e) => return Err(e),
         };
         Ok(Stat { kind: Kind::File, size: Some(meta.len()), version, mtime_ms, mode })
+    }
+
+    /// The current bytes of the regular file at `target`, their version and the file's hard
+    /// links, when it is at most `max_bytes` long; `None` when nothing (or no regular file, or a
+    /// bigger one) is there. The version is that of the bytes returned, whatever happens next.
+    pub fn current_bytes(
+        &self,
+        target: &Resolved,
+        max_bytes: usize,
+    ) -> Result<Option<(Version, Vec<u8>, u64)>, ProviderError> {
+        let (file, meta) = match self.open_file(target) {
+            Ok(opened) => opened,
+            Err(
+                ProviderError::NotFound { why: None, .. }
+                | ProviderError::IsDirectory { .. }
+                | ProviderError::NotRegularFile { .. },
+            ) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if meta.len() > max_bytes as u64 {
+            return Ok(None);
+        }
+        let bytes = read_all_at(&file, meta.len()).map_err(|e| io_error(&target.display, "read", e))?;
+        if bytes.len() > max_bytes {
+            return Ok(None);
+        }
+        Ok(Some((Version::of(&bytes), bytes, meta.nlink())))
     }
 
     /// The current version of the file at `target`; `None` when nothing is there.

@@ -78,6 +78,14 @@ impl Snapshot {
         Ok(window)
     }
 
+    /// The version's bytes, when this snapshot holds them in memory (a file just read whole).
+    pub(super) fn into_bytes(self) -> Option<Vec<u8>> {
+        match self.body {
+            Body::Memory(bytes) => Some(bytes),
+            Body::Mapped(_) | Body::File => None,
+        }
+    }
+
     /// Whether the open file still has the fingerprint this snapshot was taken at.
     fn unchanged(&self) -> bool {
         self.file.metadata().map(|m| Fingerprint::of(&m) == self.fingerprint).unwrap_or(false)

@@ -1,6 +1,7 @@
 //! The write path: locks, the version guard, literal edits, staging beside the target and the
 //! atomic replace (or the in-place rewrite of a multi-link file), folder creation.
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Write};
@@ -16,7 +17,10 @@ use super::leftovers::crash_point;
 use super::lock::{self, LockError};
 use super::outcome::Expect;
 use super::read::{read_all_at, regular};
-use super::{EditOutcome, Expectation, Provider, ProviderError, Resolved, Version, WriteOutcome, leftovers};
+use super::{
+    Conventions, EditOutcome, Expectation, Provider, ProviderError, Resolved, Version, WriteOutcome,
+    leftovers,
+};
 
 /// The daemon's effective user and group, asked once: a staged file whose target belongs to
 /// someone else is given the target's owner.
@@ -45,12 +49,16 @@ impl Provider {
         }
     }
 
-    /// Writes `content` as the whole file, if `expect` holds, atomically.
+    /// Writes `content` as the whole file, if `expect` holds, atomically. Content with a NUL
+    /// byte is refused (only text is written). With [`Conventions::Keep`], an existing file's
+    /// BOM and CRLF endings are kept (judged on the bytes being replaced, under the locks); the
+    /// outcome's version is that of the bytes actually written.
     pub fn write(
         &self,
         target: &Resolved,
         content: &str,
         expect: Expectation,
+        conventions: Conventions,
     ) -> Result<WriteOutcome, ProviderError> {
         let size = content.len() as u64;
         if size > self.config.max_edit_bytes {
@@ -60,13 +68,16 @@ impl Provider {
                 limit: self.config.max_edit_bytes,
             });
         }
+        if let Some(at) = edit::nul_at(content) {
+            return Err(ProviderError::NulInContent { path: target.display.clone(), at });
+        }
         let _guard = self.lock_path(target)?;
         let existing = match target.dir.open_path(&target.rel).and_then(|f| f.metadata()) {
             Ok(meta) => Some(meta),
             Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(io_error(&target.display, "stat", e)),
         };
-        let created = match existing {
+        let (created, links, written) = match existing {
             Some(meta) if meta.is_dir() => {
                 return Err(ProviderError::IsDirectory { path: target.display.clone() });
             }
@@ -87,26 +98,56 @@ impl Provider {
                         });
                     }
                 }
-                (false, self.replace(target, &locked, content.as_bytes())?.1)
+                let bytes = self.conventional(target, &locked, content, conventions)?;
+                (false, self.replace(target, &locked, &bytes)?.1, bytes)
             }
             None => {
                 if let Expect::Version(_) = expect.0 {
                     return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
                 }
                 match self.create(target, content.as_bytes()) {
-                    Ok(links) => (true, links),
+                    Ok(links) => (true, links, Cow::Borrowed(content.as_bytes())),
                     Err(ProviderError::AlreadyExists { .. }) if expect.0 == Expect::Any => {
                         // It appeared between our stat and our create: replace it instead.
                         let locked = self.lock_file(target)?;
-                        (false, self.replace(target, &locked, content.as_bytes())?.1)
+                        let bytes = self.conventional(target, &locked, content, conventions)?;
+                        (false, self.replace(target, &locked, &bytes)?.1, bytes)
                     }
                     Err(e) => return Err(e),
                 }
             }
         };
-        let (created, links) = created;
-        let version = self.remember_written(target, content.as_bytes());
-        Ok(WriteOutcome { created, version, links })
+        let version = self.remember_written(target, &written);
+        let converted = match written {
+            Cow::Owned(bytes) => Some(bytes),
+            Cow::Borrowed(_) => None,
+        };
+        Ok(WriteOutcome { created, version, links, converted })
+    }
+
+    /// The bytes to write over the locked file: `content` itself, or with the file's
+    /// conventions kept (see [`Conventions::Keep`]), judged on the locked file's own bytes.
+    fn conventional<'c>(
+        &self,
+        target: &Resolved,
+        locked: &lock::LockedFile,
+        content: &'c str,
+        conventions: Conventions,
+    ) -> Result<Cow<'c, [u8]>, ProviderError> {
+        if conventions == Conventions::Exact {
+            return Ok(Cow::Borrowed(content.as_bytes()));
+        }
+        let (bom, crlf) = conventions_of(&locked.file).map_err(|e| io_error(&target.display, "read", e))?;
+        let bytes = edit::with_conventions(content, bom, crlf);
+        let size = bytes.len() as u64;
+        if size > self.config.max_edit_bytes {
+            return Err(ProviderError::TooLarge {
+                path: target.display.clone(),
+                size,
+                limit: self.config.max_edit_bytes,
+            });
+        }
+        Ok(bytes)
     }
 
     /// Makes `change` in the text file at `target`, if it is at `expected`.
@@ -143,7 +184,7 @@ impl Provider {
         if current != expected {
             return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
         }
-        let (bom, body) = match bytes.strip_prefix(b"\xEF\xBB\xBF".as_slice()) {
+        let (bom, body) = match bytes.strip_prefix(edit::BOM) {
             Some(rest) => (true, rest),
             None => (false, bytes.as_slice()),
         };
@@ -156,24 +197,25 @@ impl Provider {
                 return Err(ProviderError::NotText { path: target.display.clone(), why });
             }
         };
-        let (replaced, replacements) = edit::apply(body, change).map_err(|miss| match miss {
+        let applied = edit::apply(body, change).map_err(|miss| match miss {
             edit::Miss::NoMatch { hint } => ProviderError::NoMatch { path: target.display.clone(), hint },
             edit::Miss::Ambiguous(matches) => {
                 ProviderError::AmbiguousMatch { path: target.display.clone(), matches }
             }
         })?;
+        let regions = edit::regions(&applied.text, &applied.spans);
         let out = if bom {
-            let mut out = Vec::with_capacity(replaced.len() + 3);
-            out.extend_from_slice(b"\xEF\xBB\xBF");
-            out.extend_from_slice(replaced.as_bytes());
+            let mut out = Vec::with_capacity(applied.text.len() + edit::BOM.len());
+            out.extend_from_slice(edit::BOM);
+            out.extend_from_slice(applied.text.as_bytes());
             out
         } else {
-            replaced.into_bytes()
+            applied.text.into_bytes()
         };
         crash_point!("provider::edit::matched");
         let (_, links) = self.replace(target, &locked, &out)?;
         let version = self.remember_written(target, &out);
-        Ok(EditOutcome { replacements, version, links })
+        Ok(EditOutcome { replacements: applied.replacements, version, links, written: out, regions })
     }
 
     /// The version of bytes we just wrote. What was cached for the file is dropped: an entry
@@ -394,6 +436,36 @@ impl Provider {
         result?;
         self.sync_dir(&dir, target)?;
         Ok(1)
+    }
+}
+
+/// Whether the open file starts with a BOM, and whether its endings are CRLF (at least one
+/// `\r\n`, no bare `\n`: the rule edits use). Read in chunks with positional reads, stopping
+/// at the first bare `\n`.
+fn conventions_of(file: &File) -> std::io::Result<(bool, bool)> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut at, mut bom, mut seen, mut before) = (0u64, false, false, 0u8);
+    loop {
+        let n = match file.read_at(&mut buf, at) {
+            Ok(0) => return Ok((bom, seen)),
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = &buf[..n];
+        if at == 0 {
+            // A first read shorter than the BOM is only possible for a file that short.
+            bom = chunk.starts_with(edit::BOM);
+        }
+        for i in memchr::memchr_iter(b'\n', chunk) {
+            let previous = if i == 0 { before } else { chunk[i - 1] };
+            if previous != b'\r' {
+                return Ok((bom, false));
+            }
+            seen = true;
+        }
+        before = chunk[n - 1];
+        at += n as u64;
     }
 }
 

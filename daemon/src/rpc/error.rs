@@ -5,7 +5,7 @@ use filectx_protocol::error::{INVALID_PARAMS, INVALID_REQUEST, SERVER_NOT_INITIA
 use filectx_protocol::{FsErrorCode, FsErrorData};
 use jsonrpsee::types::ErrorObjectOwned;
 
-use crate::context::{ContextError, FileError, InvalidEdit};
+use crate::context::{ContextError, FileError, InvalidEdit, NulAt};
 use crate::owners::OwnerError;
 use crate::session::SessionError;
 
@@ -88,10 +88,11 @@ pub fn code(err: &ContextError) -> FsErrorCode {
             FileError::NoMatch { .. } => FsErrorCode::EditNotFound,
             FileError::AmbiguousMatch { .. } => FsErrorCode::AmbiguousEdit,
             FileError::AlreadyExists { .. } => FsErrorCode::AlreadyExists,
+            FileError::NulInContent { .. } => FsErrorCode::InvalidArgument,
             FileError::Busy { .. } => FsErrorCode::Busy,
             FileError::Io { .. } => FsErrorCode::Io,
         },
-        ContextError::NotObserved { .. } => FsErrorCode::NotObserved,
+        ContextError::NotObserved { .. } | ContextError::Exists { .. } => FsErrorCode::NotObserved,
         ContextError::Stale { .. } => FsErrorCode::StaleVersion,
         ContextError::ReadOnly { .. } | ContextError::Denied { .. } => FsErrorCode::PermissionDenied,
         ContextError::Cold { .. } => FsErrorCode::Busy,
@@ -110,9 +111,18 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
         ContextError::File(FileError::AmbiguousMatch { matches, .. }) => {
             map.insert("matches".into(), (*matches).into());
         }
-        ContextError::File(FileError::StaleVersion { current, .. }) | ContextError::Stale { current, .. } => {
+        ContextError::File(FileError::StaleVersion { current, .. }) => {
             map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
+            map.insert("reauthorized".into(), false.into());
         }
+        ContextError::Stale { current, change, .. } => {
+            map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
+            if let Some(diff) = change.diff() {
+                map.insert("diff".into(), diff.into());
+            }
+            map.insert("reauthorized".into(), change.reauthorized().into());
+        }
+        ContextError::File(FileError::NulInContent { at, .. }) => nul_details(&mut map, at),
         ContextError::File(FileError::TooLarge { size, limit, .. }) => {
             map.insert("size".into(), (*size).into());
             map.insert("limit".into(), (*limit).into());
@@ -127,6 +137,13 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
         _ => {}
     }
     map
+}
+
+/// Where a NUL byte is, for `error.data`.
+fn nul_details(map: &mut serde_json::Map<String, serde_json::Value>, at: &NulAt) {
+    map.insert("line".into(), at.line.into());
+    map.insert("column".into(), at.column.into());
+    map.insert("offset".into(), at.offset.into());
 }
 
 impl From<ContextError> for ErrorObjectOwned {
@@ -156,6 +173,10 @@ pub fn cannot_resume() -> ErrorObjectOwned {
 
 impl From<InvalidEdit> for ErrorObjectOwned {
     fn from(err: InvalidEdit) -> Self {
-        fs_error(FsErrorCode::InvalidArgument, err.to_string(), None)
+        let mut details = serde_json::Map::new();
+        if let InvalidEdit::Nul(at) = &err {
+            nul_details(&mut details, at);
+        }
+        fs_error_with(FsErrorCode::InvalidArgument, err.to_string(), None, details)
     }
 }

@@ -12,7 +12,7 @@ use filectx_protocol::methods::{
 use filectx_protocol::tools::READ_LINE_LIMIT;
 use filectx_protocol::{
     CallToolParams, CallToolResult, EditParams, EditResult, FileKind, FileStatParams, FileStatResult,
-    FsEditParams, FsErrorCode, FsStatResult, FsWriteParams, PathParams, ReadParams, ReadResult,
+    FsEditParams, FsErrorCode, FsInfo, FsType, FsWriteParams, PathParams, ReadParams, ReadResult,
     ResolveResult, ToolContent, ToolError, ToolName, WriteExpectation, WriteOperation, WriteParams,
     WriteResult,
 };
@@ -21,7 +21,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version};
+use crate::context::{Conventions, FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version};
 use crate::owners::Owner;
 use crate::session::SessionOptions;
 use crate::tools;
@@ -316,24 +316,26 @@ pub async fn fs_resolve(
     .await
 }
 
-/// `fs/stat`.
+/// `fs/stat`: the design's `FsInfo`, or null when nothing is there.
 pub async fn fs_stat(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
     ext: Extensions,
-) -> Result<FsStatResult, ErrorObjectOwned> {
+) -> Result<Option<FsInfo>, ErrorObjectOwned> {
     let params: PathParams = parse_params(FS_STAT, &params)?;
     with_context(&ctx, &ext, move |files, _| {
-        let (target, stat) = files.unrecorded().stat(&params.path)?;
-        Ok(FsStatResult {
-            exists: stat.kind != Kind::Missing,
-            kind: file_kind(stat.kind),
-            display_path: target.display,
-            size: stat.size,
+        let (_, stat) = files.unrecorded().stat(&params.path)?;
+        let kind = match stat.kind {
+            Kind::Missing => return Ok(None),
+            Kind::File => FsType::File,
+            Kind::Directory => FsType::Directory,
+            Kind::Other => FsType::Other,
+        };
+        Ok(Some(FsInfo {
             version: stat.version.map(|v| v.to_string()),
-            mtime_ms: stat.mtime_ms,
-            mode: stat.mode,
-        })
+            size: stat.size.filter(|_| kind == FsType::File),
+            kind,
+        }))
     })
     .await
 }
@@ -368,10 +370,12 @@ pub async fn fs_write_text(
     with_context(&ctx, &ext, move |files, _| {
         let expect = match &params.expect {
             WriteExpectation::Any => RawExpectation::Any,
-            WriteExpectation::Absent => RawExpectation::Absent,
-            WriteExpectation::Version { version } => RawExpectation::Version(version),
+            WriteExpectation::CreateIfAbsent => RawExpectation::CreateIfAbsent,
+            WriteExpectation::ReplaceIfVersion { version } => RawExpectation::ReplaceIfVersion(version),
         };
-        let view = files.unrecorded().write(&params.path, &params.content, expect)?;
+        let conventions =
+            if params.keep_conventions.unwrap_or(false) { Conventions::Keep } else { Conventions::Exact };
+        let view = files.unrecorded().write(&params.path, &params.content, expect, conventions)?;
         Ok(write_result(view.display, view.created, view.version))
     })
     .await

@@ -39,6 +39,9 @@ pub const FEATURES: &[&str] = &[
     features::DEDUP_READS,
     features::CONTEXT_RESET,
     features::RESUME,
+    features::STALE_DIFFS,
+    features::KEEP_CONVENTIONS,
+    features::EDIT_REGIONS,
 ];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
@@ -220,6 +223,7 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
     let stats = &ctx.stats;
     let slots = ctx.file_work.usage();
     let (parked_sessions, parked_bytes) = ctx.parked.usage();
+    let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -240,6 +244,8 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         owners: Stats::get(&stats.owners),
         parked_sessions: parked_sessions as u64,
         parked_bytes: parked_bytes as u64,
+        snapshots: snapshots as u64,
+        snapshot_bytes: snapshot_bytes as u64,
     }
 }
 

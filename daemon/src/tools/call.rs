@@ -133,6 +133,9 @@ fn run(
                 InvalidEdit::Identical => {
                     Invalid("old_string and new_string are identical: there is nothing to change.".into())
                 }
+                InvalidEdit::Nul(at) => Invalid(format!(
+                    "new_string has a NUL byte (\\0) at {at}: files are text. Remove it and retry the edit."
+                )),
             })?;
             ctx.edit(path, &change).map(|view| render::edit(&view))
         }

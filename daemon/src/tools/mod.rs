@@ -45,7 +45,8 @@ pub fn instructions(options: &SessionOptions) -> String {
         text.push_str(
             " Before editing a file or overwriting it, read it (any window counts) in this session; \
              creating a new file needs no read. If a tool says the file changed since you read it, \
-             read it again and redo your change against what is there now.",
+             it shows what changed when it can: retry if your change still fits; otherwise (or \
+             when it shows nothing) read it again and redo your change against what is there now.",
         );
     }
     if has(ToolName::Edit) {
@@ -93,7 +94,7 @@ mod tests {
 
     #[test]
     fn instructions_state_the_rules_that_apply() {
-        expect_test::expect![[r#"File tools: read, write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. Before editing a file or overwriting it, read it (any window counts) in this session; creating a new file needs no read. If a tool says the file changed since you read it, read it again and redo your change against what is there now. An edit replaces an exact string that must occur once; add surrounding lines to make it unique, or set replace_all."#]]
+        expect_test::expect![[r#"File tools: read, write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. Before editing a file or overwriting it, read it (any window counts) in this session; creating a new file needs no read. If a tool says the file changed since you read it, it shows what changed when it can: retry if your change still fits; otherwise (or when it shows nothing) read it again and redo your change against what is there now. An edit replaces an exact string that must occur once; add surrounding lines to make it unique, or set replace_all."#]]
         .assert_eq(&text(&options(&ToolName::ALL, false)));
         expect_test::expect![[r#"File tools: read. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. This session is read-only: writes and edits are refused."#]]
         .assert_eq(&text(&options(&[ToolName::Read], true)));

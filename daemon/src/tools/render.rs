@@ -4,7 +4,10 @@
 
 use filectx_protocol::tools::READ_LINE_MAX_CHARS;
 
-use crate::context::{ContextError, EditView, FileError, ReadView, WriteView};
+use crate::context::{Change, ContextError, EditView, FileError, ReadView, WriteView};
+
+/// Most bytes of numbered lines an edit's text shows.
+const EDIT_SHOWN_BYTES: usize = 2048;
 
 /// The `cat -n` view of a window, then a blank line and a footer.
 pub fn read(view: &ReadView) -> String {
@@ -42,10 +45,47 @@ pub fn write(view: &WriteView) -> String {
     }
 }
 
-/// The text of a successful edit.
+/// The text of a successful edit: the count, then the edited places of the new version with
+/// two lines of context, numbered as `read` numbers them (at most three places, about 2 KiB).
 pub fn edit(view: &EditView) -> String {
     let s = if view.replacements == 1 { "" } else { "s" };
-    format!("Edited {}: {} replacement{s}.", view.display, view.replacements)
+    let mut out = format!("Edited {}: {} replacement{s}.", view.display, view.replacements);
+    if view.regions.is_empty() {
+        out.push_str(" The file is now empty.");
+        return out;
+    }
+    out.push_str(" The edited lines now read:\n");
+    let (mut used, mut shown) = (0, 0);
+    for (i, region) in view.regions.iter().enumerate() {
+        if i > 0 {
+            out.push_str("   ...\n");
+        }
+        for (n, line) in (region.start_line..).zip(&region.lines) {
+            let numbered = format!("{n:>6}\t{line}\n");
+            if used + numbered.len() > EDIT_SHOWN_BYTES {
+                out.push_str(&format!("(The rest is not shown: read from offset={n} to see it.)"));
+                return out;
+            }
+            used += numbered.len();
+            out.push_str(&numbered);
+        }
+        shown += region.replacements;
+        if region.cut {
+            let next = region.start_line + region.lines.len() as u64;
+            out.push_str(&format!("(More edited lines follow: read from offset={next} to see them.)\n"));
+        }
+    }
+    if shown < view.replacements {
+        let more = view.replacements - shown;
+        let s = if more == 1 { "" } else { "s" };
+        out.push_str(&format!("({more} more replacement{s} not shown.)\n"));
+    }
+    // No final newline (as the other texts), and nothing else trimmed: a shown line keeps its
+    // trailing whitespace, an empty one its tab.
+    if out.ends_with('\n') {
+        out.pop();
+    }
+    out
 }
 
 /// An error text that says what went wrong and what to do next.
@@ -63,9 +103,35 @@ pub fn error(err: &ContextError, tool: &str) -> String {
              still be changed; write creates a new file."
             )
         }
+        ContextError::Stale { change: Change::Shown(diff), .. } if diff.is_empty() => format!(
+            "{path} has been modified since you last read it, but no line differs: only its line \
+             endings, byte-order mark or final newline changed. Retry your {tool} as it is."
+        ),
+        ContextError::Stale { change: Change::Shown(diff), .. } => {
+            let retry = if tool == "write" {
+                "but a write replaces the whole file: retry it only with content that keeps these changes"
+            } else {
+                "if your edit still fits these lines, retry it as it is; otherwise adapt it to them"
+            };
+            format!(
+                "{path} has been modified since you last read it (by someone else, an editor or a \
+                 formatter). What changed since you last saw it (the +N,M ranges are line numbers \
+                 of the file now):\n{diff}This change now counts as read, so no new read is needed; \
+                 {retry}."
+            )
+        }
+        ContextError::Stale { change: Change::TooLarge, .. } => format!(
+            "{path} has been modified since you last read it (by someone else, an editor or a \
+             formatter), too much to show here. Read it again, then redo your {tool} against its \
+             current content."
+        ),
         ContextError::Stale { .. } | ContextError::File(FileError::StaleVersion { .. }) => format!(
             "{path} has been modified since you last read it (by someone else, an editor or a \
              formatter). Read it again, then redo your {tool} against its current content."
+        ),
+        ContextError::File(FileError::NulInContent { at, .. }) => format!(
+            "The content for {path} has a NUL byte (\\0) at {at}: files written by these tools are \
+             text. Remove it and retry the {tool}."
         ),
         ContextError::File(FileError::AmbiguousMatch { matches, .. }) => format!(
             "Found {matches} matches of old_string in {path}, but replace_all is false. Add more \
@@ -169,10 +235,119 @@ mod tests {
         let w = |created| WriteView { display: "a.txt".into(), created, version: v };
         expect!["Created a.txt (new file)."].assert_eq(&write(&w(true)));
         expect!["Updated a.txt (whole file replaced)."].assert_eq(&write(&w(false)));
-        let e =
-            |replacements| EditView { display: "a.txt".into(), replacements, replace_all: false, version: v };
-        expect!["Edited a.txt: 1 replacement."].assert_eq(&edit(&e(1)));
-        expect!["Edited a.txt: 3 replacements."].assert_eq(&edit(&e(3)));
+        let e = |replacements| EditView {
+            display: "a.txt".into(),
+            replacements,
+            replace_all: false,
+            version: v,
+            regions: Vec::new(),
+        };
+        expect!["Edited a.txt: 1 replacement. The file is now empty."].assert_eq(&edit(&e(1)));
+    }
+
+    /// A real edit (through a file context, in a temporary folder) of `content`.
+    fn edited(content: &str, old: &str, new: &str, all: bool) -> EditView {
+        use crate::context::{Files, FilesConfig, Observations, Replacement, RootDir, Scope};
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(root.join("src")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), content).unwrap();
+        let files = Files::new(FilesConfig { fsync: false, ..Default::default() });
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let (observed, deny) = (Observations::new(10), Default::default());
+        let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);
+        ctx.read("src/lib.rs", None, 1).unwrap();
+        ctx.edit("src/lib.rs", &Replacement::new(old, new, all).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn edit_shows_the_edited_lines_numbered_as_read() {
+        let file: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        expect![[r#"
+            Edited src/lib.rs: 1 replacement. The edited lines now read:
+                 8	line 8
+                 9	line 9
+                10	line ten
+                11	and a new line
+                12	line 11
+                13	line 12"#]]
+        .assert_eq(&edit(&edited(&file, "line 10\n", "line ten\nand a new line\n", false)));
+        // At the start and the end of the file; a deleted line.
+        expect![[r#"
+            Edited src/lib.rs: 1 replacement. The edited lines now read:
+                 1	line 2
+                 2	line 3"#]]
+        .assert_eq(&edit(&edited("line 1\nline 2\nline 3\n", "line 1\n", "", false)));
+        expect![[r#"
+            Edited src/lib.rs: 1 replacement. The edited lines now read:
+                 1	a
+                 2	b
+                 3	last"#]]
+        .assert_eq(&edit(&edited("a\nb\nc", "c", "last", false)));
+        // An empty last line keeps its tab, trailing blanks stay.
+        expect![[r#"
+            Edited src/lib.rs: 1 replacement. The edited lines now read:
+                 1	a  
+                 2	B
+                 3	"#]]
+        .assert_eq(&edit(&edited("a  \nb\n\n", "b", "B", false)));
+        // CRLF and a BOM are not shown, as read does not show them.
+        expect![[r#"
+            Edited src/lib.rs: 1 replacement. The edited lines now read:
+                 1	one
+                 2	TWO
+                 3	three"#]]
+        .assert_eq(&edit(&edited("one\r\ntwo\r\nthree\r\n", "two", "TWO", false)));
+    }
+
+    #[test]
+    fn replace_all_shows_the_first_places_and_the_count() {
+        let file: String =
+            (1..=100).map(|i| format!("{}\n", if i % 10 == 0 { "x = old" } else { "y" })).collect();
+        expect![[r#"
+            Edited src/lib.rs: 10 replacements. The edited lines now read:
+                 8	y
+                 9	y
+                10	x = new
+                11	y
+                12	y
+               ...
+                18	y
+                19	y
+                20	x = new
+                21	y
+                22	y
+               ...
+                28	y
+                29	y
+                30	x = new
+                31	y
+                32	y
+            (7 more replacements not shown.)"#]]
+        .assert_eq(&edit(&edited(&file, "old", "new", true)));
+        // Neighbouring places merge into one region.
+        expect![[r#"
+            Edited src/lib.rs: 3 replacements. The edited lines now read:
+                 1	b
+                 2	x
+                 3	b
+                 4	x
+                 5	b
+                 6	x"#]]
+        .assert_eq(&edit(&edited("a\nx\na\nx\na\nx\n", "a", "b", true)));
+    }
+
+    #[test]
+    fn edit_text_is_bounded() {
+        let long = "z".repeat(5000);
+        let text = edit(&edited("a\nb\n", "b", &format!("{long}\n").repeat(40), false));
+        assert!(text.len() < 2600, "{} bytes", text.len());
+        assert!(text.contains("…"), "long lines are cut");
+        expect![[r#"(The rest is not shown: read from offset=11 to see it.)"#]]
+            .assert_eq(text.lines().last().unwrap());
+        let many = edit(&edited("a\n", "a", &"n\n".repeat(100), false));
+        expect![[r#"(More edited lines follow: read from offset=25 to see them.)"#]]
+            .assert_eq(many.lines().last().unwrap());
     }
 
     #[test]
@@ -180,10 +355,44 @@ mod tests {
         let not_read = ContextError::NotObserved { path: "a.txt".into() };
         expect!["File has not been read in this session: a.txt. Read it first (any window is enough), then retry the edit."]
             .assert_eq(&error(&not_read, "edit"));
-        let stale = ContextError::Stale { path: "a.txt".into(), current: Some(Version::of(b"x")) };
+        let stale =
+            |change| ContextError::Stale { path: "a.txt".into(), current: Some(Version::of(b"x")), change };
         expect!["a.txt has been modified since you last read it (by someone else, an editor or a formatter). Read it again, then redo your edit against its current content."]
-            .assert_eq(&error(&stale, "edit"));
-        let gone = ContextError::Stale { path: "a.txt".into(), current: None };
+            .assert_eq(&error(&stale(Change::Unknown), "edit"));
+        expect!["a.txt has been modified since you last read it (by someone else, an editor or a formatter), too much to show here. Read it again, then redo your edit against its current content."]
+            .assert_eq(&error(&stale(Change::TooLarge), "edit"));
+        let diff = crate::context::stale::diff("a.txt", b"a\nb\nc\n", b"a\nB\nc\n");
+        expect![[r#"
+            a.txt has been modified since you last read it (by someone else, an editor or a formatter). What changed since you last saw it (the +N,M ranges are line numbers of the file now):
+            --- a.txt (as you last saw it)
+            +++ a.txt (now)
+            @@ -1,3 +1,3 @@
+             a
+            -b
+            +B
+             c
+            This change now counts as read, so no new read is needed; if your edit still fits these lines, retry it as it is; otherwise adapt it to them."#]]
+        .assert_eq(&error(&stale(diff.clone()), "edit"));
+        expect![[r#"
+            a.txt has been modified since you last read it (by someone else, an editor or a formatter). What changed since you last saw it (the +N,M ranges are line numbers of the file now):
+            --- a.txt (as you last saw it)
+            +++ a.txt (now)
+            @@ -1,3 +1,3 @@
+             a
+            -b
+            +B
+             c
+            This change now counts as read, so no new read is needed; but a write replaces the whole file: retry it only with content that keeps these changes."#]]
+        .assert_eq(&error(&stale(diff), "write"));
+        expect!["a.txt has been modified since you last read it, but no line differs: only its line endings, byte-order mark or final newline changed. Retry your edit as it is."]
+            .assert_eq(&error(&stale(Change::Shown(String::new())), "edit"));
+        let nul = ContextError::File(FileError::NulInContent {
+            path: "a.txt".into(),
+            at: crate::context::NulAt { line: 2, column: 3, offset: 7 },
+        });
+        expect!["The content for a.txt has a NUL byte (\\0) at line 2, column 3 (byte offset 7): files written by these tools are text. Remove it and retry the write."]
+            .assert_eq(&error(&nul, "write"));
+        let gone = ContextError::Stale { path: "a.txt".into(), current: None, change: Change::Unknown };
         expect!["a.txt no longer exists: it was deleted since you last read it. Check whether it should still be changed; write creates a new file."]
             .assert_eq(&error(&gone, "write"));
     }

@@ -232,7 +232,7 @@ fn refused_on_full_disk(raw: &mut Raw, folder: &Path, outside_view: &Path, expec
         ("file/edit", json!({"path": keep, "oldString": "original", "newString": big})),
         (
             "fs/writeText",
-            json!({"path": folder.join("new.txt"), "content": big, "expect": {"kind": "absent"}}),
+            json!({"path": folder.join("new.txt"), "content": big, "expect": {"kind": "createIfAbsent"}}),
         ),
     ];
     for (method, params) in attempts {

@@ -186,8 +186,8 @@ fn an_outside_change_with_same_size_and_mtime_is_detected() {
     let after = fs::metadata(&path).unwrap();
     assert_eq!((after.len(), after.modified().unwrap(), after.ino()), (before.len(), mtime, before.ino()));
 
-    assert_eq!(edit_err(&mut raw, "config.txt", "value = 1", "value = 10"), "FS_STALE_VERSION");
-    assert_eq!(edit_err(&mut raw, "config.txt", "other = x", "other = y"), "FS_STALE_VERSION");
+    let stale = edit(&mut raw, "config.txt", "value = 1", "value = 10");
+    assert_eq!(fs_error(&stale), "FS_STALE_VERSION", "{stale}");
     let (code, text) = tool_err(
         &mut agent,
         "edit",
@@ -195,14 +195,14 @@ fn an_outside_change_with_same_size_and_mtime_is_detected() {
     );
     assert_eq!(code, "FS_STALE_VERSION");
     assert!(says_stale(&text), "{text}");
-    let stat = ok(&mut raw, "file/stat", json!({"path": "config.txt"}));
-    assert_eq!(stat["fresh"], false, "{stat}");
-    assert_eq!(stat["observedVersion"], json!(seen.version));
-    assert_ne!(stat["version"], json!(seen.version), "{stat}");
     assert_eq!(fs::read_to_string(&path).unwrap(), "value = 2\nother = x\n");
 
-    // Reading again makes it editable again.
-    read(&mut raw, "config.txt");
+    // The refusal showed the whole change, which counts as read (see `writes`): the session's
+    // record moved on to the current version, so its next edit needs no read.
+    assert_eq!(stale["error"]["data"]["reauthorized"], true, "{stale}");
+    let stat = ok(&mut raw, "file/stat", json!({"path": "config.txt"}));
+    assert_eq!(stat["fresh"], true, "{stat}");
+    assert_ne!(stat["version"], json!(seen.version), "{stat}");
     edit_ok(&mut raw, "config.txt", "value = 2", "value = 3");
     assert_eq!(fs::read_to_string(&path).unwrap(), "value = 3\nother = x\n");
 }
@@ -262,14 +262,17 @@ fn sessions_are_isolated_and_reconnecting_forgets() {
     edit_ok(&mut a, "shared.txt", "alpha", "ALPHA");
     edit_ok(&mut a, "shared.txt", "gamma", "GAMMA");
 
-    // B reads, then A edits again: B is stale, at every layer and for write too.
+    // B reads, then A edits again: B is stale, at every layer and for write too. (Each refusal
+    // shows B the change, which then counts as B's read: A changes the file again before each.)
     read(&mut b, "shared.txt");
     edit_ok(&mut a, "shared.txt", "beta", "Beta");
     assert_eq!(edit_err(&mut b, "shared.txt", "ALPHA", "alpha"), "FS_STALE_VERSION");
+    edit_ok(&mut a, "shared.txt", "Beta", "BETA");
     assert_eq!(
         fails(&mut b, "file/write", json!({"path": "shared.txt", "content": "x\n"})),
         "FS_STALE_VERSION"
     );
+    edit_ok(&mut a, "shared.txt", "BETA", "Beta");
     let (code, text) = tool_err(
         &mut b,
         "edit",
@@ -277,7 +280,8 @@ fn sessions_are_isolated_and_reconnecting_forgets() {
     );
     assert_eq!(code, "FS_STALE_VERSION");
     assert!(says_stale(&text), "{text}");
-    assert_eq!(ok(&mut b, "file/stat", json!({"path": "shared.txt"}))["fresh"], false);
+    // What B was shown counts for B alone; A's own record stays fresh.
+    assert_eq!(ok(&mut b, "file/stat", json!({"path": "shared.txt"}))["fresh"], true);
     assert_eq!(ok(&mut a, "file/stat", json!({"path": "shared.txt"}))["fresh"], true);
     assert_eq!(fs::read_to_string(&path).unwrap(), "ALPHA\nBeta\nGAMMA\n");
 
@@ -463,7 +467,10 @@ fn escapes_from_the_root_are_refused_and_write_nothing_outside() {
             ("fs/stat", json!({"path": path})),
             ("fs/readText", json!({"path": path})),
             ("fs/writeText", json!({"path": path, "content": "pwned\n", "expect": {"kind": "any"}})),
-            ("fs/writeText", json!({"path": path, "content": "pwned\n", "expect": {"kind": "absent"}})),
+            (
+                "fs/writeText",
+                json!({"path": path, "content": "pwned\n", "expect": {"kind": "createIfAbsent"}}),
+            ),
             (
                 "fs/editText",
                 json!({"path": path, "oldString": "secret", "newString": "pwned", "expectedVersion": "0"}),
@@ -949,10 +956,13 @@ fn read_only_sessions_and_tool_subsets() {
             ("file/write", json!({"path": file, "content": "changed\n"})),
             ("file/edit", json!({"path": file, "oldString": "original", "newString": "changed"})),
             ("fs/writeText", json!({"path": file, "content": "changed\n", "expect": {"kind": "any"}})),
-            ("fs/writeText", json!({"path": file, "content": "changed\n", "expect": {"kind": "absent"}})),
             (
                 "fs/writeText",
-                json!({"path": file, "content": "changed\n", "expect": {"kind": "version", "version": version}}),
+                json!({"path": file, "content": "changed\n", "expect": {"kind": "createIfAbsent"}}),
+            ),
+            (
+                "fs/writeText",
+                json!({"path": file, "content": "changed\n", "expect": {"kind": "replaceIfVersion", "version": version}}),
             ),
             (
                 "fs/editText",
@@ -1075,19 +1085,24 @@ fn creating_files_and_write_expectations() {
         "FS_NOT_OBSERVED"
     );
     let write = |expect: Value| json!({"path": "appeared.txt", "content": "mine\n", "expect": expect});
-    assert_eq!(fails(&mut raw, "fs/writeText", write(json!({"kind": "absent"}))), "FS_ALREADY_EXISTS");
+    assert_eq!(fails(&mut raw, "fs/writeText", write(json!({"kind": "createIfAbsent"}))), "FS_NOT_OBSERVED");
     assert_eq!(
-        fails(&mut raw, "fs/writeText", write(json!({"kind": "version", "version": created["version"]}))),
+        fails(
+            &mut raw,
+            "fs/writeText",
+            write(json!({"kind": "replaceIfVersion", "version": created["version"]}))
+        ),
         "FS_STALE_VERSION"
     );
     assert_eq!(fs::read_to_string(root.join("appeared.txt")).unwrap(), "someone else's\n");
 
     // The expectations that hold.
     let version = version_of(&mut raw, "appeared.txt");
-    let replaced = ok(&mut raw, "fs/writeText", write(json!({"kind": "version", "version": version})));
+    let replaced =
+        ok(&mut raw, "fs/writeText", write(json!({"kind": "replaceIfVersion", "version": version})));
     assert_eq!(replaced["operation"], "update");
     assert_eq!(fs::read_to_string(root.join("appeared.txt")).unwrap(), "mine\n");
-    let params = json!({"path": "x/y.txt", "content": "new\n", "expect": {"kind": "absent"}});
+    let params = json!({"path": "x/y.txt", "content": "new\n", "expect": {"kind": "createIfAbsent"}});
     assert_eq!(ok(&mut raw, "fs/writeText", params)["operation"], "create");
     let params = json!({"path": "x/y.txt", "content": "any\n", "expect": {"kind": "any"}});
     assert_eq!(ok(&mut raw, "fs/writeText", params)["operation"], "update");

@@ -90,13 +90,13 @@ fn a_read_refuses_a_binary_file_from_its_first_chunk_but_stat_hashes_it_whole() 
     let stale = rpc(
         &mut raw,
         "fs/writeText",
-        json!({"path": s(&blob), "content": "x", "expect": {"kind": "version", "version": "not-a-version"}}),
+        json!({"path": s(&blob), "content": "x", "expect": {"kind": "replaceIfVersion", "version": "not-a-version"}}),
     );
     assert_eq!(fs_error(&stale), "FS_STALE_VERSION");
     let written = ok(
         &mut raw,
         "fs/writeText",
-        json!({"path": s(&blob), "content": "text now\n", "expect": {"kind": "version", "version": version}}),
+        json!({"path": s(&blob), "content": "text now\n", "expect": {"kind": "replaceIfVersion", "version": version}}),
     );
     assert_eq!(written["operation"], "update");
     assert_eq!(fs::read(&blob).unwrap(), b"text now\n");
@@ -130,8 +130,8 @@ fn reads_over_the_hash_cap_are_too_large_and_stat_answers_without_a_version() {
     let tool = ok(&mut raw, "tools/call", json!({"name": "read", "arguments": {"file_path": s(&big)}}));
     assert_eq!(tool["error"]["code"], "FS_TOO_LARGE", "{tool}");
     let stat = ok(&mut raw, "fs/stat", json!({"path": s(&big)}));
-    assert_eq!((stat["exists"].as_bool(), stat["size"].as_u64()), (Some(true), Some(40 * MIB)), "{stat}");
-    assert!(stat.get("version").is_none(), "no version over the cap: {stat}");
+    assert_eq!((stat["type"].as_str(), stat["size"].as_u64()), (Some("file"), Some(40 * MIB)), "{stat}");
+    assert!(stat["version"].is_null(), "no version over the cap: {stat}");
     let file_stat = ok(&mut raw, "file/stat", json!({"path": s(&big)}));
     assert!(file_stat.get("version").is_none(), "{file_stat}");
     assert_eq!(file_stat["fresh"], false);
@@ -145,7 +145,7 @@ fn reads_over_the_hash_cap_are_too_large_and_stat_answers_without_a_version() {
     let refused = rpc(
         &mut raw,
         "fs/writeText",
-        json!({"path": s(&big), "content": "x", "expect": {"kind": "version", "version": read["version"]}}),
+        json!({"path": s(&big), "content": "x", "expect": {"kind": "replaceIfVersion", "version": read["version"]}}),
     );
     assert_eq!(fs_error(&refused), "FS_TOO_LARGE");
     assert_eq!(fs::metadata(&big).unwrap().len(), 40 * MIB);

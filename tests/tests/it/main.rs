@@ -35,3 +35,4 @@ mod service;
 mod soak;
 mod watch;
 mod wire;
+mod writes;

@@ -334,11 +334,11 @@ fn read_edit_then_an_outside_change_is_announced_and_a_stale_edit_refused() {
         bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "alpha", "new_string": "A"}));
     assert_eq!(stale["isError"], true, "{stale}");
     assert_eq!(stale["structuredContent"]["error"]["code"], "FS_STALE_VERSION", "{stale}");
-    assert!(text(&stale).contains("Read it again"), "{stale}");
+    // The refusal shows what changed (a diff), so no read is needed before the retry.
+    assert!(text(&stale).contains("modified since you last read it"), "{stale}");
+    assert!(text(&stale).contains("+delta\n"), "{stale}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "alpha\nBETA\nG\ndelta\n");
 
-    // After a new read the edit goes through.
-    assert_eq!(bridge.tool("read", json!({"file_path": "notes.txt", "limit": 1}))["isError"], false);
     let fresh =
         bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "alpha", "new_string": "A"}));
     assert_eq!(fresh["isError"], false, "{fresh}");

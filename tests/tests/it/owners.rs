@@ -167,10 +167,20 @@ fn own_writes_refresh_only_the_writer_and_the_stale_owners_are_told() {
     let result = edit_tool(&mut raw, None, &f, "three", "3");
     assert_eq!(result["error"]["code"], "FS_STALE_VERSION", "{result}");
 
-    // An outside change tells the owner whose record it staled (here only a is current).
+    // Those refusals showed the whole change, which re-authorized b and the default owner
+    // (staleDiffs): all three hold the current version now, so an outside change tells each of
+    // them, once, by name.
     std::fs::write(&f, "outside\n").unwrap();
-    let notice = raw.expect_notification(DID_CHANGE, NOTICE);
-    assert_eq!(notice["owner"], "a", "{notice}");
+    let mut told: Vec<Option<String>> = (0..3)
+        .map(|_| {
+            raw.expect_notification(DID_CHANGE, NOTICE)
+                .get("owner")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    told.sort();
+    assert_eq!(told, [None, Some("a".to_owned()), Some("b".to_owned())]);
     raw.assert_no_notification(DID_CHANGE, QUIET);
 }
 

@@ -76,7 +76,7 @@ fn tools_limit_the_model_facing_tools_but_not_file_or_fs() {
     ok(
         &mut raw,
         "fs/writeText",
-        json!({"path": "raw.txt", "content": "raw\n", "expect": {"kind": "absent"}}),
+        json!({"path": "raw.txt", "content": "raw\n", "expect": {"kind": "createIfAbsent"}}),
     );
     let version = version_of(&mut raw, "raw.txt");
     ok(
@@ -144,11 +144,14 @@ fn read_only_refuses_every_write_path_at_every_layer() {
                     json!({"path": file, "oldString": "original", "newString": "changed", "replaceAll": true}),
                 ),
                 ("fs/writeText", json!({"path": file, "content": "changed\n", "expect": {"kind": "any"}})),
-                ("fs/writeText", json!({"path": file, "content": "changed\n", "expect": {"kind": "absent"}})),
+                (
+                    "fs/writeText",
+                    json!({"path": file, "content": "changed\n", "expect": {"kind": "createIfAbsent"}}),
+                ),
                 (
                     "fs/writeText",
                     json!({"path": file, "content": "changed\n",
-                           "expect": {"kind": "version", "version": version}}),
+                           "expect": {"kind": "replaceIfVersion", "version": version}}),
                 ),
                 (
                     "fs/editText",

@@ -669,6 +669,8 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("resume_grace", secs(filectx_daemon::resume::DEFAULT_RESUME_GRACE_SECS as f64)),
         ("max_parked_sessions", filectx_daemon::resume::DEFAULT_MAX_PARKED_SESSIONS.to_string()),
         ("max_parked_bytes", filectx_daemon::resume::DEFAULT_MAX_PARKED_BYTES.to_string()),
+        ("max_snapshot_bytes", provider.max_snapshot_bytes.to_string()),
+        ("max_snapshot_file_bytes", provider.max_snapshot_file_bytes.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use filectx_protocol::{
     CallToolParams, CallToolResult, Capabilities, ChunkError, DaemonStatus, EditParams, EditResult, FileKind,
-    FileStatParams, FileStatResult, Frame, FsEditParams, FsErrorCode, FsStatResult, FsWriteParams,
+    FileStatParams, FileStatResult, Frame, FsEditParams, FsErrorCode, FsInfo, FsType, FsWriteParams,
     InitializeResult, Limits, LspCodec, PathParams, ReadParams, ReadResult, ResolveResult,
     STREAM_CHUNK_LINES, ServerInfo, StreamTextParams, TextChunk, ToolContent, ToolName, ToolsListResult,
     WriteOperation, WriteParams, WriteResult, methods, tools,
@@ -203,6 +203,8 @@ pub fn status() -> DaemonStatus {
         owners: 0,
         parked_sessions: 0,
         parked_bytes: 0,
+        snapshots: 0,
+        snapshot_bytes: 0,
     }
 }
 
@@ -251,16 +253,8 @@ pub fn file_stat(path: &str, exists: bool) -> FileStatResult {
 }
 
 /// `fs/stat` of `path`: a 1536-byte file.
-pub fn fs_stat(path: &str) -> FsStatResult {
-    FsStatResult {
-        exists: true,
-        kind: FileKind::File,
-        display_path: path.to_owned(),
-        size: Some(1536),
-        version: Some(VERSION.to_owned()),
-        mtime_ms: Some(1_700_000_000_000),
-        mode: Some(0o644),
-    }
+pub fn fs_stat(_path: &str) -> Option<FsInfo> {
+    Some(FsInfo { version: Some(VERSION.to_owned()), kind: FsType::File, size: Some(1536) })
 }
 
 /// `fs/resolve` of `path` inside the root `/tmp/project`.

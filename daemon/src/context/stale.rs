@@ -1,0 +1,170 @@
+//! What a stale refusal shows: a unified diff from the version a session last saw (its bytes
+//! from the provider's content store) to the file's current content, lines as `read` shows
+//! them and hunk headers numbered as in both versions (`+N,M`: the current file's lines), bounded
+//! in lines and bytes. Pure: [`super::FileContext`] decides what it re-authorizes.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use similar::{Algorithm, DiffTag};
+
+use crate::provider::edit::BOM;
+
+/// Most lines a shown diff may have (hunk headers included, the two file headers not).
+pub const MAX_DIFF_LINES: usize = 200;
+/// Most bytes a shown diff may have.
+pub const MAX_DIFF_BYTES: usize = 16 * 1024;
+/// Unchanged lines shown around each change.
+const CONTEXT_LINES: usize = 3;
+/// Longest time spent finding a small diff; past it a correct but coarser one is taken.
+const DIFF_TIME: Duration = Duration::from_millis(100);
+
+/// What a stale refusal can show of the change since the session's last look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The whole change, as a unified diff (empty when no line differs: only line endings, the
+    /// BOM or the final newline changed). The session's record moved to the version shown.
+    Shown(String),
+    /// The change is over the bounds ([`MAX_DIFF_LINES`], [`MAX_DIFF_BYTES`]); nothing moved.
+    TooLarge,
+    /// Unknown: the file was deleted, the version last seen is not stored, a version is over the
+    /// store's per-file cap or not text. Nothing moved.
+    Unknown,
+}
+
+impl Change {
+    /// Whether the session's record moved to the current version.
+    pub fn reauthorized(&self) -> bool {
+        matches!(self, Self::Shown(_))
+    }
+
+    /// The diff, when shown.
+    pub fn diff(&self) -> Option<&str> {
+        match self {
+            Self::Shown(diff) => Some(diff),
+            Self::TooLarge | Self::Unknown => None,
+        }
+    }
+}
+
+/// Lines as `read` shows them (BOM hidden, no terminator, no trailing `\r`); `None` when the
+/// bytes are not text.
+fn lines(bytes: &[u8]) -> Option<Vec<&str>> {
+    let bytes = bytes.strip_prefix(BOM).unwrap_or(bytes);
+    if memchr::memchr(0, bytes).is_some() {
+        return None;
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    Some(body.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line)).collect())
+}
+
+/// A hunk header's range: 1-based start and length; an empty range starts at the line before.
+fn range(start: usize, len: usize) -> String {
+    let first = if len == 0 { start } else { start + 1 };
+    format!("{first},{len}")
+}
+
+/// The change from `old` (the version last seen) to `new` (the current one) of the file shown
+/// as `display`.
+pub fn diff(display: &str, old: &[u8], new: &[u8]) -> Change {
+    let (Some(old), Some(new)) = (lines(old), lines(new)) else {
+        return Change::Unknown;
+    };
+    let ops =
+        similar::capture_diff_slices_deadline(Algorithm::Myers, &old, &new, Some(Instant::now() + DIFF_TIME));
+    let groups = similar::group_diff_ops(ops, CONTEXT_LINES);
+    if groups.is_empty() {
+        return Change::Shown(String::new());
+    }
+    let mut out = format!("--- {display} (as you last saw it)\n+++ {display} (now)\n");
+    let mut count = 0usize;
+    for group in groups {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else { continue };
+        let (old_start, new_start) = (first.old_range().start, first.new_range().start);
+        let (old_end, new_end) = (last.old_range().end, last.new_range().end);
+        let _ = writeln!(
+            out,
+            "@@ -{} +{} @@",
+            range(old_start, old_end - old_start),
+            range(new_start, new_end - new_start)
+        );
+        count += 1;
+        for op in &group {
+            let (tag, old_range, new_range) = op.as_tag_tuple();
+            let mut push = |sign: char, line: &str| {
+                out.push(sign);
+                out.push_str(line);
+                out.push('\n');
+                count += 1;
+            };
+            match tag {
+                DiffTag::Equal => new[new_range].iter().for_each(|line| push(' ', line)),
+                DiffTag::Delete => old[old_range].iter().for_each(|line| push('-', line)),
+                DiffTag::Insert => new[new_range].iter().for_each(|line| push('+', line)),
+                DiffTag::Replace => {
+                    old[old_range].iter().for_each(|line| push('-', line));
+                    new[new_range].iter().for_each(|line| push('+', line));
+                }
+            }
+            if count > MAX_DIFF_LINES || out.len() > MAX_DIFF_BYTES {
+                return Change::TooLarge;
+            }
+        }
+    }
+    Change::Shown(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_as_the_current_version() {
+        let old = b"one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n";
+        let new = b"zero\none\ntwo\nthree\nfour\nfive\nsix\nseven\nEIGHT\nnine\nten\n";
+        expect_test::expect![[r#"
+            --- a.txt (as you last saw it)
+            +++ a.txt (now)
+            @@ -1,3 +1,4 @@
+            +zero
+             one
+             two
+             three
+            @@ -5,6 +6,6 @@
+             five
+             six
+             seven
+            -eight
+            +EIGHT
+             nine
+             ten
+        "#]]
+        .assert_eq(diff_text(&diff("a.txt", old, new)));
+    }
+
+    fn diff_text(change: &Change) -> &str {
+        change.diff().expect("a diff")
+    }
+
+    #[test]
+    fn line_endings_and_bom_are_not_changes_of_lines() {
+        let change = diff("a.txt", b"\xEF\xBB\xBFa\r\nb\r\n", b"a\nb");
+        assert_eq!(change, Change::Shown(String::new()));
+        assert!(change.reauthorized());
+    }
+
+    #[test]
+    fn too_large_and_not_text() {
+        let old: String = (0..300).map(|i| format!("{i}\n")).collect();
+        let new: String = (0..300).map(|i| format!("{i}x\n")).collect();
+        assert_eq!(diff("a.txt", old.as_bytes(), new.as_bytes()), Change::TooLarge);
+        let long = "y".repeat(20_000);
+        assert_eq!(diff("a.txt", b"x\n", long.as_bytes()), Change::TooLarge);
+        assert_eq!(diff("a.txt", b"x\n", b"\0"), Change::Unknown);
+        assert!(!Change::TooLarge.reauthorized() && !Change::Unknown.reauthorized());
+    }
+}
