@@ -42,6 +42,7 @@
 //!     tools: None,
 //!     read_only: None,
 //!     deny: None,
+//!     read_max_bytes: None,
 //! };
 //! let (client, session) = Client::connect_session(socket_path(None), params).await?;
 //! println!("session {}", session.session_id);

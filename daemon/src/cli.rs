@@ -24,6 +24,7 @@ Config file:
   frame_timeout, max_partial_frame_bytes,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
+  max_window_bytes, read_max_bytes,
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes). A flag beats the file; the
   file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
@@ -192,6 +193,14 @@ pub struct Args {
     /// Most file operations (open, hash, read, write) running at once, shared fairly between sessions; one session never holds them all [default: 4 per core, at least 8]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub file_slots: Option<u64>,
+
+    /// Most bytes of line text one file/read, fs/readText or fs/streamText chunk returns: lines come whole, a window stops before this, and a single longer line is FS_TOO_LARGE (the read tool cuts long lines instead) [default: --max-frame-bytes / 8, 8 MiB; at least 1024, at most --max-frame-bytes]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_window_bytes: Option<u64>,
+
+    /// Most bytes of text one read tool answer holds (numbered lines and footer), for sessions that do not set readMaxBytes in initialize [default: 51200; at least 1024, at most --max-window-bytes]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub read_max_bytes: Option<u64>,
 }
 
 /// The config file's keys: the flags' names with `_`. Every key is optional.
@@ -256,6 +265,10 @@ pub struct FileConfig {
     pub max_hash_bytes: Option<u64>,
     /// See `--file-slots`.
     pub file_slots: Option<u64>,
+    /// See `--max-window-bytes`.
+    pub max_window_bytes: Option<u64>,
+    /// See `--read-max-bytes`.
+    pub read_max_bytes: Option<u64>,
 }
 
 /// Why the configuration could not be put together.
@@ -354,6 +367,10 @@ pub struct Settings {
     pub max_hash_bytes: u64,
     /// File operations at once, shared fairly between sessions.
     pub file_slots: u64,
+    /// Most bytes of line text in one window of whole lines.
+    pub max_window_bytes: u64,
+    /// The read tool's default budget, bytes.
+    pub read_max_bytes: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -474,6 +491,8 @@ impl Args {
             "deny_write" => !self.deny_write.is_empty(),
             "max_hash_bytes" => self.max_hash_bytes.is_some(),
             "file_slots" => self.file_slots.is_some(),
+            "max_window_bytes" => self.max_window_bytes.is_some(),
+            "read_max_bytes" => self.read_max_bytes.is_some(),
             _ => false,
         }
     }
@@ -491,6 +510,48 @@ impl Args {
         let socket = match self.socket.clone().or(file.socket.clone()) {
             Some(path) => path,
             None => default_socket(),
+        };
+        let max_frame_bytes =
+            match self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(DEFAULT_MAX_FRAME_BYTES as u64) {
+                n if n >= 1024 => n,
+                n => {
+                    return Err(SettingsError::Value {
+                        key: "max_frame_bytes",
+                        value: n.to_string(),
+                        origin: String::new(),
+                        why: "must be at least 1024",
+                    });
+                }
+            };
+        let max_window_bytes = match self
+            .max_window_bytes
+            .or(file.max_window_bytes)
+            .unwrap_or((max_frame_bytes / 8).max(1024))
+        {
+            n if (1024..=max_frame_bytes).contains(&n) => n,
+            n => {
+                return Err(SettingsError::Value {
+                    key: "max_window_bytes",
+                    value: n.to_string(),
+                    origin: String::new(),
+                    why: "must be at least 1024 and at most max_frame_bytes",
+                });
+            }
+        };
+        let read_max_bytes = match self
+            .read_max_bytes
+            .or(file.read_max_bytes)
+            .unwrap_or(defaults.read_max_bytes.min(max_window_bytes))
+        {
+            n if (1024..=max_window_bytes).contains(&n) => n,
+            n => {
+                return Err(SettingsError::Value {
+                    key: "read_max_bytes",
+                    value: n.to_string(),
+                    origin: String::new(),
+                    why: "must be at least 1024 and at most max_window_bytes",
+                });
+            }
         };
         Ok(Settings {
             socket,
@@ -512,21 +573,7 @@ impl Args {
                 "max_connections",
                 self.max_connections.or(file.max_connections).unwrap_or(defaults.max_connections as u64),
             )?,
-            max_frame_bytes: match self
-                .max_frame_bytes
-                .or(file.max_frame_bytes)
-                .unwrap_or(DEFAULT_MAX_FRAME_BYTES as u64)
-            {
-                n if n >= 1024 => n,
-                n => {
-                    return Err(SettingsError::Value {
-                        key: "max_frame_bytes",
-                        value: n.to_string(),
-                        origin: String::new(),
-                        why: "must be at least 1024",
-                    });
-                }
-            },
+            max_frame_bytes,
             max_batch: at_least_one(
                 "max_batch",
                 self.max_batch.or(file.max_batch).unwrap_or(defaults.max_batch_len as u64),
@@ -623,6 +670,8 @@ impl Args {
                 "file_slots",
                 self.file_slots.or(file.file_slots).unwrap_or(defaults.file_slots as u64),
             )?,
+            max_window_bytes,
+            read_max_bytes,
             config_file,
         })
     }
@@ -700,12 +749,14 @@ impl Settings {
                 idle_release: Duration::from_secs_f64(self.cache_idle),
                 refuse_multi_link_writes: self.refuse_multi_link_writes,
                 max_hash_bytes: self.max_hash_bytes,
+                max_window_bytes: self.max_window_bytes,
                 ..defaults.files.clone()
             },
             allowed_roots: self.allowed_roots.clone(),
             deny_read: self.deny_read.clone(),
             deny_write: self.deny_write.clone(),
             file_slots: size(self.file_slots),
+            read_max_bytes: self.read_max_bytes,
             ..defaults
         }
     }

@@ -59,6 +59,9 @@ pub struct Config {
     /// Most file operations running at once on the blocking pool, shared fairly between
     /// sessions (see [`crate::rpc::slots`]).
     pub file_slots: usize,
+    /// The `read` tool's budget, in bytes, of a session that does not ask for its own
+    /// (`readMaxBytes`): numbered lines and footer. At most `files.max_window_bytes`.
+    pub read_max_bytes: u64,
 }
 
 /// Default of [`Config::file_slots`]: four per core, at least eight.
@@ -113,6 +116,7 @@ impl Default for Config {
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),
             file_slots: default_file_slots(),
+            read_max_bytes: filectx_protocol::tools::DEFAULT_READ_MAX_BYTES,
         }
     }
 }

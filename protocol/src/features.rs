@@ -5,3 +5,13 @@
 /// `$/cancelRequest` is honoured: the cancelled request answers -32800 (`tools/call`: an
 /// `FS_ABORTED` result).
 pub const CANCEL_REQUEST: &str = "cancelRequest";
+
+/// The `read` tool's text is the design's projection: capped at the session's `readMaxBytes`
+/// (`initialize`; `limits.readMaxBytes` says what the session got), three footers, cut lines
+/// marked `... (line truncated to 2000 chars)`, an offset past the end `FS_NOT_FOUND`.
+pub const READ_MAX_BYTES: &str = "readMaxBytes";
+
+/// `file/read`, `fs/readText` and `fs/streamText` return lines whole, bounded in bytes
+/// (`limits.maxWindowBytes`: a window stops before it, a single longer line is `FS_TOO_LARGE`);
+/// `file/read` cuts only when given `maxLineChars`.
+pub const WHOLE_LINES: &str = "wholeLines";

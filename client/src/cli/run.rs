@@ -106,6 +106,7 @@ impl Session {
             tools: None,
             read_only: None,
             deny: None,
+            read_max_bytes: None,
         };
         Ok(Self { params, cwd, cwd_in_root })
     }
@@ -148,7 +149,12 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
         Command::Tools(_) => Job::Tools,
         Command::Read(args) => {
             session.check_path(&args.path)?;
-            Job::Read(ReadParams { path: args.path.clone(), offset: args.offset, limit: args.limit })
+            Job::Read(ReadParams {
+                path: args.path.clone(),
+                offset: args.offset,
+                limit: args.limit,
+                max_line_chars: None,
+            })
         }
         Command::Cat(args) => {
             session.check_path(&args.path)?;

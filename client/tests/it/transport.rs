@@ -21,6 +21,7 @@ fn params() -> InitializeParams {
         tools: None,
         read_only: Some(true),
         deny: None,
+        read_max_bytes: None,
     }
 }
 
@@ -222,7 +223,8 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
     assert_eq!(tool, support::tool_result(support::READ_TEXT));
     assert_eq!(tool.text(), support::READ_TEXT);
 
-    let read = ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1) };
+    let read =
+        ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1), max_line_chars: Some(80) };
     assert_eq!(client.file_read(read.clone()).await?, support::read_result("a.rs"));
     let write = WriteParams { path: "b.rs".to_owned(), content: "x\n".to_owned() };
     assert_eq!(client.file_write(write).await?, support::write_result("b.rs", WriteOperation::Update));
@@ -237,7 +239,7 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
 
     assert_eq!(client.fs_resolve("c/../a.rs").await?, support::resolve_result("c/../a.rs"));
     assert_eq!(client.fs_stat("a.rs").await?, support::fs_stat("a.rs"));
-    let window = ReadParams { path: "/tmp/project/a.rs".to_owned(), offset: None, limit: None };
+    let window = ReadParams { path: "/tmp/project/a.rs".to_owned(), ..ReadParams::default() };
     assert_eq!(client.fs_read_text(window).await?, support::read_result("/tmp/project/a.rs"));
     let write = FsWriteParams {
         path: "d.rs".to_owned(),
@@ -279,7 +281,7 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
         sent,
         [
             &json!({"name": "read", "arguments": {"file_path": "a.rs", "limit": 5}}),
-            &json!({"path": "a.rs", "offset": 2, "limit": 1}),
+            &json!({"path": "a.rs", "offset": 2, "limit": 1, "maxLineChars": 80}),
             &json!({"path": "b.rs", "content": "x\n"}),
             &json!({"path": "a.rs", "oldString": "fn", "newString": "pub fn", "replaceAll": true}),
             &json!({"path": "a.rs"}),

@@ -18,6 +18,9 @@ pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations
 pub use self::unrecorded::{RawExpectation, Unrecorded};
 use crate::provider::{Expectation, Provider, Resolved, Stat};
 
+/// A window of lines as the layers above see it, what a read asks for, and the default cap on
+/// a window's bytes.
+pub use crate::provider::DEFAULT_MAX_WINDOW_BYTES;
 /// What a path names.
 pub use crate::provider::Kind;
 /// The file service's settings (part of the daemon's `Config`).
@@ -29,8 +32,7 @@ pub use crate::provider::ProviderError as FileError;
 pub use crate::provider::Version;
 /// An edit's request, valid by construction, and why one is not.
 pub use crate::provider::edit::{InvalidEdit, Replacement};
-/// A window of lines, as the layers above see it, and the longest line it holds uncut.
-pub use crate::provider::index::{LINE_MAX_CHARS, Window as Lines};
+pub use crate::provider::index::{Oversized, Window as Lines, WindowRequest};
 /// Arms the test-only crash points (feature `failpoints`).
 #[cfg(feature = "failpoints")]
 pub use crate::provider::leftovers::arm as arm_crash_points;
@@ -232,12 +234,12 @@ impl<'a> FileContext<'a> {
         Ok(target)
     }
 
-    /// Reads a window and records the file's version for this session.
-    pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
+    /// Reads the window `request` asks for and records the file's version for this session.
+    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
         let target = self.target(path, Access::Read)?;
         let outcome = match self.cold {
-            None => self.provider.read(&target, offset, limit)?,
-            Some(cold) => match self.provider.read_cached(&target, offset, limit) {
+            None => self.provider.read(&target, request)?,
+            Some(cold) => match self.provider.read_cached(&target, request) {
                 Some(outcome) => outcome?,
                 None => {
                     cold.set(true);
@@ -366,7 +368,7 @@ mod tests {
         assert_eq!(a.edit("f.txt", &edit("one", "1")).unwrap().replacements, 1, "own write refreshes");
         assert!(matches!(b.edit("f.txt", &edit("two", "2")), Err(ContextError::NotObserved { .. })));
         assert!(matches!(b.write("f.txt", "x"), Err(ContextError::NotObserved { .. })));
-        b.read("f.txt", Some(2), 1).unwrap();
+        b.read("f.txt", &WindowRequest::whole(2, 1, u64::MAX)).unwrap();
         b.edit("f.txt", &edit("two", "2")).unwrap();
         assert!(matches!(
             a.edit("f.txt", &edit("1", "one")),

@@ -33,7 +33,15 @@ pub struct ProviderConfig {
     /// Largest file a read or stat hashes: reading a bigger one is `FS_TOO_LARGE`, and stat
     /// reports it without a version (hashing 64 GiB takes tens of seconds of a slot).
     pub max_hash_bytes: u64,
+    /// Most bytes of line text one window holds (`file/read`, `fs/readText`, a stream's chunk):
+    /// a window of whole lines stops before it, and a single line longer than it is
+    /// `FS_TOO_LARGE`. Every read's own budget is capped at it.
+    pub max_window_bytes: u64,
 }
+
+/// Default of [`ProviderConfig::max_window_bytes`]: 8 MiB, an eighth of the default frame cap
+/// (room for JSON escaping).
+pub const DEFAULT_MAX_WINDOW_BYTES: u64 = 8 * 1024 * 1024;
 
 impl Default for ProviderConfig {
     fn default() -> Self {
@@ -50,6 +58,7 @@ impl Default for ProviderConfig {
             refuse_multi_link_writes: false,
             staging_token: None,
             max_hash_bytes: 64 * 1024 * 1024 * 1024,
+            max_window_bytes: DEFAULT_MAX_WINDOW_BYTES,
         }
     }
 }

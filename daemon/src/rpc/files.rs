@@ -19,7 +19,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version};
+use crate::context::{FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest};
 use crate::session::SessionOptions;
 use crate::tools;
 
@@ -68,8 +68,9 @@ where
     with_context(ctx, ext, move |files, options| work(files, options)).await
 }
 
-/// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped).
-fn window_of(params: &ReadParams) -> Result<(Option<u64>, u64), ErrorObjectOwned> {
+/// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped), whole
+/// lines (cut at `maxLineChars` when given), at most `max_bytes` of them.
+fn window_of(params: &ReadParams, max_bytes: u64) -> Result<WindowRequest, ErrorObjectOwned> {
     if params.offset == Some(0) {
         return Err(fs_error(
             FsErrorCode::InvalidArgument,
@@ -88,7 +89,14 @@ fn window_of(params: &ReadParams) -> Result<(Option<u64>, u64), ErrorObjectOwned
         Some(n) => n.min(u64::from(READ_LINE_LIMIT)),
         None => u64::from(READ_LINE_LIMIT),
     };
-    Ok((params.offset, limit))
+    if params.max_line_chars == Some(0) {
+        return Err(fs_error(
+            FsErrorCode::InvalidArgument,
+            "maxLineChars must be at least 1",
+            Some(&params.path),
+        ));
+    }
+    Ok(WindowRequest::whole(params.offset.unwrap_or(1), limit, max_bytes).cut_at(params.max_line_chars))
 }
 
 fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
@@ -102,6 +110,7 @@ fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
         total_lines: window.total_lines,
         partial,
         truncated_lines: window.truncated,
+        truncated_by_bytes: window.capped,
         lines: window.lines,
     }
 }
@@ -153,7 +162,7 @@ pub async fn tools_call(
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
     let run = move |files: &FileContext<'_>, options: &SessionOptions| {
-        tools::call(files, &options.tools, &params.name, &params.arguments)
+        tools::call(files, options, &params.name, &params.arguments)
             .map(tool_result)
             .map_err(|e| invalid_params(e.to_string()))
     };
@@ -171,9 +180,9 @@ pub async fn file_read(
     ext: Extensions,
 ) -> Result<ReadResult, ErrorObjectOwned> {
     let params: ReadParams = parse_params(FILE_READ, &params)?;
-    let (offset, limit) = window_of(&params)?;
+    let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     with_warm_context(&ctx, &ext, move |files, _| {
-        let view = files.read(&params.path, offset, limit)?;
+        let view = files.read(&params.path, &request)?;
         Ok(read_result(view.display, view.version, view.window))
     })
     .await
@@ -284,9 +293,16 @@ pub async fn fs_read_text(
     ext: Extensions,
 ) -> Result<ReadResult, ErrorObjectOwned> {
     let params: ReadParams = parse_params(FS_READ_TEXT, &params)?;
-    let (offset, limit) = window_of(&params)?;
+    if params.max_line_chars.is_some() {
+        return Err(fs_error(
+            FsErrorCode::InvalidArgument,
+            "fs/readText returns whole lines and takes no maxLineChars; use file/read to cut long lines",
+            Some(&params.path),
+        ));
+    }
+    let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     with_context(&ctx, &ext, move |files, _| {
-        let view = files.unrecorded().read(&params.path, offset, limit)?;
+        let view = files.unrecorded().read(&params.path, &request)?;
         Ok(read_result(view.display, view.version, view.window))
     })
     .await

@@ -11,6 +11,7 @@ mod test_hooks;
 
 use std::sync::{Arc, OnceLock};
 
+use filectx_protocol::features;
 use filectx_protocol::methods::{self, DAEMON_STATUS, INITIALIZE, SHUTDOWN, TOOLS_LIST};
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{
@@ -30,7 +31,7 @@ use crate::tools;
 use crate::watch::WatchHub;
 
 /// The protocol-2 features this daemon supports (`capabilities.features`).
-pub const FEATURES: &[&str] = &[];
+pub const FEATURES: &[&str] = &[features::READ_MAX_BYTES, features::WHOLE_LINES];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -103,6 +104,8 @@ fn initialize_result(ctx: &ServerContext, session: &Session, options: &SessionOp
         limits: Limits {
             read_line_limit: READ_LINE_LIMIT,
             read_line_max_chars: READ_LINE_MAX_CHARS,
+            read_max_bytes: options.read_max_bytes,
+            max_window_bytes: config.files.max_window_bytes,
             max_frame_bytes: u64::try_from(config.max_frame_bytes).unwrap_or(u64::MAX),
             max_batch_len: clamp(config.max_batch_len),
             max_concurrent_requests: clamp(config.max_concurrent_requests),

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::render;
 use crate::context::{ContextError, FileContext, InvalidEdit, Replacement};
+use crate::session::SessionOptions;
 
 /// The tool is not one this session has.
 #[derive(Debug, thiserror::Error)]
@@ -97,16 +98,23 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<Outcome, Invalid> {
+fn run(
+    ctx: &FileContext<'_>,
+    options: &SessionOptions,
+    tool: ToolName,
+    args: &Value,
+) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
     let outcome = match tool {
         ToolName::Read => {
             let map = fields(tool, args, &["file_path", "offset", "limit"])?;
             let path = string(map, "file_path")?;
-            let offset = positive(map, "offset")?;
-            let limit =
-                positive(map, "limit")?.unwrap_or(u64::from(READ_LINE_LIMIT)).min(u64::from(READ_LINE_LIMIT));
-            ctx.read(path, offset, limit).map(|view| render::read(&view))
+            let offset = positive(map, "offset")?.unwrap_or(1);
+            let asked = positive(map, "limit")?;
+            let most = u64::from(READ_LINE_LIMIT);
+            let request =
+                render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
+            ctx.read(path, &request).map(|view| render::read(&view, asked.is_some_and(|n| n > most)))
         }
         ToolName::Write => {
             let map = fields(tool, args, &["file_path", "content"])?;
@@ -137,17 +145,18 @@ fn run(ctx: &FileContext<'_>, tool: ToolName, args: &Value) -> Result<Outcome, I
 /// Calls one of this session's tools. Blocking (it reads and writes files).
 pub fn call(
     ctx: &FileContext<'_>,
-    tools: &[ToolName],
+    options: &SessionOptions,
     name: &str,
     args: &Value,
 ) -> Result<Outcome, UnknownTool> {
+    let tools = &options.tools;
     let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
         return Err(UnknownTool {
             name: name.to_owned(),
             available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
         });
     };
-    Ok(match run(ctx, tool, args) {
+    Ok(match run(ctx, options, tool, args) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })

@@ -17,6 +17,7 @@ fn params(root: &std::path::Path) -> InitializeParams {
         tools: None,
         read_only: None,
         deny: None,
+        read_max_bytes: None,
     }
 }
 
