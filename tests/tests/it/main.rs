@@ -28,6 +28,7 @@ mod large;
 mod lifecycle;
 mod mcp;
 mod policy;
+mod projection;
 mod sandbox;
 mod service;
 mod soak;
