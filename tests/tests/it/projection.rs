@@ -460,3 +460,33 @@ fn offset_past_the_end_is_not_found_at_every_layer() {
     assert!(failed && code.as_deref() == Some("FS_NOT_FOUND"), "{text}");
     assert!(text.contains("empty (0 lines)"), "{text}");
 }
+
+/// `filectx cat` prints long lines whole (byte for byte), and stops with `FS_TOO_LARGE` (exit 4)
+/// at a line longer than the daemon's window cap, after the lines before it.
+#[test]
+fn filectx_cat_prints_long_lines_whole() {
+    let daemon = Daemon::start(&["--max-window-bytes", "1048576"]);
+    let root = root_of(&daemon);
+    let text = format!("short\n{}\nend\n", "é".repeat(5000));
+    fs::write(root.join("long.txt"), &text).unwrap();
+    fs::write(root.join("huge.txt"), format!("first\n{}\n", "h".repeat(2 << 20))).unwrap();
+    let cat = |name: &str| {
+        std::process::Command::new(filectx_tests::bin("filectx"))
+            .env("FILECTX_NO_AUTOSTART", "1")
+            .arg("--socket")
+            .arg(&daemon.socket)
+            .args(["cat", "--root", &s(&root), &s(&root.join(name))])
+            .output()
+            .unwrap()
+    };
+    let out = cat("long.txt");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout == text.as_bytes(), "the file, byte for byte");
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = cat("huge.txt");
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(out.stdout, b"first\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("filectx: FS_TOO_LARGE: line 2 is 2097152 bytes"), "{stderr}");
+}
