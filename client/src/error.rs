@@ -128,6 +128,19 @@ pub enum ClientError {
         /// The client's per-subscription buffer, in chunks.
         buffer: usize,
     },
+    /// The caller asked for a protocol-2 feature (a name of [`filectx_protocol::features`]) the
+    /// daemon does not announce in `capabilities.features` — typically an older `filectxd` kept
+    /// alive by socket activation. Nothing that relies on it was sent; when `initialize` was
+    /// refused for it, the session is still uninitialized and `initialize` may be sent again
+    /// without it.
+    #[error(
+        "the daemon does not support `{feature}` (it is not in its capabilities.features; an older \
+         filectxd?): restart the daemon to get a newer one, or do without it"
+    )]
+    Unsupported {
+        /// The feature's name, e.g. `"owners"`.
+        feature: String,
+    },
 }
 
 impl ClientError {
@@ -142,6 +155,12 @@ impl ClientError {
             Self::StreamFailed { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    /// Whether `initialize` was refused because its `resume` token names no ended session
+    /// (unknown, already used, or past the daemon's grace period): start a fresh session.
+    pub fn is_resume_refused(&self) -> bool {
+        matches!(self, Self::Rpc { data: Some(data), .. } if data.get("resume").and_then(|v| v.as_str()) == Some("refused"))
     }
 
     /// Whether this error means the daemon could not be reached or the connection is gone

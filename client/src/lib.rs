@@ -16,6 +16,15 @@
 //!   expectations instead; [`Client::stream_text`] delivers a file of any size as a
 //!   [`TextStream`] of chunks from one version.
 //!
+//! **Protocol 2.** [`Client::initialize`] keeps what the daemon announces in
+//! `capabilities.features` ([`Client::features`]); every method that relies on a feature checks
+//! it first and fails with [`ClientError::Unsupported`] instead of misusing an older daemon:
+//! `owner` on [`Client::call_tool_as`], [`Client::file_read`], [`Client::file_write`],
+//! [`Client::file_edit`] and [`Client::file_stat_as`] (feature `owners`: sub-agents sharing a
+//! session keep their own observations), [`Client::context_reset`] (`contextReset`), and the
+//! `initialize` options `resumable` / `resume` (`resume`: take an ended session's observations
+//! over after a reconnect, see [`Client::resume_token`]) and `dedupReads` (`dedupReads`).
+//!
 //! A failure of a file-context or provider method is a [`ClientError::Rpc`] whose
 //! [`ClientError::fs_code`] is the stable `FS_*` identifier; so is that of a
 //! [`ClientError::StreamFailed`], a stream that failed midway. [`Client::request`] reaches every other
@@ -43,6 +52,9 @@
 //!     read_only: None,
 //!     deny: None,
 //!     read_max_bytes: None,
+//!     resumable: None,
+//!     resume: None,
+//!     dedup_reads: None,
 //! };
 //! let (client, session) = Client::connect_session(socket_path(None), params).await?;
 //! println!("session {}", session.session_id);
@@ -62,17 +74,17 @@ mod trust;
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use filectx_protocol::{
-    CallToolParams, CallToolResult, DEFAULT_MAX_FRAME_BYTES, DaemonStatus, EditParams, EditResult,
-    FileStatResult, FsEditParams, FsStatResult, FsWriteParams, InitializeParams, InitializeResult,
-    PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult, WriteParams,
-    WriteResult,
+    CallToolParams, CallToolResult, ContextResetParams, DEFAULT_MAX_FRAME_BYTES, DaemonStatus, EditParams,
+    EditResult, FileStatParams, FileStatResult, FsEditParams, FsStatResult, FsWriteParams, InitializeParams,
+    InitializeResult, PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult,
+    WriteParams, WriteResult,
 };
-use filectx_protocol::{methods, socket};
+use filectx_protocol::{features, methods, socket};
 use futures::Stream;
 use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT};
 use serde::Serialize;
@@ -165,6 +177,41 @@ pub struct Client {
     socket: PathBuf,
     request_timeout: Duration,
     notification_buffer: usize,
+    /// What the daemon said in the `initialize` answer, once [`Client::initialize`] succeeded.
+    session: OnceLock<SessionInfo>,
+}
+
+/// What a client keeps of the `initialize` answer.
+#[derive(Debug, Clone)]
+struct SessionInfo {
+    features: Vec<String>,
+    resume_token: Option<String>,
+}
+
+/// The `initialize` options that need a feature: (field on the wire, feature).
+const INITIALIZE_FEATURES: [(&str, &str); 4] = [
+    ("resumable", features::RESUME),
+    ("resume", features::RESUME),
+    ("dedupReads", features::DEDUP_READS),
+    ("readMaxBytes", features::READ_MAX_BYTES),
+];
+
+/// The feature `params` relies on, if the daemon refused `initialize` for not knowing one of its
+/// fields (an older daemon refuses unknown fields).
+fn refused_feature(params: &InitializeParams, error: &ClientError) -> Option<&'static str> {
+    let ClientError::Rpc { code: filectx_protocol::error::INVALID_PARAMS, message, .. } = error else {
+        return None;
+    };
+    let asked = |field: &str| match field {
+        "resumable" => params.resumable.is_some(),
+        "resume" => params.resume.is_some(),
+        "readMaxBytes" => params.read_max_bytes.is_some(),
+        _ => params.dedup_reads.is_some(),
+    };
+    INITIALIZE_FEATURES
+        .into_iter()
+        .find(|(field, _)| asked(field) && message.contains(&format!("unknown field `{field}`")))
+        .map(|(_, feature)| feature)
 }
 
 impl Client {
@@ -204,6 +251,7 @@ impl Client {
             socket: path.to_owned(),
             request_timeout: options.request_timeout,
             notification_buffer,
+            session: OnceLock::new(),
         })
     }
 
@@ -276,13 +324,89 @@ impl Client {
         self.inner.is_connected()
     }
 
-    /// `initialize`: opens the session. Must be the first request on a connection.
+    /// `initialize`: opens the session. Must be the first request on a connection. Keeps the
+    /// daemon's `capabilities.features` ([`Client::features`]) and `resumeToken`
+    /// ([`Client::resume_token`]).
+    ///
+    /// Protocol-2 options: `resumable: Some(true)` asks for a resume token; `resume:
+    /// Some(token)` takes over the observations of the ended session that token belongs to
+    /// (within the daemon's grace period; a file changed meanwhile is still refused as stale);
+    /// `dedup_reads: Some(true)` makes the `read` tool answer a repeated read of unchanged lines
+    /// with one short line; `read_max_bytes: Some(n)` sets the session's `read` tool budget
+    /// (the result's `limits.read_max_bytes` says what it got).
     ///
     /// # Errors
-    /// [`ClientError::Rpc`] when the daemon refuses the parameters (e.g. a root that is not an
-    /// absolute folder), or any transport error.
+    /// [`ClientError::Unsupported`] when the daemon refused one of those options because it does
+    /// not know it (an older daemon; the session stays uninitialized, so `initialize` may be
+    /// sent again without it); [`ClientError::Rpc`] when the daemon refuses the parameters
+    /// (e.g. a root that is not an absolute folder; a `resume` token it cannot resume, see
+    /// [`ClientError::is_resume_refused`]), or any transport error.
     pub async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult, ClientError> {
-        self.request(methods::INITIALIZE, &params).await
+        let result: InitializeResult = match self.request(methods::INITIALIZE, &params).await {
+            Ok(result) => result,
+            Err(error) => {
+                return Err(match refused_feature(&params, &error) {
+                    Some(feature) => ClientError::Unsupported { feature: feature.to_owned() },
+                    None => error,
+                });
+            }
+        };
+        let _ = self.session.set(SessionInfo {
+            features: result.capabilities.features.clone(),
+            resume_token: result.resume_token.clone(),
+        });
+        Ok(result)
+    }
+
+    /// The protocol-2 features the daemon announced (`capabilities.features` of the
+    /// `initialize` answer); `None` before [`Client::initialize`] succeeded.
+    pub fn features(&self) -> Option<&[String]> {
+        self.session.get().map(|info| info.features.as_slice())
+    }
+
+    /// Whether the daemon announced `feature` (a name of [`filectx_protocol::features`]).
+    pub fn has_feature(&self, feature: &str) -> bool {
+        self.features().is_some_and(|all| all.iter().any(|f| f == feature))
+    }
+
+    /// Fails with [`ClientError::Unsupported`] unless the daemon announced `feature`.
+    ///
+    /// # Errors
+    /// [`ClientError::Unsupported`].
+    pub fn require(&self, feature: &str) -> Result<(), ClientError> {
+        match self.has_feature(feature) {
+            true => Ok(()),
+            false => Err(ClientError::Unsupported { feature: feature.to_owned() }),
+        }
+    }
+
+    /// The token with which a later `initialize` (`resume`) may take this session's
+    /// observations over once it has ended; present when it was initialized with `resumable`.
+    /// A secret: anyone of this user holding it may resume the session.
+    pub fn resume_token(&self) -> Option<&str> {
+        self.session.get().and_then(|info| info.resume_token.as_deref())
+    }
+
+    fn require_owner(&self, owner: Option<&str>) -> Result<(), ClientError> {
+        match owner {
+            Some(_) => self.require(features::OWNERS),
+            None => Ok(()),
+        }
+    }
+
+    /// `session/contextReset`: tells the daemon the client's context was reset (a compaction, a
+    /// rewind), so the `read` tool sends every text again: for `owner`, or for every owner of
+    /// the session when `None`.
+    ///
+    /// # Errors
+    /// [`ClientError::Unsupported`] when the daemon lacks `contextReset`; [`ClientError::Rpc`]
+    /// with `FS_INVALID_ARGUMENT` for an owner name that is empty or too long; any error of
+    /// [`Client::request`].
+    pub async fn context_reset(&self, owner: Option<&str>) -> Result<(), ClientError> {
+        self.require(features::CONTEXT_RESET)?;
+        let params = ContextResetParams { owner: owner.map(str::to_owned) };
+        let _: serde_json::Value = self.request(methods::SESSION_CONTEXT_RESET, &params).await?;
+        Ok(())
     }
 
     /// `daemon/status`: the daemon's counters.
@@ -318,7 +442,25 @@ impl Client {
         name: &str,
         arguments: serde_json::Value,
     ) -> Result<CallToolResult, ClientError> {
-        self.request(methods::TOOLS_CALL, CallToolParams { name: name.to_owned(), arguments }).await
+        self.call_tool_as(None, name, arguments).await
+    }
+
+    /// [`Client::call_tool`] on behalf of `owner` (a sub-agent sharing this session: its reads
+    /// authorize only its own writes and edits); `None` is the session's default owner.
+    ///
+    /// # Errors
+    /// [`ClientError::Unsupported`] when an owner is given and the daemon lacks `owners`; as
+    /// [`Client::call_tool`] otherwise (an owner name that is empty, too long or one too many is
+    /// an `isError` result with `FS_INVALID_ARGUMENT`).
+    pub async fn call_tool_as(
+        &self,
+        owner: Option<&str>,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Result<CallToolResult, ClientError> {
+        self.require_owner(owner)?;
+        let params = CallToolParams { name: name.to_owned(), arguments, owner: owner.map(str::to_owned) };
+        self.request(methods::TOOLS_CALL, params).await
     }
 
     /// `file/read` (**file-context layer**: records what the session observed): a window of
@@ -328,7 +470,12 @@ impl Client {
     /// `truncated_lines`); a window stops before it would hold more than the daemon's
     /// `limits.max_window_bytes` (then `truncated_by_bytes`: continue after its last line).
     ///
+    /// `params.owner` names the owner whose observation it uses (a sub-agent sharing this
+    /// session); absent, the session's default owner.
+    ///
     /// # Errors
+    /// [`ClientError::Unsupported`] when `params.owner` is set and the daemon lacks `owners`, or
+    /// `params.max_line_chars` and it lacks `wholeLines`;
     /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_FOUND` (also an offset past
     /// the end: `data.totalLines` says how many lines the file has), `FS_NOT_REGULAR_FILE`,
     /// `FS_NOT_TEXT` (binary or not UTF-8), `FS_TOO_LARGE` (also a first line longer than
@@ -336,6 +483,10 @@ impl Client {
     /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT`, `FS_BUSY` or `FS_IO`; any error of
     /// [`Client::request`].
     pub async fn file_read(&self, params: ReadParams) -> Result<ReadResult, ClientError> {
+        self.require_owner(params.owner.as_deref())?;
+        if params.max_line_chars.is_some() {
+            self.require(features::WHOLE_LINES)?;
+        }
         self.request(methods::FILE_READ, &params).await
     }
 
@@ -344,13 +495,18 @@ impl Client {
     /// existing file needs a read of it in this session, of the version that is still there.
     /// Records the new version, so the session may write or edit it again without re-reading.
     ///
+    /// `params.owner` names the owner whose observation it uses (a sub-agent sharing this
+    /// session); absent, the session's default owner.
+    ///
     /// # Errors
+    /// [`ClientError::Unsupported`] when `params.owner` is set and the daemon lacks `owners`;
     /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_OBSERVED` (the file exists
     /// and this session has not read it), `FS_STALE_VERSION` (it changed since that read),
     /// `FS_NOT_REGULAR_FILE`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED` (also in a read-only session),
     /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT`, `FS_BUSY` or `FS_IO`; any error of
     /// [`Client::request`].
     pub async fn file_write(&self, params: WriteParams) -> Result<WriteResult, ClientError> {
+        self.require_owner(params.owner.as_deref())?;
         self.request(methods::FILE_WRITE, &params).await
     }
 
@@ -358,7 +514,11 @@ impl Client {
     /// exact, literal string, once (or every occurrence with `replace_all`). Needs a read of
     /// the file in this session, of the version that is still there; records the new version.
     ///
+    /// `params.owner` names the owner whose observation it uses (a sub-agent sharing this
+    /// session); absent, the session's default owner.
+    ///
     /// # Errors
+    /// [`ClientError::Unsupported`] when `params.owner` is set and the daemon lacks `owners`;
     /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_OBSERVED`,
     /// `FS_STALE_VERSION` (checked before matching), `FS_EDIT_NOT_FOUND`, `FS_AMBIGUOUS_EDIT` (more
     /// than one occurrence without `replace_all`), `FS_INVALID_ARGUMENT` (empty `old_string`, or
@@ -366,6 +526,7 @@ impl Client {
     /// `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`, `FS_OUTSIDE_ROOT`, `FS_BUSY` or `FS_IO`; any error
     /// of [`Client::request`].
     pub async fn file_edit(&self, params: EditParams) -> Result<EditResult, ClientError> {
+        self.require_owner(params.owner.as_deref())?;
         self.request(methods::FILE_EDIT, &params).await
     }
 
@@ -380,7 +541,19 @@ impl Client {
     /// `FS_PERMISSION_DENIED`, `FS_INVALID_ARGUMENT` or `FS_IO`; any error of
     /// [`Client::request`].
     pub async fn file_stat(&self, path: &str) -> Result<FileStatResult, ClientError> {
-        self.request(methods::FILE_STAT, PathParams { path: path.to_owned() }).await
+        self.file_stat_as(None, path).await
+    }
+
+    /// [`Client::file_stat`] reporting `owner`'s observation (`None`: the session's default
+    /// owner).
+    ///
+    /// # Errors
+    /// [`ClientError::Unsupported`] when an owner is given and the daemon lacks `owners`; as
+    /// [`Client::file_stat`] otherwise.
+    pub async fn file_stat_as(&self, owner: Option<&str>, path: &str) -> Result<FileStatResult, ClientError> {
+        self.require_owner(owner)?;
+        let params = FileStatParams { path: path.to_owned(), owner: owner.map(str::to_owned) };
+        self.request(methods::FILE_STAT, params).await
     }
 
     /// `fs/resolve` (**provider layer**: records nothing): the canonical absolute path of

@@ -62,6 +62,9 @@ mod tests {
             read_only: Some(true),
             deny: None,
             read_max_bytes: None,
+            resumable: None,
+            resume: None,
+            dedup_reads: None,
         }
     }
 

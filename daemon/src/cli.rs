@@ -24,9 +24,9 @@ Config file:
   frame_timeout, max_partial_frame_bytes,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
-  max_window_bytes, read_max_bytes,
-  allowed_roots, deny_read, deny_write, refuse_multi_link_writes). A flag beats the file; the
-  file beats the default. An unknown key
+  allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, resume_grace,
+  max_parked_sessions, max_parked_bytes, max_window_bytes, read_max_bytes). A flag beats the
+  file; the file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
 Sandbox:
@@ -194,6 +194,22 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub file_slots: Option<u64>,
 
+    /// Most named owners (sub-agents sharing a session, `owner` on tools/call and file/*) per session; a new one past it is refused with FS_INVALID_ARGUMENT [default: 64]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_owners: Option<u64>,
+
+    /// Seconds an ended resumable session (initialize with resumable: true) is kept for a later initialize with its resumeToken [default: 600]
+    #[arg(long, value_name = "SECS")]
+    pub resume_grace: Option<f64>,
+
+    /// Most ended resumable sessions kept at once, the oldest dropped first (0: none) [default: 64]
+    #[arg(long, value_name = "N")]
+    pub max_parked_sessions: Option<u64>,
+
+    /// Most bytes (estimated) the ended resumable sessions kept may hold, the oldest dropped first [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_parked_bytes: Option<u64>,
+
     /// Most bytes of line text one file/read, fs/readText or fs/streamText chunk returns: lines come whole, a window stops before this, and a single longer line is FS_TOO_LARGE (the read tool cuts long lines instead) [default: --max-frame-bytes / 8, 8 MiB; at least 1024, at most --max-frame-bytes]
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_window_bytes: Option<u64>,
@@ -265,6 +281,14 @@ pub struct FileConfig {
     pub max_hash_bytes: Option<u64>,
     /// See `--file-slots`.
     pub file_slots: Option<u64>,
+    /// See `--max-owners`.
+    pub max_owners: Option<u64>,
+    /// See `--resume-grace` (seconds).
+    pub resume_grace: Option<f64>,
+    /// See `--max-parked-sessions`.
+    pub max_parked_sessions: Option<u64>,
+    /// See `--max-parked-bytes`.
+    pub max_parked_bytes: Option<u64>,
     /// See `--max-window-bytes`.
     pub max_window_bytes: Option<u64>,
     /// See `--read-max-bytes`.
@@ -367,6 +391,14 @@ pub struct Settings {
     pub max_hash_bytes: u64,
     /// File operations at once, shared fairly between sessions.
     pub file_slots: u64,
+    /// See [`Config::max_owners`].
+    pub max_owners: u64,
+    /// See [`Config::resume_grace`], seconds.
+    pub resume_grace: f64,
+    /// See [`Config::max_parked_sessions`].
+    pub max_parked_sessions: u64,
+    /// See [`Config::max_parked_bytes`].
+    pub max_parked_bytes: u64,
     /// Most bytes of line text in one window of whole lines.
     pub max_window_bytes: u64,
     /// The read tool's default budget, bytes.
@@ -491,6 +523,10 @@ impl Args {
             "deny_write" => !self.deny_write.is_empty(),
             "max_hash_bytes" => self.max_hash_bytes.is_some(),
             "file_slots" => self.file_slots.is_some(),
+            "max_owners" => self.max_owners.is_some(),
+            "resume_grace" => self.resume_grace.is_some(),
+            "max_parked_sessions" => self.max_parked_sessions.is_some(),
+            "max_parked_bytes" => self.max_parked_bytes.is_some(),
             "max_window_bytes" => self.max_window_bytes.is_some(),
             "read_max_bytes" => self.read_max_bytes.is_some(),
             _ => false,
@@ -670,6 +706,22 @@ impl Args {
                 "file_slots",
                 self.file_slots.or(file.file_slots).unwrap_or(defaults.file_slots as u64),
             )?,
+            max_owners: at_least_one(
+                "max_owners",
+                self.max_owners.or(file.max_owners).unwrap_or(defaults.max_owners as u64),
+            )?,
+            resume_grace: seconds(
+                "resume_grace",
+                self.resume_grace.or(file.resume_grace).unwrap_or(defaults.resume_grace.as_secs_f64()),
+            )?,
+            max_parked_sessions: self
+                .max_parked_sessions
+                .or(file.max_parked_sessions)
+                .unwrap_or(defaults.max_parked_sessions as u64),
+            max_parked_bytes: self
+                .max_parked_bytes
+                .or(file.max_parked_bytes)
+                .unwrap_or(defaults.max_parked_bytes as u64),
             max_window_bytes,
             read_max_bytes,
             config_file,
@@ -756,6 +808,10 @@ impl Settings {
             deny_read: self.deny_read.clone(),
             deny_write: self.deny_write.clone(),
             file_slots: size(self.file_slots),
+            max_owners: size(self.max_owners),
+            resume_grace: Duration::from_secs_f64(self.resume_grace),
+            max_parked_sessions: size(self.max_parked_sessions),
+            max_parked_bytes: size(self.max_parked_bytes),
             read_max_bytes: self.read_max_bytes,
             ..defaults
         }

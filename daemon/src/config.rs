@@ -62,6 +62,15 @@ pub struct Config {
     /// The `read` tool's budget, in bytes, of a session that does not ask for its own
     /// (`readMaxBytes`): numbered lines and footer. At most `files.max_window_bytes`.
     pub read_max_bytes: u64,
+    /// Most named owners (`owner` on `tools/call` and `file/*`) per session; a new one past it
+    /// is refused with `FS_INVALID_ARGUMENT`.
+    pub max_owners: usize,
+    /// How long an ended resumable session is kept for a `resume`.
+    pub resume_grace: Duration,
+    /// Most ended resumable sessions kept at once (oldest dropped first).
+    pub max_parked_sessions: usize,
+    /// Most bytes (estimated) ended resumable sessions may hold (oldest dropped first).
+    pub max_parked_bytes: usize,
 }
 
 /// Default of [`Config::file_slots`]: four per core, at least eight.
@@ -117,6 +126,10 @@ impl Default for Config {
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),
             file_slots: default_file_slots(),
             read_max_bytes: filectx_protocol::tools::DEFAULT_READ_MAX_BYTES,
+            max_owners: crate::owners::DEFAULT_MAX_OWNERS,
+            resume_grace: Duration::from_secs(crate::resume::DEFAULT_RESUME_GRACE_SECS),
+            max_parked_sessions: crate::resume::DEFAULT_MAX_PARKED_SESSIONS as usize,
+            max_parked_bytes: crate::resume::DEFAULT_MAX_PARKED_BYTES as usize,
         }
     }
 }

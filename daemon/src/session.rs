@@ -1,5 +1,7 @@
 //! One session per connection: its identity, the options `initialize` gave it (roots, cwd,
-//! tools, read-only), its lifecycle phase, and its own outgoing queue for server notifications.
+//! tools, read-only, dedup), its lifecycle phase, its owners (each with its observations), and
+//! its own outgoing queue for server notifications. A resumable session parks its owners in the
+//! daemon's park store when it ends.
 //!
 //! Method handlers reach their session through jsonrpsee's request `Extensions` (an
 //! `Arc<Session>` inserted by the connection driver), never through a global table, so nothing
@@ -12,6 +14,8 @@ use std::sync::{Arc, OnceLock};
 use crate::context::Observations;
 use crate::context::Root;
 use crate::context::deny::{DenyRules, Origin};
+use crate::owners::Owners;
+use crate::resume::{Digest, ParkStore};
 use crate::stats::Stats;
 use crate::transport::budget::{Outgoing, Refused};
 use filectx_protocol::tools::{DEFAULT_READ_MAX_BYTES, MIN_READ_MAX_BYTES};
@@ -76,6 +80,8 @@ pub struct SessionOptions {
     pub local_roots: bool,
     /// Most bytes of text one `read` tool answer holds (`readMaxBytes`).
     pub read_max_bytes: u64,
+    /// Whether the `read` tool answers a repeated read of unchanged lines with one short line.
+    pub dedup_reads: bool,
 }
 
 /// Why `initialize` was refused.
@@ -268,6 +274,7 @@ impl SessionOptions {
             deny,
             client: params.client_info,
             read_max_bytes,
+            dedup_reads: params.dedup_reads.unwrap_or(false),
         })
     }
 }
@@ -283,9 +290,18 @@ pub struct Session {
     outgoing: Outgoing,
     /// Caps this connection's open subscriptions.
     subscriptions: BoundedSubscriptions,
-    /// What this session has read or written: dies with the connection.
-    observations: Observations,
+    /// Who inside the session read or wrote what: dies with the connection, unless parked.
+    owners: Owners,
+    /// Set for a resumable session: where its owners go when it ends.
+    parking: OnceLock<Parking>,
     stats: Arc<Stats>,
+}
+
+/// Where a resumable session's owners are kept after it ends, and under which token.
+#[derive(Debug)]
+struct Parking {
+    digest: Digest,
+    store: Arc<ParkStore>,
 }
 
 #[derive(Serialize)]
@@ -301,7 +317,7 @@ impl Session {
         id: String,
         outgoing: Outgoing,
         max_subscriptions: u32,
-        observations: Observations,
+        owners: Owners,
         stats: Arc<Stats>,
     ) -> Self {
         Self {
@@ -310,14 +326,26 @@ impl Session {
             options: OnceLock::new(),
             outgoing,
             subscriptions: BoundedSubscriptions::new(max_subscriptions),
-            observations,
+            owners,
+            parking: OnceLock::new(),
             stats,
         }
     }
 
-    /// What this session has observed.
+    /// What this session's default owner has observed.
     pub fn observations(&self) -> &Observations {
-        &self.observations
+        self.owners.default_owner().observations()
+    }
+
+    /// The session's owners.
+    pub fn owners(&self) -> &Owners {
+        &self.owners
+    }
+
+    /// Makes the session resumable: when it ends, its owners are parked in `store` under the
+    /// token whose digest is `digest`.
+    pub(crate) fn park_on_end(&self, digest: Digest, store: Arc<ParkStore>) {
+        let _ = self.parking.set(Parking { digest, store });
     }
 
     /// The session's id, as reported by `initialize` and in the daemon's logs.
@@ -382,6 +410,17 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Every request holds the session, so nothing uses its owners any more.
+        if let Some(Parking { digest, store }) = self.parking.take() {
+            let owners = self.owners.park_all();
+            tracing::debug!(session = %self.id, owners = owners.len(), "session kept for a resume");
+            store.park(digest, owners);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +434,9 @@ mod tests {
             read_only: None,
             deny: None,
             read_max_bytes: None,
+            resumable: None,
+            resume: None,
+            dedup_reads: None,
         }
     }
 
@@ -474,8 +516,9 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
         let stats = Arc::new(Stats::new());
         let budget = crate::transport::budget::OutgoingBudget::new(1 << 20, 1 << 20, 1).open();
-        let session =
-            Session::new("t".into(), Outgoing::new(tx, budget), 4, Observations::new(16), stats.clone());
+        let limits = crate::owners::OwnerLimits { max_owners: 4, max_observed: 16 };
+        let owners = Owners::new("t".into(), limits, None, stats.clone());
+        let session = Session::new("t".into(), Outgoing::new(tx, budget), 4, owners, stats.clone());
         assert!(session.notify("file/didChange", serde_json::json!({"path": "/a"})));
         assert!(!session.notify("file/didChange", serde_json::json!({"path": "/b"})));
         assert_eq!(Stats::get(&stats.notifications_dropped), 1);

@@ -17,6 +17,8 @@ pub struct Stats {
     pub notifications_dropped: AtomicU64,
     /// Uptime (ms) when a session last ended, for the idle exit.
     pub last_session_end_ms: AtomicU64,
+    /// Named owners of the sessions open now.
+    pub owners: AtomicU64,
 }
 
 impl Stats {
@@ -29,6 +31,7 @@ impl Stats {
             requests: AtomicU64::new(0),
             notifications_dropped: AtomicU64::new(0),
             last_session_end_ms: AtomicU64::new(0),
+            owners: AtomicU64::new(0),
         }
     }
 

@@ -1,8 +1,10 @@
 //! The watcher: `notify` on the parent folders of every file a session holds an observation of
 //! (plus the file itself when it has several hard links), reference-counted. An event drops the
 //! provider's cached state for the path at once; then, coalesced over a short interval, every
-//! session whose recorded version is no longer the file's current one gets `file/didChange` —
-//! once per recorded version, however many writes follow, until it reads the file again.
+//! (session, owner) whose recorded version is no longer the file's current one gets
+//! `file/didChange` naming the owner — once per recorded version, however many writes follow,
+//! until it reads the file again. An owner's own write refreshes only its own record, so a write
+//! by one owner of a session tells the session's other owners that observed the file.
 //!
 //! notify is a hint, never the source of truth: freshness is still decided by content on every
 //! access. Queue overflow (rescan), watcher errors and running out of watches drop the whole
@@ -44,23 +46,30 @@ enum Signal {
     Recheck(Vec<PathBuf>),
 }
 
+/// Who holds an observation: a session's owner (`None`: its default owner).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Observer {
+    session: Arc<str>,
+    owner: Option<Arc<str>>,
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Live sessions, by id.
     sessions: HashMap<String, Weak<Session>>,
-    /// Canonical path → ids of the sessions holding an observation of it.
-    observers: HashMap<PathBuf, HashSet<String>>,
+    /// Canonical path → the observers holding an observation of it.
+    observers: HashMap<PathBuf, HashSet<Observer>>,
     /// Watched folder → number of observed paths in it.
     dirs: HashMap<PathBuf, usize>,
-    /// Hard-linked files watched themselves → the sessions observing them.
-    files: HashMap<PathBuf, HashSet<String>>,
+    /// Hard-linked files watched themselves → the observers observing them.
+    files: HashMap<PathBuf, HashSet<Observer>>,
     /// What notify watches for us now (folders and files).
     active: HashSet<PathBuf>,
     /// Folders whose watch the kernel dropped (the folder was deleted): re-watched when one of
     /// their files is observed again.
     lost: HashSet<PathBuf>,
-    /// Path → session → the recorded version already reported stale.
-    notified: HashMap<PathBuf, HashMap<String, Version>>,
+    /// Path → observer → the recorded version already reported stale.
+    notified: HashMap<PathBuf, HashMap<Observer, Version>>,
 }
 
 impl State {
@@ -163,9 +172,23 @@ impl WatchHub {
         self.lock().sessions.insert(id.to_owned(), session);
     }
 
-    /// The observation sink of one session.
+    /// The observation sink of one session's default owner.
     pub fn sink(self: &Arc<Self>, session_id: &str) -> Arc<dyn ObservationSink> {
-        Arc::new(SessionSink { hub: Arc::downgrade(self), session: session_id.to_owned() })
+        self.owner_sink(session_id, None)
+    }
+
+    /// The observation sink of one owner of a session (`None`: its default owner).
+    pub fn owner_sink(self: &Arc<Self>, session_id: &str, owner: Option<&str>) -> Arc<dyn ObservationSink> {
+        let observer = Observer { session: Arc::from(session_id), owner: owner.map(Arc::from) };
+        Arc::new(SessionSink { hub: Arc::downgrade(self), observer })
+    }
+
+    /// Checks `paths` against their observers soon (a resumed session's files: they may have
+    /// changed while it was away).
+    pub fn recheck(&self, paths: Vec<PathBuf>) {
+        if !paths.is_empty() {
+            let _ = self.requeue.try_send(Signal::Recheck(paths));
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -200,7 +223,7 @@ impl WatchHub {
         self.lock().active.remove(path);
     }
 
-    fn observed(&self, session: &str, path: &Path, links: u64) {
+    fn observed(&self, session: &Observer, path: &Path, links: u64) {
         let Some(dir) = path.parent() else { return };
         let (new_dir, rewatch) = {
             let mut state = self.lock();
@@ -214,7 +237,7 @@ impl WatchHub {
             let known = state.observers.get(path).is_some_and(|s| s.contains(session));
             let mut new_dir = false;
             if !known {
-                state.observers.entry(path.to_owned()).or_default().insert(session.to_owned());
+                state.observers.entry(path.to_owned()).or_default().insert(session.clone());
                 let count = state.dirs.entry(dir.to_owned()).or_insert(0);
                 *count += 1;
                 new_dir = *count == 1;
@@ -239,7 +262,7 @@ impl WatchHub {
             let first = {
                 let mut state = self.lock();
                 let sessions = state.files.entry(path.to_owned()).or_default();
-                sessions.insert(session.to_owned()) && sessions.len() == 1
+                sessions.insert(session.clone()) && sessions.len() == 1
             };
             if first {
                 self.watch(path);
@@ -247,7 +270,7 @@ impl WatchHub {
         }
     }
 
-    fn forgotten(&self, session: &str, path: &Path) {
+    fn forgotten(&self, session: &Observer, path: &Path) {
         let Some(dir) = path.parent().map(Path::to_path_buf) else { return };
         let (drop_dir, drop_file) = {
             let mut state = self.lock();
@@ -326,11 +349,13 @@ impl WatchHub {
     fn check(&self, paths: HashSet<PathBuf>) -> Vec<PathBuf> {
         let mut later = Vec::new();
         for path in paths {
-            let observers: Vec<(String, Arc<Session>)> = {
+            let observers: Vec<(Observer, Arc<Session>)> = {
                 let state = self.lock();
                 let Some(ids) = state.observers.get(&path) else { continue };
                 ids.iter()
-                    .filter_map(|id| state.sessions.get(id).and_then(Weak::upgrade).map(|s| (id.clone(), s)))
+                    .filter_map(|id| {
+                        state.sessions.get(&*id.session).and_then(Weak::upgrade).map(|s| (id.clone(), s))
+                    })
                     .collect()
             };
             if observers.is_empty() {
@@ -348,12 +373,13 @@ impl WatchHub {
                 }
             };
             for (id, session) in observers {
-                if session.observations().is_writing(&path) {
+                let Some(owner) = session.owners().find(id.owner.as_deref()) else { continue };
+                if owner.observations().is_writing(&path) {
                     // Its own write is landing: the record is about to catch up. Look again.
                     later.push(path.clone());
                     continue;
                 }
-                let Some(recorded) = session.observations().peek(&path) else { continue };
+                let Some(recorded) = owner.observations().peek(&path) else { continue };
                 if Some(recorded) == current {
                     let mut state = self.lock();
                     if let Some(sessions) = state.notified.get_mut(&path) {
@@ -367,13 +393,14 @@ impl WatchHub {
                     if sessions.get(&id) == Some(&recorded) {
                         continue;
                     }
-                    sessions.insert(id, recorded);
+                    sessions.insert(id.clone(), recorded);
                 }
                 let cwd = session.options().map(|o| o.cwd.clone()).unwrap_or_default();
                 let change = FileDidChange {
                     path: path.display().to_string(),
                     display_path: display(&path, &cwd),
                     version: current.map(|v| v.to_string()),
+                    owner: id.owner.as_deref().map(str::to_owned),
                 };
                 session.notify(FILE_DID_CHANGE, &change);
             }
@@ -386,41 +413,35 @@ impl WatchHub {
         self.lock().observers.keys().cloned().collect()
     }
 
-    fn unregister(&self, session: &str) {
+    /// Forgets a session that ended (its owners' observations were dropped or parked, which
+    /// already took their paths out).
+    pub fn unregister(&self, session: &str) {
         let mut state = self.lock();
         state.sessions.remove(session);
-        state.notified.retain(|_, sessions| {
-            sessions.remove(session);
-            !sessions.is_empty()
+        state.notified.retain(|_, observers| {
+            observers.retain(|observer, _| &*observer.session != session);
+            !observers.is_empty()
         });
         state.shrink();
     }
 }
 
-/// One session's view of the hub, as its observation sink.
+/// One owner's view of the hub, as its observation sink.
 struct SessionSink {
     hub: Weak<WatchHub>,
-    session: String,
+    observer: Observer,
 }
 
 impl ObservationSink for SessionSink {
     fn observed(&self, path: &Path, links: u64) {
         if let Some(hub) = self.hub.upgrade() {
-            hub.observed(&self.session, path, links);
+            hub.observed(&self.observer, path, links);
         }
     }
 
     fn forgotten(&self, path: &Path) {
         if let Some(hub) = self.hub.upgrade() {
-            hub.forgotten(&self.session, path);
-        }
-    }
-}
-
-impl Drop for SessionSink {
-    fn drop(&mut self) {
-        if let Some(hub) = self.hub.upgrade() {
-            hub.unregister(&self.session);
+            hub.forgotten(&self.observer, path);
         }
     }
 }

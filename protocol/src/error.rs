@@ -36,6 +36,8 @@ pub const INVALID_PARAMS: i32 = -32602;
 pub const INTERNAL_ERROR: i32 = -32603;
 /// LSP: a request other than `initialize` arrived before `initialize`.
 pub const SERVER_NOT_INITIALIZED: i32 = -32002;
+/// LSP: the request was cancelled (`$/cancelRequest`) before it produced a result.
+pub const REQUEST_CANCELLED: i32 = -32800;
 /// jsonrpsee: a frame (request) larger than the daemon's maximum frame size.
 pub const REQUEST_TOO_BIG: i32 = -32007;
 /// jsonrpsee: a response larger than the maximum frame size.

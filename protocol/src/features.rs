@@ -15,3 +15,18 @@ pub const READ_MAX_BYTES: &str = "readMaxBytes";
 /// (`limits.maxWindowBytes`: a window stops before it, a single longer line is `FS_TOO_LARGE`);
 /// `file/read` cuts only when given `maxLineChars`.
 pub const WHOLE_LINES: &str = "wholeLines";
+/// `tools/call` and `file/*` take an optional `owner`: observations (and the dedup record) are
+/// kept per (session, owner), and `file/didChange` names the owner whose record went stale.
+pub const OWNERS: &str = "owners";
+
+/// `initialize` takes `dedupReads: true`: the `read` tool then answers one short line when this
+/// owner already received exactly the same lines of the same version.
+pub const DEDUP_READS: &str = "dedupReads";
+
+/// `session/contextReset` (optional `owner`) forgets what was delivered, so everything is sent
+/// again (after a compaction or a rewind).
+pub const CONTEXT_RESET: &str = "contextReset";
+
+/// `initialize` takes `resumable: true` (the result then carries a `resumeToken`) and
+/// `resume: token` (take over the observations of an ended session within a grace period).
+pub const RESUME: &str = "resume";

@@ -41,3 +41,10 @@ pub const FS_STREAM_TEXT: &str = "fs/streamText";
 pub const FS_TEXT_CHUNK: &str = "fs/textChunk";
 /// Request: cancel an `fs/streamText` subscription.
 pub const FS_STREAM_CANCEL: &str = "fs/streamCancel";
+/// Client → server notification `{id}`: cancel a request still waiting to run (LSP's).
+pub const CANCEL_REQUEST: &str = "$/cancelRequest";
+
+/// Request (result `null`): the client's context was reset (a compaction, a rewind): forget what
+/// was delivered to one owner (`owner`) or to every owner (no `owner`), so the `read` tool sends
+/// everything again.
+pub const SESSION_CONTEXT_RESET: &str = "session/contextReset";

@@ -46,6 +46,18 @@ pub struct InitializeParams {
     /// `maxWindowBytes`. `limits.readMaxBytes` reports what the session got.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_max_bytes: Option<u64>,
+    /// When true, the result carries a `resumeToken` with which a later `initialize` (after
+    /// this session ended) may take over this session's observations (feature `resume`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumable: Option<bool>,
+    /// A `resumeToken` of an ended session: this session takes over its observations (all
+    /// owners). Single use; refused (-32602) when unknown, already used or past the grace period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<String>,
+    /// When true, the `read` tool answers one short line instead of the text when this owner
+    /// already received exactly those lines of the same version (feature `dedupReads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_reads: Option<bool>,
 }
 
 /// Glob patterns (relative to the root that contains a path) a session may not read or write.
@@ -127,6 +139,10 @@ pub struct InitializeResult {
     pub capabilities: Capabilities,
     /// Limits the daemon enforces.
     pub limits: Limits,
+    /// Present when `initialize` asked for `resumable`: give it as `resume` to a later
+    /// `initialize` (once this session has ended) to take its observations over. A secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_token: Option<String>,
 }
 
 /// Result of `daemon/status`.
@@ -173,6 +189,15 @@ pub struct DaemonStatus {
     /// File operations waiting for a slot now.
     #[serde(default)]
     pub file_slots_waiting: u64,
+    /// Named owners of the sessions open now (each session's default owner not counted).
+    #[serde(default)]
+    pub owners: u64,
+    /// Ended resumable sessions kept for a `resume`.
+    #[serde(default)]
+    pub parked_sessions: u64,
+    /// Estimated bytes those ended sessions hold.
+    #[serde(default)]
+    pub parked_bytes: u64,
 }
 
 /// Result of `tools/list`.
@@ -192,6 +217,22 @@ pub struct CallToolParams {
     /// The tool's arguments (validated by the daemon against the tool's schema).
     #[serde(default)]
     pub arguments: serde_json::Value,
+    /// Whose observations this call uses and records (a sub-agent's name, at most
+    /// [`MAX_OWNER_BYTES`] bytes); absent: the session's default owner. Feature `owners`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// Longest `owner` accepted, in bytes.
+pub const MAX_OWNER_BYTES: usize = 128;
+
+/// Parameters of `session/contextReset`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContextResetParams {
+    /// The owner whose context was reset; absent: every owner of the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// One content block of a tool result. Only text blocks are produced.
@@ -253,6 +294,10 @@ pub struct ReadParams {
     /// `fs/readText` always returns whole lines and refuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_line_chars: Option<u32>,
+    /// `file/read` only: whose observation the read records; absent: the session's default
+    /// owner. Feature `owners`. (`fs/readText` records nothing and refuses it.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Result of `file/read` and `fs/readText`.
@@ -288,6 +333,10 @@ pub struct WriteParams {
     pub path: String,
     /// The file's complete new content.
     pub content: String,
+    /// Whose observation the write needs and refreshes; absent: the session's default owner.
+    /// Feature `owners`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Whether a write created the file or replaced it.
@@ -325,6 +374,10 @@ pub struct EditParams {
     /// Replace every occurrence instead of exactly one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replace_all: Option<bool>,
+    /// Whose observation the edit needs and refreshes; absent: the session's default owner.
+    /// Feature `owners`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Result of `file/edit` and `fs/editText`.
@@ -347,6 +400,18 @@ pub struct EditResult {
 pub struct PathParams {
     /// Absolute, or relative to the session's cwd.
     pub path: String,
+}
+
+/// Parameters of `file/stat`: a path, and whose observation to report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileStatParams {
+    /// Absolute, or relative to the session's cwd.
+    pub path: String,
+    /// Whose observation `observedVersion` and `fresh` report; absent: the session's default
+    /// owner. Feature `owners`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// What a path names.
@@ -528,4 +593,7 @@ pub struct FileDidChange {
     pub display_path: String,
     /// The file's new version; `null` when it was deleted (or is no longer a file).
     pub version: Option<String>,
+    /// The owner whose recorded observation went stale; absent for the session's default owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }

@@ -198,6 +198,11 @@ pub(crate) struct McpArgs {
     /// with --read-only]
     #[arg(long, value_name = "TOOLS", value_delimiter = ',', value_parser = parse_tool, num_args = 1..)]
     pub(crate) tools: Option<Vec<ToolName>>,
+    /// Answer a repeated read of unchanged lines with one short line instead of the text (the
+    /// next identical read gets the text); only for MCP clients that keep every tool result in
+    /// the model's context. Without daemon support: a note on stderr, then served without it
+    #[arg(long)]
+    pub(crate) dedup_reads: bool,
     #[command(flatten)]
     pub(crate) roots: RootArgs,
 }

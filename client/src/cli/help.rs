@@ -163,6 +163,12 @@ of a file the session read (by another program or agent) is sent as notification
 level warning, logger filectx, data {path, displayPath, version, message}; logging/setLevel \
 above warning silences them.
 
+--dedup-reads: a read of exactly the lines this session already received, of the same \
+version, is answered with one short line (saying so, and that asking again returns the text); \
+the next identical read, any change of the file and any other window get the text. Off by \
+default: use it only with a client that keeps every tool result in the model's context. A \
+daemon without it (an older filectxd) gets a note on stderr and the session runs without it.
+
 If the daemon connection is lost, the server keeps running: every tool call is answered with \
 an isError result saying so (restart the MCP server), and stderr says why.
 

@@ -226,6 +226,9 @@ mod tests {
             file_slots: 8,
             file_slots_busy: 0,
             file_slots_waiting: 0,
+            owners: 0,
+            parked_sessions: 0,
+            parked_bytes: 0,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -271,6 +274,7 @@ mod tests {
             path: "/home/me/project/src/lib.rs".to_owned(),
             display_path: "src/lib.rs".to_owned(),
             version: version.map(str::to_owned),
+            owner: None,
         };
         let long = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
         assert_eq!(render_change(&change(Some(long))), "changed src/lib.rs (version 0123456789ab)\n");

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use filectx_client::mcp::{self, McpError, McpOptions};
-use filectx_client::{Client, SpawnOptions};
+use filectx_client::{Client, ClientError, SpawnOptions};
 use filectx_protocol::{
-    ClientInfo, EditParams, InitializeParams, ReadParams, StreamTextParams, ToolName, WriteParams,
+    ClientInfo, EditParams, InitializeParams, InitializeResult, ReadParams, StreamTextParams, ToolName,
+    WriteParams, features,
 };
 
 use super::args::{Cli, Command, McpArgs, WriteArgs};
@@ -36,11 +37,13 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
         None => None,
     };
     params.read_only = args.read_only.then_some(true);
-    let (client, session) = if cli.no_autostart {
-        Client::connect_session(socket, params).await?
+    params.dedup_reads = args.dedup_reads.then_some(true);
+    let client = if cli.no_autostart {
+        Client::connect(socket).await?
     } else {
-        Client::connect_session_or_spawn(socket, params, SpawnOptions::default()).await?
+        Client::connect_or_spawn(socket, SpawnOptions::default()).await?
     };
+    let session = initialize_mcp(&client, params).await?;
     let options = McpOptions::new(session.instructions);
     let input = tokio::io::BufReader::new(tokio::io::stdin());
     mcp::serve(client, options, input, tokio::io::stdout()).await.map_err(|error| match error {
@@ -48,6 +51,28 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
         McpError::Client(error) => error.into(),
         other => other.into(),
     })
+}
+
+/// Opens the `filectx mcp` session. A daemon without `dedupReads` (an older one, kept alive by
+/// socket activation) is told nothing it does not know: the session is opened without it, and
+/// stderr says so.
+async fn initialize_mcp(client: &Client, params: InitializeParams) -> anyhow::Result<InitializeResult> {
+    let wanted = params.dedup_reads == Some(true);
+    let retry = InitializeParams { dedup_reads: None, ..params.clone() };
+    let session = match client.initialize(params).await {
+        Err(ClientError::Unsupported { feature }) if feature == features::DEDUP_READS => {
+            eprintln!(
+                "filectx mcp: the daemon does not support --dedup-reads (an older filectxd?); serving \
+                 without it (restart the daemon to get it)"
+            );
+            client.initialize(retry).await?
+        }
+        other => other?,
+    };
+    if wanted && client.features().is_some_and(|all| !all.iter().any(|f| f == features::DEDUP_READS)) {
+        eprintln!("filectx mcp: the daemon does not announce dedupReads; repeated reads may be sent in full");
+    }
+    Ok(session)
 }
 
 /// Runs the command and returns what to print on stdout.
@@ -107,6 +132,9 @@ impl Session {
             read_only: None,
             deny: None,
             read_max_bytes: None,
+            resumable: None,
+            resume: None,
+            dedup_reads: None,
         };
         Ok(Self { params, cwd, cwd_in_root })
     }
@@ -154,6 +182,7 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
                 offset: args.offset,
                 limit: args.limit,
                 max_line_chars: None,
+                owner: None,
             })
         }
         Command::Cat(args) => {
@@ -166,7 +195,7 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
         }
         Command::Write(args) => {
             session.check_path(&args.path)?;
-            Job::Write(WriteParams { path: args.path.clone(), content: new_content(args)? })
+            Job::Write(WriteParams { path: args.path.clone(), content: new_content(args)?, owner: None })
         }
         Command::Edit(args) => {
             session.check_path(&args.path)?;
@@ -175,6 +204,7 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
                 old_string: args.old.clone(),
                 new_string: args.new.clone(),
                 replace_all: args.replace_all.then_some(true),
+                owner: None,
             })
         }
         Command::Stat(args) => {

@@ -127,6 +127,7 @@ mod tests {
             path: "/srv/app/src/lib.rs".to_owned(),
             display_path: "src/lib.rs".to_owned(),
             version: Some("abc".to_owned()),
+            owner: None,
         };
         let data = change_data(&change);
         assert_eq!(data["path"], "/srv/app/src/lib.rs");

@@ -161,6 +161,9 @@ fn params(root: &Path) -> TestResult<InitializeParams> {
         read_only: None,
         deny: None,
         read_max_bytes: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     })
 }
 

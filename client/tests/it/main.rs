@@ -8,6 +8,7 @@
 
 mod autostart;
 mod cli;
+mod features;
 mod impostor;
 mod stream;
 mod support;

@@ -25,6 +25,9 @@ fn params() -> InitializeParams {
         read_only: Some(true),
         deny: None,
         read_max_bytes: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     }
 }
 

@@ -22,6 +22,9 @@ fn params() -> InitializeParams {
         read_only: Some(true),
         deny: None,
         read_max_bytes: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     }
 }
 
@@ -224,15 +227,16 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
     assert_eq!(tool.text(), support::READ_TEXT);
 
     let read =
-        ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1), max_line_chars: Some(80) };
+        ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1), ..ReadParams::default() };
     assert_eq!(client.file_read(read.clone()).await?, support::read_result("a.rs"));
-    let write = WriteParams { path: "b.rs".to_owned(), content: "x\n".to_owned() };
+    let write = WriteParams { path: "b.rs".to_owned(), content: "x\n".to_owned(), owner: None };
     assert_eq!(client.file_write(write).await?, support::write_result("b.rs", WriteOperation::Update));
     let edit = EditParams {
         path: "a.rs".to_owned(),
         old_string: "fn".to_owned(),
         new_string: "pub fn".to_owned(),
         replace_all: Some(true),
+        owner: None,
     };
     assert_eq!(client.file_edit(edit).await?, support::edit_result("a.rs", 2, true));
     assert_eq!(client.file_stat("a.rs").await?, support::file_stat("a.rs", true));
@@ -281,7 +285,7 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
         sent,
         [
             &json!({"name": "read", "arguments": {"file_path": "a.rs", "limit": 5}}),
-            &json!({"path": "a.rs", "offset": 2, "limit": 1, "maxLineChars": 80}),
+            &json!({"path": "a.rs", "offset": 2, "limit": 1}),
             &json!({"path": "b.rs", "content": "x\n"}),
             &json!({"path": "a.rs", "oldString": "fn", "newString": "pub fn", "replaceAll": true}),
             &json!({"path": "a.rs"}),
@@ -321,6 +325,7 @@ async fn file_method_failures_carry_their_fs_code_and_tool_failures_are_results(
         old_string: "a".to_owned(),
         new_string: "b".to_owned(),
         replace_all: None,
+        owner: None,
     };
     let error = client.file_edit(edit).await.err();
     assert_eq!(error.as_ref().and_then(ClientError::fs_code), Some(FsErrorCode::NotObserved), "{error:?}");

@@ -42,7 +42,8 @@ pub trait ObservationSink: Send + Sync {
 
 #[derive(Debug, Default)]
 struct ObservedMap {
-    versions: HashMap<PathBuf, (Version, u64)>,
+    /// Path → (version, last use, hard links when recorded).
+    versions: HashMap<PathBuf, (Version, u64, u64)>,
     tick: u64,
 }
 
@@ -72,7 +73,7 @@ impl Observations {
     /// The recorded version of `path`, without counting as a use (for the watcher).
     pub fn peek(&self, path: &Path) -> Option<Version> {
         let map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        map.versions.get(path).map(|(version, _)| *version)
+        map.versions.get(path).map(|(version, _, _)| *version)
     }
 
     /// The recorded version of `path`.
@@ -80,7 +81,7 @@ impl Observations {
         let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         map.tick += 1;
         let tick = map.tick;
-        map.versions.get_mut(path).map(|(version, used)| {
+        map.versions.get_mut(path).map(|(version, used, _)| {
             *used = tick;
             *version
         })
@@ -92,11 +93,11 @@ impl Observations {
             let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             map.tick += 1;
             let tick = map.tick;
-            map.versions.insert(path.to_owned(), (version, tick));
+            map.versions.insert(path.to_owned(), (version, tick, links));
             let mut evicted = Vec::new();
             if map.versions.len() > self.max {
                 let count = crate::lru::batch(map.versions.len()).min(map.versions.len() - 1);
-                evicted = crate::lru::least_recent(&map.versions, count, |(_, used)| *used);
+                evicted = crate::lru::least_recent(&map.versions, count, |(_, used, _)| *used);
                 for path in &evicted {
                     map.versions.remove(path);
                 }
@@ -119,6 +120,21 @@ impl Observations {
     /// Whether nothing is recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Every recorded path with its hard-link count, for telling a new sink about them all (a
+    /// resumed session's watcher registrations).
+    pub fn entries(&self) -> Vec<(PathBuf, u64)> {
+        let map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        map.versions.iter().map(|(path, (_, _, links))| (path.clone(), *links)).collect()
+    }
+
+    /// About how many bytes the record holds (paths, versions, table overhead), for bounding
+    /// what ended sessions kept for a resume may hold.
+    pub fn approx_bytes(&self) -> usize {
+        let map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let per_entry = std::mem::size_of::<(PathBuf, (Version, u64, u64))>() + 16;
+        map.versions.keys().map(|path| path.as_os_str().len() + per_entry).sum()
     }
 }
 

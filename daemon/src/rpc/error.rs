@@ -6,6 +6,7 @@ use filectx_protocol::{FsErrorCode, FsErrorData};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use crate::context::{ContextError, FileError, InvalidEdit};
+use crate::owners::OwnerError;
 use crate::session::SessionError;
 
 /// A JSON-RPC error carrying an `FS_*` code.
@@ -139,6 +140,25 @@ impl From<ContextError> for ErrorObjectOwned {
     fn from(err: ContextError) -> Self {
         fs_error_with(code(&err), err.to_string(), Some(err.path()), details(&err))
     }
+}
+
+impl From<OwnerError> for ErrorObjectOwned {
+    fn from(err: OwnerError) -> Self {
+        fs_error(FsErrorCode::InvalidArgument, format!("{err}."), None)
+    }
+}
+
+/// -32602 for an `initialize` whose `resume` token names no ended session (unknown, already
+/// used, or past the grace period); `data.resume` is `"refused"` so clients can tell it apart
+/// and start a fresh session.
+pub fn cannot_resume() -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        INVALID_PARAMS,
+        "this session cannot be resumed: the resume token is unknown, was already used, or its \
+         session ended too long ago (resume_grace) or has not ended. Start a fresh session: initialize \
+         without `resume`, and read files again before editing them",
+        Some(serde_json::json!({"resume": "refused"})),
+    )
 }
 
 impl From<InvalidEdit> for ErrorObjectOwned {

@@ -1,6 +1,7 @@
 //! Handlers of the file methods: `tools/call` (model-facing), `file/*` (file-context layer,
 //! structured) and `fs/*` (the context's non-recording handle). Each runs its blocking work on
-//! the blocking pool and converts views to wire types.
+//! the blocking pool and converts views to wire types. `tools/call` and `file/*` use the
+//! observations of the owner they name (the session's default owner when they name none).
 
 use std::sync::Arc;
 
@@ -10,9 +11,10 @@ use filectx_protocol::methods::{
 };
 use filectx_protocol::tools::READ_LINE_LIMIT;
 use filectx_protocol::{
-    CallToolParams, CallToolResult, EditParams, EditResult, FileKind, FileStatResult, FsEditParams,
-    FsErrorCode, FsStatResult, FsWriteParams, PathParams, ReadParams, ReadResult, ResolveResult, ToolContent,
-    ToolError, ToolName, WriteExpectation, WriteOperation, WriteParams, WriteResult,
+    CallToolParams, CallToolResult, EditParams, EditResult, FileKind, FileStatParams, FileStatResult,
+    FsEditParams, FsErrorCode, FsStatResult, FsWriteParams, PathParams, ReadParams, ReadResult,
+    ResolveResult, ToolContent, ToolError, ToolName, WriteExpectation, WriteOperation, WriteParams,
+    WriteResult,
 };
 use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
@@ -20,8 +22,15 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use super::error::{self, fs_error, invalid_params};
 use super::{ServerContext, internal, parse_params, session_of};
 use crate::context::{FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest};
+use crate::owners::Owner;
 use crate::session::SessionOptions;
 use crate::tools;
+
+/// The owner a request names, made on first use; `None` when it names none (the default owner).
+fn named_owner(ext: &Extensions, name: Option<&str>) -> Result<Option<Arc<Owner>>, ErrorObjectOwned> {
+    let Some(name) = name else { return Ok(None) };
+    Ok(Some(session_of(ext)?.owners().get(Some(name))?))
+}
 
 /// Runs `work` with the session's file context on the blocking pool (one of a bounded number
 /// of slots, shared fairly between sessions).
@@ -30,13 +39,36 @@ where
     T: Send + 'static,
     F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
+    with_owner_context(ctx, ext, None, work).await
+}
+
+/// [`with_context`] with the observations of `owner` (`None`: the session's default owner).
+async fn with_owner_context<T, F>(
+    ctx: &ServerContext,
+    ext: &Extensions,
+    owner: Option<Arc<Owner>>,
+    work: F,
+) -> Result<T, ErrorObjectOwned>
+where
+    T: Send + 'static,
+    F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+{
     let session = session_of(ext)?;
     let files = ctx.files.clone();
-    let _slot = ctx.file_work.acquire(session.id()).await;
+    // A cancelled request gives up its place in the queue; once it holds a slot, it runs.
+    let _slot = match ext.get::<super::Cancel>() {
+        Some(super::Cancel(token)) => tokio::select! {
+            biased;
+            () = token.cancelled() => return Err(super::cancelled()),
+            slot = ctx.file_work.acquire(session.id()) => slot,
+        },
+        None => ctx.file_work.acquire(session.id()).await,
+    };
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        work(&files.context(scope, session.observations(), options.read_only, &options.deny), options)
+        let observed = owner.as_deref().map_or_else(|| session.observations(), Owner::observations);
+        work(&files.context(scope, observed, options.read_only, &options.deny), options)
     })
     .await
     .map_err(internal)?
@@ -49,6 +81,7 @@ where
 async fn with_warm_context<T, F>(
     ctx: &ServerContext,
     ext: &Extensions,
+    owner: Option<Arc<Owner>>,
     work: F,
 ) -> Result<T, ErrorObjectOwned>
 where
@@ -59,13 +92,14 @@ where
     if let Some(options) = session.options().filter(|o| o.local_roots) {
         let cold = std::cell::Cell::new(false);
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        let files = ctx.files.context(scope, session.observations(), options.read_only, &options.deny);
+        let observed = owner.as_deref().map_or_else(|| session.observations(), Owner::observations);
+        let files = ctx.files.context(scope, observed, options.read_only, &options.deny);
         let answer = work(&files.warm_only(&cold), options);
         if !cold.get() {
             return answer;
         }
     }
-    with_context(ctx, ext, move |files, options| work(files, options)).await
+    with_owner_context(ctx, ext, owner, move |files, options| work(files, options)).await
 }
 
 /// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped), whole
@@ -161,16 +195,39 @@ pub async fn tools_call(
 ) -> Result<CallToolResult, ErrorObjectOwned> {
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
+    let session = session_of(&ext)?;
+    let owner = match session.owners().get(params.owner.as_deref()) {
+        Ok(owner) => owner,
+        Err(err) => {
+            let failure = tools::Failure { text: format!("{err}."), cause: tools::Cause::InvalidArgument };
+            return Ok(tool_result(Err(failure)));
+        }
+    };
+    let dedup = session.options().is_some_and(|o| o.dedup_reads).then(|| owner.clone());
+    drop(session);
     let run = move |files: &FileContext<'_>, options: &SessionOptions| {
-        tools::call(files, options, &params.name, &params.arguments)
+        let delivered = dedup.as_deref().map(Owner::delivered);
+        tools::call(files, options, &params.name, &params.arguments, delivered)
             .map(tool_result)
             .map_err(|e| invalid_params(e.to_string()))
     };
     // Only reads may take the warm path; writes and edits always run on the blocking pool.
-    if is_read {
-        return with_warm_context(&ctx, &ext, run).await;
+    let answer = if is_read {
+        with_warm_context(&ctx, &ext, Some(owner), run).await
+    } else {
+        with_owner_context(&ctx, &ext, Some(owner), move |files, options| run(files, options)).await
+    };
+    match answer {
+        // A tool's failures are results, a cancellation too.
+        Err(err) if err.code() == filectx_protocol::error::REQUEST_CANCELLED => Ok(CallToolResult {
+            content: vec![ToolContent::Text {
+                text: "The call was cancelled before it ran; nothing was read or changed.".to_owned(),
+            }],
+            is_error: true,
+            error: Some(ToolError { name: "FsError".to_owned(), code: FsErrorCode::Aborted }),
+        }),
+        answer => answer,
     }
-    with_context(&ctx, &ext, move |files, options| run(files, options)).await
 }
 
 /// `file/read`.
@@ -181,7 +238,8 @@ pub async fn file_read(
 ) -> Result<ReadResult, ErrorObjectOwned> {
     let params: ReadParams = parse_params(FILE_READ, &params)?;
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
-    with_warm_context(&ctx, &ext, move |files, _| {
+    let owner = named_owner(&ext, params.owner.as_deref())?;
+    with_warm_context(&ctx, &ext, owner, move |files, _| {
         let view = files.read(&params.path, &request)?;
         Ok(read_result(view.display, view.version, view.window))
     })
@@ -195,7 +253,8 @@ pub async fn file_write(
     ext: Extensions,
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: WriteParams = parse_params(FILE_WRITE, &params)?;
-    with_context(&ctx, &ext, move |files, _| {
+    let owner = named_owner(&ext, params.owner.as_deref())?;
+    with_owner_context(&ctx, &ext, owner, move |files, _| {
         let view = files.write(&params.path, &params.content)?;
         Ok(write_result(view.display, view.created, view.version))
     })
@@ -209,7 +268,8 @@ pub async fn file_edit(
     ext: Extensions,
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: EditParams = parse_params(FILE_EDIT, &params)?;
-    with_context(&ctx, &ext, move |files, _| {
+    let owner = named_owner(&ext, params.owner.as_deref())?;
+    with_owner_context(&ctx, &ext, owner, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
         let view = files.edit(&params.path, &change)?;
@@ -229,8 +289,9 @@ pub async fn file_stat(
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<FileStatResult, ErrorObjectOwned> {
-    let params: PathParams = parse_params(FILE_STAT, &params)?;
-    with_context(&ctx, &ext, move |files, _| {
+    let params: FileStatParams = parse_params(FILE_STAT, &params)?;
+    let owner = named_owner(&ext, params.owner.as_deref())?;
+    with_owner_context(&ctx, &ext, owner, move |files, _| {
         let view = files.stat(&params.path)?;
         Ok(FileStatResult {
             exists: view.kind != Kind::Missing,
@@ -293,6 +354,11 @@ pub async fn fs_read_text(
     ext: Extensions,
 ) -> Result<ReadResult, ErrorObjectOwned> {
     let params: ReadParams = parse_params(FS_READ_TEXT, &params)?;
+    if params.owner.is_some() {
+        return Err(invalid_params(
+            "Invalid params for fs/readText: it records nothing, so it takes no `owner`",
+        ));
+    }
     if params.max_line_chars.is_some() {
         return Err(fs_error(
             FsErrorCode::InvalidArgument,

@@ -11,12 +11,13 @@ mod test_hooks;
 
 use std::sync::{Arc, OnceLock};
 
-use filectx_protocol::features;
-use filectx_protocol::methods::{self, DAEMON_STATUS, INITIALIZE, SHUTDOWN, TOOLS_LIST};
+use filectx_protocol::methods::{
+    self, DAEMON_STATUS, INITIALIZE, SESSION_CONTEXT_RESET, SHUTDOWN, TOOLS_LIST,
+};
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{
-    Capabilities, DaemonStatus, InitializeParams, InitializeResult, Limits, PROTOCOL_VERSION, ServerInfo,
-    ToolsListResult,
+    Capabilities, ContextResetParams, DaemonStatus, InitializeParams, InitializeResult, Limits,
+    PROTOCOL_VERSION, ServerInfo, ToolsListResult, features,
 };
 use jsonrpsee::core::RegisterMethodError;
 use jsonrpsee::core::server::{Methods, RpcModule};
@@ -25,13 +26,22 @@ use jsonrpsee::{Extensions, types::error::INTERNAL_ERROR_CODE};
 
 use crate::config::Config;
 use crate::context::Files;
-use crate::session::{Session, SessionOptions, SessionPolicy};
+use crate::resume::{ParkLimits, ParkStore};
+use crate::session::{Session, SessionError, SessionOptions, SessionPolicy};
 use crate::stats::Stats;
 use crate::tools;
 use crate::watch::WatchHub;
 
 /// The protocol-2 features this daemon supports (`capabilities.features`).
-pub const FEATURES: &[&str] = &[features::READ_MAX_BYTES, features::WHOLE_LINES];
+pub const FEATURES: &[&str] = &[
+    features::CANCEL_REQUEST,
+    features::OWNERS,
+    features::DEDUP_READS,
+    features::CONTEXT_RESET,
+    features::RESUME,
+    features::READ_MAX_BYTES,
+    features::WHOLE_LINES,
+];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -54,8 +64,26 @@ pub struct ServerContext {
     /// made every read slower); further requests wait their turn here instead, shared fairly
     /// between sessions (one session's slow requests never hold every slot).
     pub file_work: Arc<slots::FileSlots>,
+    /// Ended resumable sessions, waiting for a `resume`.
+    pub parked: Arc<ParkStore>,
     /// Every request method in the table, sorted (filled right after the table is built).
     method_names: Arc<OnceLock<Vec<String>>>,
+}
+
+/// A request's cancellation, as the connection driver attaches it to the request's
+/// `Extensions`: `$/cancelRequest` for the request's id cancels it. Handlers honour it only
+/// while the request has not started its file work (waiting for a slot): work that started
+/// runs to its end and answers normally, so a cancelled write never lands unseen.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(pub tokio_util::sync::CancellationToken);
+
+/// -32800: the request was cancelled before it started its work.
+pub(crate) fn cancelled() -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        filectx_protocol::error::REQUEST_CANCELLED,
+        "request cancelled before it started",
+        None::<()>,
+    )
 }
 
 pub(crate) fn internal(message: impl std::fmt::Display) -> ErrorObjectOwned {
@@ -86,7 +114,12 @@ pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(
         .map_err(|err| error::invalid_params(format!("Invalid params for {method}: {err}")))
 }
 
-fn initialize_result(ctx: &ServerContext, session: &Session, options: &SessionOptions) -> InitializeResult {
+fn initialize_result(
+    ctx: &ServerContext,
+    session: &Session,
+    options: &SessionOptions,
+    resume_token: Option<String>,
+) -> InitializeResult {
     let config = &ctx.config;
     let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     InitializeResult {
@@ -110,6 +143,7 @@ fn initialize_result(ctx: &ServerContext, session: &Session, options: &SessionOp
             max_batch_len: clamp(config.max_batch_len),
             max_concurrent_requests: clamp(config.max_concurrent_requests),
         },
+        resume_token,
     }
 }
 
@@ -120,12 +154,43 @@ async fn initialize(
 ) -> Result<InitializeResult, ErrorObjectOwned> {
     let session = session_of(&ext)?;
     let params: InitializeParams = parse_params(INITIALIZE, &params)?;
+    if session.options().is_some() {
+        return Err(SessionError::AlreadyInitialized.into());
+    }
+    let resume = params.resume.clone();
+    let resumable = params.resumable.unwrap_or(false);
     // Canonicalising roots touches the filesystem: keep it off the async workers.
     let policy = ctx.policy.clone();
     let options = tokio::task::spawn_blocking(move || SessionOptions::from_params(params, &policy))
         .await
         .map_err(internal)??;
+    let token = match resumable {
+        true => Some(crate::resume::new_token().map_err(internal)?),
+        false => None,
+    };
+    // Taken only once everything else is valid (a token works once); `initialize` runs alone, in
+    // the connection's reader, so nothing else installs options meanwhile.
+    let parked = match &resume {
+        Some(token) => {
+            Some(ctx.parked.take(token, crate::resume::RESUME_WAIT).await.ok_or_else(error::cannot_resume)?)
+        }
+        None => None,
+    };
     let options = session.install(options)?;
+    if let Some(parked) = parked {
+        let owners = parked.len();
+        let adopter = session.clone();
+        // Attaching registers watches (and may look at files): off the async workers.
+        let paths =
+            tokio::task::spawn_blocking(move || adopter.owners().adopt(parked)).await.map_err(internal)?;
+        tracing::info!(owners, files = paths.len(), "session resumed");
+        ctx.watch.recheck(paths);
+    }
+    let resume_token = token.map(|(token, digest)| {
+        ctx.parked.expect(digest);
+        session.park_on_end(digest, ctx.parked.clone());
+        token
+    });
     tracing::info!(
         client = options.client.as_ref().map(|c| c.name.as_str()).unwrap_or("-"),
         roots = ?options.roots.iter().map(|r| r.path()).collect::<Vec<_>>(),
@@ -133,12 +198,32 @@ async fn initialize(
         read_only = options.read_only,
         "session initialized"
     );
-    Ok(initialize_result(&ctx, &session, options))
+    Ok(initialize_result(&ctx, &session, options, resume_token))
+}
+
+/// `session/contextReset`: forgets what the `read` tool delivered to one owner, or to all.
+fn context_reset(params: &Params<'_>, session: &Session) -> Result<(), ErrorObjectOwned> {
+    let params: ContextResetParams = match params.as_str() {
+        None => ContextResetParams::default(),
+        Some(_) => parse_params(SESSION_CONTEXT_RESET, params)?,
+    };
+    let owners = match params.owner.as_deref() {
+        Some(name) => {
+            crate::owners::check_name(name)?;
+            session.owners().find(Some(name)).into_iter().collect()
+        }
+        None => session.owners().all(),
+    };
+    for owner in owners {
+        owner.delivered().clear();
+    }
+    Ok(())
 }
 
 fn status(ctx: &ServerContext) -> DaemonStatus {
     let stats = &ctx.stats;
     let slots = ctx.file_work.usage();
+    let (parked_sessions, parked_bytes) = ctx.parked.usage();
     DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -156,6 +241,9 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         file_slots: slots.total as u64,
         file_slots_busy: slots.busy as u64,
         file_slots_waiting: slots.waiting as u64,
+        owners: Stats::get(&stats.owners),
+        parked_sessions: parked_sessions as u64,
+        parked_bytes: parked_bytes as u64,
     }
 }
 
@@ -169,12 +257,18 @@ pub fn methods(
 ) -> Result<Methods, RegisterMethodError> {
     let method_names = Arc::new(OnceLock::new());
     let file_work = slots::FileSlots::new(config.file_slots);
+    let parked = ParkStore::new(ParkLimits {
+        grace: config.resume_grace,
+        max_sessions: config.max_parked_sessions,
+        max_bytes: config.max_parked_bytes,
+    });
     let ctx = ServerContext {
         config,
         stats,
         files,
         watch,
         file_work,
+        parked,
         policy: Arc::new(policy),
         method_names: method_names.clone(),
     };
@@ -191,6 +285,10 @@ pub fn methods(
         let session = session_of(ext)?;
         let options = options_of(&session)?;
         Ok::<_, ErrorObjectOwned>(ToolsListResult { tools: tools::list(options) })
+    })?;
+    module.register_method(SESSION_CONTEXT_RESET, |params, _ctx, ext| {
+        let session = session_of(ext)?;
+        context_reset(&params, &session)
     })?;
     module.register_async_method(methods::TOOLS_CALL, files::tools_call)?;
     module.register_async_method(methods::FILE_READ, files::file_read)?;

@@ -6,8 +6,9 @@ use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
 use serde_json::{Map, Value};
 
-use super::render;
+use super::{dedup, render};
 use crate::context::{ContextError, FileContext, InvalidEdit, Replacement};
+use crate::owners::Delivered;
 use crate::session::SessionOptions;
 
 /// The tool is not one this session has.
@@ -103,6 +104,7 @@ fn run(
     options: &SessionOptions,
     tool: ToolName,
     args: &Value,
+    delivered: Option<&Delivered>,
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
     let outcome = match tool {
@@ -114,7 +116,8 @@ fn run(
             let most = u64::from(READ_LINE_LIMIT);
             let request =
                 render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
-            ctx.read(path, &request).map(|view| render::read(&view, asked.is_some_and(|n| n > most)))
+            let capped = asked.is_some_and(|n| n > most);
+            ctx.read(path, &request).map(|view| dedup::answer(delivered, &view, render::read(&view, capped)))
         }
         ToolName::Write => {
             let map = fields(tool, args, &["file_path", "content"])?;
@@ -142,12 +145,15 @@ fn run(
     Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
 }
 
-/// Calls one of this session's tools. Blocking (it reads and writes files).
+/// Calls one of this session's tools. Blocking (it reads and writes files). With `delivered`
+/// (the owner's dedup record, when the session asked for `dedupReads`), a read of lines this
+/// owner already received unchanged answers one short line (see [`dedup`]).
 pub fn call(
     ctx: &FileContext<'_>,
     options: &SessionOptions,
     name: &str,
     args: &Value,
+    delivered: Option<&Delivered>,
 ) -> Result<Outcome, UnknownTool> {
     let tools = &options.tools;
     let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
@@ -156,7 +162,7 @@ pub fn call(
             available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
         });
     };
-    Ok(match run(ctx, options, tool, args) {
+    Ok(match run(ctx, options, tool, args, delivered) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })

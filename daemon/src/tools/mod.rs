@@ -3,6 +3,7 @@
 //! a model reads. It works through a file-context handle only, never the layer beneath it.
 
 mod call;
+pub mod dedup;
 pub mod render;
 
 pub use call::{Cause, Failure, Outcome, UnknownTool, call};
@@ -80,6 +81,7 @@ mod tests {
             client: None,
             local_roots: true,
             read_max_bytes: filectx_protocol::tools::DEFAULT_READ_MAX_BYTES,
+            dedup_reads: false,
         }
     }
 

@@ -29,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use filectx_protocol::error::{
     BATCH_TOO_BIG, INTERNAL_ERROR, PARSE_ERROR, REQUEST_TOO_BIG, SERVER_NOT_INITIALIZED,
 };
-use filectx_protocol::methods::{EXIT, INITIALIZE, SHUTDOWN};
+use filectx_protocol::methods::{CANCEL_REQUEST, EXIT, INITIALIZE, SHUTDOWN};
 use filectx_protocol::{CodecError, Frame, LspCodec};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -55,7 +55,7 @@ use tracing::Instrument;
 use super::budget::{ConnBudget, Outgoing, OutgoingBudget, PartialBudget};
 use super::message::{self, Call, Incoming};
 use crate::config::Config;
-use crate::context::Observations;
+use crate::owners::{OwnerLimits, Owners};
 use crate::session::{Phase, Session};
 use crate::stats::Stats;
 use crate::watch::WatchHub;
@@ -102,6 +102,9 @@ struct Conn {
     /// Calls of this connection in flight: the reader takes one per frame, a batch one more
     /// per entry it runs beside the first.
     inflight: Arc<Semaphore>,
+    /// The cancellation of each request in flight, by id (as many as calls in flight):
+    /// `$/cancelRequest` trips it, handlers look at it (see [`crate::rpc::Cancel`]).
+    cancels: std::sync::Mutex<std::collections::HashMap<Id<'static>, CancellationToken>>,
 }
 
 /// A response ready to be queued, and the subscription machinery's wish to hear when it was.
@@ -177,6 +180,18 @@ fn batch_cut(id: Id<'static>, budget: usize, ran: bool) -> Box<RawValue> {
         Some(serde_json::json!({"limit": budget, "ran": ran})),
     );
     message::error_response(id, error)
+}
+
+/// Removes a request's cancellation from its connection when the request is done.
+struct CancelEntry<'a> {
+    conn: &'a Conn,
+    id: Id<'static>,
+}
+
+impl Drop for CancelEntry<'_> {
+    fn drop(&mut self) {
+        self.conn.cancels_lock().remove(&self.id);
+    }
 }
 
 /// An owned request, detached from the frame it came in, so it can move into a task.
@@ -371,12 +386,13 @@ async fn serve_inner(
     let (sink_tx, sink_rx) = mpsc::channel::<Box<RawValue>>(SINK_CAPACITY);
     let forwarder = tokio::spawn(forward(sink_rx, out.clone()).in_current_span());
 
-    let observations = Observations::with_sink(config.max_observed_files, shared.watch.sink(&session_id));
+    let limits = OwnerLimits { max_owners: config.max_owners, max_observed: config.max_observed_files };
+    let owners = Owners::new(session_id.clone(), limits, Some(shared.watch.clone()), shared.stats.clone());
     let session = Arc::new(Session::new(
         session_id.clone(),
         out.clone(),
         config.max_subscriptions,
-        observations,
+        owners,
         shared.stats.clone(),
     ));
     shared.watch.register(&session_id, Arc::downgrade(&session));
@@ -389,6 +405,7 @@ async fn serve_inner(
         sink: MethodSink::new_with_limit(sink_tx, max_response),
         out,
         inflight: inflight.clone(),
+        cancels: std::sync::Mutex::default(),
     });
     tracing::debug!("connection opened");
 
@@ -860,6 +877,10 @@ impl Conn {
                 if note.method == EXIT {
                     return Admission::Exit;
                 }
+                if note.method == CANCEL_REQUEST && phase == Phase::Ready {
+                    self.cancel(note.params);
+                    return Admission::Ignore;
+                }
                 if phase != Phase::Ready || self.shared.methods.method(&note.method).is_none() {
                     tracing::debug!(method = %note.method, ?phase, "notification ignored");
                     return Admission::Ignore;
@@ -899,6 +920,36 @@ impl Conn {
         }
     }
 
+    fn cancels_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<Id<'static>, CancellationToken>> {
+        self.cancels.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `$/cancelRequest` `{id}`: trips the cancellation of that request if it is in flight
+    /// (unknown ids and malformed params are ignored, as LSP asks of a notification).
+    fn cancel(&self, params: Option<&RawValue>) {
+        #[derive(serde::Deserialize)]
+        struct CancelParams<'a> {
+            #[serde(borrow)]
+            id: Id<'a>,
+        }
+        let Some(CancelParams { id }) =
+            params.and_then(|p| serde_json::from_str::<CancelParams<'_>>(p.get()).ok())
+        else {
+            tracing::debug!("$/cancelRequest without an id ignored");
+            return;
+        };
+        let id = id.into_owned();
+        match self.cancels_lock().get(&id) {
+            Some(token) => {
+                tracing::debug!(?id, "request cancelled by the client");
+                token.cancel();
+            }
+            None => tracing::debug!(?id, "$/cancelRequest for no request in flight"),
+        }
+    }
+
     /// Runs one call against the method table. A panic in a handler is answered as an internal
     /// error for that call alone.
     async fn run(&self, call: OwnedCall) -> Reply {
@@ -931,6 +982,12 @@ impl Conn {
         let params = Params::new(params.as_deref().map(RawValue::get)).into_owned();
         let mut extensions = Extensions::new();
         extensions.insert(self.session.clone());
+        let _cancel = (id != Id::Null).then(|| {
+            let token = CancellationToken::new();
+            self.cancels_lock().insert(id.clone(), token.clone());
+            extensions.insert(crate::rpc::Cancel(token));
+            CancelEntry { conn: self, id: id.clone() }
+        });
         let max_response = self.shared.config.max_frame_bytes;
         let conn_id = ConnectionId(self.conn_id);
         let response = match callback {
@@ -988,9 +1045,19 @@ mod tests {
             Arc::new(Shared::new(module.into(), Config::default(), stats.clone(), WatchHub::start(&files)));
         let (tx, _rx) = mpsc::channel(4);
         let out = Outgoing::new(tx.clone(), shared.outgoing.open());
-        let session = Arc::new(Session::new("t".into(), out.clone(), 4, Observations::new(16), stats));
+        let limits = OwnerLimits { max_owners: 4, max_observed: 16 };
+        let owners = Owners::new("t".into(), limits, None, stats.clone());
+        let session = Arc::new(Session::new("t".into(), out.clone(), 4, owners, stats));
         let inflight = Arc::new(Semaphore::new(4));
-        let conn = Conn { shared, session, conn_id: 1, sink: MethodSink::new(tx), out, inflight };
+        let conn = Conn {
+            shared,
+            session,
+            conn_id: 1,
+            sink: MethodSink::new(tx),
+            out,
+            inflight,
+            cancels: Default::default(),
+        };
         let call = |method: &str| OwnedCall { id: Id::Number(1), method: method.to_owned(), params: None };
         for method in ["boom", "boom/async"] {
             let reply = conn.run(call(method)).await;

@@ -18,6 +18,9 @@ fn params(root: &std::path::Path) -> InitializeParams {
         read_only: None,
         deny: None,
         read_max_bytes: None,
+        resumable: None,
+        resume: None,
+        dedup_reads: None,
     }
 }
 
@@ -46,6 +49,47 @@ async fn library_client_opens_a_session_and_reads_status() {
     assert_eq!(err.fs_code(), Some(FsErrorCode::NotFound), "{err}");
     let err = client.status().await.unwrap_err();
     assert!(matches!(err, ClientError::Rpc { code: -32002, .. }), "{err}");
+}
+
+#[tokio::test]
+async fn the_library_resumes_a_session_and_keeps_owners_apart() {
+    let daemon = Daemon::start(&[]);
+    let root = daemon.dir.path().canonicalize().unwrap();
+    let file = root.join("lib.txt");
+    std::fs::write(&file, "one\n").unwrap();
+    let path = file.display().to_string();
+    let resumable = InitializeParams { resumable: Some(true), ..params(&root) };
+    let (client, _) = Client::connect_session(&daemon.socket, resumable).await.unwrap();
+    for feature in ["owners", "dedupReads", "contextReset", "resume"] {
+        assert!(client.has_feature(feature), "{feature}: {:?}", client.features());
+    }
+    let token = client.resume_token().expect("a resume token").to_owned();
+    let read = filectx_protocol::ReadParams {
+        path: path.clone(),
+        owner: Some("sub".into()),
+        ..filectx_protocol::ReadParams::default()
+    };
+    client.file_read(read).await.unwrap();
+    assert!(client.file_stat_as(Some("sub"), &path).await.unwrap().fresh);
+    assert!(!client.file_stat(&path).await.unwrap().fresh, "the default owner read nothing");
+    client.context_reset(None).await.unwrap();
+    drop(client);
+
+    let resume = InitializeParams { resume: Some(token.clone()), ..params(&root) };
+    let (client, _) = Client::connect_session(&daemon.socket, resume).await.unwrap();
+    let edit = filectx_protocol::EditParams {
+        path: path.clone(),
+        old_string: "one".into(),
+        new_string: "two".into(),
+        replace_all: None,
+        owner: Some("sub".into()),
+    };
+    client.file_edit(edit).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "two\n");
+    drop(client);
+    let client = Client::connect(&daemon.socket).await.unwrap();
+    let err = client.initialize(InitializeParams { resume: Some(token), ..params(&root) }).await.unwrap_err();
+    assert!(err.is_resume_refused(), "{err}");
 }
 
 #[tokio::test]

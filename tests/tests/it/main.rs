@@ -18,6 +18,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod budgets;
+mod cancel;
 mod client;
 mod crash;
 mod faults;
@@ -27,6 +28,7 @@ mod huge;
 mod large;
 mod lifecycle;
 mod mcp;
+mod owners;
 mod policy;
 mod projection;
 mod sandbox;

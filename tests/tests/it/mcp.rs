@@ -555,3 +555,28 @@ fn no_daemon_at_start_is_exit_3_with_nothing_on_stdout() {
     assert!(stderr.contains("no daemon is listening"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn dedup_reads_is_off_unless_the_flag_turns_it_on() {
+    let (daemon, root) = project();
+    let content: String =
+        (1..=40).map(|i| format!("line {i} with enough text to be worth a short answer\n")).collect();
+    std::fs::write(root.join("long.txt"), content).unwrap();
+    let read = json!({"file_path": "long.txt"});
+
+    let mut plain = Bridge::start(&daemon.socket, &root, &[]);
+    plain.initialize("2025-06-18");
+    let first = text(&plain.tool("read", read.clone()));
+    assert_eq!(text(&plain.tool("read", read.clone())), first, "off by default");
+    plain.finish_ok();
+
+    let mut dedup = Bridge::start(&daemon.socket, &root, &["--dedup-reads"]);
+    dedup.initialize("2025-06-18");
+    assert_eq!(text(&dedup.tool("read", read.clone())), first);
+    let short = text(&dedup.tool("read", read.clone()));
+    assert!(short.starts_with("(Unchanged:") && short.contains("long.txt"), "{short}");
+    assert_eq!(text(&dedup.tool("read", read)), first, "asked again: the text");
+    let (status, stderr) = dedup.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("dedup"), "a daemon with dedupReads draws no note: {stderr}");
+}

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use filectx_protocol::{
     CallToolParams, CallToolResult, Capabilities, ChunkError, DaemonStatus, EditParams, EditResult, FileKind,
-    FileStatResult, Frame, FsEditParams, FsErrorCode, FsStatResult, FsWriteParams, InitializeResult, Limits,
-    LspCodec, PathParams, ReadParams, ReadResult, ResolveResult, STREAM_CHUNK_LINES, ServerInfo,
-    StreamTextParams, TextChunk, ToolContent, ToolName, ToolsListResult, WriteOperation, WriteParams,
-    WriteResult, methods, tools,
+    FileStatParams, FileStatResult, Frame, FsEditParams, FsErrorCode, FsStatResult, FsWriteParams,
+    InitializeResult, Limits, LspCodec, PathParams, ReadParams, ReadResult, ResolveResult,
+    STREAM_CHUNK_LINES, ServerInfo, StreamTextParams, TextChunk, ToolContent, ToolName, ToolsListResult,
+    WriteOperation, WriteParams, WriteResult, methods, tools,
 };
 use futures::{SinkExt, StreamExt};
 use serde::Serialize;
@@ -180,6 +180,7 @@ pub fn initialize_result() -> InitializeResult {
             max_batch_len: 100,
             max_concurrent_requests: 16,
         },
+        resume_token: None,
     }
 }
 
@@ -201,6 +202,9 @@ pub fn status() -> DaemonStatus {
         file_slots: 8,
         file_slots_busy: 0,
         file_slots_waiting: 0,
+        owners: 0,
+        parked_sessions: 0,
+        parked_bytes: 0,
     }
 }
 
@@ -411,7 +415,7 @@ pub fn standard(request: &Value) -> Vec<Out> {
             let all = p.replace_all.unwrap_or(false);
             answer(request, edit_result(&p.path, if all { 2 } else { 1 }, all))
         }),
-        Some("file/stat") => with::<PathParams>(request, |p| answer(request, file_stat(&p.path, true))),
+        Some("file/stat") => with::<FileStatParams>(request, |p| answer(request, file_stat(&p.path, true))),
         Some("fs/stat") => with::<PathParams>(request, |p| answer(request, fs_stat(&p.path))),
         Some("fs/resolve") => with::<PathParams>(request, |p| answer(request, resolve_result(&p.path))),
         _ if request.get("id").is_none() => return Vec::new(),
