@@ -51,6 +51,7 @@
 //!     tools: None,
 //!     read_only: None,
 //!     deny: None,
+//!     read_max_bytes: None,
 //!     resumable: None,
 //!     resume: None,
 //!     dedup_reads: None,
@@ -188,8 +189,12 @@ struct SessionInfo {
 }
 
 /// The `initialize` options that need a feature: (field on the wire, feature).
-const INITIALIZE_FEATURES: [(&str, &str); 3] =
-    [("resumable", features::RESUME), ("resume", features::RESUME), ("dedupReads", features::DEDUP_READS)];
+const INITIALIZE_FEATURES: [(&str, &str); 4] = [
+    ("resumable", features::RESUME),
+    ("resume", features::RESUME),
+    ("dedupReads", features::DEDUP_READS),
+    ("readMaxBytes", features::READ_MAX_BYTES),
+];
 
 /// The feature `params` relies on, if the daemon refused `initialize` for not knowing one of its
 /// fields (an older daemon refuses unknown fields).
@@ -200,6 +205,7 @@ fn refused_feature(params: &InitializeParams, error: &ClientError) -> Option<&'s
     let asked = |field: &str| match field {
         "resumable" => params.resumable.is_some(),
         "resume" => params.resume.is_some(),
+        "readMaxBytes" => params.read_max_bytes.is_some(),
         _ => params.dedup_reads.is_some(),
     };
     INITIALIZE_FEATURES
@@ -326,7 +332,8 @@ impl Client {
     /// Some(token)` takes over the observations of the ended session that token belongs to
     /// (within the daemon's grace period; a file changed meanwhile is still refused as stale);
     /// `dedup_reads: Some(true)` makes the `read` tool answer a repeated read of unchanged lines
-    /// with one short line.
+    /// with one short line; `read_max_bytes: Some(n)` sets the session's `read` tool budget
+    /// (the result's `limits.read_max_bytes` says what it got).
     ///
     /// # Errors
     /// [`ClientError::Unsupported`] when the daemon refused one of those options because it does
@@ -458,19 +465,28 @@ impl Client {
 
     /// `file/read` (**file-context layer**: records what the session observed): a window of
     /// lines of a text file. Records the file's version for this session, which lets it then
-    /// overwrite or edit the file; any window counts.
+    /// overwrite or edit the file; any window counts. Lines come whole, unless
+    /// `params.max_line_chars` asks to cut longer ones (reading only their prefix; listed in
+    /// `truncated_lines`); a window stops before it would hold more than the daemon's
+    /// `limits.max_window_bytes` (then `truncated_by_bytes`: continue after its last line).
     ///
     /// `params.owner` names the owner whose observation it uses (a sub-agent sharing this
     /// session); absent, the session's default owner.
     ///
     /// # Errors
-    /// [`ClientError::Unsupported`] when `params.owner` is set and the daemon lacks `owners`;
-    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_FOUND`, `FS_NOT_REGULAR_FILE`,
-    /// `FS_NOT_TEXT` (binary or not UTF-8), `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
-    /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT` (e.g. an offset past the end: the message says
-    /// how many lines the file has), `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
+    /// [`ClientError::Unsupported`] when `params.owner` is set and the daemon lacks `owners`, or
+    /// `params.max_line_chars` and it lacks `wholeLines`;
+    /// [`ClientError::Rpc`] whose [`ClientError::fs_code`] is `FS_NOT_FOUND` (also an offset past
+    /// the end: `data.totalLines` says how many lines the file has), `FS_NOT_REGULAR_FILE`,
+    /// `FS_NOT_TEXT` (binary or not UTF-8), `FS_TOO_LARGE` (also a first line longer than
+    /// `limits.max_window_bytes`: cut it with `max_line_chars`), `FS_PERMISSION_DENIED`,
+    /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT`, `FS_BUSY` or `FS_IO`; any error of
+    /// [`Client::request`].
     pub async fn file_read(&self, params: ReadParams) -> Result<ReadResult, ClientError> {
         self.require_owner(params.owner.as_deref())?;
+        if params.max_line_chars.is_some() {
+            self.require(features::WHOLE_LINES)?;
+        }
         self.request(methods::FILE_READ, &params).await
     }
 
@@ -563,8 +579,9 @@ impl Client {
         self.request(methods::FS_STAT, PathParams { path: path.to_owned() }).await
     }
 
-    /// `fs/readText` (**provider layer**: records nothing): a window of lines, as
-    /// [`Client::file_read`], but the session observes nothing, so a later
+    /// `fs/readText` (**provider layer**: records nothing): a window of whole lines, as
+    /// [`Client::file_read`] without `max_line_chars` (which it refuses with
+    /// `FS_INVALID_ARGUMENT`), but the session observes nothing, so a later
     /// [`Client::file_edit`] or tool edit of the file still fails with `FS_NOT_OBSERVED`. Use
     /// the result's `version` with [`Client::fs_write_text`] or [`Client::fs_edit_text`].
     ///
@@ -607,7 +624,9 @@ impl Client {
     /// from line `params.offset` (default 1) to its end, as chunks of `params.chunk_lines` lines
     /// (default [`filectx_protocol::STREAM_CHUNK_LINES`], at most 2000), all from the version
     /// the file had when the stream started. Lines are as [`Client::fs_read_text`] shows them:
-    /// no terminators, cut at 2000 characters (listed in each chunk's `truncated_lines`).
+    /// whole, without terminators; a chunk ends early rather than hold more than the daemon's
+    /// `limits.max_window_bytes`, and a single longer line ends the stream with an
+    /// `FS_TOO_LARGE` error item ([`ClientError::StreamFailed`]).
     ///
     /// **Order.** The [`TextStream`] yields the chunks in file order, each starting where the
     /// previous one ended (checked), up to the chunk whose `done` is true; then it ends. Every
@@ -631,9 +650,9 @@ impl Client {
     ///
     /// # Errors
     /// Before anything is streamed: [`ClientError::Rpc`] whose [`ClientError::fs_code`] is
-    /// `FS_NOT_FOUND`, `FS_NOT_REGULAR_FILE`, `FS_NOT_TEXT`, `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`,
-    /// `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT` (e.g. an offset past the end, or `chunk_lines`
-    /// 0), `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
+    /// `FS_NOT_FOUND` (also an offset past the end), `FS_NOT_REGULAR_FILE`, `FS_NOT_TEXT`,
+    /// `FS_TOO_LARGE`, `FS_PERMISSION_DENIED`, `FS_OUTSIDE_ROOT`, `FS_INVALID_ARGUMENT` (e.g. an
+    /// offset or `chunk_lines` of 0), `FS_BUSY` or `FS_IO`; any error of [`Client::request`].
     pub async fn stream_text(&self, params: StreamTextParams) -> Result<TextStream, ClientError> {
         let first_line = params.offset.unwrap_or(1);
         let encoded = Params::new(&params).map_err(ClientError::Encode)?;

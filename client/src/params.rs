@@ -61,6 +61,7 @@ mod tests {
             tools: None,
             read_only: Some(true),
             deny: None,
+            read_max_bytes: None,
             resumable: None,
             resume: None,
             dedup_reads: None,

@@ -25,10 +25,9 @@ Config file:
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, resume_grace,
-  max_parked_sessions, max_parked_bytes). A flag beats the file; the
-  max_snapshot_bytes, max_snapshot_file_bytes, allowed_roots, deny_read, deny_write,
-  refuse_multi_link_writes). A flag beats the file; the
-  file beats the default. An unknown key
+  max_parked_sessions, max_parked_bytes, max_snapshot_bytes, max_snapshot_file_bytes,
+  max_window_bytes, read_max_bytes). A flag beats the file; the file beats the default. An
+  unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
 Sandbox:
@@ -218,6 +217,14 @@ pub struct Args {
     /// Largest file version kept for those diffs; a stale refusal of a bigger file shows no diff [default: 1 MiB]
     #[arg(long, value_name = "BYTES")]
     pub max_snapshot_file_bytes: Option<u64>,
+
+    /// Most bytes of line text one file/read, fs/readText or fs/streamText chunk returns: lines come whole, a window stops before this, and a single longer line is FS_TOO_LARGE (the read tool cuts long lines instead) [default: --max-frame-bytes / 8, 8 MiB; at least 1024, at most --max-frame-bytes]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_window_bytes: Option<u64>,
+
+    /// Most bytes of text one read tool answer holds (numbered lines and footer), for sessions that do not set readMaxBytes in initialize [default: 51200; at least 1024, at most --max-window-bytes]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub read_max_bytes: Option<u64>,
 }
 
 /// The config file's keys: the flags' names with `_`. Every key is optional.
@@ -294,6 +301,10 @@ pub struct FileConfig {
     pub max_snapshot_bytes: Option<u64>,
     /// See `--max-snapshot-file-bytes`.
     pub max_snapshot_file_bytes: Option<u64>,
+    /// See `--max-window-bytes`.
+    pub max_window_bytes: Option<u64>,
+    /// See `--read-max-bytes`.
+    pub read_max_bytes: Option<u64>,
 }
 
 /// Why the configuration could not be put together.
@@ -404,6 +415,10 @@ pub struct Settings {
     pub max_snapshot_bytes: u64,
     /// Largest file version kept for them, bytes.
     pub max_snapshot_file_bytes: u64,
+    /// Most bytes of line text in one window of whole lines.
+    pub max_window_bytes: u64,
+    /// The read tool's default budget, bytes.
+    pub read_max_bytes: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -530,6 +545,8 @@ impl Args {
             "max_parked_bytes" => self.max_parked_bytes.is_some(),
             "max_snapshot_bytes" => self.max_snapshot_bytes.is_some(),
             "max_snapshot_file_bytes" => self.max_snapshot_file_bytes.is_some(),
+            "max_window_bytes" => self.max_window_bytes.is_some(),
+            "read_max_bytes" => self.read_max_bytes.is_some(),
             _ => false,
         }
     }
@@ -547,6 +564,48 @@ impl Args {
         let socket = match self.socket.clone().or(file.socket.clone()) {
             Some(path) => path,
             None => default_socket(),
+        };
+        let max_frame_bytes =
+            match self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(DEFAULT_MAX_FRAME_BYTES as u64) {
+                n if n >= 1024 => n,
+                n => {
+                    return Err(SettingsError::Value {
+                        key: "max_frame_bytes",
+                        value: n.to_string(),
+                        origin: String::new(),
+                        why: "must be at least 1024",
+                    });
+                }
+            };
+        let max_window_bytes = match self
+            .max_window_bytes
+            .or(file.max_window_bytes)
+            .unwrap_or((max_frame_bytes / 8).max(1024))
+        {
+            n if (1024..=max_frame_bytes).contains(&n) => n,
+            n => {
+                return Err(SettingsError::Value {
+                    key: "max_window_bytes",
+                    value: n.to_string(),
+                    origin: String::new(),
+                    why: "must be at least 1024 and at most max_frame_bytes",
+                });
+            }
+        };
+        let read_max_bytes = match self
+            .read_max_bytes
+            .or(file.read_max_bytes)
+            .unwrap_or(defaults.read_max_bytes.min(max_window_bytes))
+        {
+            n if (1024..=max_window_bytes).contains(&n) => n,
+            n => {
+                return Err(SettingsError::Value {
+                    key: "read_max_bytes",
+                    value: n.to_string(),
+                    origin: String::new(),
+                    why: "must be at least 1024 and at most max_window_bytes",
+                });
+            }
         };
         Ok(Settings {
             socket,
@@ -568,21 +627,7 @@ impl Args {
                 "max_connections",
                 self.max_connections.or(file.max_connections).unwrap_or(defaults.max_connections as u64),
             )?,
-            max_frame_bytes: match self
-                .max_frame_bytes
-                .or(file.max_frame_bytes)
-                .unwrap_or(DEFAULT_MAX_FRAME_BYTES as u64)
-            {
-                n if n >= 1024 => n,
-                n => {
-                    return Err(SettingsError::Value {
-                        key: "max_frame_bytes",
-                        value: n.to_string(),
-                        origin: String::new(),
-                        why: "must be at least 1024",
-                    });
-                }
-            },
+            max_frame_bytes,
             max_batch: at_least_one(
                 "max_batch",
                 self.max_batch.or(file.max_batch).unwrap_or(defaults.max_batch_len as u64),
@@ -703,6 +748,8 @@ impl Args {
                 .max_snapshot_file_bytes
                 .or(file.max_snapshot_file_bytes)
                 .unwrap_or(service.max_snapshot_file_bytes as u64),
+            max_window_bytes,
+            read_max_bytes,
             config_file,
         })
     }
@@ -782,6 +829,7 @@ impl Settings {
                 max_hash_bytes: self.max_hash_bytes,
                 max_snapshot_bytes: size(self.max_snapshot_bytes),
                 max_snapshot_file_bytes: size(self.max_snapshot_file_bytes),
+                max_window_bytes: self.max_window_bytes,
                 ..defaults.files.clone()
             },
             allowed_roots: self.allowed_roots.clone(),
@@ -792,6 +840,7 @@ impl Settings {
             resume_grace: Duration::from_secs_f64(self.resume_grace),
             max_parked_sessions: size(self.max_parked_sessions),
             max_parked_bytes: size(self.max_parked_bytes),
+            read_max_bytes: self.read_max_bytes,
             ..defaults
         }
     }

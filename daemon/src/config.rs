@@ -59,6 +59,9 @@ pub struct Config {
     /// Most file operations running at once on the blocking pool, shared fairly between
     /// sessions (see [`crate::rpc::slots`]).
     pub file_slots: usize,
+    /// The `read` tool's budget, in bytes, of a session that does not ask for its own
+    /// (`readMaxBytes`): numbered lines and footer. At most `files.max_window_bytes`.
+    pub read_max_bytes: u64,
     /// Most named owners (`owner` on `tools/call` and `file/*`) per session; a new one past it
     /// is refused with `FS_INVALID_ARGUMENT`.
     pub max_owners: usize,
@@ -122,6 +125,7 @@ impl Default for Config {
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),
             file_slots: default_file_slots(),
+            read_max_bytes: filectx_protocol::tools::DEFAULT_READ_MAX_BYTES,
             max_owners: crate::owners::DEFAULT_MAX_OWNERS,
             resume_grace: Duration::from_secs(crate::resume::DEFAULT_RESUME_GRACE_SECS),
             max_parked_sessions: crate::resume::DEFAULT_MAX_PARKED_SESSIONS as usize,

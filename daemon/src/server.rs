@@ -96,6 +96,8 @@ pub async fn run(
             .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
             .collect(),
         deny: crate::context::deny::DenyRules::daemon(&config.deny_read, &config.deny_write)?,
+        read_max_bytes: config.read_max_bytes,
+        max_window_bytes: config.files.max_window_bytes,
     };
     let methods = crate::rpc::methods(config.clone(), stats.clone(), files, watch.clone(), policy)?;
     let shared = Arc::new(Shared::new(methods, config.clone(), stats.clone(), watch));

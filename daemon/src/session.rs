@@ -18,6 +18,7 @@ use crate::owners::Owners;
 use crate::resume::{Digest, ParkStore};
 use crate::stats::Stats;
 use crate::transport::budget::{Outgoing, Refused};
+use filectx_protocol::tools::{DEFAULT_READ_MAX_BYTES, MIN_READ_MAX_BYTES};
 use filectx_protocol::{ClientInfo, InitializeParams, ToolName};
 use jsonrpsee::core::server::BoundedSubscriptions;
 use serde::Serialize;
@@ -35,12 +36,27 @@ pub enum Phase {
 }
 
 /// What the daemon allows every session (from its configuration).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SessionPolicy {
     /// Folders roots must lie in (canonical); empty: anywhere but `/` itself.
     pub allowed_roots: Vec<PathBuf>,
     /// The daemon's deny rules.
     pub deny: DenyRules,
+    /// The `read` tool's budget of a session that does not ask for its own.
+    pub read_max_bytes: u64,
+    /// The most a session may ask for as its `readMaxBytes` (the daemon's window cap).
+    pub max_window_bytes: u64,
+}
+
+impl Default for SessionPolicy {
+    fn default() -> Self {
+        Self {
+            allowed_roots: Vec::new(),
+            deny: DenyRules::default(),
+            read_max_bytes: DEFAULT_READ_MAX_BYTES,
+            max_window_bytes: crate::context::DEFAULT_MAX_WINDOW_BYTES,
+        }
+    }
 }
 
 /// What `initialize` established, validated and canonicalised.
@@ -62,6 +78,8 @@ pub struct SessionOptions {
     /// Whether every root is on a local filesystem, so warm reads may run on an async worker
     /// (never on NFS and the like, where a `stat` can hang).
     pub local_roots: bool,
+    /// Most bytes of text one `read` tool answer holds (`readMaxBytes`).
+    pub read_max_bytes: u64,
     /// Whether the `read` tool answers a repeated read of unchanged lines with one short line.
     pub dedup_reads: bool,
 }
@@ -124,6 +142,18 @@ pub enum SessionError {
     /// A deny rule of the session does not parse.
     #[error(transparent)]
     BadRule(#[from] crate::context::deny::BadRule),
+    /// `readMaxBytes` is outside what the daemon allows.
+    #[error(
+        "readMaxBytes {value} is out of range: it must be from {min} to {max} (the daemon's max_window_bytes)"
+    )]
+    ReadMaxBytes {
+        /// The value asked for.
+        value: u64,
+        /// The smallest allowed.
+        min: u64,
+        /// The largest allowed.
+        max: u64,
+    },
     /// `initialize` was already answered on this connection.
     #[error("this session is already initialized; `initialize` may be sent once per connection")]
     AlreadyInitialized,
@@ -139,7 +169,7 @@ impl SessionError {
             | Self::CwdOutsideRoots { path }
             | Self::RootNotAllowed { path, .. }
             | Self::Io { path, .. } => Some(path),
-            Self::NoRoots | Self::AlreadyInitialized | Self::BadRule(_) => None,
+            Self::NoRoots | Self::AlreadyInitialized | Self::BadRule(_) | Self::ReadMaxBytes { .. } => None,
         }
     }
 }
@@ -224,6 +254,17 @@ impl SessionOptions {
             Some(own) => policy.deny.with(&own.read, &own.write, Origin::Session)?,
             None => policy.deny.clone(),
         };
+        let read_max_bytes = match params.read_max_bytes {
+            None => policy.read_max_bytes,
+            Some(value) if (MIN_READ_MAX_BYTES..=policy.max_window_bytes).contains(&value) => value,
+            Some(value) => {
+                return Err(SessionError::ReadMaxBytes {
+                    value,
+                    min: MIN_READ_MAX_BYTES,
+                    max: policy.max_window_bytes,
+                });
+            }
+        };
         Ok(Self {
             local_roots,
             roots,
@@ -232,6 +273,7 @@ impl SessionOptions {
             read_only: params.read_only.unwrap_or(false),
             deny,
             client: params.client_info,
+            read_max_bytes,
             dedup_reads: params.dedup_reads.unwrap_or(false),
         })
     }
@@ -391,6 +433,7 @@ mod tests {
             tools: None,
             read_only: None,
             deny: None,
+            read_max_bytes: None,
             resumable: None,
             resume: None,
             dedup_reads: None,

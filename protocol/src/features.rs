@@ -6,6 +6,15 @@
 /// `FS_ABORTED` result).
 pub const CANCEL_REQUEST: &str = "cancelRequest";
 
+/// The `read` tool's text is the design's projection: capped at the session's `readMaxBytes`
+/// (`initialize`; `limits.readMaxBytes` says what the session got), three footers, cut lines
+/// marked `... (line truncated to 2000 chars)`, an offset past the end `FS_NOT_FOUND`.
+pub const READ_MAX_BYTES: &str = "readMaxBytes";
+
+/// `file/read`, `fs/readText` and `fs/streamText` return lines whole, bounded in bytes
+/// (`limits.maxWindowBytes`: a window stops before it, a single longer line is `FS_TOO_LARGE`);
+/// `file/read` cuts only when given `maxLineChars`.
+pub const WHOLE_LINES: &str = "wholeLines";
 /// `tools/call` and `file/*` take an optional `owner`: observations (and the dedup record) are
 /// kept per (session, owner), and `file/didChange` names the owner whose record went stale.
 pub const OWNERS: &str = "owners";

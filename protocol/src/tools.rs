@@ -6,8 +6,12 @@ use serde_json::{Value, json};
 
 /// Most lines a read returns, and its default window.
 pub const READ_LINE_LIMIT: u32 = 2000;
-/// Longest line (in characters) a read shows before cutting it.
+/// Longest line (in characters) the `read` tool shows before cutting it.
 pub const READ_LINE_MAX_CHARS: u32 = 2000;
+/// Default budget of one `read` tool answer, in bytes (`readMaxBytes`): 50 KiB.
+pub const DEFAULT_READ_MAX_BYTES: u64 = 50 * 1024;
+/// Smallest `readMaxBytes` a session may ask for.
+pub const MIN_READ_MAX_BYTES: u64 = 1024;
 
 /// One of the three model-facing tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -65,8 +69,10 @@ pub struct ToolDescriptor {
 
 const READ_DESCRIPTION: &str = "Read a text file. Returns lines numbered from 1 (`cat -n` style: \
 line number, tab, line), then a footer saying which lines were shown and the offset to continue \
-with. By default up to 2000 lines from the start; use `offset` (1-based line number) and `limit` \
-to read another window of a long file. Lines longer than 2000 characters are cut and marked. \
+with. By default up to 2000 lines from the start (also the most one read returns) and at most the \
+session's output budget (50 KiB by default): a longer window stops at the last line that fits. \
+Use `offset` (1-based line number) and `limit` to read another window of a long file. Lines \
+longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. \
 Reading any window of a file records its current version for this session: writing an existing \
 file or editing it requires such a read of the unchanged file first.";
 
@@ -91,7 +97,7 @@ pub fn descriptor(tool: ToolName) -> ToolDescriptor {
                 "properties": {
                     "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the session's working folder."},
                     "offset": {"type": "integer", "minimum": 1, "description": "1-based line number to start reading at. Default 1."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": READ_LINE_LIMIT, "description": "Most lines to return. Default and maximum 2000."}
+                    "limit": {"type": "integer", "minimum": 1, "description": "Most lines to return. Default 2000; a larger limit is capped at 2000."}
                 },
                 "required": ["file_path"],
                 "additionalProperties": false

@@ -41,6 +41,11 @@ pub struct InitializeParams {
     /// Deny rules of this session, added to the daemon's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deny: Option<DenyParams>,
+    /// Most bytes of text one `read` tool answer holds (numbered lines and footer); default the
+    /// daemon's `--read-max-bytes` (51200), at least 1024, at most the daemon's
+    /// `maxWindowBytes`. `limits.readMaxBytes` reports what the session got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_max_bytes: Option<u64>,
     /// When true, the result carries a `resumeToken` with which a later `initialize` (after
     /// this session ended) may take over this session's observations (feature `resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,8 +106,15 @@ pub struct Capabilities {
 pub struct Limits {
     /// Most lines one read returns (and the default window).
     pub read_line_limit: u32,
-    /// Longest line (in characters) a read shows before cutting it.
+    /// Longest line (in characters) the `read` tool shows before cutting it.
     pub read_line_max_chars: u32,
+    /// Most bytes of text one `read` tool answer holds (this session's `readMaxBytes`).
+    #[serde(default)]
+    pub read_max_bytes: u64,
+    /// Most bytes of line text one `file/read`, `fs/readText` or `fs/textChunk` holds: a window
+    /// stops before it (`partial`), a single longer line is `FS_TOO_LARGE`.
+    #[serde(default)]
+    pub max_window_bytes: u64,
     /// Largest frame body, in bytes, either direction.
     pub max_frame_bytes: u64,
     /// Most entries in one batch.
@@ -272,7 +284,7 @@ impl CallToolResult {
 }
 
 /// Parameters of `file/read` and `fs/readText`: a window of lines.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadParams {
     /// Absolute, or relative to the session's cwd.
@@ -283,6 +295,11 @@ pub struct ReadParams {
     /// Most lines; default and maximum 2000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// `file/read` only: cut lines longer than this many characters (listed in
+    /// `truncatedLines`; only a prefix of such a line is read). Without it lines are whole.
+    /// `fs/readText` always returns whole lines and refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_line_chars: Option<u32>,
     /// `file/read` only: whose observation the read records; absent: the session's default
     /// owner. Feature `owners`. (`fs/readText` records nothing and refuses it.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -300,14 +317,18 @@ pub struct ReadResult {
     /// 1-based number of the first line in `lines`.
     pub start_line: u64,
     /// The lines, without line terminators (`\r\n` shown as a line end), a leading BOM
-    /// not shown; lines over the character cap are cut (see `truncatedLines`).
+    /// not shown; whole, unless `maxLineChars` asked to cut them (see `truncatedLines`).
     pub lines: Vec<String>,
     /// Lines in the whole file.
     pub total_lines: u64,
     /// Whether lines of the file lie outside this window.
     pub partial: bool,
-    /// 1-based numbers of the lines in this window that were cut at the character cap.
+    /// 1-based numbers of the lines in this window that were cut at `maxLineChars`.
     pub truncated_lines: Vec<u64>,
+    /// Whether the window stopped before the asked lines because the next line would have
+    /// taken it past `limits.maxWindowBytes` (continue at `startLine` + the lines shown).
+    #[serde(default)]
+    pub truncated_by_bytes: bool,
 }
 
 /// Parameters of `file/write`.
@@ -563,16 +584,16 @@ pub struct TextChunk {
     pub version: String,
     /// 1-based number of the first line in `lines`.
     pub start_line: u64,
-    /// The lines (as `file/read` shows them: no terminators, no `\r`, cut at 2000 characters).
+    /// The lines, whole (as `file/read` shows them: no terminators, no `\r`). A chunk holds
+    /// at most `limits.maxWindowBytes` of them: it ends early before a line that would pass
+    /// that; a single longer line ends the stream with an `FS_TOO_LARGE` error item.
     pub lines: Vec<String>,
-    /// 1-based numbers of lines in this chunk that were cut.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub truncated_lines: Vec<u64>,
     /// Lines in the whole file.
     pub total_lines: u64,
     /// Whether this is the last chunk.
     pub done: bool,
-    /// Present on a last chunk that ends the stream early (the file changed: `FS_STALE_VERSION`).
+    /// Present on a last chunk that ends the stream early (the file changed:
+    /// `FS_STALE_VERSION`; a line over `limits.maxWindowBytes`: `FS_TOO_LARGE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ChunkError>,
 }

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use filectx_daemon::context::deny::DenyRules;
 use filectx_daemon::context::{DEFAULT_MAX_OBSERVED, Observations};
-use filectx_daemon::context::{Files, FilesConfig, RootDir, Scope};
+use filectx_daemon::context::{DEFAULT_MAX_WINDOW_BYTES, Files, FilesConfig, RootDir, Scope, WindowRequest};
 use filectx_daemon::listen::{self, FolderPolicy};
 use filectx_daemon::watch::WatchHub;
 use serde_json::{Value, json};
@@ -1491,7 +1491,7 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
         let files = service.context(Scope { roots: &roots, cwd: &set.root }, &observed, false, &no_deny);
         for file in set.files.iter() {
             files
-                .read(&file.path, Some(1), WINDOW)
+                .read(&file.path, &WindowRequest::whole(1, WINDOW, DEFAULT_MAX_WINDOW_BYTES))
                 .map_err(|e| format!("in-process read {}: {e}", file.path))?;
         }
     }
@@ -1524,7 +1524,10 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
                             let offset = 1 + rng.below(file.lines - WINDOW + 1);
                             let t0 = Instant::now();
                             let view = files
-                                .read(&file.path, Some(offset), WINDOW)
+                                .read(
+                                    &file.path,
+                                    &WindowRequest::whole(offset, WINDOW, DEFAULT_MAX_WINDOW_BYTES),
+                                )
                                 .map_err(|e| format!("in-process read {}: {e}", file.path))?;
                             std::hint::black_box(&view);
                             drop(view);

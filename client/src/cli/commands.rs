@@ -4,7 +4,6 @@
 use std::io::Write as _;
 
 use filectx_client::{Client, ClientError};
-use filectx_protocol::tools::READ_LINE_MAX_CHARS;
 use filectx_protocol::{
     EditParams, FsErrorCode, PathParams, ReadParams, StreamTextParams, ToolName, WriteOperation, WriteParams,
     methods,
@@ -90,14 +89,13 @@ async fn read_tool(client: &Client, params: ReadParams) -> anyhow::Result<String
     Ok(text)
 }
 
-/// `fs/streamText`: writes each chunk's lines to stdout as it arrives, one line and a newline
-/// each, and flushes; a closed stdout cancels the stream and ends the command successfully. At
-/// the end, a note on stderr says how many of the written lines were cut.
+/// `fs/streamText`: writes each chunk's lines (whole: the daemon never cuts them) to stdout as
+/// it arrives, one line and a newline each, and flushes; a closed stdout cancels the stream and
+/// ends the command successfully.
 async fn cat(client: &Client, params: StreamTextParams) -> anyhow::Result<()> {
     let mut stream = client.stream_text(params).await?;
-    let mut cut = 0;
     let mut text = String::new();
-    let result = loop {
+    loop {
         let chunk = match stream.next().await {
             Some(Ok(chunk)) => chunk,
             Some(Err(error)) => break Err(error.into()),
@@ -116,28 +114,21 @@ async fn cat(client: &Client, params: StreamTextParams) -> anyhow::Result<()> {
             stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
         };
         match written {
-            Ok(()) => cut += chunk.truncated_lines.len(),
+            Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
                 stream.cancel().await;
                 break Ok(());
             }
             Err(error) => break Err(anyhow::Error::new(error).context("cannot write to stdout")),
         }
-    };
-    if cut > 0 {
-        let (lines, were) = if cut == 1 { ("line", "was") } else { ("lines", "were") };
-        eprintln!(
-            "filectx: {cut} {lines} {were} longer than {READ_LINE_MAX_CHARS} characters and {were} cut"
-        );
     }
-    result
 }
 
 /// Records the file's current version for this session: a one-line `file/read` (any window
 /// counts), so that the write or edit that follows is allowed.
 pub(crate) async fn observe(client: &Client, path: &str) -> Result<(), ClientError> {
     client
-        .file_read(ReadParams { path: path.to_owned(), offset: None, limit: Some(1), owner: None })
+        .file_read(ReadParams { path: path.to_owned(), limit: Some(1), ..ReadParams::default() })
         .await
         .map(drop)
 }

@@ -82,10 +82,11 @@ Stream a text file of any size to stdout, its lines as they are, from one versio
 
 Each line is written as the daemon shows it (without \\r, a leading BOM left out), followed by a \
 newline, and stdout is flushed after every chunk, so `filectx cat big.log | head` shows the first \
-lines at once; a closed stdout stops the stream and is not an error. Lines longer than 2000 \
-characters are cut; a note on stderr at the end says how many. All lines come from the version \
-the file had when the stream started: if the file changes meanwhile, the stream stops with \
-FS_STALE_VERSION (exit 4) after the lines already written.";
+lines at once; a closed stdout stops the stream and is not an error. Lines are written whole, \
+however long; a single line longer than the daemon's --max-window-bytes (8 MiB by default) stops \
+the stream with FS_TOO_LARGE (exit 4) after the lines already written. All lines come from the \
+version the file had when the stream started: if the file changes meanwhile, the stream stops \
+with FS_STALE_VERSION (exit 4) after the lines already written.";
 
 /// Help of `write`, after its one-line summary.
 pub(crate) const WRITE_LONG_ABOUT: &str = "\

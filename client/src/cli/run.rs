@@ -131,6 +131,7 @@ impl Session {
             tools: None,
             read_only: None,
             deny: None,
+            read_max_bytes: None,
             resumable: None,
             resume: None,
             dedup_reads: None,
@@ -180,6 +181,7 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
                 path: args.path.clone(),
                 offset: args.offset,
                 limit: args.limit,
+                max_line_chars: None,
                 owner: None,
             })
         }

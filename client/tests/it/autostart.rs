@@ -160,6 +160,7 @@ fn params(root: &Path) -> TestResult<InitializeParams> {
         tools: None,
         read_only: None,
         deny: None,
+        read_max_bytes: None,
         resumable: None,
         resume: None,
         dedup_reads: None,

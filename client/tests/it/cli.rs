@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use filectx_protocol::{FsErrorCode, WriteOperation};
+use filectx_protocol::{ChunkError, FsErrorCode, TextChunk, WriteOperation};
 use serde_json::{Value, json};
 
 use crate::support::{self, FakeDaemon, TestResult, method_names, text};
@@ -675,43 +675,48 @@ async fn cat_an_empty_file_writes_nothing() -> TestResult {
 }
 
 #[tokio::test]
-async fn cat_notes_cut_lines_once_at_the_end() -> TestResult {
-    let long = "x".repeat(2000);
-    let script = move |cuts: &'static [&'static [u64]]| {
-        let long = long.clone();
-        move |request: &Value| match request["method"].as_str() {
-            Some("fs/streamText") => {
-                let mut out = vec![support::subscribed(request, "s")];
-                for (index, cut) in cuts.iter().enumerate() {
-                    let start = 1 + 2 * index as u64;
-                    let mut chunk = support::chunk(
-                        start,
-                        &[&long, "short"],
-                        2 * cuts.len() as u64,
-                        index + 1 == cuts.len(),
-                    );
-                    chunk.truncated_lines = cut.to_vec();
-                    out.push(support::chunk_out("s", &chunk));
-                }
-                out
-            }
-            _ => support::standard(request),
+async fn cat_writes_long_lines_whole_and_stops_at_a_line_too_large() -> TestResult {
+    // Since protocol 2 streams carry whole lines: a 5,000-character line is written as it is,
+    // with nothing said about it.
+    let long = "x".repeat(5000);
+    let chunks = [support::chunk(1, &[&long, "short"], 3, false), support::chunk(3, &[&long], 3, true)];
+    let daemon = FakeDaemon::start(move |request: &Value| match request["method"].as_str() {
+        Some("fs/streamText") => {
+            let mut out = vec![support::subscribed(request, "s")];
+            out.extend(chunks.iter().map(|chunk| support::chunk_out("s", chunk)));
+            out
         }
-    };
+        _ => support::standard(request),
+    })?;
     let cwd = tempfile::tempdir()?;
-    let daemon = FakeDaemon::start(script(&[&[1], &[], &[5]]))?;
     let out = against(&daemon, &["cat", "wide.csv", "--chunk-lines", "2"], cwd.path()).await?;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert_eq!(out.stdout.len(), 3 * (2000 + 1 + 5 + 1), "{out:?}");
-    let stderr = text(&out.stderr);
-    assert_eq!(stderr, "filectx: 2 lines were longer than 2000 characters and were cut\n");
-    assert_clean_stderr(&stderr);
+    assert!(text(&out.stdout) == format!("{}\nshort\n{}\n", "x".repeat(5000), "x".repeat(5000)));
+    assert!(out.stderr.is_empty(), "{out:?}");
     daemon.received().await?;
 
-    let daemon = FakeDaemon::start(script(&[&[1]]))?;
-    let out = against(&daemon, &["cat", "wide.csv"], cwd.path()).await?;
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert_eq!(text(&out.stderr), "filectx: 1 line was longer than 2000 characters and was cut\n");
+    // A line over the daemon's window cap ends the stream with an FS_TOO_LARGE item.
+    let too_large = TextChunk {
+        error: Some(ChunkError {
+            code: FsErrorCode::TooLarge,
+            message: "line 2 is 9000000 bytes, over the limit of 8388608 bytes one chunk may hold".to_owned(),
+        }),
+        ..support::chunk(2, &[], 2, true)
+    };
+    let daemon = FakeDaemon::start(move |request: &Value| match request["method"].as_str() {
+        Some("fs/streamText") => vec![
+            support::subscribed(request, "s"),
+            support::chunk_out("s", &support::chunk(1, &["one"], 2, false)),
+            support::chunk_out("s", &too_large),
+        ],
+        _ => support::standard(request),
+    })?;
+    let out = against(&daemon, &["cat", "min.js"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(text(&out.stdout), "one\n");
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("filectx: FS_TOO_LARGE: line 2 is 9000000 bytes"), "{stderr}");
+    assert_clean_stderr(&stderr);
     daemon.received().await?;
     Ok(())
 }

@@ -21,6 +21,7 @@ fn params() -> InitializeParams {
         resumable: None,
         resume: None,
         dedup_reads: None,
+        read_max_bytes: None,
     }
 }
 
@@ -43,7 +44,7 @@ fn daemon_with(features: &'static [&'static str]) -> TestResult<FakeDaemon> {
 /// A fake daemon of an older build: it refuses unknown `initialize` fields, as filectxd does.
 fn old_daemon() -> TestResult<FakeDaemon> {
     FakeDaemon::start(|request| {
-        let new_field = ["resumable", "resume", "dedupReads"]
+        let new_field = ["resumable", "resume", "dedupReads", "readMaxBytes"]
             .into_iter()
             .find(|field| request["method"] == "initialize" && request["params"].get(*field).is_some());
         match new_field {
@@ -79,7 +80,7 @@ async fn owner_and_context_reset_wait_for_their_features() -> TestResult {
         other => panic!("expected Unsupported({want}), got {other:?}"),
     };
     unsupported(client.call_tool_as(Some("sub"), "read", json!({"file_path": "a.rs"})).await.err(), "owners");
-    let read = ReadParams { path: "a.rs".into(), offset: None, limit: None, owner: Some("sub".into()) };
+    let read = ReadParams { path: "a.rs".into(), owner: Some("sub".into()), ..ReadParams::default() };
     unsupported(client.file_read(read).await.err(), "owners");
     unsupported(client.file_stat_as(Some("sub"), "a.rs").await.err(), "owners");
     unsupported(client.context_reset(None).await.err(), "contextReset");
@@ -127,6 +128,7 @@ async fn an_old_daemon_refusing_a_new_initialize_field_is_unsupported() -> TestR
         (InitializeParams { dedup_reads: Some(true), ..params() }, features::DEDUP_READS),
         (InitializeParams { resumable: Some(true), ..params() }, features::RESUME),
         (InitializeParams { resume: Some("t".into()), ..params() }, features::RESUME),
+        (InitializeParams { read_max_bytes: Some(4096), ..params() }, features::READ_MAX_BYTES),
     ] {
         match client.initialize(asked).await {
             Err(ClientError::Unsupported { feature: got }) => assert_eq!(got, feature),
@@ -138,6 +140,30 @@ async fn an_old_daemon_refusing_a_new_initialize_field_is_unsupported() -> TestR
     assert_eq!(client.resume_token(), None);
     drop(client);
     daemon.received().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn max_line_chars_waits_for_whole_lines_and_read_max_bytes_goes_on_the_wire() -> TestResult {
+    let daemon = daemon_with(&[])?;
+    let client = Client::connect(&daemon.socket).await?;
+    client.initialize(params()).await?;
+    let cut = ReadParams { path: "a.rs".into(), max_line_chars: Some(80), ..ReadParams::default() };
+    match client.file_read(cut.clone()).await {
+        Err(ClientError::Unsupported { feature }) => assert_eq!(feature, features::WHOLE_LINES),
+        other => panic!("expected Unsupported(wholeLines), got {other:?}"),
+    }
+    drop(client);
+    assert_eq!(methods_of(&daemon.received().await?), ["initialize"], "nothing refused was sent");
+
+    let daemon = daemon_with(&[features::WHOLE_LINES, features::READ_MAX_BYTES])?;
+    let client = Client::connect(&daemon.socket).await?;
+    client.initialize(InitializeParams { read_max_bytes: Some(4096), ..params() }).await?;
+    client.file_read(cut).await?;
+    drop(client);
+    let received = daemon.received().await?;
+    assert_eq!(received[0]["params"]["readMaxBytes"], 4096);
+    assert_eq!(received[1]["params"], json!({"path": "a.rs", "maxLineChars": 80}));
     Ok(())
 }
 

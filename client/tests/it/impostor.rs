@@ -338,6 +338,7 @@ fn params(root: &Path) -> InitializeParams {
         tools: None,
         read_only: None,
         deny: None,
+        read_max_bytes: None,
         resumable: None,
         resume: None,
         dedup_reads: None,

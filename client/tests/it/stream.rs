@@ -24,6 +24,7 @@ fn params() -> InitializeParams {
         tools: None,
         read_only: Some(true),
         deny: None,
+        read_max_bytes: None,
         resumable: None,
         resume: None,
         dedup_reads: None,

@@ -21,6 +21,7 @@ fn params() -> InitializeParams {
         tools: None,
         read_only: Some(true),
         deny: None,
+        read_max_bytes: None,
         resumable: None,
         resume: None,
         dedup_reads: None,
@@ -225,7 +226,8 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
     assert_eq!(tool, support::tool_result(support::READ_TEXT));
     assert_eq!(tool.text(), support::READ_TEXT);
 
-    let read = ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1), owner: None };
+    let read =
+        ReadParams { path: "a.rs".to_owned(), offset: Some(2), limit: Some(1), ..ReadParams::default() };
     assert_eq!(client.file_read(read.clone()).await?, support::read_result("a.rs"));
     let write = WriteParams { path: "b.rs".to_owned(), content: "x\n".to_owned(), owner: None };
     assert_eq!(client.file_write(write).await?, support::write_result("b.rs", WriteOperation::Update));
@@ -241,7 +243,7 @@ async fn the_file_and_fs_methods_send_their_wire_names_and_params() -> TestResul
 
     assert_eq!(client.fs_resolve("c/../a.rs").await?, support::resolve_result("c/../a.rs"));
     assert_eq!(client.fs_stat("a.rs").await?, support::fs_stat("a.rs"));
-    let window = ReadParams { path: "/tmp/project/a.rs".to_owned(), offset: None, limit: None, owner: None };
+    let window = ReadParams { path: "/tmp/project/a.rs".to_owned(), ..ReadParams::default() };
     assert_eq!(client.fs_read_text(window).await?, support::read_result("/tmp/project/a.rs"));
     let write = FsWriteParams {
         path: "d.rs".to_owned(),

@@ -22,6 +22,8 @@ use crate::provider::{Expectation, Provider, Resolved, Stat};
 
 /// Whether a write keeps the replaced file's BOM and CRLF endings.
 pub use crate::provider::Conventions;
+/// The default cap on a window's bytes.
+pub use crate::provider::DEFAULT_MAX_WINDOW_BYTES;
 /// What a path names.
 pub use crate::provider::Kind;
 /// The file service's settings (part of the daemon's `Config`).
@@ -36,8 +38,9 @@ pub use crate::provider::Version;
 pub use crate::provider::edit::{
     InvalidEdit, NulAt, REGION_LINE_MAX_CHARS, Region as EditRegion, Replacement,
 };
-/// A window of lines, as the layers above see it, and the longest line it holds uncut.
-pub use crate::provider::index::{LINE_MAX_CHARS, Window as Lines};
+/// A window of lines as the layers above see it, what a read asks for, and a line too long
+/// for a window.
+pub use crate::provider::index::{Oversized, Window as Lines, WindowRequest};
 /// Arms the test-only crash points (feature `failpoints`).
 #[cfg(feature = "failpoints")]
 pub use crate::provider::leftovers::arm as arm_crash_points;
@@ -247,12 +250,12 @@ impl<'a> FileContext<'a> {
         Ok(target)
     }
 
-    /// Reads a window and records the file's version for this session.
-    pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
+    /// Reads the window `request` asks for and records the file's version for this session.
+    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
         let target = self.target(path, Access::Read)?;
         let outcome = match self.cold {
-            None => self.provider.read(&target, offset, limit)?,
-            Some(cold) => match self.provider.read_cached(&target, offset, limit) {
+            None => self.provider.read(&target, request)?,
+            Some(cold) => match self.provider.read_cached(&target, request) {
                 Some(outcome) => outcome?,
                 None => {
                     cold.set(true);
@@ -427,7 +430,7 @@ mod tests {
         assert_eq!(a.edit("f.txt", &edit("one", "1")).unwrap().replacements, 1, "own write refreshes");
         assert!(matches!(b.edit("f.txt", &edit("two", "2")), Err(ContextError::NotObserved { .. })));
         assert!(matches!(b.write("f.txt", "x"), Err(ContextError::NotObserved { .. })));
-        b.read("f.txt", Some(2), 1).unwrap();
+        b.read("f.txt", &WindowRequest::whole(2, 1, u64::MAX)).unwrap();
         b.edit("f.txt", &edit("two", "2")).unwrap();
         assert!(!a.stat("f.txt").unwrap().fresh());
         // Stale is reported before matching; the change is shown (a wrote the version it last
@@ -441,7 +444,7 @@ mod tests {
         assert!(a.stat("f.txt").unwrap().fresh() && b.stat("f.txt").unwrap().fresh());
         assert_eq!(a.edit("f.txt", &edit("1", "one")).unwrap().replacements, 1, "no read needed");
         assert!(!b.stat("f.txt").unwrap().fresh());
-        b.read("f.txt", None, 10).unwrap();
+        b.read("f.txt", &WindowRequest::whole(1, 10, u64::MAX)).unwrap();
 
         let ro = FileContext::new(&provider, scope, &b_obs, true);
         assert!(matches!(ro.edit("f.txt", &edit("2", "two")), Err(ContextError::ReadOnly { .. })));

@@ -4,7 +4,7 @@
 use super::deny::Access;
 use super::{
     ContextError, Conventions, EditView, FileContext, FileError, ReadView, Replacement, Resolved, Snapshot,
-    Stat, Version, WriteView,
+    Stat, Version, WindowRequest, WriteView,
 };
 use crate::provider::Expectation;
 
@@ -41,9 +41,9 @@ impl Unrecorded<'_> {
     }
 
     /// A window, recorded nowhere.
-    pub fn read(&self, path: &str, offset: Option<u64>, limit: u64) -> Result<ReadView, ContextError> {
+    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
         let target = self.files.target(path, Access::Read)?;
-        let outcome = self.files.provider.read(&target, offset, limit)?;
+        let outcome = self.files.provider.read(&target, request)?;
         Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }
 

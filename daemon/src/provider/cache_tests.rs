@@ -4,7 +4,13 @@
 
 use std::time::Duration;
 
+use super::index::WindowRequest;
 use super::{Provider, ProviderConfig, Resolved};
+
+/// Lines `offset..offset + limit`, whole.
+fn w(offset: u64, limit: u64) -> WindowRequest {
+    WindowRequest::whole(offset, limit, u64::MAX)
+}
 
 /// A file older than the racy window, so the version the provider computes is trusted.
 fn aged_files(names: &[&str]) -> (tempfile::TempDir, Vec<Resolved>) {
@@ -29,14 +35,14 @@ fn warm_reads_come_from_the_open_file_and_notice_changes() {
     let (_dir, targets) = aged_files(&["a.txt"]);
     let a = &targets[0];
     let provider = provider(16);
-    assert!(provider.read_cached(a, None, 10).is_none(), "nothing is warm before a first read");
-    let first = provider.read(a, None, 10).expect("read");
+    assert!(provider.read_cached(a, &w(1, 10)).is_none(), "nothing is warm before a first read");
+    let first = provider.read(a, &w(1, 10)).expect("read");
     assert_eq!(provider.open_files(), 1);
-    let warm = provider.read_cached(a, Some(2), 10).expect("warm").expect("read");
+    let warm = provider.read_cached(a, &w(2, 10)).expect("warm").expect("read");
     assert_eq!(warm.version, first.version);
     assert_eq!(warm.window.lines, vec!["a.txt two".to_owned()]);
     assert!(matches!(
-        provider.read_cached(a, Some(9), 1),
+        provider.read_cached(a, &w(9, 1)),
         Some(Err(super::ProviderError::OffsetPastEnd { total_lines: 2, .. }))
     ));
 
@@ -44,8 +50,8 @@ fn warm_reads_come_from_the_open_file_and_notice_changes() {
     let fresh = a.path.with_extension("new");
     std::fs::write(&fresh, "changed\n").expect("write");
     std::fs::rename(&fresh, &a.path).expect("rename");
-    assert!(provider.read_cached(a, None, 10).is_none());
-    let after = provider.read(a, None, 10).expect("read");
+    assert!(provider.read_cached(a, &w(1, 10)).is_none());
+    let after = provider.read(a, &w(1, 10)).expect("read");
     assert_eq!(after.window.lines, vec!["changed".to_owned()]);
     assert_ne!(after.version, first.version);
 }
@@ -55,17 +61,20 @@ fn open_files_stay_within_their_budget_and_idle_entries_are_swept() {
     let (_dir, targets) = aged_files(&["a.txt", "b.txt", "c.txt"]);
     let provider = provider(2);
     for target in &targets {
-        provider.read(target, None, 10).expect("read");
+        provider.read(target, &w(1, 10)).expect("read");
     }
     assert_eq!(provider.cached_files(), 3);
     assert_eq!(provider.open_files(), 2, "the third entry is cached without its file");
     // Beyond the budget a file is still read correctly, just not from a kept file.
-    assert!(provider.read_cached(&targets[2], None, 10).is_none());
-    assert_eq!(provider.read(&targets[2], None, 1).expect("read").window.lines, vec!["c.txt one".to_owned()]);
+    assert!(provider.read_cached(&targets[2], &w(1, 10)).is_none());
+    assert_eq!(
+        provider.read(&targets[2], &w(1, 1)).expect("read").window.lines,
+        vec!["c.txt one".to_owned()]
+    );
 
     // First sweep: everything was used since the start, nothing goes.
     assert_eq!(provider.sweep_idle(), 0);
-    provider.read(&targets[0], None, 10).expect("read");
+    provider.read(&targets[0], &w(1, 10)).expect("read");
     // Second sweep: only what was used during the period stays.
     assert_eq!(provider.sweep_idle(), 2);
     assert_eq!(provider.cached_files(), 1);

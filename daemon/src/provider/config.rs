@@ -39,7 +39,15 @@ pub struct ProviderConfig {
     pub max_snapshot_bytes: usize,
     /// Largest version kept there (and largest file a stale refusal diffs).
     pub max_snapshot_file_bytes: usize,
+    /// Most bytes of line text one window holds (`file/read`, `fs/readText`, a stream's chunk):
+    /// a window of whole lines stops before it, and a single line longer than it is
+    /// `FS_TOO_LARGE`. Every read's own budget is capped at it.
+    pub max_window_bytes: u64,
 }
+
+/// Default of [`ProviderConfig::max_window_bytes`]: 8 MiB, an eighth of the default frame cap
+/// (room for JSON escaping).
+pub const DEFAULT_MAX_WINDOW_BYTES: u64 = 8 * 1024 * 1024;
 
 impl Default for ProviderConfig {
     fn default() -> Self {
@@ -58,6 +66,7 @@ impl Default for ProviderConfig {
             max_hash_bytes: 64 * 1024 * 1024 * 1024,
             max_snapshot_bytes: 64 * 1024 * 1024,
             max_snapshot_file_bytes: 1024 * 1024,
+            max_window_bytes: DEFAULT_MAX_WINDOW_BYTES,
         }
     }
 }

@@ -78,6 +78,19 @@ pub enum ProviderError {
         /// Which rule, and how to change it.
         why: String,
     },
+    /// A line is longer than the most one answer may hold (whole lines are never cut unless
+    /// the caller asks).
+    #[error("line {line} of {path} is {size} bytes, over the limit of {limit} bytes one read may return")]
+    LineTooLarge {
+        /// The path.
+        path: String,
+        /// The line's 1-based number.
+        line: u64,
+        /// Its length in bytes.
+        size: u64,
+        /// The cap.
+        limit: u64,
+    },
     /// The requested first line lies past the end of the file.
     #[error("offset {offset} is past the end of {path}, which has {total_lines} lines")]
     OffsetPastEnd {
@@ -158,6 +171,7 @@ impl ProviderError {
             | Self::Refused { path, .. }
             | Self::NotText { path, .. }
             | Self::TooLarge { path, .. }
+            | Self::LineTooLarge { path, .. }
             | Self::PermissionDenied { path }
             | Self::OffsetPastEnd { path, .. }
             | Self::StaleVersion { path, .. }

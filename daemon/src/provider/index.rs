@@ -20,13 +20,11 @@ pub const CHECKPOINT_LINES: u64 = 64;
 /// Every block of this many bytes that holds a line start holds a checkpoint.
 pub const CHECKPOINT_BLOCK: u64 = 1024 * 1024;
 
-/// Lines of a window longer than this many characters are cut to it (the protocol advertises
-/// the same number as `limits.readLineMaxChars`; `tools/render.rs` checks they agree).
-pub const LINE_MAX_CHARS: u32 = 2000;
-
-/// The longest prefix of a line, in bytes, that can hold `LINE_MAX_CHARS` characters plus
-/// one more (to know whether the line was cut) and a trailing `\r`.
-const LINE_PREFIX_BYTES: usize = (LINE_MAX_CHARS as usize + 1) * 4 + 1;
+/// The longest prefix of a line, in bytes, that can hold `chars` characters plus one more (to
+/// know whether the line was cut) and a trailing `\r`: what a window keeps of a line it cuts.
+fn prefix_bytes(chars: u32) -> usize {
+    (chars as usize + 1) * 4 + 1
+}
 
 /// Why a file is not text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,22 +437,72 @@ impl ByteSource for std::fs::File {
     }
 }
 
+/// What a window asks for: which lines, whether long lines are cut, and how many bytes it may
+/// hold. Lines come back whole unless `max_line_chars` says otherwise; the byte budget is what
+/// bounds a window of whole lines (see [`window`]).
+#[derive(Debug, Clone, Copy)]
+pub struct WindowRequest {
+    /// 1-based number of the first line.
+    pub offset: u64,
+    /// Most lines.
+    pub limit: u64,
+    /// Lines longer than this many characters are cut to it, and only a prefix of them is read
+    /// (a huge line is never loaded whole just to be cut); `None`: lines are returned whole.
+    pub max_line_chars: Option<u32>,
+    /// Most bytes the window may hold: its lines' UTF-8 bytes plus what `overhead` adds for
+    /// each. The window stops before a line that would pass it.
+    pub max_bytes: u64,
+    /// Bytes the caller will add around line `n` (`cut`: whether the line was cut), counted
+    /// against `max_bytes` (a projection's numbering and marks).
+    pub overhead: fn(n: u64, cut: bool) -> u64,
+    /// When the first line alone passes `max_bytes`: cut it to fit (`true`), or return no
+    /// lines and say so in [`Window::oversized`] (`false`).
+    pub fit_first: bool,
+}
+
+impl WindowRequest {
+    /// Lines `offset..offset + limit`, whole, at most `max_bytes` of them.
+    pub fn whole(offset: u64, limit: u64, max_bytes: u64) -> Self {
+        Self { offset, limit, max_line_chars: None, max_bytes, overhead: |_, _| 0, fit_first: false }
+    }
+
+    /// The same request with lines over `chars` characters cut (`None`: whole lines).
+    pub fn cut_at(self, chars: Option<u32>) -> Self {
+        Self { max_line_chars: chars, ..self }
+    }
+}
+
+/// A first line too long for its window's byte budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Oversized {
+    /// Its 1-based number.
+    pub line: u64,
+    /// Its length in bytes (without its line terminator).
+    pub bytes: u64,
+}
+
 /// A window of decoded lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Window {
     /// 1-based number of the first line.
     pub start_line: u64,
-    /// The lines, without terminators and `\r`, cut at the character cap.
+    /// The lines, without terminators and `\r`; whole unless the request cut them.
     pub lines: Vec<String>,
-    /// 1-based numbers of the lines that were cut.
+    /// 1-based numbers of the lines that were cut (at the character cap, or to fit).
     pub truncated: Vec<u64>,
     /// Lines in the whole file.
     pub total_lines: u64,
+    /// Whether the window stopped before its last asked line (and before the end of the file)
+    /// because the next line would have passed the byte budget.
+    pub capped: bool,
+    /// Set, with no lines, when the first line alone passes the byte budget and the request
+    /// did not ask to cut it to fit.
+    pub oversized: Option<Oversized>,
 }
 
-/// Decodes one line's leading bytes: drop a trailing `\r`, cut at the character cap.
-fn decode_line(bytes: &[u8], full_len: u64) -> Result<(String, bool), NotText> {
-    let cut_by_read = full_len > bytes.len() as u64;
+/// Decodes one line's leading bytes: drop a trailing `\r` (unless the line goes on past
+/// `bytes`: `cut_by_read`), cut at `max_chars` characters. Says whether the line was cut.
+fn decode_line(bytes: &[u8], cut_by_read: bool, max_chars: Option<u32>) -> Result<(String, bool), NotText> {
     let mut bytes = bytes;
     if !cut_by_read && bytes.last() == Some(&b'\r') {
         bytes = &bytes[..bytes.len() - 1];
@@ -467,14 +515,26 @@ fn decode_line(bytes: &[u8], full_len: u64) -> Result<(String, bool), NotText> {
         }
         Err(e) => return Err(NotText::InvalidUtf8(e.valid_up_to() as u64)),
     };
+    let Some(max) = max_chars else {
+        return Ok((text.to_owned(), cut_by_read));
+    };
     // No more bytes than the cap means no more characters than the cap: skip counting.
-    if text.len() <= LINE_MAX_CHARS as usize {
+    if text.len() <= max as usize {
         return Ok((text.to_owned(), cut_by_read));
     }
-    match text.char_indices().nth(LINE_MAX_CHARS as usize) {
+    match text.char_indices().nth(max as usize) {
         Some((at, _)) => Ok((text[..at].to_owned(), true)),
         None => Ok((text.to_owned(), cut_by_read)),
     }
+}
+
+/// Cuts `text` to at most `bytes` bytes, at a character boundary.
+fn cut_to_bytes(text: &mut String, bytes: u64) {
+    let mut at = usize::try_from(bytes).unwrap_or(usize::MAX).min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    text.truncate(at);
 }
 
 /// How many bytes to ask a source for at once.
@@ -542,16 +602,54 @@ fn line_start<S: ByteSource + ?Sized>(
     Ok(pos)
 }
 
-/// Cuts lines `offset..offset + limit` out of `source` using `index`. An `offset` past the
-/// end gives no lines.
+/// The length of line `n` (of `total`), which starts at `start` and of which `seen` bytes are
+/// known not to hold its end: a jump to the next line's checkpoint when there is one, else a
+/// scan for its newline (nothing is kept).
+fn line_length<S: ByteSource + ?Sized>(
+    cursor: &mut Cursor<'_, S>,
+    index: &LineIndex,
+    n: u64,
+    total: u64,
+    start: u64,
+    seen: u64,
+) -> std::io::Result<u64> {
+    if let Some(next) = index.exact(n + 1) {
+        return Ok(next - 1 - start);
+    }
+    let mut len = seen;
+    loop {
+        let rest = cursor.at(start + len)?;
+        if rest.is_empty() {
+            // End of file without a final newline.
+            return if n < total { Err(eof()) } else { Ok(len) };
+        }
+        match memchr::memchr(b'\n', rest) {
+            Some(i) => return Ok(len + i as u64),
+            None => len += rest.len() as u64,
+        }
+    }
+}
+
+/// Cuts the lines `request` asks for out of `source` using `index`: at most `limit` lines
+/// from `offset`, stopping before a line that would take the window past `max_bytes` (then
+/// `capped`). An `offset` past the end gives no lines. A line longer than `max_line_chars`
+/// is cut, and only a prefix of it is read; whole lines are read only as far as the budget
+/// could hold them, so no line is ever held in memory beyond the budget.
 pub fn window<S: ByteSource + ?Sized>(
     source: &S,
     index: &LineIndex,
-    offset: u64,
-    limit: u64,
+    request: &WindowRequest,
 ) -> std::io::Result<Window> {
+    let &WindowRequest { offset, limit, max_line_chars, max_bytes, overhead, fit_first } = request;
     let total = index.total_lines;
-    let mut out = Window { start_line: offset, lines: Vec::new(), truncated: Vec::new(), total_lines: total };
+    let mut out = Window {
+        start_line: offset,
+        lines: Vec::new(),
+        truncated: Vec::new(),
+        total_lines: total,
+        capped: false,
+        oversized: None,
+    };
     if total == 0 || offset == 0 || offset > total || limit == 0 {
         return Ok(out);
     }
@@ -564,42 +662,84 @@ pub fn window<S: ByteSource + ?Sized>(
     let guess = lines.saturating_mul(average).saturating_mul(5) / 4 + 512;
     let mut cursor = Cursor::new(source, usize::try_from(guess).unwrap_or(READ_AHEAD));
     let mut pos = line_start(&mut cursor, index, offset)?;
+    out.lines.reserve(usize::try_from(last + 1 - offset).unwrap_or(0).min(256));
+    // A cut line keeps a prefix long enough for its characters.
+    let prefix_cap = max_line_chars.map(prefix_bytes);
+    let mut used = 0u64;
     for n in offset..=last {
-        // Read the line: keep its first LINE_PREFIX_BYTES, find its end.
+        let remaining = max_bytes.saturating_sub(used);
+        // How much of the line to keep: a cut line's prefix; of a whole line, what the budget
+        // could hold plus a `\r` and one byte more (which shows that it does not fit).
+        let keep =
+            prefix_cap.unwrap_or_else(|| usize::try_from(remaining.saturating_add(2)).unwrap_or(usize::MAX));
+        // Read the line, or as much of it as is kept.
         let mut prefix: Vec<u8> = Vec::new();
-        let mut len = 0u64;
+        let mut seen = 0u64;
+        let mut ended = false;
+        let mut decoded = None;
         loop {
-            let rest = cursor.at(pos + len)?;
+            let rest = cursor.at(pos + seen)?;
             if rest.is_empty() {
                 // End of file without a final newline.
                 if n < total {
                     return Err(eof());
                 }
+                ended = true;
                 break;
             }
-            let (body, ended) = match memchr::memchr(b'\n', rest) {
+            let (body, found) = match memchr::memchr(b'\n', rest) {
                 Some(i) => (&rest[..i], true),
                 None => (rest, false),
             };
-            let room = LINE_PREFIX_BYTES.saturating_sub(prefix.len());
-            prefix.extend_from_slice(&body[..body.len().min(room)]);
-            len += body.len() as u64;
-            if ended {
+            if found && seen == 0 && body.len() <= keep {
+                // The usual case: the whole line lies in the chunk at hand.
+                decoded = Some(decode_line(body, false, max_line_chars).map_err(invalid)?);
+                seen = body.len() as u64;
+                ended = true;
                 break;
             }
-            // A very long line: jump to the next line's checkpoint when there is one.
-            if prefix.len() >= LINE_PREFIX_BYTES
-                && let Some(next) = index.exact(n + 1)
-            {
-                len = next - 1 - pos;
+            let room = keep.saturating_sub(prefix.len());
+            prefix.extend_from_slice(&body[..body.len().min(room)]);
+            seen += body.len() as u64;
+            if found {
+                ended = true;
+                break;
+            }
+            if prefix.len() >= keep {
                 break;
             }
         }
-        let (line, cut) = decode_line(&prefix, len).map_err(invalid)?;
+        let (mut text, mut cut) = match decoded {
+            Some(decoded) => decoded,
+            None => {
+                decode_line(&prefix, !ended || seen > prefix.len() as u64, max_line_chars).map_err(invalid)?
+            }
+        };
+        // A whole line that was not read whole is longer than the budget.
+        let too_long = max_line_chars.is_none() && cut;
+        let cost = (text.len() as u64).saturating_add(overhead(n, cut));
+        if !too_long && cost <= remaining {
+            used += cost;
+        } else if out.lines.is_empty() && fit_first {
+            cut_to_bytes(&mut text, remaining.saturating_sub(overhead(n, true)));
+            cut = true;
+            out.capped = n < last;
+        } else if out.lines.is_empty() {
+            let bytes = if ended { seen } else { line_length(&mut cursor, index, n, total, pos, seen)? };
+            out.oversized = Some(Oversized { line: n, bytes });
+            break;
+        } else {
+            out.capped = true;
+            break;
+        }
         if cut {
             out.truncated.push(n);
         }
-        out.lines.push(line);
+        out.lines.push(text);
+        if out.capped || n == last {
+            break;
+        }
+        let len = if ended { seen } else { line_length(&mut cursor, index, n, total, pos, seen)? };
         pos += len + 1;
     }
     Ok(out)
@@ -609,9 +749,18 @@ pub fn window<S: ByteSource + ?Sized>(
 mod tests {
     use super::*;
 
-    fn lines(text: &[u8], offset: u64, limit: u64) -> Window {
+    /// Whole lines, with no byte budget to speak of.
+    fn req(offset: u64, limit: u64) -> WindowRequest {
+        WindowRequest::whole(offset, limit, u64::MAX)
+    }
+
+    fn cut(text: &[u8], request: &WindowRequest) -> Window {
         let (_, index) = Scanner::scan(text);
-        window(text, &index.unwrap(), offset, limit).unwrap()
+        window(text, &index.unwrap(), request).unwrap()
+    }
+
+    fn lines(text: &[u8], offset: u64, limit: u64) -> Window {
+        cut(text, &req(offset, limit))
     }
 
     #[test]
@@ -638,13 +787,82 @@ mod tests {
     }
 
     #[test]
-    fn long_lines_are_cut_at_the_character_cap() {
+    fn long_lines_are_whole_unless_a_character_cap_is_asked() {
         let long = "é".repeat(2500);
         let text = format!("short\n{long}\n{}\r\n", "x".repeat(2000));
         let w = lines(text.as_bytes(), 1, 3);
+        assert_eq!(w.lines[1], long, "whole");
+        assert!(w.truncated.is_empty() && !w.capped && w.oversized.is_none());
+        let w = cut(text.as_bytes(), &req(1, 3).cut_at(Some(2000)));
         assert_eq!(w.lines[1].chars().count(), 2000);
         assert_eq!(w.lines[2].len(), 2000, "exactly the cap plus \\r is not cut");
         assert_eq!(w.truncated, vec![2]);
+    }
+
+    #[test]
+    fn a_window_of_whole_lines_stops_before_its_byte_budget() {
+        let text = "aaaa\nbbbb\r\ncccc\ndd\n";
+        // 4 + 4 bytes fit in 9, the third line does not.
+        let w = cut(text.as_bytes(), &WindowRequest::whole(1, 10, 9));
+        assert_eq!((w.lines.clone(), w.capped), (vec!["aaaa".to_owned(), "bbbb".to_owned()], true));
+        // Exactly full: the \r does not count, and reaching the last asked line is not capped.
+        let w = cut(text.as_bytes(), &WindowRequest::whole(2, 2, 8));
+        assert_eq!((w.lines.clone(), w.capped), (vec!["bbbb".to_owned(), "cccc".to_owned()], false));
+        // A first line over the budget: no lines, its size reported.
+        let w = cut(text.as_bytes(), &WindowRequest::whole(2, 2, 3));
+        assert!(w.lines.is_empty());
+        assert_eq!(w.oversized, Some(Oversized { line: 2, bytes: 5 }));
+        // Unless asked to cut it to fit, counting what the caller adds per line.
+        let request = WindowRequest {
+            fit_first: true,
+            overhead: |_, cut| if cut { 2 } else { 1 },
+            ..WindowRequest::whole(3, 5, 4)
+        };
+        let w = cut(text.as_bytes(), &request);
+        assert_eq!((w.lines.clone(), w.truncated.clone(), w.capped), (vec!["cc".to_owned()], vec![3], true));
+        // Whole lines and overhead: "dd" costs 3 with its overhead of 1.
+        let request = WindowRequest { overhead: |_, _| 1, ..WindowRequest::whole(3, 5, 8) };
+        let w = cut(text.as_bytes(), &request);
+        assert_eq!((w.lines.clone(), w.capped), (vec!["cccc".to_owned(), "dd".to_owned()], false));
+        // Cut to fit at a character boundary.
+        let w = cut("ééé\n".as_bytes(), &WindowRequest { fit_first: true, ..WindowRequest::whole(1, 1, 5) });
+        assert_eq!((w.lines.clone(), w.capped), (vec!["éé".to_owned()], false));
+    }
+
+    /// A source that counts the bytes it hands out.
+    struct Counting<'a>(&'a [u8], std::sync::atomic::AtomicU64);
+
+    impl ByteSource for Counting<'_> {
+        fn chunk_at(&self, offset: u64, max: usize) -> std::io::Result<Cow<'_, [u8]>> {
+            let start = usize::try_from(offset).unwrap().min(self.0.len());
+            let end = start.saturating_add(max).min(self.0.len());
+            self.1.fetch_add((end - start) as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok(Cow::Borrowed(&self.0[start..end]))
+        }
+    }
+
+    #[test]
+    fn a_huge_line_is_never_read_whole_to_be_cut_or_refused() {
+        let huge = "y".repeat(4 << 20);
+        let index = Scanner::scan(huge.as_bytes()).1.unwrap();
+        let source = Counting(huge.as_bytes(), Default::default());
+        let read = || source.1.swap(0, std::sync::atomic::Ordering::Relaxed);
+        let w = window(&source, &index, &req(1, 2000).cut_at(Some(2000))).unwrap();
+        assert_eq!((w.lines[0].len(), w.truncated.clone()), (2000, vec![1]));
+        let bytes = read();
+        assert!(bytes <= READ_AHEAD as u64, "one read for the prefix, not the line: {bytes}");
+        let w = window(&source, &index, &WindowRequest::whole(1, 2000, 1 << 20)).unwrap();
+        assert_eq!(w.oversized, Some(Oversized { line: 1, bytes: 4 << 20 }));
+        // Its length is learnt by reading on, but nothing past the budget is kept.
+        assert!(w.lines.is_empty());
+        read();
+        let two = format!("{huge}\nz\n");
+        let index = Scanner::scan(two.as_bytes()).1.unwrap();
+        let source = Counting(two.as_bytes(), Default::default());
+        let w = window(&source, &index, &req(1, 2).cut_at(Some(10))).unwrap();
+        assert_eq!(w.lines, ["y".repeat(10), "z".to_owned()]);
+        let bytes = source.1.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(bytes <= READ_AHEAD as u64 + 2, "the next line's checkpoint is jumped to: {bytes}");
     }
 
     #[test]
@@ -701,7 +919,7 @@ mod tests {
             let expected = format!("line {} é", n - 1);
             for index in [&a, &b, &c] {
                 assert_eq!(
-                    window(data.as_slice(), index, n, 1).unwrap().lines,
+                    window(data.as_slice(), index, &req(n, 1)).unwrap().lines,
                     std::slice::from_ref(&expected),
                     "line {n}"
                 );
@@ -719,7 +937,7 @@ mod tests {
         let (_, index) = Scanner::scan(text.as_bytes());
         let index = index.unwrap();
         assert!(index.checkpoints.len() <= 4, "{:?}", index.checkpoints);
-        let w = window(text.as_bytes(), &index, 2, 3).unwrap();
+        let w = window(text.as_bytes(), &index, &req(2, 3).cut_at(Some(2000))).unwrap();
         assert_eq!(w.lines[0].len(), 2000);
         assert_eq!(&w.lines[1..], ["b", "c"]);
         assert_eq!(w.truncated, vec![2]);

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 pub use self::beneath::{Root, RootDir};
 use self::budget::MapBudget;
 use self::cache::Cache;
-pub use self::config::ProviderConfig;
+pub use self::config::{DEFAULT_MAX_WINDOW_BYTES, ProviderConfig};
 pub use self::error::ProviderError;
 use self::leftovers::Leftovers;
 use self::lock::PathLocks;

@@ -11,7 +11,7 @@ use std::sync::{Arc, PoisonError};
 use super::budget::Reservation;
 use super::cache::Entry;
 use super::error::io_error;
-use super::index::{self, Scanner};
+use super::index::{self, Oversized, Scanner, Window, WindowRequest};
 use super::mmap::{self, Mapped};
 use super::snapshot::Body;
 use super::version;
@@ -269,19 +269,16 @@ impl Provider {
         })
     }
 
-    /// Reads lines `offset..offset + limit` (1-based; `None` means 1) of a text file.
-    pub fn read(
-        &self,
-        target: &Resolved,
-        offset: Option<u64>,
-        limit: u64,
-    ) -> Result<ReadOutcome, ProviderError> {
-        if let Some(answer) = self.read_cached(target, offset, limit) {
+    /// Reads the window `request` asks for (see [`index::window`]) of a text file. Its byte
+    /// budget is never more than `max_window_bytes`; a first line over it is `LineTooLarge`
+    /// (unless the request cuts it to fit), an offset past the end `OffsetPastEnd`.
+    pub fn read(&self, target: &Resolved, request: &WindowRequest) -> Result<ReadOutcome, ProviderError> {
+        if let Some(answer) = self.read_cached(target, request) {
             return answer;
         }
         for _ in 0..READ_ATTEMPTS {
             let snapshot = self.snapshot(target)?;
-            if let Some(mut outcome) = self.cut(target, &snapshot, offset, limit)? {
+            if let Some(mut outcome) = self.cut(target, &snapshot, request)? {
                 // A small file was just read whole: its bytes go with the answer, uncopied.
                 outcome.bytes = snapshot.into_bytes();
                 return Ok(outcome);
@@ -302,17 +299,18 @@ impl Provider {
     pub fn read_cached(
         &self,
         target: &Resolved,
-        offset: Option<u64>,
-        limit: u64,
+        request: &WindowRequest,
     ) -> Option<Result<ReadOutcome, ProviderError>> {
         // Resolution has just looked at the file (on the handle it opened beneath the root).
         let found = target.file?;
         let entry = self.cached(&target.path, &found.fingerprint)?;
         let file = entry.file.clone().filter(|_| entry.local)?;
         let snapshot = Snapshot::pin(&entry, file, found.links, entry.body()).ok()?;
-        match self.cut(target, &snapshot, offset, limit) {
+        match self.cut(target, &snapshot, request) {
             Ok(Some(outcome)) => Some(Ok(outcome)),
-            Err(e @ ProviderError::OffsetPastEnd { .. }) => Some(Err(e)),
+            Err(e @ (ProviderError::OffsetPastEnd { .. } | ProviderError::LineTooLarge { .. })) => {
+                Some(Err(e))
+            }
             Ok(None) | Err(_) => None,
         }
     }
@@ -323,11 +321,10 @@ impl Provider {
         &self,
         target: &Resolved,
         snapshot: &Snapshot,
-        offset: Option<u64>,
-        limit: u64,
+        request: &WindowRequest,
     ) -> Result<Option<ReadOutcome>, ProviderError> {
         let total = snapshot.total_lines();
-        let offset = offset.unwrap_or(1);
+        let offset = request.offset;
         if offset == 0 || offset > total.max(1) {
             return Err(ProviderError::OffsetPastEnd {
                 path: target.display.clone(),
@@ -335,7 +332,17 @@ impl Provider {
                 total_lines: total,
             });
         }
-        match snapshot.window(offset, limit) {
+        let limit = self.config.max_window_bytes;
+        let request = WindowRequest { max_bytes: request.max_bytes.min(limit), ..*request };
+        match snapshot.window(&request) {
+            Ok(Window { oversized: Some(Oversized { line, bytes }), .. }) => {
+                Err(ProviderError::LineTooLarge {
+                    path: target.display.clone(),
+                    line,
+                    size: bytes,
+                    limit: request.max_bytes,
+                })
+            }
             Ok(window) => Ok(Some(ReadOutcome {
                 version: snapshot.version,
                 window,

@@ -6,7 +6,7 @@ use std::io::ErrorKind;
 use std::sync::Arc;
 
 use super::cache::Entry;
-use super::index::{self, LineIndex, NotText, Window};
+use super::index::{self, LineIndex, NotText, Window, WindowRequest};
 use super::mmap::Mapped;
 use super::{Fingerprint, Version};
 
@@ -52,13 +52,13 @@ impl Snapshot {
         self.index.total_lines()
     }
 
-    /// Cuts lines `offset..offset + limit` out of this version, or reports that the file
-    /// changed under it (the window is then discarded, never returned).
-    pub fn window(&self, offset: u64, limit: u64) -> Result<Window, WindowError> {
+    /// Cuts the window `request` asks for out of this version (see [`index::window`]), or
+    /// reports that the file changed under it (the window is then discarded, never returned).
+    pub fn window(&self, request: &WindowRequest) -> Result<Window, WindowError> {
         let window = match &self.body {
-            Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, offset, limit),
-            Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, offset, limit),
-            Body::File => index::window(&*self.file, &self.index, offset, limit),
+            Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, request),
+            Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, request),
+            Body::File => index::window(&*self.file, &self.index, request),
         };
         let window = match window {
             Ok(window) => window,

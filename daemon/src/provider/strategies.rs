@@ -6,7 +6,7 @@ use std::io::Write;
 
 use proptest::prelude::*;
 
-use super::index::{self, Scanner};
+use super::index::{self, Scanner, WindowRequest};
 use super::mmap::Mapped;
 use super::{Provider, ProviderConfig};
 
@@ -30,20 +30,20 @@ impl TextFile {
         bytes
     }
 
-    /// The lines as a read shows them (cut at 2000 characters).
+    /// The lines of the window, cut at 2000 characters (as the read tool asks for them).
     fn expected(&self, offset: u64, limit: u64) -> Vec<String> {
+        self.whole(offset, limit).iter().map(|l| l.chars().take(2000).collect()).collect()
+    }
+
+    /// The lines of the window, whole.
+    fn whole(&self, offset: u64, limit: u64) -> Vec<String> {
         let mut lines = self.lines.clone();
         // Without a final newline, an empty last "line" is just the separator before it:
         // `["a", ""]` is the file "a\n", which has one line.
         if !self.final_newline && lines.last().is_some_and(String::is_empty) {
             lines.pop();
         }
-        lines
-            .iter()
-            .skip(offset as usize - 1)
-            .take(limit as usize)
-            .map(|l| l.chars().take(2000).collect())
-            .collect()
+        lines.iter().skip(offset as usize - 1).take(limit as usize).cloned().collect()
     }
 }
 
@@ -72,16 +72,20 @@ proptest! {
         prop_assume!(offset <= total.max(1));
         let expected = file.expected(offset, limit);
 
-        let in_memory = index::window(bytes.as_slice(), &index, offset, limit).expect("memory window");
+        let request = WindowRequest::whole(offset, limit, u64::MAX).cut_at(Some(2000));
+        let in_memory = index::window(bytes.as_slice(), &index, &request).expect("memory window");
         prop_assert_eq!(&in_memory.lines, &expected);
+        let whole = WindowRequest::whole(offset, limit, u64::MAX);
+        let whole_lines = index::window(bytes.as_slice(), &index, &whole).expect("whole window");
+        prop_assert_eq!(&whole_lines.lines, &file.whole(offset, limit));
 
         let mut temp = tempfile::NamedTempFile::new().expect("temp file");
         temp.write_all(&bytes).expect("write");
         let opened = std::fs::File::open(temp.path()).expect("open");
-        let positional = index::window(&opened, &index, offset, limit).expect("positional window");
+        let positional = index::window(&opened, &index, &request).expect("positional window");
         prop_assert_eq!(&positional.lines, &expected);
         if let Some(mapped) = Mapped::map(&opened, bytes.len() as u64).expect("map") {
-            let from_map = index::window(mapped.bytes(), &index, offset, limit).expect("mapped window");
+            let from_map = index::window(mapped.bytes(), &index, &request).expect("mapped window");
             prop_assert_eq!(&from_map.lines, &expected);
             prop_assert!(!mapped.torn());
         }
@@ -94,7 +98,7 @@ proptest! {
         let target = super::resolve::resolve(&name, super::Scope { roots: &[root], cwd: &parent }).expect("resolve");
         for map_threshold in [1, u64::MAX] {
             let provider = Provider::new(ProviderConfig { map_threshold, fsync: false, ..ProviderConfig::default() });
-            let read = provider.read(&target, Some(offset), limit).expect("provider read");
+            let read = provider.read(&target, &request).expect("provider read");
             prop_assert_eq!(read.version, version);
             prop_assert_eq!(&read.window.lines, &expected);
             prop_assert_eq!(read.window.total_lines, total);

@@ -21,7 +21,9 @@ fn session_code(err: &SessionError) -> FsErrorCode {
         SessionError::NoRoots | SessionError::NotAbsolute { .. } | SessionError::NotAFolder { .. } => {
             FsErrorCode::InvalidArgument
         }
-        SessionError::AlreadyInitialized | SessionError::BadRule(_) => FsErrorCode::InvalidArgument,
+        SessionError::AlreadyInitialized | SessionError::BadRule(_) | SessionError::ReadMaxBytes { .. } => {
+            FsErrorCode::InvalidArgument
+        }
         SessionError::RootNotAllowed { .. } => FsErrorCode::PermissionDenied,
         SessionError::NotFound { .. } => FsErrorCode::NotFound,
         SessionError::CwdOutsideRoots { .. } => FsErrorCode::OutsideRoot,
@@ -76,14 +78,14 @@ fn fs_error_with(
 pub fn code(err: &ContextError) -> FsErrorCode {
     match err {
         ContextError::File(e) => match e {
-            FileError::InvalidPath { .. } | FileError::OffsetPastEnd { .. } => FsErrorCode::InvalidArgument,
+            FileError::InvalidPath { .. } => FsErrorCode::InvalidArgument,
             FileError::OutsideRoot { .. } => FsErrorCode::OutsideRoot,
-            FileError::NotFound { .. } => FsErrorCode::NotFound,
+            FileError::NotFound { .. } | FileError::OffsetPastEnd { .. } => FsErrorCode::NotFound,
             FileError::IsDirectory { .. } => FsErrorCode::NotRegularFile,
             FileError::NotRegularFile { .. } => FsErrorCode::NotRegularFile,
             FileError::Refused { .. } | FileError::PermissionDenied { .. } => FsErrorCode::PermissionDenied,
             FileError::NotText { .. } => FsErrorCode::NotText,
-            FileError::TooLarge { .. } => FsErrorCode::TooLarge,
+            FileError::TooLarge { .. } | FileError::LineTooLarge { .. } => FsErrorCode::TooLarge,
             FileError::StaleVersion { .. } => FsErrorCode::StaleVersion,
             FileError::NoMatch { .. } => FsErrorCode::EditNotFound,
             FileError::AmbiguousMatch { .. } => FsErrorCode::AmbiguousEdit,
@@ -124,6 +126,11 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
         }
         ContextError::File(FileError::NulInContent { at, .. }) => nul_details(&mut map, at),
         ContextError::File(FileError::TooLarge { size, limit, .. }) => {
+            map.insert("size".into(), (*size).into());
+            map.insert("limit".into(), (*limit).into());
+        }
+        ContextError::File(FileError::LineTooLarge { line, size, limit, .. }) => {
+            map.insert("line".into(), (*line).into());
             map.insert("size".into(), (*size).into());
             map.insert("limit".into(), (*limit).into());
         }

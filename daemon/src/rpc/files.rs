@@ -21,7 +21,9 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{Conventions, FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version};
+use crate::context::{
+    Conventions, FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest,
+};
 use crate::owners::Owner;
 use crate::session::SessionOptions;
 use crate::tools;
@@ -102,8 +104,9 @@ where
     with_owner_context(ctx, ext, owner, move |files, options| work(files, options)).await
 }
 
-/// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped).
-fn window_of(params: &ReadParams) -> Result<(Option<u64>, u64), ErrorObjectOwned> {
+/// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped), whole
+/// lines (cut at `maxLineChars` when given), at most `max_bytes` of them.
+fn window_of(params: &ReadParams, max_bytes: u64) -> Result<WindowRequest, ErrorObjectOwned> {
     if params.offset == Some(0) {
         return Err(fs_error(
             FsErrorCode::InvalidArgument,
@@ -122,7 +125,14 @@ fn window_of(params: &ReadParams) -> Result<(Option<u64>, u64), ErrorObjectOwned
         Some(n) => n.min(u64::from(READ_LINE_LIMIT)),
         None => u64::from(READ_LINE_LIMIT),
     };
-    Ok((params.offset, limit))
+    if params.max_line_chars == Some(0) {
+        return Err(fs_error(
+            FsErrorCode::InvalidArgument,
+            "maxLineChars must be at least 1",
+            Some(&params.path),
+        ));
+    }
+    Ok(WindowRequest::whole(params.offset.unwrap_or(1), limit, max_bytes).cut_at(params.max_line_chars))
 }
 
 fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
@@ -136,6 +146,7 @@ fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
         total_lines: window.total_lines,
         partial,
         truncated_lines: window.truncated,
+        truncated_by_bytes: window.capped,
         lines: window.lines,
     }
 }
@@ -198,7 +209,7 @@ pub async fn tools_call(
     drop(session);
     let run = move |files: &FileContext<'_>, options: &SessionOptions| {
         let delivered = dedup.as_deref().map(Owner::delivered);
-        tools::call(files, &options.tools, &params.name, &params.arguments, delivered)
+        tools::call(files, options, &params.name, &params.arguments, delivered)
             .map(tool_result)
             .map_err(|e| invalid_params(e.to_string()))
     };
@@ -228,10 +239,10 @@ pub async fn file_read(
     ext: Extensions,
 ) -> Result<ReadResult, ErrorObjectOwned> {
     let params: ReadParams = parse_params(FILE_READ, &params)?;
-    let (offset, limit) = window_of(&params)?;
+    let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
     with_warm_context(&ctx, &ext, owner, move |files, _| {
-        let view = files.read(&params.path, offset, limit)?;
+        let view = files.read(&params.path, &request)?;
         Ok(read_result(view.display, view.version, view.window))
     })
     .await
@@ -352,9 +363,16 @@ pub async fn fs_read_text(
             "Invalid params for fs/readText: it records nothing, so it takes no `owner`",
         ));
     }
-    let (offset, limit) = window_of(&params)?;
+    if params.max_line_chars.is_some() {
+        return Err(fs_error(
+            FsErrorCode::InvalidArgument,
+            "fs/readText returns whole lines and takes no maxLineChars; use file/read to cut long lines",
+            Some(&params.path),
+        ));
+    }
+    let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     with_context(&ctx, &ext, move |files, _| {
-        let view = files.unrecorded().read(&params.path, offset, limit)?;
+        let view = files.unrecorded().read(&params.path, &request)?;
         Ok(read_result(view.display, view.version, view.window))
     })
     .await

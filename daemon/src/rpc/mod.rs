@@ -42,6 +42,8 @@ pub const FEATURES: &[&str] = &[
     features::STALE_DIFFS,
     features::KEEP_CONVENTIONS,
     features::EDIT_REGIONS,
+    features::READ_MAX_BYTES,
+    features::WHOLE_LINES,
 ];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
@@ -138,6 +140,8 @@ fn initialize_result(
         limits: Limits {
             read_line_limit: READ_LINE_LIMIT,
             read_line_max_chars: READ_LINE_MAX_CHARS,
+            read_max_bytes: options.read_max_bytes,
+            max_window_bytes: config.files.max_window_bytes,
             max_frame_bytes: u64::try_from(config.max_frame_bytes).unwrap_or(u64::MAX),
             max_batch_len: clamp(config.max_batch_len),
             max_concurrent_requests: clamp(config.max_concurrent_requests),

@@ -18,7 +18,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::fs_error;
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{Changed, Scope, Snapshot, WindowError};
+use crate::context::{Changed, Lines, Oversized, Scope, Snapshot, WindowError, WindowRequest};
 
 /// Opens the snapshot a stream will read, on the blocking pool, in one of the session's fair
 /// share of file-work slots (opening may hash the whole file).
@@ -30,7 +30,13 @@ async fn open(
     let session = session_of(ext)?;
     let files = ctx.files.clone();
     let path = params.path.clone();
-    let offset = params.offset.unwrap_or(1);
+    let offset = match params.offset {
+        Some(0) => {
+            let message = "offset must be at least 1 (lines are numbered from 1)";
+            return Err(fs_error(FsErrorCode::InvalidArgument, message, Some(&path)));
+        }
+        offset => offset.unwrap_or(1),
+    };
     let chunk = match params.chunk_lines {
         Some(0) => {
             return Err(fs_error(FsErrorCode::InvalidArgument, "chunkLines must be at least 1", Some(&path)));
@@ -50,10 +56,26 @@ async fn open(
     .map_err(internal)?
 }
 
-/// Cuts the chunk that starts at `line` (or the error item that ends the stream).
-fn cut(snapshot: &Snapshot, version: &str, line: u64, chunk: u64) -> TextChunk {
+/// Cuts the chunk that starts at `line`: at most `chunk` whole lines and `max_bytes` of them
+/// (or the error item that ends the stream).
+fn cut(snapshot: &Snapshot, version: &str, line: u64, chunk: u64, max_bytes: u64) -> TextChunk {
     let total = snapshot.total_lines();
-    match snapshot.window(line, chunk) {
+    let error_item = |code, message| TextChunk {
+        version: version.to_owned(),
+        start_line: line,
+        lines: Vec::new(),
+        total_lines: total,
+        done: true,
+        error: Some(ChunkError { code, message }),
+    };
+    match snapshot.window(&WindowRequest::whole(line, chunk, max_bytes)) {
+        Ok(Lines { oversized: Some(Oversized { line: n, bytes }), .. }) => error_item(
+            FsErrorCode::TooLarge,
+            format!(
+                "line {n} is {bytes} bytes, over the limit of {max_bytes} bytes one chunk may hold \
+                 (--max-window-bytes); read it with file/read and maxLineChars"
+            ),
+        ),
         Ok(window) => {
             let next = line + window.lines.len() as u64;
             let done = next > total || window.lines.is_empty();
@@ -61,7 +83,6 @@ fn cut(snapshot: &Snapshot, version: &str, line: u64, chunk: u64) -> TextChunk {
                 version: version.to_owned(),
                 start_line: line,
                 lines: window.lines,
-                truncated_lines: window.truncated,
                 total_lines: total,
                 done,
                 error: None,
@@ -77,15 +98,7 @@ fn cut(snapshot: &Snapshot, version: &str, line: u64, chunk: u64) -> TextChunk {
                 ),
                 WindowError::Io(e) => (FsErrorCode::Io, format!("reading failed: {e}")),
             };
-            TextChunk {
-                version: version.to_owned(),
-                start_line: line,
-                lines: Vec::new(),
-                truncated_lines: Vec::new(),
-                total_lines: total,
-                done: true,
-                error: Some(ChunkError { code, message }),
-            }
+            error_item(code, message)
         }
     }
 }
@@ -112,6 +125,7 @@ pub async fn stream_text(
     let Ok(sink) = pending.accept().await else { return };
     let budget = session.outgoing().budget().clone();
     let version = snapshot.version.to_string();
+    let max_bytes = ctx.config.files.max_window_bytes;
     let mut snapshot = Some(snapshot);
     let mut line = offset;
     loop {
@@ -128,7 +142,7 @@ pub async fn stream_text(
         let Some(taken) = snapshot.take() else { break };
         let version = version.clone();
         let cutting = tokio::task::spawn_blocking(move || {
-            let item = cut(&taken, &version, line, chunk);
+            let item = cut(&taken, &version, line, chunk, max_bytes);
             (taken, item)
         });
         let item = match cutting.await {

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::{dedup, render};
 use crate::context::{ContextError, FileContext, InvalidEdit, Replacement};
 use crate::owners::Delivered;
+use crate::session::SessionOptions;
 
 /// The tool is not one this session has.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +101,7 @@ fn kind(value: &Value) -> &'static str {
 
 fn run(
     ctx: &FileContext<'_>,
+    options: &SessionOptions,
     tool: ToolName,
     args: &Value,
     delivered: Option<&Delivered>,
@@ -109,10 +111,13 @@ fn run(
         ToolName::Read => {
             let map = fields(tool, args, &["file_path", "offset", "limit"])?;
             let path = string(map, "file_path")?;
-            let offset = positive(map, "offset")?;
-            let limit =
-                positive(map, "limit")?.unwrap_or(u64::from(READ_LINE_LIMIT)).min(u64::from(READ_LINE_LIMIT));
-            ctx.read(path, offset, limit).map(|view| dedup::answer(delivered, &view, render::read(&view)))
+            let offset = positive(map, "offset")?.unwrap_or(1);
+            let asked = positive(map, "limit")?;
+            let most = u64::from(READ_LINE_LIMIT);
+            let request =
+                render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
+            let capped = asked.is_some_and(|n| n > most);
+            ctx.read(path, &request).map(|view| dedup::answer(delivered, &view, render::read(&view, capped)))
         }
         ToolName::Write => {
             let map = fields(tool, args, &["file_path", "content"])?;
@@ -148,18 +153,19 @@ fn run(
 /// owner already received unchanged answers one short line (see [`dedup`]).
 pub fn call(
     ctx: &FileContext<'_>,
-    tools: &[ToolName],
+    options: &SessionOptions,
     name: &str,
     args: &Value,
     delivered: Option<&Delivered>,
 ) -> Result<Outcome, UnknownTool> {
+    let tools = &options.tools;
     let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
         return Err(UnknownTool {
             name: name.to_owned(),
             available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
         });
     };
-    Ok(match run(ctx, tool, args, delivered) {
+    Ok(match run(ctx, options, tool, args, delivered) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })

@@ -57,6 +57,8 @@ mod tests {
                 lines: lines.iter().map(|l| (*l).to_owned()).collect(),
                 truncated: vec![],
                 total_lines: 500,
+                capped: false,
+                oversized: None,
             },
         }
     }

@@ -81,6 +81,7 @@ mod tests {
             read_only,
             client: None,
             local_roots: true,
+            read_max_bytes: filectx_protocol::tools::DEFAULT_READ_MAX_BYTES,
             dedup_reads: false,
         }
     }

@@ -1,37 +1,119 @@
 //! Model-facing projections: the `cat -n` view of a read with its pagination footer, concise
 //! success texts, and error texts that say what to do next. Pure functions of the file-context
 //! results; snapshot-tested.
+//!
+//! A read's text is the design's projection: at most the session's `readMaxBytes` bytes in all
+//! (numbered lines, blank line, footer), lines cut at 2000 characters with
+//! [`CUT_SUFFIX`], and one of three footers — `(Output capped. Showing lines X-Y. Use
+//! offset=Y+1 to continue.)` when the budget stopped it, `(Showing lines X-Y of T. Use
+//! offset=Y+1 to continue.)` when lines remain, `(End of file - total T lines)`. The window is
+//! cut to the budget below this layer ([`read_request`]): the provider reads only a prefix of a
+//! long line and stops at the last line that fits, cutting the first line if even it does not.
 
-use filectx_protocol::tools::READ_LINE_MAX_CHARS;
+use std::fmt::Write as _;
 
-use crate::context::{Change, ContextError, EditView, FileError, ReadView, WriteView};
+use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
+
+use crate::context::{Change, ContextError, EditView, FileError, ReadView, WindowRequest, WriteView};
 
 /// Most bytes of numbered lines an edit's text shows.
 const EDIT_SHOWN_BYTES: usize = 2048;
 
-/// The `cat -n` view of a window, then a blank line and a footer.
-pub fn read(view: &ReadView) -> String {
+/// What a cut line ends with (the design's suffix, for a line cut at 2000 characters; a first
+/// line cut shorter to fit the budget names the characters it kept).
+pub const CUT_SUFFIX: &str = "... (line truncated to 2000 chars)";
+
+/// Added to the "Showing lines" footer when a `limit` over 2000 was capped.
+const LIMIT_CAPPED: &str = " Limit capped at 2000 lines.";
+
+/// Bytes kept for the footer: the blank line and the longest footer (every number 20 digits).
+const FOOTER_ROOM: u64 =
+    1 + ("(Showing lines -  of . Use offset= to continue.)".len() + LIMIT_CAPPED.len() + 4 * 20) as u64;
+
+/// Width of a line number's column (`cat -n`: at least six, right-aligned).
+fn number_width(n: u64) -> u64 {
+    u64::from(n.checked_ilog10().unwrap_or(0) + 1).max(6)
+}
+
+/// What a line's projection adds to its text: the number column, a tab, a newline, and the cut
+/// suffix (at its longest).
+fn line_overhead(n: u64, cut: bool) -> u64 {
+    number_width(n) + 2 + if cut { CUT_SUFFIX.len() as u64 } else { 0 }
+}
+
+/// The window the read tool asks for: lines cut at 2000 characters, the whole text (with this
+/// projection's numbering, marks and footer) within `budget` bytes, and at least one line.
+pub fn read_request(offset: u64, limit: u64, budget: u64) -> WindowRequest {
+    WindowRequest {
+        offset,
+        limit,
+        max_line_chars: Some(READ_LINE_MAX_CHARS),
+        max_bytes: budget.saturating_sub(FOOTER_ROOM),
+        overhead: line_overhead,
+        fit_first: true,
+    }
+}
+
+/// Appends `n` right-aligned in its column, without going through `format!`.
+fn push_number(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for _ in (digits.len() - at)..6 {
+        out.push(' ');
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
+/// The `cat -n` view of a window, then a blank line and a footer. `limit_capped`: the call
+/// asked for more than 2000 lines.
+pub fn read(view: &ReadView, limit_capped: bool) -> String {
     let w = &view.window;
-    let mut out = String::new();
-    for (i, line) in w.lines.iter().enumerate() {
-        let n = w.start_line + i as u64;
-        out.push_str(&format!("{n:>6}\t{line}"));
-        if w.truncated.binary_search(&n).is_ok() {
-            out.push_str(&format!(" [… line truncated after {READ_LINE_MAX_CHARS} characters]"));
+    let text: usize = w.lines.iter().map(String::len).sum();
+    let mut out = String::with_capacity(
+        text + w.lines.len() * 8 + w.truncated.len() * CUT_SUFFIX.len() + FOOTER_ROOM as usize,
+    );
+    let mut cut = w.truncated.iter().peekable();
+    for (n, line) in (w.start_line..).zip(&w.lines) {
+        push_number(&mut out, n);
+        out.push('\t');
+        out.push_str(line);
+        if cut.next_if_eq(&&n).is_some() {
+            let kept = line.chars().count();
+            if kept == READ_LINE_MAX_CHARS as usize {
+                out.push_str(CUT_SUFFIX);
+            } else {
+                let _ = write!(out, "... (line truncated to {kept} chars)");
+            }
         }
         out.push('\n');
     }
     let shown = w.lines.len() as u64;
-    let last = w.start_line + shown.saturating_sub(1);
-    if shown > 0 && last < w.total_lines {
-        out.push_str(&format!(
-            "\n(Showing lines {}-{last} of {}. Use offset={} to continue.)",
-            w.start_line,
-            w.total_lines,
+    let (first, last) = (w.start_line, w.start_line + shown.saturating_sub(1));
+    if shown > 0 && w.capped {
+        let _ = write!(
+            out,
+            "\n(Output capped. Showing lines {first}-{last}. Use offset={} to continue.)",
             last + 1
-        ));
+        );
+    } else if shown > 0 && last < w.total_lines {
+        let _ = write!(
+            out,
+            "\n(Showing lines {first}-{last} of {}. Use offset={} to continue.{})",
+            w.total_lines,
+            last + 1,
+            if limit_capped && shown == u64::from(READ_LINE_LIMIT) { LIMIT_CAPPED } else { "" }
+        );
     } else {
-        out.push_str(&format!("\n(End of file - {} lines total)", w.total_lines));
+        let _ = write!(out, "\n(End of file - total {} lines)", w.total_lines);
     }
     out
 }
@@ -150,7 +232,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
             text
         }
         ContextError::File(FileError::OffsetPastEnd { offset, total_lines: 0, .. }) => {
-            format!("Offset {offset} is out of range: {path} is empty (0 lines).")
+            format!("Offset {offset} is past the end of {path}: the file is empty (0 lines).")
         }
         ContextError::File(FileError::OffsetPastEnd { offset, total_lines: total, .. }) => format!(
             "Offset {offset} is past the end of {path}: the file has {total} lines. Use an \
@@ -186,11 +268,6 @@ mod tests {
     use crate::context::{Lines, Version};
     use expect_test::expect;
 
-    #[test]
-    fn the_context_cuts_lines_where_the_protocol_says() {
-        assert_eq!(crate::context::LINE_MAX_CHARS, READ_LINE_MAX_CHARS);
-    }
-
     fn view(start: u64, lines: &[&str], total: u64, truncated: Vec<u64>) -> ReadView {
         ReadView {
             display: "src/lib.rs".into(),
@@ -200,6 +277,8 @@ mod tests {
                 lines: lines.iter().map(|l| (*l).to_owned()).collect(),
                 truncated,
                 total_lines: total,
+                capped: false,
+                oversized: None,
             },
         }
     }
@@ -211,22 +290,66 @@ mod tests {
                101	    println!("hi");
 
             (Showing lines 100-101 of 5000. Use offset=102 to continue.)"#]]
-        .assert_eq(&read(&view(100, &["fn main() {", "    println!(\"hi\");"], 5000, vec![])));
+        .assert_eq(&read(&view(100, &["fn main() {", "    println!(\"hi\");"], 5000, vec![]), false));
         expect![[r#"
                  1	a
                  2	b
 
-            (End of file - 2 lines total)"#]]
-        .assert_eq(&read(&view(1, &["a", "b"], 2, vec![])));
+            (End of file - total 2 lines)"#]]
+        .assert_eq(&read(&view(1, &["a", "b"], 2, vec![]), false));
         expect![[r#"
 
-            (End of file - 0 lines total)"#]]
-        .assert_eq(&read(&view(1, &[], 0, vec![])));
+            (End of file - total 0 lines)"#]]
+        .assert_eq(&read(&view(1, &[], 0, vec![]), false));
+        let mut capped = view(1_234_567, &["x", "y"], 2_000_000, vec![]);
+        capped.window.capped = true;
         expect![[r#"
-                 7	xxxx [… line truncated after 2000 characters]
+            1234567	x
+            1234568	y
+
+            (Output capped. Showing lines 1234567-1234568. Use offset=1234569 to continue.)"#]]
+        .assert_eq(&read(&capped, false));
+    }
+
+    #[test]
+    fn cut_lines_end_with_the_suffix_and_a_capped_limit_is_said() {
+        let long = "é".repeat(2000);
+        expect![[r#"
+                 7	éééééééééé... (line truncated to 2000 chars)
 
             (Showing lines 7-7 of 9. Use offset=8 to continue.)"#]]
-        .assert_eq(&read(&view(7, &["xxxx"], 9, vec![7])));
+        .assert_eq(&read(&view(7, &[&long], 9, vec![7]), false).replace(&long, "éééééééééé"));
+        // A first line cut shorter to fit the budget says how much it kept.
+        expect![[r#"
+                 1	abc... (line truncated to 3 chars)
+
+            (End of file - total 1 lines)"#]]
+        .assert_eq(&read(&view(1, &["abc"], 1, vec![1]), false));
+        let lines: Vec<String> = (1..=2000).map(|n| n.to_string()).collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let text = read(&view(1, &lines, 3000, vec![]), true);
+        expect!["(Showing lines 1-2000 of 3000. Use offset=2001 to continue. Limit capped at 2000 lines.)"]
+            .assert_eq(text.rsplit_once("\n\n").unwrap().1);
+        let text = read(&view(1, &lines[..1999], 3000, vec![]), true);
+        assert!(text.ends_with("Use offset=2000 to continue.)"), "not capped by the limit: {text}");
+    }
+
+    #[test]
+    fn the_footer_room_holds_the_longest_footer() {
+        let mut huge = view(u64::MAX / 2, &["x"], u64::MAX, vec![]);
+        huge.window.lines = vec![String::new(); 2000];
+        huge.window.start_line = u64::MAX - 10_000;
+        let text = read(&huge, true);
+        let footer = text.rsplit_once('\n').unwrap().1;
+        assert!((footer.len() as u64) < FOOTER_ROOM, "{footer}");
+        assert_eq!(line_overhead(999_999, false), 8);
+        assert_eq!(line_overhead(1_000_000, true), 9 + CUT_SUFFIX.len() as u64);
+        let mut out = String::new();
+        for n in [1, 42, 999_999, 1_000_000, u64::MAX] {
+            out.clear();
+            push_number(&mut out, n);
+            assert_eq!(out, format!("{n:>6}"));
+        }
     }
 
     #[test]
@@ -256,7 +379,7 @@ mod tests {
         let roots = [RootDir::new(&root, None).unwrap()];
         let (observed, deny) = (Observations::new(10), Default::default());
         let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);
-        ctx.read("src/lib.rs", None, 1).unwrap();
+        ctx.read("src/lib.rs", &WindowRequest::whole(1, 1, u64::MAX)).unwrap();
         ctx.edit("src/lib.rs", &Replacement::new(old, new, all).unwrap()).unwrap()
     }
 

@@ -17,6 +17,7 @@ fn params(root: &std::path::Path) -> InitializeParams {
         tools: None,
         read_only: None,
         deny: None,
+        read_max_bytes: None,
         resumable: None,
         resume: None,
         dedup_reads: None,
@@ -65,9 +66,8 @@ async fn the_library_resumes_a_session_and_keeps_owners_apart() {
     let token = client.resume_token().expect("a resume token").to_owned();
     let read = filectx_protocol::ReadParams {
         path: path.clone(),
-        offset: None,
-        limit: None,
         owner: Some("sub".into()),
+        ..filectx_protocol::ReadParams::default()
     };
     client.file_read(read).await.unwrap();
     assert!(client.file_stat_as(Some("sub"), &path).await.unwrap().fresh);

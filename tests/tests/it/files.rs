@@ -721,7 +721,8 @@ fn binary_and_invalid_utf8_are_refused() {
 // The model-facing projection
 // ---------------------------------------------------------------------------------------------
 
-/// The read tool's text: `cat -n` numbering, the two footers, offset past the end, cut lines.
+/// The read tool's text: `cat -n` numbering, the footers, a capped limit, offset past the end,
+/// cut lines (and `file/read`, which returns them whole unless asked to cut them).
 #[test]
 fn read_tool_projection() {
     let daemon = Daemon::start(&[]);
@@ -732,7 +733,7 @@ fn read_tool_projection() {
     let read_text = |raw: &mut Raw, args: Value| tool_ok(raw, "read", args).trim_end().to_owned();
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt"})),
-        "     1\talpha\n     2\tbeta\n     3\tgamma\n     4\tdelta\n     5\tepsilon\n\n(End of file - 5 lines total)"
+        "     1\talpha\n     2\tbeta\n     3\tgamma\n     4\tdelta\n     5\tepsilon\n\n(End of file - total 5 lines)"
     );
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt", "offset": 2, "limit": 2})),
@@ -740,55 +741,56 @@ fn read_tool_projection() {
     );
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt", "offset": 4, "limit": 2})),
-        "     4\tdelta\n     5\tepsilon\n\n(End of file - 5 lines total)"
+        "     4\tdelta\n     5\tepsilon\n\n(End of file - total 5 lines)"
     );
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt", "offset": 5})),
-        "     5\tepsilon\n\n(End of file - 5 lines total)"
+        "     5\tepsilon\n\n(End of file - total 5 lines)"
     );
-    // A limit above 2000 is capped, not refused.
+    // A limit above 2000 is capped, not refused, and the footer says so.
     fs::write(root.join("long.txt"), lines_text(3000)).unwrap();
     let first_2000 = format!(
         "{}\n\n(Showing lines 1-2000 of 3000. Use offset=2001 to continue.)",
         numbered((1..=2000).map(|n| (n, format!("line {n}"))))
     );
-    assert!(read_text(&mut raw, json!({"file_path": "long.txt", "limit": 2500})) == first_2000);
+    let capped = first_2000.replace("continue.)", "continue. Limit capped at 2000 lines.)");
+    assert!(read_text(&mut raw, json!({"file_path": "long.txt", "limit": 2500})) == capped);
     assert!(read_text(&mut raw, json!({"file_path": "long.txt"})) == first_2000);
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "long.txt", "offset": 2999})),
-        "  2999\tline 2999\n  3000\tline 3000\n\n(End of file - 3000 lines total)"
+        "  2999\tline 2999\n  3000\tline 3000\n\n(End of file - total 3000 lines)"
     );
 
-    // Offset past the end: an error that says how long the file is.
+    // Offset past the end: FS_NOT_FOUND, with a text that says how long the file is.
     let (code, text) = tool_err(&mut raw, "read", json!({"file_path": "five.txt", "offset": 6}));
-    assert_eq!(code, "FS_INVALID_ARGUMENT");
+    assert_eq!(code, "FS_NOT_FOUND");
     assert!(mentions(&text, &["5 lines"]), "{text}");
     let response = rpc(&mut raw, "file/read", json!({"path": "five.txt", "offset": 9}));
-    assert_eq!(fs_error(&response), "FS_INVALID_ARGUMENT");
+    assert_eq!(fs_error(&response), "FS_NOT_FOUND");
     assert_eq!(response["error"]["data"]["totalLines"], 5, "{response}");
     // An empty file reads fine at offset 1.
     fs::write(root.join("empty.txt"), "").unwrap();
     let text = tool_ok(&mut raw, "read", json!({"file_path": "empty.txt", "offset": 1}));
     assert!(text.contains("0 lines"), "{text}");
 
-    // Cut lines: at 2000 characters (not bytes), marked in the tool text, listed by file/read.
+    // Cut lines: by the tool at 2000 characters (not bytes), with the design's suffix; by
+    // file/read only when asked (maxLineChars), listed in truncatedLines.
     let exact = "e".repeat(2000);
     let long = format!("{}{}", "a".repeat(2000), "b".repeat(500));
     let wide = "é".repeat(2001);
     fs::write(root.join("wide.txt"), format!("short\n{long}\n{wide}\n{exact}\n")).unwrap();
     let window = read(&mut raw, "wide.txt");
+    assert_eq!(window.lines, ["short".to_owned(), long.clone(), wide.clone(), exact.clone()]);
+    assert!(window.truncated_lines.is_empty());
+    let params = json!({"path": "wide.txt", "maxLineChars": 2000});
+    let window: ReadResult = serde_json::from_value(ok(&mut raw, "file/read", params)).unwrap();
     assert_eq!(window.lines, ["short".to_owned(), "a".repeat(2000), "é".repeat(2000), exact.clone()]);
     assert_eq!(window.truncated_lines, [2, 3]);
     let text = tool_ok(&mut raw, "read", json!({"file_path": "wide.txt"}));
     let shown: Vec<&str> = text.lines().collect();
     assert_eq!(shown[0], "     1\tshort");
-    for (line, kept) in [(shown[1], "a".repeat(2000)), (shown[2], "é".repeat(2000))] {
-        let prefix = format!("{:>6}\t{kept}", if kept.starts_with('a') { 2 } else { 3 });
-        assert!(line.starts_with(&prefix), "cut line does not show its first 2000 characters: {line:?}");
-        let marker = &line[prefix.len()..];
-        assert!(!marker.is_empty(), "cut line not marked: {line:?}");
-        assert!(!marker.starts_with(['b', 'é']), "more than 2000 characters shown: {line:?}");
-    }
+    assert_eq!(shown[1], format!("     2\t{}... (line truncated to 2000 chars)", "a".repeat(2000)));
+    assert_eq!(shown[2], format!("     3\t{}... (line truncated to 2000 chars)", "é".repeat(2000)));
     assert_eq!(shown[3], format!("     4\t{exact}"), "a line of exactly 2000 characters is not cut");
 }
 
@@ -816,7 +818,7 @@ fn paging_through_a_file_covers_every_line_exactly_once() {
                 seen.push(n);
             }
             let last = *seen.last().unwrap();
-            if footer == format!("(End of file - {total} lines total)") {
+            if footer == format!("(End of file - total {total} lines)") {
                 break;
             }
             assert_eq!(

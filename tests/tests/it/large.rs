@@ -198,8 +198,12 @@ fn check_window(
 
 // ----- JSON-RPC helpers ------------------------------------------------------------------------
 
-/// The parts of a `read` tool text: first line number, lines, total lines of the file.
-fn parse_tool_read(text: &str) -> Result<(Option<u64>, Vec<String>, u64), String> {
+/// The parts of a `read` tool text: first line number, lines, total lines of the file (`None`
+/// when the footer says the output was capped, which does not name the total).
+type ToolRead = (Option<u64>, Vec<String>, Option<u64>);
+
+/// Splits a `read` tool text into its [`ToolRead`] parts.
+fn parse_tool_read(text: &str) -> Result<ToolRead, String> {
     let (body, footer) = match text.strip_prefix("\n(") {
         Some(footer) => ("", footer),
         None => text.rsplit_once("\n\n(").ok_or_else(|| format!("no footer in {text:?}"))?,
@@ -215,7 +219,10 @@ fn parse_tool_read(text: &str) -> Result<(Option<u64>, Vec<String>, u64), String
         }
         lines.push(line.to_owned());
     }
-    let total = if let Some(rest) = footer.strip_prefix("End of file - ") {
+    if footer.starts_with("Output capped. Showing lines ") {
+        return Ok((first, lines, None));
+    }
+    let total = if let Some(rest) = footer.strip_prefix("End of file - total ") {
         rest.split_whitespace().next()
     } else if let Some(rest) = footer.strip_prefix("Showing lines ") {
         rest.split(" of ").nth(1).and_then(|r| r.split('.').next())
@@ -223,7 +230,7 @@ fn parse_tool_read(text: &str) -> Result<(Option<u64>, Vec<String>, u64), String
         None
     };
     let total = total.and_then(|t| t.parse().ok()).ok_or_else(|| format!("unreadable footer {footer:?}"))?;
-    Ok((first, lines, total))
+    Ok((first, lines, Some(total)))
 }
 
 // ----- Streams ---------------------------------------------------------------------------------
@@ -304,9 +311,6 @@ fn reassemble(chunks: &[TextChunk], offset: u64, chunk_lines: u64) -> Vec<String
         } else {
             assert_eq!(chunk.lines.len() as u64, chunk_lines, "chunk {i} has chunkLines lines");
         }
-        for &n in &chunk.truncated_lines {
-            assert!(n >= chunk.start_line && n < chunk.start_line + chunk.lines.len() as u64, "chunk {i}");
-        }
         next += chunk.lines.len() as u64;
         lines.extend(chunk.lines.iter().cloned());
     }
@@ -374,7 +378,7 @@ impl Tally {
 /// Error codes a read may answer while the file is being truncated and regrown. `FS_NOT_TEXT`
 /// is not one of them: a generation file cut anywhere is still ASCII text, so it would mean
 /// the daemon hashed zeros from past the end of a truncated mapping.
-const CHAOS_ERRORS: &[&str] = &["FS_BUSY", "FS_STALE_VERSION", "FS_INVALID_ARGUMENT"];
+const CHAOS_ERRORS: &[&str] = &["FS_BUSY", "FS_STALE_VERSION", "FS_NOT_FOUND"];
 
 /// One random read through `file/read` or the `read` tool, checked and tallied.
 fn chaos_read(raw: &mut Raw, path: &str, rng: &mut Rng, tally: &Mutex<Tally>) {
@@ -404,9 +408,20 @@ fn chaos_read(raw: &mut Raw, path: &str, rng: &mut Rng, tally: &Mutex<Tally>) {
         }
         let (first, lines, total) = parse_tool_read(&text).unwrap_or_else(|e| panic!("{e}: {text:?}"));
         let start = first.unwrap_or(asked);
-        if let Err(why) = check_window(asked, limit, start, &lines, total, CHAOS_LINES) {
+        let checked = match total {
+            Some(total) => check_window(asked, limit, start, &lines, total, CHAOS_LINES),
+            // Capped by the output budget: whole lines, at least one, no more than asked, and
+            // more of the file after them.
+            None if !lines.is_empty() && lines.len() as u64 <= limit => {
+                let shown = lines.len() as u64;
+                check_window(asked, shown, start, &lines, start + shown, CHAOS_LINES)
+            }
+            None => Err(format!("{} lines in a capped answer for limit {limit}", lines.len())),
+        };
+        if let Err(why) = checked {
             panic!("read tool, offset {asked} limit {limit}: {why}\n{text}");
         }
+        let total = total.unwrap_or(CHAOS_LINES);
         let mut tally = tally.lock().unwrap();
         tally.count("ok (read tool)");
         if total < CHAOS_LINES {
@@ -422,9 +437,9 @@ fn chaos_read(raw: &mut Raw, path: &str, rng: &mut Rng, tally: &Mutex<Tally>) {
     if response.get("error").is_some() {
         let code = fs_error(&response);
         assert!(CHAOS_ERRORS.contains(&code), "file/read {params}: {response}");
-        if code == "FS_INVALID_ARGUMENT" {
+        if code == "FS_NOT_FOUND" {
             let total = response["error"]["data"]["totalLines"].as_u64();
-            assert!(total.is_some_and(|t| t < asked), "only an offset past the end is invalid: {response}");
+            assert!(total.is_some_and(|t| t < asked), "only an offset past the end is not found: {response}");
         }
         tally.lock().unwrap().count(&format!("error {code} (file/read)"));
         return;
@@ -594,8 +609,8 @@ fn chaos_truncate_and_regrow_in_place_under_concurrent_readers() {
 const BIG_LINES: u64 = 1 << 20;
 
 /// A text file of about 6 MiB (mapped): varied lines, empty ones, non-ASCII ones, lines over
-/// the character cap, no final newline. Returns the lines as a read shows them and which are
-/// cut.
+/// the read tool's character cap, no final newline. Returns the lines (streams show them whole)
+/// and the numbers of those over the tool's cap.
 fn varied_file(path: &Path) -> (Vec<String>, Vec<u64>) {
     let mut lines = Vec::new();
     for i in 0..80_000u64 {
@@ -608,20 +623,10 @@ fn varied_file(path: &Path) -> (Vec<String>, Vec<u64>) {
     }
     fs::write(path, lines.join("\n")).unwrap();
     assert!(fs::metadata(path).unwrap().len() > 4 << 20, "over the map threshold");
-    let mut cut = Vec::new();
-    let shown = lines
-        .into_iter()
-        .enumerate()
-        .map(|(i, line)| {
-            if line.chars().count() > READ_LINE_MAX_CHARS as usize {
-                cut.push(i as u64 + 1);
-                line.chars().take(READ_LINE_MAX_CHARS as usize).collect()
-            } else {
-                line
-            }
-        })
+    let long = (1..=lines.len() as u64)
+        .filter(|&n| lines[n as usize - 1].chars().count() > READ_LINE_MAX_CHARS as usize)
         .collect();
-    (shown, cut)
+    (lines, long)
 }
 
 #[test]
@@ -629,7 +634,7 @@ fn stream_reassembles_a_large_file_exactly_in_chunks_of_the_asked_size() {
     let _heavy = heavy();
     let daemon = Daemon::start(&[]);
     let path = daemon.dir.path().join("varied.txt");
-    let (expected, cut) = varied_file(&path);
+    let (expected, long) = varied_file(&path);
     let mut raw = daemon.session();
     let version = ok(&mut raw, "fs/stat", json!({"path": s(&path)}))["version"].clone();
 
@@ -649,9 +654,11 @@ fn stream_reassembles_a_large_file_exactly_in_chunks_of_the_asked_size() {
         assert_eq!(json!(chunks[0].version), version, "{params}: the file's version");
         assert_eq!(chunks[0].total_lines, expected.len() as u64);
         assert!(lines == expected[offset as usize - 1..], "{params}: the lines reassemble to the file's");
-        let truncated: Vec<u64> = chunks.iter().flat_map(|c| c.truncated_lines.iter().copied()).collect();
-        let expected_cut: Vec<u64> = cut.iter().copied().filter(|&n| n >= offset).collect();
-        assert_eq!(truncated, expected_cut, "{params}: truncatedLines");
+        // Lines over the read tool's 2000 characters come whole in a stream.
+        for &n in long.iter().filter(|&&n| n >= offset) {
+            assert_eq!(lines[(n - offset) as usize].chars().count(), 2500, "{params}: line {n} is whole");
+        }
+        assert!(long.iter().any(|&n| n >= offset) || offset == 80_000, "{params}: a long line is streamed");
         if offset == 1 && chunk_lines == 777 {
             assert!(chunks.len() > 100, "a multi-chunk stream");
         }
@@ -824,7 +831,7 @@ fn stream_errors_before_the_start_are_errors_of_the_request() {
     let cases = [
         (json!({"path": s(&daemon.dir.path().join("missing.txt"))}), "FS_NOT_FOUND"),
         (json!({"path": s(&outside)}), "FS_OUTSIDE_ROOT"),
-        (json!({"path": s(&small), "offset": 5}), "FS_INVALID_ARGUMENT"),
+        (json!({"path": s(&small), "offset": 5}), "FS_NOT_FOUND"),
         (json!({"path": s(&small), "offset": 0}), "FS_INVALID_ARGUMENT"),
         (json!({"path": s(&small), "chunkLines": 0}), "FS_INVALID_ARGUMENT"),
         (json!({"path": s(daemon.dir.path())}), "FS_NOT_REGULAR_FILE"),
@@ -1016,7 +1023,7 @@ fn status_reports_mapped_bytes_and_cached_files() {
         json!({"name": "read", "arguments": {"file_path": s(&big), "offset": lines}}),
     );
     let (first, got, total) = parse_tool_read(text["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!((first, got, total), (Some(lines), vec![line_text(3, lines)], lines));
+    assert_eq!((first, got, total), (Some(lines), vec![line_text(3, lines)], Some(lines)));
 
     // The watcher may deliver the events of writing big.txt only now (on a loaded machine) and
     // drop its cached state; the next read maps it again. Read until the mapping shows.
@@ -1057,8 +1064,10 @@ fn generation_files_have_the_shape_the_checks_expect() {
     zeros[2] = "\0".repeat(LINE_CHARS);
     assert!(check_window(1, 3, 1, &zeros, 3, 70).is_err());
     let tool = "    68\tx\n    69\ty\n\n(Showing lines 68-69 of 70. Use offset=70 to continue.)";
-    assert_eq!(parse_tool_read(tool), Ok((Some(68), vec!["x".into(), "y".into()], 70)));
-    assert_eq!(parse_tool_read("\n(End of file - 0 lines total)"), Ok((None, vec![], 0)));
+    assert_eq!(parse_tool_read(tool), Ok((Some(68), vec!["x".into(), "y".into()], Some(70))));
+    assert_eq!(parse_tool_read("\n(End of file - total 0 lines)"), Ok((None, vec![], Some(0))));
+    let capped = "    68\tx\n\n(Output capped. Showing lines 68-68. Use offset=69 to continue.)";
+    assert_eq!(parse_tool_read(capped), Ok((Some(68), vec!["x".into()], None)));
     let seen = Seen { generation: Some(17), total: 10, last_line: Some(cut[9].clone()), answers: 1 };
     let mut base = generation_bytes(0, 70);
     let version = blake3::hash(&text.as_bytes()[..9 * 64 + 3]).to_hex().to_string();

@@ -30,6 +30,7 @@ mod lifecycle;
 mod mcp;
 mod owners;
 mod policy;
+mod projection;
 mod sandbox;
 mod service;
 mod soak;

@@ -664,6 +664,8 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("refuse_multi_link_writes", "false".to_owned()),
         ("max_hash_bytes", provider.max_hash_bytes.to_string()),
         ("file_slots", filectx_daemon::config::default_file_slots().to_string()),
+        ("max_window_bytes", provider.max_window_bytes.to_string()),
+        ("read_max_bytes", filectx_protocol::tools::DEFAULT_READ_MAX_BYTES.to_string()),
         // Owners and resume.
         ("max_owners", filectx_daemon::owners::DEFAULT_MAX_OWNERS.to_string()),
         ("resume_grace", secs(filectx_daemon::resume::DEFAULT_RESUME_GRACE_SECS as f64)),

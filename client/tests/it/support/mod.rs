@@ -174,6 +174,8 @@ pub fn initialize_result() -> InitializeResult {
         limits: Limits {
             read_line_limit: 2000,
             read_line_max_chars: 2000,
+            read_max_bytes: 51_200,
+            max_window_bytes: 8 << 20,
             max_frame_bytes: 64 << 20,
             max_batch_len: 100,
             max_concurrent_requests: 16,
@@ -214,7 +216,7 @@ pub const VERSION: &str = "b3-0123abcd";
 pub const NEW_VERSION: &str = "b3-4567ef01";
 /// The canned text of the `read` tool.
 /// (As the daemon renders it: numbered lines, a blank line, a footer without a final newline.)
-pub const READ_TEXT: &str = "     1\tfn main() {}\n     2\t\n\n(End of file - 2 lines total)";
+pub const READ_TEXT: &str = "     1\tfn main() {}\n     2\t\n\n(End of file - total 2 lines)";
 
 /// `file/read` / `fs/readText` of `path`: one line of two.
 pub fn read_result(path: &str) -> ReadResult {
@@ -226,6 +228,7 @@ pub fn read_result(path: &str) -> ReadResult {
         total_lines: 2,
         partial: true,
         truncated_lines: Vec::new(),
+        truncated_by_bytes: false,
     }
 }
 
@@ -319,7 +322,6 @@ pub fn chunk(start_line: u64, lines: &[&str], total_lines: u64, done: bool) -> T
         version: VERSION.to_owned(),
         start_line,
         lines: lines.iter().map(|line| (*line).to_owned()).collect(),
-        truncated_lines: Vec::new(),
         total_lines,
         done,
         error: None,
