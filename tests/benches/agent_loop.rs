@@ -1,8 +1,8 @@
 //! What a scripted agent loop costs a model in characters and tool calls: read a 1,200-line
 //! file, edit it, an outside formatter change, edit again, a teammate's change, re-read a window
 //! twice, another outside change, edit. The agent follows the tools' own texts: after a stale
-//! refusal it retries at once when the refusal says it re-authorized the edit, and reads the
-//! whole file again otherwise. It turns `dedupReads` on where the daemon offers it. The loop runs
+//! refusal it reads the whole file again when the refusal asks for that, and retries at once
+//! otherwise. It turns `dedupReads` on where the daemon offers it. The loop runs
 //! twice: as is, and with an agent that checks each edit by looking at the edited lines (from the
 //! edit's own answer when it shows them, else by reading a few lines around the edit).
 //!
@@ -84,8 +84,8 @@ impl Agent {
         }
     }
 
-    /// An edit as a model does it: on a stale refusal, retry at once when the refusal
-    /// re-authorized it, else read the file again and retry. `line` is where the agent knows the
+    /// An edit as a model does it: on a stale refusal, read the file again when the refusal says
+    /// so, else retry at once. `line` is where the agent knows the
     /// text to be (from its reads), for checking the result.
     fn edit(&mut self, what: &str, path: &str, line: u64, old: &str, new: &str) {
         for attempt in 0..3 {
@@ -111,7 +111,8 @@ impl Agent {
             if attempt == 0 {
                 self.noticed += 1;
             }
-            if !(text.contains("re-authorized") || text.contains("reauthorized")) {
+            // Do what the refusal says: read again when it asks for that, else retry at once.
+            if text.contains("Read it again") || text.contains("read it again") {
                 self.read_all("  read again after the refusal", path);
             }
         }
