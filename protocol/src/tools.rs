@@ -67,25 +67,30 @@ pub struct ToolDescriptor {
     pub input_schema: Value,
 }
 
-const READ_DESCRIPTION: &str = "Read a text file. Returns lines numbered from 1 (`cat -n` style: \
-line number, tab, line), then a footer saying which lines were shown and the offset to continue \
-with. By default up to 2000 lines from the start (also the most one read returns) and at most the \
-session's output budget (50 KiB by default): a longer window stops at the last line that fits. \
-Use `offset` (1-based line number) and `limit` to read another window of a long file. Lines \
-longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. \
-Reading any window of a file records its current version for this session: writing an existing \
-file or editing it requires such a read of the unchanged file first.";
+const READ_DESCRIPTION: &str = "Read a text file. Each line is shown as spaces, its 1-based line \
+number, a tab, then the line itself: everything after that first tab is the file's text (copy \
+`old_string` from there, never the number or the tab). A footer says which lines were shown and \
+the `offset` to continue with. One read returns at most 2000 lines (larger `limit`s are capped) \
+and at most the session's output budget (50 KiB by default), stopping at the last line that \
+fits. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 \
+chars)`. Reading any window of a file counts as reading it: you may then edit or overwrite it \
+until someone else changes it.";
 
 const WRITE_DESCRIPTION: &str = "Write a text file, replacing its whole content. Creating a new \
-file needs no prior read (missing parent folders are created). Overwriting an existing file \
-requires that you read it (any window) in this session and that it has not changed since; \
-otherwise read it again first. Prefer `edit` for changing part of an existing file.";
+file needs no read (missing parent folders are created). Overwriting an existing file needs a \
+read of it (any window) in this session, and nobody else may have changed it since your last \
+read, write or edit of it: your own writes and edits keep it current, so no re-read is needed \
+after them. If it changed, the error shows what changed. An existing file keeps its byte-order \
+mark and CRLF line endings. Prefer `edit` for changing part of an existing file.";
 
-const EDIT_DESCRIPTION: &str = "Replace an exact, literal string in a text file. Requires a read \
-of the file (any window) in this session, and the file must be unchanged since that read; if it \
-changed, read it again. `old_string` must match exactly once (including whitespace and \
-indentation, without the line-number prefix shown by read) unless `replace_all` is true; add \
-surrounding context to make it unique. `new_string` must differ from `old_string`.";
+const EDIT_DESCRIPTION: &str = "Replace an exact, literal string in a text file. Needs a read of \
+the file (any window) in this session, and nobody else may have changed it since your last \
+read, write or edit of it: your own writes and edits keep it current, so you can edit again \
+without re-reading. If it changed, the error shows what changed; when it says the change counts \
+as read, retry if your edit still fits. `old_string` must match exactly once (whitespace and \
+indentation included) unless `replace_all` is true; add surrounding lines to make it unique. \
+Copy it from read's output without the line prefix (spaces, number, tab). `new_string` must \
+differ from `old_string`. The answer shows the edited lines, numbered as read numbers them.";
 
 /// The descriptor of one tool, as `tools/list` shows it.
 pub fn descriptor(tool: ToolName) -> ToolDescriptor {
@@ -136,6 +141,54 @@ pub fn descriptor(tool: ToolName) -> ToolDescriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each rule a model must know, and the descriptions that must state it.
+    #[test]
+    fn descriptions_state_each_rule() {
+        let read = descriptor(ToolName::Read).description;
+        let write = descriptor(ToolName::Write).description;
+        let edit = descriptor(ToolName::Edit).description;
+        let rules: [(&str, &[&str], &str); 9] = [
+            (
+                "the read prefix, exactly",
+                &["spaces, its 1-based line number, a tab", "everything after that first tab"],
+                &read,
+            ),
+            (
+                "the prefix is not part of old_string",
+                &["without the line prefix (spaces, number, tab)"],
+                &edit,
+            ),
+            ("any window counts", &["any window"], &read),
+            ("any window counts", &["any window"], &edit),
+            ("own changes keep the file observed", &["your own writes and edits keep it current"], &edit),
+            ("own changes keep the file observed", &["your own writes and edits keep it current"], &write),
+            ("creating needs no read", &["Creating a new file needs no read"], &write),
+            (
+                "the caps and the cut",
+                &[
+                    "at most 2000 lines",
+                    "larger `limit`s are capped",
+                    "... (line truncated to 2000 chars)",
+                    "50 KiB",
+                ],
+                &read,
+            ),
+            ("a stale refusal shows the change", &["the error shows what changed"], &edit),
+        ];
+        for (rule, phrases, text) in rules {
+            for phrase in phrases {
+                assert!(text.contains(phrase), "{rule}: {phrase:?} missing from {text:?}");
+            }
+        }
+        assert!(write.contains("byte-order mark and CRLF"), "writes keep conventions: {write}");
+        for text in [&read, &write, &edit] {
+            assert!(
+                !text.contains("unchanged since"),
+                "the old wording made models re-read after their own edits: {text}"
+            );
+        }
+    }
 
     #[test]
     fn schemas_name_snake_case_fields_and_required_ones() {

@@ -42,18 +42,36 @@ pub fn instructions(options: &SessionOptions) -> String {
     if options.read_only {
         text.push_str(" This session is read-only: writes and edits are refused.");
     } else if has(ToolName::Write) || has(ToolName::Edit) {
+        if has(ToolName::Read) {
+            text.push_str(
+                " Before editing a file or overwriting it, read it (any window counts) in this session; \
+                 creating a new file needs no read. Your own writes and edits keep the file current: \
+                 edit it again without re-reading.",
+            );
+        } else {
+            text.push_str(
+                " This session has no read tool: you can create new files, but editing or overwriting \
+                 an existing file needs a read of it in this session, which only the program running \
+                 you can do; if a change is refused as not read, say so instead of retrying.",
+            );
+        }
         text.push_str(
-            " Before editing a file or overwriting it, read it (any window counts) in this session; \
-             creating a new file needs no read. If a tool says the file changed since you read it, \
-             it shows what changed when it can: retry if your change still fits; otherwise (or \
-             when it shows nothing) read it again and redo your change against what is there now.",
+            " If a change is refused because someone else changed the file, the error shows what \
+             changed when it can: if it says the change counts as read, retry when your change still \
+             fits",
         );
+        text.push_str(if has(ToolName::Read) {
+            "; otherwise read the file again and redo your change against what is there now."
+        } else {
+            "; otherwise say so."
+        });
     }
-    if has(ToolName::Edit) {
-        text.push_str(
-            " An edit replaces an exact string that must occur once; add surrounding lines to make \
-             it unique, or set replace_all.",
-        );
+    if has(ToolName::Edit) && !options.read_only {
+        text.push_str(" An edit replaces an exact string that must occur once");
+        if has(ToolName::Read) {
+            text.push_str(" (copy it from read's output without the line-number prefix)");
+        }
+        text.push_str("; add surrounding lines to make it unique, or set replace_all.");
     }
     text
 }
@@ -95,9 +113,51 @@ mod tests {
 
     #[test]
     fn instructions_state_the_rules_that_apply() {
-        expect_test::expect![[r#"File tools: read, write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. Before editing a file or overwriting it, read it (any window counts) in this session; creating a new file needs no read. If a tool says the file changed since you read it, it shows what changed when it can: retry if your change still fits; otherwise (or when it shows nothing) read it again and redo your change against what is there now. An edit replaces an exact string that must occur once; add surrounding lines to make it unique, or set replace_all."#]]
+        expect_test::expect!["File tools: read, write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. Before editing a file or overwriting it, read it (any window counts) in this session; creating a new file needs no read. Your own writes and edits keep the file current: edit it again without re-reading. If a change is refused because someone else changed the file, the error shows what changed when it can: if it says the change counts as read, retry when your change still fits; otherwise read the file again and redo your change against what is there now. An edit replaces an exact string that must occur once (copy it from read's output without the line-number prefix); add surrounding lines to make it unique, or set replace_all."]
         .assert_eq(&text(&options(&ToolName::ALL, false)));
         expect_test::expect![[r#"File tools: read. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. This session is read-only: writes and edits are refused."#]]
         .assert_eq(&text(&options(&[ToolName::Read], true)));
+        expect_test::expect!["File tools: write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. This session has no read tool: you can create new files, but editing or overwriting an existing file needs a read of it in this session, which only the program running you can do; if a change is refused as not read, say so instead of retrying. If a change is refused because someone else changed the file, the error shows what changed when it can: if it says the change counts as read, retry when your change still fits; otherwise say so. An edit replaces an exact string that must occur once; add surrounding lines to make it unique, or set replace_all."].assert_eq(&text(&options(&[ToolName::Write, ToolName::Edit], false)));
+    }
+
+    /// Whatever tools a session has, its instructions say only what is true for it.
+    #[test]
+    fn instructions_are_true_for_every_tool_set() {
+        for bits in 0u8..8 {
+            let tools: Vec<ToolName> = ToolName::ALL
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| bits & (1 << i) != 0)
+                .map(|(_, t)| t)
+                .collect();
+            for read_only in [false, true] {
+                let t = text(&options(&tools, read_only));
+                let has = |tool| tools.contains(&tool);
+                let changes = !read_only && (has(ToolName::Write) || has(ToolName::Edit));
+                assert_eq!(t.contains("Read shows"), has(ToolName::Read), "{tools:?}: {t}");
+                assert_eq!(
+                    t.contains("read it (any window counts)"),
+                    changes && has(ToolName::Read),
+                    "{tools:?}: {t}"
+                );
+                assert_eq!(t.contains("has no read tool"), changes && !has(ToolName::Read), "{tools:?}: {t}");
+                assert_eq!(
+                    t.contains("keep the file current"),
+                    changes && has(ToolName::Read),
+                    "{tools:?}: {t}"
+                );
+                assert_eq!(t.contains("read-only"), read_only, "{tools:?}: {t}");
+                assert_eq!(
+                    t.contains("read the file again") || t.contains("read's output"),
+                    has(ToolName::Read) && changes,
+                    "{tools:?}: {t}"
+                );
+                assert_eq!(
+                    t.contains("An edit replaces"),
+                    has(ToolName::Edit) && !read_only,
+                    "{tools:?}: {t}"
+                );
+            }
+        }
     }
 }
