@@ -7,7 +7,7 @@
 //! [`MAX_OWNER_BYTES`] bytes), each with observations bounded as a session's are and a dedup
 //! record of at most [`MAX_DELIVERED`] entries.
 //!
-//! Each owner reports its observations to the watcher through a [`Relay`] that can be switched:
+//! Each owner reports its observations to the watcher through a `Relay` that can be switched:
 //! a parked owner (its session ended, kept for a resume) reports to nobody, and its watcher
 //! registrations are dropped; a resumed one is attached to its new session's watcher sink.
 

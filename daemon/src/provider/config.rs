@@ -22,12 +22,12 @@ pub struct ProviderConfig {
     /// Most cached entries that keep their file open (so a warm read needs no `open`).
     pub max_open_files: usize,
     /// Cached state unused for one to two of these periods is released (see
-    /// [`Provider::sweep_idle`]).
+    /// [`Provider::sweep_idle`](super::Provider::sweep_idle)).
     pub idle_release: Duration,
     /// Refuse writes and edits of files with several hard links (`FS_PERMISSION_DENIED`):
     /// such a file is rewritten in place, so a link outside the roots would see the change.
     pub refuse_multi_link_writes: bool,
-    /// The secret that marks this user's daemons' temporary files (see [`leftovers`]); `None`
+    /// The secret that marks this user's daemons' temporary files (see [`leftovers`](super::leftovers)); `None`
     /// draws a fresh one for this provider alone.
     pub staging_token: Option<String>,
     /// Largest file a read or stat hashes: reading a bigger one is `FS_TOO_LARGE`, and stat

@@ -59,7 +59,7 @@ pub enum Kind {
     Missing,
 }
 
-/// Result of [`Provider::stat`].
+/// Result of [`Provider::stat`](super::Provider::stat).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
     /// What is there.
@@ -75,7 +75,7 @@ pub struct Stat {
     pub mode: Option<u32>,
 }
 
-/// Result of [`Provider::read`].
+/// Result of [`Provider::read`](super::Provider::read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOutcome {
     /// The version the window was cut from.
@@ -89,7 +89,7 @@ pub struct ReadOutcome {
     pub bytes: Option<Vec<u8>>,
 }
 
-/// Result of [`Provider::write`].
+/// Result of [`Provider::write`](super::Provider::write).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOutcome {
     /// Whether the file was created (else replaced).
@@ -102,7 +102,7 @@ pub struct WriteOutcome {
     pub converted: Option<Vec<u8>>,
 }
 
-/// Result of [`Provider::edit`].
+/// Result of [`Provider::edit`](super::Provider::edit).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditOutcome {
     /// Occurrences replaced.
