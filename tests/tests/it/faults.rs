@@ -93,9 +93,10 @@ fn a_panicking_handler_fails_only_its_own_request() {
     let mut a = daemon.session();
     let mut b = daemon.session();
 
-    // Session A pipelines: a handler that panics after 600 ms, then ordinary requests, and a
-    // panic on the blocking pool (where file work runs).
-    let slow_panic = a.send_request("debug/panic", Some(json!({"afterMs": 600})));
+    // Session A pipelines: a handler that panics after 3 s (far longer than the others take,
+    // even on a loaded machine), then ordinary requests, and a panic on the blocking pool (where
+    // file work runs).
+    let slow_panic = a.send_request("debug/panic", Some(json!({"afterMs": 3000})));
     let read = a.send_request("file/read", Some(json!({"path": "a.txt"})));
     let blocking_panic = a.send_request("debug/panic", Some(json!({"blocking": true})));
     let status = a.send_request("daemon/status", None);
