@@ -42,7 +42,7 @@ fn a_second_daemon_on_the_same_socket_refuses_to_start() {
     );
     assert!(!message.contains("panicked"), "{message}");
     // The first daemon still owns and serves its socket.
-    assert_eq!(daemon.status()["sessions"], 1);
+    wait_for_sessions(&mut daemon.session(), 1);
 }
 
 #[test]

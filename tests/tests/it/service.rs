@@ -26,7 +26,7 @@ use filectx_daemon::config::{
 use filectx_daemon::provider::ProviderConfig;
 use filectx_protocol::DEFAULT_MAX_FRAME_BYTES;
 use filectx_protocol::socket::SOCKET_ENV;
-use filectx_tests::{PATIENCE, Raw, Share, bin};
+use filectx_tests::{PATIENCE, Raw, Share, bin, wait_for_sessions};
 use rustix::process::Signal;
 
 /// Environment that would change what the daemon does, removed from every child: the tests set
@@ -567,7 +567,7 @@ fn idle_exit_waits_while_a_session_is_open() {
     raw.initialize(dir.path());
     std::thread::sleep(Duration::from_millis(2500));
     assert!(daemon.running(), "exited with a session open:\n{}", daemon.log());
-    assert_eq!(raw.call("daemon/status", None)["sessions"], 1);
+    wait_for_sessions(&mut raw, 1);
 
     drop(raw);
     let exit = daemon.wait_exit(PATIENCE);

@@ -161,7 +161,7 @@ fn invalid_messages_get_standard_errors_and_the_connection_stays_usable() {
         assert_eq!(&response["id"], id, "{}: {response}", String::from_utf8_lossy(body));
         assert_eq!(response["jsonrpc"], "2.0");
     }
-    assert_eq!(raw.call("daemon/status", None)["sessions"], 1);
+    wait_for_sessions(&mut raw, 1);
 }
 
 #[test]
@@ -255,7 +255,7 @@ fn oversized_frame_is_skipped_and_the_connection_stays_usable() {
     assert_eq!(error_code(&response), -32007, "{response}");
     assert_eq!(response["id"], Value::Null);
     assert_eq!(response["error"]["data"]["limit"], 4096);
-    assert_eq!(raw.call("daemon/status", None)["sessions"], 1);
+    wait_for_sessions(&mut raw, 1);
 }
 
 #[test]
