@@ -246,7 +246,7 @@ impl SessionOptions {
             }
         };
         let tools = match &params.tools {
-            None => ToolName::ALL.to_vec(),
+            None => ToolName::DEFAULT.to_vec(),
             Some(wanted) => ToolName::ALL.into_iter().filter(|t| wanted.contains(t)).collect(),
         };
         let local_roots = roots.iter().all(|root| crate::context::is_local(root.path()));
@@ -453,7 +453,7 @@ mod tests {
             vec![canonical.clone()]
         );
         assert_eq!(opts.cwd, canonical);
-        assert_eq!(opts.tools, ToolName::ALL.to_vec());
+        assert_eq!(opts.tools, ToolName::DEFAULT.to_vec());
         assert!(!opts.read_only);
     }
 

@@ -40,3 +40,6 @@ pub const KEEP_CONVENTIONS: &str = "keepConventions";
 
 /// The edit tool's text shows the edited lines, numbered as `read` numbers them.
 pub const EDIT_REGIONS: &str = "editRegions";
+
+/// The `glob` and `grep` tools exist (a session gets them when `initialize.tools` names them).
+pub const SEARCH: &str = "search";

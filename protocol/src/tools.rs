@@ -13,7 +13,10 @@ pub const DEFAULT_READ_MAX_BYTES: u64 = 50 * 1024;
 /// Smallest `readMaxBytes` a session may ask for.
 pub const MIN_READ_MAX_BYTES: u64 = 1024;
 
-/// One of the three model-facing tools.
+/// Most paths the `glob` tool lists.
+pub const GLOB_MAX_PATHS: usize = 200;
+
+/// One of the model-facing tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolName {
@@ -23,11 +26,19 @@ pub enum ToolName {
     Write,
     /// Replace a literal string in a file.
     Edit,
+    /// List files matching a glob pattern, newest first.
+    Glob,
+    /// Search file contents with a regular expression.
+    Grep,
 }
 
 impl ToolName {
     /// All tools, in listing order.
-    pub const ALL: [ToolName; 3] = [Self::Read, Self::Write, Self::Edit];
+    pub const ALL: [ToolName; 5] = [Self::Read, Self::Write, Self::Edit, Self::Glob, Self::Grep];
+
+    /// The tools of a session that names none in `initialize` (the search tools must be asked
+    /// for, so older agents see the tool list they were built for).
+    pub const DEFAULT: [ToolName; 3] = [Self::Read, Self::Write, Self::Edit];
 
     /// The name on the wire.
     pub const fn as_str(self) -> &'static str {
@@ -35,6 +46,8 @@ impl ToolName {
             Self::Read => "read",
             Self::Write => "write",
             Self::Edit => "edit",
+            Self::Glob => "glob",
+            Self::Grep => "grep",
         }
     }
 
@@ -45,7 +58,7 @@ impl ToolName {
 
     /// Whether calling this tool changes files.
     pub const fn writes(self) -> bool {
-        !matches!(self, Self::Read)
+        matches!(self, Self::Write | Self::Edit)
     }
 }
 
@@ -92,6 +105,28 @@ indentation included) unless `replace_all` is true; add surrounding lines to mak
 Copy it from read's output without the line prefix (spaces, number, tab). `new_string` must \
 differ from `old_string`. The answer shows the edited lines, numbered as read numbers them.";
 
+const GLOB_DESCRIPTION: &str = "Find files by name with a glob pattern, such as `**/*.rs` or \
+`src/**/*.{ts,tsx}`. The pattern is matched against each file's path relative to `path` (the \
+session's working folder by default); `*` stays within one folder, `**` crosses folders. Returns \
+matching file paths, newest first (by modification time), one per line, written as `read` \
+accepts them; at most 200 paths, then a footer saying how many more matched (narrow the pattern \
+or path). Files ignored by .gitignore or .ignore, and hidden files and folders, are skipped; \
+symbolic links are not followed. Listing files does not count as reading them.";
+
+const GREP_DESCRIPTION: &str = "Search file contents with a regular expression (Rust regex \
+syntax, like ripgrep). Searches the files under `path` (the session's working folder by \
+default; a file path searches that file), skipping files ignored by .gitignore or .ignore, \
+hidden files and folders, and binary files. Narrow the files with `glob` (e.g. `*.rs`, \
+`src/**/*.ts`) or `type` (ripgrep's file types: rust, py, js, ...). `output_mode`: \
+`files_with_matches` (default) lists matching files, newest first; `content` shows matching \
+lines as `path:line:text` (context lines as `path-line-text`, groups separated by `--`); \
+`count` shows `path:N` per file. `head_limit` keeps only the first N entries (lines, files or \
+counts) and `offset` skips the first N. Lines longer than 2000 characters are cut and end with \
+`... (line truncated to 2000 chars)`. The answer stays within the session's output budget (50 \
+KiB by default); a footer says what was left out and how to narrow. A `content` search that \
+shows lines of a file counts as a read of that file: you may then edit it without a read, \
+until someone else changes it.";
+
 /// The descriptor of one tool, as `tools/list` shows it.
 pub fn descriptor(tool: ToolName) -> ToolDescriptor {
     let (description, input_schema) = match tool {
@@ -131,6 +166,38 @@ pub fn descriptor(tool: ToolName) -> ToolDescriptor {
                     "replace_all": {"type": "boolean", "default": false, "description": "Replace every occurrence instead of exactly one."}
                 },
                 "required": ["file_path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
+        ),
+        ToolName::Glob => (
+            GLOB_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "minLength": 1, "description": "The glob to match file paths against, relative to path: `**/*.rs`, `src/**/*.{ts,tsx}`."},
+                    "path": {"type": "string", "description": "Folder to search in, absolute or relative to the session's working folder. Default: the working folder."}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        ),
+        ToolName::Grep => (
+            GREP_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "minLength": 1, "description": "The regular expression to search for (Rust regex syntax)."},
+                    "path": {"type": "string", "description": "File or folder to search, absolute or relative to the session's working folder. Default: the working folder."},
+                    "glob": {"type": "string", "description": "Only search files matching this glob, as ripgrep's -g: `*.rs` matches at any depth, `src/**/*.ts` from path; a leading `!` excludes."},
+                    "type": {"type": "string", "description": "Only search files of this ripgrep type: rust, py, js, ts, go, java, c, cpp, md, ..."},
+                    "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"], "default": "files_with_matches", "description": "files_with_matches: matching file paths; content: matching lines; count: matches per file."},
+                    "case_insensitive": {"type": "boolean", "default": false, "description": "Match regardless of case."},
+                    "context": {"type": "integer", "minimum": 0, "description": "content mode: lines to show before and after each match."},
+                    "multiline": {"type": "boolean", "default": false, "description": "Let the pattern span lines (`.` then matches newlines too)."},
+                    "head_limit": {"type": "integer", "minimum": 1, "description": "Show only the first N entries (lines, files or counts)."},
+                    "offset": {"type": "integer", "minimum": 0, "description": "Skip the first N entries (to continue after a head_limit or a capped answer)."}
+                },
+                "required": ["pattern"],
                 "additionalProperties": false
             }),
         ),

@@ -191,11 +191,12 @@ pub(crate) struct WatchArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct McpArgs {
-    /// Refuse every write and edit (FS_PERMISSION_DENIED); without --tools, list only `read`
+    /// Refuse every write and edit (FS_PERMISSION_DENIED); without --tools, list only `read`,
+    /// `glob` and `grep`
     #[arg(long)]
     pub(crate) read_only: bool,
-    /// The tools to offer, comma-separated (read, write, edit) [default: all three; only read
-    /// with --read-only]
+    /// The tools to offer, comma-separated (read, write, edit, glob, grep) [default: all five;
+    /// read, glob and grep with --read-only]
     #[arg(long, value_name = "TOOLS", value_delimiter = ',', value_parser = parse_tool, num_args = 1..)]
     pub(crate) tools: Option<Vec<ToolName>>,
     /// Answer a repeated read of unchanged lines with one short line instead of the text (the
@@ -210,7 +211,7 @@ pub(crate) struct McpArgs {
 /// A tool name given on the command line.
 fn parse_tool(name: &str) -> Result<ToolName, String> {
     ToolName::from_name(name.trim())
-        .ok_or_else(|| format!("unknown tool {name:?}: the tools are read, write and edit"))
+        .ok_or_else(|| format!("unknown tool {name:?}: the tools are read, write, edit, glob and grep"))
 }
 
 /// Refuses what clap cannot express: `--json` is global, but `cat` and `mcp` have no JSON

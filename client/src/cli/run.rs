@@ -33,8 +33,8 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
     params.tools = match &args.tools {
         Some(tools) => Some(tools.clone()),
         // A read-only session lists only what it can do.
-        None if args.read_only => Some(vec![ToolName::Read]),
-        None => None,
+        None if args.read_only => Some(vec![ToolName::Read, ToolName::Glob, ToolName::Grep]),
+        None => Some(ToolName::ALL.to_vec()),
     };
     params.read_only = args.read_only.then_some(true);
     params.dedup_reads = args.dedup_reads.then_some(true);

@@ -56,6 +56,12 @@ pub enum ContextError {
         /// The rule.
         denial: Denial,
     },
+    /// The request was cancelled while it ran (a search stops between files).
+    #[error("the search under {path} was cancelled")]
+    Cancelled {
+        /// The path as shown.
+        path: String,
+    },
     /// Warm-only mode: the read needs the slow path (never sent; the call is run again).
     #[error("{path} is not warm in the cache")]
     Cold {
@@ -74,6 +80,7 @@ impl ContextError {
             | Self::Exists { path }
             | Self::ReadOnly { path }
             | Self::Denied { path, .. }
+            | Self::Cancelled { path }
             | Self::Cold { path } => path,
         }
     }

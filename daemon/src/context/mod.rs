@@ -10,6 +10,7 @@ use std::sync::Arc;
 pub mod deny;
 mod error;
 mod observations;
+pub mod search;
 pub mod stale;
 mod unrecorded;
 

@@ -30,6 +30,7 @@ mod snapshot;
 pub mod store;
 mod strategies;
 pub mod version;
+pub mod walk;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -98,6 +98,7 @@ pub fn code(err: &ContextError) -> FsErrorCode {
         ContextError::Stale { .. } => FsErrorCode::StaleVersion,
         ContextError::ReadOnly { .. } | ContextError::Denied { .. } => FsErrorCode::PermissionDenied,
         ContextError::Cold { .. } => FsErrorCode::Busy,
+        ContextError::Cancelled { .. } => FsErrorCode::Aborted,
     }
 }
 

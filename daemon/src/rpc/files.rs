@@ -207,9 +207,11 @@ pub async fn tools_call(
     };
     let dedup = session.options().is_some_and(|o| o.dedup_reads).then(|| owner.clone());
     drop(session);
+    let token = ext.get::<super::Cancel>().map(|c| c.0.clone());
     let run = move |files: &FileContext<'_>, options: &SessionOptions| {
         let delivered = dedup.as_deref().map(Owner::delivered);
-        tools::call(files, options, &params.name, &params.arguments, delivered)
+        let stop = || token.as_ref().is_some_and(|t| t.is_cancelled());
+        tools::call(files, options, &params.name, &params.arguments, delivered, &stop)
             .map(tool_result)
             .map_err(|e| invalid_params(e.to_string()))
     };

@@ -44,6 +44,7 @@ pub const FEATURES: &[&str] = &[
     features::EDIT_REGIONS,
     features::READ_MAX_BYTES,
     features::WHOLE_LINES,
+    features::SEARCH,
 ];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.

@@ -6,6 +6,7 @@ use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
 use serde_json::{Map, Value};
 
+use super::search::{self, GrepRequest, Mode, SearchError};
 use super::{dedup, render};
 use crate::context::{ContextError, FileContext, InvalidEdit, Replacement};
 use crate::owners::Delivered;
@@ -99,12 +100,39 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
+fn optional<'a>(map: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, Invalid> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => string(map, key).map(Some),
+    }
+}
+
+fn count(map: &Map<String, Value>, key: &str) -> Result<u64, Invalid> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(0),
+        Some(value) => value
+            .as_u64()
+            .ok_or_else(|| Invalid(format!("{key} must be an integer of at least 0, not {value}."))),
+    }
+}
+
+fn searched(result: Result<String, SearchError>, name: &str) -> Result<Outcome, Invalid> {
+    match result {
+        Ok(text) => Ok(Ok(text)),
+        Err(SearchError::Invalid(text)) => Err(Invalid(text)),
+        Err(SearchError::File(err)) => {
+            Ok(Err(Failure { text: render::error(&err, name), cause: Cause::File(err) }))
+        }
+    }
+}
+
 fn run(
     ctx: &FileContext<'_>,
     options: &SessionOptions,
     tool: ToolName,
     args: &Value,
     delivered: Option<&Delivered>,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
     let outcome = match tool {
@@ -144,19 +172,71 @@ fn run(
             })?;
             ctx.edit(path, &change).map(|view| render::edit(&view))
         }
+        ToolName::Glob => {
+            let map = fields(tool, args, &["pattern", "path"])?;
+            let pattern = string(map, "pattern")?;
+            let path = optional(map, "path")?;
+            return searched(search::glob(ctx, pattern, path, options.read_max_bytes, stop), name);
+        }
+        ToolName::Grep => {
+            let map = fields(
+                tool,
+                args,
+                &[
+                    "pattern",
+                    "path",
+                    "glob",
+                    "type",
+                    "output_mode",
+                    "case_insensitive",
+                    "context",
+                    "multiline",
+                    "head_limit",
+                    "offset",
+                ],
+            )?;
+            let mode = match optional(map, "output_mode")? {
+                None => Mode::FilesWithMatches,
+                Some(name) => Mode::from_name(name).ok_or_else(|| {
+                    Invalid(format!(
+                        "output_mode must be files_with_matches, content or count, not {name:?}."
+                    ))
+                })?,
+            };
+            let pattern = string(map, "pattern")?;
+            if pattern.is_empty() {
+                return Err(Invalid("pattern must not be empty.".into()));
+            }
+            let request = GrepRequest {
+                pattern,
+                path: optional(map, "path")?,
+                glob: optional(map, "glob")?,
+                file_type: optional(map, "type")?,
+                mode,
+                case_insensitive: boolean(map, "case_insensitive")?,
+                context: usize::try_from(count(map, "context")?.min(100)).unwrap_or(100),
+                multiline: boolean(map, "multiline")?,
+                head_limit: positive(map, "head_limit")?,
+                offset: count(map, "offset")?,
+                budget: options.read_max_bytes,
+            };
+            return searched(search::grep(ctx, &request, stop), name);
+        }
     };
     Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
 }
 
 /// Calls one of this session's tools. Blocking (it reads and writes files). With `delivered`
 /// (the owner's dedup record, when the session asked for `dedupReads`), a read of lines this
-/// owner already received unchanged answers one short line (see [`dedup`]).
+/// owner already received unchanged answers one short line (see [`dedup`]). `stop` says when
+/// the request was cancelled: a search asks it between files and then fails as cancelled.
 pub fn call(
     ctx: &FileContext<'_>,
     options: &SessionOptions,
     name: &str,
     args: &Value,
     delivered: Option<&Delivered>,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Outcome, UnknownTool> {
     let tools = &options.tools;
     let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
@@ -165,7 +245,7 @@ pub fn call(
             available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
         });
     };
-    Ok(match run(ctx, options, tool, args, delivered) {
+    Ok(match run(ctx, options, tool, args, delivered, stop) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })

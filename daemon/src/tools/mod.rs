@@ -5,6 +5,7 @@
 mod call;
 pub mod dedup;
 pub mod render;
+pub mod search;
 
 pub use call::{Cause, Failure, Outcome, UnknownTool, call};
 
@@ -39,6 +40,27 @@ pub fn instructions(options: &SessionOptions) -> String {
             " Read shows numbered lines and a footer; use offset and limit to page through long files.",
         );
     }
+    match (has(ToolName::Glob), has(ToolName::Grep)) {
+        (true, true) => text.push_str(
+            " Find files by name with glob and search their contents with grep; both skip files \
+             ignored by .gitignore or .ignore and hidden ones, and show paths as read accepts them.",
+        ),
+        (true, false) => text.push_str(
+            " Find files by name with glob; it skips files ignored by .gitignore or .ignore and \
+             hidden ones, and shows paths as read accepts them.",
+        ),
+        (false, true) => text.push_str(
+            " Search file contents with grep; it skips files ignored by .gitignore or .ignore, hidden \
+             ones and binary ones, and shows paths as read accepts them.",
+        ),
+        (false, false) => {}
+    }
+    if has(ToolName::Grep) && !options.read_only && (has(ToolName::Write) || has(ToolName::Edit)) {
+        text.push_str(
+            " Lines a grep shows with output_mode content count as a read of their file at that \
+             version: you may edit it without reading it first.",
+        );
+    }
     if options.read_only {
         text.push_str(" This session is read-only: writes and edits are refused.");
     } else if has(ToolName::Write) || has(ToolName::Edit) {
@@ -47,6 +69,12 @@ pub fn instructions(options: &SessionOptions) -> String {
                 " Before editing a file or overwriting it, read it (any window counts) in this session; \
                  creating a new file needs no read. Your own writes and edits keep the file current: \
                  edit it again without re-reading.",
+            );
+        } else if has(ToolName::Grep) {
+            text.push_str(
+                " This session has no read tool: you can create new files, but editing or overwriting \
+                 an existing file needs a read of it in this session, and only a grep with \
+                 output_mode content that shows its lines counts as one here.",
             );
         } else {
             text.push_str(
@@ -107,14 +135,17 @@ mod tests {
     #[test]
     fn list_follows_the_session_tools() {
         let names = |o: &SessionOptions| list(o).into_iter().map(|d| d.name).collect::<Vec<_>>();
-        assert_eq!(names(&options(&ToolName::ALL, false)), ["read", "write", "edit"]);
+        assert_eq!(names(&options(&ToolName::DEFAULT, false)), ["read", "write", "edit"]);
+        assert_eq!(names(&options(&ToolName::ALL, false)), ["read", "write", "edit", "glob", "grep"]);
         assert_eq!(names(&options(&[ToolName::Read], false)), ["read"]);
     }
 
     #[test]
     fn instructions_state_the_rules_that_apply() {
         expect_test::expect!["File tools: read, write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. Before editing a file or overwriting it, read it (any window counts) in this session; creating a new file needs no read. Your own writes and edits keep the file current: edit it again without re-reading. If a change is refused because someone else changed the file, the error shows what changed when it can: if it says the change counts as read, retry when your change still fits; otherwise read the file again and redo your change against what is there now. An edit replaces an exact string that must occur once (copy it from read's output without the line-number prefix); add surrounding lines to make it unique, or set replace_all."]
-        .assert_eq(&text(&options(&ToolName::ALL, false)));
+        .assert_eq(&text(&options(&ToolName::DEFAULT, false)));
+        expect_test::expect!["File tools: read, write, edit, glob, grep. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. Find files by name with glob and search their contents with grep; both skip files ignored by .gitignore or .ignore and hidden ones, and show paths as read accepts them. Lines a grep shows with output_mode content count as a read of their file at that version: you may edit it without reading it first. Before editing a file or overwriting it, read it (any window counts) in this session; creating a new file needs no read. Your own writes and edits keep the file current: edit it again without re-reading. If a change is refused because someone else changed the file, the error shows what changed when it can: if it says the change counts as read, retry when your change still fits; otherwise read the file again and redo your change against what is there now. An edit replaces an exact string that must occur once (copy it from read's output without the line-number prefix); add surrounding lines to make it unique, or set replace_all."].assert_eq(&text(&options(&ToolName::ALL, false)));
+        expect_test::expect!["File tools: grep, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Search file contents with grep; it skips files ignored by .gitignore or .ignore, hidden ones and binary ones, and shows paths as read accepts them. Lines a grep shows with output_mode content count as a read of their file at that version: you may edit it without reading it first. This session has no read tool: you can create new files, but editing or overwriting an existing file needs a read of it in this session, and only a grep with output_mode content that shows its lines counts as one here. If a change is refused because someone else changed the file, the error shows what changed when it can: if it says the change counts as read, retry when your change still fits; otherwise say so. An edit replaces an exact string that must occur once; add surrounding lines to make it unique, or set replace_all."].assert_eq(&text(&options(&[ToolName::Grep, ToolName::Edit], false)));
         expect_test::expect![[r#"File tools: read. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. Read shows numbered lines and a footer; use offset and limit to page through long files. This session is read-only: writes and edits are refused."#]]
         .assert_eq(&text(&options(&[ToolName::Read], true)));
         expect_test::expect!["File tools: write, edit. Paths are absolute or relative to /srv/app; only files under /srv/app can be reached. This session has no read tool: you can create new files, but editing or overwriting an existing file needs a read of it in this session, which only the program running you can do; if a change is refused as not read, say so instead of retrying. If a change is refused because someone else changed the file, the error shows what changed when it can: if it says the change counts as read, retry when your change still fits; otherwise say so. An edit replaces an exact string that must occur once; add surrounding lines to make it unique, or set replace_all."].assert_eq(&text(&options(&[ToolName::Write, ToolName::Edit], false)));
@@ -123,7 +154,7 @@ mod tests {
     /// Whatever tools a session has, its instructions say only what is true for it.
     #[test]
     fn instructions_are_true_for_every_tool_set() {
-        for bits in 0u8..8 {
+        for bits in 0u8..32 {
             let tools: Vec<ToolName> = ToolName::ALL
                 .into_iter()
                 .enumerate()
@@ -141,6 +172,18 @@ mod tests {
                     "{tools:?}: {t}"
                 );
                 assert_eq!(t.contains("has no read tool"), changes && !has(ToolName::Read), "{tools:?}: {t}");
+                assert_eq!(
+                    t.contains("only the program running you"),
+                    changes && !has(ToolName::Read) && !has(ToolName::Grep),
+                    "{tools:?}: {t}"
+                );
+                assert_eq!(t.contains("with glob"), has(ToolName::Glob), "{tools:?}: {t}");
+                assert_eq!(t.contains("with grep"), has(ToolName::Grep), "{tools:?}: {t}");
+                assert_eq!(
+                    t.contains("output_mode content"),
+                    changes && has(ToolName::Grep),
+                    "{tools:?}: {t}"
+                );
                 assert_eq!(
                     t.contains("keep the file current"),
                     changes && has(ToolName::Read),

@@ -1,0 +1,112 @@
+//! The file context's side of searches (the `glob` and `grep` tools): the files under a folder
+//! of the session's roots that the session may read (deny rules applied), opened beneath their
+//! root's handle, and the record of a search that showed lines of a file, which counts as a
+//! read of the version searched.
+
+use std::path::{Path, PathBuf};
+
+use super::deny::Access;
+use super::{ContextError, FileContext};
+use crate::provider::resolve::display;
+use crate::provider::walk::{Contents, Listed, Seen};
+
+pub use crate::provider::walk::{Contents as SearchContents, Seen as SearchSeen};
+
+/// Largest file a search reads whole (so it can count as a read); bigger files are searched
+/// as streams and never recorded.
+pub const SEARCH_WHOLE_MAX_BYTES: u64 = 16 << 20;
+
+/// One file a search may look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchFile {
+    /// Relative to its root.
+    rel: PathBuf,
+    /// Relative to the searched folder (for globs); the file's name when a file was named.
+    pub under: PathBuf,
+    /// As shown: relative to the cwd when inside it, else absolute (what `read` accepts).
+    pub display: String,
+    /// Modification time when listed, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    /// Size when listed.
+    pub size: u64,
+}
+
+/// The files a search may look at.
+#[derive(Debug, Clone)]
+pub struct SearchFiles {
+    /// The searched folder (or file), absolute.
+    pub base: PathBuf,
+    /// Whether a file (not a folder) was named.
+    pub single: bool,
+    /// The files, sorted by path.
+    pub files: Vec<SearchFile>,
+    /// Whether the listing stopped at its bound (more files exist).
+    pub truncated: bool,
+    root: crate::provider::Root,
+}
+
+impl FileContext<'_> {
+    /// The files under `path` (default: the cwd) a search looks at: ignore files honoured,
+    /// hidden entries skipped, symlinks never followed, deny rules for reads applied. `stop`
+    /// is asked during the walk; when it says so, [`ContextError::Cancelled`].
+    pub fn search_files(
+        &self,
+        path: Option<&str>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<SearchFiles, ContextError> {
+        let target = self.target(path.unwrap_or("."), Access::Read)?;
+        let listing = self.provider.list_files(&target, stop)?;
+        if listing.stopped {
+            return Err(ContextError::Cancelled { path: target.display });
+        }
+        let root = listing.root;
+        let cwd = self.scope.cwd;
+        let files = listing
+            .files
+            .into_iter()
+            .filter(|f| self.deny.check(&f.rel, Access::Read).is_ok())
+            .map(|Listed { rel, mtime_ns, size }| {
+                let under = match rel.strip_prefix(&target.rel) {
+                    Ok(under) if !under.as_os_str().is_empty() => under.to_path_buf(),
+                    _ => rel.file_name().map(PathBuf::from).unwrap_or_default(),
+                };
+                let display = display(&root.path().join(&rel), cwd);
+                SearchFile { rel, under, display, mtime_ns, size }
+            })
+            .collect();
+        Ok(SearchFiles {
+            base: target.path,
+            single: !target.folder,
+            files,
+            truncated: listing.truncated,
+            root,
+        })
+    }
+
+    /// Opens `file` for searching, beneath its root: whole up to [`SEARCH_WHOLE_MAX_BYTES`],
+    /// else as a stream.
+    pub fn open_search_file(&self, files: &SearchFiles, file: &SearchFile) -> Result<Contents, ContextError> {
+        Ok(self.provider.open_listed(&files.root, &file.rel, SEARCH_WHOLE_MAX_BYTES, &file.display)?)
+    }
+
+    /// Whether `file` is still a regular file reached through no symlink (for listing it).
+    pub fn still_listed(&self, files: &SearchFiles, file: &SearchFile) -> bool {
+        self.provider.is_listed_file(&files.root, &file.rel)
+    }
+
+    /// Records that lines of `file`, read whole as `seen` with `bytes`, were shown to the
+    /// session: a read of that version, when the file has not changed since (else nothing is
+    /// recorded). Returns whether it was recorded.
+    pub fn record_search(&self, files: &SearchFiles, file: &SearchFile, seen: &Seen, bytes: Vec<u8>) -> bool {
+        if !self.provider.unchanged(&files.root, &file.rel, &seen.fingerprint) {
+            return false;
+        }
+        let path: PathBuf = files.root.path().join(&file.rel);
+        self.observed.record(Path::new(&path), seen.version, seen.links);
+        let store = self.provider.store();
+        if store.fits(bytes.len()) {
+            store.put(seen.version, bytes);
+        }
+        true
+    }
+}

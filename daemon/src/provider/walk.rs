@@ -1,0 +1,246 @@
+//! Listing the regular files under a folder of a root as ripgrep would search them (the `ignore`
+//! crate's walker: `.gitignore`, `.ignore` and `.git/info/exclude` honoured, also outside a git
+//! repository; hidden files and folders skipped; symlinks never followed), and opening a listed
+//! file for reading beneath its root's handle, so that a symlink swapped in after the walk is
+//! refused, never followed.
+//!
+//! [`Provider::list_files`] is the one place a search learns which files exist: it walks cold
+//! every time today; a warm per-root file list can answer it instead later without its callers
+//! changing.
+//!
+//! Ignore files are read by the walker, by path, only at or below the session's root: the ones
+//! of the folders between the root and the searched folder are added explicitly, and none
+//! above the root (nor the user's global git excludes) is ever read.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use super::beneath::{Root, RootDir};
+use super::error::io_error;
+use super::resolve::Resolved;
+use super::{Fingerprint, Provider, ProviderError, Version};
+
+/// Most files one listing holds; a walk that finds more stops there.
+pub const MAX_LISTED_FILES: usize = 200_000;
+/// Most bytes of paths one listing holds; a walk that reaches it stops there.
+pub const MAX_LISTED_BYTES: usize = 32 << 20;
+/// How many walked entries pass between two looks at the caller's stop flag.
+const STOP_EVERY: usize = 64;
+
+/// One regular file of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Relative to the root.
+    pub rel: PathBuf,
+    /// Modification time when listed, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    /// Size when listed.
+    pub size: u64,
+}
+
+/// The files under a folder (or the one file named).
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// The root every file is beneath.
+    pub root: Root,
+    /// The files, sorted by path.
+    pub files: Vec<Listed>,
+    /// Whether the walk stopped at [`MAX_LISTED_FILES`] or [`MAX_LISTED_BYTES`].
+    pub truncated: bool,
+    /// Whether the caller's stop flag ended the walk early.
+    pub stopped: bool,
+}
+
+/// A listed file opened for a search.
+#[derive(Debug)]
+pub enum Contents {
+    /// Small enough to hold: its bytes, and what identifies the version searched.
+    Whole {
+        /// The file's bytes.
+        bytes: Vec<u8>,
+        /// Its version and fingerprint when read.
+        seen: Seen,
+    },
+    /// Too big to hold: searched from the open file, never recorded.
+    Stream(File),
+}
+
+/// What a whole read of a listed file saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// blake3 of the bytes read.
+    pub version: Version,
+    /// The open file's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Its hard links.
+    pub links: u64,
+}
+
+fn ns(secs: i64, nsec: i64) -> i128 {
+    i128::from(secs) * 1_000_000_000 + i128::from(nsec)
+}
+
+impl Provider {
+    /// The regular files under `base` (a folder, or one file), as ripgrep would search them:
+    /// ignore files honoured, hidden entries skipped, symlinks neither followed nor listed.
+    /// `stop` is asked every few entries; when it says so, the walk ends (`stopped`).
+    pub fn list_files(&self, base: &Resolved, stop: &dyn Fn() -> bool) -> Result<Listing, ProviderError> {
+        let root = base.dir.clone();
+        if !base.exists {
+            return Err(ProviderError::NotFound { path: base.display.clone(), why: None });
+        }
+        if !base.folder {
+            let Some(found) = base.file else {
+                return Err(ProviderError::NotRegularFile { path: base.display.clone() });
+            };
+            let fp = found.fingerprint;
+            let files = vec![Listed { rel: base.rel.clone(), mtime_ns: fp.mtime_ns, size: fp.size }];
+            return Ok(Listing { root, files, truncated: false, stopped: false });
+        }
+        let start = root.path().join(&base.rel);
+        let mut walk = ignore::WalkBuilder::new(&start);
+        walk.standard_filters(true)
+            .hidden(true)
+            .parents(false)
+            .git_global(false)
+            .require_git(false)
+            .follow_links(false);
+        // The ignore files of the folders from the root down to the searched one (exclusive):
+        // what `parents(true)` would read, without ever looking above the root.
+        let mut folder = root.path().to_path_buf();
+        for name in base.rel.components() {
+            for file in [".gitignore", ".ignore"] {
+                let candidate = folder.join(file);
+                if candidate.is_file() {
+                    // A malformed line is skipped, as the walker itself does.
+                    let _ = walk.add_ignore(candidate);
+                }
+            }
+            folder.push(name);
+        }
+        let mut listing = Listing { root: root.clone(), files: Vec::new(), truncated: false, stopped: false };
+        let mut bytes = 0usize;
+        for (n, entry) in walk.build().enumerate() {
+            if n % STOP_EVERY == 0 && stop() {
+                listing.stopped = true;
+                break;
+            }
+            let Ok(entry) = entry else { continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(root.path()) else { continue };
+            let Ok(meta) = entry.metadata() else { continue };
+            bytes += rel.as_os_str().len() + std::mem::size_of::<Listed>();
+            if listing.files.len() >= MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
+                listing.truncated = true;
+                break;
+            }
+            listing.files.push(Listed {
+                rel: rel.to_path_buf(),
+                mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+                size: meta.len(),
+            });
+        }
+        listing.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+        Ok(listing)
+    }
+
+    /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the
+    /// way is refused): whole when it holds at most `whole_max` bytes (hashed, with its
+    /// fingerprint), else as an open file. `shown` names it in errors.
+    pub fn open_listed(
+        &self,
+        root: &RootDir,
+        rel: &Path,
+        whole_max: u64,
+        shown: &str,
+    ) -> Result<Contents, ProviderError> {
+        let mut file = root.open_read(rel).map_err(|e| io_error(shown, "open", e))?;
+        let meta = file.metadata().map_err(|e| io_error(shown, "stat", e))?;
+        if !meta.is_file() {
+            return Err(ProviderError::NotRegularFile { path: shown.to_owned() });
+        }
+        if meta.len() > whole_max {
+            return Ok(Contents::Stream(file));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        (&mut file).take(whole_max + 1).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
+        if bytes.len() as u64 > whole_max {
+            // It grew meanwhile: search it as a stream from the start.
+            file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;
+            return Ok(Contents::Stream(file));
+        }
+        let after = file.metadata().map_err(|e| io_error(shown, "stat", e))?;
+        self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let seen =
+            Seen { version: Version::of(&bytes), fingerprint: Fingerprint::of(&meta), links: after.nlink() };
+        if Fingerprint::of(&after) != seen.fingerprint {
+            // Changed while read: search it, but nothing ties these bytes to one version.
+            file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;
+            return Ok(Contents::Stream(file));
+        }
+        Ok(Contents::Whole { bytes, seen })
+    }
+
+    /// Whether the file at `rel` beneath `root` still has `fingerprint` (same inode, size and
+    /// times): nothing replaced or changed it since it was read.
+    pub fn unchanged(&self, root: &RootDir, rel: &Path, fingerprint: &Fingerprint) -> bool {
+        root.open_path(rel).and_then(|f| f.metadata()).is_ok_and(|m| Fingerprint::of(&m) == *fingerprint)
+    }
+
+    /// Whether `rel` beneath `root` is a regular file reached through no symlink.
+    pub fn is_listed_file(&self, root: &RootDir, rel: &Path) -> bool {
+        root.open_path(rel).and_then(|f| f.metadata()).is_ok_and(|m| m.is_file())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{ProviderConfig, Scope};
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn lists_like_ripgrep_and_opens_only_beneath_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        std::fs::create_dir_all(root.join(".hidden")).unwrap();
+        std::fs::write(root.join(".gitignore"), "ignored/\n*.log\n").unwrap();
+        std::fs::create_dir_all(root.join("src/ignored")).unwrap();
+        std::fs::write(root.join("src/ignored/x.rs"), "x").unwrap();
+        std::fs::write(root.join("src/a.rs"), "a").unwrap();
+        std::fs::write(root.join("src/a.log"), "a").unwrap();
+        std::fs::write(root.join("src/deep/b.rs"), "b").unwrap();
+        std::fs::write(root.join(".hidden/c.rs"), "c").unwrap();
+        std::fs::write(base.join("secret"), "s").unwrap();
+        symlink(base.join("secret"), root.join("src/link")).unwrap();
+        let handle = RootDir::new(&root, None).unwrap();
+        let roots = [handle.clone()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        let provider = Provider::new(ProviderConfig::default());
+        let target = provider.resolve("src", scope).unwrap();
+        let listing = provider.list_files(&target, &|| false).unwrap();
+        let rels: Vec<_> = listing.files.iter().map(|f| f.rel.display().to_string()).collect();
+        assert_eq!(rels, ["src/a.rs", "src/deep/b.rs"], "the root's .gitignore applies to src");
+        match provider.open_listed(&handle, Path::new("src/a.rs"), 10, "a").unwrap() {
+            Contents::Whole { bytes, seen } => {
+                assert_eq!(bytes, b"a");
+                assert!(provider.unchanged(&handle, Path::new("src/a.rs"), &seen.fingerprint));
+            }
+            Contents::Stream(_) => panic!("small files are read whole"),
+        }
+        assert!(matches!(
+            provider.open_listed(&handle, Path::new("src/a.rs"), 0, "a"),
+            Ok(Contents::Stream(_))
+        ));
+        assert!(provider.open_listed(&handle, Path::new("src/link"), 10, "l").is_err());
+        assert!(!provider.is_listed_file(&handle, Path::new("src/link")));
+        assert!(provider.list_files(&target, &|| true).unwrap().stopped);
+    }
+}
