@@ -32,6 +32,7 @@ mod owners;
 mod policy;
 mod projection;
 mod sandbox;
+mod search;
 mod service;
 mod soak;
 mod watch;

@@ -1,0 +1,350 @@
+//! The `glob` and `grep` tools over the real socket: ignore files and hidden folders skipped,
+//! binary files listed by glob but never searched, symlinks never followed out of the roots,
+//! deny rules, every output mode, the budget footer, `path` outside the roots, a content grep
+//! counting as a read (edit without a read, refused as stale after an outside change), and
+//! which sessions get the tools.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use filectx_tests::{Daemon, Raw, ok, root_of};
+use serde_json::{Value, json};
+
+/// A project folder `proj` (the session's root) and a sibling `outside` in the daemon's temp dir.
+fn project(daemon: &Daemon) -> (PathBuf, PathBuf) {
+    let base = root_of(daemon);
+    let (root, outside) = (base.join("proj"), base.join("outside"));
+    fs::create_dir_all(&root).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    (root, outside)
+}
+
+fn put(root: &Path, files: &[(&str, &str)]) {
+    for (path, content) in files {
+        let path = root.join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+}
+
+fn session(daemon: &Daemon, root: &Path) -> Raw {
+    daemon.session_with(json!({"roots": [root], "tools": ["read", "write", "edit", "glob", "grep"]}))
+}
+
+/// The result of a tools/call.
+fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
+    ok(raw, "tools/call", json!({"name": name, "arguments": arguments}))
+}
+
+/// The text of a tools/call that must succeed.
+fn text(raw: &mut Raw, name: &str, arguments: Value) -> String {
+    let result = tool(raw, name, arguments.clone());
+    assert_eq!(result["isError"], false, "{name} {arguments}: {result}");
+    result["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+/// The `FS_*` code of a tools/call that must fail as a tool.
+fn fails(raw: &mut Raw, name: &str, arguments: Value) -> String {
+    let result = tool(raw, name, arguments.clone());
+    assert_eq!(result["isError"], true, "{name} {arguments}: {result}");
+    result["error"]["code"].as_str().unwrap().to_owned()
+}
+
+fn lines(text: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    lines
+}
+
+fn age(path: &Path, seconds: u64) {
+    let file = fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(SystemTime::now() - Duration::from_secs(seconds)).unwrap();
+}
+
+#[test]
+fn ignore_files_hidden_folders_and_binary_files() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    put(
+        &root,
+        &[
+            (".gitignore", "target/\n*.log\n"),
+            (".ignore", "vendor/\n"),
+            ("src/a.rs", "fn needle() {}\n"),
+            ("src/b.txt", "a needle here\n"),
+            ("src/target/gen.rs", "needle\n"),
+            ("target/out.rs", "needle\n"),
+            ("app.log", "needle\n"),
+            ("vendor/v.rs", "needle\n"),
+            (".hidden/h.rs", "needle\n"),
+            (".env", "needle\n"),
+        ],
+    );
+    fs::write(root.join("blob.bin"), b"needle\0\x01\x02needle\n").unwrap();
+    let mut raw = session(&daemon, &root);
+
+    // No .git anywhere: .gitignore applies all the same; hidden entries are skipped.
+    assert_eq!(
+        lines(&text(&mut raw, "glob", json!({"pattern": "**/*"}))),
+        ["blob.bin", "src/a.rs", "src/b.txt"]
+    );
+    assert_eq!(lines(&text(&mut raw, "glob", json!({"pattern": "**/*.rs"}))), ["src/a.rs"]);
+    assert_eq!(text(&mut raw, "glob", json!({"pattern": "*.rs"})), "No files found", "* stays in one folder");
+    // Binary files are listed but never searched.
+    assert_eq!(lines(&text(&mut raw, "grep", json!({"pattern": "needle"}))), ["src/a.rs", "src/b.txt"]);
+    // The root's .gitignore applies to a search of a subfolder too.
+    assert_eq!(
+        lines(&text(&mut raw, "grep", json!({"pattern": "needle", "path": "src"}))),
+        ["src/a.rs", "src/b.txt"]
+    );
+    assert_eq!(text(&mut raw, "glob", json!({"pattern": "**/*.rs", "path": "src"})), "src/a.rs");
+    // glob and type narrow a grep.
+    assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "glob": "*.rs"})), "src/a.rs");
+    assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "type": "rust"})), "src/a.rs");
+    assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "glob": "!*.rs"})), "src/b.txt");
+    assert_eq!(
+        fails(&mut raw, "grep", json!({"pattern": "needle", "type": "nosuchtype"})),
+        "FS_INVALID_ARGUMENT"
+    );
+    assert_eq!(fails(&mut raw, "grep", json!({"pattern": "("})), "FS_INVALID_ARGUMENT");
+    // A file named explicitly is searched.
+    assert_eq!(
+        text(&mut raw, "grep", json!({"pattern": "needle", "path": "src/b.txt", "output_mode": "count"})),
+        "src/b.txt:1"
+    );
+}
+
+#[test]
+fn symlinks_are_never_followed_out_of_the_roots() {
+    let daemon = Daemon::start(&[]);
+    let (root, outside) = project(&daemon);
+    put(&root, &[("src/a.rs", "needle in\n")]);
+    put(&outside, &[("secret.txt", "needle out\n"), ("dir/s.rs", "needle out\n")]);
+    symlink(outside.join("secret.txt"), root.join("link_out.txt")).unwrap();
+    symlink(outside.join("dir"), root.join("dir_out")).unwrap();
+    symlink(root.join("src/a.rs"), root.join("link_in.rs")).unwrap();
+    symlink(root.join("src"), root.join("src_link")).unwrap();
+    let mut raw = session(&daemon, &root);
+
+    assert_eq!(text(&mut raw, "glob", json!({"pattern": "**/*"})), "src/a.rs");
+    let content = text(&mut raw, "grep", json!({"pattern": "needle", "output_mode": "content"}));
+    assert_eq!(content, "src/a.rs:1:needle in");
+    assert!(!content.contains("out"), "{content}");
+    for path in ["dir_out", "../outside", "/", outside.to_str().unwrap()] {
+        assert_eq!(
+            fails(&mut raw, "grep", json!({"pattern": "needle", "path": path})),
+            "FS_OUTSIDE_ROOT",
+            "{path}"
+        );
+        assert_eq!(
+            fails(&mut raw, "glob", json!({"pattern": "*", "path": path})),
+            "FS_OUTSIDE_ROOT",
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn deny_rules_filter_what_is_listed_and_searched() {
+    let daemon = Daemon::start(&["--deny-read", "*.pem"]);
+    let (root, _) = project(&daemon);
+    put(&root, &[("secrets/key.txt", "needle\n"), ("key.pem", "needle\n"), ("notes.txt", "needle\n")]);
+    let tools = ["read", "write", "edit", "glob", "grep"];
+    let mut raw =
+        daemon.session_with(json!({"roots": [root], "tools": tools, "deny": {"read": ["secrets/**"]}}));
+    assert_eq!(text(&mut raw, "glob", json!({"pattern": "**/*"})), "notes.txt");
+    assert_eq!(
+        text(&mut raw, "grep", json!({"pattern": "needle", "output_mode": "content"})),
+        "notes.txt:1:needle"
+    );
+    // A denied folder lists nothing; a denied file named outright is refused.
+    assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "path": "secrets"})), "No files found");
+    for path in ["secrets/key.txt", "key.pem"] {
+        assert_eq!(
+            fails(&mut raw, "grep", json!({"pattern": "needle", "path": path})),
+            "FS_PERMISSION_DENIED"
+        );
+    }
+}
+
+#[test]
+fn every_output_mode() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    put(
+        &root,
+        &[
+            ("old.txt", "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\nbeta again\n"),
+            ("new.txt", "\u{feff}beta first\r\nsecond\r\n"),
+            ("long.txt", &format!("beta {}\n", "x".repeat(3000))),
+        ],
+    );
+    age(&root.join("old.txt"), 3600);
+    age(&root.join("long.txt"), 1800);
+    let mut raw = session(&daemon, &root);
+
+    // Newest first.
+    assert_eq!(text(&mut raw, "grep", json!({"pattern": "beta"})), "new.txt\nlong.txt\nold.txt");
+    assert_eq!(text(&mut raw, "glob", json!({"pattern": "*.txt"})), "new.txt\nlong.txt\nold.txt");
+    assert_eq!(
+        text(&mut raw, "grep", json!({"pattern": "beta", "output_mode": "count"})),
+        "long.txt:1\nnew.txt:1\nold.txt:2"
+    );
+    let content = text(
+        &mut raw,
+        "grep",
+        json!({"pattern": "beta", "output_mode": "content", "path": "old.txt", "context": 1}),
+    );
+    assert_eq!(
+        content,
+        "old.txt-1-alpha\nold.txt:2:beta\nold.txt-3-gamma\n--\nold.txt-6-zeta\nold.txt:7:beta again"
+    );
+    // No BOM, no \r; long lines cut like read's.
+    let content = text(
+        &mut raw,
+        "grep",
+        json!({"pattern": "^beta", "output_mode": "content", "glob": "{new,long}.txt"}),
+    );
+    let expected = format!(
+        "long.txt:1:beta {}... (line truncated to 2000 chars)\nnew.txt:1:beta first",
+        "x".repeat(1995)
+    );
+    assert_eq!(content, expected);
+    assert_eq!(
+        text(
+            &mut raw,
+            "grep",
+            json!({"pattern": "BETA A", "output_mode": "content", "case_insensitive": true})
+        ),
+        "old.txt:7:beta again"
+    );
+    assert_eq!(
+        text(
+            &mut raw,
+            "grep",
+            json!({"pattern": "zeta\\nbeta", "output_mode": "content", "multiline": true})
+        ),
+        "old.txt:6:zeta\nold.txt:7:beta again"
+    );
+    assert_eq!(text(&mut raw, "grep", json!({"pattern": "nothing at all"})), "No files found");
+    assert_eq!(
+        text(&mut raw, "grep", json!({"pattern": "nothing", "output_mode": "content"})),
+        "No matches found"
+    );
+    // head_limit and offset page through entries.
+    expect_test::expect![[r#"
+        new.txt
+
+        (Showing files 1-1; more follow: use offset=1 to continue.)"#]]
+    .assert_eq(&text(&mut raw, "grep", json!({"pattern": "beta", "head_limit": 1})));
+    assert_eq!(text(&mut raw, "grep", json!({"pattern": "beta", "head_limit": 1, "offset": 2})), "old.txt");
+    assert_eq!(
+        fails(&mut raw, "grep", json!({"pattern": "beta", "output_mode": "lines"})),
+        "FS_INVALID_ARGUMENT"
+    );
+}
+
+#[test]
+fn the_answer_stays_within_the_budget_with_a_footer() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    let many: String = (1..=200).map(|n| format!("match number {n}\n")).collect();
+    put(&root, &[("a.txt", &many), ("b.txt", &many)]);
+    let tools = ["read", "write", "edit", "glob", "grep"];
+    let mut raw = daemon.session_with(json!({"roots": [root], "tools": tools, "readMaxBytes": 1024}));
+    let content = text(&mut raw, "grep", json!({"pattern": "match", "output_mode": "content"}));
+    assert!(content.len() <= 1024, "{}", content.len());
+    let shown = content.lines().filter(|l| l.starts_with("a.txt:")).count();
+    let footer = content.lines().last().unwrap();
+    assert_eq!(
+        footer,
+        format!(
+            "(Output capped at 1 KiB: {} more lines in 2 files not shown. Narrow the pattern, path, glob or type, or use head_limit and offset (offset={shown} continues).)",
+            400 - shown
+        )
+    );
+    let next = text(&mut raw, "grep", json!({"pattern": "match", "output_mode": "content", "offset": shown}));
+    assert!(next.starts_with(&format!("a.txt:{}:match number {}\n", shown + 1, shown + 1)), "{next}");
+
+    let names: Vec<String> = (0..300).map(|n| format!("f{n:03}.rs")).collect();
+    for name in &names {
+        fs::write(root.join(name), "").unwrap();
+    }
+    let listed = text(&mut raw, "glob", json!({"pattern": "*.rs"}));
+    assert!(listed.len() <= 1024, "{}", listed.len());
+    assert!(
+        listed.ends_with(
+            "more matching files not shown; at most 200 paths are listed. Narrow the pattern or path.)"
+        ),
+        "{listed}"
+    );
+}
+
+#[test]
+fn a_content_grep_counts_as_a_read_until_the_file_changes() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    put(&root, &[("notes.txt", "one\ntwo\nthree\n"), ("other.txt", "two\n")]);
+    let mut raw = session(&daemon, &root);
+
+    // files_with_matches shows no lines: no read recorded.
+    assert_eq!(lines(&text(&mut raw, "grep", json!({"pattern": "two"}))), ["notes.txt", "other.txt"]);
+    let edit = json!({"file_path": "notes.txt", "old_string": "two", "new_string": "TWO"});
+    assert_eq!(fails(&mut raw, "edit", edit.clone()), "FS_NOT_OBSERVED");
+    // A content grep that shows its lines does.
+    let found =
+        text(&mut raw, "grep", json!({"pattern": "two", "output_mode": "content", "path": "notes.txt"}));
+    assert_eq!(found, "notes.txt:2:two");
+    text(&mut raw, "edit", edit);
+    assert_eq!(fs::read_to_string(root.join("notes.txt")).unwrap(), "one\nTWO\nthree\n");
+
+    // Grep again, then someone else changes the file: the edit is refused as stale.
+    text(&mut raw, "grep", json!({"pattern": "three", "output_mode": "content"}));
+    fs::write(root.join("notes.txt"), "one\nTWO\nthree\nfour\n").unwrap();
+    let edit = json!({"file_path": "notes.txt", "old_string": "three", "new_string": "3"});
+    assert_eq!(fails(&mut raw, "edit", edit), "FS_STALE_VERSION");
+    assert_eq!(fs::read_to_string(root.join("notes.txt")).unwrap(), "one\nTWO\nthree\nfour\n");
+}
+
+#[test]
+fn sessions_get_the_search_tools_when_they_ask() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    let names = |raw: &mut Raw| -> Vec<String> {
+        let list = ok(raw, "tools/list", json!({}));
+        list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let mut plain = Raw::connect(&daemon.socket);
+    let init = plain.initialize(&root);
+    assert!(init["capabilities"]["features"].as_array().unwrap().contains(&json!("search")), "{init}");
+    assert_eq!(names(&mut plain), ["read", "write", "edit"]);
+    let response =
+        filectx_tests::rpc(&mut plain, "tools/call", json!({"name": "grep", "arguments": {"pattern": "x"}}));
+    assert_eq!(filectx_tests::error_code(&response), -32602, "{response}");
+
+    let mut all = session(&daemon, &root);
+    assert_eq!(names(&mut all), ["read", "write", "edit", "glob", "grep"]);
+    let list = ok(&mut all, "tools/list", json!({}));
+    let described: String = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "glob" || t["name"] == "grep")
+        .map(|t| {
+            let properties = t["inputSchema"]["properties"].as_object().unwrap();
+            let fields: Vec<&str> = properties.keys().map(String::as_str).collect();
+            format!(
+                "{}({}): {}\n",
+                t["name"].as_str().unwrap(),
+                fields.join(", "),
+                t["description"].as_str().unwrap()
+            )
+        })
+        .collect();
+    expect_test::expect![[r#"
+        glob(path, pattern): Find files by name with a glob pattern, such as `**/*.rs` or `src/**/*.{ts,tsx}`. The pattern is matched against each file's path relative to `path` (the session's working folder by default); `*` stays within one folder, `**` crosses folders. Returns matching file paths, newest first (by modification time), one per line, written as `read` accepts them; at most 200 paths, then a footer saying how many more matched (narrow the pattern or path). Files ignored by .gitignore or .ignore, and hidden files and folders, are skipped; symbolic links are not followed. Listing files does not count as reading them.
+        grep(case_insensitive, context, glob, head_limit, multiline, offset, output_mode, path, pattern, type): Search file contents with a regular expression (Rust regex syntax, like ripgrep). Searches the files under `path` (the session's working folder by default; a file path searches that file), skipping files ignored by .gitignore or .ignore, hidden files and folders, and binary files. Narrow the files with `glob` (e.g. `*.rs`, `src/**/*.ts`) or `type` (ripgrep's file types: rust, py, js, ...). `output_mode`: `files_with_matches` (default) lists matching files, newest first; `content` shows matching lines as `path:line:text` (context lines as `path-line-text`, groups separated by `--`); `count` shows `path:N` per file. `head_limit` keeps only the first N entries (lines, files or counts) and `offset` skips the first N. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. The answer stays within the session's output budget (50 KiB by default); a footer says what was left out and how to narrow. A `content` search that shows lines of a file counts as a read of that file: you may then edit it without a read, until someone else changes it.
+    "#]].assert_eq(&described);
+}
