@@ -79,6 +79,8 @@ fn mcp_tool(mut tool: Value, version: &str) -> Value {
         "read" => ("Read file", true, false, true),
         "write" => ("Write file", false, true, true),
         "edit" => ("Edit file", false, true, false),
+        "glob" => ("Find files", true, false, true),
+        "grep" => ("Search file contents", true, false, true),
         _ => return tool,
     };
     if at_least(version, ANNOTATIONS_SINCE) {
@@ -107,7 +109,7 @@ fn output_schema() -> Value {
             "text": {
                 "type": "string",
                 "description": "The tool's text, as in the text content: for read, the numbered lines and footer; \
-                                for a failure, what went wrong and what to do."
+                                for glob and grep, the paths or lines found and footer; for a failure, what went wrong and what to do."
             },
             "error": {
                 "type": "object",

@@ -350,8 +350,10 @@ async fn tools_are_forwarded_with_what_the_version_adds() -> TestResult {
     let list = mcp.call(1, "tools/list", json!({})).await?;
     let tools = list["result"]["tools"].as_array().ok_or("tools/list answers tools")?;
     let names: Vec<_> = tools.iter().map(|tool| tool["name"].as_str().unwrap_or_default()).collect();
-    assert_eq!(names, ["read", "write", "edit"]);
+    assert_eq!(names, ["read", "write", "edit", "glob", "grep"]);
     assert_eq!(tools[0]["annotations"]["readOnlyHint"], true);
+    assert_eq!(tools[4]["annotations"]["readOnlyHint"], true);
+    assert_eq!(tools[3]["title"], "Find files");
     assert_eq!(tools[2]["title"], "Edit file");
     assert_eq!(tools[1]["outputSchema"]["required"], json!(["text"]));
 

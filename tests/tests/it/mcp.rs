@@ -252,7 +252,8 @@ fn initialize_negotiates_the_version_and_lists_the_tools() {
     assert_eq!(bridge.ok("ping", json!({})), json!({}));
 
     let list = bridge.ok("tools/list", json!({}));
-    assert_eq!(tool_names(&list), ["read", "write", "edit"]);
+    // `filectx mcp` offers all five tools unless --tools says otherwise.
+    assert_eq!(tool_names(&list), ["read", "write", "edit", "glob", "grep"]);
     let tools = list["tools"].as_array().unwrap();
     assert_eq!(tools[0]["inputSchema"]["required"], json!(["file_path"]));
     assert_eq!(tools[1]["inputSchema"]["required"], json!(["file_path", "content"]));
@@ -383,11 +384,13 @@ fn read_only_and_tools_options_shape_the_session() {
     let (daemon, root) = project();
     std::fs::write(root.join("a.txt"), "one\n").unwrap();
 
-    // --read-only alone: only read is offered; write and edit are unknown tools.
+    // --read-only alone: only read and the searches are offered; write and edit are unknown tools.
     let mut bridge = Bridge::start(&daemon.socket, &root, &["--read-only"]);
     let init = bridge.initialize("2025-06-18");
     assert!(init["instructions"].as_str().unwrap().contains("read-only"), "{init}");
-    assert_eq!(tool_names(&bridge.ok("tools/list", json!({}))), ["read"]);
+    assert_eq!(tool_names(&bridge.ok("tools/list", json!({}))), ["read", "glob", "grep"]);
+    let found = bridge.tool("grep", json!({"pattern": "one", "output_mode": "content"}));
+    assert_eq!(found["content"][0]["text"], "a.txt:1:one", "{found}");
     assert_eq!(bridge.tool("read", json!({"file_path": "a.txt"}))["isError"], false);
     let refused = bridge
         .call("tools/call", json!({"name": "write", "arguments": {"file_path": "b.txt", "content": "x"}}));

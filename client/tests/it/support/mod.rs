@@ -165,7 +165,7 @@ pub fn initialize_result() -> InitializeResult {
         session_id: "s-1".to_owned(),
         instructions: "Read before editing.".to_owned(),
         capabilities: Capabilities {
-            tools: ToolName::ALL.to_vec(),
+            tools: ToolName::DEFAULT.to_vec(),
             read_only: false,
             methods: vec!["daemon/status".to_owned(), "initialize".to_owned()],
             batches: true,
@@ -388,7 +388,7 @@ pub fn standard(request: &Value) -> Vec<Out> {
         Some("daemon/status") => answer(request, status()),
         Some("tools/list") => answer(
             request,
-            ToolsListResult { tools: ToolName::ALL.into_iter().map(tools::descriptor).collect() },
+            ToolsListResult { tools: ToolName::DEFAULT.into_iter().map(tools::descriptor).collect() },
         ),
         Some("shutdown") => result(request, Value::Null),
         Some("tools/call") => with::<CallToolParams>(request, |_| answer(request, tool_result(READ_TEXT))),
