@@ -70,6 +70,8 @@ impl Cli {
             Command::Write(args) => &args.roots,
             Command::Edit(args) => &args.roots,
             Command::Stat(args) => &args.roots,
+            Command::Glob(args) => &args.roots,
+            Command::Grep(args) => &args.roots,
             Command::Watch(args) => &args.roots,
             Command::Mcp(args) => &args.roots,
         };
@@ -98,6 +100,12 @@ pub(crate) enum Command {
     Edit(EditArgs),
     /// Show whether a path exists, its kind, size and content version (file/stat)
     Stat(StatArgs),
+    /// List the files matching a glob, newest first, as the model-facing glob tool shows them
+    /// (tools/call glob)
+    Glob(GlobArgs),
+    /// Search file contents with a regular expression, as the model-facing grep tool shows it
+    /// (tools/call grep; matching files by default, --content for lines, --count for counts)
+    Grep(GrepArgs),
     /// Print a line each time one of the files changes or is deleted, until none is left
     /// (file/read and fs/resolve of each, then file/didChange notices)
     #[command(long_about = WATCH_LONG_ABOUT, after_help = WATCH_AFTER_HELP)]
@@ -118,6 +126,53 @@ pub(crate) struct ReadArgs {
     /// Most lines to show [default and maximum: 2000]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) limit: Option<u64>,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GlobArgs {
+    /// The glob, matched against paths relative to PATH: `**/*.rs`, `src/**/*.{ts,tsx}`
+    pub(crate) pattern: String,
+    /// The folder to search [default: the current folder]
+    pub(crate) path: Option<String>,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GrepArgs {
+    /// The regular expression (Rust regex syntax, like ripgrep)
+    pub(crate) pattern: String,
+    /// The file or folder to search [default: the current folder]
+    pub(crate) path: Option<String>,
+    /// Show matching lines (`path:line:text`) instead of matching files
+    #[arg(long, conflicts_with = "count")]
+    pub(crate) content: bool,
+    /// Show the number of matching lines per file (`path:N`)
+    #[arg(long)]
+    pub(crate) count: bool,
+    /// Only files matching this glob, as ripgrep's -g
+    #[arg(long, short = 'g', value_name = "GLOB")]
+    pub(crate) glob: Option<String>,
+    /// Only files of this ripgrep type (rust, py, js, ...)
+    #[arg(long = "type", short = 't', value_name = "TYPE")]
+    pub(crate) file_type: Option<String>,
+    /// Match regardless of case
+    #[arg(long, short = 'i')]
+    pub(crate) ignore_case: bool,
+    /// With --content: lines of context around each match
+    #[arg(long, short = 'C', value_name = "N")]
+    pub(crate) context: Option<u64>,
+    /// Let the pattern span lines
+    #[arg(long)]
+    pub(crate) multiline: bool,
+    /// Show only the first N entries
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) head_limit: Option<u64>,
+    /// Skip the first N entries
+    #[arg(long, value_name = "N")]
+    pub(crate) offset: Option<u64>,
     #[command(flatten)]
     pub(crate) roots: RootArgs,
 }

@@ -25,6 +25,8 @@ pub(crate) enum Job {
     Edit(EditParams),
     Stat(String),
     Watch(Vec<String>),
+    /// A model-facing tool call (glob, grep): its text, as the model sees it.
+    Tool(ToolName, serde_json::Map<String, Value>),
 }
 
 /// A model-facing tool call that answered `isError: true`.
@@ -57,6 +59,11 @@ pub(crate) async fn execute(job: Job, json: bool, client: &Client) -> anyhow::Re
         (Job::Stat(path), true) => raw(client, methods::FILE_STAT, PathParams { path }).await,
         (Job::Stat(path), false) => Ok(render_stat(&client.file_stat(&path).await?)),
         (Job::Watch(paths), json) => watch(client, &paths, json).await.map(|()| String::new()),
+        (Job::Tool(tool, arguments), true) => {
+            let params = serde_json::json!({"name": tool.as_str(), "arguments": arguments});
+            raw(client, methods::TOOLS_CALL, params).await
+        }
+        (Job::Tool(tool, arguments), false) => tool_text(client, tool, arguments).await,
     }
 }
 
@@ -78,7 +85,17 @@ async fn read_tool(client: &Client, params: ReadParams) -> anyhow::Result<String
     if let Some(limit) = params.limit {
         arguments.insert("limit".to_owned(), limit.into());
     }
-    let result = client.call_tool(ToolName::Read.as_str(), Value::Object(arguments)).await?;
+    tool_text(client, ToolName::Read, arguments).await
+}
+
+/// A model-facing tool's text as is (a final newline added if it has none); a failure is
+/// [`ToolFailed`].
+async fn tool_text(
+    client: &Client,
+    tool: ToolName,
+    arguments: serde_json::Map<String, Value>,
+) -> anyhow::Result<String> {
+    let result = client.call_tool(tool.as_str(), Value::Object(arguments)).await?;
     let mut text = result.text();
     if result.is_error {
         return Err(ToolFailed { code: result.error.map(|error| error.code), text }.into());

@@ -17,6 +17,13 @@ Files (PATH is absolute, or relative to the current folder):
       replace an exact, literal string (once, or every occurrence)
   filectx stat PATH
       whether the path exists, its kind, size and content version
+  filectx glob PATTERN [PATH]
+      the files matching a glob (`**/*.rs`), newest first, as the model-facing glob tool
+      lists them (ignored and hidden files skipped)
+  filectx grep PATTERN [PATH] [--content | --count] [-g GLOB] [-t TYPE] [-i] [-C N]
+               [--multiline] [--head-limit N] [--offset N]
+      a regex search, as the model-facing grep tool shows it: matching files (default),
+      matching lines (--content) or counts per file (--count)
   filectx watch PATH...
       a line each time one of the files changes or is deleted (file/didChange), until no
       watched file is left, or Ctrl-C; the daemon notifies once per version the session read

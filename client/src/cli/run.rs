@@ -14,6 +14,8 @@ use filectx_protocol::{
     WriteParams, features,
 };
 
+use serde_json::Map;
+
 use super::args::{Cli, Command, McpArgs, WriteArgs};
 use super::commands::{Job, execute};
 
@@ -79,8 +81,12 @@ async fn initialize_mcp(client: &Client, params: InitializeParams) -> anyhow::Re
 pub(crate) async fn run(cli: &Cli, socket: &Path) -> anyhow::Result<String> {
     // Everything local is checked (and the content read) before connecting, so a local failure
     // never opens a session.
-    let session = Session::new(&cli.roots())?;
+    let mut session = Session::new(&cli.roots())?;
     let job = prepare(&cli.command, &session)?;
+    if let Job::Tool(..) = job {
+        // The search tools are offered only to sessions that ask for them.
+        session.params.tools = Some(ToolName::ALL.to_vec());
+    }
     let (client, _session) = if cli.no_autostart {
         Client::connect_session(socket, session.params).await?
     } else {
@@ -216,6 +222,50 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
                 session.check_path(path)?;
             }
             Job::Watch(args.paths.clone())
+        }
+        Command::Glob(args) => {
+            let mut arguments = Map::new();
+            arguments.insert("pattern".to_owned(), args.pattern.clone().into());
+            if let Some(path) = &args.path {
+                session.check_path(path)?;
+                arguments.insert("path".to_owned(), path.clone().into());
+            }
+            Job::Tool(ToolName::Glob, arguments)
+        }
+        Command::Grep(args) => {
+            let mut arguments = Map::new();
+            arguments.insert("pattern".to_owned(), args.pattern.clone().into());
+            if let Some(path) = &args.path {
+                session.check_path(path)?;
+                arguments.insert("path".to_owned(), path.clone().into());
+            }
+            let mode = if args.content {
+                "content"
+            } else if args.count {
+                "count"
+            } else {
+                "files_with_matches"
+            };
+            arguments.insert("output_mode".to_owned(), mode.into());
+            for (key, value) in [("glob", &args.glob), ("type", &args.file_type)] {
+                if let Some(value) = value {
+                    arguments.insert(key.to_owned(), value.clone().into());
+                }
+            }
+            for (key, value) in
+                [("context", args.context), ("head_limit", args.head_limit), ("offset", args.offset)]
+            {
+                if let Some(value) = value {
+                    arguments.insert(key.to_owned(), value.into());
+                }
+            }
+            if args.ignore_case {
+                arguments.insert("case_insensitive".to_owned(), true.into());
+            }
+            if args.multiline {
+                arguments.insert("multiline".to_owned(), true.into());
+            }
+            Job::Tool(ToolName::Grep, arguments)
         }
         // `main` runs `mcp` through `run_mcp`, never through `run`.
         Command::Mcp(_) => bail!("mcp is served by run_mcp"),

@@ -348,3 +348,26 @@ fn sessions_get_the_search_tools_when_they_ask() {
         grep(case_insensitive, context, glob, head_limit, multiline, offset, output_mode, path, pattern, type): Search file contents with a regular expression (Rust regex syntax, like ripgrep). Searches the files under `path` (the session's working folder by default; a file path searches that file), skipping files ignored by .gitignore or .ignore, hidden files and folders, and binary files. Narrow the files with `glob` (e.g. `*.rs`, `src/**/*.ts`) or `type` (ripgrep's file types: rust, py, js, ...). `output_mode`: `files_with_matches` (default) lists matching files, newest first; `content` shows matching lines as `path:line:text` (context lines as `path-line-text`, groups separated by `--`); `count` shows `path:N` per file. `head_limit` keeps only the first N entries (lines, files or counts) and `offset` skips the first N. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. The answer stays within the session's output budget (50 KiB by default); a footer says what was left out and how to narrow. A `content` search that shows lines of a file counts as a read of that file: you may then edit it without a read, until someone else changes it.
     "#]].assert_eq(&described);
 }
+
+/// `filectx glob` and `filectx grep` print the tools' texts (a CLI session asks for them).
+#[test]
+fn cli_glob_and_grep_print_the_tool_text() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    put(&root, &[("notes.txt", "one\nneedle two\n"), ("src/a.rs", "needle\n")]);
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(filectx_tests::bin("filectx"))
+            .env("FILECTX_NO_AUTOSTART", "1")
+            .arg("--socket")
+            .arg(&daemon.socket)
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(run(&["glob", "**/*.rs"]), "src/a.rs\n");
+    assert_eq!(run(&["grep", "needle", "--content", "-g", "*.txt"]), "notes.txt:2:needle two\n");
+    assert_eq!(run(&["grep", "NEEDLE", "src", "-i", "--count"]), "src/a.rs:1\n");
+}
