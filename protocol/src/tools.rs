@@ -257,6 +257,32 @@ mod tests {
         }
     }
 
+    /// What a model must know about the search tools.
+    #[test]
+    fn search_descriptions_state_their_bounds_and_the_read_rule() {
+        let glob = descriptor(ToolName::Glob).description;
+        let grep = descriptor(ToolName::Grep).description;
+        for phrase in ["newest first", "at most 200 paths", ".gitignore", "does not count as reading"] {
+            assert!(glob.contains(phrase), "{phrase:?} missing from {glob:?}");
+        }
+        for phrase in [
+            "files_with_matches",
+            "path:line:text",
+            "path-line-text",
+            "`--`",
+            "path:N",
+            "head_limit",
+            "... (line truncated to 2000 chars)",
+            "50 KiB",
+            "binary files",
+            "counts as a read of that file",
+        ] {
+            assert!(grep.contains(phrase), "{phrase:?} missing from {grep:?}");
+        }
+        assert!(!ToolName::Glob.writes() && !ToolName::Grep.writes());
+        assert_eq!(ToolName::DEFAULT, [ToolName::Read, ToolName::Write, ToolName::Edit]);
+    }
+
     #[test]
     fn schemas_name_snake_case_fields_and_required_ones() {
         let required = |t| {

@@ -110,3 +110,47 @@ impl FileContext<'_> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Observations, Scope, Version};
+    use crate::provider::{Provider, ProviderConfig, RootDir};
+
+    #[test]
+    fn a_search_lists_stops_and_records_only_unchanged_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("src/a.rs"), "needle\n").unwrap();
+        std::fs::write(root.join("b.txt"), "needle\n").unwrap();
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let cwd = root.join("src");
+        let scope = Scope { roots: &roots, cwd: &cwd };
+        let provider = Provider::new(ProviderConfig::default());
+        let observed = Observations::new(10);
+        let ctx = FileContext::new(&provider, scope, &observed, false);
+
+        let files = ctx.search_files(Some(".."), &|| false).unwrap();
+        let shown: Vec<_> =
+            files.files.iter().map(|f| (f.display.as_str(), f.under.to_str().unwrap())).collect();
+        let b = root.join("b.txt").display().to_string();
+        assert_eq!(shown, [(b.as_str(), "b.txt"), ("a.rs", "src/a.rs")], "shown as read accepts them");
+        assert!(matches!(ctx.search_files(None, &|| true), Err(ContextError::Cancelled { .. })));
+
+        let a = &files.files[1];
+        let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, a) else { panic!() };
+        assert_eq!(seen.version, Version::of(b"needle\n"));
+        assert!(ctx.record_search(&files, a, &seen, bytes.clone()));
+        assert_eq!(observed.get(&root.join("src/a.rs")), Some(seen.version));
+
+        // Changed after the search: nothing is recorded.
+        let b_file = &files.files[0];
+        let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, b_file) else {
+            panic!()
+        };
+        std::fs::write(root.join("b.txt"), "changed, longer\n").unwrap();
+        assert!(!ctx.record_search(&files, b_file, &seen, bytes));
+        assert_eq!(observed.get(&root.join("b.txt")), None);
+    }
+}
