@@ -83,10 +83,17 @@ impl FileContext<'_> {
         })
     }
 
-    /// Opens `file` for searching, beneath its root: whole up to [`SEARCH_WHOLE_MAX_BYTES`],
-    /// else as a stream.
-    pub fn open_search_file(&self, files: &SearchFiles, file: &SearchFile) -> Result<Contents, ContextError> {
-        Ok(self.provider.open_listed(&files.root, &file.rel, SEARCH_WHOLE_MAX_BYTES, &file.display)?)
+    /// Opens `file` for searching, beneath its root: with `whole` (a search that may count as a
+    /// read), read whole and hashed up to [`SEARCH_WHOLE_MAX_BYTES`]; else, and for bigger
+    /// files, as a stream.
+    pub fn open_search_file(
+        &self,
+        files: &SearchFiles,
+        file: &SearchFile,
+        whole: bool,
+    ) -> Result<Contents, ContextError> {
+        let max = if whole { SEARCH_WHOLE_MAX_BYTES } else { 0 };
+        Ok(self.provider.open_listed(&files.root, &file.rel, max, &file.display)?)
     }
 
     /// Whether `file` is still a regular file reached through no symlink (for listing it).
@@ -139,14 +146,16 @@ mod tests {
         assert!(matches!(ctx.search_files(None, &|| true), Err(ContextError::Cancelled { .. })));
 
         let a = &files.files[1];
-        let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, a) else { panic!() };
+        let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, a, true) else {
+            panic!()
+        };
         assert_eq!(seen.version, Version::of(b"needle\n"));
         assert!(ctx.record_search(&files, a, &seen, bytes.clone()));
         assert_eq!(observed.get(&root.join("src/a.rs")), Some(seen.version));
 
         // Changed after the search: nothing is recorded.
         let b_file = &files.files[0];
-        let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, b_file) else {
+        let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, b_file, true) else {
             panic!()
         };
         std::fs::write(root.join("b.txt"), "changed, longer\n").unwrap();

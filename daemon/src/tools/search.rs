@@ -354,7 +354,8 @@ pub fn grep(
         if stop() {
             return Err(cancelled(&files));
         }
-        let contents = match ctx.open_search_file(&files, file) {
+        // Only a content search reads files whole (to record what it showed as read).
+        let contents = match ctx.open_search_file(&files, file, req.mode == Mode::Content) {
             Ok(contents) => contents,
             Err(_) => {
                 unreadable += 1;
