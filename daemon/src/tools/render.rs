@@ -255,6 +255,9 @@ pub fn error(err: &ContextError, tool: &str) -> String {
         ContextError::File(FileError::OutsideRoot { .. }) => {
             format!("{err}. Only files inside the session's folders can be used.")
         }
+        ContextError::Cancelled { .. } => {
+            format!("The search under {path} was cancelled before it finished; nothing more is shown.")
+        }
         ContextError::File(FileError::Busy { .. }) | ContextError::Cold { .. } => {
             format!("{err}. Try again in a moment.")
         }

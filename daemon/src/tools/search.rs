@@ -351,6 +351,9 @@ pub fn grep(
     // files_with_matches: every matching file first, then listed newest first.
     let mut matching: Vec<&SearchFile> = Vec::new();
     for file in files.files.iter().filter(|f| wanted(f)) {
+        // Tests slow a search down here to cancel it midway.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("search::file");
         if stop() {
             return Err(cancelled(&files));
         }

@@ -371,3 +371,39 @@ fn cli_glob_and_grep_print_the_tool_text() {
     assert_eq!(run(&["grep", "needle", "--content", "-g", "*.txt"]), "notes.txt:2:needle two\n");
     assert_eq!(run(&["grep", "NEEDLE", "src", "-i", "--count"]), "src/a.rs:1\n");
 }
+
+/// A search looks at the request's cancellation between files: cancelled midway, it stops
+/// early and answers `FS_ABORTED`.
+#[test]
+fn a_cancelled_search_stops_between_files() {
+    let daemon = Daemon::start_configured(&[], |_, mut command| {
+        command.env("FILECTX_FAILPOINTS", "search::file=sleep(100)");
+        command
+    });
+    daemon.status();
+    assert!(
+        daemon.log_text().contains("fail point configured"),
+        "filectxd was built without `failpoints`; run the tests with `cargo test --workspace`"
+    );
+    let (root, _) = project(&daemon);
+    for n in 0..100 {
+        fs::write(root.join(format!("f{n:03}.txt")), "needle\n").unwrap();
+    }
+    let mut raw = session(&daemon, &root);
+    let started = std::time::Instant::now();
+    let id = raw.send_request(
+        "tools/call",
+        Some(json!({"name": "grep", "arguments": {"pattern": "needle", "output_mode": "content"}})),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    raw.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+    let answer = raw.recv();
+    assert_eq!(answer["id"].as_u64(), Some(id), "{answer}");
+    assert_eq!(answer["result"]["error"]["code"], "FS_ABORTED", "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("The search under") && text.contains("was cancelled before it finished"),
+        "stopped midway, not before it ran: {text}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(8), "100 files at 100 ms each would take 10 s");
+}
