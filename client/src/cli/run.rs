@@ -45,7 +45,7 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
     } else {
         Client::connect_or_spawn(socket, SpawnOptions::default()).await?
     };
-    let session = initialize_mcp(&client, params).await?;
+    let session = initialize_mcp(&client, params, args.tools.is_some()).await?;
     let options = McpOptions::new(session.instructions);
     let input = tokio::io::BufReader::new(tokio::io::stdin());
     mcp::serve(client, options, input, tokio::io::stdout()).await.map_err(|error| match error {
@@ -55,22 +55,55 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
     })
 }
 
-/// Opens the `filectx mcp` session. A daemon without `dedupReads` (an older one, kept alive by
-/// socket activation) is told nothing it does not know: the session is opened without it, and
-/// stderr says so.
-async fn initialize_mcp(client: &Client, params: InitializeParams) -> anyhow::Result<InitializeResult> {
-    let wanted = params.dedup_reads == Some(true);
-    let retry = InitializeParams { dedup_reads: None, ..params.clone() };
-    let session = match client.initialize(params).await {
-        Err(ClientError::Unsupported { feature }) if feature == features::DEDUP_READS => {
-            eprintln!(
-                "filectx mcp: the daemon does not support --dedup-reads (an older filectxd?); serving \
-                 without it (restart the daemon to get it)"
-            );
-            client.initialize(retry).await?
+/// Opens the `filectx mcp` session. A daemon of an older build (kept alive by socket
+/// activation) is told nothing it does not know: without `dedupReads` the session is opened
+/// without it, and without the search tools (feature `search`: it refuses `glob` and `grep` in
+/// `tools`, -32602 unknown variant) with the other tools, unless `--tools` named them; stderr
+/// says which.
+async fn initialize_mcp(
+    client: &Client,
+    mut params: InitializeParams,
+    explicit_tools: bool,
+) -> anyhow::Result<InitializeResult> {
+    let search = [ToolName::Glob, ToolName::Grep];
+    // Each retry drops one thing the daemon refused, so three attempts cover both.
+    for _ in 0..3 {
+        let offers_search = params.tools.as_ref().is_some_and(|t| t.iter().any(|t| search.contains(t)));
+        match client.initialize(params.clone()).await {
+            Ok(session) => return warn_dedup(client, &params, session),
+            Err(ClientError::Unsupported { feature })
+                if feature == features::DEDUP_READS && params.dedup_reads.is_some() =>
+            {
+                eprintln!(
+                    "filectx mcp: the daemon does not support --dedup-reads (an older filectxd?); serving \
+                     without it (restart the daemon to get it)"
+                );
+                params.dedup_reads = None;
+            }
+            Err(ClientError::Rpc { code: filectx_protocol::error::INVALID_PARAMS, message, .. })
+                if !explicit_tools
+                    && offers_search
+                    && (message.contains("`glob`") || message.contains("`grep`")) =>
+            {
+                eprintln!(
+                    "filectx mcp: the daemon does not offer glob and grep (an older filectxd?); serving \
+                     the other tools (restart the daemon to get them)"
+                );
+                params.tools = params.tools.map(|t| t.into_iter().filter(|t| !search.contains(t)).collect());
+            }
+            Err(other) => return Err(other.into()),
         }
-        other => other?,
-    };
+    }
+    Ok(client.initialize(params).await?)
+}
+
+/// Says on stderr when `--dedup-reads` was asked for but the daemon does not announce it.
+fn warn_dedup(
+    client: &Client,
+    params: &InitializeParams,
+    session: InitializeResult,
+) -> anyhow::Result<InitializeResult> {
+    let wanted = params.dedup_reads == Some(true);
     if wanted && client.features().is_some_and(|all| !all.iter().any(|f| f == features::DEDUP_READS)) {
         eprintln!("filectx mcp: the daemon does not announce dedupReads; repeated reads may be sent in full");
     }

@@ -47,6 +47,21 @@ fn old_daemon() -> TestResult<FakeDaemon> {
         let new_field = ["resumable", "resume", "dedupReads", "readMaxBytes"]
             .into_iter()
             .find(|field| request["method"] == "initialize" && request["params"].get(*field).is_some());
+        let search_tool = ["glob", "grep"].into_iter().find(|tool| {
+            request["method"] == "initialize"
+                && request["params"]["tools"].as_array().is_some_and(|tools| tools.contains(&json!(tool)))
+        });
+        if let Some(tool) = search_tool {
+            return vec![support::error(
+                request,
+                -32602,
+                &format!(
+                    "Invalid params for initialize: unknown variant `{tool}`, expected one of `read`, \
+                     `write`, `edit` at line 1 column 90"
+                ),
+                None,
+            )];
+        }
         match new_field {
             Some(field) => vec![support::error(
                 request,
@@ -218,12 +233,17 @@ async fn mcp_dedup_reads_on_an_old_daemon_says_so_and_serves_without_it() -> Tes
     let stderr = text(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("does not support --dedup-reads") && stderr.contains("without it"), "{stderr}");
+    assert!(stderr.contains("does not offer glob and grep"), "{stderr}");
     let stdout = text(&output.stdout);
     assert!(stdout.contains("fn main() {}"), "the read was served: {stdout}");
     let received = daemon.received().await?;
     let inits: Vec<&Value> = received.iter().filter(|m| m["method"] == "initialize").collect();
-    assert_eq!(inits.len(), 2, "{received:?}");
+    // Refused for its search tools, then for dedupReads, then opened with neither.
+    assert_eq!(inits.len(), 3, "{received:?}");
     assert_eq!(inits[0]["params"]["dedupReads"], true);
-    assert!(inits[1]["params"].get("dedupReads").is_none(), "{}", inits[1]);
+    assert_eq!(inits[0]["params"]["tools"], json!(["read", "write", "edit", "glob", "grep"]));
+    assert_eq!(inits[1]["params"]["tools"], json!(["read", "write", "edit"]));
+    assert!(inits[2]["params"].get("dedupReads").is_none(), "{}", inits[2]);
+    assert_eq!(inits[2]["params"]["tools"], json!(["read", "write", "edit"]));
     Ok(())
 }
