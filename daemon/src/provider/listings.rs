@@ -313,3 +313,166 @@ impl Listings {
         state.entries.get(&(root.path().to_path_buf(), rel.to_path_buf())).is_none_or(|e| e.touched.contains(file))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::beneath::RootDir;
+    use crate::provider::{Provider, ProviderConfig, Scope};
+    use proptest::prelude::*;
+    use std::time::{Duration, Instant};
+
+    const DIRS: [&str; 4] = ["", "a", "a/b", "c"];
+    const NAMES: [&str; 4] = ["x.rs", "y.txt", ".h", "z.log"];
+    const PATTERNS: [&str; 5] = ["*.log\n", "x.rs\n", "b/\n", "", "*.log\n!z.log\n"];
+    /// The folders searched.
+    const SEARCHED: [&str; 2] = ["", "a"];
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Create(usize, usize),
+        Modify(usize, usize),
+        Delete(usize, usize),
+        Rename((usize, usize), (usize, usize)),
+        RenameDir(usize, usize),
+        Ignore(usize, usize, bool),
+        MakeDir(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let file = (0..DIRS.len(), 0..NAMES.len());
+        prop_oneof![
+            file.clone().prop_map(|(d, n)| Op::Create(d, n)),
+            file.clone().prop_map(|(d, n)| Op::Modify(d, n)),
+            file.clone().prop_map(|(d, n)| Op::Delete(d, n)),
+            (file.clone(), file).prop_map(|(a, b)| Op::Rename(a, b)),
+            (1..DIRS.len(), 1..DIRS.len()).prop_map(|(a, b)| Op::RenameDir(a, b)),
+            (0..DIRS.len(), 0..PATTERNS.len(), any::<bool>()).prop_map(|(d, p, g)| Op::Ignore(d, p, g)),
+            (1..DIRS.len()).prop_map(Op::MakeDir),
+        ]
+    }
+
+    fn path(root: &Path, dir: usize, name: usize) -> PathBuf {
+        root.join(DIRS[dir]).join(NAMES[name])
+    }
+
+    /// Applies `op` to the tree (a step that cannot be done, e.g. in a missing folder, is
+    /// skipped: the property holds whatever the tree).
+    fn apply(root: &Path, op: &Op, n: usize) {
+        let _ = match *op {
+            Op::Create(d, f) | Op::Modify(d, f) => std::fs::write(path(root, d, f), format!("{n}").repeat(n % 5)),
+            Op::Delete(d, f) => std::fs::remove_file(path(root, d, f)),
+            Op::Rename((d1, f1), (d2, f2)) => std::fs::rename(path(root, d1, f1), path(root, d2, f2)),
+            Op::RenameDir(a, b) => std::fs::rename(root.join(DIRS[a]), root.join(DIRS[b])),
+            Op::Ignore(d, p, git) => {
+                let name = if git { ".gitignore" } else { ".ignore" };
+                std::fs::write(root.join(DIRS[d]).join(name), PATTERNS[p])
+            }
+            Op::MakeDir(d) => std::fs::create_dir_all(root.join(DIRS[d])),
+        };
+    }
+
+    struct Tree {
+        _dir: tempfile::TempDir,
+        root: Root,
+        warm: Provider,
+        cold: Provider,
+    }
+
+    fn tree(max_bytes: usize) -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::fs::canonicalize(dir.path()).unwrap();
+        for d in DIRS {
+            std::fs::create_dir_all(path.join(d)).unwrap();
+            for name in NAMES {
+                std::fs::write(path.join(d).join(name), name).unwrap();
+            }
+        }
+        let root = RootDir::new(&path, None).unwrap();
+        let config = ProviderConfig { fsync: false, ..Default::default() };
+        let warm = Provider::new(ProviderConfig { max_search_cache_bytes: max_bytes, ..config.clone() });
+        let cold = Provider::new(ProviderConfig { max_search_cache_bytes: 0, ..config });
+        Tree { _dir: dir, root, warm, cold }
+    }
+
+    impl Tree {
+        fn resolve(&self, rel: &str) -> Option<crate::provider::Resolved> {
+            let roots = [self.root.clone()];
+            let scope = Scope { roots: &roots, cwd: self.root.path() };
+            self.cold.resolve(if rel.is_empty() { "." } else { rel }, scope).ok().filter(|r| r.folder)
+        }
+
+        /// Lets the warm provider's watcher catch up with every change made so far to `rel`:
+        /// changes a listed file there and waits until that change was handled (events of one
+        /// watcher arrive in order).
+        fn settle(&self, rel: &str) {
+            let flush = Path::new(rel).join("flush.txt");
+            std::fs::write(self.root.path().join(&flush), Instant::now().elapsed().as_nanos().to_string()).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !self.warm.listings.settled(&self.root, Path::new(rel), &flush) {
+                assert!(Instant::now() < deadline, "the watcher never handled a change of {}", flush.display());
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+
+        /// The warm answer for `rel` equals a cold walk's.
+        fn check(&self, rel: &str) {
+            let Some(target) = self.resolve(rel) else { return };
+            self.settle(rel);
+            let warm = self.warm.list_files(&target, &|| false).unwrap();
+            let cold = self.cold.list_files(&target, &|| false).unwrap();
+            assert_eq!(warm.files, cold.files, "warm and cold listings of {rel:?} differ");
+        }
+    }
+
+    #[test]
+    fn a_repeated_listing_is_warm_and_bounded() {
+        let tree = tree(64 << 20);
+        let target = tree.resolve("a").unwrap();
+        let first = tree.warm.list_files(&target, &|| false).unwrap();
+        assert_eq!(tree.warm.cached_listings().0, 1);
+        tree.settle("a");
+        // A content change keeps the listing, with the new size.
+        std::fs::write(tree.root.path().join("a/y.txt"), "longer now").unwrap();
+        tree.settle("a");
+        let second = tree.warm.list_files(&target, &|| false).unwrap();
+        assert_eq!(tree.warm.cached_listings().0, 1, "a content change keeps the listing");
+        assert_ne!(first.files, second.files);
+        assert_eq!(second.files, tree.cold.list_files(&target, &|| false).unwrap().files);
+        // A stopped walk is not kept; forgetting drops.
+        tree.warm.forget_listings(&tree.root.path().join("a/new"));
+        assert_eq!(tree.warm.cached_listings().0, 0);
+        assert!(tree.warm.list_files(&target, &|| true).unwrap().stopped);
+        assert_eq!(tree.warm.cached_listings().0, 0);
+        tree.warm.list_files(&target, &|| false).unwrap();
+        tree.warm.forget_all_listings();
+        assert_eq!(tree.warm.cached_listings(), (0, 0));
+        // A listing over the cap alone is never kept.
+        let small = tree_with_cap(64);
+        let target = small.resolve("").unwrap();
+        small.warm.list_files(&target, &|| false).unwrap();
+        assert_eq!(small.warm.cached_listings(), (0, 0));
+    }
+
+    fn tree_with_cap(max_bytes: usize) -> Tree {
+        tree(max_bytes)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+        #[test]
+        fn warm_listings_equal_cold_walks(ops in proptest::collection::vec(op(), 1..10)) {
+            let tree = tree(64 << 20);
+            for rel in SEARCHED {
+                tree.check(rel);
+            }
+            for (n, op) in ops.iter().enumerate() {
+                apply(tree.root.path(), op, n);
+                for rel in SEARCHED {
+                    tree.check(rel);
+                }
+            }
+        }
+    }
+}
