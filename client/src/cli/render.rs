@@ -60,7 +60,10 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         ("open files", status.open_files.to_string()),
         ("watched paths", status.watched_paths.to_string()),
         ("snapshots", format!("{} ({})", status.snapshots, human_bytes(status.snapshot_bytes))),
-        ("search listings", format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes))),
+        (
+            "search listings",
+            format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes)),
+        ),
         ("dropped notifications", status.notifications_dropped.to_string()),
     ];
     aligned(&rows)

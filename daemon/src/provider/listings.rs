@@ -243,15 +243,23 @@ impl Listings {
                 state.clock += 1;
                 let used = state.clock;
                 while state.entries.len() >= MAX_LISTINGS || state.bytes + bytes > self.max_bytes {
-                    let Some(oldest) = state.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone())
+                    let Some(oldest) =
+                        state.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone())
                     else {
                         break;
                     };
                     state.remove(&oldest);
                 }
                 state.bytes += bytes;
-                let entry =
-                    Entry { id, root: root.clone(), files: files.to_vec(), touched: HashSet::new(), bytes, used, watcher };
+                let entry = Entry {
+                    id,
+                    root: root.clone(),
+                    files: files.to_vec(),
+                    touched: HashSet::new(),
+                    bytes,
+                    used,
+                    watcher,
+                };
                 state.entries.insert(key, entry);
             }
         }
@@ -310,7 +318,10 @@ impl Listings {
     #[cfg(test)]
     pub fn settled(&self, root: &Root, rel: &Path, file: &Path) -> bool {
         let state = lock(&self.state);
-        state.entries.get(&(root.path().to_path_buf(), rel.to_path_buf())).is_none_or(|e| e.touched.contains(file))
+        state
+            .entries
+            .get(&(root.path().to_path_buf(), rel.to_path_buf()))
+            .is_none_or(|e| e.touched.contains(file))
     }
 }
 
@@ -360,7 +371,9 @@ mod tests {
     /// skipped: the property holds whatever the tree).
     fn apply(root: &Path, op: &Op, n: usize) {
         let _ = match *op {
-            Op::Create(d, f) | Op::Modify(d, f) => std::fs::write(path(root, d, f), format!("{n}").repeat(n % 5)),
+            Op::Create(d, f) | Op::Modify(d, f) => {
+                std::fs::write(path(root, d, f), format!("{n}").repeat(n % 5))
+            }
             Op::Delete(d, f) => std::fs::remove_file(path(root, d, f)),
             Op::Rename((d1, f1), (d2, f2)) => std::fs::rename(path(root, d1, f1), path(root, d2, f2)),
             Op::RenameDir(a, b) => std::fs::rename(root.join(DIRS[a]), root.join(DIRS[b])),
@@ -407,10 +420,15 @@ mod tests {
         /// watcher arrive in order).
         fn settle(&self, rel: &str) {
             let flush = Path::new(rel).join("flush.txt");
-            std::fs::write(self.root.path().join(&flush), Instant::now().elapsed().as_nanos().to_string()).unwrap();
+            std::fs::write(self.root.path().join(&flush), Instant::now().elapsed().as_nanos().to_string())
+                .unwrap();
             let deadline = Instant::now() + Duration::from_secs(10);
             while !self.warm.listings.settled(&self.root, Path::new(rel), &flush) {
-                assert!(Instant::now() < deadline, "the watcher never handled a change of {}", flush.display());
+                assert!(
+                    Instant::now() < deadline,
+                    "the watcher never handled a change of {}",
+                    flush.display()
+                );
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
