@@ -237,13 +237,13 @@ mod tests {
             snapshots: 2,
             snapshot_bytes: 2048,
             cached_listings: 1,
-            cached_listing_bytes: 4096,
+            cached_listing_bytes: 512,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
         assert!(text.contains("dropped notifications: 0\n"), "{text}");
         // Every value starts in the same column, right after the longest key.
-        assert!(text.contains("search listings:       1 (4.0 KiB)\n"), "{text}");
+        assert!(text.contains("search listings:       1 (512 B)\n"), "{text}");
         assert_eq!(text.lines().count(), 14);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
