@@ -274,6 +274,9 @@ mod tests {
         ));
         assert!(provider.open_listed(&handle, Path::new("src/link"), 10, "l").is_err());
         assert!(!provider.is_listed_file(&handle, Path::new("src/link")));
+        // A warm listing answers whole without walking; a cold walk stops when told.
+        assert!(!provider.list_files(&target, &|| true).unwrap().stopped);
+        provider.forget_all_listings();
         assert!(provider.list_files(&target, &|| true).unwrap().stopped);
     }
 }
