@@ -26,7 +26,7 @@ Config file:
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, resume_grace,
   max_parked_sessions, max_parked_bytes, max_snapshot_bytes, max_snapshot_file_bytes,
-  max_window_bytes, read_max_bytes). A flag beats the file; the file beats the default. An
+  max_window_bytes, read_max_bytes, max_search_cache_bytes). A flag beats the file; the file beats the default. An
   unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
@@ -218,6 +218,10 @@ pub struct Args {
     #[arg(long, value_name = "BYTES")]
     pub max_snapshot_file_bytes: Option<u64>,
 
+    /// Most bytes of searched folders' file lists kept warm, so that a repeated glob or grep skips the walk (least recently used out first; a list over it alone is never kept); 0 keeps none [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_search_cache_bytes: Option<u64>,
+
     /// Most bytes of line text one file/read, fs/readText or fs/streamText chunk returns: lines come whole, a window stops before this, and a single longer line is FS_TOO_LARGE (the read tool cuts long lines instead) [default: --max-frame-bytes / 8, 8 MiB; at least 1024, at most --max-frame-bytes]
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_window_bytes: Option<u64>,
@@ -301,6 +305,8 @@ pub struct FileConfig {
     pub max_snapshot_bytes: Option<u64>,
     /// See `--max-snapshot-file-bytes`.
     pub max_snapshot_file_bytes: Option<u64>,
+    /// See `--max-search-cache-bytes`.
+    pub max_search_cache_bytes: Option<u64>,
     /// See `--max-window-bytes`.
     pub max_window_bytes: Option<u64>,
     /// See `--read-max-bytes`.
@@ -415,6 +421,8 @@ pub struct Settings {
     pub max_snapshot_bytes: u64,
     /// Largest file version kept for them, bytes.
     pub max_snapshot_file_bytes: u64,
+    /// Bytes of searched folders' file lists kept warm.
+    pub max_search_cache_bytes: u64,
     /// Most bytes of line text in one window of whole lines.
     pub max_window_bytes: u64,
     /// The read tool's default budget, bytes.
@@ -545,6 +553,7 @@ impl Args {
             "max_parked_bytes" => self.max_parked_bytes.is_some(),
             "max_snapshot_bytes" => self.max_snapshot_bytes.is_some(),
             "max_snapshot_file_bytes" => self.max_snapshot_file_bytes.is_some(),
+            "max_search_cache_bytes" => self.max_search_cache_bytes.is_some(),
             "max_window_bytes" => self.max_window_bytes.is_some(),
             "read_max_bytes" => self.read_max_bytes.is_some(),
             _ => false,
@@ -748,6 +757,10 @@ impl Args {
                 .max_snapshot_file_bytes
                 .or(file.max_snapshot_file_bytes)
                 .unwrap_or(service.max_snapshot_file_bytes as u64),
+            max_search_cache_bytes: self
+                .max_search_cache_bytes
+                .or(file.max_search_cache_bytes)
+                .unwrap_or(service.max_search_cache_bytes as u64),
             max_window_bytes,
             read_max_bytes,
             config_file,
@@ -829,6 +842,7 @@ impl Settings {
                 max_hash_bytes: self.max_hash_bytes,
                 max_snapshot_bytes: size(self.max_snapshot_bytes),
                 max_snapshot_file_bytes: size(self.max_snapshot_file_bytes),
+                max_search_cache_bytes: size(self.max_search_cache_bytes),
                 max_window_bytes: self.max_window_bytes,
                 ..defaults.files.clone()
             },

@@ -478,6 +478,7 @@ async fn process(hub: Weak<WatchHub>, mut rx: mpsc::Receiver<Signal>, overflow: 
                 logged_rescan = true;
             }
             hub.provider.forget_all();
+            hub.provider.forget_all_listings();
             paths = hub.all_observed();
         }
         if paths.is_empty() {

@@ -204,6 +204,12 @@ pub struct DaemonStatus {
     /// Bytes those versions hold (at most `--max-snapshot-bytes`).
     #[serde(default)]
     pub snapshot_bytes: u64,
+    /// Searched folders whose file lists are kept warm (a repeated `glob`/`grep` skips the walk).
+    #[serde(default)]
+    pub cached_listings: u64,
+    /// Bytes those lists hold (at most `--max-search-cache-bytes`).
+    #[serde(default)]
+    pub cached_listing_bytes: u64,
 }
 
 /// Result of `tools/list`.

@@ -60,6 +60,10 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         ("open files", status.open_files.to_string()),
         ("watched paths", status.watched_paths.to_string()),
         ("snapshots", format!("{} ({})", status.snapshots, human_bytes(status.snapshot_bytes))),
+        (
+            "search listings",
+            format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes)),
+        ),
         ("dropped notifications", status.notifications_dropped.to_string()),
     ];
     aligned(&rows)
@@ -232,12 +236,15 @@ mod tests {
             parked_bytes: 0,
             snapshots: 2,
             snapshot_bytes: 2048,
+            cached_listings: 1,
+            cached_listing_bytes: 512,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
         assert!(text.contains("dropped notifications: 0\n"), "{text}");
         // Every value starts in the same column, right after the longest key.
-        assert_eq!(text.lines().count(), 13);
+        assert!(text.contains("search listings:       1 (512 B)\n"), "{text}");
+        assert_eq!(text.lines().count(), 14);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

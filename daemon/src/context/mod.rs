@@ -115,6 +115,11 @@ impl Files {
         self.provider.open_files()
     }
 
+    /// Searched folders' file lists kept warm, and their bytes.
+    pub fn cached_listings(&self) -> (usize, usize) {
+        self.provider.cached_listings()
+    }
+
     /// Bytes hashed by reads and stats since the start.
     pub fn hashed_bytes(&self) -> u64 {
         self.provider.hashed_bytes()

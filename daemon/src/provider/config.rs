@@ -43,6 +43,9 @@ pub struct ProviderConfig {
     /// a window of whole lines stops before it, and a single line longer than it is
     /// `FS_TOO_LARGE`. Every read's own budget is capped at it.
     pub max_window_bytes: u64,
+    /// Most bytes of searched folders' file lists kept warm (least recently used out first; a
+    /// list over it alone is never kept); 0 keeps none: every search walks.
+    pub max_search_cache_bytes: usize,
 }
 
 /// Default of [`ProviderConfig::max_window_bytes`]: 8 MiB, an eighth of the default frame cap
@@ -67,6 +70,7 @@ impl Default for ProviderConfig {
             max_snapshot_bytes: 64 * 1024 * 1024,
             max_snapshot_file_bytes: 1024 * 1024,
             max_window_bytes: DEFAULT_MAX_WINDOW_BYTES,
+            max_search_cache_bytes: 64 * 1024 * 1024,
         }
     }
 }

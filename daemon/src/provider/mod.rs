@@ -21,6 +21,7 @@ pub mod edit;
 mod error;
 pub mod index;
 pub mod leftovers;
+pub mod listings;
 pub mod lock;
 pub mod mmap;
 mod outcome;
@@ -42,6 +43,7 @@ use self::cache::Cache;
 pub use self::config::{DEFAULT_MAX_WINDOW_BYTES, ProviderConfig};
 pub use self::error::ProviderError;
 use self::leftovers::Leftovers;
+use self::listings::Listings;
 use self::lock::PathLocks;
 pub use self::outcome::{Conventions, EditOutcome, Expectation, Kind, ReadOutcome, Stat, WriteOutcome};
 pub use self::resolve::{Resolved, Scope};
@@ -62,6 +64,8 @@ pub struct Provider {
     hashed: AtomicU64,
     /// Observed versions' bytes, for the diffs of stale refusals.
     store: ContentStore,
+    /// Warm listings of searched folders (see [`listings`]).
+    listings: Listings,
 }
 
 impl Provider {
@@ -71,6 +75,7 @@ impl Provider {
             map_budget: MapBudget::new(config.max_mapped_bytes),
             leftovers: Leftovers::new(config.staging_token.clone()),
             store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
+            listings: Listings::new(config.max_search_cache_bytes),
             config,
             cache: Mutex::default(),
             locks: PathLocks::default(),

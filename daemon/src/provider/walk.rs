@@ -4,9 +4,9 @@
 //! file for reading beneath its root's handle, so that a symlink swapped in after the walk is
 //! refused, never followed.
 //!
-//! [`Provider::list_files`] is the one place a search learns which files exist: it walks cold
-//! every time today; a warm per-root file list can answer it instead later without its callers
-//! changing.
+//! [`Provider::list_files`] is the one place a search learns which files exist: a folder's
+//! listing is kept warm (see [`listings`](super::listings)) and answers repeated searches
+//! without a walk, as long as its watcher saw nothing that could change it.
 //!
 //! Ignore files are read by the walker, by path, only at or below the session's root: the ones
 //! of the folders between the root and the searched folder are added explicitly, and none
@@ -79,7 +79,7 @@ pub struct Seen {
     pub links: u64,
 }
 
-fn ns(secs: i64, nsec: i64) -> i128 {
+pub(super) fn ns(secs: i64, nsec: i64) -> i128 {
     i128::from(secs) * 1_000_000_000 + i128::from(nsec)
 }
 
@@ -100,7 +100,40 @@ impl Provider {
             let files = vec![Listed { rel: base.rel.clone(), mtime_ns: fp.mtime_ns, size: fp.size }];
             return Ok(Listing { root, files, truncated: false, stopped: false });
         }
-        let start = root.path().join(&base.rel);
+        if let Some(files) = self.listings.get(&root, &base.rel) {
+            return Ok(Listing { root, files, truncated: false, stopped: false });
+        }
+        // Watched before the walk: whatever changes during it spoils the listing.
+        let filling = self.listings.start(&root, &base.rel);
+        let listing = self.walk(&root, &base.rel, stop);
+        if let Some(filling) = filling {
+            if listing.truncated || listing.stopped {
+                self.listings.abandon(filling);
+            } else {
+                self.listings.finish(filling, &root, &listing.files);
+            }
+        }
+        Ok(listing)
+    }
+
+    /// Listings kept warm and their bytes, for `daemon/status`.
+    pub fn cached_listings(&self) -> (usize, usize) {
+        self.listings.stats()
+    }
+
+    /// Drops the warm listings `path` may be part of (a change there was reported).
+    pub fn forget_listings(&self, path: &Path) {
+        self.listings.forget(path);
+    }
+
+    /// Drops every warm listing (events were lost).
+    pub fn forget_all_listings(&self) {
+        self.listings.forget_all();
+    }
+
+    /// Walks the folder `rel` beneath `root` cold.
+    fn walk(&self, root: &Root, rel: &Path, stop: &dyn Fn() -> bool) -> Listing {
+        let start = root.path().join(rel);
         let mut walk = ignore::WalkBuilder::new(&start);
         walk.standard_filters(true)
             .hidden(true)
@@ -111,7 +144,7 @@ impl Provider {
         // The ignore files of the folders from the root down to the searched one (exclusive):
         // what `parents(true)` would read, without ever looking above the root.
         let mut folder = root.path().to_path_buf();
-        for name in base.rel.components() {
+        for name in rel.components() {
             for file in [".gitignore", ".ignore"] {
                 let candidate = folder.join(file);
                 if candidate.is_file() {
@@ -146,7 +179,7 @@ impl Provider {
             });
         }
         listing.files.sort_by(|a, b| a.rel.cmp(&b.rel));
-        Ok(listing)
+        listing
     }
 
     /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the
@@ -241,6 +274,9 @@ mod tests {
         ));
         assert!(provider.open_listed(&handle, Path::new("src/link"), 10, "l").is_err());
         assert!(!provider.is_listed_file(&handle, Path::new("src/link")));
+        // A warm listing answers whole without walking; a cold walk stops when told.
+        assert!(!provider.list_files(&target, &|| true).unwrap().stopped);
+        provider.forget_all_listings();
         assert!(provider.list_files(&target, &|| true).unwrap().stopped);
     }
 }

@@ -229,6 +229,7 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
     let slots = ctx.file_work.usage();
     let (parked_sessions, parked_bytes) = ctx.parked.usage();
     let (snapshots, snapshot_bytes) = ctx.files.snapshots();
+    let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
     DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -251,6 +252,8 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         parked_bytes: parked_bytes as u64,
         snapshots: snapshots as u64,
         snapshot_bytes: snapshot_bytes as u64,
+        cached_listings: cached_listings as u64,
+        cached_listing_bytes: cached_listing_bytes as u64,
     }
 }
 

@@ -1,8 +1,9 @@
 //! The `glob` and `grep` tools over the real socket: ignore files and hidden folders skipped,
 //! binary files listed by glob but never searched, symlinks never followed out of the roots,
 //! deny rules, every output mode, the budget footer, `path` outside the roots, a content grep
-//! counting as a read (edit without a read, refused as stale after an outside change), and
-//! which sessions get the tools.
+//! counting as a read (edit without a read, refused as stale after an outside change), the warm
+//! listing a repeated search answers from (and every change it must reflect), and which
+//! sessions get the tools.
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -406,4 +407,52 @@ fn a_cancelled_search_stops_between_files() {
         "stopped midway, not before it ran: {text}"
     );
     assert!(started.elapsed() < Duration::from_secs(8), "100 files at 100 ms each would take 10 s");
+}
+
+/// Warm listings kept now, per `daemon/status`.
+fn cached_listings(raw: &mut Raw) -> u64 {
+    raw.call("daemon/status", None)["cachedListings"].as_u64().unwrap()
+}
+
+/// Waits until the watcher dropped the warm listing after a change (it is a hint, handled
+/// asynchronously; the answer after it must be a cold walk's).
+fn until_forgotten(raw: &mut Raw) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cached_listings(raw) > 0 {
+        assert!(std::time::Instant::now() < deadline, "the change was never noticed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_repeated_search_is_warm_and_sees_every_change() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    put(&root, &[("src/a.rs", "a\n"), ("src/b.rs", "b\n"), (".hidden/h.rs", "h\n")]);
+    let mut raw = session(&daemon, &root);
+    let glob = json!({"pattern": "**/*.rs"});
+    assert_eq!(cached_listings(&mut raw), 0);
+    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs"]);
+    assert_eq!(cached_listings(&mut raw), 1, "the walk's list is kept");
+    let status = raw.call("daemon/status", None);
+    assert!(status["cachedListingBytes"].as_u64().unwrap() > 0, "{status}");
+    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs"]);
+    assert_eq!(cached_listings(&mut raw), 1, "answered warm");
+
+    fs::write(root.join("src/c.rs"), "c\n").unwrap();
+    until_forgotten(&mut raw);
+    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs", "src/c.rs"]);
+
+    fs::remove_file(root.join("src/a.rs")).unwrap();
+    until_forgotten(&mut raw);
+    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/b.rs", "src/c.rs"]);
+
+    fs::rename(root.join("src/b.rs"), root.join("src/d.rs")).unwrap();
+    until_forgotten(&mut raw);
+    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/c.rs", "src/d.rs"]);
+
+    fs::write(root.join("src/.gitignore"), "c.rs\n").unwrap();
+    until_forgotten(&mut raw);
+    assert_eq!(text(&mut raw, "glob", glob.clone()), "src/d.rs");
+    assert_eq!(cached_listings(&mut raw), 1);
 }

@@ -673,6 +673,7 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("max_parked_bytes", filectx_daemon::resume::DEFAULT_MAX_PARKED_BYTES.to_string()),
         ("max_snapshot_bytes", provider.max_snapshot_bytes.to_string()),
         ("max_snapshot_file_bytes", provider.max_snapshot_file_bytes.to_string()),
+        ("max_search_cache_bytes", provider.max_search_cache_bytes.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

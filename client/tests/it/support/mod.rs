@@ -207,6 +207,8 @@ pub fn status() -> DaemonStatus {
         parked_bytes: 0,
         snapshots: 0,
         snapshot_bytes: 0,
+        cached_listings: 0,
+        cached_listing_bytes: 0,
     }
 }
 
