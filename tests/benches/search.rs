@@ -120,10 +120,10 @@ fn main() {
             rg: vec!["--files", "--no-require-git", "-g", "**/build.rs"],
         },
         Row {
-            name: "grep -l 'unsafe impl Send for'",
+            name: "grep -l 'fn poll_ready'",
             tool: "grep",
-            arguments: json!({"pattern": "unsafe impl Send for"}),
-            rg: vec!["-l", "--no-require-git", "unsafe impl Send for"],
+            arguments: json!({"pattern": "fn poll_ready"}),
+            rg: vec!["-l", "--no-require-git", "fn poll_ready"],
         },
     ];
     // Warm the page cache for both.
