@@ -158,7 +158,7 @@ fn main() {
     let (wc, wc_out) = time_process(Command::new("wc").arg("-l").arg(&path));
     let wc_lines: u64 = wc_out.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
     assert_eq!(wc_lines, total_lines, "wc -l counts the daemon's lines (the file ends with a newline)");
-    let b3sum = find_b3sum().map(|bin| {
+    let b3sum = filectx_tests::find_or_install("b3sum", "b3sum").map(|bin| {
         let (time, out) = time_process(Command::new(&bin).arg(&path));
         assert!(out.starts_with(&version), "b3sum's hash is the daemon's version: {out} vs {version}");
         time
@@ -388,34 +388,6 @@ fn time_process(command: &mut Command) -> (Duration, String) {
         stdout = String::from_utf8(out.stdout).unwrap();
     }
     (median(&times), stdout)
-}
-
-/// `b3sum` from PATH or cargo's bin folder; installed with cargo once if missing.
-fn find_b3sum() -> Option<PathBuf> {
-    let find = || {
-        let mut dirs: Vec<PathBuf> =
-            std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-        if let Some(home) = std::env::var_os("CARGO_HOME") {
-            dirs.push(PathBuf::from(home).join("bin"));
-        }
-        if let Some(home) = std::env::var_os("HOME") {
-            dirs.push(PathBuf::from(home).join(".cargo/bin"));
-        }
-        dirs.into_iter().map(|d| d.join("b3sum")).find(|p| p.is_file())
-    };
-    if let Some(found) = find() {
-        return Some(found);
-    }
-    eprintln!("b3sum not found; trying `cargo install b3sum --locked` once…");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let installed = Command::new(cargo).args(["install", "b3sum", "--locked"]).status();
-    match installed {
-        Ok(status) if status.success() => find(),
-        _ => {
-            eprintln!("b3sum is missing and could not be installed");
-            None
-        }
-    }
 }
 
 /// `/proc/loadavg`'s three load averages: other work on the machine skews every figure.

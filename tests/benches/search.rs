@@ -22,29 +22,6 @@ use serde_json::{Value, json};
 /// Timed runs of each repeated search, per side.
 const RUNS: usize = 7;
 
-fn find_rg() -> Option<PathBuf> {
-    let find = || {
-        let mut dirs: Vec<PathBuf> =
-            std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-        if let Some(home) = std::env::var_os("CARGO_HOME") {
-            dirs.push(PathBuf::from(home).join("bin"));
-        }
-        if let Some(home) = std::env::var_os("HOME") {
-            dirs.push(PathBuf::from(home).join(".cargo/bin"));
-        }
-        dirs.into_iter().map(|d| d.join("rg")).find(|p| p.is_file())
-    };
-    if let Some(found) = find() {
-        return Some(found);
-    }
-    eprintln!("rg not found; trying `cargo install ripgrep --locked` once…");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    match Command::new(cargo).args(["install", "ripgrep", "--locked"]).status() {
-        Ok(status) if status.success() => find(),
-        _ => None,
-    }
-}
-
 /// The cargo registry's unpacked sources (or `FILECTX_SEARCH_TREE`).
 fn tree() -> PathBuf {
     if let Some(tree) = std::env::var_os("FILECTX_SEARCH_TREE") {
@@ -95,7 +72,7 @@ fn time_rg(rg: &Path, tree: &Path, args: &[&str]) -> (Duration, String) {
 }
 
 fn main() {
-    let Some(rg) = find_rg() else {
+    let Some(rg) = filectx_tests::find_or_install("rg", "ripgrep") else {
         eprintln!("rg is missing and could not be installed; nothing to compare with");
         return;
     };

@@ -37,6 +37,34 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// A program the benches compare with (`b3sum`, `rg`): found on the PATH or in cargo's `bin`
+/// folder, else installed once with `cargo install <krate> --locked`; `None` when that fails.
+pub fn find_or_install(program: &str, krate: &str) -> Option<PathBuf> {
+    let find = || {
+        let mut dirs: Vec<PathBuf> =
+            std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+        if let Some(home) = std::env::var_os("CARGO_HOME") {
+            dirs.push(PathBuf::from(home).join("bin"));
+        }
+        if let Some(home) = std::env::var_os("HOME") {
+            dirs.push(PathBuf::from(home).join(".cargo/bin"));
+        }
+        dirs.into_iter().map(|d| d.join(program)).find(|p| p.is_file())
+    };
+    if let Some(found) = find() {
+        return Some(found);
+    }
+    eprintln!("{program} not found; trying `cargo install {krate} --locked` once…");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    match Command::new(cargo).args(["install", krate, "--locked"]).status() {
+        Ok(status) if status.success() => find(),
+        _ => {
+            eprintln!("{program} is missing and could not be installed");
+            None
+        }
+    }
+}
+
 /// Set to `1` (CI's `.ci/run` does) to run the long tests at full length: the soak and the
 /// stable-toolchain fuzz runs go 60 s instead of 3 s. Their own variables (`FILECTX_SOAK_SECONDS`,
 /// `FILECTX_FUZZ_SECONDS`) still win when set.

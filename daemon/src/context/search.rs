@@ -63,9 +63,10 @@ impl FileContext<'_> {
         let cwd = self.scope.cwd;
         let files = listing
             .files
-            .into_iter()
+            .iter()
             .filter(|f| self.deny.check(&f.rel, Access::Read).is_ok())
-            .map(|Listed { rel, mtime_ns, size }| {
+            .map(|&Listed { ref rel, mtime_ns, size }| {
+                let rel = rel.clone();
                 let under = match rel.strip_prefix(&target.rel) {
                     Ok(under) if !under.as_os_str().is_empty() => under.to_path_buf(),
                     _ => rel.file_name().map(PathBuf::from).unwrap_or_default(),

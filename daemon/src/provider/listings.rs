@@ -35,7 +35,7 @@ type Key = (PathBuf, PathBuf);
 struct Entry {
     id: u64,
     root: Root,
-    files: Vec<Listed>,
+    files: Arc<Vec<Listed>>,
     /// Listed files changed since listed (relative to the root).
     touched: HashSet<PathBuf>,
     bytes: usize,
@@ -153,7 +153,7 @@ impl Listings {
     }
 
     /// The kept listing of `rel` beneath `root`, its changed files' sizes and times re-read.
-    pub fn get(&self, root: &Root, rel: &Path) -> Option<Vec<Listed>> {
+    pub fn get(&self, root: &Root, rel: &Path) -> Option<Arc<Vec<Listed>>> {
         let key = (root.path().to_path_buf(), rel.to_path_buf());
         let found = {
             let mut state = lock(&self.state);
@@ -171,8 +171,10 @@ impl Listings {
                     };
                     use std::os::unix::fs::MetadataExt;
                     if let Ok(i) = entry.files.binary_search_by(|f| f.rel.cmp(&rel)) {
-                        entry.files[i].mtime_ns = ns(meta.mtime(), meta.mtime_nsec());
-                        entry.files[i].size = meta.len();
+                        // Copied only while an earlier answer still holds the old list.
+                        let files = Arc::make_mut(&mut entry.files);
+                        files[i].mtime_ns = ns(meta.mtime(), meta.mtime_nsec());
+                        files[i].size = meta.len();
                     }
                 }
                 Some(entry.files.clone())
@@ -230,7 +232,7 @@ impl Listings {
 
     /// Keeps the listing `files` that the walk begun by `filling` found, unless an event
     /// arrived meanwhile or it does not fit.
-    pub fn finish(&self, filling: Filling, root: &Root, files: &[Listed]) {
+    pub fn finish(&self, filling: Filling, root: &Root, files: &Arc<Vec<Listed>>) {
         let Filling { key, id, watcher } = filling;
         let bytes = cost(&key, files);
         {
@@ -254,7 +256,7 @@ impl Listings {
                 let entry = Entry {
                     id,
                     root: root.clone(),
-                    files: files.to_vec(),
+                    files: files.clone(),
                     touched: HashSet::new(),
                     bytes,
                     used,

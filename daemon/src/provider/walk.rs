@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::beneath::{Root, RootDir};
@@ -46,8 +47,8 @@ pub struct Listed {
 pub struct Listing {
     /// The root every file is beneath.
     pub root: Root,
-    /// The files, sorted by path.
-    pub files: Vec<Listed>,
+    /// The files, sorted by path (shared with the kept listing: a warm search copies nothing).
+    pub files: Arc<Vec<Listed>>,
     /// Whether the walk stopped at [`MAX_LISTED_FILES`] or [`MAX_LISTED_BYTES`].
     pub truncated: bool,
     /// Whether the caller's stop flag ended the walk early.
@@ -97,7 +98,8 @@ impl Provider {
                 return Err(ProviderError::NotRegularFile { path: base.display.clone() });
             };
             let fp = found.fingerprint;
-            let files = vec![Listed { rel: base.rel.clone(), mtime_ns: fp.mtime_ns, size: fp.size }];
+            let files =
+                Arc::new(vec![Listed { rel: base.rel.clone(), mtime_ns: fp.mtime_ns, size: fp.size }]);
             return Ok(Listing { root, files, truncated: false, stopped: false });
         }
         if let Some(files) = self.listings.get(&root, &base.rel) {
@@ -154,11 +156,12 @@ impl Provider {
             }
             folder.push(name);
         }
-        let mut listing = Listing { root: root.clone(), files: Vec::new(), truncated: false, stopped: false };
+        let mut files = Vec::new();
+        let (mut truncated, mut stopped) = (false, false);
         let mut bytes = 0usize;
         for (n, entry) in walk.build().enumerate() {
             if n % STOP_EVERY == 0 && stop() {
-                listing.stopped = true;
+                stopped = true;
                 break;
             }
             let Ok(entry) = entry else { continue };
@@ -168,18 +171,18 @@ impl Provider {
             let Ok(rel) = entry.path().strip_prefix(root.path()) else { continue };
             let Ok(meta) = entry.metadata() else { continue };
             bytes += rel.as_os_str().len() + std::mem::size_of::<Listed>();
-            if listing.files.len() >= MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
-                listing.truncated = true;
+            if files.len() >= MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
+                truncated = true;
                 break;
             }
-            listing.files.push(Listed {
+            files.push(Listed {
                 rel: rel.to_path_buf(),
                 mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
                 size: meta.len(),
             });
         }
-        listing.files.sort_by(|a, b| a.rel.cmp(&b.rel));
-        listing
+        files.sort_by(|a, b| a.rel.cmp(&b.rel));
+        Listing { root: root.clone(), files: Arc::new(files), truncated, stopped }
     }
 
     /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the

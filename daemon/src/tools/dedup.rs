@@ -22,8 +22,7 @@ fn digest(view: &ReadView, text: &str) -> u128 {
 /// The short answer to a repeated read.
 pub fn unchanged(view: &ReadView) -> String {
     format!(
-        "(Unchanged: you already received these lines of {} from line {}, and the file has not \
-         changed since. Call read again with the same arguments to get the text.)",
+        "(Unchanged: you already have this text of {} from line {}. Call read again to get it.)",
         view.display, view.window.start_line
     )
 }
@@ -65,8 +64,10 @@ mod tests {
 
     #[test]
     fn the_short_line() {
-        expect_test::expect!["(Unchanged: you already received these lines of src/lib.rs from line 40, and the file has not changed since. Call read again with the same arguments to get the text.)"]
-            .assert_eq(&unchanged(&view(b"v1", 40, &[])));
+        expect_test::expect![
+            "(Unchanged: you already have this text of src/lib.rs from line 40. Call read again to get it.)"
+        ]
+        .assert_eq(&unchanged(&view(b"v1", 40, &[])));
     }
 
     #[test]
