@@ -191,15 +191,13 @@ pub fn error(err: &ContextError, tool: &str) -> String {
         ),
         ContextError::Stale { change: Change::Shown(diff), .. } => {
             let retry = if tool == "write" {
-                "but a write replaces the whole file: retry it only with content that keeps these changes"
+                "a write replaces the whole file: retry only with content that keeps these changes"
             } else {
-                "if your edit still fits these lines, retry it as it is; otherwise adapt it to them"
+                "if your edit still fits, retry it as is; otherwise adapt it"
             };
             format!(
-                "{path} has been modified since you last read it (by someone else, an editor or a \
-                 formatter). What changed since you last saw it (the +N,M ranges are line numbers \
-                 of the file now):\n{diff}This change now counts as read, so no new read is needed; \
-                 {retry}."
+                "{path} has been modified since you last read it. What changed (+N,M are its line \
+                 numbers now):\n{diff}This change counts as read; {retry}."
             )
         }
         ContextError::Stale { change: Change::TooLarge, .. } => format!(
@@ -489,7 +487,7 @@ mod tests {
             .assert_eq(&error(&stale(Change::TooLarge), "edit"));
         let diff = crate::context::stale::diff("a.txt", b"a\nb\nc\n", b"a\nB\nc\n");
         expect![[r#"
-            a.txt has been modified since you last read it (by someone else, an editor or a formatter). What changed since you last saw it (the +N,M ranges are line numbers of the file now):
+            a.txt has been modified since you last read it. What changed (+N,M are its line numbers now):
             --- a.txt (as you last saw it)
             +++ a.txt (now)
             @@ -1,3 +1,3 @@
@@ -497,10 +495,10 @@ mod tests {
             -b
             +B
              c
-            This change now counts as read, so no new read is needed; if your edit still fits these lines, retry it as it is; otherwise adapt it to them."#]]
+            This change counts as read; if your edit still fits, retry it as is; otherwise adapt it."#]]
         .assert_eq(&error(&stale(diff.clone()), "edit"));
         expect![[r#"
-            a.txt has been modified since you last read it (by someone else, an editor or a formatter). What changed since you last saw it (the +N,M ranges are line numbers of the file now):
+            a.txt has been modified since you last read it. What changed (+N,M are its line numbers now):
             --- a.txt (as you last saw it)
             +++ a.txt (now)
             @@ -1,3 +1,3 @@
@@ -508,7 +506,7 @@ mod tests {
             -b
             +B
              c
-            This change now counts as read, so no new read is needed; but a write replaces the whole file: retry it only with content that keeps these changes."#]]
+            This change counts as read; a write replaces the whole file: retry only with content that keeps these changes."#]]
         .assert_eq(&error(&stale(diff), "write"));
         expect!["a.txt has been modified since you last read it, but no line differs: only its line endings, byte-order mark or final newline changed. Retry your edit as it is."]
             .assert_eq(&error(&stale(Change::Shown(String::new())), "edit"));
