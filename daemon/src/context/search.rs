@@ -4,6 +4,7 @@
 //! read of the version searched.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::deny::Access;
 use super::{ContextError, FileContext};
@@ -16,13 +17,12 @@ pub use crate::provider::walk::{Contents as SearchContents, Seen as SearchSeen};
 /// as streams and never recorded.
 pub const SEARCH_WHOLE_MAX_BYTES: u64 = 16 << 20;
 
-/// One file a search may look at.
+/// One file a search shows or reads: built only for the files a search keeps, so a warm
+/// search of a big tree allocates nothing per skipped file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchFile {
-    /// Relative to its root.
-    rel: PathBuf,
-    /// Relative to the searched folder (for globs); the file's name when a file was named.
-    pub under: PathBuf,
+    /// Its position in the listing.
+    index: usize,
     /// As shown: relative to the cwd when inside it, else absolute (what `read` accepts).
     pub display: String,
     /// Modification time when listed, nanoseconds since the epoch.
@@ -31,57 +31,75 @@ pub struct SearchFile {
     pub size: u64,
 }
 
-/// The files a search may look at.
+/// The files a search may look at: the folder's listing (shared with the warm copy, never
+/// copied), read through [`FileContext::search_file`], which applies the deny rules.
 #[derive(Debug, Clone)]
 pub struct SearchFiles {
     /// The searched folder (or file), absolute.
     pub base: PathBuf,
     /// Whether a file (not a folder) was named.
     pub single: bool,
-    /// The files, sorted by path.
-    pub files: Vec<SearchFile>,
     /// Whether the listing stopped at its bound (more files exist).
     pub truncated: bool,
+    /// The searched folder (or file), relative to its root.
+    target: PathBuf,
+    listed: Arc<Vec<Listed>>,
     root: crate::provider::Root,
+}
+
+impl SearchFiles {
+    /// How many files were listed.
+    pub fn len(&self) -> usize {
+        self.listed.len()
+    }
+
+    /// Whether nothing was listed.
+    pub fn is_empty(&self) -> bool {
+        self.listed.is_empty()
+    }
+
+    /// Listed file `index` relative to the searched folder (its name when a file was named).
+    pub fn under(&self, index: usize) -> &Path {
+        let rel = &self.listed[index].rel;
+        match rel.strip_prefix(&self.target) {
+            Ok(under) if !under.as_os_str().is_empty() => under,
+            _ => rel.file_name().map_or(rel.as_path(), Path::new),
+        }
+    }
 }
 
 impl FileContext<'_> {
     /// The files under `path` (default: the cwd) a search looks at: ignore files honoured,
-    /// hidden entries skipped, symlinks never followed, deny rules for reads applied. `stop`
-    /// is asked during the walk; when it says so, [`ContextError::Cancelled`].
+    /// hidden entries skipped, symlinks never followed. `stop` is asked during the walk; when
+    /// it says so, [`ContextError::Cancelled`]. The deny rules apply per file, in
+    /// [`search_file`](Self::search_file).
     pub fn search_files(
         &self,
         path: Option<&str>,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<SearchFiles, ContextError> {
         let target = self.target(path.unwrap_or("."), Access::Read)?;
         let listing = self.provider.list_files(&target, stop)?;
         if listing.stopped {
             return Err(ContextError::Cancelled { path: target.display });
         }
-        let root = listing.root;
-        let cwd = self.scope.cwd;
-        let files = listing
-            .files
-            .iter()
-            .filter(|f| self.deny.check(&f.rel, Access::Read).is_ok())
-            .map(|&Listed { ref rel, mtime_ns, size }| {
-                let rel = rel.clone();
-                let under = match rel.strip_prefix(&target.rel) {
-                    Ok(under) if !under.as_os_str().is_empty() => under.to_path_buf(),
-                    _ => rel.file_name().map(PathBuf::from).unwrap_or_default(),
-                };
-                let display = display(&root.path().join(&rel), cwd);
-                SearchFile { rel, under, display, mtime_ns, size }
-            })
-            .collect();
         Ok(SearchFiles {
             base: target.path,
             single: !target.folder,
-            files,
             truncated: listing.truncated,
-            root,
+            target: target.rel,
+            listed: listing.files,
+            root: listing.root,
         })
+    }
+
+    /// Listed file `index` as the search shows it, or `None` when a deny rule hides it from
+    /// this session.
+    pub fn search_file(&self, files: &SearchFiles, index: usize) -> Option<SearchFile> {
+        let Listed { rel, mtime_ns, size } = &files.listed[index];
+        self.deny.check(rel, Access::Read).ok()?;
+        let display = display(&files.root.path().join(rel), self.scope.cwd);
+        Some(SearchFile { index, display, mtime_ns: *mtime_ns, size: *size })
     }
 
     /// Opens `file` for searching, beneath its root: with `whole` (a search that may count as a
@@ -94,22 +112,23 @@ impl FileContext<'_> {
         whole: bool,
     ) -> Result<Contents, ContextError> {
         let max = if whole { SEARCH_WHOLE_MAX_BYTES } else { 0 };
-        Ok(self.provider.open_listed(&files.root, &file.rel, max, &file.display)?)
+        Ok(self.provider.open_listed(&files.root, &files.listed[file.index].rel, max, &file.display)?)
     }
 
     /// Whether `file` is still a regular file reached through no symlink (for listing it).
     pub fn still_listed(&self, files: &SearchFiles, file: &SearchFile) -> bool {
-        self.provider.is_listed_file(&files.root, &file.rel)
+        self.provider.is_listed_file(&files.root, &files.listed[file.index].rel)
     }
 
     /// Records that lines of `file`, read whole as `seen` with `bytes`, were shown to the
     /// session: a read of that version, when the file has not changed since (else nothing is
     /// recorded). Returns whether it was recorded.
     pub fn record_search(&self, files: &SearchFiles, file: &SearchFile, seen: &Seen, bytes: Vec<u8>) -> bool {
-        if !self.provider.unchanged(&files.root, &file.rel, &seen.fingerprint) {
+        let rel = &files.listed[file.index].rel;
+        if !self.provider.unchanged(&files.root, rel, &seen.fingerprint) {
             return false;
         }
-        let path: PathBuf = files.root.path().join(&file.rel);
+        let path: PathBuf = files.root.path().join(rel);
         self.observed.record(Path::new(&path), seen.version, seen.links);
         let store = self.provider.store();
         if store.fits(bytes.len()) {
@@ -140,13 +159,14 @@ mod tests {
         let ctx = FileContext::new(&provider, scope, &observed, false);
 
         let files = ctx.search_files(Some(".."), &|| false).unwrap();
-        let shown: Vec<_> =
-            files.files.iter().map(|f| (f.display.as_str(), f.under.to_str().unwrap())).collect();
+        let shown: Vec<_> = (0..files.len())
+            .map(|i| (ctx.search_file(&files, i).unwrap().display, files.under(i).to_str().unwrap()))
+            .collect();
         let b = root.join("b.txt").display().to_string();
-        assert_eq!(shown, [(b.as_str(), "b.txt"), ("a.rs", "src/a.rs")], "shown as read accepts them");
+        assert_eq!(shown, [(b, "b.txt"), ("a.rs".to_owned(), "src/a.rs")], "shown as read accepts them");
         assert!(matches!(ctx.search_files(None, &|| true), Err(ContextError::Cancelled { .. })));
 
-        let a = &files.files[1];
+        let a = &ctx.search_file(&files, 1).unwrap();
         let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, a, true) else {
             panic!()
         };
@@ -155,7 +175,7 @@ mod tests {
         assert_eq!(observed.get(&root.join("src/a.rs")), Some(seen.version));
 
         // Changed after the search: nothing is recorded.
-        let b_file = &files.files[0];
+        let b_file = &ctx.search_file(&files, 0).unwrap();
         let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, b_file, true) else {
             panic!()
         };

@@ -1,35 +1,64 @@
 //! Warm listings: the files a walk of a folder found, kept per (root, folder) so that a repeated
-//! search skips the walk, each watched by a `notify` watcher of its own.
+//! search skips the walk, kept true by inotify watches on exactly the folders the walk entered.
 //!
-//! notify is a hint, never the truth, so invalidation is conservative. A listing is kept only
-//! while its watch is in place, and the watch is established *before* the walk that fills it:
-//! any event during the walk discards the fresh list. Afterwards every event of its watcher
-//! drops it (a create, delete or rename anywhere beneath the folder, a change of an ignore file,
-//! a change in a folder between the root and the searched one, an overflow or a watcher error),
-//! except a content or metadata change of a file the listing holds: that file's size and
-//! modification time are re-read (beneath its root) at the next answer. Each listing has its own
-//! inotify instance, so the watches of two listings never interfere; there are at most
-//! [`MAX_LISTINGS`] of them, and they hold at most the configured bytes (least recently used out
-//! first; a listing over the cap alone is never kept: its searches walk cold).
+//! inotify is a hint, never the truth, so invalidation is conservative. Each folder is watched
+//! *before* the walk reads its entries or its ignore files, so any change during the walk
+//! discards the fresh list. Afterwards every event of a watched folder drops the listing (a
+//! create, delete or rename in it, a change of an ignore file, the folder itself moved or
+//! deleted, a lost event queue), except a content or metadata change of a file the listing
+//! holds: that file's size and modification time are re-read (beneath its root) at the next
+//! answer. The folders between the root and the searched one are watched too, where only their
+//! ignore files and the next folder on the way matter. Ignored and hidden folders are never
+//! watched, so a build writing into `target/` or git writing into `.git/` drops nothing.
+//!
+//! Why not `notify` here (the file watcher uses it): its inotify mask includes `IN_OPEN`, so
+//! every file a search opens would queue an event to the listing's own watcher (a grep of
+//! 12,000 files, 12,000 events), and each watch it adds is a round trip to its thread (a walk
+//! of 2,000 folders paid about 120 ms for them). Here the walk's threads add their watches
+//! with one system call each, and one thread reads the events of every listing: one inotify
+//! instance, whose watches are shared when two listings watch the same folder. There are at
+//! most [`MAX_LISTINGS`] listings, holding at most the configured bytes (least recently used
+//! out first; a listing over the cap alone is never kept: its searches walk cold).
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::beneath::Root;
-use super::walk::{Listed, ns};
+use super::walk::{FolderHook, Listed, ns};
 
-/// Most listings kept at once (each holds one inotify instance).
+/// Most listings kept at once.
 pub const MAX_LISTINGS: usize = 16;
 /// Most files of one listing whose size and time wait to be re-read; past it the listing is
 /// dropped instead.
 const MAX_TOUCHED: usize = 1024;
+/// How often the event thread looks whether its listings are gone (it then ends).
+const EVENT_POLL: Duration = Duration::from_millis(500);
 
 /// (root, folder relative to it).
 type Key = (PathBuf, PathBuf);
+
+/// What a watched folder is to one listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    /// A folder the walk entered: every event matters.
+    Walked,
+    /// A folder between the root and the searched one: only its ignore files and this entry
+    /// (the next folder on the way) matter.
+    OnTheWay(OsString),
+}
+
+/// One inotify watch and the listings (or walks) using it.
+struct Watched {
+    wd: WatchDescriptor,
+    folder: PathBuf,
+    users: HashMap<u64, Role>,
+}
 
 /// One kept listing.
 struct Entry {
@@ -40,74 +69,136 @@ struct Entry {
     touched: HashSet<PathBuf>,
     bytes: usize,
     used: u64,
-    watcher: RecommendedWatcher,
 }
 
 #[derive(Default)]
 struct State {
     entries: HashMap<Key, Entry>,
+    /// Listing id → its key (kept listings only).
+    keys: HashMap<u64, Key>,
     /// Listings being walked → whether an event arrived meanwhile.
     filling: HashMap<u64, bool>,
+    /// Watch descriptor number → the watch.
+    watches: HashMap<i32, Watched>,
+    /// Listing (or walk) id → the watch descriptor numbers it uses.
+    uses: HashMap<u64, Vec<i32>>,
     next_id: u64,
     clock: u64,
     bytes: usize,
-    /// Watchers of dropped listings, dropped later outside the lock and off notify's thread.
-    retired: Vec<RecommendedWatcher>,
 }
 
 impl State {
-    fn remove(&mut self, key: &Key) {
+    /// Stops `id` using its watches; a watch nobody uses any more is removed.
+    fn release(&mut self, id: u64, watches: &mut Watches) {
+        for number in self.uses.remove(&id).unwrap_or_default() {
+            let Some(watched) = self.watches.get_mut(&number) else { continue };
+            watched.users.remove(&id);
+            if watched.users.is_empty()
+                && let Some(watched) = self.watches.remove(&number)
+            {
+                // Gone already when its folder was deleted: nothing to undo then.
+                let _ = watches.remove(watched.wd);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &Key, watches: &mut Watches) {
         if let Some(entry) = self.entries.remove(key) {
             self.bytes -= entry.bytes;
-            self.retired.push(entry.watcher);
+            self.keys.remove(&entry.id);
+            self.release(entry.id, watches);
         }
     }
 
-    /// Drops the listing `id` (kept under `key`), or spoils its walk in progress.
-    fn invalidate(&mut self, key: &Key, id: u64) {
+    /// Drops listing `id`, or spoils its walk in progress.
+    fn invalidate(&mut self, id: u64, watches: &mut Watches) {
         if let Some(dirty) = self.filling.get_mut(&id) {
             *dirty = true;
+            return;
         }
-        if self.entries.get(key).is_some_and(|e| e.id == id) {
-            self.remove(key);
+        if let Some(key) = self.keys.get(&id).cloned() {
+            self.remove(&key, watches);
         }
     }
 
-    fn event(&mut self, key: &Key, id: u64, event: notify::Result<notify::Event>) {
-        let event = match event {
-            Ok(event) if !event.need_rescan() => event,
-            _ => return self.invalidate(key, id),
+    /// Drops every listing and spoils every walk.
+    fn invalidate_all(&mut self, watches: &mut Watches) {
+        let keys: Vec<Key> = self.entries.keys().cloned().collect();
+        for key in keys {
+            self.remove(&key, watches);
+        }
+        for dirty in self.filling.values_mut() {
+            *dirty = true;
+        }
+    }
+
+    /// One inotify event.
+    fn event(&mut self, number: i32, mask: EventMask, name: Option<&OsStr>, watches: &mut Watches) {
+        if mask.contains(EventMask::Q_OVERFLOW) {
+            return self.invalidate_all(watches);
+        }
+        let Some(watched) = self.watches.get(&number) else {
+            // A watch removed meanwhile says so last; any other event may be of a watch a walk
+            // has just added and not yet registered: spoil the walks.
+            if !mask.contains(EventMask::IGNORED) {
+                for dirty in self.filling.values_mut() {
+                    *dirty = true;
+                }
+            }
+            return;
         };
-        match event.kind {
-            EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
-            EventKind::Access(_) => return,
-            EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Metadata(_)) => {}
-            _ => return self.invalidate(key, id),
-        }
-        // A content or metadata change: harmless to the list when it is of a listed file.
-        if self.filling.contains_key(&id) {
-            return self.invalidate(key, id);
-        }
-        let Some(entry) = self.entries.get_mut(key).filter(|e| e.id == id) else { return };
-        for path in &event.paths {
+        let path = name.map(|name| watched.folder.join(name));
+        let content = !mask.intersects(
+            EventMask::CREATE
+                | EventMask::DELETE
+                | EventMask::MOVED_FROM
+                | EventMask::MOVED_TO
+                | EventMask::DELETE_SELF
+                | EventMask::MOVE_SELF
+                | EventMask::IGNORED
+                | EventMask::UNMOUNT,
+        ) && name.is_some();
+        let users: Vec<(u64, Role)> = watched.users.iter().map(|(id, role)| (*id, role.clone())).collect();
+        for (id, role) in users {
+            if let (Role::OnTheWay(next), Some(name)) = (&role, name)
+                && name != next.as_os_str()
+                && name != ".gitignore"
+                && name != ".ignore"
+            {
+                continue;
+            }
+            if !content || self.filling.contains_key(&id) || role != Role::Walked {
+                self.invalidate(id, watches);
+                continue;
+            }
+            // A content or metadata change: harmless to the list when it is of a listed file.
+            let Some(key) = self.keys.get(&id) else { continue };
+            let Some(entry) = self.entries.get_mut(key) else { continue };
             let listed = path
-                .strip_prefix(&key.0)
-                .ok()
+                .as_deref()
+                .and_then(|path| path.strip_prefix(&key.0).ok())
                 .filter(|rel| entry.files.binary_search_by(|f| f.rel.as_path().cmp(rel)).is_ok());
             match listed {
                 Some(rel) if entry.touched.len() < MAX_TOUCHED => {
                     entry.touched.insert(rel.to_path_buf());
                 }
-                _ => return self.invalidate(key, id),
+                _ => self.invalidate(id, watches),
             }
         }
     }
+}
+
+/// The inotify instance shared by all listings, and its event thread.
+struct Watcher {
+    watches: Watches,
 }
 
 /// The warm listings (see the module documentation).
 pub struct Listings {
     state: Arc<Mutex<State>>,
     max_bytes: usize,
+    /// Started at the first walk that may be kept; `None` inside: inotify is unavailable.
+    watcher: OnceLock<Option<Watcher>>,
 }
 
 impl std::fmt::Debug for Listings {
@@ -117,11 +208,74 @@ impl std::fmt::Debug for Listings {
     }
 }
 
-/// A walk being filled: its watcher (already watching) and its id.
+/// A walk being filled: its id, told of each folder the walk enters
+/// ([`Filling::folder_hook`]).
 pub struct Filling {
     key: Key,
     id: u64,
-    watcher: RecommendedWatcher,
+    state: Arc<Mutex<State>>,
+    watches: Watches,
+    /// Set when a folder could not be watched: the listing is not kept.
+    failed: Arc<AtomicBool>,
+}
+
+impl Filling {
+    /// What the walk calls for each folder it is about to read: watches it, so that any later
+    /// change in it spoils this listing.
+    pub fn folder_hook(&self) -> FolderHook {
+        let (id, state, failed) = (self.id, Arc::clone(&self.state), Arc::clone(&self.failed));
+        let watches = self.watches.clone();
+        Box::new(move |folder: &Path| {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            if let Err(err) = watch(&state, &mut watches.clone(), id, folder, Role::Walked) {
+                tracing::debug!(%err, folder = %folder.display(), "cannot watch a searched folder; its searches walk cold");
+                failed.store(true, Ordering::Relaxed);
+            }
+        })
+    }
+}
+
+/// The events a listing needs: entries coming and going, content and metadata changes, the
+/// folder itself going. Never opens or reads, so searches reading files queue nothing.
+fn mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::MODIFY
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::ATTRIB
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+        | WatchMask::ONLYDIR
+        | WatchMask::DONT_FOLLOW
+}
+
+/// Watches `folder` for listing (or walk) `id`.
+fn watch(
+    state: &Mutex<State>,
+    watches: &mut Watches,
+    id: u64,
+    folder: &Path,
+    role: Role,
+) -> std::io::Result<()> {
+    let wd = watches.add(folder, mask())?;
+    let number = wd.get_watch_descriptor_id();
+    let mut guard = lock(state);
+    let state = &mut *guard;
+    let watched = state.watches.entry(number).or_insert_with(|| Watched {
+        wd,
+        folder: folder.to_path_buf(),
+        users: HashMap::new(),
+    });
+    // A walk meets a folder once; should it meet one twice, the first role stays.
+    if let std::collections::hash_map::Entry::Vacant(user) = watched.users.entry(id) {
+        user.insert(role);
+        state.uses.entry(id).or_default().push(number);
+    }
+    Ok(())
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -129,17 +283,47 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 }
 
 /// What one listing costs, in bytes.
-fn cost(key: &Key, files: &[Listed]) -> usize {
+fn cost(key: &Key, files: &[Listed], folders: usize) -> usize {
     key.0.as_os_str().len()
         + key.1.as_os_str().len()
         + std::mem::size_of::<Entry>()
+        + folders * (std::mem::size_of::<Watched>() + 64)
         + files.iter().map(|f| f.rel.as_os_str().len() + std::mem::size_of::<Listed>()).sum::<usize>()
+}
+
+/// Reads the events of `inotify` for the listings in `state` until they are gone.
+fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>) {
+    let mut buffer = vec![0u8; 64 << 10];
+    let mut watches = inotify.watches();
+    loop {
+        let mut fds = [rustix::event::PollFd::new(&inotify, rustix::event::PollFlags::IN)];
+        let timeout = rustix::event::Timespec::try_from(EVENT_POLL).unwrap_or_default();
+        let ready = rustix::event::poll(&mut fds, Some(&timeout));
+        let Some(state) = state.upgrade() else { return };
+        if matches!(ready, Ok(0) | Err(rustix::io::Errno::INTR)) {
+            continue;
+        }
+        match inotify.read_events(&mut buffer) {
+            Ok(events) => {
+                let mut state = lock(&state);
+                for event in events {
+                    state.event(event.wd.get_watch_descriptor_id(), event.mask, event.name, &mut watches);
+                }
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(err) => {
+                tracing::warn!(%err, "reading the search listings' events failed; they are no longer kept");
+                lock(&state).invalidate_all(&mut watches);
+                return;
+            }
+        }
+    }
 }
 
 impl Listings {
     /// No listings; at most `max_bytes` kept (0: none, every search walks cold).
     pub fn new(max_bytes: usize) -> Self {
-        Self { state: Arc::default(), max_bytes }
+        Self { state: Arc::default(), max_bytes, watcher: OnceLock::new() }
     }
 
     /// Listings kept and their bytes.
@@ -148,53 +332,66 @@ impl Listings {
         (state.entries.len(), state.bytes)
     }
 
-    fn take_retired(&self) -> Vec<RecommendedWatcher> {
-        std::mem::take(&mut lock(&self.state).retired)
+    /// The shared inotify instance, started on first use.
+    fn watcher(&self) -> Option<&Watcher> {
+        self.watcher
+            .get_or_init(|| {
+                let inotify = Inotify::init()
+                    .map_err(|err| tracing::warn!(%err, "no inotify: searches walk cold"))
+                    .ok()?;
+                let watches = inotify.watches();
+                let state = Arc::downgrade(&self.state);
+                std::thread::Builder::new()
+                    .name("filectx-listings".into())
+                    .spawn(move || read_events(inotify, state))
+                    .map_err(|err| tracing::warn!(%err, "no listing thread: searches walk cold"))
+                    .ok()?;
+                Some(Watcher { watches })
+            })
+            .as_ref()
     }
 
     /// The kept listing of `rel` beneath `root`, its changed files' sizes and times re-read.
     pub fn get(&self, root: &Root, rel: &Path) -> Option<Arc<Vec<Listed>>> {
         let key = (root.path().to_path_buf(), rel.to_path_buf());
-        let found = {
-            let mut state = lock(&self.state);
-            state.clock += 1;
-            let clock = state.clock;
-            let mut gone = false;
-            let found = state.entries.get_mut(&key).and_then(|entry| {
-                entry.used = clock;
-                for rel in std::mem::take(&mut entry.touched) {
-                    let meta = entry.root.open_path(&rel).and_then(|f| f.metadata());
-                    let Ok(meta) = meta.map_err(drop).and_then(|m| if m.is_file() { Ok(m) } else { Err(()) })
-                    else {
-                        gone = true;
-                        return None;
-                    };
-                    use std::os::unix::fs::MetadataExt;
-                    if let Ok(i) = entry.files.binary_search_by(|f| f.rel.cmp(&rel)) {
-                        // Copied only while an earlier answer still holds the old list.
-                        let files = Arc::make_mut(&mut entry.files);
-                        files[i].mtime_ns = ns(meta.mtime(), meta.mtime_nsec());
-                        files[i].size = meta.len();
-                    }
-                }
-                Some(entry.files.clone())
-            });
-            if gone {
-                state.remove(&key);
+        let mut state = lock(&self.state);
+        state.clock += 1;
+        let clock = state.clock;
+        let entry = state.entries.get_mut(&key)?;
+        entry.used = clock;
+        let mut gone = false;
+        for rel in std::mem::take(&mut entry.touched) {
+            let meta = entry.root.open_path(&rel).and_then(|f| f.metadata());
+            let Ok(meta) = meta.map_err(drop).and_then(|m| if m.is_file() { Ok(m) } else { Err(()) }) else {
+                gone = true;
+                break;
+            };
+            use std::os::unix::fs::MetadataExt;
+            if let Ok(i) = entry.files.binary_search_by(|f| f.rel.cmp(&rel)) {
+                // Copied only while an earlier answer still holds the old list.
+                let files = Arc::make_mut(&mut entry.files);
+                files[i].mtime_ns = ns(meta.mtime(), meta.mtime_nsec());
+                files[i].size = meta.len();
             }
-            found
-        };
-        drop(self.take_retired());
-        found
+        }
+        if gone {
+            if let Some(mut watches) = self.watcher().map(|w| w.watches.clone()) {
+                state.remove(&key, &mut watches);
+            }
+            return None;
+        }
+        Some(entry.files.clone())
     }
 
-    /// Starts watching `rel` beneath `root` (recursively) and the folders from the root down
-    /// to it (each alone), before the walk that fills its listing. `None`: it cannot be kept
-    /// (no room, or the watch failed): walk cold.
+    /// Starts a walk whose listing may be kept: watches the folders from the root down to
+    /// `rel` beneath `root` (each alone); the walk then watches each folder it enters through
+    /// [`Filling::folder_hook`]. `None`: it cannot be kept (none are kept, no inotify, or a
+    /// watch failed): walk cold.
     pub fn start(&self, root: &Root, rel: &Path) -> Option<Filling> {
         if self.max_bytes == 0 {
             return None;
         }
+        let mut watches = self.watcher()?.watches.clone();
         let key = (root.path().to_path_buf(), rel.to_path_buf());
         let id = {
             let mut state = lock(&self.state);
@@ -203,28 +400,23 @@ impl Listings {
             state.filling.insert(id, false);
             id
         };
-        let weak: Weak<Mutex<State>> = Arc::downgrade(&self.state);
-        let event_key = key.clone();
-        let handler = move |event: notify::Result<notify::Event>| {
-            if let Some(state) = weak.upgrade() {
-                lock(&state).event(&event_key, id, event);
+        let mut folder = root.path().to_path_buf();
+        let mut watched = Ok(());
+        for name in rel.components() {
+            watched =
+                watch(&self.state, &mut watches, id, &folder, Role::OnTheWay(name.as_os_str().to_owned()));
+            if watched.is_err() {
+                break;
             }
-        };
-        let config = notify::Config::default().with_follow_symlinks(false);
-        let watched = RecommendedWatcher::new(handler, config).and_then(|mut watcher| {
-            let mut folder = root.path().to_path_buf();
-            for name in rel.components() {
-                watcher.watch(&folder, RecursiveMode::NonRecursive)?;
-                folder.push(name);
-            }
-            watcher.watch(&folder, RecursiveMode::Recursive)?;
-            Ok(watcher)
-        });
+            folder.push(name);
+        }
+        let watched = watched.and_then(|()| watch(&self.state, &mut watches, id, &folder, Role::Walked));
+        let filling = Filling { key, id, state: Arc::clone(&self.state), watches, failed: Arc::default() };
         match watched {
-            Ok(watcher) => Some(Filling { key, id, watcher }),
+            Ok(()) => Some(filling),
             Err(err) => {
-                tracing::debug!(%err, folder = %root.path().join(rel).display(), "cannot watch a searched folder; its searches walk cold");
-                lock(&self.state).filling.remove(&id);
+                tracing::debug!(%err, folder = %folder.display(), "cannot watch a searched folder; its searches walk cold");
+                self.abandon(filling);
                 None
             }
         }
@@ -233,86 +425,71 @@ impl Listings {
     /// Keeps the listing `files` that the walk begun by `filling` found, unless an event
     /// arrived meanwhile or it does not fit.
     pub fn finish(&self, filling: Filling, root: &Root, files: &Arc<Vec<Listed>>) {
-        let Filling { key, id, watcher } = filling;
-        let bytes = cost(&key, files);
-        {
-            let mut state = lock(&self.state);
-            let dirty = state.filling.remove(&id).unwrap_or(true);
-            if dirty || bytes > self.max_bytes {
-                state.retired.push(watcher);
-            } else {
-                state.remove(&key);
-                state.clock += 1;
-                let used = state.clock;
-                while state.entries.len() >= MAX_LISTINGS || state.bytes + bytes > self.max_bytes {
-                    let Some(oldest) =
-                        state.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone())
-                    else {
-                        break;
-                    };
-                    state.remove(&oldest);
-                }
-                state.bytes += bytes;
-                let entry = Entry {
-                    id,
-                    root: root.clone(),
-                    files: files.clone(),
-                    touched: HashSet::new(),
-                    bytes,
-                    used,
-                    watcher,
-                };
-                state.entries.insert(key, entry);
-            }
+        let Filling { key, id, mut watches, failed, .. } = filling;
+        let mut state = lock(&self.state);
+        let dirty = state.filling.remove(&id).unwrap_or(true);
+        let folders = state.uses.get(&id).map_or(0, Vec::len);
+        let bytes = cost(&key, files, folders);
+        if dirty || failed.load(Ordering::Relaxed) || bytes > self.max_bytes {
+            state.release(id, &mut watches);
+            return;
         }
-        drop(self.take_retired());
+        state.remove(&key, &mut watches);
+        state.clock += 1;
+        let used = state.clock;
+        while state.entries.len() >= MAX_LISTINGS || state.bytes + bytes > self.max_bytes {
+            let Some(oldest) = state.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            state.remove(&oldest, &mut watches);
+        }
+        state.bytes += bytes;
+        state.keys.insert(id, key.clone());
+        let entry =
+            Entry { id, root: root.clone(), files: files.clone(), touched: HashSet::new(), bytes, used };
+        state.entries.insert(key, entry);
     }
 
     /// Drops the walk begun by `filling` (stopped or truncated): nothing is kept.
     pub fn abandon(&self, filling: Filling) {
-        lock(&self.state).filling.remove(&filling.id);
-        drop(filling);
-        drop(self.take_retired());
+        let Filling { id, mut watches, .. } = filling;
+        let mut state = lock(&self.state);
+        state.filling.remove(&id);
+        state.release(id, &mut watches);
     }
 
     /// Drops every listing that `path` may be part of: those of folders containing it, and
     /// those of folders beneath its parent (it may be an ignore file or a folder on their way).
     pub fn forget(&self, path: &Path) {
+        let Some(mut watches) = self.watcher.get().and_then(Option::as_ref).map(|w| w.watches.clone()) else {
+            return;
+        };
         let parent = path.parent().unwrap_or(path);
-        {
-            let mut state = lock(&self.state);
-            let keys: Vec<Key> = state
-                .entries
-                .keys()
-                .filter(|(root, rel)| {
-                    let folder = root.join(rel);
-                    path.starts_with(&folder) || folder.starts_with(parent)
-                })
-                .cloned()
-                .collect();
-            for key in keys {
-                state.remove(&key);
-            }
-            for dirty in state.filling.values_mut() {
-                *dirty = true;
-            }
+        let mut state = lock(&self.state);
+        let keys: Vec<Key> = state
+            .entries
+            .keys()
+            .filter(|(root, rel)| {
+                let folder = root.join(rel);
+                path.starts_with(&folder) || folder.starts_with(parent)
+            })
+            .cloned()
+            .collect();
+        for key in keys {
+            state.remove(&key, &mut watches);
         }
-        drop(self.take_retired());
+        for dirty in state.filling.values_mut() {
+            *dirty = true;
+        }
     }
 
     /// Drops every listing.
     pub fn forget_all(&self) {
-        {
-            let mut state = lock(&self.state);
-            let keys: Vec<Key> = state.entries.keys().cloned().collect();
-            for key in keys {
-                state.remove(&key);
-            }
-            for dirty in state.filling.values_mut() {
-                *dirty = true;
-            }
-        }
-        drop(self.take_retired());
+        let Some(mut watches) = self.watcher.get().and_then(Option::as_ref).map(|w| w.watches.clone()) else {
+            return;
+        };
+        lock(&self.state).invalidate_all(&mut watches);
     }
 
     /// Whether every event up to a change of the listed file `file` (relative to `root`) has
@@ -472,6 +649,40 @@ mod tests {
         let target = small.resolve("").unwrap();
         small.warm.list_files(&target, &|| false).unwrap();
         assert_eq!(small.warm.cached_listings(), (0, 0));
+    }
+
+    #[test]
+    fn only_changes_that_can_change_the_answer_drop_a_listing() {
+        let tree = tree(64 << 20);
+        let root = tree.root.path().to_path_buf();
+        std::fs::create_dir_all(root.join("a/.git/objects")).unwrap();
+        std::fs::create_dir_all(root.join("a/target/debug")).unwrap();
+        std::fs::write(root.join("a/.gitignore"), "target/\n").unwrap();
+        let target = tree.resolve("a").unwrap();
+        // The first settle creates the flush file: list again once it exists.
+        tree.settle("a");
+        tree.warm.list_files(&target, &|| false).unwrap();
+        tree.settle("a");
+        assert_eq!(tree.warm.cached_listings().0, 1);
+        // Hidden and ignored folders are not watched; a file beside the searched folder on the
+        // way from the root does not matter either.
+        std::fs::write(root.join("a/.git/objects/pack"), "x").unwrap();
+        std::fs::write(root.join("a/target/debug/build.o"), "x").unwrap();
+        std::fs::create_dir(root.join("a/target/debug/deps")).unwrap();
+        std::fs::write(root.join("beside.txt"), "x").unwrap();
+        std::fs::write(root.join("c/x.rs"), "changed").unwrap();
+        tree.settle("a");
+        assert_eq!(tree.warm.cached_listings().0, 1, "nothing that can change the listing happened");
+        // An ignore file on the way does.
+        std::fs::write(root.join(".ignore"), "*.txt\n").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tree.warm.cached_listings().0 != 0 {
+            assert!(Instant::now() < deadline, "an ignore file on the way kept the listing");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let warm = tree.warm.list_files(&target, &|| false).unwrap();
+        assert_eq!(warm.files, tree.cold.list_files(&target, &|| false).unwrap().files);
+        assert!(warm.files.iter().all(|f| f.rel.extension().is_none_or(|e| e != "txt")));
     }
 
     fn tree_with_cap(max_bytes: usize) -> Tree {

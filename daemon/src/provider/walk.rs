@@ -16,11 +16,12 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::beneath::{Root, RootDir};
 use super::error::io_error;
+use super::listings::Filling;
 use super::resolve::Resolved;
 use super::{Fingerprint, Provider, ProviderError, Version};
 
@@ -80,6 +81,80 @@ pub struct Seen {
     pub links: u64,
 }
 
+/// Told of each folder a walk enters (see [`Provider::walk`]).
+pub type FolderHook = Box<dyn Fn(&Path) + Send + Sync>;
+
+/// Threads of one walk: the walk is mostly system calls, so two already gain most of what
+/// more would, and a daemon serving many sessions keeps its other cores for them.
+fn walk_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
+}
+
+/// What the walk's threads share: the files found, and the bounds.
+struct Gather<'a> {
+    root: &'a Path,
+    stop: &'a (dyn Fn() -> bool + Sync),
+    found: Mutex<Vec<Listed>>,
+    files: AtomicUsize,
+    bytes: AtomicUsize,
+    truncated: AtomicBool,
+    stopped: AtomicBool,
+}
+
+struct GatherBuilder<'s, 'a>(&'s Gather<'a>);
+
+impl<'s> ignore::ParallelVisitorBuilder<'s> for GatherBuilder<'s, '_> {
+    fn build(&mut self) -> Box<dyn ignore::ParallelVisitor + 's> {
+        Box::new(Gatherer { shared: self.0, files: Vec::new(), seen: 0 })
+    }
+}
+
+/// One walk thread: gathers its files, handed over when it ends.
+struct Gatherer<'s, 'a> {
+    shared: &'s Gather<'a>,
+    files: Vec<Listed>,
+    seen: usize,
+}
+
+impl ignore::ParallelVisitor for Gatherer<'_, '_> {
+    fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> ignore::WalkState {
+        use ignore::WalkState::{Continue, Quit};
+        let shared = self.shared;
+        let look = self.seen.is_multiple_of(STOP_EVERY);
+        self.seen += 1;
+        if look && (shared.stopped.load(Ordering::Relaxed) || (shared.stop)()) {
+            shared.stopped.store(true, Ordering::Relaxed);
+            return Quit;
+        }
+        let Ok(entry) = entry else { return Continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            return Continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(shared.root) else { return Continue };
+        let Ok(meta) = entry.metadata() else { return Continue };
+        let cost = rel.as_os_str().len() + std::mem::size_of::<Listed>();
+        let bytes = shared.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
+        let files = shared.files.fetch_add(1, Ordering::Relaxed) + 1;
+        if files > MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
+            shared.truncated.store(true, Ordering::Relaxed);
+            return Quit;
+        }
+        self.files.push(Listed {
+            rel: rel.to_path_buf(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            size: meta.len(),
+        });
+        Continue
+    }
+}
+
+impl Drop for Gatherer<'_, '_> {
+    fn drop(&mut self) {
+        let mut found = self.shared.found.lock().unwrap_or_else(PoisonError::into_inner);
+        found.append(&mut self.files);
+    }
+}
+
 pub(super) fn ns(secs: i64, nsec: i64) -> i128 {
     i128::from(secs) * 1_000_000_000 + i128::from(nsec)
 }
@@ -88,7 +163,11 @@ impl Provider {
     /// The regular files under `base` (a folder, or one file), as ripgrep would search them:
     /// ignore files honoured, hidden entries skipped, symlinks neither followed nor listed.
     /// `stop` is asked every few entries; when it says so, the walk ends (`stopped`).
-    pub fn list_files(&self, base: &Resolved, stop: &dyn Fn() -> bool) -> Result<Listing, ProviderError> {
+    pub fn list_files(
+        &self,
+        base: &Resolved,
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Listing, ProviderError> {
         let root = base.dir.clone();
         if !base.exists {
             return Err(ProviderError::NotFound { path: base.display.clone(), why: None });
@@ -105,9 +184,10 @@ impl Provider {
         if let Some(files) = self.listings.get(&root, &base.rel) {
             return Ok(Listing { root, files, truncated: false, stopped: false });
         }
-        // Watched before the walk: whatever changes during it spoils the listing.
+        // Each folder is watched before it is read: whatever changes during the walk spoils
+        // the listing.
         let filling = self.listings.start(&root, &base.rel);
-        let listing = self.walk(&root, &base.rel, stop);
+        let listing = self.walk(&root, &base.rel, stop, filling.as_ref().map(Filling::folder_hook));
         if let Some(filling) = filling {
             if listing.truncated || listing.stopped {
                 self.listings.abandon(filling);
@@ -133,8 +213,16 @@ impl Provider {
         self.listings.forget_all();
     }
 
-    /// Walks the folder `rel` beneath `root` cold.
-    fn walk(&self, root: &Root, rel: &Path, stop: &dyn Fn() -> bool) -> Listing {
+    /// Walks the folder `rel` beneath `root`, on a few threads. `on_folder` is told of each
+    /// folder the walk will enter, before the walk reads that folder's entries or ignore files
+    /// (a warm listing watches it there).
+    fn walk(
+        &self,
+        root: &Root,
+        rel: &Path,
+        stop: &(dyn Fn() -> bool + Sync),
+        on_folder: Option<FolderHook>,
+    ) -> Listing {
         let start = root.path().join(rel);
         let mut walk = ignore::WalkBuilder::new(&start);
         walk.standard_filters(true)
@@ -142,7 +230,18 @@ impl Provider {
             .parents(false)
             .git_global(false)
             .require_git(false)
-            .follow_links(false);
+            .follow_links(false)
+            .threads(walk_threads());
+        if let Some(hook) = on_folder {
+            // The walker asks this while it reads a folder's entries, before it reads a
+            // subfolder's ignore files or entries, and only for entries it does not skip.
+            walk.filter_entry(move |entry| {
+                if entry.file_type().is_some_and(|t| t.is_dir()) {
+                    hook(entry.path());
+                }
+                true
+            });
+        }
         // The ignore files of the folders from the root down to the searched one (exclusive):
         // what `parents(true)` would read, without ever looking above the root.
         let mut folder = root.path().to_path_buf();
@@ -156,33 +255,25 @@ impl Provider {
             }
             folder.push(name);
         }
-        let mut files = Vec::new();
-        let (mut truncated, mut stopped) = (false, false);
-        let mut bytes = 0usize;
-        for (n, entry) in walk.build().enumerate() {
-            if n % STOP_EVERY == 0 && stop() {
-                stopped = true;
-                break;
-            }
-            let Ok(entry) = entry else { continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let Ok(rel) = entry.path().strip_prefix(root.path()) else { continue };
-            let Ok(meta) = entry.metadata() else { continue };
-            bytes += rel.as_os_str().len() + std::mem::size_of::<Listed>();
-            if files.len() >= MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
-                truncated = true;
-                break;
-            }
-            files.push(Listed {
-                rel: rel.to_path_buf(),
-                mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
-                size: meta.len(),
-            });
+        let shared = Gather {
+            root: root.path(),
+            stop,
+            found: Mutex::new(Vec::new()),
+            files: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            truncated: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+        };
+        walk.build_parallel().visit(&mut GatherBuilder(&shared));
+        let Gather { found, truncated, stopped, .. } = shared;
+        let mut files = found.into_inner().unwrap_or_else(PoisonError::into_inner);
+        files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+        Listing {
+            root: root.clone(),
+            files: Arc::new(files),
+            truncated: truncated.into_inner(),
+            stopped: stopped.into_inner(),
         }
-        files.sort_by(|a, b| a.rel.cmp(&b.rel));
-        Listing { root: root.clone(), files: Arc::new(files), truncated, stopped }
     }
 
     /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the

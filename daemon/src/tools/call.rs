@@ -132,7 +132,7 @@ fn run(
     tool: ToolName,
     args: &Value,
     delivered: Option<&Delivered>,
-    stop: &dyn Fn() -> bool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
     let outcome = match tool {
@@ -236,7 +236,7 @@ pub fn call(
     name: &str,
     args: &Value,
     delivered: Option<&Delivered>,
-    stop: &dyn Fn() -> bool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<Outcome, UnknownTool> {
     let tools = &options.tools;
     let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {

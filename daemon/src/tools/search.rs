@@ -108,7 +108,7 @@ pub fn glob(
     pattern: &str,
     path: Option<&str>,
     budget: u64,
-    stop: &dyn Fn() -> bool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<String, SearchError> {
     let matcher = GlobBuilder::new(pattern)
         .literal_separator(true)
@@ -116,7 +116,10 @@ pub fn glob(
         .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))?
         .compile_matcher();
     let files = ctx.search_files(path, stop)?;
-    let mut hits: Vec<&SearchFile> = files.files.iter().filter(|f| matcher.is_match(&f.under)).collect();
+    let mut hits: Vec<SearchFile> = (0..files.len())
+        .filter(|&i| matcher.is_match(files.under(i)))
+        .filter_map(|i| ctx.search_file(&files, i))
+        .collect();
     hits.sort_by(|a, b| b.mtime_ns.cmp(&a.mtime_ns).then_with(|| a.display.cmp(&b.display)));
     let room = usize::try_from(budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
     let mut text = String::new();
@@ -297,7 +300,7 @@ impl Sink for FileSink<'_> {
 pub fn grep(
     ctx: &FileContext<'_>,
     req: &GrepRequest<'_>,
-    stop: &dyn Fn() -> bool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<String, SearchError> {
     let mut builder = RegexMatcherBuilder::new();
     builder.case_insensitive(req.case_insensitive).multi_line(true);
@@ -330,13 +333,13 @@ pub fn grep(
             Some(builder.build().map_err(|e| SearchError::Invalid(format!("The glob is not valid: {e}.")))?)
         }
     };
-    let wanted = |file: &SearchFile| {
+    let wanted = |index: usize| {
         if files.single {
             return true;
         }
-        let full = files.base.join(&file.under);
-        !types.as_ref().is_some_and(|t| t.matched(&file.under, false).is_ignore())
-            && !overrides.as_ref().is_some_and(|o| o.matched(&full, false).is_ignore())
+        let under = files.under(index);
+        !types.as_ref().is_some_and(|t| t.matched(under, false).is_ignore())
+            && !overrides.as_ref().is_some_and(|o| o.matched(files.base.join(under), false).is_ignore())
     };
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(b'\x00'))
@@ -349,8 +352,9 @@ pub fn grep(
     let mut out = Out { room, offset: req.offset, head: req.head_limit, ..Out::default() };
     let mut unreadable = 0u64;
     // files_with_matches: every matching file first, then listed newest first.
-    let mut matching: Vec<&SearchFile> = Vec::new();
-    for file in files.files.iter().filter(|f| wanted(f)) {
+    let mut matching: Vec<SearchFile> = Vec::new();
+    for file in (0..files.len()).filter(|&i| wanted(i)).filter_map(|i| ctx.search_file(&files, i)) {
+        let file = &file;
         // Tests slow a search down here to cancel it midway.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("search::file");
@@ -403,7 +407,7 @@ pub fn grep(
             continue;
         }
         match req.mode {
-            Mode::FilesWithMatches if matched => matching.push(file),
+            Mode::FilesWithMatches if matched => matching.push(file.clone()),
             Mode::Count if matched => {
                 out.entry(&format!("{}:{count}", file.display));
             }
