@@ -218,7 +218,7 @@ pub struct Args {
     #[arg(long, value_name = "BYTES")]
     pub max_snapshot_file_bytes: Option<u64>,
 
-    /// Most bytes of searched folders' file lists kept warm, so that a repeated glob or grep skips the walk (least recently used out first; a list over it alone is never kept); 0 keeps none [default: 64 MiB]
+    /// Most bytes of searched folders' file lists kept warm, so that a repeated glob or grep skips the walk, with the trigram filters a repeated grep skips files by (least recently used list out first; a list over it alone is never kept); 0 keeps none [default: 64 MiB]
     #[arg(long, value_name = "BYTES")]
     pub max_search_cache_bytes: Option<u64>,
 

@@ -206,7 +206,7 @@ pub struct FileContext<'a> {
     /// Paths the session may not read or write.
     deny: &'a DenyRules,
     /// Warm-only mode (see [`FileContext::warm_only`]): set when a read needed the slow path.
-    cold: Option<&'a std::cell::Cell<bool>>,
+    cold: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 impl<'a> FileContext<'a> {
@@ -236,7 +236,7 @@ impl<'a> FileContext<'a> {
     /// from the provider's warm path ([`Provider::read_cached`]); when it would need to open,
     /// load or hash, it fails with [`ContextError::Cold`] and sets `cold`, and the caller runs
     /// the call again normally on a blocking thread. Nothing is recorded for a cold read.
-    pub fn warm_only(self, cold: &'a std::cell::Cell<bool>) -> Self {
+    pub fn warm_only(self, cold: &'a std::sync::atomic::AtomicBool) -> Self {
         Self { cold: Some(cold), ..self }
     }
 
@@ -264,7 +264,7 @@ impl<'a> FileContext<'a> {
             Some(cold) => match self.provider.read_cached(&target, request) {
                 Some(outcome) => outcome?,
                 None => {
-                    cold.set(true);
+                    cold.store(true, std::sync::atomic::Ordering::Relaxed);
                     return Err(ContextError::Cold { path: target.display });
                 }
             },

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::deny::Access;
 use super::{ContextError, FileContext};
+use crate::provider::grams::Grams;
 use crate::provider::resolve::display;
 use crate::provider::walk::{Contents, Listed, Seen};
 
@@ -45,7 +46,14 @@ pub struct SearchFiles {
     target: PathBuf,
     listed: Arc<Vec<Listed>>,
     root: crate::provider::Root,
+    /// The listing's trigram filters, when it is kept warm.
+    grams: Option<Arc<Grams>>,
 }
+
+/// Literals a match of a search's pattern cannot do without: every group must have one of its
+/// literals in a file for the file to match (empty: no such literal is known).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Needles(pub Vec<Vec<Vec<u8>>>);
 
 impl SearchFiles {
     /// How many files were listed.
@@ -56,6 +64,23 @@ impl SearchFiles {
     /// Whether nothing was listed.
     pub fn is_empty(&self) -> bool {
         self.listed.is_empty()
+    }
+
+    /// For each listed file, whether a search needing `needles` must read it: `None` when the
+    /// listing has no filters (or `needles` is empty) and every file must be read.
+    pub fn must_read(&self, needles: &Needles) -> Option<Vec<bool>> {
+        if needles.0.is_empty() {
+            return None;
+        }
+        Some(self.grams.as_ref()?.must_read(&needles.0))
+    }
+
+    /// Starts building, off the request path, the trigram filters a later search of this
+    /// listing skips files with (when it is kept warm and some are missing).
+    pub fn fill_filters(&self) {
+        if let Some(grams) = &self.grams {
+            grams.fill(&self.root, &self.listed, SEARCH_WHOLE_MAX_BYTES);
+        }
     }
 
     /// Listed file `index` relative to the searched folder (its name when a file was named).
@@ -90,6 +115,7 @@ impl FileContext<'_> {
             target: target.rel,
             listed: listing.files,
             root: listing.root,
+            grams: listing.grams,
         })
     }
 
@@ -112,7 +138,18 @@ impl FileContext<'_> {
         whole: bool,
     ) -> Result<Contents, ContextError> {
         let max = if whole { SEARCH_WHOLE_MAX_BYTES } else { 0 };
-        Ok(self.provider.open_listed(&files.root, &files.listed[file.index].rel, max, &file.display)?)
+        Ok(self.provider.open_listed(&files.root, &files.listed[file.index].rel, max, true, &file.display)?)
+    }
+
+    /// Opens `file` for a search that records nothing: read whole (unhashed) up to
+    /// [`SEARCH_WHOLE_MAX_BYTES`], bigger files as a stream.
+    pub fn open_search_bytes(
+        &self,
+        files: &SearchFiles,
+        file: &SearchFile,
+    ) -> Result<Contents, ContextError> {
+        let rel = &files.listed[file.index].rel;
+        Ok(self.provider.open_listed(&files.root, rel, SEARCH_WHOLE_MAX_BYTES, false, &file.display)?)
     }
 
     /// Whether `file` is still a regular file reached through no symlink (for listing it).

@@ -30,6 +30,7 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::beneath::Root;
+use super::grams::{CacheBytes, Grams};
 use super::walk::{FolderHook, Listed, ns};
 
 /// Most listings kept at once.
@@ -67,6 +68,8 @@ struct Entry {
     files: Arc<Vec<Listed>>,
     /// Listed files changed since listed (relative to the root).
     touched: HashSet<PathBuf>,
+    /// Trigram filters of its files, built by the searches that read them.
+    grams: Arc<Grams>,
     bytes: usize,
     used: u64,
 }
@@ -84,7 +87,8 @@ struct State {
     uses: HashMap<u64, Vec<i32>>,
     next_id: u64,
     clock: u64,
-    bytes: usize,
+    /// Bytes of the listings and their filters, against the cap.
+    cache: Arc<CacheBytes>,
 }
 
 impl State {
@@ -104,7 +108,8 @@ impl State {
 
     fn remove(&mut self, key: &Key, watches: &mut Watches) {
         if let Some(entry) = self.entries.remove(key) {
-            self.bytes -= entry.bytes;
+            self.cache.release(entry.bytes);
+            entry.grams.retire();
             self.keys.remove(&entry.id);
             self.release(entry.id, watches);
         }
@@ -174,12 +179,13 @@ impl State {
             // A content or metadata change: harmless to the list when it is of a listed file.
             let Some(key) = self.keys.get(&id) else { continue };
             let Some(entry) = self.entries.get_mut(key) else { continue };
-            let listed = path
-                .as_deref()
-                .and_then(|path| path.strip_prefix(&key.0).ok())
-                .filter(|rel| entry.files.binary_search_by(|f| f.rel.as_path().cmp(rel)).is_ok());
+            let listed = path.as_deref().and_then(|path| path.strip_prefix(&key.0).ok()).and_then(|rel| {
+                let index = entry.files.binary_search_by(|f| f.rel.as_path().cmp(rel)).ok()?;
+                Some((rel, index))
+            });
             match listed {
-                Some(rel) if entry.touched.len() < MAX_TOUCHED => {
+                Some((rel, index)) if entry.touched.len() < MAX_TOUCHED => {
+                    entry.grams.forget(index);
                     entry.touched.insert(rel.to_path_buf());
                 }
                 _ => self.invalidate(id, watches),
@@ -323,13 +329,14 @@ fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>) {
 impl Listings {
     /// No listings; at most `max_bytes` kept (0: none, every search walks cold).
     pub fn new(max_bytes: usize) -> Self {
-        Self { state: Arc::default(), max_bytes, watcher: OnceLock::new() }
+        let state = State { cache: Arc::new(CacheBytes::new(max_bytes)), ..State::default() };
+        Self { state: Arc::new(Mutex::new(state)), max_bytes, watcher: OnceLock::new() }
     }
 
-    /// Listings kept and their bytes.
+    /// Listings kept and their bytes (with their filters').
     pub fn stats(&self) -> (usize, usize) {
         let state = lock(&self.state);
-        (state.entries.len(), state.bytes)
+        (state.entries.len(), state.cache.used())
     }
 
     /// The shared inotify instance, started on first use.
@@ -351,8 +358,9 @@ impl Listings {
             .as_ref()
     }
 
-    /// The kept listing of `rel` beneath `root`, its changed files' sizes and times re-read.
-    pub fn get(&self, root: &Root, rel: &Path) -> Option<Arc<Vec<Listed>>> {
+    /// The kept listing of `rel` beneath `root`, its changed files' sizes and times re-read,
+    /// and its files' filters.
+    pub fn get(&self, root: &Root, rel: &Path) -> Option<(Arc<Vec<Listed>>, Arc<Grams>)> {
         let key = (root.path().to_path_buf(), rel.to_path_buf());
         let mut state = lock(&self.state);
         state.clock += 1;
@@ -380,7 +388,7 @@ impl Listings {
             }
             return None;
         }
-        Some(entry.files.clone())
+        Some((entry.files.clone(), entry.grams.clone()))
     }
 
     /// Starts a walk whose listing may be kept: watches the folders from the root down to
@@ -423,8 +431,8 @@ impl Listings {
     }
 
     /// Keeps the listing `files` that the walk begun by `filling` found, unless an event
-    /// arrived meanwhile or it does not fit.
-    pub fn finish(&self, filling: Filling, root: &Root, files: &Arc<Vec<Listed>>) {
+    /// arrived meanwhile or it does not fit; its (still empty) filters when kept.
+    pub fn finish(&self, filling: Filling, root: &Root, files: &Arc<Vec<Listed>>) -> Option<Arc<Grams>> {
         let Filling { key, id, mut watches, failed, .. } = filling;
         let mut state = lock(&self.state);
         let dirty = state.filling.remove(&id).unwrap_or(true);
@@ -432,23 +440,33 @@ impl Listings {
         let bytes = cost(&key, files, folders);
         if dirty || failed.load(Ordering::Relaxed) || bytes > self.max_bytes {
             state.release(id, &mut watches);
-            return;
+            return None;
         }
         state.remove(&key, &mut watches);
         state.clock += 1;
         let used = state.clock;
-        while state.entries.len() >= MAX_LISTINGS || state.bytes + bytes > self.max_bytes {
+        // Older listings (with their filters) make room, least recently used first.
+        while state.entries.len() >= MAX_LISTINGS || !state.cache.reserve(bytes) {
             let Some(oldest) = state.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone())
             else {
-                break;
+                state.release(id, &mut watches);
+                return None;
             };
             state.remove(&oldest, &mut watches);
         }
-        state.bytes += bytes;
         state.keys.insert(id, key.clone());
-        let entry =
-            Entry { id, root: root.clone(), files: files.clone(), touched: HashSet::new(), bytes, used };
+        let grams = Arc::new(Grams::new(files.len(), Arc::clone(&state.cache)));
+        let entry = Entry {
+            id,
+            root: root.clone(),
+            files: files.clone(),
+            touched: HashSet::new(),
+            grams: Arc::clone(&grams),
+            bytes,
+            used,
+        };
         state.entries.insert(key, entry);
+        Some(grams)
     }
 
     /// Drops the walk begun by `filling` (stopped or truncated): nothing is kept.

@@ -19,6 +19,7 @@ mod cache_tests;
 mod config;
 pub mod edit;
 mod error;
+pub mod grams;
 pub mod index;
 pub mod leftovers;
 pub mod listings;

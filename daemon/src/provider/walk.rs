@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::beneath::{Root, RootDir};
 use super::error::io_error;
+use super::grams::Grams;
 use super::listings::Filling;
 use super::resolve::Resolved;
 use super::{Fingerprint, Provider, ProviderError, Version};
@@ -54,6 +55,8 @@ pub struct Listing {
     pub truncated: bool,
     /// Whether the caller's stop flag ended the walk early.
     pub stopped: bool,
+    /// The trigram filters of the files, when the listing is kept warm.
+    pub grams: Option<Arc<Grams>>,
 }
 
 /// A listed file opened for a search.
@@ -66,6 +69,8 @@ pub enum Contents {
         /// Its version and fingerprint when read.
         seen: Seen,
     },
+    /// Small enough to hold, read without hashing (a search that records nothing).
+    Bytes(Vec<u8>),
     /// Too big to hold: searched from the open file, never recorded.
     Stream(File),
 }
@@ -179,20 +184,20 @@ impl Provider {
             let fp = found.fingerprint;
             let files =
                 Arc::new(vec![Listed { rel: base.rel.clone(), mtime_ns: fp.mtime_ns, size: fp.size }]);
-            return Ok(Listing { root, files, truncated: false, stopped: false });
+            return Ok(Listing { root, files, truncated: false, stopped: false, grams: None });
         }
-        if let Some(files) = self.listings.get(&root, &base.rel) {
-            return Ok(Listing { root, files, truncated: false, stopped: false });
+        if let Some((files, grams)) = self.listings.get(&root, &base.rel) {
+            return Ok(Listing { root, files, truncated: false, stopped: false, grams: Some(grams) });
         }
         // Each folder is watched before it is read: whatever changes during the walk spoils
         // the listing.
         let filling = self.listings.start(&root, &base.rel);
-        let listing = self.walk(&root, &base.rel, stop, filling.as_ref().map(Filling::folder_hook));
+        let mut listing = self.walk(&root, &base.rel, stop, filling.as_ref().map(Filling::folder_hook));
         if let Some(filling) = filling {
             if listing.truncated || listing.stopped {
                 self.listings.abandon(filling);
             } else {
-                self.listings.finish(filling, &root, &listing.files);
+                listing.grams = self.listings.finish(filling, &root, &listing.files);
             }
         }
         Ok(listing)
@@ -273,17 +278,20 @@ impl Provider {
             files: Arc::new(files),
             truncated: truncated.into_inner(),
             stopped: stopped.into_inner(),
+            grams: None,
         }
     }
 
     /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the
-    /// way is refused): whole when it holds at most `whole_max` bytes (hashed, with its
-    /// fingerprint), else as an open file. `shown` names it in errors.
+    /// way is refused): whole when it holds at most `whole_max` bytes (with `hash`, hashed,
+    /// with its fingerprint: [`Contents::Whole`]; else [`Contents::Bytes`]), else as an open
+    /// file. `shown` names it in errors.
     pub fn open_listed(
         &self,
         root: &RootDir,
         rel: &Path,
         whole_max: u64,
+        hash: bool,
         shown: &str,
     ) -> Result<Contents, ProviderError> {
         let mut file = root.open_read(rel).map_err(|e| io_error(shown, "open", e))?;
@@ -300,6 +308,9 @@ impl Provider {
             // It grew meanwhile: search it as a stream from the start.
             file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;
             return Ok(Contents::Stream(file));
+        }
+        if !hash {
+            return Ok(Contents::Bytes(bytes));
         }
         let after = file.metadata().map_err(|e| io_error(shown, "stat", e))?;
         self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
@@ -355,18 +366,22 @@ mod tests {
         let listing = provider.list_files(&target, &|| false).unwrap();
         let rels: Vec<_> = listing.files.iter().map(|f| f.rel.display().to_string()).collect();
         assert_eq!(rels, ["src/a.rs", "src/deep/b.rs"], "the root's .gitignore applies to src");
-        match provider.open_listed(&handle, Path::new("src/a.rs"), 10, "a").unwrap() {
+        match provider.open_listed(&handle, Path::new("src/a.rs"), 10, true, "a").unwrap() {
             Contents::Whole { bytes, seen } => {
                 assert_eq!(bytes, b"a");
                 assert!(provider.unchanged(&handle, Path::new("src/a.rs"), &seen.fingerprint));
             }
-            Contents::Stream(_) => panic!("small files are read whole"),
+            other => panic!("small files are read whole and hashed: {other:?}"),
         }
         assert!(matches!(
-            provider.open_listed(&handle, Path::new("src/a.rs"), 0, "a"),
+            provider.open_listed(&handle, Path::new("src/a.rs"), 10, false, "a"),
+            Ok(Contents::Bytes(bytes)) if bytes == b"a"
+        ));
+        assert!(matches!(
+            provider.open_listed(&handle, Path::new("src/a.rs"), 0, true, "a"),
             Ok(Contents::Stream(_))
         ));
-        assert!(provider.open_listed(&handle, Path::new("src/link"), 10, "l").is_err());
+        assert!(provider.open_listed(&handle, Path::new("src/link"), 10, true, "l").is_err());
         assert!(!provider.is_listed_file(&handle, Path::new("src/link")));
         // A warm listing answers whole without walking; a cold walk stops when told.
         assert!(!provider.list_files(&target, &|| true).unwrap().stopped);

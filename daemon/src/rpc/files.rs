@@ -92,12 +92,12 @@ where
 {
     let session = session_of(ext)?;
     if let Some(options) = session.options().filter(|o| o.local_roots) {
-        let cold = std::cell::Cell::new(false);
+        let cold = std::sync::atomic::AtomicBool::new(false);
         let scope = Scope { roots: &options.roots, cwd: &options.cwd };
         let observed = owner.as_deref().map_or_else(|| session.observations(), Owner::observations);
         let files = ctx.files.context(scope, observed, options.read_only, &options.deny);
         let answer = work(&files.warm_only(&cold), options);
-        if !cold.get() {
+        if !cold.load(std::sync::atomic::Ordering::Relaxed) {
             return answer;
         }
     }

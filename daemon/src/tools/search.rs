@@ -10,13 +10,16 @@ use std::io;
 
 use filectx_protocol::tools::{GLOB_MAX_PATHS, READ_LINE_MAX_CHARS};
 use globset::GlobBuilder;
-use grep_regex::RegexMatcherBuilder;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 
 use super::render::CUT_SUFFIX;
-use crate::context::search::{SearchContents, SearchFile, SearchFiles};
+use crate::context::search::{Needles, SearchContents, SearchFile, SearchFiles};
 use crate::context::{ContextError, FileContext};
 
 /// Bytes kept for the footer of a search answer.
@@ -341,86 +344,53 @@ pub fn grep(
         !types.as_ref().is_some_and(|t| t.matched(under, false).is_ignore())
             && !overrides.as_ref().is_some_and(|o| o.matched(files.base.join(under), false).is_ignore())
     };
-    let mut searcher = SearcherBuilder::new()
-        .binary_detection(BinaryDetection::quit(b'\x00'))
-        .line_number(true)
-        .multi_line(req.multiline)
-        .before_context(if req.mode == Mode::Content { req.context } else { 0 })
-        .after_context(if req.mode == Mode::Content { req.context } else { 0 })
-        .build();
+    let needles = needles(req);
+    let must_read = files.must_read(&needles);
+    let candidates: Vec<SearchFile> = (0..files.len())
+        .filter(|&i| must_read.as_ref().is_none_or(|m| m[i]))
+        .filter(|&i| wanted(i))
+        .filter_map(|i| ctx.search_file(&files, i))
+        .collect();
     let room = usize::try_from(req.budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
     let mut out = Out { room, offset: req.offset, head: req.head_limit, ..Out::default() };
     let mut unreadable = 0u64;
     // files_with_matches: every matching file first, then listed newest first.
     let mut matching: Vec<SearchFile> = Vec::new();
-    for file in (0..files.len()).filter(|&i| wanted(i)).filter_map(|i| ctx.search_file(&files, i)) {
-        let file = &file;
-        // Tests slow a search down here to cancel it midway.
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("search::file");
+    let mut lines = Lines::new(req);
+    // Which files match is found on a few threads, a batch at a time; what they show is then
+    // added in path order, so the answer is the same as one thread's.
+    'batches: for batch in candidates.chunks(PROBE_BATCH) {
         if stop() {
             return Err(cancelled(&files));
         }
-        // Only a content search reads files whole (to record what it showed as read).
-        let contents = match ctx.open_search_file(&files, file, req.mode == Mode::Content) {
-            Ok(contents) => contents,
-            Err(_) => {
-                unreadable += 1;
-                continue;
+        let probes = probe_all(ctx, &files, batch, &matcher, req.mode == Mode::Count, stop);
+        for (file, probe) in batch.iter().zip(probes) {
+            match probe {
+                Probe::Unreadable => unreadable += 1,
+                Probe::Skip => {}
+                Probe::Matched(count) => match req.mode {
+                    Mode::FilesWithMatches => matching.push(file.clone()),
+                    Mode::Count => {
+                        out.start_file();
+                        out.entry(&format!("{}:{count}", file.display));
+                        out.end_file();
+                    }
+                    Mode::Content => match lines.show(ctx, &files, file, &matcher, &mut out) {
+                        Shown::Unreadable => unreadable += 1,
+                        Shown::Done => {}
+                        Shown::Stop => break 'batches,
+                    },
+                },
             }
-        };
-        // Counters only (the text is cut back to its length): cheap per file.
-        let text = std::mem::take(&mut out.text);
-        let mark = (text.len(), out.clone());
-        out.text = text;
-        out.start_file();
-        out.pending_break |= req.context > 0 && out.shown > 0;
-        let mut sink = FileSink {
-            out: &mut out,
-            mode: req.mode,
-            display: &file.display,
-            count: 0,
-            matched: false,
-            binary: false,
-            stopped: false,
-        };
-        let (searched, whole) = match contents {
-            SearchContents::Whole { bytes, seen } => {
-                if memchr::memchr(0, &bytes).is_some() {
-                    continue;
-                }
-                (searcher.search_slice(&matcher, &bytes, &mut sink), Some((bytes, seen)))
+            if out.head_reached {
+                break 'batches;
             }
-            SearchContents::Stream(handle) => (searcher.search_file(&matcher, &handle, &mut sink), None),
-        };
-        let (matched, binary, count, stopped) = (sink.matched, sink.binary, sink.count, sink.stopped);
-        if searched.is_err() || binary {
-            // Undo what this file added: a binary file is skipped whole.
-            let (len, before) = mark;
-            let text = std::mem::take(&mut out.text);
-            out = before;
-            out.text = text;
-            out.text.truncate(len);
-            if searched.is_err() {
-                unreadable += 1;
-            }
-            continue;
-        }
-        match req.mode {
-            Mode::FilesWithMatches if matched => matching.push(file.clone()),
-            Mode::Count if matched => {
-                out.entry(&format!("{}:{count}", file.display));
-            }
-            _ => {}
-        }
-        out.end_file();
-        if let Some((bytes, seen)) = whole.filter(|_| req.mode == Mode::Content && out.file_shown) {
-            ctx.record_search(&files, file, &seen, bytes);
-        }
-        if stopped || out.head_reached {
-            break;
         }
     }
+    if stop() {
+        return Err(cancelled(&files));
+    }
+    files.fill_filters();
     if req.mode == Mode::FilesWithMatches {
         matching.sort_by(|a, b| b.mtime_ns.cmp(&a.mtime_ns).then_with(|| a.display.cmp(&b.display)));
         for file in matching {
@@ -432,6 +402,240 @@ pub fn grep(
         }
     }
     Ok(finish(out, req, unreadable, files.truncated))
+}
+
+/// Files one probe batch holds: enough to keep the threads busy, few enough that a search
+/// with a `head_limit` stops soon after it is reached.
+const PROBE_BATCH: usize = 256;
+
+/// Whether one file matches (and how many lines, when counting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// It could not be opened or read.
+    Unreadable,
+    /// No match, or a binary file.
+    Skip,
+    /// It matches: lines counted when asked, else 1.
+    Matched(u64),
+}
+
+/// The searcher every grep uses to find matches (no context: a probe shows nothing).
+fn probe_searcher(multiline: bool) -> Searcher {
+    SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .line_number(false)
+        .multi_line(multiline)
+        .build()
+}
+
+/// Probes `batch` on up to two threads, in order.
+fn probe_all(
+    ctx: &FileContext<'_>,
+    files: &SearchFiles,
+    batch: &[SearchFile],
+    matcher: &RegexMatcher,
+    count: bool,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Vec<Probe> {
+    let multiline = matcher_multiline(matcher);
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Probe>> = batch.iter().map(|_| Mutex::new(Probe::Skip)).collect();
+    let work = || {
+        let mut searcher = probe_searcher(multiline);
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(file) = batch.get(i) else { break };
+            // Tests slow a search down here to cancel it midway.
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("search::file");
+            if stop() {
+                break;
+            }
+            let probe = probe(ctx, files, file, matcher, &mut searcher, count);
+            *results[i].lock().unwrap_or_else(PoisonError::into_inner) = probe;
+        }
+    };
+    if batch.len() < 8 || probe_threads() < 2 {
+        work();
+    } else {
+        std::thread::scope(|scope| {
+            scope.spawn(work);
+            work();
+        });
+    }
+    results.into_iter().map(|r| r.into_inner().unwrap_or_else(PoisonError::into_inner)).collect()
+}
+
+fn probe_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Whether `matcher` was built for matches spanning lines.
+fn matcher_multiline(matcher: &RegexMatcher) -> bool {
+    grep_matcher::Matcher::line_terminator(matcher).is_none()
+}
+
+/// Whether `file` matches: read whole or, when big, as a stream; a file with a NUL byte is
+/// binary and skipped.
+fn probe(
+    ctx: &FileContext<'_>,
+    files: &SearchFiles,
+    file: &SearchFile,
+    matcher: &RegexMatcher,
+    searcher: &mut Searcher,
+    count: bool,
+) -> Probe {
+    let mut sink = ProbeSink { count, matched: 0, binary: false };
+    let searched = match ctx.open_search_bytes(files, file) {
+        Err(_) => return Probe::Unreadable,
+        Ok(SearchContents::Bytes(bytes) | SearchContents::Whole { bytes, .. }) => {
+            if memchr::memchr(0, &bytes).is_some() {
+                return Probe::Skip;
+            }
+            searcher.search_slice(matcher, &bytes, &mut sink)
+        }
+        Ok(SearchContents::Stream(handle)) => searcher.search_file(matcher, &handle, &mut sink),
+    };
+    match searched {
+        Err(_) => Probe::Unreadable,
+        Ok(()) if sink.binary || sink.matched == 0 => Probe::Skip,
+        Ok(()) => Probe::Matched(sink.matched),
+    }
+}
+
+/// Counts matching lines (or stops at the first, when not counting).
+struct ProbeSink {
+    count: bool,
+    matched: u64,
+    binary: bool,
+}
+
+impl Sink for ProbeSink {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.matched += mat.lines().count().max(1) as u64;
+        Ok(self.count)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+/// Literals every match needs, from the pattern's prefixes and suffixes (regex-syntax's
+/// extractor): a file without one of them cannot match, so a warm listing's trigram filters
+/// skip it unread. Parsed as grep-regex parses it, or wider (a superset of matches only ever
+/// adds literals): empty when unknown.
+fn needles(req: &GrepRequest<'_>) -> Needles {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let parsed = regex_syntax::ParserBuilder::new()
+        .case_insensitive(req.case_insensitive)
+        .multi_line(true)
+        .dot_matches_new_line(req.multiline)
+        .utf8(false)
+        .build()
+        .parse(req.pattern);
+    let Ok(hir) = parsed else { return Needles::default() };
+    let mut groups = Vec::new();
+    for kind in [ExtractKind::Prefix, ExtractKind::Suffix] {
+        let mut extractor = Extractor::new();
+        extractor.kind(kind);
+        let seq = extractor.extract(&hir);
+        if let Some(literals) = seq.literals()
+            && !literals.is_empty()
+            && literals.iter().all(|l| l.as_bytes().len() >= 3)
+        {
+            groups.push(literals.iter().map(|l| l.as_bytes().to_vec()).collect());
+        }
+    }
+    Needles(groups)
+}
+
+/// How a `content` grep shows the lines of a matching file.
+enum Shown {
+    /// Shown (or counted past the budget).
+    Done,
+    /// It could not be read.
+    Unreadable,
+    /// `head_limit` reached: stop.
+    Stop,
+}
+
+/// The searcher that shows lines (with context), for `content` greps.
+struct Lines {
+    searcher: Searcher,
+    mode: Mode,
+    context: usize,
+}
+
+impl Lines {
+    fn new(req: &GrepRequest<'_>) -> Self {
+        let context = if req.mode == Mode::Content { req.context } else { 0 };
+        let searcher = SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(b'\x00'))
+            .line_number(true)
+            .multi_line(req.multiline)
+            .before_context(context)
+            .after_context(context)
+            .build();
+        Self { searcher, mode: req.mode, context }
+    }
+
+    /// Adds the lines of `file` to `out`; when lines were shown, the file counts as read at
+    /// the version searched.
+    fn show(
+        &mut self,
+        ctx: &FileContext<'_>,
+        files: &SearchFiles,
+        file: &SearchFile,
+        matcher: &RegexMatcher,
+        out: &mut Out,
+    ) -> Shown {
+        // Read whole and hashed, to record what it showed as read.
+        let Ok(contents) = ctx.open_search_file(files, file, true) else { return Shown::Unreadable };
+        // Counters only (the text is cut back to its length): cheap per file.
+        let text = std::mem::take(&mut out.text);
+        let mark = (text.len(), out.clone());
+        out.text = text;
+        out.start_file();
+        out.pending_break |= self.context > 0 && out.shown > 0;
+        let mut sink = FileSink {
+            out,
+            mode: self.mode,
+            display: &file.display,
+            count: 0,
+            matched: false,
+            binary: false,
+            stopped: false,
+        };
+        let (searched, whole) = match contents {
+            SearchContents::Whole { bytes, seen } => {
+                if memchr::memchr(0, &bytes).is_some() {
+                    return Shown::Done;
+                }
+                (self.searcher.search_slice(matcher, &bytes, &mut sink), Some((bytes, seen)))
+            }
+            SearchContents::Bytes(bytes) => (self.searcher.search_slice(matcher, &bytes, &mut sink), None),
+            SearchContents::Stream(handle) => (self.searcher.search_file(matcher, &handle, &mut sink), None),
+        };
+        let (binary, stopped) = (sink.binary, sink.stopped);
+        if searched.is_err() || binary {
+            // Undo what this file added: a binary file is skipped whole.
+            let (len, before) = mark;
+            let text = std::mem::take(&mut out.text);
+            *out = before;
+            out.text = text;
+            out.text.truncate(len);
+            return if searched.is_err() { Shown::Unreadable } else { Shown::Done };
+        }
+        out.end_file();
+        if let Some((bytes, seen)) = whole.filter(|_| out.file_shown) {
+            ctx.record_search(files, file, &seen, bytes);
+        }
+        if stopped || out.head_reached { Shown::Stop } else { Shown::Done }
+    }
 }
 
 /// The answer's text: the entries, then the footers.

@@ -456,3 +456,71 @@ fn a_repeated_search_is_warm_and_sees_every_change() {
     assert_eq!(text(&mut raw, "glob", glob.clone()), "src/d.rs");
     assert_eq!(cached_listings(&mut raw), 1);
 }
+
+/// Bytes the warm listings (and their trigram filters) hold now, per `daemon/status`.
+fn cached_bytes(raw: &mut Raw) -> u64 {
+    raw.call("daemon/status", None)["cachedListingBytes"].as_u64().unwrap()
+}
+
+#[test]
+fn a_warm_grep_skips_files_by_their_trigrams_and_never_misses_a_change() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    let mut files: Vec<(String, String)> = (0..60)
+        .map(|i| (format!("src/m{i:02}.rs"), format!("fn item_{i}() -> u32 {{ {i} }}\n").repeat(20)))
+        .collect();
+    files.push(("src/poll.rs".into(), "fn poll_ready(&mut self) {}\nPOLL_READY\n".into()));
+    files.push(("src/bin.dat".into(), "fn poll_ready\0binary".into()));
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    put(&root, &refs);
+    let mut warm = session(&daemon, &root);
+    // The same answers as a daemon that keeps nothing warm, for patterns with and without
+    // literals, in every mode, case-insensitive too.
+    let cold_daemon = Daemon::start(&["--max-search-cache-bytes", "0"]);
+    let mut cold = session(&cold_daemon, &root);
+    let glob = json!({"pattern": "**/*.rs"});
+    text(&mut warm, "glob", glob);
+    let listed = cached_bytes(&mut warm);
+    let patterns = [
+        json!({"pattern": "fn poll_ready"}),
+        json!({"pattern": "poll_ready", "case_insensitive": true}),
+        json!({"pattern": "item_(7|42)\\b", "output_mode": "count"}),
+        json!({"pattern": "[a-z]+_ready", "output_mode": "content"}),
+        json!({"pattern": "u32 \\{ 5", "output_mode": "content", "head_limit": 3}),
+        json!({"pattern": "absent_literal"}),
+    ];
+    for round in 0..2 {
+        for pattern in &patterns {
+            let answer = text(&mut warm, "grep", pattern.clone());
+            assert_eq!(answer, text(&mut cold, "grep", pattern.clone()), "round {round}: {pattern}");
+        }
+    }
+    // The first grep started building the files' trigram filters, off the request path.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cached_bytes(&mut warm) <= listed {
+        assert!(std::time::Instant::now() < deadline, "no trigram filters were kept");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for pattern in &patterns {
+        assert_eq!(
+            text(&mut warm, "grep", pattern.clone()),
+            text(&mut cold, "grep", pattern.clone()),
+            "{pattern}"
+        );
+    }
+    assert_eq!(text(&mut warm, "grep", json!({"pattern": "fn poll_ready"})), "src/poll.rs");
+
+    // A file whose filter said "no" gains the literal: the change drops its filter, and the
+    // next grep reads it again.
+    let before = cached_bytes(&mut warm);
+    fs::write(root.join("src/m07.rs"), "fn poll_ready() {}\n").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cached_bytes(&mut warm) >= before {
+        assert!(std::time::Instant::now() < deadline, "the change was never noticed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(cached_listings(&mut warm), 1, "a content change keeps the listing");
+    let found = text(&mut warm, "grep", json!({"pattern": "fn poll_ready"}));
+    assert_eq!(lines(&found), ["src/m07.rs", "src/poll.rs"]);
+    assert_eq!(found, text(&mut cold, "grep", json!({"pattern": "fn poll_ready"})));
+}

@@ -1,0 +1,326 @@
+//! Trigram filters of a warm listing's files: for each file a search has read whole, a small
+//! bit set of the (ASCII-case-folded) three-byte sequences it contains. A later search whose
+//! pattern needs a literal of three bytes or more skips every file whose filter lacks one of
+//! the literal's trigrams, without opening it. A filter can say "maybe" wrongly, never "no"
+//! wrongly: a file that changes loses its filter (the listing's watch reports it), a filter
+//! built from bytes read while an event arrived is never kept, and a file without a filter is
+//! always searched.
+//!
+//! A filter holds about one bit per two bytes of its file (a power of two, at least 512 bits):
+//! with one hash, a trigram the file lacks is taken as present with odds under one half, so a
+//! literal of 12 bytes (10 trigrams) lets through about one file in a thousand that lacks it.
+//! Filters count against the search cache's bytes, and stop being built when it is full.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use super::beneath::Root;
+use super::walk::Listed;
+
+/// Smallest filter, in 64-bit words.
+const MIN_WORDS: usize = 8;
+/// Largest filter, in 64-bit words (1 Mbit: a 2 MiB file fills it as densely as the rest).
+const MAX_WORDS: usize = 1 << 14;
+
+/// The trigrams of one file.
+#[derive(Debug, Clone)]
+pub struct GramFilter {
+    words: Box<[u64]>,
+}
+
+/// Folds a byte for the filter: ASCII letters lose their case (so do a few punctuation pairs,
+/// such as `@` and `` ` ``: the filter only grows less exact). The same fold is applied to
+/// the file and to the literal, so a case-insensitive search is filtered too.
+fn fold(byte: u8) -> u32 {
+    u32::from(byte | 0x20)
+}
+
+/// Bit of a folded trigram in a filter of `2^shift` bits.
+fn bit(gram: u32, shift: u32) -> usize {
+    // Fibonacci hashing: the top bits of a multiplication spread neighbouring trigrams.
+    (u64::from(gram).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - shift)) as usize
+}
+
+/// Calls `each` with the folded trigram ending at every byte from the third on.
+fn trigrams(bytes: &[u8], mut each: impl FnMut(u32)) {
+    let mut gram = 0u32;
+    for (i, &byte) in bytes.iter().enumerate() {
+        gram = (gram << 8 | fold(byte)) & 0xFF_FFFF;
+        if i >= 2 {
+            each(gram);
+        }
+    }
+}
+
+impl GramFilter {
+    /// The filter of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        let words = (bytes.len() / 128).next_power_of_two().clamp(MIN_WORDS, MAX_WORDS);
+        let shift = (words * 64).trailing_zeros();
+        let mut set = vec![0u64; words].into_boxed_slice();
+        trigrams(bytes, |gram| {
+            let i = bit(gram, shift);
+            set[i / 64] |= 1 << (i % 64);
+        });
+        Self { words: set }
+    }
+
+    /// Whether the file may contain `literal` (always, for one shorter than three bytes).
+    pub fn may_contain(&self, literal: &[u8]) -> bool {
+        let shift = (self.words.len() * 64).trailing_zeros();
+        let mut all = true;
+        trigrams(literal, |gram| {
+            let i = bit(gram, shift);
+            all &= self.words[i / 64] & (1 << (i % 64)) != 0;
+        });
+        all
+    }
+
+    /// Bytes it holds.
+    pub fn bytes(&self) -> usize {
+        self.words.len() * 8 + std::mem::size_of::<Self>()
+    }
+}
+
+/// The bytes the search cache holds (listings and filters), and its cap.
+#[derive(Debug, Default)]
+pub struct CacheBytes {
+    used: AtomicUsize,
+    max: usize,
+}
+
+impl CacheBytes {
+    /// Nothing held yet; at most `max`.
+    pub fn new(max: usize) -> Self {
+        Self { used: AtomicUsize::new(0), max }
+    }
+
+    /// Takes `bytes` when they fit.
+    pub fn reserve(&self, bytes: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&total| total <= self.max)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `bytes`.
+    pub fn release(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Bytes held.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// The cap.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
+/// Why a filter was not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The file changed meanwhile (or already has one).
+    Changed,
+    /// The search cache is full.
+    Full,
+    /// The listing was dropped.
+    Gone,
+}
+
+/// The filters of one listing's files, by position in the listing.
+#[derive(Debug)]
+pub struct Grams {
+    filters: RwLock<Vec<Option<GramFilter>>>,
+    /// Bumped by every reported change of a listed file: a filter built from bytes read
+    /// before a bump is not kept.
+    generation: AtomicU64,
+    bytes: AtomicUsize,
+    /// Set when the listing is dropped: nothing more is kept, its bytes are given back.
+    retired: AtomicBool,
+    /// Set when a build went through every file.
+    complete: AtomicBool,
+    cache: Arc<CacheBytes>,
+}
+
+impl Grams {
+    /// No filters yet for a listing of `files` files, their bytes taken from `cache`.
+    pub fn new(files: usize, cache: Arc<CacheBytes>) -> Self {
+        Self {
+            filters: RwLock::new(vec![None; files]),
+            generation: AtomicU64::new(0),
+            bytes: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+            complete: AtomicBool::new(false),
+            cache,
+        }
+    }
+
+    /// The listing is dropped: the filters go and their bytes are given back.
+    pub fn retire(&self) {
+        let mut filters = self.filters.write().unwrap_or_else(PoisonError::into_inner);
+        self.retired.store(true, Ordering::Release);
+        filters.clear();
+        filters.shrink_to_fit();
+        self.cache.release(self.bytes.swap(0, Ordering::AcqRel));
+    }
+
+    /// The generation to hand back to [`keep`](Self::keep) (take it before reading the file).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Keeps the filter of file `index`, built from bytes read since `generation`, when no
+    /// change was reported meanwhile and the cache has room.
+    pub fn keep(&self, index: usize, filter: GramFilter, generation: u64) -> Result<usize, Refused> {
+        let mut filters = self.filters.write().unwrap_or_else(PoisonError::into_inner);
+        let bytes = filter.bytes();
+        if self.retired.load(Ordering::Acquire) {
+            return Err(Refused::Gone);
+        }
+        if self.generation.load(Ordering::Acquire) != generation
+            || filters.get(index).is_none_or(Option::is_some)
+        {
+            return Err(Refused::Changed);
+        }
+        if !self.cache.reserve(bytes) {
+            return Err(Refused::Full);
+        }
+        filters[index] = Some(filter);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(bytes)
+    }
+
+    /// Builds the filters still missing, on a thread of its own, unless a build (of any
+    /// listing) is running: files are read beneath `root` (at most `whole_max` bytes each;
+    /// bigger ones get none and are always searched). It ends early when the listing is
+    /// dropped or the cache is full. A search never waits for it.
+    pub fn fill(self: &Arc<Self>, root: &Root, listed: &Arc<Vec<Listed>>, whole_max: u64) {
+        static BUILDING: AtomicBool = AtomicBool::new(false);
+        if self.complete.load(Ordering::Acquire) || BUILDING.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (grams, root, listed) = (Arc::clone(self), root.clone(), Arc::clone(listed));
+        let spawned = std::thread::Builder::new().name("filectx-grams".into()).spawn(move || {
+            grams.build(&root, &listed, whole_max);
+            BUILDING.store(false, Ordering::Release);
+        });
+        if spawned.is_err() {
+            BUILDING.store(false, Ordering::Release);
+        }
+    }
+
+    fn build(&self, root: &Root, listed: &[Listed], whole_max: u64) {
+        let mut bytes = Vec::new();
+        for (index, file) in listed.iter().enumerate() {
+            if file.size > whole_max || self.has(index) {
+                continue;
+            }
+            let generation = self.generation();
+            bytes.clear();
+            let read = root.open_read(&file.rel).and_then(|f| f.take(whole_max + 1).read_to_end(&mut bytes));
+            if read.is_err() || bytes.len() as u64 > whole_max {
+                continue;
+            }
+            match self.keep(index, GramFilter::of(&bytes), generation) {
+                Ok(_) | Err(Refused::Changed) => {}
+                Err(Refused::Gone | Refused::Full) => return,
+            }
+        }
+        self.complete.store(true, Ordering::Release);
+    }
+
+    /// File `index` changed: its filter goes, and filters being built now are not kept.
+    pub fn forget(&self, index: usize) {
+        let mut filters = self.filters.write().unwrap_or_else(PoisonError::into_inner);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.complete.store(false, Ordering::Release);
+        if let Some(filter) = filters.get_mut(index).and_then(Option::take) {
+            self.bytes.fetch_sub(filter.bytes(), Ordering::Relaxed);
+            self.cache.release(filter.bytes());
+        }
+    }
+
+    /// Bytes the filters hold.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// For each file, whether a search for `needles` must read it: no filter, or its filter
+    /// may contain, for every group of `needles`, one of the group's literals.
+    pub fn must_read(&self, needles: &[Vec<Vec<u8>>]) -> Vec<bool> {
+        let filters = self.filters.read().unwrap_or_else(PoisonError::into_inner);
+        filters
+            .iter()
+            .map(|filter| {
+                filter.as_ref().is_none_or(|f| {
+                    needles.iter().all(|group| group.iter().any(|literal| f.may_contain(literal)))
+                })
+            })
+            .collect()
+    }
+
+    /// Whether file `index` has a filter.
+    pub fn has(&self, index: usize) -> bool {
+        self.filters.read().unwrap_or_else(PoisonError::into_inner).get(index).is_some_and(Option::is_some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Never "no" wrongly: every slice of the bytes, in any ASCII case, may be contained.
+        #[test]
+        fn a_filter_never_denies_what_the_file_holds(
+            bytes in proptest::collection::vec(any::<u8>(), 0..4000),
+            start in 0usize..4000,
+            len in 3usize..40,
+        ) {
+            let filter = GramFilter::of(&bytes);
+            if start + len <= bytes.len() {
+                let slice = &bytes[start..start + len];
+                prop_assert!(filter.may_contain(slice));
+                prop_assert!(filter.may_contain(&slice.to_ascii_uppercase()));
+            }
+        }
+    }
+
+    #[test]
+    fn a_filter_rejects_most_literals_a_file_lacks() {
+        let text: String = (0..2000).map(|i| format!("fn item_{i}(x: u32) -> u32 {{ x + {i} }}\n")).collect();
+        let filter = GramFilter::of(text.as_bytes());
+        assert!(filter.may_contain(b"fn item_1999"));
+        let absent = ["poll_ready", "impl Future", "unreachable!", "#[derive(Debug)]", "async move"];
+        assert!(absent.iter().all(|l| !filter.may_contain(l.as_bytes())), "a dense file still filters");
+    }
+
+    #[test]
+    fn kept_filters_respect_changes_and_the_reservation() {
+        let small = Grams::new(2, Arc::new(CacheBytes::new(16)));
+        assert_eq!(small.keep(0, GramFilter::of(b"abcdef"), small.generation()), Err(Refused::Full));
+        let cache = Arc::new(CacheBytes::new(1 << 20));
+        let grams = Grams::new(2, Arc::clone(&cache));
+        let generation = grams.generation();
+        grams.forget(1);
+        assert_eq!(grams.keep(0, GramFilter::of(b"abcdef"), generation), Err(Refused::Changed));
+        let generation = grams.generation();
+        assert!(grams.keep(0, GramFilter::of(b"abcdef"), generation).is_ok());
+        assert_eq!(cache.used(), grams.bytes());
+        assert_eq!(grams.must_read(&[vec![b"xyz".to_vec()]]), [false, true]);
+        assert_eq!(grams.must_read(&[vec![b"xyz".to_vec(), b"BCD".to_vec()]]), [true, true]);
+        grams.forget(0);
+        assert_eq!((grams.bytes(), cache.used()), (0, 0));
+        assert_eq!(grams.must_read(&[vec![b"xyz".to_vec()]]), [true, true]);
+        assert!(grams.keep(1, GramFilter::of(b"abcdef"), grams.generation()).is_ok());
+        grams.retire();
+        assert_eq!(cache.used(), 0, "a dropped listing gives its filters' bytes back");
+        assert_eq!(grams.keep(0, GramFilter::of(b"abcdef"), grams.generation()), Err(Refused::Gone));
+    }
+}
