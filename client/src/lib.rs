@@ -65,6 +65,7 @@
 //! ```
 
 mod autostart;
+mod cancel;
 mod error;
 pub mod mcp;
 mod params;
@@ -72,6 +73,7 @@ mod stream;
 mod transport;
 mod trust;
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -87,6 +89,7 @@ use filectx_protocol::{
 use filectx_protocol::{features, methods, socket};
 use futures::Stream;
 use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT};
+use jsonrpsee::core::middleware::RpcServiceBuilder;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -173,7 +176,7 @@ impl ConnectOptions {
 #[derive(Debug)]
 pub struct Client {
     /// Shared only weakly, with the [`TextStream`]s, which never keep the connection open.
-    inner: Arc<jsonrpsee::core::client::Client>,
+    inner: Arc<jsonrpsee::core::client::Client<cancel::Service>>,
     socket: PathBuf,
     request_timeout: Duration,
     notification_buffer: usize,
@@ -243,6 +246,7 @@ impl Client {
         let (sender, receiver) = transport::connect(path, options.max_frame_bytes).await?;
         let notification_buffer = options.notification_buffer.max(1);
         let inner = ClientBuilder::default()
+            .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(cancel::IdTap::new))
             .request_timeout(options.request_timeout)
             .max_buffer_capacity_per_subscription(notification_buffer)
             .build_with_tokio(sender, receiver);
@@ -719,6 +723,42 @@ impl Client {
     ) -> Result<R, ClientError> {
         let params = Params::new(&params).map_err(ClientError::Encode)?;
         self.inner.request(method, params).await.map_err(|e| self.map_error(e))
+    }
+
+    /// [`Client::request`] that `cancel` can call off. When `cancel` completes before the
+    /// answer, the daemon is sent `$/cancelRequest` naming this request (if it announced the
+    /// feature `cancelRequest`) and this returns [`ClientError::Cancelled`] at once; the
+    /// daemon's answer, when it comes, is discarded.
+    ///
+    /// At the daemon, a request still waiting for a file-work slot gives up its place (it
+    /// answers -32800, or an `FS_ABORTED` result for `tools/call`): a cancelled write or edit
+    /// that had not started never lands. One that already started runs to its end, so its
+    /// outcome is unknown: read the file again before relying on it.
+    ///
+    /// # Errors
+    /// [`ClientError::Cancelled`] when `cancel` came first; any error of [`Client::request`].
+    pub async fn request_cancellable<R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<R, ClientError> {
+        let params = Params::new(&params).map_err(ClientError::Encode)?;
+        let (id, call) = cancel::tapped(self.inner.request::<R, _>(method, params));
+        let mut call = std::pin::pin!(call);
+        tokio::select! {
+            // The call goes first, so its request has an id before `cancel` can win.
+            biased;
+            answer = &mut call => return answer.map_err(|e| self.map_error(e)),
+            () = cancel => {}
+        }
+        if let Some(id) = id.get()
+            && self.has_feature(features::CANCEL_REQUEST)
+        {
+            // A connection that is gone has no request left to cancel.
+            let _ = self.notify(methods::CANCEL_REQUEST, serde_json::json!({"id": id})).await;
+        }
+        Err(ClientError::Cancelled)
     }
 
     /// Sends a notification (no answer). `params` as for [`Client::request`].

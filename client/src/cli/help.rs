@@ -170,6 +170,8 @@ of a file the session read (by another program or agent) is sent as notification
 level warning, logger filectx, data {path, displayPath, version, message}; logging/setLevel \
 above warning silences them.
 
+notifications/cancelled cancels the call at the daemon too ($/cancelRequest): a call still waiting for its turn never runs, and no answer is sent. A tools/call with _meta.progressToken that waits more than a second (a write gate may be reviewing the change) gets notifications/progress every 3 s until it is answered.
+
 --dedup-reads: a read of exactly the lines this session already received, of the same \
 version, is answered with one short line (saying so, and that asking again returns the text); \
 the next identical read, any change of the file and any other window get the text. Off by \
