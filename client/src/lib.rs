@@ -36,6 +36,9 @@
 //! detached, when none answers at the socket, and wait for it to answer; clients racing to do
 //! so all end up connected to the one daemon that wins the socket's lock. See [`SpawnOptions`].
 //!
+//! [`gate::Gate`] registers a write gate: the daemon asks it before any session's write or edit
+//! lands under the gated folders (`filectx gate` is a person doing so at a terminal).
+//!
 //! [`mcp::serve`] serves one session's tools to an MCP client (Claude Code, Codex, Cursor, …)
 //! over any line-framed reader and writer: the server behind `filectx mcp`.
 //!
@@ -67,6 +70,7 @@
 mod autostart;
 mod cancel;
 mod error;
+pub mod gate;
 pub mod mcp;
 mod params;
 mod stream;
