@@ -67,31 +67,49 @@ pub(crate) async fn run_gate(cli: &Cli, args: &GateArgs, socket: &Path) -> anyho
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
     let mut screen = if cli.json { Screen::Json } else { Screen::Person(Box::new(Person::new(policy))) };
-    screen.ready(&gate, &rules)?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let served = loop {
+    let mut served = screen.ready(&gate, &rules);
+    while served.is_ok() {
         let deadline = screen.deadline();
-        tokio::select! {
+        served = tokio::select! {
             event = gate.next() => match event {
-                Ok(event) => screen.event(&gate, &rules, event).await?,
-                Err(error) => break Err(error),
+                Ok(event) => screen.event(&gate, &rules, event).await,
+                // The connection is gone: nothing to unregister.
+                Err(error) => return Err(error.into()),
             },
-            line = lines.next_line() => match line.context("cannot read stdin")? {
-                Some(line) => screen.line(&gate, &line).await?,
-                None => break Ok(()),
+            line = lines.next_line() => match line.context("cannot read stdin") {
+                Ok(Some(line)) => screen.line(&gate, &line).await,
+                Ok(None) => break,
+                Err(error) => Err(error),
             },
-            () = sleep_until(deadline) => screen.expired(&gate).await?,
-            _ = interrupt.recv() => break Ok(()),
-            _ = terminate.recv() => break Ok(()),
-        }
+            () = sleep_until(deadline) => screen.expired(&gate).await,
+            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break,
+        };
+    }
+    // Whoever read stdout went away (a program driving --json): stop as at the end of stdin.
+    let served = match served {
+        Err(error) if is_broken_pipe(&error) => Ok(()),
+        other => other,
     };
-    served?;
+    // Unregister whatever ended the loop, unless the connection broke.
     let closed = tokio::time::timeout(CLOSE_TIMEOUT, gate.close()).await;
-    screen.closed();
+    served?;
     match closed {
-        Ok(result) => Ok(result?),
+        Ok(Ok(())) => {
+            screen.closed();
+            Ok(())
+        }
+        Ok(Err(error)) => Err(error.into()),
         Err(_) => bail!("the daemon did not confirm gate/unregister within {} s", CLOSE_TIMEOUT.as_secs()),
     }
+}
+
+/// Whether `error` is a write to a closed pipe.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Sleeps until `deadline`, or forever without one.

@@ -750,3 +750,28 @@ fn help_shows_the_rules_the_json_lines_and_examples_and_a_bad_glob_is_a_usage_er
     assert!(String::from_utf8(bad.stderr)?.contains("invalid glob \"src/[a\""));
     Ok(())
 }
+
+#[test]
+fn a_program_that_stops_reading_ends_the_gate_cleanly() -> TestResult {
+    let fake = Arc::new(Fake::new()?);
+    let daemon = serve(&fake, |conn| {
+        conn.register(&["gate"])?;
+        conn.goodbye()
+    });
+    let mut child = Command::new(BIN)
+        .arg("--socket")
+        .arg(&fake.socket)
+        .args(["--no-autostart", "--json", "gate"])
+        .current_dir(&fake.folder)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // Nobody reads stdout: writing the ready line fails, and the gate unregisters and leaves.
+    drop(child.stdout.take());
+    joined(daemon)?;
+    let output = child.wait_with_output()?;
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    Ok(())
+}
