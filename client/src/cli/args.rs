@@ -265,6 +265,10 @@ pub(crate) struct McpArgs {
     /// the model's context. Without daemon support: a note on stderr, then served without it
     #[arg(long)]
     pub(crate) dedup_reads: bool,
+    /// The agent's name, as the daemon knows the session (clientInfo.name; `filectx gate` shows
+    /// it with each write) [default: filectx mcp]
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
     #[command(flatten)]
     pub(crate) roots: RootArgs,
 }

@@ -29,7 +29,7 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow::Result<()> {
     let mut params = Session::new(&cli.roots())?.params;
     params.client_info = Some(ClientInfo {
-        name: "filectx mcp".to_owned(),
+        name: args.name.clone().unwrap_or_else(|| "filectx mcp".to_owned()),
         version: Some(env!("CARGO_PKG_VERSION").to_owned()),
     });
     params.tools = match &args.tools {
