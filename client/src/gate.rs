@@ -17,7 +17,7 @@
 //! side's few requests.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), filectx_client::ClientError> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use filectx_client::gate::{Decision, Gate, GateEvent, GateOptions};
 //! use filectx_client::socket_path;
 //!
@@ -336,7 +336,11 @@ impl Shared {
             state.calls.insert(id, answer);
             id
         };
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if let Err(error) = self.send(&request).await {
+            self.lock().calls.remove(&id);
+            return Err(error);
+        }
         match tokio::time::timeout(REQUEST_TIMEOUT, answered).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(ClientError::Transport(self.closed_reason())),
