@@ -457,6 +457,8 @@ impl Paint {
 /// whether the next line is a reason for a denial.
 struct Person {
     paint: Paint,
+    /// Whether stdout is a terminal, where an open question's line is cleared before news.
+    tty: bool,
     policy: Policy,
     current: Option<(WriteIntent, Instant)>,
     queue: VecDeque<(WriteIntent, Instant)>,
@@ -468,7 +470,14 @@ const REASON_PROMPT: &str = "Reason for the agent (Enter for none): ";
 
 impl Person {
     fn new(policy: Policy) -> Self {
-        Self { paint: Paint::detect(), policy, current: None, queue: VecDeque::new(), wants_reason: false }
+        Self {
+            paint: Paint::detect(),
+            tty: std::io::stdout().is_terminal(),
+            policy,
+            current: None,
+            queue: VecDeque::new(),
+            wants_reason: false,
+        }
     }
 
     fn say(&self, text: &str) -> anyhow::Result<()> {
@@ -483,9 +492,15 @@ impl Person {
     /// A line of news; when a question is open, it is asked again below.
     fn notice(&self, text: &str) -> anyhow::Result<()> {
         match &self.current {
-            Some(_) => self.say(&format!("\n{text}\n{}", self.prompt())),
+            Some(_) => self.say(&format!("{}{text}\n{}", self.leave_prompt(), self.prompt())),
             None => self.say(&format!("{text}\n")),
         }
+    }
+
+    /// What ends the open question's line before news: on a terminal, the line is cleared (the
+    /// question is asked again below); elsewhere, a newline.
+    fn leave_prompt(&self) -> &'static str {
+        if self.tty { "\r\x1b[K" } else { "\n" }
     }
 
     fn shown_path(&self, gate: &Gate, path: &str) -> String {
@@ -588,7 +603,8 @@ impl Person {
         let label = self.paint.yellow("withdrawn");
         if let Some((intent, _)) = self.current.as_ref().filter(|(i, _)| i.intent_id == intent_id) {
             let text = format!(
-                "\n{label}: {} no longer waits for {} {}; skipped\n",
+                "{}{label}: {} no longer waits for {} {}; skipped\n",
+                self.leave_prompt(),
                 agent(intent),
                 intent.operation.as_str(),
                 self.shown_path(gate, &intent.path)
@@ -641,7 +657,7 @@ impl Person {
 
     /// The intent shown reached its deadline: the daemon settled it.
     fn expired(&mut self, gate: &Gate) -> anyhow::Result<()> {
-        self.say("\n")?;
+        self.say(self.leave_prompt())?;
         // `show` reports it as timed out and moves on.
         self.show(gate)
     }

@@ -667,7 +667,10 @@ fn a_person_at_a_terminal_sees_coloured_diffs_in_order_and_withdrawals() -> Test
         );
         assert!(shown.contains("\x1b[36m@@ -1,2 +1,2 @@\x1b[0m"), "{shown:?}");
         step.send(())?;
-        terminal.wait_for("queued: update README.md by claude-code (session s-7) (1 waiting)")?;
+        // News clears the open question's line, then asks again below.
+        terminal.wait_for(
+            "\r\x1b[Kqueued: update README.md by claude-code (session s-7) (1 waiting)\r\nAllow?",
+        )?;
         terminal.wait_for(
             "\x1b[33mwithdrawn\x1b[0m: edit c.rs by claude-code (session s-7) before it was shown",
         )?;
