@@ -25,6 +25,9 @@
 //! `initialize` options `resumable` / `resume` (`resume`: take an ended session's observations
 //! over after a reconnect, see [`Client::resume_token`]) and `dedupReads` (`dedupReads`).
 //!
+//! [`Client::request_cancellable`] calls a request off: the daemon (feature `cancelRequest`) is
+//! sent `$/cancelRequest` naming it, so a write still waiting for its turn never lands.
+//!
 //! A failure of a file-context or provider method is a [`ClientError::Rpc`] whose
 //! [`ClientError::fs_code`] is the stable `FS_*` identifier; so is that of a
 //! [`ClientError::StreamFailed`], a stream that failed midway. [`Client::request`] reaches every other
