@@ -778,3 +778,22 @@ fn a_program_that_stops_reading_ends_the_gate_cleanly() -> TestResult {
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
     Ok(())
 }
+
+#[test]
+fn a_daemon_that_goes_away_ends_the_gate_with_exit_3() -> TestResult {
+    let fake = Arc::new(Fake::new()?);
+    let folder = fake.folder.clone();
+    let daemon = serve(&fake, move |conn| {
+        conn.register(&["gate"])?;
+        conn.intent(&intent("i-1", &folder.join("a.rs"), "edit", DIFF))?;
+        // Hangs up with the intent undecided.
+        Ok(())
+    });
+    let mut gate = Running::start(&fake, &["--json", "gate"])?;
+    assert_eq!(gate.json()?["type"], "ready");
+    assert_eq!(gate.json()?["intentId"], "i-1");
+    joined(daemon)?;
+    assert_eq!(gate.exit_code()?, Some(3), "stderr: {}", gate.stderr());
+    gate.stderr_says("broke: the daemon closed the connection")?;
+    Ok(())
+}
