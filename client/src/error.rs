@@ -128,6 +128,10 @@ pub enum ClientError {
         /// The client's per-subscription buffer, in chunks.
         buffer: usize,
     },
+    /// The caller called the request off ([`crate::Client::request_cancellable`]) before the
+    /// daemon answered; the daemon was asked to cancel it.
+    #[error("the request was cancelled before the daemon answered")]
+    Cancelled,
     /// The caller asked for a protocol-2 feature (a name of [`filectx_protocol::features`]) the
     /// daemon does not announce in `capabilities.features` — typically an older `filectxd` kept
     /// alive by socket activation. Nothing that relies on it was sent; when `initialize` was

@@ -25,6 +25,9 @@
 //! `initialize` options `resumable` / `resume` (`resume`: take an ended session's observations
 //! over after a reconnect, see [`Client::resume_token`]) and `dedupReads` (`dedupReads`).
 //!
+//! [`Client::request_cancellable`] calls a request off: the daemon (feature `cancelRequest`) is
+//! sent `$/cancelRequest` naming it, so a write still waiting for its turn never lands.
+//!
 //! A failure of a file-context or provider method is a [`ClientError::Rpc`] whose
 //! [`ClientError::fs_code`] is the stable `FS_*` identifier; so is that of a
 //! [`ClientError::StreamFailed`], a stream that failed midway. [`Client::request`] reaches every other
@@ -35,6 +38,9 @@
 //! [`Client::connect_or_spawn`] (and [`Client::connect_session_or_spawn`]) start the daemon,
 //! detached, when none answers at the socket, and wait for it to answer; clients racing to do
 //! so all end up connected to the one daemon that wins the socket's lock. See [`SpawnOptions`].
+//!
+//! [`gate::Gate`] registers a write gate: the daemon asks it before any session's write or edit
+//! lands under the gated folders (`filectx gate` is a person doing so at a terminal).
 //!
 //! [`mcp::serve`] serves one session's tools to an MCP client (Claude Code, Codex, Cursor, …)
 //! over any line-framed reader and writer: the server behind `filectx mcp`.
@@ -65,13 +71,16 @@
 //! ```
 
 mod autostart;
+mod cancel;
 mod error;
+pub mod gate;
 pub mod mcp;
 mod params;
 mod stream;
 mod transport;
 mod trust;
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -87,6 +96,7 @@ use filectx_protocol::{
 use filectx_protocol::{features, methods, socket};
 use futures::Stream;
 use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT};
+use jsonrpsee::core::middleware::RpcServiceBuilder;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -173,7 +183,7 @@ impl ConnectOptions {
 #[derive(Debug)]
 pub struct Client {
     /// Shared only weakly, with the [`TextStream`]s, which never keep the connection open.
-    inner: Arc<jsonrpsee::core::client::Client>,
+    inner: Arc<jsonrpsee::core::client::Client<cancel::Service>>,
     socket: PathBuf,
     request_timeout: Duration,
     notification_buffer: usize,
@@ -243,6 +253,7 @@ impl Client {
         let (sender, receiver) = transport::connect(path, options.max_frame_bytes).await?;
         let notification_buffer = options.notification_buffer.max(1);
         let inner = ClientBuilder::default()
+            .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(cancel::IdTap::new))
             .request_timeout(options.request_timeout)
             .max_buffer_capacity_per_subscription(notification_buffer)
             .build_with_tokio(sender, receiver);
@@ -719,6 +730,42 @@ impl Client {
     ) -> Result<R, ClientError> {
         let params = Params::new(&params).map_err(ClientError::Encode)?;
         self.inner.request(method, params).await.map_err(|e| self.map_error(e))
+    }
+
+    /// [`Client::request`] that `cancel` can call off. When `cancel` completes before the
+    /// answer, the daemon is sent `$/cancelRequest` naming this request (if it announced the
+    /// feature `cancelRequest`) and this returns [`ClientError::Cancelled`] at once; the
+    /// daemon's answer, when it comes, is discarded.
+    ///
+    /// At the daemon, a request still waiting for a file-work slot gives up its place (it
+    /// answers -32800, or an `FS_ABORTED` result for `tools/call`): a cancelled write or edit
+    /// that had not started never lands. One that already started runs to its end, so its
+    /// outcome is unknown: read the file again before relying on it.
+    ///
+    /// # Errors
+    /// [`ClientError::Cancelled`] when `cancel` came first; any error of [`Client::request`].
+    pub async fn request_cancellable<R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<R, ClientError> {
+        let params = Params::new(&params).map_err(ClientError::Encode)?;
+        let (id, call) = cancel::tapped(self.inner.request::<R, _>(method, params));
+        let mut call = std::pin::pin!(call);
+        tokio::select! {
+            // The call goes first, so its request has an id before `cancel` can win.
+            biased;
+            answer = &mut call => return answer.map_err(|e| self.map_error(e)),
+            () = cancel => {}
+        }
+        if let Some(id) = id.get()
+            && self.has_feature(features::CANCEL_REQUEST)
+        {
+            // A connection that is gone has no request left to cancel.
+            let _ = self.notify(methods::CANCEL_REQUEST, serde_json::json!({"id": id})).await;
+        }
+        Err(ClientError::Cancelled)
     }
 
     /// Sends a notification (no answer). `params` as for [`Client::request`].

@@ -1,6 +1,7 @@
 //! `filectx`: the command-line client of the filectx daemon — shows the daemon's status and the
 //! tools a session gets, reads, streams, writes, edits and stats files through the daemon, and
-//! watches them for changes. Thin: every call goes through `filectx_client`, which starts the
+//! watches them for changes; serves MCP (`filectx mcp`) and reviews agents' writes as a write
+//! gate (`filectx gate`). Thin: every call goes through `filectx_client`, which starts the
 //! daemon when none answers at the socket (unless `--no-autostart` or `FILECTX_NO_AUTOSTART`).
 
 mod cli;
@@ -11,6 +12,7 @@ use clap::Parser as _;
 
 use crate::cli::args::{Cli, Command, check_usage};
 use crate::cli::exit::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE, describe, print_stdout};
+use crate::cli::gate::run_gate;
 use crate::cli::run::{run, run_mcp};
 
 fn main() -> ExitCode {
@@ -30,6 +32,19 @@ fn main() -> ExitCode {
         }
     };
     let socket = filectx_client::socket_path(cli.socket.clone());
+    if let Command::Gate(args) = &cli.command {
+        let result = runtime.block_on(run_gate(&cli, args, &socket));
+        // Stdin is read by a blocking thread that cannot be interrupted: do not wait for it.
+        runtime.shutdown_background();
+        return match result {
+            Ok(()) => ExitCode::from(EXIT_OK),
+            Err(error) => {
+                let (code, message) = describe(&error, &socket, !cli.no_autostart);
+                eprintln!("filectx gate: {message}");
+                ExitCode::from(code)
+            }
+        };
+    }
     if let Command::Mcp(args) = &cli.command {
         let result = runtime.block_on(run_mcp(&cli, args, &socket));
         // Stdin is read by a blocking thread that cannot be interrupted: do not wait for it.

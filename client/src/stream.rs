@@ -43,7 +43,7 @@ pub struct TextStream {
     subscription: Option<Subscription<TextChunk>>,
     /// The connection, to tell a broken one from a subscription the daemon ended. Weak, so that
     /// a stream does not keep the connection open after its client is dropped.
-    connection: Weak<jsonrpsee::core::client::Client>,
+    connection: Weak<jsonrpsee::core::client::Client<crate::cancel::Service>>,
     /// The client's request timeout (only to map jsonrpsee's errors).
     request_timeout: Duration,
     /// The client's per-subscription buffer, in chunks (reported by `StreamLagged`).
@@ -58,7 +58,7 @@ impl TextStream {
     /// Wraps a started subscription whose first chunk must start at `first_line`.
     pub(crate) fn new(
         subscription: Subscription<TextChunk>,
-        connection: Weak<jsonrpsee::core::client::Client>,
+        connection: Weak<jsonrpsee::core::client::Client<crate::cancel::Service>>,
         request_timeout: Duration,
         buffer: usize,
         first_line: u64,

@@ -62,13 +62,23 @@ pub(crate) fn split(stream: UnixStream, max_frame_bytes: usize) -> (Sender, Rece
 /// [`ClientError::UntrustedSocket`] when the folder or the peer fails the check;
 /// [`ClientError::Connect`] when connecting (or inspecting the folder) fails.
 pub(crate) async fn connect(path: &Path, max_frame_bytes: usize) -> Result<(Sender, Receiver), ClientError> {
+    Ok(split(connect_stream(path).await?, max_frame_bytes))
+}
+
+/// Connects to the daemon's socket at `path` after checking its folder, and checks the peer's
+/// uid: the trusted stream under every connection ([`connect`], and [`crate::gate`]'s own
+/// framed loop).
+///
+/// # Errors
+/// As [`connect`].
+pub(crate) async fn connect_stream(path: &Path) -> Result<UnixStream, ClientError> {
     let connect_error = |source| ClientError::Connect { path: path.to_owned(), source };
     let untrusted = |reason| ClientError::UntrustedSocket { socket: path.to_owned(), reason };
     trust::check_folder(path).await.map_err(connect_error)?.map_err(untrusted)?;
     let stream = UnixStream::connect(path).await.map_err(connect_error)?;
     // Dropping the stream on refusal closes it: the impostor sees a connection and nothing else.
     trust::check_peer(&stream).map_err(untrusted)?;
-    Ok(split(stream, max_frame_bytes))
+    Ok(stream)
 }
 
 /// jsonrpsee serializes a notification without params as `"params":null` (its requests leave

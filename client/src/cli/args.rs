@@ -7,9 +7,10 @@ use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
 
+use super::gate::{OnTimeoutArg, compile_glob, parse_seconds};
 use super::help::{
-    AFTER_HELP, CAT_LONG_ABOUT, EDIT_LONG_ABOUT, MCP_AFTER_HELP, MCP_LONG_ABOUT, WATCH_AFTER_HELP,
-    WATCH_LONG_ABOUT, WRITE_LONG_ABOUT, socket_help,
+    AFTER_HELP, CAT_LONG_ABOUT, EDIT_LONG_ABOUT, GATE_AFTER_HELP, GATE_LONG_ABOUT, MCP_AFTER_HELP,
+    MCP_LONG_ABOUT, WATCH_AFTER_HELP, WATCH_LONG_ABOUT, WRITE_LONG_ABOUT, socket_help,
 };
 
 /// Environment variable that turns autostart off, as `--no-autostart` does (`1`, `true`, `yes`,
@@ -74,6 +75,7 @@ impl Cli {
             Command::Grep(args) => &args.roots,
             Command::Watch(args) => &args.roots,
             Command::Mcp(args) => &args.roots,
+            Command::Gate(args) => &args.roots,
         };
         self.roots.roots.iter().chain(&after.roots).cloned().collect()
     }
@@ -114,6 +116,10 @@ pub(crate) enum Command {
     /// daemon session for the life of the process
     #[command(long_about = MCP_LONG_ABOUT, after_help = MCP_AFTER_HELP)]
     Mcp(McpArgs),
+    /// Review agents' writes and edits in some folders before they land: each is shown as a diff
+    /// and waits for allow or deny (gate/register, then gate/writeIntent)
+    #[command(long_about = GATE_LONG_ABOUT, after_help = GATE_AFTER_HELP)]
+    Gate(GateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -259,8 +265,46 @@ pub(crate) struct McpArgs {
     /// the model's context. Without daemon support: a note on stderr, then served without it
     #[arg(long)]
     pub(crate) dedup_reads: bool,
+    /// The agent's name, as the daemon knows the session (clientInfo.name; `filectx gate` shows
+    /// it with each write) [default: filectx mcp]
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
     #[command(flatten)]
     pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GateArgs {
+    /// The folders to gate [default: the current folder]; the session's roots are these, unless
+    /// --root gives others that contain them
+    #[arg(value_name = "FOLDER")]
+    pub(crate) folders: Vec<PathBuf>,
+    /// The gate's name, shown in daemon/status
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
+    /// Seconds the daemon waits for each decision [default: the daemon's, 50]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub(crate) timeout: Option<std::time::Duration>,
+    /// What the daemon does with an intent nobody decided in time [default: deny]
+    #[arg(long, value_name = "WHAT", value_enum)]
+    pub(crate) on_timeout: Option<OnTimeoutArg>,
+    /// Allow every file creation without asking (overwrites and edits are still asked)
+    #[arg(long)]
+    pub(crate) allow_create: bool,
+    /// Deny, without asking, every write or edit of a path matching GLOB (repeatable; checked
+    /// before the allowing rules)
+    #[arg(long = "deny", value_name = "GLOB", value_parser = check_glob)]
+    pub(crate) deny: Vec<String>,
+    /// Allow, without asking, every write or edit of a path matching GLOB (repeatable)
+    #[arg(long = "auto-allow", value_name = "GLOB", value_parser = check_glob)]
+    pub(crate) auto_allow: Vec<String>,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+/// A `--deny` or `--auto-allow` glob, checked to compile.
+fn check_glob(glob: &str) -> Result<String, String> {
+    compile_glob(glob).map(|_| glob.to_owned())
 }
 
 /// A tool name given on the command line.

@@ -39,6 +39,12 @@ Files (PATH is absolute, or relative to the current folder):
   --json. A failed file command prints the FS_* code and the daemon's message, e.g.
   `filectx: FS_NOT_FOUND: ...`, and exits 4.
 
+Agents:
+  filectx mcp [--root DIR] [--read-only] [--tools LIST]
+      serve the file tools to an MCP client (Claude Code, Codex, Cursor, ...) over stdio
+  filectx gate [FOLDER...] [--allow-create] [--deny GLOB] [--auto-allow GLOB]
+      review agents' writes and edits in FOLDERs before they land: allow or deny each diff
+
 Autostart:
   When nothing answers at the socket, a command starts the daemon itself, detached (its own
   process group, as watchman and sccache do): `filectxd --socket PATH`, its log (stderr)
@@ -170,6 +176,8 @@ of a file the session read (by another program or agent) is sent as notification
 level warning, logger filectx, data {path, displayPath, version, message}; logging/setLevel \
 above warning silences them.
 
+notifications/cancelled cancels the call at the daemon too ($/cancelRequest): a call still waiting for its turn never runs, and no answer is sent. A tools/call with _meta.progressToken that waits more than a second (a write gate may be reviewing the change) gets notifications/progress every 3 s until it is answered.
+
 --dedup-reads: a read of exactly the lines this session already received, of the same \
 version, is answered with one short line (saying so, and that asking again returns the text); \
 the next identical read, any change of the file and any other window get the text. Off by \
@@ -189,6 +197,63 @@ Exit codes:
 
 Example (Claude Code):
   claude mcp add filectx -- filectx mcp --root /path/to/project";
+
+/// Help of `gate`, after its one-line summary.
+pub(crate) const GATE_LONG_ABOUT: &str = "\
+Review agents' writes and edits in some folders before they land: each is shown as a diff and \
+waits for allow or deny (gate/register, then gate/writeIntent)
+
+`filectx gate` registers a write gate for the FOLDERs (default: the current folder). From then \
+on, before any session's write or edit of a file under them lands, the daemon asks the gate. \
+Each intent is shown with the agent's name, its session (and owner), the path and the change as \
+a diff (coloured on a terminal, unless NO_COLOR is set), and waits for an answer: y allows it, n \
+denies it, and a reason typed after the n (or on the next line) is passed to the agent. Intents \
+that arrive meanwhile are queued and shown in order. An intent the agent cancels is announced as \
+withdrawn and skipped; one left undecided for --timeout seconds is settled by the daemon as \
+--on-timeout says (deny by default), and the gate says so.
+
+--allow-create, --deny GLOB and --auto-allow GLOB settle routine intents without asking (a line \
+says which rule did). --deny is checked first, then --auto-allow, then --allow-create. A GLOB \
+without / matches the file name (*.lock), one starting with / the absolute path, any other the \
+path relative to the gated folder (src/**/*.rs); * and ? stay within one folder, ** spans folders.
+
+Ctrl-C, SIGTERM or the end of stdin (Ctrl-D) unregisters the gate and exits 0.";
+
+/// The end of `gate --help`: the --json protocol, exit codes and examples.
+pub(crate) const GATE_AFTER_HELP: &str = "\
+--json: for programs. Each line on stdout is one JSON object; each line on stdin one decision.
+  ready      {\"type\":\"ready\",\"gateId\":G,\"paths\":[FOLDER,...]}
+             once registered
+  intent     {\"type\":\"intent\",\"gateId\":G,\"intentId\":I,\"sessionId\":S,\"clientName\":N,
+              \"owner\":O,\"path\":P,\"operation\":\"create\"|\"update\"|\"edit\",\"diff\":D,
+              \"oldVersion\":V,\"newVersion\":V,\"bytes\":B}
+             to decide; clientName, owner and oldVersion only when known; diff is a unified
+             diff, or \"too large\"; other fields the daemon sends are passed on as they came
+  withdrawn  {\"type\":\"withdrawn\",\"intentId\":I,\"path\":P}
+             the agent cancelled it: do not decide it
+  auto       {\"type\":\"auto\",\"intentId\":I,\"path\":P,\"operation\":OP,\"allow\":A,
+              \"reason\":R,\"rule\":RULE}
+             a rule decided it (reason only for a denial); nothing to answer
+  decision   {\"intentId\":I,\"allow\":true|false,\"reason\":\"...\"}
+             on stdin; reason optional
+A decision line that is not valid, or names no undecided intent, is reported on stderr and \
+skipped. A decision after the timeout is ignored by the daemon.
+
+Exit codes:
+  0  stopped by Ctrl-C, SIGTERM or the end of stdin; the gate was unregistered
+  1  a local failure (e.g. a FOLDER that is not a folder, stdin unreadable)
+  2  usage error (e.g. an invalid GLOB)
+  3  the daemon is not reachable, or the connection to it was lost
+  4  the daemon refused: it has no gate feature (an older filectxd), or a FOLDER lies outside the
+     session's roots
+  5  the socket was refused: another user may control it (see `filectx --help`, Security)
+
+Examples:
+  filectx gate                                   review every change in the current folder
+  filectx gate ~/src/app --allow-create --deny '*.lock' --auto-allow 'docs/**'
+  filectx gate --timeout 120 --on-timeout allow  take your time; silence means yes
+  filectx --json gate ~/src/app                  run by a program, which reads its stdout and
+                                                 writes decisions to its stdin";
 
 /// Help of `--socket`: where the path comes from, and what it resolves to here and now.
 pub(crate) fn socket_help() -> String {

@@ -4,6 +4,7 @@
 pub(crate) mod args;
 pub(crate) mod commands;
 pub(crate) mod exit;
+pub(crate) mod gate;
 pub(crate) mod help;
 pub(crate) mod render;
 pub(crate) mod run;

@@ -29,7 +29,7 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow::Result<()> {
     let mut params = Session::new(&cli.roots())?.params;
     params.client_info = Some(ClientInfo {
-        name: "filectx mcp".to_owned(),
+        name: args.name.clone().unwrap_or_else(|| "filectx mcp".to_owned()),
         version: Some(env!("CARGO_PKG_VERSION").to_owned()),
     });
     params.tools = match &args.tools {
@@ -193,7 +193,7 @@ impl Session {
 }
 
 /// `dir` made absolute against `cwd` and canonical; it must be an existing folder.
-fn canonical_root(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn canonical_root(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
     let root =
         cwd.join(dir).canonicalize().with_context(|| format!("cannot resolve the root {}", dir.display()))?;
     if !root.is_dir() {
@@ -300,8 +300,9 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
             }
             Job::Tool(ToolName::Grep, arguments)
         }
-        // `main` runs `mcp` through `run_mcp`, never through `run`.
+        // `main` runs `mcp` and `gate` through `run_mcp` and `run_gate`, never through `run`.
         Command::Mcp(_) => bail!("mcp is served by run_mcp"),
+        Command::Gate(_) => bail!("gate is served by run_gate"),
     };
     Ok(job)
 }

@@ -1,5 +1,6 @@
 //! Routing of each message from the client: parsing a line, refusing batches outside MCP
-//! 2025-03-26, running `tools/*` requests as tasks (so `notifications/cancelled` can drop them),
+//! 2025-03-26, running `tools/*` requests as tasks (so `notifications/cancelled` can call them
+//! off at the daemon and leave them unanswered),
 //! and sending each request to its method.
 
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use filectx_protocol::error::{INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc::{Incoming, classify, error_response};
 use super::methods;
@@ -32,18 +34,21 @@ pub(super) async fn handle_line(shared: &Arc<Shared>, line: &[u8], tasks: &mut J
         match classify(value) {
             Incoming::Request { id, method, params } if is_tool_method(&method) => {
                 let key = id.to_string();
+                let cancel = CancellationToken::new();
+                // Registered before the task runs, so its end always finds (or misses) it.
+                shared.lock_running().insert(key.clone(), cancel.clone());
                 let task_shared = Arc::clone(shared);
-                let task_key = key.clone();
-                let handle = tasks.spawn(async move {
-                    let response = request(&task_shared, id, &method, params, false).await;
-                    // Once answered, a cancellation no longer applies.
-                    task_shared.lock_running().remove(&task_key);
-                    task_shared.send(response).await;
+                tasks.spawn(async move {
+                    let response = request(&task_shared, id, &method, params, false, &cancel).await;
+                    // Whoever takes the entry first decides: a cancelled call is never answered.
+                    let wanted = task_shared.lock_running().remove(&key).is_some();
+                    if wanted && !cancel.is_cancelled() {
+                        task_shared.send(response).await;
+                    }
                 });
-                shared.lock_running().insert(key, handle);
             }
             incoming => {
-                if let Some(response) = message(shared, incoming, false).await {
+                if let Some(response) = message(shared, incoming, false, &CancellationToken::new()).await {
                     shared.send(response).await;
                 }
             }
@@ -64,7 +69,9 @@ pub(super) async fn handle_line(shared: &Arc<Shared>, line: &[u8], tasks: &mut J
     }
     let task_shared = Arc::clone(shared);
     tasks.spawn(async move {
-        let answers = batch.into_iter().map(|entry| message(&task_shared, classify(entry), true));
+        // Batch entries cannot be cancelled one by one: nothing ever fires this token.
+        let never = CancellationToken::new();
+        let answers = batch.into_iter().map(|entry| message(&task_shared, classify(entry), true, &never));
         let responses: Vec<Value> = futures::future::join_all(answers).await.into_iter().flatten().collect();
         if !responses.is_empty() {
             task_shared.send(Value::Array(responses)).await;
@@ -78,10 +85,15 @@ fn is_tool_method(method: &str) -> bool {
 }
 
 /// Serves one message; returns the response to send, if any.
-async fn message(shared: &Shared, incoming: Incoming, in_batch: bool) -> Option<Value> {
+async fn message(
+    shared: &Shared,
+    incoming: Incoming,
+    in_batch: bool,
+    cancel: &CancellationToken,
+) -> Option<Value> {
     match incoming {
         Incoming::Request { id, method, params } => {
-            Some(request(shared, id, &method, params, in_batch).await)
+            Some(request(shared, id, &method, params, in_batch, cancel).await)
         }
         Incoming::Notification { method, params } => {
             notification(shared, &method, &params);
@@ -108,10 +120,11 @@ fn notification(shared: &Shared, method: &str, params: &Value) {
             }
         }
         "notifications/cancelled" => {
+            // The call's task forwards the cancellation to the daemon and answers nothing.
             let running =
                 params.get("requestId").and_then(|id| shared.lock_running().remove(&id.to_string()));
-            if let Some(handle) = running {
-                handle.abort();
+            if let Some(cancel) = running {
+                cancel.cancel();
             }
         }
         // Other notifications (roots/list_changed, progress, …) concern nothing this server does.
@@ -119,8 +132,15 @@ fn notification(shared: &Shared, method: &str, params: &Value) {
     }
 }
 
-/// Serves a request and returns its response.
-async fn request(shared: &Shared, id: Value, method: &str, params: Value, in_batch: bool) -> Value {
+/// Serves a request and returns its response; `cancel` fires when the client cancelled it.
+async fn request(
+    shared: &Shared,
+    id: Value,
+    method: &str,
+    params: Value,
+    in_batch: bool,
+    cancel: &CancellationToken,
+) -> Value {
     let version = shared.lock_state().version;
     let outcome = match (method, version) {
         ("ping", _) => Ok(json!({})),
@@ -133,8 +153,8 @@ async fn request(shared: &Shared, id: Value, method: &str, params: Value, in_bat
             INVALID_REQUEST,
             format!("Invalid Request: the server is not initialized; send initialize before {method}"),
         )),
-        ("tools/list", Some(version)) => methods::tools_list(shared, version).await,
-        ("tools/call", Some(version)) => methods::tools_call(shared, version, params).await,
+        ("tools/list", Some(version)) => methods::tools_list(shared, version, cancel).await,
+        ("tools/call", Some(version)) => methods::tools_call(shared, version, params, cancel).await,
         ("logging/setLevel", Some(_)) => methods::set_level(shared, &params),
         (_, Some(_)) => Err((METHOD_NOT_FOUND, format!("Method not found: {method}"))),
     };

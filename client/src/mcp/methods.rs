@@ -2,9 +2,14 @@
 //! (version negotiation), `logging/setLevel`, `tools/list` (daemon tools as MCP tools) and
 //! `tools/call` (daemon results as MCP `CallToolResult`s, failures the model can act on).
 
-use filectx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS};
+use std::future::Future;
+use std::time::Duration;
+
+use filectx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED};
 use filectx_protocol::methods;
 use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::PROTOCOL_VERSIONS;
 use super::jsonrpc::Outcome;
@@ -16,6 +21,14 @@ use crate::ClientError;
 const ANNOTATIONS_SINCE: &str = "2025-03-26";
 /// First version with `structuredContent`, `outputSchema` and `title`.
 const STRUCTURED_SINCE: &str = "2025-06-18";
+
+/// How long a `tools/call` with a progress token waits for the daemon before the first
+/// `notifications/progress`.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+/// How often `notifications/progress` follow while the daemon still has not answered.
+const PROGRESS_EVERY: Duration = Duration::from_secs(3);
+/// The `message` of those notifications.
+const PROGRESS_MESSAGE: &str = "waiting for the daemon (a write gate may be reviewing this change)";
 
 /// The version to answer with: the client's when supported, else the newest supported.
 fn negotiate(requested: &str) -> &'static str {
@@ -59,12 +72,15 @@ pub(super) fn set_level(shared: &Shared, params: &Value) -> Outcome {
 }
 
 /// `tools/list`: the daemon session's tools, with what the negotiated version adds.
-pub(super) async fn tools_list(shared: &Shared, version: &str) -> Outcome {
+pub(super) async fn tools_list(shared: &Shared, version: &str, cancel: &CancellationToken) -> Outcome {
     if let Some(reason) = shared.lock_state().lost.clone() {
         return Err((INTERNAL_ERROR, lost_text(&reason)));
     }
-    let result: Value =
-        shared.client.request(methods::TOOLS_LIST, ()).await.map_err(|error| rpc_error(shared, error))?;
+    let result: Value = shared
+        .client
+        .request_cancellable(methods::TOOLS_LIST, (), cancel.cancelled())
+        .await
+        .map_err(|error| rpc_error(shared, error))?;
     let tools = result.get("tools").and_then(Value::as_array).cloned().unwrap_or_default();
     let tools: Vec<Value> = tools.into_iter().map(|tool| mcp_tool(tool, version)).collect();
     Ok(json!({"tools": tools}))
@@ -125,8 +141,15 @@ fn output_schema() -> Value {
     })
 }
 
-/// `tools/call`, forwarded; the daemon's result made an MCP `CallToolResult`.
-pub(super) async fn tools_call(shared: &Shared, version: &str, params: Value) -> Outcome {
+/// `tools/call`, forwarded; the daemon's result made an MCP `CallToolResult`. When `cancel`
+/// fires, the daemon is asked to cancel it too. With a `_meta.progressToken`, progress
+/// notifications say the call is still waiting for the daemon.
+pub(super) async fn tools_call(
+    shared: &Shared,
+    version: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Outcome {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Err((INVALID_PARAMS, "Invalid params: tools/call needs a string name".to_owned()));
     };
@@ -135,8 +158,15 @@ pub(super) async fn tools_call(shared: &Shared, version: &str, params: Value) ->
     }
     let arguments = params.get("arguments").cloned().unwrap_or_else(|| Value::Object(Map::new()));
     let call = json!({"name": name, "arguments": arguments});
-    match shared.client.request::<Value>(methods::TOOLS_CALL, call).await {
+    let progress_token = params.get("_meta").and_then(|meta| meta.get("progressToken")).cloned();
+    let answer = shared.client.request_cancellable::<Value>(methods::TOOLS_CALL, call, cancel.cancelled());
+    let answer = match progress_token {
+        Some(token) => with_progress(shared, version, token, cancel, answer).await,
+        None => answer.await,
+    };
+    match answer {
         Ok(result) => Ok(call_result(&result, version)),
+        Err(ClientError::Cancelled) => Err((REQUEST_CANCELLED, "Request cancelled".to_owned())),
         Err(ClientError::Rpc { code, message, .. }) => Err((code, message)),
         Err(ClientError::Timeout(waited)) => {
             let text = format!(
@@ -150,6 +180,38 @@ pub(super) async fn tools_call(shared: &Shared, version: &str, params: Value) ->
             let (_, text) = rpc_error(shared, error);
             Ok(failure_result(&text, version))
         }
+    }
+}
+
+/// Awaits `answer`; while it is not there, sends `notifications/progress` for `token`: first
+/// after [`PROGRESS_AFTER`], then every [`PROGRESS_EVERY`], never once `cancel` fired.
+async fn with_progress<T>(
+    shared: &Shared,
+    version: &str,
+    token: Value,
+    cancel: &CancellationToken,
+    answer: impl Future<Output = T>,
+) -> T {
+    let mut answer = std::pin::pin!(answer);
+    let mut next = Instant::now() + PROGRESS_AFTER;
+    let mut progress = 0_u64;
+    loop {
+        tokio::select! {
+            biased;
+            done = &mut answer => return done,
+            () = tokio::time::sleep_until(next) => {}
+        }
+        next += PROGRESS_EVERY;
+        if cancel.is_cancelled() {
+            continue;
+        }
+        progress += 1;
+        let mut params = json!({"progressToken": token, "progress": progress});
+        // `message` came with 2025-03-26.
+        if at_least(version, ANNOTATIONS_SINCE) {
+            params["message"] = json!(PROGRESS_MESSAGE);
+        }
+        shared.send(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})).await;
     }
 }
 

@@ -25,8 +25,14 @@
 //! **Methods.** `ping`; `tools/list` and `tools/call`, forwarded to the daemon session
 //! (`tools/call` results become MCP `CallToolResult`s: the daemon's text content and `isError`,
 //! plus `structuredContent` `{text, error?}` from 2025-06-18, whose `outputSchema` `tools/list`
-//! then declares); `logging/setLevel`; `notifications/cancelled` (the call is dropped and not
-//! answered). Anything else is -32601.
+//! then declares); `logging/setLevel`; `notifications/cancelled` (the call is cancelled at the
+//! daemon with `$/cancelRequest`, see [`Client::request_cancellable`], and never answered).
+//! Anything else is -32601.
+//!
+//! **Progress.** A `tools/call` whose `_meta` carries a `progressToken` and that the daemon has
+//! not answered within a second (a write gate may be reviewing the change) gets
+//! `notifications/progress` `{progressToken, progress, message}` (`message` from 2025-03-26)
+//! every three seconds until the answer comes; none after a cancellation.
 //!
 //! **Change notices.** Each `file/didChange` of the daemon session becomes a
 //! `notifications/message` (level `warning`, logger `filectx`, `data` with the path and a

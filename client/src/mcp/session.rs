@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::Diagnostics;
 use crate::Client;
@@ -19,8 +19,9 @@ pub(super) struct Shared {
     /// Serialized messages for the output.
     pub(super) out: mpsc::Sender<String>,
     state: Mutex<State>,
-    /// Running `tools/call`s by their request id (as JSON text), for `notifications/cancelled`.
-    running: Mutex<HashMap<String, AbortHandle>>,
+    /// Running `tools/*` requests by their request id (as JSON text): `notifications/cancelled`
+    /// takes one out and fires its token; a request still found here when done is answered.
+    running: Mutex<HashMap<String, CancellationToken>>,
     diagnostics: Diagnostics,
 }
 
@@ -64,7 +65,7 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(super) fn lock_running(&self) -> MutexGuard<'_, HashMap<String, AbortHandle>> {
+    pub(super) fn lock_running(&self) -> MutexGuard<'_, HashMap<String, CancellationToken>> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -391,6 +391,29 @@ async fn a_cancelled_call_is_never_answered() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_slow_call_with_a_progress_token_reports_progress_until_cancelled() -> TestResult {
+    let mut daemon = FakeDaemon::start()?;
+    let mut mcp = Mcp::start(&daemon).await?;
+    mcp.initialize("2024-11-05").await?;
+    let params = json!({"name": "slow", "_meta": {"progressToken": "t-1"}});
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}).to_string())
+        .await?;
+    daemon.hear("tools/call").await?;
+    let progress = mcp.recv().await?;
+    assert_eq!(progress["method"], "notifications/progress", "{progress}");
+    // 2024-11-05 has no progress `message`.
+    assert_eq!(progress["params"], json!({"progressToken": "t-1", "progress": 1}));
+    mcp.notify("notifications/cancelled", json!({"requestId": 5, "reason": "stop"})).await?;
+    // The next message is the ping's answer: no answer and no more progress for the call.
+    mcp.call(6, "ping", json!({})).await?;
+    let (result, rest, diagnostics) = mcp.finish().await?;
+    assert!(result.is_ok(), "{result:?}");
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn changes_become_warnings_once_initialized() -> TestResult {
     let daemon = FakeDaemon::start()?;
     let mut mcp = Mcp::start(&daemon).await?;

@@ -207,7 +207,16 @@ async fn mcp_dedup_reads_on_an_old_daemon_says_so_and_serves_without_it() -> Tes
     .collect::<String>();
     let socket = daemon.socket.display().to_string();
     let root = cwd.path().display().to_string();
-    let args = ["--socket", socket.as_str(), "mcp", "--root", root.as_str(), "--dedup-reads"];
+    let args = [
+        "--socket",
+        socket.as_str(),
+        "mcp",
+        "--root",
+        root.as_str(),
+        "--dedup-reads",
+        "--name",
+        "claude-code",
+    ];
     let output = tokio::task::spawn_blocking({
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         let cwd = cwd.path().to_owned();
@@ -245,5 +254,7 @@ async fn mcp_dedup_reads_on_an_old_daemon_says_so_and_serves_without_it() -> Tes
     assert_eq!(inits[1]["params"]["tools"], json!(["read", "write", "edit"]));
     assert!(inits[2]["params"].get("dedupReads").is_none(), "{}", inits[2]);
     assert_eq!(inits[2]["params"]["tools"], json!(["read", "write", "edit"]));
+    // --name is the agent's name at the daemon (what a write gate shows).
+    assert_eq!(inits[2]["params"]["clientInfo"]["name"], "claude-code");
     Ok(())
 }

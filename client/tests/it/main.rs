@@ -1,5 +1,6 @@
 //! The client crate's integration tests, as one test binary (`it`) with one module per area: the
-//! library against a fake daemon (`transport`, `stream`), the `filectx` binary (`cli`),
+//! library against a fake daemon (`transport`, `stream`), the `filectx` binary (`cli`), the write
+//! gate's library and CLI (`gate`, against a fake daemon that speaks the gate wire),
 //! autostart against the real `filectxd` (`autostart`), and an impostor daemon of another user
 //! (`impostor`, which runs this binary again as uid 65534 and so needs root); `support` holds
 //! the fake daemon and the helpers they share. The tests share this process: none may change
@@ -9,6 +10,7 @@
 mod autostart;
 mod cli;
 mod features;
+mod gate;
 mod impostor;
 mod stream;
 mod support;

@@ -358,3 +358,49 @@ async fn file_method_failures_carry_their_fs_code_and_tool_failures_are_results(
     assert_eq!(received[2]["params"]["keepConventions"], true);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_cancelled_request_is_named_in_cancel_request_when_the_daemon_has_the_feature() -> TestResult {
+    for (features, expect_cancel) in [(vec!["cancelRequest"], true), (vec![], false)] {
+        let (heard, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let daemon = FakeDaemon::start(move |request| {
+            let _ = heard.send(request.clone());
+            match request["method"].as_str() {
+                Some("initialize") => {
+                    let mut result = serde_json::to_value(support::initialize_result()).unwrap_or_default();
+                    result["capabilities"]["features"] = json!(features);
+                    vec![support::result(request, result)]
+                }
+                // Never answered: it is cancelled first.
+                Some("tools/call") => Vec::new(),
+                _ => support::standard(request),
+            }
+        })?;
+        let client = Client::connect(&daemon.socket).await?;
+        client.initialize(params()).await?;
+        let _initialize = seen.recv().await.ok_or("the fake daemon is gone")?;
+        let mut received = None;
+        let call = client.request_cancellable::<Value>(
+            methods::TOOLS_CALL,
+            json!({"name": "read", "arguments": {"file_path": "a"}}),
+            async {
+                // Called off once the daemon has the request.
+                received = seen.recv().await;
+            },
+        );
+        let outcome = tokio::time::timeout(Duration::from_secs(10), call).await?;
+        assert!(matches!(outcome, Err(ClientError::Cancelled)), "{outcome:?}");
+        let request = received.ok_or("the daemon never got the request")?;
+        assert_eq!(request["method"], "tools/call");
+        client.close().await?;
+        let methods_after: Vec<Value> =
+            daemon.received().await?.into_iter().skip(2).map(|m| json!([m["method"], m["params"]])).collect();
+        let mut expected = Vec::new();
+        if expect_cancel {
+            expected.push(json!(["$/cancelRequest", {"id": request["id"]}]));
+        }
+        expected.extend([json!(["shutdown", null]), json!(["exit", null])]);
+        assert_eq!(methods_after, expected);
+    }
+    Ok(())
+}

@@ -583,3 +583,86 @@ fn dedup_reads_is_off_unless_the_flag_turns_it_on() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("dedup"), "a daemon with dedupReads draws no note: {stderr}");
 }
+
+/// A daemon with test hooks and one file-work slot (so a `debug/hold` of another session makes
+/// every tool call wait), and a project folder inside its temp folder.
+fn held_project() -> (Daemon, std::path::PathBuf) {
+    let daemon = Daemon::start_configured(&["--file-slots", "1"], |_, mut command| {
+        command.env("FILECTX_TEST_HOOKS", "1");
+        command
+    });
+    let root = daemon.dir.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    (daemon, root)
+}
+
+/// Waits (bounded) until the daemon has `count` requests waiting for a file-work slot.
+fn until_waiting(daemon: &Daemon, count: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    while daemon.status()["fileSlotsWaiting"].as_u64() != Some(count) {
+        assert!(Instant::now() < deadline, "never {count} requests waiting: {}", daemon.status());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_at_the_daemon_and_a_slow_one_reports_progress() {
+    let (daemon, root) = held_project();
+    let gates = daemon.dir.path().join("holds");
+    std::fs::create_dir(&gates).unwrap();
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let mut holder = filectx_tests::Raw::connect(&daemon.socket);
+    holder.initialize(&root);
+    let hold = holder.send_request("debug/hold", Some(json!({"dir": gates, "name": "h"})));
+    let deadline = Instant::now() + PATIENCE;
+    while !gates.join("h.started").exists() {
+        assert!(Instant::now() < deadline, "the hold never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    bridge.initialize("2025-06-18");
+    let write = json!({
+        "name": "write",
+        "arguments": {"file_path": "new.txt", "content": "x\n"},
+        "_meta": {"progressToken": "w-1"},
+    });
+    bridge.send(&json!({"jsonrpc": "2.0", "id": 70, "method": "tools/call", "params": write}));
+    until_waiting(&daemon, 1);
+
+    // Held past a second: progress says why it takes long, and counts up.
+    let first = bridge.notification("notifications/progress", PATIENCE).expect("a progress notification");
+    assert_eq!(first["params"]["progressToken"], "w-1", "{first}");
+    assert_eq!(first["params"]["progress"], 1, "{first}");
+    let message = first["params"]["message"].as_str().unwrap();
+    assert!(message.contains("waiting for the daemon") && message.contains("write gate"), "{message}");
+    let second = bridge.notification("notifications/progress", PATIENCE).expect("a second one");
+    assert_eq!(second["params"]["progress"], 2, "{second}");
+
+    // Cancelled through MCP: the daemon drops it from the slot queue while the hold still runs.
+    bridge.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 70, "reason": "user"}}));
+    until_waiting(&daemon, 0);
+    std::fs::write(gates.join("h.go"), "").unwrap();
+    let held = holder.recv();
+    assert_eq!(held["id"].as_u64(), Some(hold), "{held}");
+
+    // Never answered, no progress after the cancellation, and nothing written.
+    assert_eq!(bridge.ok("ping", json!({})), json!({}));
+    while let Some(message) = bridge.recv_within(Duration::from_millis(1500)) {
+        bridge.pending.push_back(message);
+    }
+    assert!(bridge.pending.iter().all(|m| m["id"] != 70), "{:?}", bridge.pending);
+    let late = bridge.pending.iter().filter(|m| m["method"] == "notifications/progress").count();
+    assert_eq!(late, 0, "{:?}", bridge.pending);
+    assert!(!root.join("new.txt").exists(), "a cancelled write never lands");
+
+    // The session goes on: a call with a progress token answered at once gets no progress.
+    let read = bridge.ok(
+        "tools/call",
+        json!({"name": "read", "arguments": {"file_path": "a.txt"}, "_meta": {"progressToken": 5}}),
+    );
+    assert_eq!(read["isError"], false, "{read}");
+    assert!(bridge.pending.iter().all(|m| m["method"] != "notifications/progress"), "{:?}", bridge.pending);
+    bridge.finish_ok();
+}

@@ -1,0 +1,667 @@
+//! A write gate: a session that the daemon asks before any session's write or edit lands on a
+//! file under the gate's folders, and that allows or denies each one. `filectx gate` is a person
+//! at a terminal doing this; [`Gate`] is the same for a Rust harness.
+//!
+//! **Wire** (daemon feature `gate`). The session opens with `initialize` (its roots must contain
+//! the gated folders) and registers with `gate/register` `{paths, operations?, name?,
+//! timeoutMs?, onTimeout?}` → `{gateId}`. Before a write or edit lands under one of `paths`, the
+//! daemon sends the gate a JSON-RPC *request* `gate/writeIntent` ([`WriteIntent`]), answered with
+//! `{allow, reason?}` ([`Decision`]). A `$/cancelRequest {id}` notification from the daemon
+//! withdraws an intent nobody waits for any more (the agent cancelled its call).
+//! `gate/unregister` `{gateId}` ends the gate. An intent not answered within `timeoutMs` is
+//! settled by the daemon as `onTimeout` says.
+//!
+//! jsonrpsee's client cannot answer requests from the server, so a gate runs its own
+//! `Content-Length` framed loop over the same trust-checked socket as [`crate::Client`]: a
+//! reader task turns the daemon's messages into [`GateEvent`]s and routes the answers to this
+//! side's few requests.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use filectx_client::gate::{Decision, Gate, GateEvent, GateOptions};
+//! use filectx_client::socket_path;
+//!
+//! let mut gate = Gate::connect(socket_path(None), GateOptions::new(["/home/me/project"])).await?;
+//! loop {
+//!     match gate.next().await? {
+//!         GateEvent::Intent(intent) => {
+//!             let decision = if intent.path.ends_with(".lock") {
+//!                 Decision::deny("lock files are updated by cargo, not by hand")
+//!             } else {
+//!                 Decision::allow()
+//!             };
+//!             gate.decide(&intent.intent_id, decision).await?;
+//!         }
+//!         GateEvent::Withdrawn { path, .. } => println!("the agent gave up writing {path}"),
+//!     }
+//! }
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use filectx_protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use filectx_protocol::{ClientInfo, DEFAULT_MAX_FRAME_BYTES, Frame, InitializeParams, LspCodec, methods};
+use futures::{SinkExt, StreamExt as _};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use crate::{ClientError, transport};
+
+/// The daemon feature (in `capabilities.features`) that gates need.
+pub const GATE_FEATURE: &str = "gate";
+/// Registers a session as a gate.
+pub const GATE_REGISTER: &str = "gate/register";
+/// Ends a gate.
+pub const GATE_UNREGISTER: &str = "gate/unregister";
+/// The daemon's request to a gate: may this write or edit land?
+pub const GATE_WRITE_INTENT: &str = "gate/writeIntent";
+
+/// How long this side's own requests (`initialize`, `gate/register`, `gate/unregister`,
+/// `shutdown`) may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Events read from the daemon and not taken by [`Gate::next`] yet; when full, the reader stops
+/// reading the socket until there is room.
+const EVENT_QUEUE: usize = 256;
+/// The `diff` of an intent whose change is too large to show.
+pub const DIFF_TOO_LARGE: &str = "too large";
+
+/// What kind of change an intent is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    /// A write that creates a file.
+    Create,
+    /// A write that replaces a file's whole content.
+    Update,
+    /// An edit (a literal replacement) of a file.
+    Edit,
+}
+
+impl Operation {
+    /// The name on the wire: `create`, `update` or `edit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Update => "update",
+            Self::Edit => "edit",
+        }
+    }
+}
+
+/// What the daemon does with an intent the gate has not answered in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnTimeout {
+    /// Refuse the write (the daemon's default).
+    Deny,
+    /// Let the write land.
+    Allow,
+}
+
+/// How a gate registers: its folders and, optionally, the operations it reviews, its name, and
+/// how long the daemon waits for a decision.
+#[derive(Debug, Clone)]
+pub struct GateOptions {
+    paths: Vec<String>,
+    roots: Option<Vec<String>>,
+    operations: Option<Vec<Operation>>,
+    name: Option<String>,
+    timeout: Option<Duration>,
+    on_timeout: Option<OnTimeout>,
+    client_name: String,
+}
+
+impl GateOptions {
+    /// Gates `paths`: absolute folders (or files) the session's roots contain; by default the
+    /// roots are these same paths.
+    pub fn new<S: Into<String>>(paths: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            paths: paths.into_iter().map(Into::into).collect(),
+            roots: None,
+            operations: None,
+            name: None,
+            timeout: None,
+            on_timeout: None,
+            client_name: "filectx gate".to_owned(),
+        }
+    }
+
+    /// The session's roots (`initialize`), when they should differ from the gated paths; they
+    /// must contain every gated path.
+    pub fn roots<S: Into<String>>(mut self, roots: impl IntoIterator<Item = S>) -> Self {
+        self.roots = Some(roots.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Only these operations are reviewed (default: all three); the others land unasked.
+    pub fn operations(mut self, operations: impl IntoIterator<Item = Operation>) -> Self {
+        self.operations = Some(operations.into_iter().collect());
+        self
+    }
+
+    /// The gate's name, as `daemon/status` lists it.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// How long the daemon waits for each decision (the daemon's default: 50 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// What the daemon does when that time has passed (the daemon's default: deny).
+    pub fn on_timeout(mut self, on_timeout: OnTimeout) -> Self {
+        self.on_timeout = Some(on_timeout);
+        self
+    }
+
+    /// The session's `clientInfo.name` (default `filectx gate`).
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = name.into();
+        self
+    }
+
+    /// The `gate/register` params.
+    fn register_params(&self) -> Value {
+        let mut params = json!({"paths": self.paths});
+        if let Some(operations) = &self.operations {
+            params["operations"] = json!(operations);
+        }
+        if let Some(name) = &self.name {
+            params["name"] = json!(name);
+        }
+        if let Some(timeout) = self.timeout {
+            params["timeoutMs"] = json!(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        }
+        if let Some(on_timeout) = self.on_timeout {
+            params["onTimeout"] = json!(on_timeout);
+        }
+        params
+    }
+}
+
+/// One write or edit waiting for the gate's decision (`gate/writeIntent` params).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteIntent {
+    /// The gate it was sent to.
+    pub gate_id: String,
+    /// Names the intent in [`Gate::decide`] and in [`GateEvent::Withdrawn`].
+    pub intent_id: String,
+    /// The session of the agent that writes.
+    pub session_id: String,
+    /// That session's `clientInfo.name`, when it gave one: the agent's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_name: Option<String>,
+    /// The sub-agent (owner) of that session that writes, when one is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The file's absolute path.
+    pub path: String,
+    /// What kind of change it is.
+    pub operation: Operation,
+    /// The change as a unified diff, or [`DIFF_TOO_LARGE`].
+    pub diff: String,
+    /// The file's version now (none for a create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_version: Option<String>,
+    /// The version the file will have.
+    pub new_version: String,
+    /// The new content's size in bytes.
+    pub bytes: u64,
+    /// Any other field the daemon sent, kept as it came.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// What the gate says to an intent (the `gate/writeIntent` result).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Whether the write or edit may land.
+    pub allow: bool,
+    /// Why, in words the agent reads (mostly for a denial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Decision {
+    /// Let it land.
+    pub fn allow() -> Self {
+        Self { allow: true, reason: None }
+    }
+
+    /// Refuse it, saying why (an empty reason is left out).
+    pub fn deny(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        Self { allow: false, reason: (!reason.is_empty()).then_some(reason) }
+    }
+}
+
+/// What a gate hears from the daemon.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateEvent {
+    /// A write or edit waits for [`Gate::decide`].
+    Intent(Box<WriteIntent>),
+    /// The daemon withdrew an intent not decided yet (the agent cancelled its call): deciding it
+    /// now fails with [`GateError::UnknownIntent`].
+    Withdrawn {
+        /// The intent's id.
+        intent_id: String,
+        /// The file it was about.
+        path: String,
+    },
+}
+
+/// Why a gate call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GateError {
+    /// Connecting, the session, or the connection failed: [`ClientError::Connect`],
+    /// [`ClientError::UntrustedSocket`], [`ClientError::Unsupported`] (the daemon lacks the
+    /// `gate` feature), [`ClientError::Rpc`] (the daemon refused `initialize`, `gate/register`
+    /// or `gate/unregister`, e.g. a path outside the roots), [`ClientError::Timeout`], or
+    /// [`ClientError::Transport`] (the connection is gone).
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// No undecided intent has this id: it was decided already, withdrawn, or never sent.
+    #[error("no intent {intent_id} waits for a decision (already decided, withdrawn, or unknown)")]
+    UnknownIntent {
+        /// The id given.
+        intent_id: String,
+    },
+}
+
+/// A registered gate: [`Gate::next`] yields what the daemon asks, [`Gate::decide`] answers.
+/// Dropping it closes the connection, which ends the gate at the daemon; [`Gate::close`]
+/// unregisters first.
+#[derive(Debug)]
+pub struct Gate {
+    shared: Arc<Shared>,
+    events: mpsc::Receiver<GateEvent>,
+    reader: JoinHandle<()>,
+    gate_id: String,
+    features: Vec<String>,
+    paths: Vec<String>,
+}
+
+/// What the gate and its reader task share.
+#[derive(Debug)]
+struct Shared {
+    writer: tokio::sync::Mutex<FramedWrite<OwnedWriteHalf, LspCodec>>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The undecided intents by intent id: the JSON-RPC id to answer, and the path.
+    pending: HashMap<String, (Value, String)>,
+    /// This side's requests waiting for their answer, by id.
+    calls: HashMap<u64, oneshot::Sender<Result<Value, ClientError>>>,
+    next_id: u64,
+    /// Why the connection ended, once it has.
+    closed: Option<String>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn send(&self, message: &Value) -> Result<(), ClientError> {
+        let mut writer = self.writer.lock().await;
+        writer.send(message.to_string()).await.map_err(|error| ClientError::Transport(error.to_string()))
+    }
+
+    /// Sends a request whose answer the reader task routes back; waits at most
+    /// [`REQUEST_TIMEOUT`].
+    async fn call(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let (answer, answered) = oneshot::channel();
+        let id = {
+            let mut state = self.lock();
+            if let Some(reason) = &state.closed {
+                return Err(ClientError::Transport(reason.clone()));
+            }
+            state.next_id += 1;
+            let id = state.next_id;
+            state.calls.insert(id, answer);
+            id
+        };
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if let Err(error) = self.send(&request).await {
+            self.lock().calls.remove(&id);
+            return Err(error);
+        }
+        match tokio::time::timeout(REQUEST_TIMEOUT, answered).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(ClientError::Transport(self.closed_reason())),
+            Err(_) => {
+                self.lock().calls.remove(&id);
+                Err(ClientError::Timeout(REQUEST_TIMEOUT))
+            }
+        }
+    }
+
+    fn closed_reason(&self) -> String {
+        self.lock().closed.clone().unwrap_or_else(|| "the daemon closed the connection".to_owned())
+    }
+}
+
+impl Gate {
+    /// Connects to the daemon at `socket` (trusting only a daemon of this user, as
+    /// [`crate::Client::connect`] does), opens a session whose roots are the gated paths (or
+    /// [`GateOptions::roots`]), checks that the daemon has the `gate` feature, and registers.
+    /// Must run inside a tokio runtime (the reader task is spawned on it).
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`] or [`ClientError::UntrustedSocket`] as for connecting;
+    /// [`ClientError::Unsupported`] when the daemon lacks `gate`; [`ClientError::Rpc`] when it
+    /// refuses `initialize` or `gate/register` (e.g. a gated path outside the roots);
+    /// [`ClientError::Timeout`] or [`ClientError::Transport`].
+    pub async fn connect(socket: impl AsRef<Path>, options: GateOptions) -> Result<Self, ClientError> {
+        let stream = transport::connect_stream(socket.as_ref()).await?;
+        let (read, write) = stream.into_split();
+        let shared = Arc::new(Shared {
+            writer: tokio::sync::Mutex::new(FramedWrite::new(write, LspCodec::new(DEFAULT_MAX_FRAME_BYTES))),
+            state: Mutex::new(State::default()),
+        });
+        let (sender, events) = mpsc::channel(EVENT_QUEUE);
+        let reader = FramedRead::new(read, LspCodec::new(DEFAULT_MAX_FRAME_BYTES));
+        let reader = tokio::spawn(read_loop(reader, Arc::clone(&shared), sender));
+        let mut gate = Self {
+            shared,
+            events,
+            reader,
+            gate_id: String::new(),
+            features: Vec::new(),
+            paths: options.paths.clone(),
+        };
+        let roots = options.roots.clone().unwrap_or_else(|| options.paths.clone());
+        let params = InitializeParams {
+            client_info: Some(ClientInfo {
+                name: options.client_name.clone(),
+                version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            }),
+            roots,
+            cwd: None,
+            tools: None,
+            read_only: None,
+            deny: None,
+            read_max_bytes: None,
+            resumable: None,
+            resume: None,
+            dedup_reads: None,
+        };
+        let params = serde_json::to_value(&params).map_err(ClientError::Encode)?;
+        let session = gate.shared.call(methods::INITIALIZE, params).await?;
+        gate.features = session
+            .pointer("/capabilities/features")
+            .and_then(Value::as_array)
+            .map(|all| all.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        if !gate.features.iter().any(|feature| feature == GATE_FEATURE) {
+            return Err(ClientError::Unsupported { feature: GATE_FEATURE.to_owned() });
+        }
+        let registered = gate.shared.call(GATE_REGISTER, options.register_params()).await?;
+        gate.gate_id = match registered.get("gateId") {
+            Some(Value::String(id)) => id.clone(),
+            Some(Value::Number(id)) => id.to_string(),
+            _ => {
+                return Err(ClientError::Protocol(format!(
+                    "gate/register answered without a gateId: {registered}"
+                )));
+            }
+        };
+        Ok(gate)
+    }
+
+    /// The id the daemon gave this gate.
+    pub fn gate_id(&self) -> &str {
+        &self.gate_id
+    }
+
+    /// The gated paths, as registered.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// The features the daemon announced in `initialize`.
+    pub fn features(&self) -> &[String] {
+        &self.features
+    }
+
+    /// The next intent or withdrawal, in the order the daemon sent them. Cancel-safe: dropping
+    /// the future loses nothing, so it can sit in a `select!` beside other input.
+    ///
+    /// # Errors
+    /// [`ClientError::Transport`] once the connection is gone (every event before that was
+    /// delivered).
+    pub async fn next(&mut self) -> Result<GateEvent, ClientError> {
+        match self.events.recv().await {
+            Some(event) => Ok(event),
+            None => Err(ClientError::Transport(self.shared.closed_reason())),
+        }
+    }
+
+    /// Answers the intent `intent_id` with `decision`.
+    ///
+    /// # Errors
+    /// [`GateError::UnknownIntent`] when no undecided intent has that id (decided already, or
+    /// withdrawn); [`GateError::Client`] with [`ClientError::Transport`] when the connection is
+    /// gone.
+    pub async fn decide(&self, intent_id: &str, decision: Decision) -> Result<(), GateError> {
+        let Some((id, _)) = self.shared.lock().pending.remove(intent_id) else {
+            return Err(GateError::UnknownIntent { intent_id: intent_id.to_owned() });
+        };
+        let result = serde_json::to_value(&decision).map_err(ClientError::Encode)?;
+        self.shared.send(&json!({"jsonrpc": "2.0", "id": id, "result": result})).await?;
+        Ok(())
+    }
+
+    /// Whether `intent_id` still waits for a decision (not decided, not withdrawn).
+    pub fn is_pending(&self, intent_id: &str) -> bool {
+        self.shared.lock().pending.contains_key(intent_id)
+    }
+
+    /// Unregisters (`gate/unregister`), closes the session (`shutdown`, `exit`) and the
+    /// connection. Intents still undecided are left to the daemon.
+    ///
+    /// # Errors
+    /// The error of `gate/unregister` ([`ClientError::Transport`] when the connection is
+    /// already gone).
+    pub async fn close(self) -> Result<(), ClientError> {
+        let unregistered = self.shared.call(GATE_UNREGISTER, json!({"gateId": self.gate_id})).await;
+        if unregistered.is_ok() {
+            // Best effort: the daemon ends the session on hang-up anyway.
+            let _ = self.shared.call(methods::SHUTDOWN, json!({})).await;
+            let _ = self.shared.send(&json!({"jsonrpc": "2.0", "method": methods::EXIT})).await;
+        }
+        let _ = SinkExt::<String>::close(&mut *self.shared.writer.lock().await).await;
+        self.reader.abort();
+        unregistered.map(drop)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Reads the daemon's messages until the connection ends: intents and withdrawals become events,
+/// answers go to their waiting calls, other requests are refused.
+async fn read_loop(
+    mut reader: FramedRead<OwnedReadHalf, LspCodec>,
+    shared: Arc<Shared>,
+    events: mpsc::Sender<GateEvent>,
+) {
+    let reason = loop {
+        let body = match reader.next().await {
+            Some(Ok(Frame::Message(body))) => body,
+            // Skipped unbuffered by the codec; no intent is that large (big diffs are "too large").
+            Some(Ok(Frame::Oversized { .. })) => continue,
+            Some(Err(error)) => break error.to_string(),
+            None => break "the daemon closed the connection".to_owned(),
+        };
+        let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+            continue;
+        };
+        if handle(&shared, &events, message).await.is_err() {
+            break "the gate stopped listening".to_owned();
+        }
+    };
+    let calls = {
+        let mut state = shared.lock();
+        state.closed = Some(reason.clone());
+        std::mem::take(&mut state.calls)
+    };
+    for (_, call) in calls {
+        let _ = call.send(Err(ClientError::Transport(reason.clone())));
+    }
+}
+
+/// Handles one message from the daemon; fails only when nobody takes events any more.
+async fn handle(shared: &Shared, events: &mpsc::Sender<GateEvent>, message: Value) -> Result<(), ()> {
+    let method = message.get("method").and_then(Value::as_str);
+    let id = message.get("id").cloned();
+    match (method, id) {
+        (Some(GATE_WRITE_INTENT), Some(id)) => {
+            let params = message.get("params").cloned().unwrap_or(Value::Null);
+            match serde_json::from_value::<WriteIntent>(params) {
+                Ok(intent) => {
+                    shared.lock().pending.insert(intent.intent_id.clone(), (id, intent.path.clone()));
+                    events.send(GateEvent::Intent(Box::new(intent))).await.map_err(drop)?;
+                }
+                Err(error) => {
+                    let message = format!("invalid gate/writeIntent params: {error}");
+                    let _ = shared.send(&error_response(id, INVALID_PARAMS, &message)).await;
+                }
+            }
+        }
+        (Some(methods::CANCEL_REQUEST), None) => {
+            let Some(cancelled) = message.pointer("/params/id") else { return Ok(()) };
+            let withdrawn = {
+                let mut state = shared.lock();
+                let intent_id =
+                    state.pending.iter().find(|(_, (id, _))| id == cancelled).map(|(k, _)| k.clone());
+                intent_id
+                    .and_then(|intent_id| state.pending.remove(&intent_id).map(|(_, path)| (intent_id, path)))
+            };
+            if let Some((intent_id, path)) = withdrawn {
+                events.send(GateEvent::Withdrawn { intent_id, path }).await.map_err(drop)?;
+            }
+        }
+        (Some(method), Some(id)) => {
+            let message = format!("Method not found: a gate does not serve {method}");
+            let _ = shared.send(&error_response(id, METHOD_NOT_FOUND, &message)).await;
+        }
+        // Other notifications (file/didChange, …) do not concern a gate.
+        (Some(_), None) => {}
+        (None, Some(id)) => {
+            let answer = match (message.get("result"), message.get("error")) {
+                (Some(result), None) => Ok(result.clone()),
+                (_, Some(error)) => Err(ClientError::Rpc {
+                    code: error
+                        .get("code")
+                        .and_then(Value::as_i64)
+                        .and_then(|c| i32::try_from(c).ok())
+                        .unwrap_or(0),
+                    message: error.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    data: error.get("data").cloned(),
+                }),
+                (None, None) => return Ok(()),
+            };
+            let call = id.as_u64().and_then(|id| shared.lock().calls.remove(&id));
+            if let Some(call) = call {
+                let _ = call.send(answer);
+            }
+        }
+        (None, None) => {}
+    }
+    Ok(())
+}
+
+/// A JSON-RPC error response.
+fn error_response(id: Value, code: i32, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// The gated folder of `paths` that contains `path`, and `path` relative to it; `None` when
+/// none does.
+pub fn relative_to_gate<'a>(paths: &[String], path: &'a str) -> Option<(PathBuf, &'a Path)> {
+    paths.iter().find_map(|folder| {
+        let folder = PathBuf::from(folder);
+        Path::new(path).strip_prefix(&folder).ok().map(|rest| (folder, rest))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_params_carry_only_what_was_set() {
+        assert_eq!(GateOptions::new(["/p"]).register_params(), json!({"paths": ["/p"]}));
+        let options = GateOptions::new(["/p", "/q"])
+            .operations([Operation::Update, Operation::Edit])
+            .name("review")
+            .timeout(Duration::from_secs(30))
+            .on_timeout(OnTimeout::Allow);
+        assert_eq!(
+            options.register_params(),
+            json!({
+                "paths": ["/p", "/q"],
+                "operations": ["update", "edit"],
+                "name": "review",
+                "timeoutMs": 30000,
+                "onTimeout": "allow",
+            })
+        );
+    }
+
+    #[test]
+    fn intents_parse_with_and_without_optional_fields_and_keep_unknown_ones() -> Result<(), serde_json::Error>
+    {
+        let full: WriteIntent = serde_json::from_value(json!({
+            "gateId": "g1", "intentId": "i1", "sessionId": "s1", "clientName": "claude-code",
+            "owner": "sub", "path": "/p/a.rs", "operation": "edit", "diff": "--- a\n+++ b\n",
+            "oldVersion": "v1", "newVersion": "v2", "bytes": 12, "future": true,
+        }))?;
+        assert_eq!(full.operation, Operation::Edit);
+        assert_eq!(full.extra.get("future"), Some(&json!(true)));
+        assert_eq!(serde_json::to_value(&full)?["future"], true);
+        let bare: WriteIntent = serde_json::from_value(json!({
+            "gateId": "g1", "intentId": "i2", "sessionId": "s1", "path": "/p/b.rs",
+            "operation": "create", "diff": "too large", "newVersion": "v3", "bytes": 0,
+        }))?;
+        assert_eq!((bare.client_name, bare.old_version, bare.diff.as_str()), (None, None, DIFF_TOO_LARGE));
+        assert!(serde_json::from_value::<WriteIntent>(json!({"intentId": "i3"})).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn decisions_leave_an_empty_reason_out() -> Result<(), serde_json::Error> {
+        assert_eq!(serde_json::to_value(Decision::allow())?, json!({"allow": true}));
+        assert_eq!(serde_json::to_value(Decision::deny(""))?, json!({"allow": false}));
+        assert_eq!(serde_json::to_value(Decision::deny("no"))?, json!({"allow": false, "reason": "no"}));
+        Ok(())
+    }
+
+    #[test]
+    fn paths_are_shown_relative_to_their_gate() {
+        let paths = vec!["/srv/app".to_owned(), "/srv/lib".to_owned()];
+        let found = relative_to_gate(&paths, "/srv/lib/src/x.rs");
+        assert_eq!(found, Some((PathBuf::from("/srv/lib"), Path::new("src/x.rs"))));
+        assert!(relative_to_gate(&paths, "/srv/other/x.rs").is_none());
+        assert!(relative_to_gate(&paths, "/srv/application/x.rs").is_none());
+    }
+}
