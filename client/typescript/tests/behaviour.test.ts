@@ -303,8 +303,10 @@ test('an aborted write reports what happened: FS_ABORTED and nothing written, or
 test('the daemon going away mid-call fails the call, streams and later calls with TransportError', async () => {
   const own = await startDaemon();
   try {
-    await writeFile(join(own.root, 'g.txt'), Array.from({ length: 50_000 }, (_, i) => `${i}`).join('\n'));
-    const s = await connect({ socket: own.socket, roots: [own.root] });
+    // Far more one-line chunks than can arrive before the daemon is stopped, and a buffer that
+    // holds them all, so the stream is still running (and not lagging) when the daemon dies.
+    await writeFile(join(own.root, 'g.txt'), Array.from({ length: 1_000_000 }, (_, i) => `${i}`).join('\n'));
+    const s = await connect({ socket: own.socket, roots: [own.root], streamBufferChunks: 2_000_000 });
     const stream = await s.fs.streamText({ path: 'g.txt', chunkLines: 1 });
     const iterator = stream[Symbol.asyncIterator]();
     assert.equal((await iterator.next()).done, false);
