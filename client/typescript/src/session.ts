@@ -155,9 +155,7 @@ export async function connect(options: ConnectOptions): Promise<Session> {
     channel.destroy('initialize failed');
     throw refusedFeature(options, error) ?? error;
   }
-  const session = new Session(channel, socketPath, info, gates, options.streamBufferChunks ?? 256);
-  if (options.tools?.some((tool) => tool === 'glob' || tool === 'grep')) session.require(FEATURES.search);
-  return session;
+  return new Session(channel, socketPath, info, gates, options.streamBufferChunks ?? 256);
 }
 
 /** A daemon of an older build refuses the `initialize` fields it does not know with -32602. */

@@ -48,3 +48,10 @@ test('the method table lists every method of the schema with its kind and direct
   assert.deepEqual({ ...METHODS }, fromSchema);
   assert.equal(METHODS['file/didChange'].direction, 'serverToClient');
 });
+
+test("the README's example is examples/quickstart.ts, which the example test runs", async () => {
+  const readme = await readFile(join(packageDir, 'README.md'), 'utf8');
+  const example = await readFile(join(packageDir, 'examples', 'quickstart.ts'), 'utf8');
+  const block = /## From TypeScript[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  assert.equal(block, example);
+});
