@@ -32,6 +32,11 @@ export interface RequestOptions {
   awaitAnswer?: boolean;
   /** Send `params` as an array (`[params]`), as `fs/streamCancel` wants. */
   byPosition?: boolean;
+  /**
+   * Called with the daemon's answer when it arrives after the call was given up for its
+   * AbortSignal (so that what it started can be undone: a stream is cancelled).
+   */
+  onLateAnswer?: (value: unknown) => void;
 }
 
 /** Handles one daemon → client request; `token` is cancelled by the daemon's `$/cancelRequest`. */
@@ -139,11 +144,14 @@ export class Channel {
     const racers: Promise<R>[] = [sent, this.closed];
     let onAbort: (() => void) | undefined;
     if (signal) {
+      const { onLateAnswer } = options;
       racers.push(
         new Promise<never>((_, reject) => {
           onAbort = () => {
             source.cancel();
-            if (!options.awaitAnswer) reject(abortedError(signal.reason));
+            if (options.awaitAnswer) return;
+            reject(abortedError(signal.reason));
+            if (onLateAnswer) sent.then(onLateAnswer, () => undefined);
           };
           signal.addEventListener('abort', onAbort, { once: true });
         }),
@@ -171,22 +179,25 @@ export class Channel {
   }
 
   /**
-   * Opens a stream: `open` sends `fs/streamText` and returns the subscription id; chunks that
-   * arrive for it before that are kept (a few) and handed over with `deliver`.
+   * Opens a stream: `open` sends `fs/streamText` and returns the subscription id; `attach` then
+   * builds the receiver of its chunks, which gets those that arrived before the answer too.
    */
-  async openStream(
+  async openStream<T extends { deliver(note: TextChunkNotification): void }>(
     open: () => Promise<SubscriptionId>,
-    deliver: (note: TextChunkNotification) => void,
-  ): Promise<SubscriptionId> {
+    attach: (id: SubscriptionId) => T,
+  ): Promise<T> {
     this.opening += 1;
     try {
       const id = await open();
       const key = subscriptionKey(id);
+      const receiver = attach(id);
+      const deliver = (note: TextChunkNotification) => receiver.deliver(note);
       this.streams.set(key, deliver);
       const mine = this.early.filter((note) => subscriptionKey(note.subscription) === key);
-      this.early.splice(0, this.early.length, ...this.early.filter((note) => subscriptionKey(note.subscription) !== key));
+      const others = this.early.filter((note) => subscriptionKey(note.subscription) !== key);
+      this.early.splice(0, this.early.length, ...others);
       for (const note of mine) deliver(note);
-      return id;
+      return receiver;
     } finally {
       this.opening -= 1;
       if (this.opening === 0) this.early.length = 0;

@@ -326,14 +326,17 @@ export class Session {
       readText: (params, options) => ch.request('fs/readText', params, opts(options)),
       writeText: (params, options) => ch.request('fs/writeText', params, opts(options, true)),
       editText: (params, options) => ch.request('fs/editText', params, opts(options, true)),
-      streamText: async (params, options) => {
-        const stream = new TextStream(ch, params.offset ?? 1, streamBufferChunks, options?.signal);
-        const id = await ch.openStream(
-          () => ch.request<SubscriptionId>('fs/streamText', params, opts(options)),
-          (note) => stream.deliver(note),
+      streamText: (params, options) => {
+        const signal = options?.signal;
+        return ch.openStream(
+          () =>
+            ch.request<SubscriptionId>('fs/streamText', params, {
+              signal,
+              // Aborted before the answer came: stop the stream the daemon started anyway.
+              onLateAnswer: (id) => void ch.request('fs/streamCancel', id, { byPosition: true }).catch(() => false),
+            }),
+          (id) => new TextStream(ch, id, params.offset ?? 1, streamBufferChunks, signal),
         );
-        stream.started(id);
-        return stream;
       },
     };
     this.gate = {

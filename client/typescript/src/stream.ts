@@ -22,7 +22,6 @@ export class TextStream implements AsyncIterableIterator<TextChunk> {
   private readonly queue: TextChunk[] = [];
   private waiting: { resolve: (r: IteratorResult<TextChunk>) => void; reject: (e: Error) => void } | undefined;
   private ending: Ending | undefined;
-  private id: SubscriptionId | undefined;
   private cancelled: Promise<boolean> | undefined;
   private version: string | undefined;
   /** The daemon ended the stream (its last chunk or an error item): nothing to cancel. */
@@ -30,9 +29,11 @@ export class TextStream implements AsyncIterableIterator<TextChunk> {
   private readonly unsubscribeClose: () => void;
   private readonly onAbort: () => void;
 
-  /** @internal Built by `Session.fs.streamText`. */
+  /** @internal Built by `Session.fs.streamText` once the daemon accepted the stream. */
   constructor(
     private readonly channel: Channel,
+    /** The subscription id (the answer to `fs/streamText`). */
+    readonly subscription: SubscriptionId,
     private nextLine: number,
     private readonly bufferChunks: number,
     private readonly signal: AbortSignal | undefined,
@@ -42,18 +43,8 @@ export class TextStream implements AsyncIterableIterator<TextChunk> {
       void this.cancel();
       this.end({ error: abortedError(signal?.reason) });
     };
-    signal?.addEventListener('abort', this.onAbort, { once: true });
-  }
-
-  /** The subscription id, once the daemon answered. */
-  get subscription(): SubscriptionId | undefined {
-    return this.id;
-  }
-
-  /** @internal The daemon accepted the stream. */
-  started(id: SubscriptionId): void {
-    this.id = id;
-    if (this.ending) void this.cancel();
+    if (signal?.aborted) this.onAbort();
+    else signal?.addEventListener('abort', this.onAbort, { once: true });
   }
 
   /** @internal One `fs/textChunk` of this stream. */
@@ -140,18 +131,17 @@ export class TextStream implements AsyncIterableIterator<TextChunk> {
    */
   cancel(): Promise<boolean> {
     if (this.cancelled) return this.cancelled;
-    if (this.id === undefined || this.daemonDone) return Promise.resolve(false);
-    const id = this.id;
+    if (this.daemonDone) return Promise.resolve(false);
     this.release();
     this.cancelled = this.channel
-      .request<boolean>('fs/streamCancel', id, { byPosition: true })
+      .request<boolean>('fs/streamCancel', this.subscription, { byPosition: true })
       .catch(() => false);
     return this.cancelled;
   }
 
   /** Stops routing this stream's chunks and listening to the connection and the signal. */
   private release(): void {
-    if (this.id !== undefined) this.channel.closeStream(this.id);
+    this.channel.closeStream(this.subscription);
     this.unsubscribeClose();
     this.signal?.removeEventListener('abort', this.onAbort);
   }
