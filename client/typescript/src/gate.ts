@@ -1,23 +1,26 @@
 // The write gate's wire types (feature `gate`): a client registers folders, and the daemon asks
 // it, with a `gate/writeIntent` request, before a write or edit under them lands. Written by
-// hand from the gate's specification until its types reach protocol/schema/filectx.schema.json;
-// then they come from src/generated/wire.ts like the rest.
+// hand, with the names of the protocol crate's gate types, until those reach
+// protocol/schema/filectx.schema.json; then they come from src/generated/wire.ts like the rest.
 
 /** The writes a gate can hold. */
 export type GateOperation = 'create' | 'update' | 'edit';
 
+/** What an unanswered intent becomes. */
+export type GateOnTimeout = 'deny' | 'allow';
+
 /** Params of `gate/register`. */
 export interface GateRegisterParams {
-  /** Folders (absolute, or relative to the session's cwd) whose writes the gate sees. */
+  /** Existing folders (or files) inside the session's roots, absolute or relative to its cwd. */
   paths: string[];
   /** The operations it sees; all when absent. */
   operations?: GateOperation[];
-  /** A name for logs and for writers' refusals. */
+  /** A name for people and models (1 to 128 bytes), shown in refusals. */
   name?: string;
-  /** How long the daemon waits for a decision. */
+  /** How long one intent waits for the answer, in milliseconds (the daemon's default: 50000). */
   timeoutMs?: number;
-  /** What a write gets when no decision came in time. */
-  onTimeout?: 'deny' | 'allow';
+  /** What an unanswered intent becomes (default `deny`). */
+  onTimeout?: GateOnTimeout;
 }
 
 /** Result of `gate/register`. */
@@ -33,10 +36,10 @@ export interface GateUnregisterParams {
 }
 
 /** Params of `gate/writeIntent` (daemon → client request): a write waiting for a decision. */
-export interface WriteIntent {
+export interface WriteIntentParams {
   /** The gate asked. */
   gateId: string;
-  /** This intent's id. */
+  /** This intent's id (also the request's id, which a withdrawing `$/cancelRequest` names). */
   intentId: string;
   /** The writing session. */
   sessionId: string;
@@ -44,11 +47,11 @@ export interface WriteIntent {
   clientName?: string;
   /** The writing owner, if not the session's default one. */
   owner?: string;
-  /** The file. */
+  /** The file, absolute and canonical. */
   path: string;
   /** What the write does. */
   operation: GateOperation;
-  /** A unified diff of the change. */
+  /** A unified diff from the current content to the new one, or `"too large"`, `"not text"`, `"hidden"` when none is shown. */
   diff: string;
   /** The version replaced (absent for a create). */
   oldVersion?: string;
@@ -59,7 +62,7 @@ export interface WriteIntent {
 }
 
 /** Result of `gate/writeIntent`: the decision. A refusal reaches the writer as `FS_PERMISSION_DENIED` with `data.gate`. */
-export interface GateDecision {
+export interface WriteIntentResult {
   /** Whether the write may land. */
   allow: boolean;
   /** Why not (shown to the writer). */
@@ -72,9 +75,9 @@ export interface GateDecision {
  * handler that throws refuses the write, saying why.
  */
 export type GateHandler = (
-  intent: WriteIntent,
+  intent: WriteIntentParams,
   signal: AbortSignal,
-) => GateDecision | boolean | Promise<GateDecision | boolean>;
+) => WriteIntentResult | boolean | Promise<WriteIntentResult | boolean>;
 
 /** Method names of the gate. */
 export const GATE_METHODS = {

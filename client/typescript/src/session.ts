@@ -7,11 +7,11 @@ import { Channel, type RequestOptions, type ServerRequestHandler } from './chann
 import { RpcError, TransportError, UnsupportedFeatureError } from './errors.js';
 import {
   GATE_METHODS,
-  type GateDecision,
+  type WriteIntentResult,
   type GateHandler,
   type GateRegisterParams,
   type GateRegisterResult,
-  type WriteIntent,
+  type WriteIntentParams,
 } from './gate.js';
 import type {
   CallToolResult,
@@ -133,7 +133,7 @@ export async function connect(options: ConnectOptions): Promise<Session> {
   const socket = await openSocket(socketPath);
   const gates = new GateRegistry();
   const handlers = new Map<string, ServerRequestHandler>([
-    [GATE_METHODS.writeIntent, (params, token) => gates.decide(params as WriteIntent, token)],
+    [GATE_METHODS.writeIntent, (params, token) => gates.decide(params as WriteIntentParams, token)],
   ]);
   const channel = new Channel(socket, handlers);
   const params: InitializeParams = {
@@ -207,7 +207,7 @@ class GateRegistry {
   }
 
   /** Answers one `gate/writeIntent`. */
-  async decide(intent: WriteIntent, token: CancellationToken): Promise<GateDecision> {
+  async decide(intent: WriteIntentParams, token: CancellationToken): Promise<WriteIntentResult> {
     let handler = this.handlers.get(intent.gateId);
     if (!handler) {
       await this.registering;
@@ -219,7 +219,7 @@ class GateRegistry {
     try {
       const decision = await handler(intent, controller.signal);
       if (typeof decision === 'boolean') return { allow: decision };
-      const answer: GateDecision = { allow: decision.allow === true };
+      const answer: WriteIntentResult = { allow: decision.allow === true };
       if (typeof decision.reason === 'string') answer.reason = decision.reason;
       return answer;
     } catch (error) {

@@ -16,7 +16,7 @@ import {
   createMessageConnection,
   type MessageConnection,
 } from 'vscode-jsonrpc/node.js';
-import { connect, FsError, UnsupportedFeatureError, type WriteIntent, type wire } from '../src/index.js';
+import { connect, FsError, UnsupportedFeatureError, type WriteIntentParams, type wire } from '../src/index.js';
 import { startDaemon } from './daemon.js';
 
 /** A peer that answers `initialize` announcing `features`, and records what it is sent. */
@@ -80,7 +80,7 @@ async function scriptedPeer(features: string[]) {
   };
 }
 
-const intent = (overrides: Partial<WriteIntent> = {}): WriteIntent => ({
+const intent = (overrides: Partial<WriteIntentParams> = {}): WriteIntentParams => ({
   gateId: 'gate-1',
   intentId: 'i-1',
   sessionId: 's-writer',
@@ -99,7 +99,7 @@ test('gate.register: the handler decides each write intent; a withdrawn intent a
   try {
     const s = await connect({ socket: peer.socket, roots: ['/srv/app'] });
     const conn = await peer.connected;
-    const seen: WriteIntent[] = [];
+    const seen: WriteIntentParams[] = [];
     let aborted = false;
     const gate = await s.gate.register(
       { paths: ['/srv/app'], operations: ['update', 'edit'], name: 'review', timeoutMs: 5000, onTimeout: 'deny' },
@@ -184,7 +184,7 @@ test('a gate on the real filectxd: allowed writes land, refused ones are FS_PERM
       await writer.close();
       return;
     }
-    const seen: WriteIntent[] = [];
+    const seen: WriteIntentParams[] = [];
     const gate = await reviewer.gate.register({ paths: [daemon.root], name: 'reviewer' }, (proposed) => {
       seen.push(proposed);
       return proposed.path.endsWith('deny.txt') ? { allow: false, reason: 'not this file' } : { allow: true };
@@ -203,7 +203,10 @@ test('a gate on the real filectxd: allowed writes land, refused ones are FS_PERM
     await assert.rejects(writer.file.write({ path: 'deny.txt', content: 'no\n' }), (e: unknown) => {
       assert.ok(e instanceof FsError, String(e));
       assert.equal(e.code, 'FS_PERMISSION_DENIED');
-      assert.ok(e.data['gate'], JSON.stringify(e.data));
+      const gateData = e.data['gate'] as { gateId: string; reason: string; outcome: string };
+      assert.equal(gateData.gateId, gate.gateId);
+      assert.equal(gateData.outcome, 'denied');
+      assert.match(gateData.reason, /not this file/);
       return true;
     });
     await assert.rejects(readFile(join(daemon.root, 'deny.txt')), { code: 'ENOENT' });
@@ -212,6 +215,46 @@ test('a gate on the real filectxd: allowed writes land, refused ones are FS_PERM
     const asks = seen.length;
     await writer.file.write({ path: 'deny.txt', content: 'now\n' });
     assert.equal(seen.length, asks);
+    await writer.close();
+    await reviewer.close();
+  } finally {
+    await daemon.stop();
+  }
+});
+
+test('a gate that does not answer in time: the daemon withdraws the intent (the signal aborts) and applies onTimeout', async (t) => {
+  const daemon = await startDaemon();
+  try {
+    const reviewer = await connect({ socket: daemon.socket, roots: [daemon.root] });
+    const writer = await connect({ socket: daemon.socket, roots: [daemon.root] });
+    if (!reviewer.hasFeature('gate')) {
+      t.skip(`this filectxd (${reviewer.info.serverInfo.version}) does not announce the feature "gate"`);
+      await reviewer.close();
+      await writer.close();
+      return;
+    }
+    let withdrawn = false;
+    await reviewer.gate.register({ paths: [daemon.root], timeoutMs: 300, onTimeout: 'deny' }, async (_intent, signal) => {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 10_000);
+        signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      withdrawn = signal.aborted;
+      return { allow: true };
+    });
+    await assert.rejects(writer.file.write({ path: 'late.txt', content: 'x\n' }), (e: unknown) => {
+      assert.ok(e instanceof FsError, String(e));
+      assert.equal(e.code, 'FS_PERMISSION_DENIED');
+      assert.equal((e.data['gate'] as { outcome: string }).outcome, 'timeout');
+      return true;
+    });
+    // The late "allow" changed nothing.
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(withdrawn, true);
+    await assert.rejects(readFile(join(daemon.root, 'late.txt')), { code: 'ENOENT' });
     await writer.close();
     await reviewer.close();
   } finally {
