@@ -162,7 +162,7 @@ export async function connect(options: ConnectOptions): Promise<Session> {
 function refusedFeature(options: ConnectOptions, error: unknown): UnsupportedFeatureError | undefined {
   if (!(error instanceof RpcError) || error.code !== -32602) return undefined;
   for (const [field, feature] of INIT_FEATURES) {
-    if (options[field] !== undefined && error.message.includes('unknown field') && error.message.includes(`\`${field}\``)) {
+    if (options[field] !== undefined && error.message.includes(`unknown field \`${field}\``)) {
       return new UnsupportedFeatureError(feature);
     }
   }
@@ -299,8 +299,8 @@ export class Session {
       awaitAnswer,
     });
     this.tools = {
-      list: (options) => ch.request('tools/list', undefined, opts(options)),
-      call: (name, args, options) => {
+      list: async (options) => ch.request('tools/list', undefined, opts(options)),
+      call: async (name, args, options) => {
         const params: { name: string; arguments: Record<string, unknown>; owner?: string } = { name, arguments: args };
         if (options?.owner !== undefined) params.owner = options.owner;
         // A tool call may write: an aborted one still reports what happened.
@@ -308,25 +308,25 @@ export class Session {
       },
     };
     this.file = {
-      read: (params, options) => {
+      read: async (params, options) => {
         if (params.maxLineChars !== undefined && params.maxLineChars !== null) this.require(FEATURES.wholeLines);
         return ch.request('file/read', owned(params), opts(options));
       },
-      write: (params, options) => ch.request('file/write', owned(params), opts(options, true)),
-      edit: (params, options) => ch.request('file/edit', owned(params), opts(options, true)),
-      stat: (path, options) => {
+      write: async (params, options) => ch.request('file/write', owned(params), opts(options, true)),
+      edit: async (params, options) => ch.request('file/edit', owned(params), opts(options, true)),
+      stat: async (path, options) => {
         const params: { path: string; owner?: string } = { path };
         if (options?.owner !== undefined) params.owner = options.owner;
         return ch.request('file/stat', owned(params), opts(options));
       },
     };
     this.fs = {
-      resolve: (path, options) => ch.request('fs/resolve', { path }, opts(options)),
-      stat: (path, options) => ch.request('fs/stat', { path }, opts(options)),
-      readText: (params, options) => ch.request('fs/readText', params, opts(options)),
-      writeText: (params, options) => ch.request('fs/writeText', params, opts(options, true)),
-      editText: (params, options) => ch.request('fs/editText', params, opts(options, true)),
-      streamText: (params, options) => {
+      resolve: async (path, options) => ch.request('fs/resolve', { path }, opts(options)),
+      stat: async (path, options) => ch.request('fs/stat', { path }, opts(options)),
+      readText: async (params, options) => ch.request('fs/readText', params, opts(options)),
+      writeText: async (params, options) => ch.request('fs/writeText', params, opts(options, true)),
+      editText: async (params, options) => ch.request('fs/editText', params, opts(options, true)),
+      streamText: async (params, options) => {
         const signal = options?.signal;
         return ch.openStream(
           () =>

@@ -4,81 +4,13 @@
 // speaks the gate's wire exactly (vscode-jsonrpc's server side), and against the real filectxd
 // when it announces `gate`.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import {
-  CancellationTokenSource,
-  SocketMessageReader,
-  SocketMessageWriter,
-  createMessageConnection,
-  type MessageConnection,
-} from 'vscode-jsonrpc/node.js';
-import { connect, FsError, UnsupportedFeatureError, type WriteIntentParams, type wire } from '../src/index.js';
+import { CancellationTokenSource } from 'vscode-jsonrpc/node.js';
+import { connect, FsError, UnsupportedFeatureError, type WriteIntentParams } from '../src/index.js';
 import { startDaemon } from './daemon.js';
-
-/** A peer that answers `initialize` announcing `features`, and records what it is sent. */
-async function scriptedPeer(features: string[]) {
-  const dir = await mkdtemp(join(tmpdir(), 'filectx-ts-gate-'));
-  const socket = join(dir, 'peer.sock');
-  const received: { method: string; params: unknown }[] = [];
-  let connection: MessageConnection | undefined;
-  let accepted!: (conn: MessageConnection) => void;
-  const connected = new Promise<MessageConnection>((resolve) => {
-    accepted = resolve;
-  });
-  const server: Server = createServer((stream) => {
-    const conn = createMessageConnection(new SocketMessageReader(stream), new SocketMessageWriter(stream));
-    conn.onRequest((method: string, params: unknown) => {
-      received.push({ method, params });
-      switch (method) {
-        case 'initialize': {
-          const result: wire.InitializeResult = {
-            serverInfo: { name: 'scripted-peer', version: '0' },
-            protocolVersion: 2,
-            sessionId: 's-peer',
-            instructions: '',
-            capabilities: { tools: ['read'], readOnly: false, methods: [], batches: true, features },
-            limits: {
-              readLineLimit: 2000,
-              readLineMaxChars: 2000,
-              maxFrameBytes: 1 << 20,
-              maxBatchLen: 16,
-              maxConcurrentRequests: 4,
-            },
-          };
-          return result;
-        }
-        case 'gate/register':
-          return { gateId: 'gate-1' };
-        default:
-          return null;
-      }
-    });
-    // The client's `exit`: close this side, as the daemon does.
-    conn.onNotification('exit', () => stream.end());
-    conn.listen();
-    connection = conn;
-    accepted(conn);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(socket, () => resolve());
-  });
-  return {
-    socket,
-    dir,
-    received,
-    connected,
-    async stop() {
-      connection?.dispose();
-      server.close();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}
+import { scriptedPeer } from './peer.js';
 
 const intent = (overrides: Partial<WriteIntentParams> = {}): WriteIntentParams => ({
   gateId: 'gate-1',
