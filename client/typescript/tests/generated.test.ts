@@ -55,3 +55,12 @@ test("the README's example is examples/quickstart.ts, which the example test run
   const block = /## From TypeScript[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
   assert.equal(block, example);
 });
+
+test('FEATURES names every feature of protocol/src/features.rs', async () => {
+  const { FEATURES } = await import('../src/index.js');
+  const rust = await readFile(join(packageDir, '..', '..', 'protocol', 'src', 'features.rs'), 'utf8');
+  const names = [...rust.matchAll(/^pub const \w+: &str = "([^"]+)";$/gm)].map((m) => m[1]);
+  assert.ok(names.length >= 10, `found ${names.length} features`);
+  const known = new Set<string>(Object.values(FEATURES));
+  for (const name of names) assert.ok(known.has(name as string), `FEATURES lacks "${name}"`);
+});
