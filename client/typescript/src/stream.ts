@@ -40,11 +40,18 @@ export class TextStream implements AsyncIterableIterator<TextChunk> {
   ) {
     this.unsubscribeClose = channel.onClose((error) => this.end({ error }));
     this.onAbort = () => {
+      // Aborted: the chunks not read yet are dropped, the next read throws FS_ABORTED.
+      this.queue.length = 0;
       void this.cancel();
       this.end({ error: abortedError(signal?.reason) });
     };
     if (signal?.aborted) this.onAbort();
     else signal?.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  /** Chunks received and not read yet (at most the session's `streamBufferChunks`). */
+  get buffered(): number {
+    return this.queue.length;
   }
 
   /** @internal One `fs/textChunk` of this stream. */

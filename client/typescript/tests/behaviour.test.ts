@@ -65,7 +65,11 @@ test('a reader that falls behind gets a StreamError, not an unbounded buffer', a
   try {
     await writeFile(join(daemon.root, 'lag.txt'), Array.from({ length: 5000 }, (_, i) => `${i}`).join('\n'));
     const stream = await s.fs.streamText({ path: 'lag.txt', chunkLines: 1 });
-    // Read nothing while the chunks arrive.
+    // Read nothing while the chunks arrive: the buffer fills, and the next chunk ends the stream.
+    for (let waited = 0; stream.buffered < 4 && waited < 10_000; waited += 20) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(stream.buffered, 4);
     await new Promise((r) => setTimeout(r, 300));
     await assert.rejects(
       (async () => {

@@ -17,6 +17,8 @@ import type { wire } from '../src/index.js';
 export interface PeerOptions {
   /** Refuse `initialize` with this error (as a daemon of an older build does). */
   refuseInitialize?: { code: number; message: string };
+  /** Answers the other requests (`null` when absent); `conn` sends the peer's notifications. */
+  answer?: (method: string, params: unknown, conn: MessageConnection) => unknown;
 }
 
 /** A peer that answers `initialize` announcing `features`, and records what it is sent. */
@@ -57,7 +59,7 @@ export async function scriptedPeer(features: string[], options: PeerOptions = {}
         case 'gate/register':
           return { gateId: 'gate-1' };
         default:
-          return null;
+          return options.answer ? options.answer(method, params, conn) : null;
       }
     });
     // The client's `exit`: close this side, as the daemon does.
