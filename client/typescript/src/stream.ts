@@ -26,7 +26,8 @@ export class TextStream implements AsyncIterableIterator<TextChunk> {
   private version: string | undefined;
   /** The daemon ended the stream (its last chunk or an error item): nothing to cancel. */
   private daemonDone = false;
-  private readonly unsubscribeClose: () => void;
+  /** Stops listening to the connection's end (replaced once the listener is registered). */
+  private unsubscribeClose: () => void = () => undefined;
   private readonly onAbort: () => void;
 
   /** @internal Built by `Session.fs.streamText` once the daemon accepted the stream. */
@@ -156,6 +157,8 @@ export class TextStream implements AsyncIterableIterator<TextChunk> {
   private end(ending: Ending): void {
     if (this.ending) return;
     this.ending = ending;
+    // However it ended, nothing more is routed here, and a long-lived signal keeps no listener.
+    this.release();
     if (this.waiting) {
       const { resolve, reject } = this.waiting;
       this.waiting = undefined;
