@@ -50,6 +50,7 @@ pub const BATCH_TOO_BIG: i32 = -32010;
 /// The stable identifier of a filesystem-level failure (`error.data.code` on the wire,
 /// `error.code` in a tool result). Clients match on this, never on message text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub enum FsErrorCode {
     /// An argument is missing, of the wrong type, or out of range.
@@ -175,6 +176,7 @@ impl std::fmt::Display for FsErrorCode {
 
 /// `error.data` of every `FS_*` JSON-RPC error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FsErrorData {
     /// The stable identifier clients match on.

@@ -8,6 +8,7 @@ pub mod features;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod methods;
+pub mod rpc;
 pub mod socket;
 pub mod tools;
 pub mod types;

@@ -48,3 +48,30 @@ pub const CANCEL_REQUEST: &str = "$/cancelRequest";
 /// was delivered to one owner (`owner`) or to every owner (no `owner`), so the `read` tool sends
 /// everything again.
 pub const SESSION_CONTEXT_RESET: &str = "session/contextReset";
+
+/// Every method and notification name above, in this file's order. The schema test
+/// (`protocol/tests/schema.rs`) checks that each one has an entry in the checked-in schema's
+/// method table, and that this list names every constant of the file.
+pub const ALL: &[&str] = &[
+    INITIALIZE,
+    SHUTDOWN,
+    EXIT,
+    DAEMON_STATUS,
+    TOOLS_LIST,
+    TOOLS_CALL,
+    FILE_READ,
+    FILE_WRITE,
+    FILE_EDIT,
+    FILE_STAT,
+    FILE_DID_CHANGE,
+    FS_RESOLVE,
+    FS_STAT,
+    FS_READ_TEXT,
+    FS_WRITE_TEXT,
+    FS_EDIT_TEXT,
+    FS_STREAM_TEXT,
+    FS_TEXT_CHUNK,
+    FS_STREAM_CANCEL,
+    CANCEL_REQUEST,
+    SESSION_CONTEXT_RESET,
+];

@@ -18,6 +18,7 @@ pub const GLOB_MAX_PATHS: usize = 200;
 
 /// One of the model-facing tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ToolName {
     /// Read a window of a text file, `cat -n` style.
@@ -70,6 +71,7 @@ impl std::fmt::Display for ToolName {
 
 /// One entry of `tools/list` (the MCP `Tool` shape).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolDescriptor {
     /// The tool's name.

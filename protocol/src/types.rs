@@ -10,6 +10,7 @@ pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Who is connecting (informational; shows up in the daemon's logs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClientInfo {
     /// The client's name, e.g. `"my-harness"`.
@@ -22,6 +23,7 @@ pub struct ClientInfo {
 /// Parameters of `initialize`. Unknown fields are refused, so that a misspelt `readOnly` can never
 /// silently give a session write access.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InitializeParams {
     /// Who is connecting.
@@ -62,6 +64,7 @@ pub struct InitializeParams {
 
 /// Glob patterns (relative to the root that contains a path) a session may not read or write.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DenyParams {
     /// Paths whose content may not be read (read, stat, streams).
@@ -74,6 +77,7 @@ pub struct DenyParams {
 
 /// Who answered `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServerInfo {
     /// Always `"filectxd"`.
@@ -84,6 +88,7 @@ pub struct ServerInfo {
 
 /// What this session can do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     /// The model-facing tools this session may call (what `tools/list` lists).
@@ -102,6 +107,7 @@ pub struct Capabilities {
 
 /// Limits the daemon enforces, so clients can stay inside them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
     /// Most lines one read returns (and the default window).
@@ -125,6 +131,7 @@ pub struct Limits {
 
 /// Result of `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InitializeResult {
     /// Who answered.
@@ -147,6 +154,7 @@ pub struct InitializeResult {
 
 /// Result of `daemon/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonStatus {
     /// The daemon's version.
@@ -214,6 +222,7 @@ pub struct DaemonStatus {
 
 /// Result of `tools/list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsListResult {
     /// The session's tools, in the order read, write, edit.
@@ -222,6 +231,7 @@ pub struct ToolsListResult {
 
 /// `tools/call` parameters (the MCP `CallToolRequest` params).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CallToolParams {
     /// The tool's name: `read`, `write` or `edit`.
@@ -240,6 +250,7 @@ pub const MAX_OWNER_BYTES: usize = 128;
 
 /// Parameters of `session/contextReset`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContextResetParams {
     /// The owner whose context was reset; absent: every owner of the session.
@@ -249,6 +260,7 @@ pub struct ContextResetParams {
 
 /// One content block of a tool result. Only text blocks are produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ToolContent {
     /// Text for the model.
@@ -260,6 +272,7 @@ pub enum ToolContent {
 
 /// The machine-readable error of a failed tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolError {
     /// Always `"FsError"`.
@@ -271,6 +284,7 @@ pub struct ToolError {
 /// `tools/call` result (the MCP `CallToolResult` shape). Tool failures, invalid arguments
 /// included, are results with `isError: true`, never JSON-RPC errors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CallToolResult {
     /// What the model reads.
@@ -291,6 +305,7 @@ impl CallToolResult {
 
 /// Parameters of `file/read` and `fs/readText`: a window of lines.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadParams {
     /// Absolute, or relative to the session's cwd.
@@ -314,6 +329,7 @@ pub struct ReadParams {
 
 /// Result of `file/read` and `fs/readText`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReadResult {
     /// The path as shown to people: relative to the cwd when inside it, else absolute.
@@ -339,6 +355,7 @@ pub struct ReadResult {
 
 /// Parameters of `file/write`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteParams {
     /// Absolute, or relative to the session's cwd.
@@ -353,6 +370,7 @@ pub struct WriteParams {
 
 /// Whether a write created the file or replaced it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum WriteOperation {
     /// The file did not exist.
@@ -363,6 +381,7 @@ pub enum WriteOperation {
 
 /// Result of `file/write` and `fs/writeText`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WriteResult {
     /// Created or replaced.
@@ -375,6 +394,7 @@ pub struct WriteResult {
 
 /// Parameters of `file/edit`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EditParams {
     /// Absolute, or relative to the session's cwd.
@@ -394,6 +414,7 @@ pub struct EditParams {
 
 /// Result of `file/edit` and `fs/editText`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EditResult {
     /// How many occurrences were replaced.
@@ -408,6 +429,7 @@ pub struct EditResult {
 
 /// Parameters of `file/stat`, `fs/stat` and `fs/resolve`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PathParams {
     /// Absolute, or relative to the session's cwd.
@@ -416,6 +438,7 @@ pub struct PathParams {
 
 /// Parameters of `file/stat`: a path, and whose observation to report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FileStatParams {
     /// Absolute, or relative to the session's cwd.
@@ -428,6 +451,7 @@ pub struct FileStatParams {
 
 /// What a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum FileKind {
     /// A regular file.
@@ -443,6 +467,7 @@ pub enum FileKind {
 /// What `fs/stat` finds at a path (provider layer: no session state): the design's `FsInfo`.
 /// `fs/stat` answers `null` when nothing is there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FsInfo {
     /// The content version of a regular file; `null` for a folder or anything else, and for a
@@ -458,6 +483,7 @@ pub struct FsInfo {
 
 /// What `fs/stat` found: [`FsInfo::kind`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum FsType {
     /// A regular file.
@@ -470,6 +496,7 @@ pub enum FsType {
 
 /// Result of `file/stat`: the provider's stat plus this session's observation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FileStatResult {
     /// Whether something exists at the path.
@@ -494,6 +521,7 @@ pub struct FileStatResult {
 
 /// Result of `fs/resolve`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResolveResult {
     /// The canonical absolute path (symlinks and `..` resolved).
@@ -508,6 +536,7 @@ pub struct ResolveResult {
 
 /// What an `fs/writeText` expects to find before writing (the design's kinds, plus `any`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
 pub enum WriteExpectation {
     /// Only create: an existing file is `FS_NOT_OBSERVED` (the caller has not seen it).
@@ -524,6 +553,7 @@ pub enum WriteExpectation {
 
 /// Parameters of `fs/writeText`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FsWriteParams {
     /// Absolute, or relative to the session's cwd.
@@ -540,6 +570,7 @@ pub struct FsWriteParams {
 
 /// Parameters of `fs/editText`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FsEditParams {
     /// Absolute, or relative to the session's cwd.
@@ -557,6 +588,7 @@ pub struct FsEditParams {
 
 /// Parameters of `fs/streamText`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StreamTextParams {
     /// Absolute, or relative to the session's cwd.
@@ -574,6 +606,7 @@ pub const STREAM_CHUNK_LINES: u64 = 1000;
 
 /// Why a stream ended early: carried by its last chunk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ChunkError {
     /// The stable identifier (`FS_STALE_VERSION` when the file changed mid-stream).
@@ -584,6 +617,7 @@ pub struct ChunkError {
 
 /// One `fs/textChunk` notification's `result`: consecutive lines of one version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TextChunk {
     /// The version every chunk of this stream comes from.
@@ -606,6 +640,7 @@ pub struct TextChunk {
 
 /// `file/didChange` notification params: a file this session observed has changed since.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FileDidChange {
     /// The canonical absolute path.

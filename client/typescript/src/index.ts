@@ -1,0 +1,19 @@
+// The package's entry point: connect() and the session, the design's interfaces over it, the
+// errors, the socket rules and the generated wire types.
+export { connect, Session, FEATURES } from './session.js';
+export type { ConnectOptions, CallOptions, OwnerCallOptions, Gate, Disposable } from './session.js';
+export { TextStream } from './stream.js';
+export {
+  FsError,
+  RpcError,
+  StreamError,
+  TransportError,
+  UnsupportedFeatureError,
+  UntrustedSocketError,
+  isFsError,
+} from './errors.js';
+export { SOCKET_ENV, SOCKET_FILE_NAME, checkSocketTrust, defaultSocketPath } from './socket.js';
+export * from './gate.js';
+export * from './design.js';
+/** The wire types, generated from protocol/schema/filectx.schema.json. */
+export * as wire from './generated/wire.js';

@@ -1,0 +1,104 @@
+// Test harness: starts a real filectxd in a temp folder on its own socket (the binary from env
+// FILECTXD, else ../../target/debug/filectxd relative to the package), and stops it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The package's folder (this file runs from dist/tests/). */
+export const packageDir = fileURLToPath(new URL('../../', import.meta.url));
+
+/** The filectxd binary the tests run. */
+export function daemonBinary(): string {
+  const path = process.env['FILECTXD'] ?? resolve(packageDir, '../../target/debug/filectxd');
+  if (!existsSync(path)) {
+    throw new Error(`filectxd not found at ${path}: build it (cargo build -p filectx-daemon) or set FILECTXD`);
+  }
+  return path;
+}
+
+export interface Daemon {
+  /** The temp folder holding everything. */
+  dir: string;
+  /** A folder to use as a session root. */
+  root: string;
+  socket: string;
+  child: ChildProcess;
+  pid: number;
+  /** What the daemon logged. */
+  log(): string;
+  /** Sends SIGTERM and waits for the exit, then removes the temp folder. */
+  stop(): Promise<void>;
+}
+
+async function waitReady(socket: string, child: ChildProcess, log: () => string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`filectxd exited with ${child.exitCode}:\n${log()}`);
+    const ok = await new Promise<boolean>((done) => {
+      const probe = createConnection(socket);
+      probe.once('error', () => done(false));
+      probe.once('connect', () => {
+        // Half-close and wait for the daemon to end the probe's connection, so that it does not
+        // count as a session in the test.
+        probe.end();
+        probe.resume();
+        probe.once('close', () => done(true));
+      });
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`filectxd did not start:\n${log()}`);
+}
+
+/** Starts a daemon with extra flags. */
+export async function startDaemon(extra: string[] = []): Promise<Daemon> {
+  const dir = await mkdtemp(join(tmpdir(), 'filectx-ts-'));
+  const root = join(dir, 'root');
+  await mkdir(root);
+  const socket = join(dir, 'run', 'filectx.sock');
+  const logPath = join(dir, 'daemon.log');
+  const logFd = openSync(logPath, 'a');
+  const child = spawn(daemonBinary(), ['--socket', socket, '--log-level', 'info', '--no-fsync', ...extra], {
+    stdio: ['ignore', 'ignore', logFd],
+    env: { ...process.env, RUST_LOG: '' },
+  });
+  closeSync(logFd);
+  const log = () => {
+    try {
+      return readFileSync(logPath, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  try {
+    await waitReady(socket, child, log);
+  } catch (error) {
+    child.kill('SIGKILL');
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    dir,
+    root,
+    socket,
+    child,
+    pid: child.pid ?? -1,
+    log,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGCONT');
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+        await exited;
+        clearTimeout(timer);
+      }
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,102 @@
+// The default socket path (as the Rust client finds it) and the trust checks before connecting.
+import assert from 'node:assert/strict';
+import { chmod, chown, mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { checkSocketTrust, connect, defaultSocketPath, TransportError, UntrustedSocketError } from '../src/index.js';
+
+test('the default socket path: FILECTX_SOCKET, then XDG_RUNTIME_DIR, then /tmp/filectx-UID', () => {
+  assert.equal(defaultSocketPath({ FILECTX_SOCKET: '/x/s.sock', XDG_RUNTIME_DIR: '/run/user/7' }, 7), '/x/s.sock');
+  assert.equal(defaultSocketPath({ FILECTX_SOCKET: '', XDG_RUNTIME_DIR: '/run/user/7' }, 7), '/run/user/7/filectx.sock');
+  assert.equal(defaultSocketPath({ XDG_RUNTIME_DIR: 'relative' }, 7), '/tmp/filectx-7/filectx.sock');
+  assert.equal(defaultSocketPath({}, 1000), '/tmp/filectx-1000/filectx.sock');
+});
+
+async function withFolder(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'filectx-ts-trust-'));
+  try {
+    await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function listen(path: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = createServer((c) => c.destroy());
+    server.once('error', reject);
+    server.listen(path, () => resolve(server));
+  });
+}
+
+test('a folder others may write is refused before connecting, sticky bit or not', async () => {
+  await withFolder(async (dir) => {
+    const folder = join(dir, 'run');
+    await mkdir(folder);
+    const socket = join(folder, 'filectx.sock');
+    const server = await listen(socket);
+    let accepted = 0;
+    server.on('connection', () => (accepted += 1));
+    try {
+      for (const mode of [0o777, 0o1777, 0o720]) {
+        await chmod(folder, mode);
+        await assert.rejects(connect({ socket, roots: [dir] }), (error: unknown) => {
+          assert.ok(error instanceof UntrustedSocketError, String(error));
+          assert.match(error.message, new RegExp(`mode ${mode.toString(8)}`));
+          assert.match(error.message, /chmod go-w/);
+          return true;
+        });
+      }
+      await chmod(folder, 0o755);
+      await checkSocketTrust(socket);
+      assert.equal(accepted, 0, 'nothing was sent to a refused socket');
+    } finally {
+      server.close();
+    }
+  });
+});
+
+test('a symlinked folder is refused (the client cannot ask who serves the socket)', async () => {
+  await withFolder(async (dir) => {
+    const real = join(dir, 'real');
+    await mkdir(real, { mode: 0o700 });
+    const link = join(dir, 'link');
+    await symlink(real, link);
+    await assert.rejects(checkSocketTrust(join(link, 'filectx.sock')), /symbolic link/);
+  });
+});
+
+test("a folder or a socket of another user is refused", async (t) => {
+  if (process.geteuid?.() !== 0) {
+    t.skip('needs root to give a folder to another user');
+    return;
+  }
+  await withFolder(async (dir) => {
+    const folder = join(dir, 'theirs');
+    await mkdir(folder, { mode: 0o755 });
+    await chown(folder, 65534, 65534);
+    await assert.rejects(checkSocketTrust(join(folder, 'filectx.sock')), /belongs to uid 65534, not to you \(uid 0\)/);
+    const ours = join(dir, 'ours');
+    await mkdir(ours, { mode: 0o700 });
+    const socket = join(ours, 'filectx.sock');
+    const server = await listen(socket);
+    try {
+      await chown(socket, 65534, 65534);
+      await assert.rejects(checkSocketTrust(socket), /it belongs to uid 65534/);
+    } finally {
+      server.close();
+    }
+  });
+});
+
+test('no daemon at the socket is a TransportError that says so', async () => {
+  await withFolder(async (dir) => {
+    await assert.rejects(connect({ socket: join(dir, 'none.sock'), roots: [dir] }), (error: unknown) => {
+      assert.ok(error instanceof TransportError);
+      assert.match(error.message, /is filectxd running\?/);
+      return true;
+    });
+  });
+});
