@@ -48,3 +48,13 @@ pub const CANCEL_REQUEST: &str = "$/cancelRequest";
 /// was delivered to one owner (`owner`) or to every owner (no `owner`), so the `read` tool sends
 /// everything again.
 pub const SESSION_CONTEXT_RESET: &str = "session/contextReset";
+
+/// Request: this session becomes a gate that must allow writes and edits under its `paths`
+/// before they land (result `{gateId}`).
+pub const GATE_REGISTER: &str = "gate/register";
+/// Request `{gateId}` (result `null`): the gate stops; its pending intents are refused.
+pub const GATE_UNREGISTER: &str = "gate/unregister";
+/// Request (server → client, to a gate): a write or edit is about to land; answer
+/// `{allow, reason?}`. The request's `id` is its `intentId` (a string); `$/cancelRequest` with
+/// that id withdraws it.
+pub const GATE_WRITE_INTENT: &str = "gate/writeIntent";

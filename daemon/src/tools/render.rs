@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 
+use crate::context::gate::shown_name;
 use crate::context::{Change, ContextError, EditView, FileError, ReadView, WindowRequest, WriteView};
 
 /// Most bytes of numbered lines an edit's text shows.
@@ -174,6 +175,11 @@ pub fn edit(view: &EditView) -> String {
 pub fn error(err: &ContextError, tool: &str) -> String {
     let path = err.path();
     match err {
+        ContextError::GateRefused { refusal, .. } => format!(
+            "Refused by gate {}: {}. The file is unchanged; change the {tool} or ask the user.",
+            shown_name(refusal.name.as_deref(), &refusal.gate_id),
+            refusal.reason.trim_end_matches('.')
+        ),
         ContextError::NotObserved { .. } => format!(
             "File has not been read in this session: {path}. Read it first (any window is enough), \
              then retry the {tool}."

@@ -95,6 +95,36 @@ pub fn parse_call(raw: &RawValue) -> Call<'_> {
     }
 }
 
+/// A response from the client (an object with `id` and `result` or `error`, and no `method`):
+/// the id when it is a string (the daemon's own requests use string ids), and the answer.
+/// `None` when the body is not a single response.
+pub fn response(body: &[u8]) -> Option<(Option<String>, super::outbound::Answer)> {
+    use super::outbound::Answer;
+    #[derive(serde::Deserialize)]
+    struct ErrorShape {
+        code: i64,
+        #[serde(default)]
+        message: String,
+    }
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let members: std::collections::BTreeMap<Cow<'_, str>, &RawValue> = serde_json::from_slice(body).ok()?;
+    if members.contains_key("method") {
+        return None;
+    }
+    let id = members.get("id")?;
+    let answer = match (members.get("result"), members.get("error")) {
+        (Some(result), None) => Answer::Result((*result).to_owned()),
+        (None, Some(error)) => match serde_json::from_str::<ErrorShape>(error.get()) {
+            Ok(error) => Answer::Error { code: error.code, message: error.message },
+            Err(_) => Answer::Error { code: 0, message: "malformed error".to_owned() },
+        },
+        _ => return None,
+    };
+    Some((serde_json::from_str::<String>(id.get()).ok(), answer))
+}
+
 /// -32600 for a value that is not a JSON-RPC 2.0 call.
 pub fn invalid_request(id: Id<'_>) -> Box<RawValue> {
     plain_error(
