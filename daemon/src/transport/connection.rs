@@ -442,7 +442,8 @@ async fn serve_inner(
             () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
             frame = frames.next() => frame,
         };
-        if routes
+        // Looked at again: the session may have become a gate while the reader waited.
+        if conn.session.outbound().active()
             && let Some(Ok(Frame::Message(body))) = &frame
             && let Some((id, answer)) = message::response(body)
         {
