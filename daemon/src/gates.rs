@@ -222,7 +222,7 @@ pub enum Ran<T> {
     /// It answered.
     Done(T),
     /// It stopped for the gates: ask them about the intent, then run it again with `Carried`.
-    Ask(Intent, Carried),
+    Ask(Box<(Intent, Carried)>),
 }
 
 /// What the gates answered about one intent.
@@ -319,7 +319,7 @@ impl Gates {
             self.prune();
         }
         match pending {
-            Some(intent) => Ran::Ask(intent, carried),
+            Some(intent) => Ran::Ask(Box::new((intent, carried))),
             None => Ran::Done(answer),
         }
     }
@@ -522,7 +522,7 @@ fn seconds(duration: Duration) -> String {
     let ms = duration.as_millis();
     if ms < 1000 {
         format!("{ms} ms")
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{:.1} s", duration.as_secs_f64())

@@ -132,7 +132,8 @@ where
         .await?;
         let intent = match ran {
             Ran::Done(answer) => return answer,
-            Ran::Ask(intent, back) => {
+            Ran::Ask(asking) => {
+                let (intent, back) = *asking;
                 carried = back;
                 intent
             }
