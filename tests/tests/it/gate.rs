@@ -360,9 +360,50 @@ fn writes_outside_every_gate_and_operations_it_does_not_watch_are_never_asked() 
     ok(&mut writer, "file/write", json!({"path": "src/made.txt", "content": "m\n"}));
     assert!(gate.recv_within(Duration::from_millis(200)).is_none(), "neither was asked");
     assert_eq!(fs::read_to_string(root.join("src/made.txt")).unwrap(), "m\n");
+    // An edit that does not match, or of a file changed since the read, never bothers the gate.
+    let missed = filectx_tests::rpc(
+        &mut writer,
+        "file/edit",
+        json!({"path": "src/made.txt", "oldString": "zzz", "newString": "n"}),
+    );
+    assert_eq!(fs_error(&missed), "FS_EDIT_NOT_FOUND", "{missed}");
+    ok(&mut writer, "file/read", json!({"path": "src/a.txt"}));
+    fs::write(root.join("src/a.txt"), "changed\n").unwrap();
+    let stale = filectx_tests::rpc(
+        &mut writer,
+        "file/edit",
+        json!({"path": "src/a.txt", "oldString": "one", "newString": "1"}),
+    );
+    assert_eq!(fs_error(&stale), "FS_STALE_VERSION", "{stale}");
+    assert!(gate.recv_within(Duration::from_millis(200)).is_none(), "the gate was not asked");
     let id = writer
         .send_request("file/edit", Some(json!({"path": "src/made.txt", "oldString": "m", "newString": "n"})));
     let asked = intent(&mut gate);
+    reply(&mut gate, &asked, true, None);
+    assert!(response(&mut writer, id).get("error").is_none());
+}
+
+#[test]
+fn a_gate_may_gate_its_own_session_and_sees_no_diff_of_what_it_may_not_read() {
+    let (daemon, root) = setup(&[]);
+    fs::write(root.join("src/secret.env"), "KEY=1\n").unwrap();
+    let mut gate = daemon.session_with(json!({"roots": [root], "deny": {"read": ["**/*.env"]}}));
+    ok(&mut gate, "gate/register", json!({"paths": ["src"]}));
+    // Its own write waits for its own answer, which is read without a permit.
+    let id = gate.send_request("file/write", Some(json!({"path": "src/own.txt", "content": "o\n"})));
+    let asked = intent(&mut gate);
+    reply(&mut gate, &asked, true, None);
+    assert!(response(&mut gate, id).get("error").is_none());
+    assert_eq!(fs::read_to_string(root.join("src/own.txt")).unwrap(), "o\n");
+
+    let mut writer = daemon.session();
+    ok(&mut writer, "file/read", json!({"path": "src/secret.env"}));
+    let id = writer.send_request(
+        "file/edit",
+        Some(json!({"path": "src/secret.env", "oldString": "1", "newString": "2"})),
+    );
+    let asked = intent(&mut gate);
+    assert_eq!(asked["params"]["diff"], "hidden", "{asked}");
     reply(&mut gate, &asked, true, None);
     assert!(response(&mut writer, id).get("error").is_none());
 }
