@@ -19,7 +19,7 @@
 //! its prepared bytes (no more than its request already did) and a diff of at most 16 KiB.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -204,6 +204,9 @@ pub struct Writer {
 /// they allowed, or a refusal.
 #[derive(Debug, Default)]
 pub struct Carried {
+    /// The file the gates in `asked` were asked about.
+    asked_for: Option<PathBuf>,
+    /// The gates that allowed the intent for `asked_for`.
     asked: Vec<String>,
     approved: Option<Intent>,
     refused: Option<GateRefusal>,
@@ -239,6 +242,7 @@ pub enum Verdict {
 /// The gates as the file context asks about them during one run.
 struct Keeper<'a> {
     gates: &'a [Arc<Gate>],
+    asked_for: Option<&'a Path>,
     asked: &'a [String],
 }
 
@@ -248,9 +252,9 @@ impl Gatekeeper for Keeper<'_> {
     }
 
     fn unasked(&self, path: &Path, operation: Operation) -> bool {
-        self.gates
-            .iter()
-            .any(|gate| gate.open() && gate.covers(path, operation) && !self.asked.contains(&gate.id))
+        // What the gates allowed was about one file: any other is unasked by all of them.
+        let allowed = |gate: &Gate| self.asked_for == Some(path) && self.asked.contains(&gate.id);
+        self.gates.iter().any(|gate| gate.open() && gate.covers(path, operation) && !allowed(gate))
     }
 }
 
@@ -264,6 +268,9 @@ pub struct Gates {
     barrier: RwLock<()>,
     /// The gates, in registration order (replaced whole on every change).
     list: Mutex<Arc<Vec<Arc<Gate>>>>,
+    /// How many `list` holds, read without its lock (it grows only under the barrier's write
+    /// side).
+    count: AtomicUsize,
     next_gate: AtomicU64,
     next_intent: AtomicU64,
 }
@@ -276,6 +283,7 @@ impl Gates {
             max_in_flight: max_in_flight.max(1),
             barrier: RwLock::new(()),
             list: Mutex::new(Arc::new(Vec::new())),
+            count: AtomicUsize::new(0),
             next_gate: AtomicU64::new(0),
             next_intent: AtomicU64::new(0),
         })
@@ -295,6 +303,7 @@ impl Gates {
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         if list.iter().any(|gate| !gate.open()) {
             *list = Arc::new(list.iter().filter(|gate| gate.open()).cloned().collect());
+            self.count.store(list.len(), Ordering::Release);
         }
     }
 
@@ -307,11 +316,11 @@ impl Gates {
         work: impl FnOnce(&FileContext<'_>) -> T,
     ) -> Ran<T> {
         let _barrier = self.barrier.read().unwrap_or_else(PoisonError::into_inner);
-        let gates = self.list();
-        if gates.is_empty() && carried.is_empty() {
+        if self.count.load(Ordering::Acquire) == 0 && carried.is_empty() {
             return Ran::Done(work(files));
         }
-        let keeper = Keeper { gates: &gates, asked: &carried.asked };
+        let gates = self.list();
+        let keeper = Keeper { gates: &gates, asked_for: carried.asked_for.as_deref(), asked: &carried.asked };
         let step = GateStep::new(&keeper, carried.approved.take(), carried.refused.take());
         let answer = work(&files.gated(&step));
         let pending = step.into_pending();
@@ -355,6 +364,7 @@ impl Gates {
         next.extend(list.iter().cloned());
         next.push(gate);
         *list = Arc::new(next);
+        self.count.store(list.len(), Ordering::Release);
         drop(list);
         spec.link.activate();
         Ok(id)
@@ -396,6 +406,10 @@ impl Gates {
             };
             carried.refused = Some(refusal.clone());
             return Verdict::Refused(refusal);
+        }
+        if carried.asked_for.as_deref() != Some(intent.path.as_path()) {
+            carried.asked.clear();
+            carried.asked_for = Some(intent.path.clone());
         }
         let gates: Vec<Arc<Gate>> = self
             .list()

@@ -119,17 +119,20 @@ pub(super) async fn with_gates<T, F>(
 ) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
-    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + Sync + 'static,
+    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
-    let work = Arc::new(work);
     let cancel = ext.get::<super::Cancel>().map(|c| c.0.clone());
     let mut carried = Carried::default();
+    let mut work = work;
     loop {
-        let (registry, run): (Arc<Gates>, Arc<F>) = (ctx.gates.clone(), work.clone());
-        let ran = super::files::with_owner_context(ctx, ext, owner.clone(), move |files, options| {
-            Ok(registry.run(files, carried, |files| run(files, options)))
+        let registry: Arc<Gates> = ctx.gates.clone();
+        // `work` goes into the blocking run and comes back with its outcome, for the next run.
+        let (ran, back) = super::files::with_owner_context(ctx, ext, owner.clone(), move |files, options| {
+            let ran = registry.run(files, carried, |files| work(files, options));
+            Ok((ran, work))
         })
         .await?;
+        work = back;
         let intent = match ran {
             Ran::Done(answer) => return answer,
             Ran::Ask(asking) => {
