@@ -225,6 +225,24 @@ fn every_covering_gate_must_allow_in_registration_order() {
 }
 
 #[test]
+fn a_gate_registered_while_an_intent_waits_is_asked_too() {
+    let (daemon, root) = setup(&[]);
+    let (mut first, _) = gate(&daemon, json!({"paths": [src(&root)]}));
+    let mut writer = daemon.session();
+    let id = writer.send_request("file/write", Some(json!({"path": "src/e.txt", "content": "e\n"})));
+    let asked = intent(&mut first);
+    // Registration does not wait for a write that is waiting for a gate (it holds nothing).
+    let (mut late, late_id) = gate(&daemon, json!({"paths": [src(&root)], "name": "late"}));
+    reply(&mut first, &asked, true, None);
+    let asked = intent(&mut late);
+    assert_eq!(asked["params"]["gateId"], late_id.as_str());
+    assert!(!root.join("src/e.txt").exists(), "not before the late gate answered");
+    reply(&mut late, &asked, true, None);
+    assert!(response(&mut writer, id).get("error").is_none());
+    assert_eq!(fs::read_to_string(root.join("src/e.txt")).unwrap(), "e\n");
+}
+
+#[test]
 fn a_gate_that_disconnects_fails_its_pending_intents_closed() {
     let (daemon, root) = setup(&[]);
     let (mut gate, _) = gate(&daemon, json!({"paths": [src(&root)], "name": "review"}));
