@@ -198,6 +198,20 @@ pub struct Writer {
     pub client_name: Option<String>,
     /// The owner named by the call.
     pub owner: Option<String>,
+    /// The writing session's requests to its client: closed when its connection ends, which
+    /// withdraws its intents (nobody is left to be told the write landed).
+    pub ended: Arc<Outbound>,
+}
+
+/// Resolves when the writer's request is cancelled or its connection ends.
+async fn withdrawn(cancel: Option<&CancellationToken>, ended: &Outbound) {
+    match cancel {
+        Some(token) => tokio::select! {
+            () = token.cancelled() => {}
+            () = ended.closed() => {}
+        },
+        None => ended.closed().await,
+    }
 }
 
 /// What a write call carries from one run to the next: which gates allowed it, the intent
@@ -235,7 +249,7 @@ pub enum Verdict {
     Allowed,
     /// A gate refused it.
     Refused(GateRefusal),
-    /// The writer's request was cancelled while it waited.
+    /// The writer's request was cancelled (or its connection ended) while it waited.
     Cancelled,
 }
 
@@ -497,13 +511,10 @@ impl Gates {
             }
         };
         let timed = tokio::time::timeout(gate.timeout, exchange);
-        let verdict = match cancel {
-            Some(token) => tokio::select! {
-                biased;
-                () = token.cancelled() => None,
-                verdict = timed => Some(verdict),
-            },
-            None => Some(timed.await),
+        let verdict = tokio::select! {
+            biased;
+            () = withdrawn(cancel, &writer.ended) => None,
+            verdict = timed => Some(verdict),
         };
         let withdraw = || {
             if sent.load(Ordering::Relaxed) {

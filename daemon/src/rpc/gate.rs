@@ -146,6 +146,7 @@ where
             session_id: session.id().to_owned(),
             client_name: session.options().and_then(|o| o.client.as_ref()).map(|c| c.name.clone()),
             owner: owner.as_deref().and_then(Owner::name).map(str::to_owned),
+            ended: session.outbound().clone(),
         };
         drop(session);
         match ctx.gates.ask(&intent, &writer, &mut carried, cancel.as_ref()).await {
@@ -153,6 +154,10 @@ where
             // The refusal is answered by the next run, through the call's own error mapping.
             Verdict::Refused(_) => {}
             Verdict::Cancelled => return Err(super::cancelled()),
+        }
+        if writer.ended.is_closed() {
+            // The client is gone: nothing it asked for lands after it left.
+            return Err(super::cancelled());
         }
     }
 }

@@ -319,6 +319,21 @@ fn a_cancelled_request_is_never_written_even_when_the_gate_allows_later() {
 }
 
 #[test]
+fn a_writer_that_disconnects_while_its_intent_waits_never_writes() {
+    let (daemon, root) = setup(&[]);
+    let (mut gate, _) = gate(&daemon, json!({"paths": [src(&root)]}));
+    let mut writer = daemon.session();
+    writer.send_request("file/write", Some(json!({"path": "src/gone.txt", "content": "g\n"})));
+    let asked = intent(&mut gate);
+    drop(writer);
+    let withdrawn = gate.expect_notification("$/cancelRequest", PATIENCE);
+    assert_eq!(withdrawn["id"], asked["id"]);
+    reply(&mut gate, &asked, true, None);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!root.join("src/gone.txt").exists());
+}
+
+#[test]
 fn many_writers_under_one_slow_gate_wait_their_turn_and_stay_served() {
     const WRITERS: usize = 8;
     let (daemon, root) = setup(&["--max-gate-intents", "2"]);
