@@ -487,3 +487,63 @@ fn the_daemon_setting_turns_gates_off() {
     ok(&mut raw, "file/write", json!({"path": "src/free.txt", "content": "f\n"}));
     assert!(root.join("src/free.txt").exists());
 }
+
+#[test]
+fn under_contention_every_landed_write_is_one_a_gate_allowed() {
+    const WRITERS: usize = 4;
+    const ROUNDS: usize = 8;
+    let (daemon, root) = setup(&[]);
+    fs::write(root.join("src/count.txt"), "0\n").unwrap();
+    let (mut gate, _) = gate(&daemon, json!({"paths": [src(&root)]}));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The gate allows everything and remembers every version it allowed.
+    let answering = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut allowed = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let Some(frame) = gate.recv_within(Duration::from_millis(50)) else { continue };
+                if frame["method"] != "gate/writeIntent" {
+                    continue;
+                }
+                allowed.push(frame["params"]["newVersion"].as_str().unwrap().to_owned());
+                reply(&mut gate, &frame, true, None);
+            }
+            allowed
+        })
+    };
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            let mut raw = daemon.session();
+            std::thread::spawn(move || {
+                let mut landed = Vec::new();
+                for _ in 0..ROUNDS {
+                    let read = ok(&mut raw, "file/read", json!({"path": "src/count.txt"}));
+                    let Some(line) = read["lines"][0].as_str() else { continue };
+                    let n: u64 = line.parse().unwrap();
+                    let edit = filectx_tests::rpc(
+                        &mut raw,
+                        "file/edit",
+                        json!({"path": "src/count.txt", "oldString": line, "newString": (n + 1).to_string()}),
+                    );
+                    match edit.get("error") {
+                        None => landed.push(edit["result"]["version"].as_str().unwrap().to_owned()),
+                        Some(_) => assert_eq!(fs_error(&edit), "FS_STALE_VERSION", "{edit}"),
+                    }
+                }
+                landed
+            })
+        })
+        .collect();
+    let landed: Vec<String> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let allowed = answering.join().unwrap();
+    assert!(!landed.is_empty());
+    for version in &landed {
+        assert!(allowed.contains(version), "{version} landed without a gate allowing it");
+    }
+    let now = blake3::hash(&fs::read(root.join("src/count.txt")).unwrap()).to_hex().to_string();
+    assert!(allowed.contains(&now), "the file holds a version no gate allowed");
+    let count: usize = fs::read_to_string(root.join("src/count.txt")).unwrap().trim().parse().unwrap();
+    assert_eq!(count, landed.len(), "every landed edit counted once: no lost update");
+}
