@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::FileContext;
 use crate::context::deny::{Access, DenyRules};
 use crate::context::gate::{GateRefusal, GateStep, Gatekeeper, Intent, Operation, RefusalKind, Shown};
-use crate::transport::outbound::{Answer, Outbound};
+use crate::transport::outbound::{Answer, Outbound, OutboundError};
 
 /// Default answer timeout of a gate, in milliseconds: under the 60 s request timeout of common
 /// MCP clients.
@@ -493,10 +493,17 @@ impl Gates {
                     gate.refusal(RefusalKind::Disconnected, "it disconnected before answering".into()),
                 );
             };
-            let Ok(mut pending) = gate.link.request(&intent_id, GATE_WRITE_INTENT, &params).await else {
-                return Verdict::Refused(
-                    gate.refusal(RefusalKind::Disconnected, "it disconnected before answering".into()),
-                );
+            let mut pending = match gate.link.request(&intent_id, GATE_WRITE_INTENT, &params).await {
+                Ok(pending) => pending,
+                Err(OutboundError::Full) => {
+                    let why = "too many intents are pending for its session; retry later";
+                    return Verdict::Refused(gate.refusal(RefusalKind::Denied, why.into()));
+                }
+                Err(OutboundError::Closed) => {
+                    return Verdict::Refused(
+                        gate.refusal(RefusalKind::Disconnected, "it disconnected before answering".into()),
+                    );
+                }
             };
             sent.store(true, Ordering::Relaxed);
             let answer = tokio::select! {

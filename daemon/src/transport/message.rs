@@ -162,6 +162,27 @@ mod tests {
     }
 
     #[test]
+    fn responses_are_told_from_calls() {
+        use super::super::outbound::Answer;
+        let got = |body: &str| match response(body.as_bytes()) {
+            None => "not a response".to_owned(),
+            Some((id, Answer::Result(raw))) => format!("{id:?} result {}", raw.get()),
+            Some((id, Answer::Error { code, message })) => format!("{id:?} error {code} {message}"),
+        };
+        assert_eq!(
+            got(r#"{"jsonrpc":"2.0","id":"intent-1","result":{"allow":true}}"#),
+            r#"Some("intent-1") result {"allow":true}"#
+        );
+        assert_eq!(got(r#" {"jsonrpc":"2.0","id":"i","result":null}"#), r#"Some("i") result null"#);
+        assert_eq!(got(r#"{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"no"}}"#), "None error -1 no");
+        assert_eq!(got(r#"{"jsonrpc":"2.0","id":"x","method":"m","result":1}"#), "not a response");
+        assert_eq!(got(r#"{"jsonrpc":"2.0","id":"x"}"#), "not a response");
+        assert_eq!(got(r#"{"jsonrpc":"2.0","method":"exit"}"#), "not a response");
+        assert_eq!(got(r#"[{"jsonrpc":"2.0","id":"x","result":1}]"#), "not a response");
+        assert_eq!(got("{not json"), "not a response");
+    }
+
+    #[test]
     fn frames_that_are_not_calls_get_the_standard_errors() {
         let err = |body: &[u8]| match classify(body) {
             Err(json) => json.get().to_owned(),

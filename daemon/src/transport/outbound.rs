@@ -195,3 +195,45 @@ impl Outbound {
         drop(pending);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::budget::OutgoingBudget;
+
+    fn outbound() -> (Arc<Outbound>, tokio::sync::mpsc::Receiver<Box<RawValue>>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(8);
+        let budget = OutgoingBudget::new(1 << 20, 1 << 20, 4).open();
+        (Outbound::new(Outgoing::new(tx, budget)), rx)
+    }
+
+    #[tokio::test]
+    async fn answers_reach_their_request_once_and_the_end_fails_the_rest() {
+        let (table, mut sent) = outbound();
+        let mut first = table.request("a-1", "m", serde_json::json!({"n": 1})).await.unwrap();
+        let mut second = table.request("a-2", "m", serde_json::json!({"n": 2})).await.unwrap();
+        let frame = sent.recv().await.unwrap();
+        assert_eq!(frame.get(), r#"{"jsonrpc":"2.0","id":"a-1","method":"m","params":{"n":1}}"#);
+        let result = serde_json::value::to_raw_value(&true).unwrap();
+        assert!(table.answer("a-1", Answer::Result(result)));
+        assert!(matches!(first.answer().await, Ok(Answer::Result(raw)) if raw.get() == "true"));
+        assert!(!table.answer("a-1", Answer::Error { code: 1, message: String::new() }), "answered once");
+        assert!(!table.answer("nope", Answer::Error { code: 1, message: String::new() }));
+        drop(first);
+        table.close();
+        assert_eq!(second.answer().await.unwrap_err(), OutboundError::Closed);
+        assert_eq!(table.request("a-3", "m", ()).await.unwrap_err(), OutboundError::Closed);
+        drop(second);
+        assert!(table.lock().is_empty(), "nothing is left behind");
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_unanswered_is_forgotten() {
+        let (table, _sent) = outbound();
+        let pending = table.request("b-1", "m", ()).await.unwrap();
+        drop(pending);
+        assert!(table.lock().is_empty());
+        let late = serde_json::value::to_raw_value(&1).unwrap();
+        assert!(!table.answer("b-1", Answer::Result(late)), "a late answer matches nothing");
+    }
+}
