@@ -547,3 +547,42 @@ fn under_contention_every_landed_write_is_one_a_gate_allowed() {
     let count: usize = fs::read_to_string(root.join("src/count.txt")).unwrap().trim().parse().unwrap();
     assert_eq!(count, landed.len(), "every landed edit counted once: no lost update");
 }
+
+#[test]
+fn a_gate_that_never_reads_costs_its_writers_time_not_the_daemon_memory() {
+    const WRITERS: usize = 4;
+    const ROUNDS: usize = 6;
+    let (daemon, root) = setup(&["--max-gate-intents", "2"]);
+    // Registered, then never read again: its intents pile up in its socket, not in the daemon.
+    let (silent, _) = gate(&daemon, json!({"paths": [src(&root)], "timeoutMs": 150}));
+    let before = daemon.rss_anon_kib();
+    let content = "x".repeat(64 * 1024) + "\n";
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|n| {
+            let mut raw = daemon.session();
+            let content = content.clone();
+            std::thread::spawn(move || {
+                for round in 0..ROUNDS {
+                    let refused = filectx_tests::rpc(
+                        &mut raw,
+                        "file/write",
+                        json!({"path": format!("src/s{n}-{round}.txt"), "content": content}),
+                    );
+                    assert_eq!(refused["error"]["data"]["gate"]["outcome"], "timeout", "{refused}");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let status = daemon.status();
+    assert_eq!(
+        (status["gates"][0]["inFlight"].clone(), status["gates"][0]["waiting"].clone()),
+        (json!(0), json!(0))
+    );
+    let grown = daemon.rss_anon_kib().saturating_sub(before);
+    assert!(grown < 32 * 1024, "the daemon grew {grown} KiB under a silent gate");
+    assert!(fs::read_dir(root.join("src")).unwrap().count() == 1, "nothing was written");
+    drop(silent);
+}
