@@ -367,8 +367,10 @@ impl Gates {
             places: Arc::new(Semaphore::new(self.max_in_flight)),
             waiting: AtomicU64::new(0),
             stopped: CancellationToken::new(),
-            link: spec.link.clone(),
+            link: spec.link,
         });
+        // Its answers are routed before the first intent can reach it.
+        gate.link.activate();
         let _barrier = self.barrier.write().unwrap_or_else(PoisonError::into_inner);
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         if list.len() >= MAX_GATES {
@@ -380,7 +382,6 @@ impl Gates {
         *list = Arc::new(next);
         self.count.store(list.len(), Ordering::Release);
         drop(list);
-        spec.link.activate();
         Ok(id)
     }
 
