@@ -72,6 +72,9 @@ pub enum GateError {
     /// A timeout of 0 or over [`MAX_TIMEOUT_MS`].
     #[error("timeoutMs must be from 1 to {MAX_TIMEOUT_MS}")]
     Timeout,
+    /// A path to watch does not exist.
+    #[error("{0} does not exist; a gate watches existing folders or files")]
+    Missing(String),
     /// The gate to unregister is not one of this session's.
     #[error("this session has no gate {0:?}")]
     Unknown(String),

@@ -213,12 +213,17 @@ impl From<GateError> for ErrorObjectOwned {
         let code = match err {
             GateError::Disabled => FsErrorCode::PermissionDenied,
             GateError::TooMany => FsErrorCode::Busy,
+            GateError::Missing(_) => FsErrorCode::NotFound,
             GateError::Paths
             | GateError::NoOperations
             | GateError::Name
             | GateError::Timeout
             | GateError::Unknown(_) => FsErrorCode::InvalidArgument,
         };
-        fs_error(code, format!("{err}"), None)
+        let path = match &err {
+            GateError::Missing(path) => Some(path.as_str()),
+            _ => None,
+        };
+        fs_error(code, format!("{err}"), path)
     }
 }

@@ -6,13 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use filectx_protocol::methods::{GATE_REGISTER, GATE_UNREGISTER};
-use filectx_protocol::{
-    FsErrorCode, GateOperation, GateRegisterParams, GateRegisterResult, GateUnregisterParams,
-};
+use filectx_protocol::{GateOperation, GateRegisterParams, GateRegisterResult, GateUnregisterParams};
 use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
-use super::error::fs_error;
 use super::{ServerContext, internal, parse_params, session_of};
 use crate::context::{FileContext, Kind};
 use crate::gates::{self, Carried, GateError, GateSpec, Gates, Ran, Verdict, Writer};
@@ -52,11 +49,7 @@ pub async fn register(
         for raw in &raw_paths {
             let (target, stat) = files.unrecorded().stat(raw)?;
             if stat.kind == Kind::Missing {
-                return Err(fs_error(
-                    FsErrorCode::NotFound,
-                    format!("{} does not exist; a gate watches existing folders or files", target.display),
-                    Some(raw),
-                ));
+                return Err(GateError::Missing(target.display).into());
             }
             if !paths.contains(&target.path) {
                 paths.push(target.path);
