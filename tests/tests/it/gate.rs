@@ -338,43 +338,50 @@ fn many_writers_under_one_slow_gate_wait_their_turn_and_stay_served() {
     const WRITERS: usize = 8;
     let (daemon, root) = setup(&["--max-gate-intents", "2"]);
     let (mut gate, _) = gate(&daemon, json!({"paths": [src(&root)], "name": "slow"}));
-    let mut writers: Vec<(Raw, u64)> = (0..WRITERS)
-        .map(|n| {
-            let mut raw = daemon.session();
-            let id = raw
-                .send_request("file/write", Some(json!({"path": format!("src/w{n}.txt"), "content": "w\n"})));
-            (raw, id)
-        })
-        .collect();
-    // Two in flight; the rest wait for a place.
-    let mut asked = vec![intent(&mut gate), intent(&mut gate)];
-    assert!(gate.recv_within(Duration::from_millis(300)).is_none(), "at most 2 intents in flight");
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let status = daemon.status();
-        let listed = &status["gates"][0];
-        if listed["inFlight"] == 2 && listed["waiting"] == WRITERS as u64 - 2 {
-            assert_eq!(status["fileSlotsBusy"], 0, "nobody waits on a slot: {status}");
-            break;
+    let queued = |daemon: &Daemon| {
+        let listed = daemon.status()["gates"][0].clone();
+        listed["inFlight"].as_u64().unwrap() + listed["waiting"].as_u64().unwrap()
+    };
+    // One writer at a time, each waiting (for a place or an answer) before the next comes.
+    let mut writers: Vec<(Raw, u64)> = Vec::new();
+    for n in 0..WRITERS {
+        let mut raw = daemon.session();
+        let id =
+            raw.send_request("file/write", Some(json!({"path": format!("src/w{n}.txt"), "content": "w\n"})));
+        writers.push((raw, id));
+        let deadline = Instant::now() + PATIENCE;
+        while queued(&daemon) < n as u64 + 1 {
+            assert!(Instant::now() < deadline, "writer {n} never reached the gate");
+            std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(Instant::now() < deadline, "{status}");
-        std::thread::sleep(Duration::from_millis(20));
     }
+    // Two in flight; the rest wait for a place, holding no file-work slot.
+    let mut asked = std::collections::VecDeque::from([intent(&mut gate), intent(&mut gate)]);
+    assert!(gate.recv_within(Duration::from_millis(300)).is_none(), "at most 2 intents in flight");
+    let status = daemon.status();
+    let listed = &status["gates"][0];
+    assert_eq!(
+        (listed["inFlight"].as_u64(), listed["waiting"].as_u64()),
+        (Some(2), Some(WRITERS as u64 - 2))
+    );
+    assert_eq!(status["fileSlotsBusy"], 0, "nobody waits on a slot: {status}");
     // The waiting sessions go on serving their other requests.
     for (raw, _) in &mut writers {
         let id = raw.send_request("file/read", Some(json!({"path": "src/a.txt"})));
         assert_eq!(response(raw, id)["result"]["lines"], json!(["one", "two"]));
     }
-    // Answering frees places one by one; every writer is asked and answered.
-    let mut answered = 0;
-    while let Some(next) = asked.pop() {
+    // Answering the oldest frees a place for the next in line: the gate sees them in order.
+    let mut order = Vec::new();
+    while let Some(next) = asked.pop_front() {
+        order.push(next["params"]["path"].as_str().unwrap().to_owned());
         reply(&mut gate, &next, true, None);
-        answered += 1;
-        if answered + asked.len() < WRITERS {
-            asked.insert(0, intent(&mut gate));
+        if order.len() + asked.len() < WRITERS {
+            asked.push_back(intent(&mut gate));
         }
     }
-    assert_eq!(answered, WRITERS);
+    let expected: Vec<String> =
+        (0..WRITERS).map(|n| root.join(format!("src/w{n}.txt")).display().to_string()).collect();
+    assert_eq!(order, expected, "first come, first asked");
     for (raw, id) in &mut writers {
         assert!(response(raw, *id).get("error").is_none());
     }
