@@ -26,7 +26,7 @@ Config file:
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, resume_grace,
   max_parked_sessions, max_parked_bytes, max_snapshot_bytes, max_snapshot_file_bytes,
-  max_window_bytes, read_max_bytes, max_search_cache_bytes). A flag beats the file; the file beats the default. An
+  max_window_bytes, read_max_bytes, max_search_cache_bytes, no_gates, max_gate_intents). A flag beats the file; the file beats the default. An
   unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
@@ -210,6 +210,14 @@ pub struct Args {
     /// Most bytes (estimated) the ended resumable sessions kept may hold, the oldest dropped first [default: 64 MiB]
     #[arg(long, value_name = "BYTES")]
     pub max_parked_bytes: Option<u64>,
+
+    /// Turn write-intent gates off: gate/register is refused (FS_PERMISSION_DENIED) and writes are never held for a gate [default: gates allowed]
+    #[arg(long)]
+    pub no_gates: bool,
+
+    /// Most write intents one gate has in flight; further writes wait their turn, within the gate's timeout [default: 16]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_gate_intents: Option<u64>,
     /// Most bytes of file versions kept (least recently used out first) so that a refused stale write or edit can show what changed since the session's last read; 0 keeps none and shows no diffs [default: 64 MiB]
     #[arg(long, value_name = "BYTES")]
     pub max_snapshot_bytes: Option<u64>,
@@ -301,6 +309,10 @@ pub struct FileConfig {
     pub max_parked_sessions: Option<u64>,
     /// See `--max-parked-bytes`.
     pub max_parked_bytes: Option<u64>,
+    /// See `--no-gates`.
+    pub no_gates: Option<bool>,
+    /// See `--max-gate-intents`.
+    pub max_gate_intents: Option<u64>,
     /// See `--max-snapshot-bytes`.
     pub max_snapshot_bytes: Option<u64>,
     /// See `--max-snapshot-file-bytes`.
@@ -417,6 +429,10 @@ pub struct Settings {
     pub max_parked_sessions: u64,
     /// See [`Config::max_parked_bytes`].
     pub max_parked_bytes: u64,
+    /// Whether write-intent gates are turned off.
+    pub no_gates: bool,
+    /// See [`Config::max_gate_intents`].
+    pub max_gate_intents: u64,
     /// Bytes of file versions kept for stale refusals' diffs.
     pub max_snapshot_bytes: u64,
     /// Largest file version kept for them, bytes.
@@ -548,6 +564,7 @@ impl Args {
             "max_hash_bytes" => self.max_hash_bytes.is_some(),
             "file_slots" => self.file_slots.is_some(),
             "max_owners" => self.max_owners.is_some(),
+            "max_gate_intents" => self.max_gate_intents.is_some(),
             "resume_grace" => self.resume_grace.is_some(),
             "max_parked_sessions" => self.max_parked_sessions.is_some(),
             "max_parked_bytes" => self.max_parked_bytes.is_some(),
@@ -749,6 +766,11 @@ impl Args {
                 .max_parked_bytes
                 .or(file.max_parked_bytes)
                 .unwrap_or(defaults.max_parked_bytes as u64),
+            no_gates: self.no_gates || file.no_gates.unwrap_or(!defaults.gates),
+            max_gate_intents: at_least_one(
+                "max_gate_intents",
+                self.max_gate_intents.or(file.max_gate_intents).unwrap_or(defaults.max_gate_intents as u64),
+            )?,
             max_snapshot_bytes: self
                 .max_snapshot_bytes
                 .or(file.max_snapshot_bytes)
@@ -854,6 +876,8 @@ impl Settings {
             resume_grace: Duration::from_secs_f64(self.resume_grace),
             max_parked_sessions: size(self.max_parked_sessions),
             max_parked_bytes: size(self.max_parked_bytes),
+            gates: !self.no_gates,
+            max_gate_intents: size(self.max_gate_intents),
             read_max_bytes: self.read_max_bytes,
             ..defaults
         }

@@ -71,6 +71,11 @@ pub struct Config {
     pub max_parked_sessions: usize,
     /// Most bytes (estimated) ended resumable sessions may hold (oldest dropped first).
     pub max_parked_bytes: usize,
+    /// Whether sessions may register write-intent gates (`--no-gates` turns them off).
+    pub gates: bool,
+    /// Most intents one gate has in flight; further writes wait their turn (within the gate's
+    /// timeout).
+    pub max_gate_intents: usize,
 }
 
 /// Default of [`Config::file_slots`]: four per core, at least eight.
@@ -130,6 +135,8 @@ impl Default for Config {
             resume_grace: Duration::from_secs(crate::resume::DEFAULT_RESUME_GRACE_SECS),
             max_parked_sessions: crate::resume::DEFAULT_MAX_PARKED_SESSIONS as usize,
             max_parked_bytes: crate::resume::DEFAULT_MAX_PARKED_BYTES as usize,
+            gates: true,
+            max_gate_intents: crate::gates::DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }

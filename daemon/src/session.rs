@@ -18,6 +18,7 @@ use crate::owners::Owners;
 use crate::resume::{Digest, ParkStore};
 use crate::stats::Stats;
 use crate::transport::budget::{Outgoing, Refused};
+use crate::transport::outbound::Outbound;
 use filectx_protocol::tools::{DEFAULT_READ_MAX_BYTES, MIN_READ_MAX_BYTES};
 use filectx_protocol::{ClientInfo, InitializeParams, ToolName};
 use jsonrpsee::core::server::BoundedSubscriptions;
@@ -294,6 +295,8 @@ pub struct Session {
     owners: Owners,
     /// Set for a resumable session: where its owners go when it ends.
     parking: OnceLock<Parking>,
+    /// Requests the daemon sent this session's client (a gate's intents) and their answers.
+    outbound: Arc<Outbound>,
     stats: Arc<Stats>,
 }
 
@@ -324,12 +327,18 @@ impl Session {
             id,
             phase: AtomicU8::new(Phase::Uninitialized as u8),
             options: OnceLock::new(),
-            outgoing,
             subscriptions: BoundedSubscriptions::new(max_subscriptions),
             owners,
             parking: OnceLock::new(),
+            outbound: Outbound::new(outgoing.clone()),
+            outgoing,
             stats,
         }
+    }
+
+    /// The requests the daemon sent this session's client, waiting for answers.
+    pub(crate) fn outbound(&self) -> &Arc<Outbound> {
+        &self.outbound
     }
 
     /// What this session's default owner has observed.

@@ -19,6 +19,8 @@ pub struct Stats {
     pub last_session_end_ms: AtomicU64,
     /// Named owners of the sessions open now.
     pub owners: AtomicU64,
+    /// Responses from clients that matched no request of the daemon (dropped).
+    pub unmatched_responses: AtomicU64,
 }
 
 impl Stats {
@@ -32,6 +34,7 @@ impl Stats {
             notifications_dropped: AtomicU64::new(0),
             last_session_end_ms: AtomicU64::new(0),
             owners: AtomicU64::new(0),
+            unmatched_responses: AtomicU64::new(0),
         }
     }
 

@@ -43,3 +43,8 @@ pub const EDIT_REGIONS: &str = "editRegions";
 
 /// The `glob` and `grep` tools exist (a session gets them when `initialize.tools` names them).
 pub const SEARCH: &str = "search";
+
+/// Write-intent gates: `gate/register`, `gate/unregister`, and the server → client request
+/// `gate/writeIntent` every write or edit under a gate's paths waits for. Absent when the
+/// daemon runs with gates turned off (`--no-gates`).
+pub const GATE: &str = "gate";

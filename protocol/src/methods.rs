@@ -49,6 +49,16 @@ pub const CANCEL_REQUEST: &str = "$/cancelRequest";
 /// everything again.
 pub const SESSION_CONTEXT_RESET: &str = "session/contextReset";
 
+/// Request: this session becomes a gate that must allow writes and edits under its `paths`
+/// before they land (result `{gateId}`).
+pub const GATE_REGISTER: &str = "gate/register";
+/// Request `{gateId}` (result `null`): the gate stops; its pending intents are refused.
+pub const GATE_UNREGISTER: &str = "gate/unregister";
+/// Request (server → client, to a gate): a write or edit is about to land; answer
+/// `{allow, reason?}`. The request's `id` is its `intentId` (a string); `$/cancelRequest` with
+/// that id withdraws it.
+pub const GATE_WRITE_INTENT: &str = "gate/writeIntent";
+
 /// Every method and notification name above, in this file's order. The schema test
 /// (`protocol/tests/schema.rs`) checks that each one has an entry in the checked-in schema's
 /// method table, and that this list names every constant of the file.
@@ -74,4 +84,7 @@ pub const ALL: &[&str] = &[
     FS_STREAM_CANCEL,
     CANCEL_REQUEST,
     SESSION_CONTEXT_RESET,
+    GATE_REGISTER,
+    GATE_UNREGISTER,
+    GATE_WRITE_INTENT,
 ];

@@ -238,6 +238,8 @@ mod tests {
             snapshot_bytes: 2048,
             cached_listings: 1,
             cached_listing_bytes: 512,
+            gates: Vec::new(),
+            unmatched_responses: 0,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");

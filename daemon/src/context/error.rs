@@ -62,6 +62,21 @@ pub enum ContextError {
         /// The path as shown.
         path: String,
     },
+    /// A gate watches the file: the write was prepared and waits for the gates (never sent;
+    /// the call is run again once they answered).
+    #[error("{path} waits for a gate")]
+    Gated {
+        /// The path as shown.
+        path: String,
+    },
+    /// A gate refused the write or edit; nothing was written.
+    #[error("{path} was not changed: {refusal}")]
+    GateRefused {
+        /// The path as shown.
+        path: String,
+        /// Which gate, and why.
+        refusal: super::gate::GateRefusal,
+    },
     /// Warm-only mode: the read needs the slow path (never sent; the call is run again).
     #[error("{path} is not warm in the cache")]
     Cold {
@@ -81,6 +96,8 @@ impl ContextError {
             | Self::ReadOnly { path }
             | Self::Denied { path, .. }
             | Self::Cancelled { path }
+            | Self::Gated { path }
+            | Self::GateRefused { path, .. }
             | Self::Cold { path } => path,
         }
     }

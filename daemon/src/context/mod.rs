@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 pub mod deny;
 mod error;
+pub mod gate;
 mod observations;
 pub mod search;
 pub mod stale;
@@ -16,10 +17,11 @@ mod unrecorded;
 
 use self::deny::{Access, DenyRules};
 pub use self::error::ContextError;
+use self::gate::{GateStep, Passage};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::Change;
 pub use self::unrecorded::{RawExpectation, Unrecorded};
-use crate::provider::{Expectation, Provider, Resolved, Stat};
+use crate::provider::{EditOutcome, Expectation, Provider, Resolved, Stat, WriteOutcome};
 
 /// Whether a write keeps the replaced file's BOM and CRLF endings.
 pub use crate::provider::Conventions;
@@ -207,6 +209,8 @@ pub struct FileContext<'a> {
     deny: &'a DenyRules,
     /// Warm-only mode (see [`FileContext::warm_only`]): set when a read needed the slow path.
     cold: Option<&'a std::sync::atomic::AtomicBool>,
+    /// The gate step of this call (see [`FileContext::gated`]), when gates are registered.
+    gate: Option<&'a GateStep<'a>>,
 }
 
 impl<'a> FileContext<'a> {
@@ -218,7 +222,7 @@ impl<'a> FileContext<'a> {
         read_only: bool,
     ) -> Self {
         static NONE: std::sync::LazyLock<DenyRules> = std::sync::LazyLock::new(DenyRules::default);
-        Self { provider, scope, observed, read_only, deny: &NONE, cold: None }
+        Self { provider, scope, observed, read_only, deny: &NONE, cold: None, gate: None }
     }
 
     /// The same context refusing what `deny` names.
@@ -238,6 +242,14 @@ impl<'a> FileContext<'a> {
     /// the call again normally on a blocking thread. Nothing is recorded for a cold read.
     pub fn warm_only(self, cold: &'a std::sync::atomic::AtomicBool) -> Self {
         Self { cold: Some(cold), ..self }
+    }
+
+    /// The same context with writes and edits going through `step`: one of a file a gate
+    /// watches is prepared and left in the step as an intent ([`ContextError::Gated`]), unless
+    /// the step holds that intent approved (it is committed if the file did not change) or a
+    /// refusal ([`ContextError::GateRefused`]). See [`gate`].
+    pub fn gated(self, step: &'a GateStep<'a>) -> Self {
+        Self { gate: Some(step), ..self }
     }
 
     fn resolve(&self, path: &str) -> Result<Resolved, ContextError> {
@@ -295,7 +307,24 @@ impl<'a> FileContext<'a> {
             None
         };
         let expect = seen.map_or(Expectation::ABSENT, Expectation::version);
-        let outcome = match self.provider.write(&target, content, expect, Conventions::Keep) {
+        let max_old = self.provider.store().max_file_bytes();
+        let written = match self.through_gate(&target, expect, || {
+            self.provider.prepare_write(&target, content, expect, Conventions::Keep, max_old)
+        }) {
+            Ok(Passage::Direct) => self.provider.write(&target, content, expect, Conventions::Keep),
+            Ok(Passage::Done(prepared, done)) => Ok(WriteOutcome {
+                created: done.created,
+                version: done.version,
+                links: done.links,
+                converted: Some(prepared.bytes),
+            }),
+            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display }),
+            Ok(Passage::Refused(refusal)) => {
+                return Err(ContextError::GateRefused { path: target.display, refusal });
+            }
+            Err(e) => Err(e),
+        };
+        let outcome = match written {
             Ok(outcome) => outcome,
             // Someone created it after we looked: this session has not seen that file.
             Err(FileError::AlreadyExists { path }) => return Err(ContextError::NotObserved { path }),
@@ -359,7 +388,19 @@ impl<'a> FileContext<'a> {
             }
             return Err(ContextError::NotObserved { path: target.display });
         };
-        let outcome = match self.provider.edit(&target, change, observed) {
+        let expect = Expectation::version(observed);
+        let edited = match self
+            .through_gate(&target, expect, || self.provider.prepare_edit(&target, change, observed))
+        {
+            Ok(Passage::Direct) => self.provider.edit(&target, change, observed),
+            Ok(Passage::Done(prepared, done)) => Ok(committed_edit(prepared, done)),
+            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display }),
+            Ok(Passage::Refused(refusal)) => {
+                return Err(ContextError::GateRefused { path: target.display, refusal });
+            }
+            Err(e) => Err(e),
+        };
+        let outcome = match edited {
             Ok(outcome) => outcome,
             Err(FileError::StaleVersion { current, .. }) => {
                 return Err(self.stale(&target, observed, current));
@@ -394,6 +435,12 @@ impl<'a> FileContext<'a> {
     pub fn read_only(&self) -> bool {
         self.read_only
     }
+}
+
+/// The outcome of an edit committed through the gate step.
+fn committed_edit(prepared: crate::provider::Prepared, done: crate::provider::Committed) -> EditOutcome {
+    let (replacements, regions) = prepared.edit.unwrap_or_default();
+    EditOutcome { replacements, version: done.version, links: done.links, written: prepared.bytes, regions }
 }
 
 #[cfg(test)]

@@ -71,6 +71,12 @@ fn range(start: usize, len: usize) -> String {
 /// The change from `old` (the version last seen) to `new` (the current one) of the file shown
 /// as `display`.
 pub fn diff(display: &str, old: &[u8], new: &[u8]) -> Change {
+    diff_labelled(display, ("as you last saw it", "now"), old, new)
+}
+
+/// [`diff`] with other labels on the two file headers (`--- PATH (old label)`,
+/// `+++ PATH (new label)`).
+pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]) -> Change {
     let (Some(old), Some(new)) = (lines(old), lines(new)) else {
         return Change::Unknown;
     };
@@ -80,7 +86,7 @@ pub fn diff(display: &str, old: &[u8], new: &[u8]) -> Change {
     if groups.is_empty() {
         return Change::Shown(String::new());
     }
-    let mut out = format!("--- {display} (as you last saw it)\n+++ {display} (now)\n");
+    let mut out = format!("--- {display} ({})\n+++ {display} ({})\n", labels.0, labels.1);
     let mut count = 0usize;
     for group in groups {
         let (Some(first), Some(last)) = (group.first(), group.last()) else { continue };

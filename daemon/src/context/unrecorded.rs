@@ -2,6 +2,7 @@
 //! obeys the session's roots, read-only flag and deny rules, and records nothing.
 
 use super::deny::Access;
+use super::gate::Passage;
 use super::{
     ContextError, Conventions, EditView, FileContext, FileError, ReadView, Replacement, Resolved, Snapshot,
     Stat, Version, WindowRequest, WriteView,
@@ -85,7 +86,24 @@ impl Unrecorded<'_> {
             RawExpectation::CreateIfAbsent => Expectation::ABSENT,
             RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
-        let outcome = match self.files.provider.write(&target, content, expect, conventions) {
+        let max_old = self.files.provider.store().max_file_bytes();
+        let written = match self.files.through_gate(&target, expect, || {
+            self.files.provider.prepare_write(&target, content, expect, conventions, max_old)
+        }) {
+            Ok(Passage::Direct) => self.files.provider.write(&target, content, expect, conventions),
+            Ok(Passage::Done(prepared, done)) => Ok(crate::provider::WriteOutcome {
+                created: done.created,
+                version: done.version,
+                links: done.links,
+                converted: Some(prepared.bytes),
+            }),
+            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display }),
+            Ok(Passage::Refused(refusal)) => {
+                return Err(ContextError::GateRefused { path: target.display, refusal });
+            }
+            Err(e) => Err(e),
+        };
+        let outcome = match written {
             Ok(outcome) => outcome,
             Err(FileError::AlreadyExists { path }) => return Err(ContextError::Exists { path }),
             Err(e) => return Err(e.into()),
@@ -102,7 +120,15 @@ impl Unrecorded<'_> {
     ) -> Result<EditView, ContextError> {
         let target = self.files.target(path, Access::Write)?;
         let expected = self.expected(&target, expected)?;
-        let outcome = self.files.provider.edit(&target, change, expected)?;
+        let prepare = || self.files.provider.prepare_edit(&target, change, expected);
+        let outcome = match self.files.through_gate(&target, Expectation::version(expected), prepare)? {
+            Passage::Direct => self.files.provider.edit(&target, change, expected)?,
+            Passage::Done(prepared, done) => super::committed_edit(prepared, done),
+            Passage::Asking => return Err(ContextError::Gated { path: target.display }),
+            Passage::Refused(refusal) => {
+                return Err(ContextError::GateRefused { path: target.display, refusal });
+            }
+        };
         Ok(EditView {
             display: target.display,
             replacements: outcome.replacements,

@@ -22,20 +22,34 @@ use super::{
     leftovers,
 };
 
+/// An edit computed on a locked file (see [`Provider::edited`]).
+pub(super) struct Edited {
+    /// The file's bytes.
+    pub old: Vec<u8>,
+    /// Their version.
+    pub base: Version,
+    /// The bytes to write.
+    pub out: Vec<u8>,
+    /// Occurrences replaced.
+    pub replacements: u64,
+    /// The first edited places of the new version.
+    pub regions: Vec<edit::Region>,
+}
+
 /// The daemon's effective user and group, asked once: a staged file whose target belongs to
 /// someone else is given the target's owner.
 static OWNER: std::sync::LazyLock<(u32, u32)> =
     std::sync::LazyLock::new(|| (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw()));
 
 impl Provider {
-    fn lock_path(&self, target: &Resolved) -> Result<lock::PathGuard<'_>, ProviderError> {
+    pub(super) fn lock_path(&self, target: &Resolved) -> Result<lock::PathGuard<'_>, ProviderError> {
         self.locks.lock(&target.path, self.config.lock_patience).ok_or_else(|| ProviderError::Busy {
             path: target.display.clone(),
             why: format!("another request of this daemon has held it for {:?}", self.config.lock_patience),
         })
     }
 
-    fn lock_file(&self, target: &Resolved) -> Result<lock::LockedFile, ProviderError> {
+    pub(super) fn lock_file(&self, target: &Resolved) -> Result<lock::LockedFile, ProviderError> {
         match lock::lock_file(&target.dir, &target.rel, self.config.lock_patience) {
             Ok(locked) => {
                 regular(target, &locked.meta)?;
@@ -127,7 +141,7 @@ impl Provider {
 
     /// The bytes to write over the locked file: `content` itself, or with the file's
     /// conventions kept (see [`Conventions::Keep`]), judged on the locked file's own bytes.
-    fn conventional<'c>(
+    pub(super) fn conventional<'c>(
         &self,
         target: &Resolved,
         locked: &lock::LockedFile,
@@ -169,6 +183,24 @@ impl Provider {
             }
             Err(e) => return Err(e),
         };
+        let edited = self.edited(target, &locked, change, expected)?;
+        let (out, replacements, regions) = (edited.out, edited.replacements, edited.regions);
+        crash_point!("provider::edit::matched");
+        let (_, links) = self.replace(target, &locked, &out)?;
+        let version = self.remember_written(target, &out);
+        Ok(EditOutcome { replacements, version, links, written: out, regions })
+    }
+
+    /// The edit of the locked file: its bytes read whole, the version checked against
+    /// `expected` (before any matching, so a stale edit is reported as stale whatever else is
+    /// wrong), the text check, the literal match, and the new bytes with the BOM kept.
+    pub(super) fn edited(
+        &self,
+        target: &Resolved,
+        locked: &lock::LockedFile,
+        change: &Replacement<'_>,
+        expected: Version,
+    ) -> Result<Edited, ProviderError> {
         let size = locked.meta.len();
         if size > self.config.max_edit_bytes {
             return Err(ProviderError::TooLarge {
@@ -204,6 +236,7 @@ impl Provider {
             }
         })?;
         let regions = edit::regions(&applied.text, &applied.spans);
+        let replacements = applied.replacements;
         let out = if bom {
             let mut out = Vec::with_capacity(applied.text.len() + edit::BOM.len());
             out.extend_from_slice(edit::BOM);
@@ -212,16 +245,13 @@ impl Provider {
         } else {
             applied.text.into_bytes()
         };
-        crash_point!("provider::edit::matched");
-        let (_, links) = self.replace(target, &locked, &out)?;
-        let version = self.remember_written(target, &out);
-        Ok(EditOutcome { replacements: applied.replacements, version, links, written: out, regions })
+        Ok(Edited { old: bytes, base: current, out, replacements, regions })
     }
 
     /// The version of bytes we just wrote. What was cached for the file is dropped: an entry
     /// for a file just written would be racy (within the 2 s window), never trusted, so the next
     /// access hashes and indexes it anyway.
-    fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> Version {
+    pub(super) fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> Version {
         self.forget(&target.path);
         Version::of(bytes)
     }
@@ -307,7 +337,7 @@ impl Provider {
     /// Replaces an existing (locked) file's content: atomically by rename, or in place (under
     /// the locks) when the file has several hard links, so that it stays one file shared by all
     /// of them. Returns (false, the file's hard links).
-    fn replace(
+    pub(super) fn replace(
         &self,
         target: &Resolved,
         locked: &lock::LockedFile,
@@ -404,7 +434,7 @@ impl Provider {
 
     /// Creates a new file with `bytes`, never clobbering one that appeared meanwhile; returns
     /// the new file's hard links (1).
-    fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<u64, ProviderError> {
+    pub(super) fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<u64, ProviderError> {
         let (dir, name) = self.make_parent(target)?;
         let dir_path = target.path.parent().unwrap_or(Path::new("/"));
         let mode = 0o666 & !*leftovers::UMASK;

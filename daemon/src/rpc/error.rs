@@ -5,7 +5,9 @@ use filectx_protocol::error::{INVALID_PARAMS, INVALID_REQUEST, SERVER_NOT_INITIA
 use filectx_protocol::{FsErrorCode, FsErrorData};
 use jsonrpsee::types::ErrorObjectOwned;
 
+use crate::context::gate::RefusalKind;
 use crate::context::{ContextError, FileError, InvalidEdit, NulAt};
+use crate::gates::GateError;
 use crate::owners::OwnerError;
 use crate::session::SessionError;
 
@@ -96,8 +98,10 @@ pub fn code(err: &ContextError) -> FsErrorCode {
         },
         ContextError::NotObserved { .. } | ContextError::Exists { .. } => FsErrorCode::NotObserved,
         ContextError::Stale { .. } => FsErrorCode::StaleVersion,
-        ContextError::ReadOnly { .. } | ContextError::Denied { .. } => FsErrorCode::PermissionDenied,
-        ContextError::Cold { .. } => FsErrorCode::Busy,
+        ContextError::ReadOnly { .. } | ContextError::Denied { .. } | ContextError::GateRefused { .. } => {
+            FsErrorCode::PermissionDenied
+        }
+        ContextError::Cold { .. } | ContextError::Gated { .. } => FsErrorCode::Busy,
         ContextError::Cancelled { .. } => FsErrorCode::Aborted,
     }
 }
@@ -141,6 +145,21 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
         ContextError::Denied { denial, .. } => {
             map.insert("rule".into(), denial.rule.clone().into());
             map.insert("access".into(), denial.access.as_str().into());
+        }
+        ContextError::GateRefused { refusal, .. } => {
+            let outcome = match refusal.kind {
+                RefusalKind::Denied => "denied",
+                RefusalKind::TimedOut => "timeout",
+                RefusalKind::Disconnected => "disconnected",
+            };
+            let mut gate = serde_json::Map::new();
+            gate.insert("gateId".into(), refusal.gate_id.clone().into());
+            if let Some(name) = &refusal.name {
+                gate.insert("name".into(), name.clone().into());
+            }
+            gate.insert("reason".into(), refusal.reason.clone().into());
+            gate.insert("outcome".into(), outcome.into());
+            map.insert("gate".into(), gate.into());
         }
         _ => {}
     }
@@ -186,5 +205,25 @@ impl From<InvalidEdit> for ErrorObjectOwned {
             nul_details(&mut details, at);
         }
         fs_error_with(FsErrorCode::InvalidArgument, err.to_string(), None, details)
+    }
+}
+
+impl From<GateError> for ErrorObjectOwned {
+    fn from(err: GateError) -> Self {
+        let code = match err {
+            GateError::Disabled => FsErrorCode::PermissionDenied,
+            GateError::TooMany => FsErrorCode::Busy,
+            GateError::Missing(_) => FsErrorCode::NotFound,
+            GateError::Paths
+            | GateError::NoOperations
+            | GateError::Name
+            | GateError::Timeout
+            | GateError::Unknown(_) => FsErrorCode::InvalidArgument,
+        };
+        let path = match &err {
+            GateError::Missing(path) => Some(path.as_str()),
+            _ => None,
+        };
+        fs_error(code, format!("{err}"), path)
     }
 }

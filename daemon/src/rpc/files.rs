@@ -36,7 +36,11 @@ fn named_owner(ext: &Extensions, name: Option<&str>) -> Result<Option<Arc<Owner>
 
 /// Runs `work` with the session's file context on the blocking pool (one of a bounded number
 /// of slots, shared fairly between sessions).
-async fn with_context<T, F>(ctx: &ServerContext, ext: &Extensions, work: F) -> Result<T, ErrorObjectOwned>
+pub(super) async fn with_context<T, F>(
+    ctx: &ServerContext,
+    ext: &Extensions,
+    work: F,
+) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
     F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
@@ -45,7 +49,7 @@ where
 }
 
 /// [`with_context`] with the observations of `owner` (`None`: the session's default owner).
-async fn with_owner_context<T, F>(
+pub(super) async fn with_owner_context<T, F>(
     ctx: &ServerContext,
     ext: &Extensions,
     owner: Option<Arc<Owner>>,
@@ -197,6 +201,7 @@ pub async fn tools_call(
 ) -> Result<CallToolResult, ErrorObjectOwned> {
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
+    let params_writes = params.name == ToolName::Write.as_str() || params.name == ToolName::Edit.as_str();
     let session = session_of(&ext)?;
     let owner = match session.owners().get(params.owner.as_deref()) {
         Ok(owner) => owner,
@@ -219,7 +224,12 @@ pub async fn tools_call(
     let answer = if is_read {
         with_warm_context(&ctx, &ext, Some(owner), run).await
     } else {
-        with_owner_context(&ctx, &ext, Some(owner), move |files, options| run(files, options)).await
+        let writes = params_writes;
+        if writes {
+            super::gate::with_gates(&ctx, &ext, Some(owner), run).await
+        } else {
+            with_owner_context(&ctx, &ext, Some(owner), move |files, options| run(files, options)).await
+        }
     };
     match answer {
         // A tool's failures are results, a cancellation too.
@@ -258,7 +268,7 @@ pub async fn file_write(
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: WriteParams = parse_params(FILE_WRITE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    with_owner_context(&ctx, &ext, owner, move |files, _| {
+    super::gate::with_gates(&ctx, &ext, owner, move |files, _| {
         let view = files.write(&params.path, &params.content)?;
         Ok(write_result(view.display, view.created, view.version))
     })
@@ -273,7 +283,7 @@ pub async fn file_edit(
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: EditParams = parse_params(FILE_EDIT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    with_owner_context(&ctx, &ext, owner, move |files, _| {
+    super::gate::with_gates(&ctx, &ext, owner, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
         let view = files.edit(&params.path, &change)?;
@@ -387,7 +397,7 @@ pub async fn fs_write_text(
     ext: Extensions,
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: FsWriteParams = parse_params(FS_WRITE_TEXT, &params)?;
-    with_context(&ctx, &ext, move |files, _| {
+    super::gate::with_gates(&ctx, &ext, None, move |files, _| {
         let expect = match &params.expect {
             WriteExpectation::Any => RawExpectation::Any,
             WriteExpectation::CreateIfAbsent => RawExpectation::CreateIfAbsent,
@@ -408,7 +418,7 @@ pub async fn fs_edit_text(
     ext: Extensions,
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: FsEditParams = parse_params(FS_EDIT_TEXT, &params)?;
-    with_context(&ctx, &ext, move |files, _| {
+    super::gate::with_gates(&ctx, &ext, None, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
         let view = files.unrecorded().edit(&params.path, &change, &params.expected_version)?;

@@ -4,6 +4,7 @@
 
 pub mod error;
 mod files;
+mod gate;
 pub mod slots;
 mod stream;
 #[cfg(feature = "test-hooks")]
@@ -45,6 +46,7 @@ pub const FEATURES: &[&str] = &[
     features::READ_MAX_BYTES,
     features::WHOLE_LINES,
     features::SEARCH,
+    features::GATE,
 ];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
@@ -70,6 +72,8 @@ pub struct ServerContext {
     pub file_work: Arc<slots::FileSlots>,
     /// Ended resumable sessions, waiting for a `resume`.
     pub parked: Arc<ParkStore>,
+    /// The write-intent gates.
+    pub(crate) gates: Arc<crate::gates::Gates>,
     /// Every request method in the table, sorted (filled right after the table is built).
     method_names: Arc<OnceLock<Vec<String>>>,
 }
@@ -136,7 +140,11 @@ fn initialize_result(
             read_only: options.read_only,
             methods: ctx.method_names.get().cloned().unwrap_or_default(),
             batches: true,
-            features: FEATURES.iter().map(|f| (*f).to_owned()).collect(),
+            features: FEATURES
+                .iter()
+                .filter(|f| ctx.gates.enabled() || **f != features::GATE)
+                .map(|f| (*f).to_owned())
+                .collect(),
         },
         limits: Limits {
             read_line_limit: READ_LINE_LIMIT,
@@ -254,6 +262,8 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         snapshot_bytes: snapshot_bytes as u64,
         cached_listings: cached_listings as u64,
         cached_listing_bytes: cached_listing_bytes as u64,
+        gates: ctx.gates.infos(),
+        unmatched_responses: Stats::get(&stats.unmatched_responses),
     }
 }
 
@@ -272,7 +282,9 @@ pub fn methods(
         max_sessions: config.max_parked_sessions,
         max_bytes: config.max_parked_bytes,
     });
+    let gates = crate::gates::Gates::new(config.gates, config.max_gate_intents);
     let ctx = ServerContext {
+        gates,
         config,
         stats,
         files,
@@ -310,6 +322,9 @@ pub fn methods(
     module.register_async_method(methods::FS_READ_TEXT, files::fs_read_text)?;
     module.register_async_method(methods::FS_WRITE_TEXT, files::fs_write_text)?;
     module.register_async_method(methods::FS_EDIT_TEXT, files::fs_edit_text)?;
+    module.register_async_method(methods::GATE_REGISTER, gate::register)?;
+    module
+        .register_method(methods::GATE_UNREGISTER, |params, ctx, ext| gate::unregister(&params, ctx, ext))?;
     module.register_subscription(
         methods::FS_STREAM_TEXT,
         methods::FS_TEXT_CHUNK,

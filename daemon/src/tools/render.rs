@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 
+use crate::context::gate::{RefusalKind, shown_name};
 use crate::context::{Change, ContextError, EditView, FileError, ReadView, WindowRequest, WriteView};
 
 /// Most bytes of numbered lines an edit's text shows.
@@ -174,6 +175,19 @@ pub fn edit(view: &EditView) -> String {
 pub fn error(err: &ContextError, tool: &str) -> String {
     let path = err.path();
     match err {
+        ContextError::GateRefused { refusal, .. } => {
+            let next = match refusal.kind {
+                RefusalKind::Denied => format!("change the {tool} or ask the user"),
+                RefusalKind::TimedOut | RefusalKind::Disconnected => {
+                    format!("retry the {tool} later or ask the user")
+                }
+            };
+            format!(
+                "Refused by gate {}: {}. The file is unchanged; {next}.",
+                shown_name(refusal.name.as_deref(), &refusal.gate_id),
+                refusal.reason.trim_end_matches('.')
+            )
+        }
         ContextError::NotObserved { .. } => format!(
             "File has not been read in this session: {path}. Read it first (any window is enough), \
              then retry the {tool}."
@@ -472,6 +486,26 @@ mod tests {
         let many = edit(&edited("a\n", "a", &"n\n".repeat(100), false));
         expect![[r#"(More edited lines follow: read from offset=25 to see them.)"#]]
             .assert_eq(many.lines().last().unwrap());
+    }
+
+    #[test]
+    fn a_gate_refusal_says_who_refused_why_and_what_next() {
+        use crate::context::gate::GateRefusal;
+        let refused = |name: Option<&str>, reason: &str, kind| ContextError::GateRefused {
+            path: "a.txt".into(),
+            refusal: GateRefusal {
+                gate_id: "gate-3".into(),
+                name: name.map(str::to_owned),
+                reason: reason.into(),
+                kind,
+            },
+        };
+        expect![[r#"Refused by gate "review": keep the public API stable. The file is unchanged; change the edit or ask the user."#]]
+            .assert_eq(&error(&refused(Some("review"), "keep the public API stable.", RefusalKind::Denied), "edit"));
+        expect!["Refused by gate gate-3: it did not answer within 50 s. The file is unchanged; retry the write later or ask the user."]
+            .assert_eq(&error(&refused(None, "it did not answer within 50 s", RefusalKind::TimedOut), "write"));
+        expect![[r#"Refused by gate "review": it disconnected before answering. The file is unchanged; retry the write later or ask the user."#]]
+            .assert_eq(&error(&refused(Some("review"), "it disconnected before answering", RefusalKind::Disconnected), "write"));
     }
 
     #[test]

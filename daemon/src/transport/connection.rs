@@ -412,33 +412,60 @@ async fn serve_inner(
     let tasks = TaskTracker::new();
     let mut frames = FrameReader::new(read_half, &config, shared.partial.clone());
     let end = loop {
-        let permit = tokio::select! {
-            biased;
-            () = shutdown.cancelled() => break End::DaemonShutdown,
-            () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
-            permit = inflight.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                // The semaphore is never closed; treat it like a daemon shutdown if it were.
-                Err(_) => break End::DaemonShutdown,
-            },
-        };
-        if budget.over_budget() {
-            tracing::debug!(
-                limit = config.max_queued_bytes,
-                "outgoing bytes at the budget; not reading until the client reads"
-            );
-        }
-        tokio::select! {
-            biased;
-            () = shutdown.cancelled() => break End::DaemonShutdown,
-            () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
-            () = budget.wait_below_budget() => {}
+        // A gate's connection reads first and routes responses to the daemon's own requests at
+        // once, without a permit and whatever its budgets; it holds at most one other frame
+        // while that waits for its permit. Every other connection is read only when it has a
+        // permit and room under its budgets.
+        let routes = conn.session.outbound().active();
+        let mut permit = None;
+        if !routes {
+            let admitted = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break End::DaemonShutdown,
+                () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
+                permit = inflight.clone().acquire_owned() => match permit {
+                    Ok(permit) => Some(permit),
+                    // The semaphore is never closed; treat it like a daemon shutdown if it were.
+                    Err(_) => break End::DaemonShutdown,
+                },
+                () = conn.session.outbound().activated() => None,
+            };
+            let Some(admitted) = admitted else { continue };
+            permit = Some(admitted);
+            if let Some(end) = conn.wait_below_budget(&budget, &shutdown, initialize_by).await {
+                break end;
+            }
         }
         let frame = tokio::select! {
             biased;
             () = shutdown.cancelled() => break End::DaemonShutdown,
             () = initialize_deadline(&conn.session, initialize_by) => break End::InitializeTimeout,
             frame = frames.next() => frame,
+        };
+        // Looked at again: the session may have become a gate while the reader waited.
+        if conn.session.outbound().active()
+            && let Some(Ok(Frame::Message(body))) = &frame
+            && let Some((id, answer)) = message::response(body)
+        {
+            conn.route(id, answer);
+            continue;
+        }
+        let permit = match permit {
+            Some(permit) => permit,
+            None => {
+                let permit = tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => break End::DaemonShutdown,
+                    permit = inflight.clone().acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_) => break End::DaemonShutdown,
+                    },
+                };
+                if let Some(end) = conn.wait_below_budget(&budget, &shutdown, initialize_by).await {
+                    break end;
+                }
+                permit
+            }
         };
         let step = async {
             match frame {
@@ -474,6 +501,9 @@ async fn serve_inner(
         }
     };
 
+    // Requests the daemon sent this client fail now (a gate's pending intents are refused), so
+    // that no request of this connection waits for an answer that can no longer come.
+    conn.session.outbound().close();
     let mut kill = false;
     match &end {
         End::Eof | End::Exit | End::DaemonShutdown => {
@@ -609,6 +639,38 @@ async fn write_loop(
 }
 
 impl Conn {
+    /// Waits until the connection is under its outgoing byte budget; `Some` when the reader
+    /// must stop instead.
+    async fn wait_below_budget(
+        &self,
+        budget: &ConnBudget,
+        shutdown: &CancellationToken,
+        initialize_by: Instant,
+    ) -> Option<End> {
+        if budget.over_budget() {
+            tracing::debug!(
+                limit = self.shared.config.max_queued_bytes,
+                "outgoing bytes at the budget; not reading until the client reads"
+            );
+        }
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => Some(End::DaemonShutdown),
+            () = initialize_deadline(&self.session, initialize_by) => Some(End::InitializeTimeout),
+            () = budget.wait_below_budget() => None,
+        }
+    }
+
+    /// Hands a client's response to the daemon's request it answers; one that matches none is
+    /// dropped and counted.
+    fn route(&self, id: Option<String>, answer: super::outbound::Answer) {
+        let matched = id.as_deref().is_some_and(|id| self.session.outbound().answer(id, answer));
+        if !matched {
+            tracing::debug!(?id, "a response that matches no request of the daemon was dropped");
+            Stats::bump(&self.shared.stats.unmatched_responses);
+        }
+    }
+
     /// Queues one message, waiting for room (bytes and a place in the queue). A closed queue
     /// means the client is gone.
     async fn send(&self, json: Box<RawValue>) -> bool {

@@ -95,6 +95,36 @@ pub fn parse_call(raw: &RawValue) -> Call<'_> {
     }
 }
 
+/// A response from the client (an object with `id` and `result` or `error`, and no `method`):
+/// the id when it is a string (the daemon's own requests use string ids), and the answer.
+/// `None` when the body is not a single response.
+pub fn response(body: &[u8]) -> Option<(Option<String>, super::outbound::Answer)> {
+    use super::outbound::Answer;
+    #[derive(serde::Deserialize)]
+    struct ErrorShape {
+        code: i64,
+        #[serde(default)]
+        message: String,
+    }
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let members: std::collections::BTreeMap<Cow<'_, str>, &RawValue> = serde_json::from_slice(body).ok()?;
+    if members.contains_key("method") {
+        return None;
+    }
+    let id = members.get("id")?;
+    let answer = match (members.get("result"), members.get("error")) {
+        (Some(result), None) => Answer::Result((*result).to_owned()),
+        (None, Some(error)) => match serde_json::from_str::<ErrorShape>(error.get()) {
+            Ok(error) => Answer::Error { code: error.code, message: error.message },
+            Err(_) => Answer::Error { code: 0, message: "malformed error".to_owned() },
+        },
+        _ => return None,
+    };
+    Some((serde_json::from_str::<String>(id.get()).ok(), answer))
+}
+
 /// -32600 for a value that is not a JSON-RPC 2.0 call.
 pub fn invalid_request(id: Id<'_>) -> Box<RawValue> {
     plain_error(
@@ -129,6 +159,27 @@ mod tests {
         assert_eq!(kind(r#"{"jsonrpc":"2.0","method":5}"#), "invalid null");
         assert_eq!(kind(r#"{"foo":"bar"}"#), "invalid null");
         assert_eq!(kind("42"), "invalid null");
+    }
+
+    #[test]
+    fn responses_are_told_from_calls() {
+        use super::super::outbound::Answer;
+        let got = |body: &str| match response(body.as_bytes()) {
+            None => "not a response".to_owned(),
+            Some((id, Answer::Result(raw))) => format!("{id:?} result {}", raw.get()),
+            Some((id, Answer::Error { code, message })) => format!("{id:?} error {code} {message}"),
+        };
+        assert_eq!(
+            got(r#"{"jsonrpc":"2.0","id":"intent-1","result":{"allow":true}}"#),
+            r#"Some("intent-1") result {"allow":true}"#
+        );
+        assert_eq!(got(r#" {"jsonrpc":"2.0","id":"i","result":null}"#), r#"Some("i") result null"#);
+        assert_eq!(got(r#"{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"no"}}"#), "None error -1 no");
+        assert_eq!(got(r#"{"jsonrpc":"2.0","id":"x","method":"m","result":1}"#), "not a response");
+        assert_eq!(got(r#"{"jsonrpc":"2.0","id":"x"}"#), "not a response");
+        assert_eq!(got(r#"{"jsonrpc":"2.0","method":"exit"}"#), "not a response");
+        assert_eq!(got(r#"[{"jsonrpc":"2.0","id":"x","result":1}]"#), "not a response");
+        assert_eq!(got("{not json"), "not a response");
     }
 
     #[test]

@@ -5,3 +5,4 @@
 pub(crate) mod budget;
 pub(crate) mod connection;
 pub(crate) mod message;
+pub(crate) mod outbound;

@@ -23,6 +23,7 @@ mod client;
 mod crash;
 mod faults;
 mod files;
+mod gate;
 mod harness;
 mod huge;
 mod large;

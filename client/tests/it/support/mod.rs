@@ -209,6 +209,8 @@ pub fn status() -> DaemonStatus {
         snapshot_bytes: 0,
         cached_listings: 0,
         cached_listing_bytes: 0,
+        gates: Vec::new(),
+        unmatched_responses: 0,
     }
 }
 

@@ -1,0 +1,199 @@
+//! The file context's side of write-intent gates: a write or edit of a file some gate watches
+//! is prepared (every check of the one-step path, the new bytes computed, nothing written) and
+//! handed out as an [`Intent`]; the caller asks the gates without holding a file-work slot,
+//! then runs the same call again with the intent approved (it is committed only if the file is
+//! still at the version it was prepared against) or refused. Who the gates are is not known
+//! here: the caller passes a [`Gatekeeper`].
+
+use std::sync::{Mutex, PoisonError};
+use std::path::{Path, PathBuf};
+
+use super::stale::{self, Change};
+use super::{FileError, Version};
+use crate::provider::{Committed, Expectation, Prepared, Resolved};
+
+/// What a write does, as a gate sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// A write that creates the file.
+    Create,
+    /// A write that replaces an existing file whole.
+    Update,
+    /// An edit of an existing file.
+    Edit,
+}
+
+/// What an intent shows of its change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shown {
+    /// A unified diff from the current content to the new one (bounded as a stale diff is).
+    Diff(String),
+    /// Over the bounds, or a version over the snapshot store's per-file cap.
+    TooLarge,
+    /// The current content is not text.
+    NotText,
+}
+
+/// A write or edit prepared for gates to see: what it does, and the bytes it would write.
+#[derive(Debug)]
+pub struct Intent {
+    /// The file, canonical.
+    pub path: PathBuf,
+    /// The path as the writing session is shown it.
+    pub display: String,
+    /// What it does.
+    pub operation: Operation,
+    /// The change.
+    pub shown: Shown,
+    /// The version replaced (`None`: a create).
+    pub old_version: Option<Version>,
+    /// The version the file will have.
+    pub new_version: Version,
+    /// Size of the new content.
+    pub bytes: u64,
+    prepared: Prepared,
+}
+
+impl Intent {
+    /// The intent of `prepared` for `target`; its diff is shown when both versions are at most
+    /// `max_diff_file` bytes.
+    fn new(target: &Resolved, mut prepared: Prepared, max_diff_file: usize) -> Self {
+        let operation = match (&prepared.edit, prepared.base) {
+            (Some(_), _) => Operation::Edit,
+            (None, None) => Operation::Create,
+            (None, Some(_)) => Operation::Update,
+        };
+        let shown = match prepared.old.take() {
+            Some(old) if old.len() <= max_diff_file && prepared.bytes.len() <= max_diff_file => {
+                let labels = ("current", "proposed");
+                match stale::diff_labelled(&target.path.display().to_string(), labels, &old, &prepared.bytes)
+                {
+                    Change::Shown(diff) => Shown::Diff(diff),
+                    Change::TooLarge => Shown::TooLarge,
+                    Change::Unknown => Shown::NotText,
+                }
+            }
+            _ => Shown::TooLarge,
+        };
+        Self {
+            path: target.path.clone(),
+            display: target.display.clone(),
+            operation,
+            shown,
+            old_version: prepared.base,
+            new_version: Version::of(&prepared.bytes),
+            bytes: prepared.bytes.len() as u64,
+            prepared,
+        }
+    }
+}
+
+/// Which gates care about a write, as the context asks.
+pub trait Gatekeeper: Sync {
+    /// Whether some gate's paths cover `path` (a cheap check before anything is prepared).
+    fn watches(&self, path: &Path) -> bool;
+    /// Whether a gate that covers `path` and `operation` has not been asked about this write
+    /// yet.
+    fn unasked(&self, path: &Path, operation: Operation) -> bool;
+}
+
+/// Why a gate refused a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// It answered `allow: false` (or an error).
+    Denied,
+    /// It did not answer in time, and its policy is to deny.
+    TimedOut,
+    /// It disconnected or was unregistered before answering.
+    Disconnected,
+}
+
+/// A gate's refusal of a write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("refused by gate {}: {reason}", shown_name(name.as_deref(), gate_id))]
+pub struct GateRefusal {
+    /// The gate's id.
+    pub gate_id: String,
+    /// The gate's name.
+    pub name: Option<String>,
+    /// Why, for the model: the gate's reason, or what happened.
+    pub reason: String,
+    /// What happened.
+    pub kind: RefusalKind,
+}
+
+/// A gate as a refusal names it: `"name"`, else its id.
+pub fn shown_name(name: Option<&str>, gate_id: &str) -> String {
+    match name {
+        Some(name) => format!("{name:?}"),
+        None => gate_id.to_owned(),
+    }
+}
+
+/// One run of a write call through the gates: what the gates already decided, and the intent
+/// the call leaves when gates must be asked first.
+pub struct GateStep<'a> {
+    keeper: &'a dyn Gatekeeper,
+    approved: Mutex<Option<Intent>>,
+    refused: Option<GateRefusal>,
+    pending: Mutex<Option<Intent>>,
+}
+
+impl std::fmt::Debug for GateStep<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateStep").field("refused", &self.refused).finish_non_exhaustive()
+    }
+}
+
+impl<'a> GateStep<'a> {
+    /// A run with `keeper`'s gates; `approved` is the intent the gates allowed (committed if
+    /// the call writes that file again), `refused` the refusal to answer instead of writing.
+    pub fn new(keeper: &'a dyn Gatekeeper, approved: Option<Intent>, refused: Option<GateRefusal>) -> Self {
+        Self { keeper, approved: Mutex::new(approved), refused, pending: Mutex::new(None) }
+    }
+
+    /// The intent the call left for the gates, if it stopped for them.
+    pub fn into_pending(self) -> Option<Intent> {
+        self.pending.into_inner().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How a write or edit went through the gate step.
+pub(super) enum Passage {
+    /// No gate watches the file: the one-step path.
+    Direct,
+    /// Committed through the two-step path.
+    Done(Prepared, Committed),
+    /// Stopped: the gates must be asked first (the intent is in the step).
+    Asking,
+    /// A gate refused it.
+    Refused(GateRefusal),
+}
+
+impl super::FileContext<'_> {
+    /// Runs the gate step (if any) of a write or edit of `target` that `prepare` would prepare
+    /// and `expect` guards.
+    pub(super) fn through_gate(
+        &self,
+        target: &Resolved,
+        expect: Expectation,
+        prepare: impl FnOnce() -> Result<Prepared, FileError>,
+    ) -> Result<Passage, FileError> {
+        let Some(gate) = self.gate else { return Ok(Passage::Direct) };
+        if let Some(refusal) = &gate.refused {
+            return Ok(Passage::Refused(refusal.clone()));
+        }
+        let approved = gate.approved.lock().unwrap_or_else(PoisonError::into_inner).take_if(|intent| intent.path == target.path);
+        let intent = match approved {
+            Some(intent) => intent,
+            None if !gate.keeper.watches(&target.path) => return Ok(Passage::Direct),
+            None => Intent::new(target, prepare()?, self.provider.store().max_file_bytes()),
+        };
+        if gate.keeper.unasked(&target.path, intent.operation) {
+            *gate.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(intent);
+            return Ok(Passage::Asking);
+        }
+        let committed = self.provider.commit(target, &intent.prepared, expect)?;
+        Ok(Passage::Done(intent.prepared, committed))
+    }
+}

@@ -1,0 +1,626 @@
+//! Write-intent gates: sessions that must allow every write or edit under their paths before
+//! it lands, and the asking of them.
+//!
+//! A write call runs through [`Gates::run`] inside its file-work slot. With no gate registered
+//! that is one look at an empty list, and the call takes the one-step write path. When a gate's
+//! paths cover the file, the file context prepares the write and hands back an [`Intent`]; the
+//! slot is released, and [`Gates::ask`] asks each covering gate in registration order with a
+//! `gate/writeIntent` request, waiting on an `.await` that holds no slot and no thread. Then the
+//! call runs again with the intent approved (committed only if the file is still at the version
+//! it was prepared against) or refused.
+//!
+//! Never a write a gate did not see: registration takes the write side of a barrier whose read
+//! side every write call holds from its look at the list to its end, so once `gate/register`
+//! has answered, every write that lands under the gate's paths was shown to it (or is refused,
+//! or its gate answered on its behalf by its timeout policy).
+//!
+//! Bounded: each gate has at most `max_in_flight` intents outstanding; further writes wait for
+//! a place in arrival order (a fair semaphore), within the same timeout. A waiting write holds
+//! its prepared bytes (no more than its request already did) and a diff of at most 16 KiB.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use filectx_protocol::methods::{CANCEL_REQUEST, GATE_WRITE_INTENT};
+use filectx_protocol::{GateInfo, GateOnTimeout, GateOperation, WriteIntentParams, WriteIntentResult};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::FileContext;
+use crate::context::deny::{Access, DenyRules};
+use crate::context::gate::{GateRefusal, GateStep, Gatekeeper, Intent, Operation, RefusalKind, Shown};
+use crate::transport::outbound::{Answer, Outbound, OutboundError};
+
+/// Default answer timeout of a gate, in milliseconds: under the 60 s request timeout of common
+/// MCP clients.
+pub const DEFAULT_TIMEOUT_MS: u64 = 50_000;
+/// The longest answer timeout a gate may ask for, in milliseconds (one hour).
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// Default of the per-gate limit on intents in flight.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
+/// The most gates registered at once, daemon-wide.
+pub const MAX_GATES: usize = 64;
+/// The most paths one gate covers.
+pub const MAX_PATHS: usize = 64;
+/// The longest gate name, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+/// The most characters of a gate's reason passed on to the writer.
+pub const MAX_REASON_CHARS: usize = 1000;
+/// The most times one call asks gates (a new gate, or a target that changed, asks again).
+pub const MAX_ROUNDS: usize = 4;
+
+/// Why `gate/register` or `gate/unregister` was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    /// The daemon runs with gates turned off.
+    #[error("gates are turned off in this daemon (--no-gates); writes are not gated")]
+    Disabled,
+    /// [`MAX_GATES`] are registered.
+    #[error("{MAX_GATES} gates are registered already; unregister one first")]
+    TooMany,
+    /// No paths, or more than [`MAX_PATHS`].
+    #[error("paths must name 1 to {MAX_PATHS} folders or files")]
+    Paths,
+    /// An empty `operations` list.
+    #[error("operations must name at least one of create, update, edit")]
+    NoOperations,
+    /// A name that is empty or too long.
+    #[error("name must be 1 to {MAX_NAME_BYTES} bytes")]
+    Name,
+    /// A timeout of 0 or over [`MAX_TIMEOUT_MS`].
+    #[error("timeoutMs must be from 1 to {MAX_TIMEOUT_MS}")]
+    Timeout,
+    /// A path to watch does not exist.
+    #[error("{0} does not exist; a gate watches existing folders or files")]
+    Missing(String),
+    /// The gate to unregister is not one of this session's.
+    #[error("this session has no gate {0:?}")]
+    Unknown(String),
+}
+
+/// One registered gate.
+#[derive(Debug)]
+pub struct Gate {
+    id: String,
+    name: Option<String>,
+    session_id: String,
+    paths: Vec<PathBuf>,
+    operations: Vec<Operation>,
+    timeout: Duration,
+    on_timeout: GateOnTimeout,
+    /// The gate session's roots (canonical) and deny rules: it sees no diff of a file it may
+    /// not read.
+    roots: Vec<PathBuf>,
+    deny: DenyRules,
+    /// The gate session's requests and their answers.
+    link: Arc<Outbound>,
+    /// Places for intents in flight.
+    places: Arc<Semaphore>,
+    /// Writes waiting for a place.
+    waiting: AtomicU64,
+    /// Unregistered.
+    stopped: CancellationToken,
+}
+
+/// What `gate/register` asks for, validated and canonical.
+#[derive(Debug)]
+pub struct GateSpec {
+    /// Canonical paths inside the session's roots.
+    pub paths: Vec<PathBuf>,
+    /// The operations seen (never empty).
+    pub operations: Vec<Operation>,
+    /// The gate's name.
+    pub name: Option<String>,
+    /// The answer timeout.
+    pub timeout: Duration,
+    /// What an unanswered intent becomes.
+    pub on_timeout: GateOnTimeout,
+    /// The session's id.
+    pub session_id: String,
+    /// The session's canonical roots.
+    pub roots: Vec<PathBuf>,
+    /// The session's deny rules.
+    pub deny: DenyRules,
+    /// The session's outbound requests.
+    pub link: Arc<Outbound>,
+}
+
+impl Gate {
+    fn open(&self) -> bool {
+        !self.stopped.is_cancelled() && !self.link.is_closed()
+    }
+
+    fn covers_path(&self, path: &Path) -> bool {
+        self.paths.iter().any(|p| path.starts_with(p))
+    }
+
+    fn covers(&self, path: &Path, operation: Operation) -> bool {
+        self.operations.contains(&operation) && self.covers_path(path)
+    }
+
+    /// Whether the gate's session may read `path` (roots and deny rules).
+    fn may_read(&self, path: &Path) -> bool {
+        self.roots
+            .iter()
+            .any(|root| path.strip_prefix(root).is_ok_and(|rel| self.deny.check(rel, Access::Read).is_ok()))
+    }
+
+    /// Resolves when the gate is unregistered or its session ended.
+    async fn gone(&self) {
+        tokio::select! {
+            () = self.stopped.cancelled() => {}
+            () = self.link.closed() => {}
+        }
+    }
+
+    fn refusal(&self, kind: RefusalKind, reason: String) -> GateRefusal {
+        GateRefusal { gate_id: self.id.clone(), name: self.name.clone(), reason, kind }
+    }
+
+    fn info(&self, max_in_flight: usize) -> GateInfo {
+        GateInfo {
+            gate_id: self.id.clone(),
+            name: self.name.clone(),
+            session_id: self.session_id.clone(),
+            paths: self.paths.iter().map(|p| p.display().to_string()).collect(),
+            operations: self.operations.iter().map(|op| wire_operation(*op)).collect(),
+            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+            on_timeout: self.on_timeout,
+            in_flight: max_in_flight.saturating_sub(self.places.available_permits()) as u64,
+            waiting: self.waiting.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The wire name of an operation.
+pub fn wire_operation(operation: Operation) -> GateOperation {
+    match operation {
+        Operation::Create => GateOperation::Create,
+        Operation::Update => GateOperation::Update,
+        Operation::Edit => GateOperation::Edit,
+    }
+}
+
+/// An operation from its wire name.
+pub fn operation_of(operation: GateOperation) -> Operation {
+    match operation {
+        GateOperation::Create => Operation::Create,
+        GateOperation::Update => Operation::Update,
+        GateOperation::Edit => Operation::Edit,
+    }
+}
+
+/// Who is writing, as an intent names them.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    /// The writing session.
+    pub session_id: String,
+    /// Its client's name.
+    pub client_name: Option<String>,
+    /// The owner named by the call.
+    pub owner: Option<String>,
+    /// The writing session's requests to its client: closed when its connection ends, which
+    /// withdraws its intents (nobody is left to be told the write landed).
+    pub ended: Arc<Outbound>,
+}
+
+/// Resolves when the writer's request is cancelled or its connection ends.
+async fn withdrawn(cancel: Option<&CancellationToken>, ended: &Outbound) {
+    match cancel {
+        Some(token) => tokio::select! {
+            () = token.cancelled() => {}
+            () = ended.closed() => {}
+        },
+        None => ended.closed().await,
+    }
+}
+
+/// What a write call carries from one run to the next: which gates allowed it, the intent
+/// they allowed, or a refusal.
+#[derive(Debug, Default)]
+pub struct Carried {
+    /// The file the gates in `asked` were asked about.
+    asked_for: Option<PathBuf>,
+    /// The gates that allowed the intent for `asked_for`.
+    asked: Vec<String>,
+    approved: Option<Intent>,
+    refused: Option<GateRefusal>,
+    rounds: usize,
+}
+
+impl Carried {
+    fn is_empty(&self) -> bool {
+        self.approved.is_none() && self.refused.is_none()
+    }
+}
+
+/// How one run of a write call went.
+#[derive(Debug)]
+pub enum Ran<T> {
+    /// It answered.
+    Done(T),
+    /// It stopped for the gates: ask them about the intent, then run it again with `Carried`.
+    Ask(Box<(Intent, Carried)>),
+}
+
+/// What the gates answered about one intent.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Every gate asked allowed it (or let it through by its timeout policy).
+    Allowed,
+    /// A gate refused it.
+    Refused(GateRefusal),
+    /// The writer's request was cancelled (or its connection ended) while it waited.
+    Cancelled,
+}
+
+/// The gates as the file context asks about them during one run.
+struct Keeper<'a> {
+    gates: &'a [Arc<Gate>],
+    asked_for: Option<&'a Path>,
+    asked: &'a [String],
+}
+
+impl Gatekeeper for Keeper<'_> {
+    fn watches(&self, path: &Path) -> bool {
+        self.gates.iter().any(|gate| gate.open() && gate.covers_path(path))
+    }
+
+    fn unasked(&self, path: &Path, operation: Operation) -> bool {
+        // What the gates allowed was about one file: any other is unasked by all of them.
+        let allowed = |gate: &Gate| self.asked_for == Some(path) && self.asked.contains(&gate.id);
+        self.gates.iter().any(|gate| gate.open() && gate.covers(path, operation) && !allowed(gate))
+    }
+}
+
+/// The daemon's gates.
+#[derive(Debug)]
+pub struct Gates {
+    enabled: bool,
+    max_in_flight: usize,
+    /// Write calls hold its read side from their look at the list to their end; registration
+    /// takes its write side (see the module's doc).
+    barrier: RwLock<()>,
+    /// The gates, in registration order (replaced whole on every change).
+    list: Mutex<Arc<Vec<Arc<Gate>>>>,
+    /// How many `list` holds, read without its lock (it grows only under the barrier's write
+    /// side).
+    count: AtomicUsize,
+    next_gate: AtomicU64,
+    next_intent: AtomicU64,
+}
+
+impl Gates {
+    /// The registry; `enabled: false` refuses every registration.
+    pub fn new(enabled: bool, max_in_flight: usize) -> Arc<Self> {
+        Arc::new(Self {
+            enabled,
+            max_in_flight: max_in_flight.max(1),
+            barrier: RwLock::new(()),
+            list: Mutex::new(Arc::new(Vec::new())),
+            count: AtomicUsize::new(0),
+            next_gate: AtomicU64::new(0),
+            next_intent: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether gates may be registered.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn list(&self) -> Arc<Vec<Arc<Gate>>> {
+        self.list.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Drops the gates that were unregistered or whose session ended.
+    fn prune(&self) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if list.iter().any(|gate| !gate.open()) {
+            *list = Arc::new(list.iter().filter(|gate| gate.open()).cloned().collect());
+            self.count.store(list.len(), Ordering::Release);
+        }
+    }
+
+    /// Runs one write call's `work` (blocking: on the file-work slot's thread) with the gates
+    /// registered now. With none, and nothing carried, `work` gets `files` as it is.
+    pub fn run<T>(
+        &self,
+        files: &FileContext<'_>,
+        mut carried: Carried,
+        work: impl FnOnce(&FileContext<'_>) -> T,
+    ) -> Ran<T> {
+        let _barrier = self.barrier.read().unwrap_or_else(PoisonError::into_inner);
+        if self.count.load(Ordering::Acquire) == 0 && carried.is_empty() {
+            return Ran::Done(work(files));
+        }
+        let gates = self.list();
+        let keeper = Keeper { gates: &gates, asked_for: carried.asked_for.as_deref(), asked: &carried.asked };
+        let step = GateStep::new(&keeper, carried.approved.take(), carried.refused.take());
+        let answer = work(&files.gated(&step));
+        let pending = step.into_pending();
+        if gates.iter().any(|gate| !gate.open()) {
+            self.prune();
+        }
+        match pending {
+            Some(intent) => Ran::Ask(Box::new((intent, carried))),
+            None => Ran::Done(answer),
+        }
+    }
+
+    /// Registers a gate (blocking: waits for the write calls that did not see it to end).
+    pub fn register(&self, spec: GateSpec) -> Result<String, GateError> {
+        if !self.enabled {
+            return Err(GateError::Disabled);
+        }
+        self.prune();
+        let id = format!("gate-{}", self.next_gate.fetch_add(1, Ordering::Relaxed) + 1);
+        let gate = Arc::new(Gate {
+            id: id.clone(),
+            name: spec.name,
+            session_id: spec.session_id,
+            paths: spec.paths,
+            operations: spec.operations,
+            timeout: spec.timeout,
+            on_timeout: spec.on_timeout,
+            roots: spec.roots,
+            deny: spec.deny,
+            places: Arc::new(Semaphore::new(self.max_in_flight)),
+            waiting: AtomicU64::new(0),
+            stopped: CancellationToken::new(),
+            link: spec.link,
+        });
+        // Its answers are routed before the first intent can reach it.
+        gate.link.activate();
+        let _barrier = self.barrier.write().unwrap_or_else(PoisonError::into_inner);
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if list.len() >= MAX_GATES {
+            return Err(GateError::TooMany);
+        }
+        let mut next = Vec::with_capacity(list.len() + 1);
+        next.extend(list.iter().cloned());
+        next.push(gate);
+        *list = Arc::new(next);
+        self.count.store(list.len(), Ordering::Release);
+        drop(list);
+        Ok(id)
+    }
+
+    /// Unregisters `gate_id`, a gate of session `session_id`: its pending intents are refused.
+    pub fn unregister(&self, gate_id: &str, session_id: &str) -> Result<(), GateError> {
+        let list = self.list();
+        let Some(gate) = list.iter().find(|g| g.id == gate_id && g.session_id == session_id && g.open())
+        else {
+            return Err(GateError::Unknown(gate_id.to_owned()));
+        };
+        gate.stopped.cancel();
+        self.prune();
+        Ok(())
+    }
+
+    /// The open gates, in registration order, as `daemon/status` lists them.
+    pub fn infos(&self) -> Vec<GateInfo> {
+        self.list().iter().filter(|gate| gate.open()).map(|gate| gate.info(self.max_in_flight)).collect()
+    }
+
+    /// Asks every open gate that covers `intent` and has not allowed it yet, in registration
+    /// order, each in turn; stops at the first refusal. `cancel` withdraws the intent.
+    pub async fn ask(
+        &self,
+        intent: &Intent,
+        writer: &Writer,
+        carried: &mut Carried,
+        cancel: Option<&CancellationToken>,
+    ) -> Verdict {
+        carried.rounds += 1;
+        if carried.rounds > MAX_ROUNDS {
+            let refusal = GateRefusal {
+                gate_id: String::new(),
+                name: None,
+                reason: "the file's gates or the file kept changing while they were asked; try again".into(),
+                kind: RefusalKind::Denied,
+            };
+            carried.refused = Some(refusal.clone());
+            return Verdict::Refused(refusal);
+        }
+        if carried.asked_for.as_deref() != Some(intent.path.as_path()) {
+            carried.asked.clear();
+            carried.asked_for = Some(intent.path.clone());
+        }
+        let gates: Vec<Arc<Gate>> = self
+            .list()
+            .iter()
+            .filter(|g| {
+                g.open() && g.covers(&intent.path, intent.operation) && !carried.asked.contains(&g.id)
+            })
+            .cloned()
+            .collect();
+        for gate in gates {
+            match self.ask_one(&gate, intent, writer, cancel).await {
+                Verdict::Allowed => carried.asked.push(gate.id.clone()),
+                Verdict::Refused(refusal) => {
+                    carried.refused = Some(refusal.clone());
+                    return Verdict::Refused(refusal);
+                }
+                Verdict::Cancelled => return Verdict::Cancelled,
+            }
+        }
+        Verdict::Allowed
+    }
+
+    /// Hands the allowed intent back for the next run.
+    pub fn approve(carried: &mut Carried, intent: Intent) {
+        carried.approved = Some(intent);
+    }
+
+    async fn ask_one(
+        &self,
+        gate: &Gate,
+        intent: &Intent,
+        writer: &Writer,
+        cancel: Option<&CancellationToken>,
+    ) -> Verdict {
+        let intent_id = format!("intent-{}", self.next_intent.fetch_add(1, Ordering::Relaxed) + 1);
+        let diff = match &intent.shown {
+            _ if !gate.may_read(&intent.path) => "hidden".to_owned(),
+            Shown::Diff(diff) => diff.clone(),
+            Shown::TooLarge => "too large".to_owned(),
+            Shown::NotText => "not text".to_owned(),
+        };
+        let params = WriteIntentParams {
+            gate_id: gate.id.clone(),
+            intent_id: intent_id.clone(),
+            session_id: writer.session_id.clone(),
+            client_name: writer.client_name.clone(),
+            owner: writer.owner.clone(),
+            path: intent.path.display().to_string(),
+            operation: wire_operation(intent.operation),
+            diff,
+            old_version: intent.old_version.map(|v| v.to_string()),
+            new_version: intent.new_version.to_string(),
+            bytes: intent.bytes,
+        };
+        let sent = AtomicBool::new(false);
+        let exchange = async {
+            let place = {
+                let _waiting = Waiting::new(&gate.waiting);
+                tokio::select! {
+                    biased;
+                    () = gate.gone() => None,
+                    place = gate.places.clone().acquire_owned() => place.ok(),
+                }
+            };
+            let Some(_place) = place else {
+                return Verdict::Refused(
+                    gate.refusal(RefusalKind::Disconnected, "it disconnected before answering".into()),
+                );
+            };
+            let mut pending = match gate.link.request(&intent_id, GATE_WRITE_INTENT, &params).await {
+                Ok(pending) => pending,
+                Err(OutboundError::Full) => {
+                    let why = "too many intents are pending for its session; retry later";
+                    return Verdict::Refused(gate.refusal(RefusalKind::Denied, why.into()));
+                }
+                Err(OutboundError::Closed) => {
+                    return Verdict::Refused(
+                        gate.refusal(RefusalKind::Disconnected, "it disconnected before answering".into()),
+                    );
+                }
+            };
+            sent.store(true, Ordering::Relaxed);
+            let answer = tokio::select! {
+                answer = pending.answer() => answer.ok(),
+                () = gate.stopped.cancelled() => None,
+            };
+            match answer {
+                Some(answer) => gate_answer(gate, answer),
+                None => Verdict::Refused(
+                    gate.refusal(RefusalKind::Disconnected, "it disconnected before answering".into()),
+                ),
+            }
+        };
+        let timed = tokio::time::timeout(gate.timeout, exchange);
+        let verdict = tokio::select! {
+            biased;
+            () = withdrawn(cancel, &writer.ended) => None,
+            verdict = timed => Some(verdict),
+        };
+        let withdraw = || {
+            if sent.load(Ordering::Relaxed) {
+                gate.link.notify(CANCEL_REQUEST, serde_json::json!({"id": intent_id}));
+            }
+        };
+        match verdict {
+            None => {
+                withdraw();
+                Verdict::Cancelled
+            }
+            Some(Ok(verdict)) => verdict,
+            Some(Err(_)) => {
+                withdraw();
+                tracing::info!(gate = %gate.id, intent = %intent_id, "a gate did not answer in time");
+                match gate.on_timeout {
+                    GateOnTimeout::Allow => Verdict::Allowed,
+                    GateOnTimeout::Deny => Verdict::Refused(gate.refusal(
+                        RefusalKind::TimedOut,
+                        format!("it did not answer within {}", seconds(gate.timeout)),
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// A duration as a refusal says it: `50 s`, `1.5 s`, `200 ms`.
+fn seconds(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
+/// Counts a write waiting for a place while it does.
+struct Waiting<'a>(&'a AtomicU64);
+
+impl<'a> Waiting<'a> {
+    fn new(counter: &'a AtomicU64) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The verdict of a gate's answer: `{allow, reason?}`; anything else refuses (fail closed).
+fn gate_answer(gate: &Gate, answer: Answer) -> Verdict {
+    match answer {
+        Answer::Result(raw) => match serde_json::from_str::<WriteIntentResult>(raw.get()) {
+            Ok(WriteIntentResult { allow: true, .. }) => Verdict::Allowed,
+            Ok(WriteIntentResult { allow: false, reason }) => {
+                let reason = reason.map(|r| bounded(r.trim())).filter(|r| !r.is_empty());
+                Verdict::Refused(
+                    gate.refusal(RefusalKind::Denied, reason.unwrap_or_else(|| "no reason given".into())),
+                )
+            }
+            Err(_) => Verdict::Refused(
+                gate.refusal(RefusalKind::Denied, "its answer was not {allow, reason?}".into()),
+            ),
+        },
+        Answer::Error { code, message } => Verdict::Refused(
+            gate.refusal(RefusalKind::Denied, format!("it answered error {code}: {}", bounded(&message))),
+        ),
+    }
+}
+
+/// At most [`MAX_REASON_CHARS`] characters of `text`, `…` marking a cut.
+fn bounded(text: &str) -> String {
+    match text.char_indices().nth(MAX_REASON_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_bounded_and_timeouts_said_shortly() {
+        assert_eq!(bounded("fine"), "fine");
+        let long = "x".repeat(MAX_REASON_CHARS + 5);
+        assert_eq!(bounded(&long).chars().count(), MAX_REASON_CHARS + 1);
+        assert_eq!(seconds(Duration::from_millis(50_000)), "50 s");
+        assert_eq!(seconds(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(seconds(Duration::from_millis(200)), "200 ms");
+    }
+}

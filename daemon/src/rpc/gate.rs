@@ -1,0 +1,156 @@
+//! Handlers of `gate/register` and `gate/unregister`, and [`with_gates`]: how a write or edit
+//! call of any layer goes through the gates (run, ask without a slot, run again).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use filectx_protocol::methods::{GATE_REGISTER, GATE_UNREGISTER};
+use filectx_protocol::{GateOperation, GateRegisterParams, GateRegisterResult, GateUnregisterParams};
+use jsonrpsee::Extensions;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+
+use super::{ServerContext, internal, parse_params, session_of};
+use crate::context::{FileContext, Kind};
+use crate::gates::{self, Carried, GateError, GateSpec, Gates, Ran, Verdict, Writer};
+use crate::owners::Owner;
+use crate::session::SessionOptions;
+
+/// `gate/register`: this session becomes a gate for `paths` (inside its roots, readable by it).
+pub async fn register(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<GateRegisterResult, ErrorObjectOwned> {
+    if !ctx.gates.enabled() {
+        return Err(GateError::Disabled.into());
+    }
+    let params: GateRegisterParams = parse_params(GATE_REGISTER, &params)?;
+    if params.paths.is_empty() || params.paths.len() > gates::MAX_PATHS {
+        return Err(GateError::Paths.into());
+    }
+    let operations: Vec<GateOperation> = match &params.operations {
+        None => GateOperation::ALL.to_vec(),
+        Some(ops) if ops.is_empty() => return Err(GateError::NoOperations.into()),
+        Some(ops) => ops.clone(),
+    };
+    if params.name.as_ref().is_some_and(|n| n.is_empty() || n.len() > gates::MAX_NAME_BYTES) {
+        return Err(GateError::Name.into());
+    }
+    let timeout_ms = params.timeout_ms.unwrap_or(gates::DEFAULT_TIMEOUT_MS);
+    if timeout_ms == 0 || timeout_ms > gates::MAX_TIMEOUT_MS {
+        return Err(GateError::Timeout.into());
+    }
+    let session = session_of(&ext)?;
+    let raw_paths = params.paths.clone();
+    // Each path as the session's reads see it: inside its roots, not denied, existing.
+    let paths = super::files::with_context(&ctx, &ext, move |files, _| {
+        let mut paths: Vec<PathBuf> = Vec::with_capacity(raw_paths.len());
+        for raw in &raw_paths {
+            let (target, stat) = files.unrecorded().stat(raw)?;
+            if stat.kind == Kind::Missing {
+                return Err(GateError::Missing(target.display).into());
+            }
+            if !paths.contains(&target.path) {
+                paths.push(target.path);
+            }
+        }
+        Ok(paths)
+    })
+    .await?;
+    let options = session.options().ok_or_else(super::error::not_initialized)?;
+    let mut seen = Vec::new();
+    let spec = GateSpec {
+        paths,
+        operations: operations
+            .into_iter()
+            .filter(|op| {
+                let fresh = !seen.contains(op);
+                seen.push(*op);
+                fresh
+            })
+            .map(gates::operation_of)
+            .collect(),
+        name: params.name,
+        timeout: Duration::from_millis(timeout_ms),
+        on_timeout: params.on_timeout.unwrap_or_default(),
+        session_id: session.id().to_owned(),
+        roots: options.roots.iter().map(|root| root.path().to_path_buf()).collect(),
+        deny: options.deny.clone(),
+        link: session.outbound().clone(),
+    };
+    let registry = ctx.gates.clone();
+    // Registration waits for the write calls that did not see the gate: off the async workers.
+    let gate_id = tokio::task::spawn_blocking(move || registry.register(spec)).await.map_err(internal)??;
+    tracing::info!(gate = %gate_id, "gate registered");
+    Ok(GateRegisterResult { gate_id })
+}
+
+/// `gate/unregister`: a gate of this session stops; its pending intents are refused.
+pub fn unregister(
+    params: &Params<'_>,
+    ctx: &ServerContext,
+    ext: &Extensions,
+) -> Result<(), ErrorObjectOwned> {
+    let params: GateUnregisterParams = parse_params(GATE_UNREGISTER, params)?;
+    let session = session_of(ext)?;
+    ctx.gates.unregister(&params.gate_id, session.id())?;
+    tracing::info!(gate = %params.gate_id, "gate unregistered");
+    Ok(())
+}
+
+/// Runs a write or edit call (`work`, which may run more than once) with the session's file
+/// context through the gates: when a gate watches the file, the call stops with an intent, its
+/// slot is released, the gates are asked (no slot, no thread held; `$/cancelRequest` withdraws
+/// the intent and nothing is written), and the call runs again to commit it or to answer the
+/// refusal. With no gate registered, this is the plain call.
+pub(super) async fn with_gates<T, F>(
+    ctx: &ServerContext,
+    ext: &Extensions,
+    owner: Option<Arc<Owner>>,
+    work: F,
+) -> Result<T, ErrorObjectOwned>
+where
+    T: Send + 'static,
+    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+{
+    let cancel = ext.get::<super::Cancel>().map(|c| c.0.clone());
+    let mut carried = Carried::default();
+    let mut work = work;
+    loop {
+        let registry: Arc<Gates> = ctx.gates.clone();
+        // `work` goes into the blocking run and comes back with its outcome, for the next run.
+        let (ran, back) = super::files::with_owner_context(ctx, ext, owner.clone(), move |files, options| {
+            let ran = registry.run(files, carried, |files| work(files, options));
+            Ok((ran, work))
+        })
+        .await?;
+        work = back;
+        let intent = match ran {
+            Ran::Done(answer) => return answer,
+            Ran::Ask(asking) => {
+                let (intent, back) = *asking;
+                carried = back;
+                intent
+            }
+        };
+        let session = session_of(ext)?;
+        let writer = Writer {
+            session_id: session.id().to_owned(),
+            client_name: session.options().and_then(|o| o.client.as_ref()).map(|c| c.name.clone()),
+            owner: owner.as_deref().and_then(Owner::name).map(str::to_owned),
+            ended: session.outbound().clone(),
+        };
+        drop(session);
+        match ctx.gates.ask(&intent, &writer, &mut carried, cancel.as_ref()).await {
+            Verdict::Allowed => Gates::approve(&mut carried, intent),
+            // The refusal is answered by the next run, through the call's own error mapping.
+            Verdict::Refused(_) => {}
+            Verdict::Cancelled => return Err(super::cancelled()),
+        }
+        if writer.ended.is_closed() {
+            // The client is gone: nothing it asked for lands after it left.
+            return Err(super::cancelled());
+        }
+    }
+}
