@@ -229,6 +229,7 @@ pub struct DaemonStatus {
 
 /// What a gate watches for: a new file, a whole-file write over an existing one, an edit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum GateOperation {
     /// A write that creates the file.
@@ -255,6 +256,7 @@ impl GateOperation {
 
 /// What happens to a write whose gate did not answer in time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum GateOnTimeout {
     /// The write is refused (`FS_PERMISSION_DENIED`).
@@ -266,6 +268,7 @@ pub enum GateOnTimeout {
 
 /// Params of `gate/register`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GateRegisterParams {
     /// Existing folders (or files) inside the session's roots, absolute or relative to its cwd.
@@ -286,6 +289,7 @@ pub struct GateRegisterParams {
 
 /// Result of `gate/register`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GateRegisterResult {
     /// The gate's id, unique in this daemon (`gate-N`).
@@ -294,6 +298,7 @@ pub struct GateRegisterResult {
 
 /// Params of `gate/unregister`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GateUnregisterParams {
     /// A gate this session registered.
@@ -302,6 +307,7 @@ pub struct GateUnregisterParams {
 
 /// Params of the server → client request `gate/writeIntent`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WriteIntentParams {
     /// The gate asked.
@@ -335,6 +341,7 @@ pub struct WriteIntentParams {
 
 /// The gate's answer to `gate/writeIntent`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WriteIntentResult {
     /// Whether the write may land.
@@ -346,6 +353,7 @@ pub struct WriteIntentResult {
 
 /// One gate, as `daemon/status` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GateInfo {
     /// Its id.

@@ -14,8 +14,9 @@ use filectx_protocol::rpc::{
 };
 use filectx_protocol::types::{
     CallToolParams, CallToolResult, ContextResetParams, DaemonStatus, EditParams, EditResult, FileDidChange,
-    FileStatParams, FileStatResult, FsEditParams, FsWriteParams, InitializeParams, InitializeResult,
-    PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult, WriteParams,
+    FileStatParams, FileStatResult, FsEditParams, FsWriteParams, GateRegisterParams, GateRegisterResult,
+    GateUnregisterParams, InitializeParams, InitializeResult, PathParams, ReadParams, ReadResult,
+    ResolveResult, StreamTextParams, ToolsListResult, WriteIntentParams, WriteIntentResult, WriteParams,
     WriteResult,
 };
 use filectx_protocol::{FsErrorCode, FsErrorData};
@@ -38,6 +39,9 @@ enum Kind {
 enum Direction {
     ClientToServer,
     ServerToClient,
+    /// Either side (`$/cancelRequest`: a client cancels its request, the daemon withdraws a
+    /// gate's intent).
+    Both,
 }
 
 /// One row of the method table, types already registered with the generator.
@@ -94,8 +98,23 @@ fn method_table(g: &mut SchemaGenerator) -> Vec<Method> {
             named::<StreamCancelParams>(g),
             named::<StreamCancelResult>(g),
         ),
-        m(methods::CANCEL_REQUEST, Notification, Up, named::<CancelParams>(g), None),
+        m(methods::CANCEL_REQUEST, Notification, Direction::Both, named::<CancelParams>(g), None),
         m(methods::SESSION_CONTEXT_RESET, Request, Up, named::<ContextResetParams>(g), None),
+        m(
+            methods::GATE_REGISTER,
+            Request,
+            Up,
+            named::<GateRegisterParams>(g),
+            named::<GateRegisterResult>(g),
+        ),
+        m(methods::GATE_UNREGISTER, Request, Up, named::<GateUnregisterParams>(g), None),
+        m(
+            methods::GATE_WRITE_INTENT,
+            Request,
+            Down,
+            named::<WriteIntentParams>(g),
+            named::<WriteIntentResult>(g),
+        ),
     ]
 }
 
@@ -113,6 +132,7 @@ fn schema_document() -> Value {
             "direction": match method.direction {
                 Direction::ClientToServer => "clientToServer",
                 Direction::ServerToClient => "serverToClient",
+                Direction::Both => "both",
             },
             "params": method.params,
             "result": method.result,

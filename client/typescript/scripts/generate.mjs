@@ -53,7 +53,7 @@ function renderMethods(schema) {
   const ts = (name, absent) => (name === null ? absent : name);
   const group = (kind, direction) =>
     entries
-      .filter(([, m]) => m.kind === kind && m.direction === direction)
+      .filter(([, m]) => m.kind === kind && (m.direction === direction || m.direction === 'both'))
       .map(([name, m]) =>
         kind === 'request'
           ? `  '${name}': { params: ${ts(m.params, 'undefined')}; result: ${ts(m.result, 'null')} };`

@@ -5,8 +5,8 @@
 //! still at the version it was prepared against) or refused. Who the gates are is not known
 //! here: the caller passes a [`Gatekeeper`].
 
-use std::sync::{Mutex, PoisonError};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use super::stale::{self, Change};
 use super::{FileError, Version};
@@ -183,7 +183,11 @@ impl super::FileContext<'_> {
         if let Some(refusal) = &gate.refused {
             return Ok(Passage::Refused(refusal.clone()));
         }
-        let approved = gate.approved.lock().unwrap_or_else(PoisonError::into_inner).take_if(|intent| intent.path == target.path);
+        let approved = gate
+            .approved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take_if(|intent| intent.path == target.path);
         let intent = match approved {
             Some(intent) => intent,
             None if !gate.keeper.watches(&target.path) => return Ok(Passage::Direct),

@@ -54,6 +54,20 @@ export type RequestId = number | string;
  */
 export type ToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep';
 /**
+ * What happens to a write whose gate did not answer in time.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateOnTimeout".
+ */
+export type GateOnTimeout = 'deny' | 'allow';
+/**
+ * What a gate watches for: a new file, a whole-file write over an existing one, an edit.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateOperation".
+ */
+export type GateOperation = 'create' | 'update' | 'edit';
+/**
  * What a path names.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -153,6 +167,12 @@ export interface WireTypes {
   FsStatResult: FsStatResult;
   FsType: FsType;
   FsWriteParams: FsWriteParams;
+  GateInfo: GateInfo;
+  GateOnTimeout: GateOnTimeout;
+  GateOperation: GateOperation;
+  GateRegisterParams: GateRegisterParams;
+  GateRegisterResult: GateRegisterResult;
+  GateUnregisterParams: GateUnregisterParams;
   InitializeParams: InitializeParams;
   InitializeResult: InitializeResult;
   Limits: Limits;
@@ -174,6 +194,8 @@ export interface WireTypes {
   ToolName: ToolName;
   ToolsListResult: ToolsListResult;
   WriteExpectation: WriteExpectation;
+  WriteIntentParams: WriteIntentParams;
+  WriteIntentResult: WriteIntentResult;
   WriteOperation: WriteOperation;
   WriteParams: WriteParams;
   WriteResult: WriteResult;
@@ -355,6 +377,10 @@ export interface DaemonStatus {
    */
   fileSlotsWaiting?: number;
   /**
+   * The write-intent gates registered now, in registration order.
+   */
+  gates?: GateInfo[];
+  /**
    * Bytes of file content hashed to learn versions since start (reads, stats and version
    * checks that missed the cache). A read that the first chunk of a file shows to be binary
    * hashes nothing.
@@ -414,6 +440,11 @@ export interface DaemonStatus {
    */
   snapshots?: number;
   /**
+   * Responses from clients that matched no request of the daemon (a late answer to a
+   * withdrawn or timed-out `gate/writeIntent`, say): dropped.
+   */
+  unmatchedResponses?: number;
+  /**
    * Milliseconds since the daemon started serving.
    */
   uptimeMs: number;
@@ -425,6 +456,50 @@ export interface DaemonStatus {
    * Paths the watcher watches.
    */
   watchedPaths: number;
+}
+/**
+ * One gate, as `daemon/status` lists it.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateInfo".
+ */
+export interface GateInfo {
+  /**
+   * Its id.
+   */
+  gateId: string;
+  /**
+   * Intents sent to it and not answered yet.
+   */
+  inFlight: number;
+  /**
+   * Its name, if it has one.
+   */
+  name?: string | null;
+  /**
+   * What an unanswered intent becomes.
+   */
+  onTimeout: GateOnTimeout;
+  /**
+   * The operations it sees.
+   */
+  operations: GateOperation[];
+  /**
+   * The canonical paths it covers.
+   */
+  paths: string[];
+  /**
+   * The session that registered it.
+   */
+  sessionId: string;
+  /**
+   * Its answer timeout, in milliseconds.
+   */
+  timeoutMs: number;
+  /**
+   * Writes waiting for one of its places in flight.
+   */
+  waiting: number;
 }
 /**
  * Glob patterns (relative to the root that contains a path) a session may not read or write.
@@ -664,6 +739,58 @@ export interface FsWriteParams {
    * Absolute, or relative to the session's cwd.
    */
   path: string;
+}
+/**
+ * Params of `gate/register`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateRegisterParams".
+ */
+export interface GateRegisterParams {
+  /**
+   * A name for people and models (1 to 128 bytes), shown in refusals.
+   */
+  name?: string | null;
+  /**
+   * What an unanswered intent becomes (default `deny`).
+   */
+  onTimeout?: GateOnTimeout | null;
+  /**
+   * Which writes the gate sees (default: all three).
+   */
+  operations?: GateOperation[] | null;
+  /**
+   * Existing folders (or files) inside the session's roots, absolute or relative to its cwd.
+   */
+  paths: string[];
+  /**
+   * How long one intent waits for the gate's answer, in milliseconds (default 50000).
+   */
+  timeoutMs?: number | null;
+}
+/**
+ * Result of `gate/register`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateRegisterResult".
+ */
+export interface GateRegisterResult {
+  /**
+   * The gate's id, unique in this daemon (`gate-N`).
+   */
+  gateId: string;
+}
+/**
+ * Params of `gate/unregister`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateUnregisterParams".
+ */
+export interface GateUnregisterParams {
+  /**
+   * A gate this session registered.
+   */
+  gateId: string;
 }
 /**
  * Parameters of `initialize`. Unknown fields are refused, so that a misspelt `readOnly` can never
@@ -1024,6 +1151,76 @@ export interface ToolsListResult {
   tools: ToolDescriptor[];
 }
 /**
+ * Params of the server → client request `gate/writeIntent`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "WriteIntentParams".
+ */
+export interface WriteIntentParams {
+  /**
+   * Size of the new content in bytes.
+   */
+  bytes: number;
+  /**
+   * The writing session's `clientInfo.name`.
+   */
+  clientName?: string | null;
+  /**
+   * A unified diff from the current content to the bytes that would be written, or one of
+   * `"too large"`, `"not text"`, `"hidden"` (a deny rule of the gate's session covers the
+   * file) when none is shown.
+   */
+  diff: string;
+  /**
+   * The gate asked.
+   */
+  gateId: string;
+  /**
+   * This intent, unique in the daemon (`intent-N`); also the request's id.
+   */
+  intentId: string;
+  /**
+   * The version the file will have.
+   */
+  newVersion: string;
+  /**
+   * The version replaced (absent for a create).
+   */
+  oldVersion?: string | null;
+  /**
+   * What the write does.
+   */
+  operation: GateOperation;
+  /**
+   * The writing owner (`owner` of `tools/call` and `file/*`), if one was named.
+   */
+  owner?: string | null;
+  /**
+   * The file, absolute and canonical (inside the writer's roots).
+   */
+  path: string;
+  /**
+   * The writing session.
+   */
+  sessionId: string;
+}
+/**
+ * The gate's answer to `gate/writeIntent`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "WriteIntentResult".
+ */
+export interface WriteIntentResult {
+  /**
+   * Whether the write may land.
+   */
+  allow: boolean;
+  /**
+   * Why not (shown to the writing model), or any note.
+   */
+  reason?: string | null;
+}
+/**
  * Parameters of `file/write`.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -1079,6 +1276,8 @@ export interface ClientRequests {
   'fs/streamCancel': { params: StreamCancelParams; result: StreamCancelResult };
   'fs/streamText': { params: StreamTextParams; result: SubscriptionId };
   'fs/writeText': { params: FsWriteParams; result: WriteResult };
+  'gate/register': { params: GateRegisterParams; result: GateRegisterResult };
+  'gate/unregister': { params: GateUnregisterParams; result: null };
   'initialize': { params: InitializeParams; result: InitializeResult };
   'session/contextReset': { params: ContextResetParams; result: null };
   'shutdown': { params: undefined; result: null };
@@ -1094,10 +1293,12 @@ export interface ClientNotifications {
 
 /** Requests the daemon sends: params and result. */
 export interface ServerRequests {
+  'gate/writeIntent': { params: WriteIntentParams; result: WriteIntentResult };
 }
 
 /** Notifications the daemon sends. */
 export interface ServerNotifications {
+  '$/cancelRequest': { params: CancelParams };
   'file/didChange': { params: FileDidChange };
   'fs/textChunk': { params: TextChunkNotification };
 }
@@ -1107,7 +1308,7 @@ export const PROTOCOL_VERSION = 2;
 
 /** Every method of the protocol, with its kind and direction. */
 export const METHODS = {
-  '$/cancelRequest': { kind: 'notification', direction: 'clientToServer' },
+  '$/cancelRequest': { kind: 'notification', direction: 'both' },
   'daemon/status': { kind: 'request', direction: 'clientToServer' },
   'exit': { kind: 'notification', direction: 'clientToServer' },
   'file/didChange': { kind: 'notification', direction: 'serverToClient' },
@@ -1123,6 +1324,9 @@ export const METHODS = {
   'fs/streamText': { kind: 'request', direction: 'clientToServer' },
   'fs/textChunk': { kind: 'notification', direction: 'serverToClient' },
   'fs/writeText': { kind: 'request', direction: 'clientToServer' },
+  'gate/register': { kind: 'request', direction: 'clientToServer' },
+  'gate/unregister': { kind: 'request', direction: 'clientToServer' },
+  'gate/writeIntent': { kind: 'request', direction: 'serverToClient' },
   'initialize': { kind: 'request', direction: 'clientToServer' },
   'session/contextReset': { kind: 'request', direction: 'clientToServer' },
   'shutdown': { kind: 'request', direction: 'clientToServer' },
