@@ -315,6 +315,11 @@ test('the daemon going away mid-call fails the call, streams and later calls wit
     const iterator = stream[Symbol.asyncIterator]();
     assert.equal((await iterator.next()).done, false);
     process.kill(own.pid, 'SIGSTOP');
+    // A signal lands asynchronously: wait until the kernel reports the daemon stopped, so the
+    // call below is surely pending when the daemon dies.
+    while (!/^\d+ \(.*\) [tT] /.test(await readFile(`/proc/${own.pid}/stat`, 'utf8'))) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
     const pending = s.status();
     const closed = s.whenClosed();
     setTimeout(() => process.kill(own.pid, 'SIGKILL'), 50);
