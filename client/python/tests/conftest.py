@@ -89,6 +89,27 @@ class Daemon:
         if self.process.poll() is None:
             os.kill(self.process.pid, sig)
 
+    def freeze(self) -> None:
+        """Stops the daemon (SIGSTOP) and waits until every one of its threads is stopped."""
+        self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:
+            states = []
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                try:
+                    stat = (task / "stat").read_text()
+                except OSError:
+                    continue
+                states.append(stat.rpartition(")")[2].split()[0])
+            if states and all(state in ("T", "t") for state in states):
+                return
+            time.sleep(0.005)
+        raise RuntimeError("filectxd did not stop")
+
+    def thaw(self) -> None:
+        """Lets a frozen daemon run again."""
+        self.signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGCONT)

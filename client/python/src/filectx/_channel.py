@@ -211,6 +211,13 @@ class Channel:
             return f"{method} was cancelled; the daemon did not say within {SETTLE_TIMEOUT} s whether it ran"
         except Exception as error:  # the call failed in another way: say so, but stay cancelled
             return f"{method} was cancelled, and failed anyway: {error}"
+        result = future.result()
+        if isinstance(result, dict) and result.get("isError") is True:
+            # tools/call answers failures, a withdrawn call included, as results.
+            code = (result.get("error") or {}).get("code")
+            if code == "FS_ABORTED":
+                return f"{method} was cancelled before it started: nothing was changed"
+            return f"{method} was cancelled, and failed anyway: {code}"
         return f"{method} was cancelled after it had started, and ran to its end: its change was made"
 
     # -- receiving ---------------------------------------------------------------------------

@@ -34,10 +34,10 @@ class TextStream:
     ``stream_buffer_chunks`` behind (``lagged``).
 
     Leaving the loop early (``break``, ``return``, an exception, a cancelled task) cancels the
-    stream at the daemon with ``fs/streamCancel``: at once when the loop is left by an exception
-    or when the stream is used as ``async with``, and as soon as the loop's iterator is
-    collected after a ``break`` (at once in CPython). :meth:`cancel` does it explicitly and
-    returns the daemon's answer.
+    stream at the daemon with ``fs/streamCancel``: when the loop's iterator is closed, which
+    asyncio does as soon as it is collected (in CPython, on the loop's next turn after the loop
+    is left). Use the stream as ``async with`` to cancel it at the block's end, or call
+    :meth:`cancel`, which also returns the daemon's answer.
     """
 
     def __init__(self, channel: Channel, first_line: int, buffer_chunks: int) -> None:
