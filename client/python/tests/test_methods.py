@@ -233,7 +233,8 @@ async def test_on_did_change_listener_and_changes_iterator(daemon: Daemon) -> No
         await asyncio.wait_for(arrived.wait(), 10)
         assert change == heard[0]
         assert change["path"] == str(path) and change["displayPath"] == "listened.txt"
-        assert change["version"] == (await s.fs.stat("listened.txt") or {}).get("version")
+        now = await s.fs.stat("listened.txt")
+        assert now is not None and change["version"] == now["version"]
         subscription.dispose()
         subscription.dispose()
         await s.file.read("listened.txt")

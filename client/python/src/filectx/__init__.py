@@ -24,6 +24,7 @@ from .errors import (
     TransportError,
     UnsupportedFeatureError,
     UntrustedSocketError,
+    cancelled_outcome,
 )
 from .gate import GateDecision, GateHandler, GateOperation, WriteIntent
 from .session import (
@@ -65,6 +66,7 @@ __all__ = [
     "UnsupportedFeatureError",
     "UntrustedSocketError",
     "WriteIntent",
+    "cancelled_outcome",
     "connect",
     "default_socket_path",
     "wire",

@@ -8,6 +8,7 @@ Cancelling the asyncio task of a call is not an error of this module: the call r
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from .wire import FsErrorCode
@@ -16,6 +17,25 @@ from .wire import FsErrorCode
 REQUEST_CANCELLED = -32800
 #: JSON-RPC code of params of the wrong shape (also a refused ``resume``, an unknown tool).
 INVALID_PARAMS = -32602
+
+
+def cancelled_outcome(error: BaseException) -> str | None:
+    """What a cancelled call that changes files said about its outcome: the message of the
+    :class:`asyncio.CancelledError` it raised (e.g. ``"file/write was cancelled before it
+    started: nothing was changed"``), or ``None`` when ``error`` carries none.
+
+    Give it the ``CancelledError`` caught from awaiting the call, or from awaiting the task that
+    made it: from Python 3.11 on that is the call's own error; on 3.10 asyncio raises a new one
+    from a cancelled task, with the call's as its ``__context__``, which this follows.
+    """
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, asyncio.CancelledError) and seen.args and isinstance(seen.args[0], str) and seen.args[0]:
+            return seen.args[0]
+        seen = seen.__context__
+    return None
 
 
 class FilectxError(Exception):

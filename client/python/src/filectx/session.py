@@ -9,7 +9,8 @@ Cancellation: cancelling the asyncio task of a call (``task.cancel()``, ``asynci
 has not started its file work yet, and the call raises :class:`asyncio.CancelledError`. A call
 that changes files (``file.write``, ``file.edit``, ``fs.write_text``, ``fs.edit_text``,
 ``tools.call``, ``gate.register``) first waits briefly for the daemon's answer, so that when the
-``CancelledError`` arrives the change either happened or never will; its message says which.
+``CancelledError`` arrives the change either happened or never will; its message says which
+(:func:`~filectx.cancelled_outcome` reads it on every Python version).
 """
 
 from __future__ import annotations
@@ -491,7 +492,11 @@ class FsApi:
             if isinstance(subscription, (int, str)):
                 stream._started(subscription)
                 session._streams[subscription] = stream
-                stream._on_end.append(lambda: session._streams.pop(subscription, None))
+
+                def forget() -> None:
+                    session._streams.pop(subscription, None)
+
+                stream._on_end.append(forget)
 
         try:
             await session._channel.request("fs/streamText", params, on_result=started)

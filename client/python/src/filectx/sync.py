@@ -29,7 +29,7 @@ from typing import Any, Final, Literal, TypeVar, cast
 
 from . import session as aio
 from ._channel import DEFAULT_MAX_FRAME_BYTES
-from .errors import FsError
+from .errors import FsError, cancelled_outcome
 from .gate import GateDecision, GateOperation, WriteIntent
 from .stream import TextStream
 from .wire import (
@@ -63,11 +63,7 @@ def _cancelled_message(task: asyncio.Task[Any]) -> str:
     try:
         task.result()
     except asyncio.CancelledError as error:
-        cause: BaseException | None = error
-        while cause is not None:
-            if isinstance(cause, asyncio.CancelledError) and cause.args and cause.args[0]:
-                return str(cause.args[0])
-            cause = cause.__context__
+        return cancelled_outcome(error) or "the call was cancelled"
     return "the call was cancelled"
 
 
@@ -444,7 +440,12 @@ class SyncSession:
             return self._session.on_did_change(listener)
 
         subscription = self._runner.run(add())
-        return aio.Subscription(lambda: self._runner.loop.call_soon_threadsafe(subscription.dispose))
+
+        def dispose() -> None:
+            if not self._runner.loop.is_closed():
+                self._runner.loop.call_soon_threadsafe(subscription.dispose)
+
+        return aio.Subscription(dispose)
 
     def changes(self, buffer: int = aio.DEFAULT_CHANGE_BUFFER) -> SyncChangeStream:
         """As :meth:`filectx.Session.changes`."""
