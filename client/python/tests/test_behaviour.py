@@ -355,3 +355,18 @@ async def test_the_daemon_going_away_mid_call_fails_calls_and_streams(own_daemon
     with pytest.raises(TransportError):
         await anext(changes)
     await s.close()  # harmless
+
+
+async def test_close_does_not_hang_on_a_daemon_that_does_not_answer(own_daemon: Daemon) -> None:
+    s = await session(own_daemon)
+    own_daemon.freeze()
+    try:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.wait_for(s.close(), 10)
+        assert loop.time() - started < 6  # the shutdown's grace, then the hang-up's
+        assert s.closed
+        with pytest.raises(TransportError, match="the session was closed"):
+            await s.status()
+    finally:
+        own_daemon.thaw()

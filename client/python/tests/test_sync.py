@@ -49,6 +49,8 @@ def test_every_layer_blocking(daemon: Daemon) -> None:
             s.tools.call("glob", {"pattern": "*"})
     assert s.closed
     s.close()  # harmless
+    with pytest.raises(TransportError):
+        s.status()
     assert path.read_text() == "3\n"
 
 

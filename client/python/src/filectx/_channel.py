@@ -84,6 +84,8 @@ class Channel:
         self._close_listeners: list[Callable[[TransportError], None]] = []
         self._drain_lock = asyncio.Lock()
         self._close_error: TransportError | None = None
+        self.closed_by_client = False
+        """Whether this side ended the connection (:meth:`close` or :meth:`abort`)."""
         self._closing_error: TransportError | None = None
         self._closed = asyncio.get_running_loop().create_future()
         self.cancel_requests = True
@@ -185,19 +187,15 @@ class Channel:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
             if future.done() or self._close_error is not None:
-                self._pending.pop(request_id, None)
                 raise
             if self.cancel_requests:
                 self._send_nowait({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": request_id}})
             if not settle_on_cancel:
-                self._pending.pop(request_id, None)
                 raise
             outcome = await self._settle(method, future)
-            self._pending.pop(request_id, None)
             raise asyncio.CancelledError(outcome) from None
         finally:
-            if future.done():
-                self._pending.pop(request_id, None)
+            self._pending.pop(request_id, None)
 
     async def _settle(self, method: str, future: asyncio.Future[Any]) -> str:
         """Waits (bounded) for a cancelled call's answer and says what it means."""
@@ -367,6 +365,7 @@ class Channel:
         fail with :class:`TransportError` ("the session was closed")."""
         if self._close_error is not None:
             return
+        self.closed_by_client = True
         self._closing_error = TransportError("the session was closed")
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._closed), grace)
@@ -379,6 +378,7 @@ class Channel:
 
     def abort(self, reason: str) -> None:
         """Drops the connection at once."""
+        self.closed_by_client = True
         self._closing_error = TransportError(reason)
         self._reader_task.cancel()
         self._shut(self._closing_error)

@@ -58,6 +58,8 @@ from .wire import (
 
 CLIENT_NAME: Final = "filectx-python"
 CLIENT_VERSION: Final = "0.1.0"
+CLOSE_GRACE: Final = 2.0
+"""Seconds :meth:`Session.close` gives the daemon to answer ``shutdown`` and to hang up."""
 
 
 class Features:
@@ -217,6 +219,8 @@ class _GateRegistry:
             return {"allow": False, "reason": f"the gate's handler failed: {error}"}
         if isinstance(decision, bool):
             return {"allow": decision}
+        if not isinstance(decision, dict):
+            return {"allow": False, "reason": f"the gate's handler answered {decision!r}, not a decision"}
         answer: gate_wire.GateDecision = {"allow": decision.get("allow") is True}
         reason = decision.get("reason")
         if isinstance(reason, str):
@@ -265,6 +269,7 @@ class ChangeStream:
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._ended = False
+        self._channel = session._channel
         remove_listener = session._channel.on_notification("file/didChange", self._push)
         remove_close = session._channel.on_close(self._closed)
 
@@ -284,7 +289,7 @@ class ChangeStream:
         self._wake()
 
     def _closed(self, error: TransportError) -> None:
-        self._end(None if str(error) == "the session was closed" else TransportError(str(error)))
+        self._end(None if self._channel.closed_by_client else TransportError(str(error)))
 
     def _end(self, error: BaseException | None) -> None:
         if self._ended:
@@ -546,9 +551,18 @@ class GateApi:
             if isinstance(result, dict) and isinstance(result.get("gateId"), str):
                 session._gates.handlers[result["gateId"]] = handler
 
-        result: gate_wire.GateRegisterResult = await session._channel.request(
-            gate_wire.GATE_REGISTER, params, settle_on_cancel=True, on_result=registered
-        )
+        try:
+            result: gate_wire.GateRegisterResult = await session._channel.request(
+                gate_wire.GATE_REGISTER, params, settle_on_cancel=True, on_result=registered
+            )
+        except asyncio.CancelledError:
+            # Registered all the same (the daemon answered while the call settled): nobody holds
+            # the gate, so take it down again.
+            for gate_id, registered_handler in list(session._gates.handlers.items()):
+                if registered_handler is handler:
+                    session._gates.handlers.pop(gate_id, None)
+                    session._background(session._channel.request(gate_wire.GATE_UNREGISTER, {"gateId": gate_id}))
+            raise
         return Gate(session, result["gateId"])
 
 
@@ -563,6 +577,7 @@ class Session:
         self._gates = gates
         self._stream_buffer_chunks = stream_buffer_chunks
         self._streams: dict[SubscriptionId, TextStream] = {}
+        self._tasks: set[asyncio.Future[Any]] = set()
         self.info: Final = info
         """The ``initialize`` result: ``sessionId``, ``instructions``, ``capabilities``,
         ``limits``, ``resumeToken``."""
@@ -581,6 +596,22 @@ class Session:
         stream = self._streams.get(params["subscription"]) if isinstance(params, dict) else None
         if stream is not None:
             stream._deliver(params)
+
+    def _background(self, work: Awaitable[Any]) -> None:
+        """Runs ``work`` as a task kept alive until it ends; what it raises goes to the loop's
+        exception handler."""
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+
+        def done(finished: asyncio.Future[Any]) -> None:
+            self._tasks.discard(finished)
+            if not finished.cancelled() and (error := finished.exception()) is not None:
+                if not isinstance(error, TransportError):
+                    finished.get_loop().call_exception_handler(
+                        {"message": "a filectx background task failed", "exception": error}
+                    )
+
+        task.add_done_callback(done)
 
     def _owned(self, owner: str | None, params: dict[str, Any]) -> None:
         if owner is not None:
@@ -639,7 +670,7 @@ class Session:
         def deliver(change: FileDidChange) -> None:
             outcome = listener(change)
             if inspect.isawaitable(outcome):
-                asyncio.ensure_future(outcome)
+                self._background(outcome)
 
         return Subscription(self._channel.on_notification("file/didChange", deliver))
 
@@ -654,11 +685,11 @@ class Session:
         if self._channel.is_closed:
             return
         try:
-            await self._channel.request("shutdown")
+            await asyncio.wait_for(self._channel.request("shutdown"), CLOSE_GRACE)
             await self._channel.notify("exit")
-        except (TransportError, FsError, RpcError):
-            pass  # the daemon went away meanwhile: nothing left to end politely
-        await self._channel.close()
+        except (TransportError, FsError, RpcError, asyncio.TimeoutError):
+            pass  # the daemon went away meanwhile, or does not answer: nothing left to end politely
+        await self._channel.close(CLOSE_GRACE)
 
     async def __aenter__(self) -> Session:
         return self

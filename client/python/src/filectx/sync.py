@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import os
 import threading
@@ -29,7 +30,7 @@ from typing import Any, Final, Literal, TypeVar, cast
 
 from . import session as aio
 from ._channel import DEFAULT_MAX_FRAME_BYTES
-from .errors import FsError, cancelled_outcome
+from .errors import FsError, TransportError, cancelled_outcome
 from .gate import GateDecision, GateOperation, WriteIntent
 from .stream import TextStream
 from .wire import (
@@ -85,6 +86,9 @@ class _Runner:
         if threading.current_thread() is self._thread:
             coroutine.close()
             raise RuntimeError("a SyncSession method was called from its own loop thread (from a listener?)")
+        if self.loop.is_closed():
+            coroutine.close()
+            raise TransportError("the session was closed")
         outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
         started: list[asyncio.Task[T]] = []
 
@@ -102,20 +106,24 @@ class _Runner:
             task.add_done_callback(finished)
 
         self.loop.call_soon_threadsafe(start)
+
+        def cancel() -> None:
+            if started:
+                started[0].cancel()
+
         try:
             return outcome.result(timeout)
-        except concurrent.futures.TimeoutError:
-            self.loop.call_soon_threadsafe(lambda: started[0].cancel())
-            # The call ends promptly once cancelled (a write waits a few seconds at most to learn
-            # whether it landed); it may also have finished meanwhile.
-            return outcome.result()
-        except BaseException:
-            # KeyboardInterrupt and the like: cancel the call, let it settle, re-raise.
-            self.loop.call_soon_threadsafe(lambda: started[0].cancel() if started else None)
-            try:
+        except BaseException as interrupted:
+            if outcome.done():
+                raise  # the call's own result: its error
+            self.loop.call_soon_threadsafe(cancel)
+            if isinstance(interrupted, concurrent.futures.TimeoutError):
+                # The call ends promptly once cancelled (a write waits a few seconds at most to
+                # learn whether it landed); it may also have finished meanwhile.
+                return outcome.result()
+            # KeyboardInterrupt and the like: let the call settle, then re-raise.
+            with contextlib.suppress(BaseException):
                 outcome.result()
-            except BaseException:
-                pass
             raise
 
     def stop(self) -> None:
