@@ -370,3 +370,62 @@ async def test_close_does_not_hang_on_a_daemon_that_does_not_answer(own_daemon: 
             await s.status()
     finally:
         own_daemon.thaw()
+
+
+async def test_a_stream_given_up_before_its_answer_is_cancelled_when_it_comes(own_daemon: Daemon) -> None:
+    (own_daemon.root / "late.txt").write_text("\n".join(str(n) for n in range(200_000)))
+    async with await session(own_daemon) as s:
+        chunks = 0
+
+        def count(_: object) -> None:
+            nonlocal chunks
+            chunks += 1
+
+        s.on_notification("fs/textChunk", count)
+        own_daemon.freeze()
+        try:
+            pending = asyncio.create_task(s.fs.stream_text("late.txt", chunk_lines=1))
+            await asyncio.sleep(0.05)
+            pending.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await pending
+        finally:
+            own_daemon.thaw()
+        # The daemon started the stream when it read the request; the late answer cancels it.
+        # What it had queued (at most its 8 MiB budget per connection) still arrives; then no
+        # more, far before the file's 200,000 chunks.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        seen = -1
+        while chunks != seen:
+            assert loop.time() < deadline, "the stream's chunks kept coming"
+            seen = chunks
+            await asyncio.sleep(0.5)
+        assert seen < 150_000
+        assert (await s.file.read("late.txt", offset=200_000))["lines"] == ["199999"]
+
+
+async def test_streams_cancelled_right_after_they_start_all_stop(own_daemon: Daemon) -> None:
+    # The daemon may answer a cancel that comes right after the stream's answer `false` (its
+    # subscription was not ready yet) and stream on; the client then cancels again at the next
+    # chunk. Either way no stream runs to the end of the file.
+    (own_daemon.root / "quick.txt").write_text("\n".join(str(n) for n in range(200_000)))
+    async with await session(own_daemon) as s:
+        chunks = 0
+
+        def count(_: object) -> None:
+            nonlocal chunks
+            chunks += 1
+
+        s.on_notification("fs/textChunk", count)
+        for _ in range(30):
+            stream = await s.fs.stream_text("quick.txt", chunk_lines=1)
+            await stream.cancel()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        seen = -1
+        while chunks != seen:
+            assert loop.time() < deadline, "the streams' chunks kept coming"
+            seen = chunks
+            await asyncio.sleep(0.5)
+        assert seen < 150_000

@@ -54,6 +54,12 @@ def _error_of(error: Any) -> Exception:
     return RpcError(code if isinstance(code, int) else 0, message, data)
 
 
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Marks a future's exception as seen (nobody awaits it any more)."""
+    if not future.cancelled():
+        future.exception()
+
+
 class _Pending:
     __slots__ = ("future", "on_result", "method")
 
@@ -164,6 +170,7 @@ class Channel:
         *,
         settle_on_cancel: bool = False,
         on_result: ResultHook | None = None,
+        on_late_result: ResultHook | None = None,
     ) -> Any:
         """Sends a request and returns its result, raising :class:`FsError`, :class:`RpcError`
         or :class:`TransportError`.
@@ -173,7 +180,9 @@ class Channel:
         :class:`asyncio.CancelledError`. With ``settle_on_cancel`` (calls that change files) it
         first waits, up to :data:`SETTLE_TIMEOUT`, for the daemon's answer, so that when the
         ``CancelledError`` arrives the change has happened or never will; the error's message
-        says which.
+        says which. ``on_late_result`` runs (on the reader) with the result of a call cancelled
+        before its answer came, when the daemon did run it after all (to undo what it started:
+        a stream is cancelled).
         """
         self._check_open()
         request_id = next(self._ids)
@@ -182,6 +191,7 @@ class Channel:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
+        keep_pending = False
         try:
             await self._send(message)
             return await asyncio.shield(future)
@@ -191,11 +201,17 @@ class Channel:
             if self.cancel_requests:
                 self._send_nowait({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": request_id}})
             if not settle_on_cancel:
+                if on_late_result is not None:
+                    # Keep listening for the answer, for what it started.
+                    self._pending[request_id] = _Pending(future, on_late_result, method)
+                    future.add_done_callback(_retrieve)
+                    keep_pending = True
                 raise
             outcome = await self._settle(method, future)
             raise asyncio.CancelledError(outcome) from None
         finally:
-            self._pending.pop(request_id, None)
+            if not keep_pending:
+                self._pending.pop(request_id, None)
 
     async def _settle(self, method: str, future: asyncio.Future[Any]) -> str:
         """Waits (bounded) for a cancelled call's answer and says what it means."""

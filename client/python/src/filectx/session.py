@@ -34,7 +34,7 @@ from .errors import (
     TransportError,
     UnsupportedFeatureError,
 )
-from .stream import TextStream
+from .stream import STREAM_CANCEL, TextStream
 from .trust import check_folder, check_peer, socket_path
 from .wire import (
     CallToolResult,
@@ -490,7 +490,12 @@ class FsApi:
         session = self._session
         params: dict[str, Any] = {"path": path}
         _put(params, offset=offset, chunkLines=chunk_lines)
-        stream = TextStream(session._channel, offset if offset is not None else 1, session._stream_buffer_chunks)
+        stream = TextStream(
+            session._channel,
+            offset if offset is not None else 1,
+            session._stream_buffer_chunks,
+            session._cancel_subscription,
+        )
 
         def started(subscription: Any) -> None:
             # On the reader, before any chunk of it is dispatched.
@@ -503,10 +508,17 @@ class FsApi:
 
                 stream._on_end.append(forget)
 
+        def late(subscription: Any) -> None:
+            # The call was given up before its answer, but the daemon started the stream.
+            if isinstance(subscription, (int, str)):
+                session._background(session._cancel_subscription(subscription))
+
         try:
-            await session._channel.request("fs/streamText", params, on_result=started)
+            await session._channel.request("fs/streamText", params, on_result=started, on_late_result=late)
         except asyncio.CancelledError:
-            await stream.aclose()
+            # Started meanwhile (the answer came as the task was cancelled): stop it.
+            stream._start_cancel()
+            stream._end(None)
             raise
         if stream.subscription is None:
             raise StreamError("the daemon answered fs/streamText without a subscription id")
@@ -578,6 +590,7 @@ class Session:
         self._stream_buffer_chunks = stream_buffer_chunks
         self._streams: dict[SubscriptionId, TextStream] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._retry_cancel: dict[SubscriptionId, bool] = {}
         self.info: Final = info
         """The ``initialize`` result: ``sessionId``, ``instructions``, ``capabilities``,
         ``limits``, ``resumeToken``."""
@@ -593,9 +606,30 @@ class Session:
         channel.on_notification("fs/textChunk", self._chunk)
 
     def _chunk(self, params: TextChunkNotification) -> None:
-        stream = self._streams.get(params["subscription"]) if isinstance(params, dict) else None
+        if not isinstance(params, dict):
+            return
+        subscription = params.get("subscription")
+        stream = self._streams.get(subscription) if isinstance(subscription, (int, str)) else None
         if stream is not None:
             stream._deliver(params)
+            return
+        result = params.get("result")
+        if not isinstance(subscription, (int, str)) or not isinstance(result, dict):
+            return
+        if self._retry_cancel.pop(subscription, False) and not result.get("done"):
+            # Our cancel was answered `false`, yet the stream sends on: the daemon had not made
+            # the subscription ready when the cancel came. It is now; cancel it again, once.
+            self._background(self._channel.request(STREAM_CANCEL, [subscription]))
+
+    async def _cancel_subscription(self, subscription: SubscriptionId) -> bool:
+        """Sends ``fs/streamCancel`` and returns the daemon's answer; a ``false`` one is retried
+        at the stream's next chunk, should one come."""
+        stopped = bool(await self._channel.request(STREAM_CANCEL, [subscription]))
+        if not stopped:
+            self._retry_cancel[subscription] = True
+            if len(self._retry_cancel) > 256:
+                self._retry_cancel.pop(next(iter(self._retry_cancel)))
+        return stopped
 
     def _background(self, work: Awaitable[Any]) -> None:
         """Runs ``work`` as a task kept alive until it ends; what it raises goes to the loop's
@@ -673,6 +707,12 @@ class Session:
                 self._background(outcome)
 
         return Subscription(self._channel.on_notification("file/didChange", deliver))
+
+    def on_notification(self, method: str, listener: Callable[[Any], None]) -> Subscription:
+        """Calls ``listener`` with the ``params`` of every server → client notification
+        ``method`` (an escape hatch: ``file/didChange`` has :meth:`on_did_change`, and
+        ``fs/textChunk`` is delivered to its :class:`~filectx.TextStream` as well)."""
+        return Subscription(self._channel.on_notification(method, listener))
 
     def changes(self, buffer: int = DEFAULT_CHANGE_BUFFER) -> ChangeStream:
         """The ``file/didChange`` notifications from now on, as an async iterator; see

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import FsError, StreamError, TransportError
 from .wire import SubscriptionId, TextChunk, TextChunkNotification
@@ -40,8 +40,15 @@ class TextStream:
     :meth:`cancel`, which also returns the daemon's answer.
     """
 
-    def __init__(self, channel: Channel, first_line: int, buffer_chunks: int) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        first_line: int,
+        buffer_chunks: int,
+        cancel_subscription: Callable[[SubscriptionId], Coroutine[Any, Any, bool]],
+    ) -> None:
         self._channel = channel
+        self._cancel_subscription = cancel_subscription
         self._next_line = first_line
         self._buffer_chunks = max(1, buffer_chunks)
         self._queue: deque[TextChunk] = deque()
@@ -151,7 +158,7 @@ class TextStream:
             return self._cancel_task
         if self._daemon_done or self._id is None or self._channel.is_closed:
             return None
-        task = asyncio.get_running_loop().create_task(self._channel.request(STREAM_CANCEL, [self._id]))
+        task = asyncio.get_running_loop().create_task(self._cancel_subscription(self._id))
         task.add_done_callback(_retrieve)
         self._cancel_task = task
         return task
