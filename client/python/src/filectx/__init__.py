@@ -40,11 +40,13 @@ from .session import (
     connect,
 )
 from .stream import TextStream
-from .trust import default_socket_path
+from .trust import SOCKET_ENV, SOCKET_FILE_NAME, check_folder, default_socket_path
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "SOCKET_ENV",
+    "SOCKET_FILE_NAME",
     "ChangeStream",
     "Features",
     "FileApi",
@@ -67,6 +69,7 @@ __all__ = [
     "UntrustedSocketError",
     "WriteIntent",
     "cancelled_outcome",
+    "check_folder",
     "connect",
     "default_socket_path",
     "wire",
