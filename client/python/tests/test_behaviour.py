@@ -9,7 +9,7 @@ import fcntl
 import os
 import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -34,6 +34,29 @@ async def next_change(changes: filectx.ChangeStream, match: Callable[[FileDidCha
         raise AssertionError("the change notifications ended")
 
     return await asyncio.wait_for(find(), 10)
+
+
+async def eventually(condition: Callable[[], bool]) -> None:
+    """Waits (up to 10 s) until ``condition`` holds."""
+    await eventually_async(lambda: _ready(condition()))
+
+
+async def _ready(value: bool) -> bool:
+    return value
+
+
+async def eventually_async(condition: Callable[[], Awaitable[bool]]) -> None:
+    """Waits (up to 10 s) until ``condition`` holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while not await condition():
+        assert loop.time() < deadline, "the condition did not come true within 10 s"
+        await asyncio.sleep(0.01)
+
+
+async def busy_slots(s: Session, count: int) -> bool:
+    """Whether ``count`` of the daemon's file-work slots are taken."""
+    return (await s.status()).get("fileSlotsBusy") == count
 
 
 async def settle() -> None:
@@ -93,7 +116,8 @@ async def test_a_reader_that_falls_behind_gets_a_stream_error(daemon: Daemon) ->
     (daemon.root / "lag.txt").write_text("\n".join(str(n) for n in range(5000)))
     async with await session(daemon, stream_buffer_chunks=4) as s:
         stream = await s.fs.stream_text("lag.txt", chunk_lines=1)
-        await asyncio.sleep(0.3)  # read nothing while the chunks arrive
+        # Read nothing while the chunks arrive, until the fifth unread one cancels the stream.
+        await eventually(lambda: stream.cancelled)
         delivered = 0
         with pytest.raises(StreamError) as lagged:
             async for _ in stream:
@@ -270,7 +294,7 @@ async def test_cancelling_a_call_sends_cancel_request_and_the_daemon_withdraws_i
         with open(locked, "rb") as held:
             fcntl.flock(held, fcntl.LOCK_EX)  # another process's lock: the write waits, holding a slot
             blocked = asyncio.create_task(s.file.write("locked.txt", "written\n"))
-            await asyncio.sleep(0.5)
+            await eventually_async(lambda: busy_slots(s, 1))
             assert not blocked.done()
             # This session holds all its slots: the next call waits for one, and can be withdrawn.
             waiting = asyncio.create_task(s.file.write("waiting.txt", "never\n"))

@@ -123,7 +123,10 @@ def test_a_timeout_cancels_the_call_at_the_daemon(slot_daemon: Daemon) -> None:
             ]
             for thread in blocked:
                 thread.start()
-            time.sleep(0.3)
+            deadline = time.monotonic() + 10
+            while s.status().get("fileSlotsBusy") != 2:
+                assert time.monotonic() < deadline, "the two writes did not take the two slots"
+                time.sleep(0.01)
             # This write waits for a slot until the timeout, and is withdrawn.
             with pytest.raises(FsError) as timed_out:
                 s.file.write("waiting.txt", "never\n")
