@@ -244,3 +244,14 @@ async def test_on_did_change_listener_and_changes_iterator(daemon: Daemon) -> No
         assert len(heard) == 1
     # The iterator ends quietly when the session is closed.
     assert [c async for c in changes] == []
+
+
+async def test_the_search_tools_when_asked_for(daemon: Daemon) -> None:
+    (daemon.root / "search").mkdir()
+    (daemon.root / "search" / "needle.txt").write_text("hay\nneedle here\nhay\n")
+    async with await session(daemon, tools=["read", "glob", "grep"], read_only=True) as s:
+        assert s.info["capabilities"]["tools"] == ["read", "glob", "grep"]
+        globbed = await s.tools.call("glob", {"pattern": "**/needle.txt"})
+        assert globbed["isError"] is False and "search/needle.txt" in globbed["content"][0]["text"]
+        grepped = await s.tools.call("grep", {"pattern": "needle", "path": "search", "output_mode": "content"})
+        assert grepped["isError"] is False and "needle.txt:2:needle here" in grepped["content"][0]["text"]

@@ -43,6 +43,9 @@ def test_an_older_daemon_refusing_a_field_is_an_unsupported_feature() -> None:
     assert _refused_feature({"roots": ["/r"]}, resumable) is None
     assert _refused_feature(params, RpcError(-32600, "unknown field `resumable`")) is None
     assert _refused_feature(params, TransportError("gone")) is None
+    search = RpcError(-32602, "unknown variant `grep`, expected one of `read`, `write`, `edit`")
+    refused = _refused_feature({"roots": ["/r"], "tools": ["read", "grep"]}, search)
+    assert isinstance(refused, UnsupportedFeatureError) and refused.feature == "search"
 
 
 def test_cancelled_outcome_reads_the_message_through_a_task() -> None:

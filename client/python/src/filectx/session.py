@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Final, Literal
 
 from . import gate as gate_wire
-from ._channel import DEFAULT_MAX_FRAME_BYTES, Channel
+from ._channel import DEFAULT_MAX_FRAME_BYTES, Channel, ServerRequestHandler
 from .errors import (
     INVALID_PARAMS,
     FsError,
@@ -133,9 +133,8 @@ async def connect(
     """
     path = socket_path(socket)
     await asyncio.to_thread(check_folder, path)
-    channel = await _open(path, max_frame_bytes)
     gates = _GateRegistry()
-    channel._server_requests[gate_wire.GATE_WRITE_INTENT] = gates.decide
+    channel = await _open(path, max_frame_bytes, {gate_wire.GATE_WRITE_INTENT: gates.decide})
     params: dict[str, Any] = {
         "clientInfo": client_info if client_info is not None else {"name": CLIENT_NAME, "version": CLIENT_VERSION},
         "roots": [os.fspath(root) for root in roots],
@@ -159,13 +158,10 @@ async def connect(
         if refused is not None:
             raise refused from error
         raise
-    session = Session(channel, path, info, gates, stream_buffer_chunks)
-    if tools is not None and any(tool in ("glob", "grep") for tool in tools):
-        session.require(Features.SEARCH)
-    return session
+    return Session(channel, path, info, gates, stream_buffer_chunks)
 
 
-async def _open(path: str, max_frame_bytes: int) -> Channel:
+async def _open(path: str, max_frame_bytes: int, server_requests: dict[str, ServerRequestHandler]) -> Channel:
     sock = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
     sock.setblocking(False)
     try:
@@ -183,7 +179,7 @@ async def _open(path: str, max_frame_bytes: int) -> Channel:
     except BaseException:
         sock.close()
         raise
-    return Channel(reader, writer, max_frame_bytes=max_frame_bytes)
+    return Channel(reader, writer, server_requests, max_frame_bytes=max_frame_bytes)
 
 
 def _refused_feature(params: dict[str, Any], error: BaseException) -> UnsupportedFeatureError | None:
@@ -193,6 +189,10 @@ def _refused_feature(params: dict[str, Any], error: BaseException) -> Unsupporte
     for field, feature in _INIT_FEATURES:
         if field in params and f"unknown field `{field}`" in error.message:
             return UnsupportedFeatureError(feature)
+    # A daemon older than the search tools does not know them as tool names.
+    for tool in ("glob", "grep"):
+        if tool in params.get("tools", ()) and f"unknown variant `{tool}`" in error.message:
+            return UnsupportedFeatureError(Features.SEARCH)
     return None
 
 
