@@ -94,3 +94,46 @@ def test_the_package_exports_its_surface() -> None:
     for name in filectx.__all__:
         assert hasattr(filectx, name), name
     assert (Path(filectx.__file__).parent / "py.typed").exists()
+
+
+def test_the_generator_reads_enums_and_tagged_unions_as_schemars_writes_them() -> None:
+    generator = load_generator()
+    schema_text = json.dumps(
+        {
+            "protocolVersion": 2,
+            "methods": {"x/y": {"kind": "request", "direction": "clientToServer", "params": "P", "result": None}},
+            "definitions": {
+                "OnTimeout": {"type": "string", "enum": ["deny", "allow"]},
+                "Op": {"oneOf": [{"type": "string", "enum": ["create"]}, {"type": "string", "const": "update"}]},
+                "Shape": {
+                    "oneOf": [
+                        {"type": "object", "properties": {"kind": {"const": "dot"}}, "required": ["kind"]},
+                        {
+                            "type": "object",
+                            "properties": {"kind": {"const": "line"}, "length": {"type": "integer"}},
+                            "required": ["kind", "length"],
+                        },
+                    ]
+                },
+                "P": {
+                    "type": "object",
+                    "properties": {
+                        "onTimeout": {"anyOf": [{"$ref": "#/definitions/OnTimeout"}, {"type": "null"}]},
+                        "ops": {"type": ["array", "null"], "items": {"$ref": "#/definitions/Op"}},
+                        "shape": {"allOf": [{"$ref": "#/definitions/Shape"}]},
+                        "bytes": {"type": "integer"},
+                    },
+                    "required": ["bytes", "shape"],
+                },
+            },
+        }
+    )
+    source = generator.generate(schema_text)
+    assert 'OnTimeout: TypeAlias = Literal["deny", "allow"]' in source
+    assert 'Op: TypeAlias = Literal["create", "update"]' in source
+    assert "Shape: TypeAlias = ShapeDot | ShapeLine" in source
+    namespace: dict[str, object] = {}
+    exec(compile(source, "generated", "exec"), namespace)
+    p = namespace["P"]
+    assert getattr(p, "__required_keys__") == frozenset({"bytes", "shape"})
+    assert getattr(p, "__optional_keys__") == frozenset({"onTimeout", "ops"})

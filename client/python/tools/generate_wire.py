@@ -14,8 +14,8 @@ What it understands is what ``schemars`` emits for the protocol crate (draft-07)
 ``properties``/``required`` (optional keys become a ``total=False`` subclass, so the module also
 runs on Python 3.10, which has no ``NotRequired``), ``type`` lists with ``"null"``, ``anyOf`` with
 ``null``, single-element ``allOf`` wrappers, ``oneOf`` of string constants (a ``Literal``) or of
-objects told apart by a constant property (one TypedDict each, and their union), fixed-length
-arrays (a ``tuple``), and ``$ref``. Anything else fails loudly rather than being guessed.
+objects told apart by a constant property (one TypedDict each, and their union), ``enum``,
+fixed-length arrays (a ``tuple``), and ``$ref``. Anything else fails loudly rather than being guessed.
 """
 
 from __future__ import annotations
@@ -83,18 +83,32 @@ class Generator:
         if "anyOf" in node:
             return self.union([self.expr(part, deps) for part in node["anyOf"]])
         if "oneOf" in node:
-            consts = [part.get("const") for part in node["oneOf"]]
-            if all(isinstance(c, str) for c in consts):
+            consts = [value for part in node["oneOf"] for value in self.constants(part)]
+            if consts and all(isinstance(c, str) for c in consts):
                 return "Literal[" + ", ".join(json.dumps(c) for c in consts) + "]"
             raise Unsupported("an inline oneOf of objects (give it a definition)")
-        if "const" in node:
-            return f"Literal[{json.dumps(node['const'])}]"
+        if "const" in node or "enum" in node:
+            values = self.constants(node)
+            if not all(isinstance(value, (str, int, bool)) or value is None for value in values):
+                raise Unsupported(f"constants {values!r}")
+            literals = [json.dumps(value) for value in values if value is not None]
+            parts = ["Literal[" + ", ".join(literals) + "]"] if literals else []
+            return self.union(parts + (["None"] if None in values else []))
         kinds = node.get("type")
         if kinds is None:
             return "Any"
         if isinstance(kinds, str):
             kinds = [kinds]
         return self.union([self.scalar(kind, node, deps) for kind in kinds])
+
+    @staticmethod
+    def constants(node: Schema) -> list[Any]:
+        """The values a ``const`` or ``enum`` node allows (none for other nodes)."""
+        if "const" in node:
+            return [node["const"]]
+        if isinstance(node.get("enum"), list):
+            return list(node["enum"])
+        return []
 
     def scalar(self, kind: str, node: Schema, deps: set[str]) -> str:
         if kind == "string":
