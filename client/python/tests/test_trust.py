@@ -124,6 +124,31 @@ def listen_as_nobody(bound: socket.socket) -> tuple[int, int]:
     return pid, ready
 
 
+async def test_a_socket_file_that_is_not_ours_or_not_a_socket_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    plain = folder / "plain.sock"
+    plain.write_text("")
+    with pytest.raises(filectx.UntrustedSocketError, match="it is not a socket"):
+        await filectx.connect(socket=plain, roots=[str(tmp_path)])
+    if os.geteuid() != 0:
+        return  # giving a file away needs root
+    path = folder / "filectx.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    server.setblocking(False)
+    try:
+        os.chown(path, 65534, 65534)
+        with pytest.raises(filectx.UntrustedSocketError) as refused:
+            await filectx.connect(socket=path, roots=[str(tmp_path)])
+        assert "it belongs to uid 65534, not to you (uid 0)" in refused.value.reason
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nothing connected
+    finally:
+        server.close()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a listener as another user")
 async def test_a_socket_served_by_another_user_is_refused_before_sending(tmp_path: Path) -> None:
     folder = tmp_path / "run"

@@ -35,7 +35,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .stream import STREAM_CANCEL, TextStream
-from .trust import check_folder, check_peer, socket_path
+from .trust import check_folder, check_peer, check_socket_file, socket_path
 from .wire import (
     CallToolResult,
     ClientInfo,
@@ -132,7 +132,7 @@ async def connect(
     needs a feature this daemon lacks.
     """
     path = socket_path(socket)
-    await asyncio.to_thread(check_folder, path)
+    await asyncio.to_thread(_check_path, path)
     gates = _GateRegistry()
     channel = await _open(path, max_frame_bytes, {gate_wire.GATE_WRITE_INTENT: gates.decide})
     params: dict[str, Any] = {
@@ -159,6 +159,11 @@ async def connect(
             raise refused from error
         raise
     return Session(channel, path, info, gates, stream_buffer_chunks)
+
+
+def _check_path(path: str) -> None:
+    check_folder(path)
+    check_socket_file(path)
 
 
 async def _open(path: str, max_frame_bytes: int, server_requests: dict[str, ServerRequestHandler]) -> Channel:

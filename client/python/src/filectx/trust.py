@@ -1,7 +1,8 @@
 """Where the daemon's socket is, and whom the client trusts there: only a daemon of its own
 user, reached through a folder only that user controls (as the Rust client's ``trust.rs``).
 
-Two checks, because each covers what the other cannot:
+Two checks, because each covers what the other cannot (plus a third, the socket file's owner,
+which the other two already imply but which fails with a clearer message):
 
 - **The folder**, before connecting (:func:`check_folder`): the socket's folder (followed
   through a symlink, which must then be ours too) must be a folder owned by our effective uid
@@ -118,6 +119,28 @@ def check_folder(socket_path: str) -> None:
         raise UntrustedSocketError(socket_path, reason)
 
 
+def check_socket_file(socket_path: str) -> None:
+    """Checks the socket file itself before connecting, when there is one: it must be a socket
+    owned by our effective uid (the daemon creates it so, mode 0600; a systemd user unit's
+    socket is ours too). Its mode is not judged: the folder already keeps others out, and the
+    peer check proves who serves it. Raises :class:`UntrustedSocketError` otherwise."""
+    try:
+        meta = os.lstat(socket_path)
+    except FileNotFoundError:
+        return
+    ours = os.geteuid()
+    if not stat.S_ISSOCK(meta.st_mode):
+        raise UntrustedSocketError(
+            socket_path, "it is not a socket; choose another socket (--socket PATH or FILECTX_SOCKET)"
+        )
+    if meta.st_uid != ours:
+        raise UntrustedSocketError(
+            socket_path,
+            f"it belongs to uid {meta.st_uid}, not to you (uid {ours}), so it is not your filectx "
+            "daemon's; remove it, or choose another socket (--socket PATH or FILECTX_SOCKET)",
+        )
+
+
 _UCRED = struct.Struct("3i")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
 
 
@@ -161,6 +184,7 @@ __all__ = [
     "SOCKET_FILE_NAME",
     "check_folder",
     "check_peer",
+    "check_socket_file",
     "default_socket_path",
     "folder_of",
     "judge_folder",
