@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import filectx
-from filectx import FsError, Session, WriteIntent
-from filectx.gate import GateDecision
+from filectx import FsError, Session, WriteIntentParams
+from filectx.gate import WriteIntentResult
 
 from .conftest import Daemon
 
@@ -39,16 +39,20 @@ def src(daemon: Daemon) -> str:
 
 
 async def test_an_allowed_write_lands_after_the_handler_saw_its_diff(gated: Daemon) -> None:
-    seen: list[WriteIntent] = []
+    seen: list[WriteIntentParams] = []
 
-    async def review(intent: WriteIntent) -> GateDecision:
+    async def review(intent: WriteIntentParams) -> WriteIntentResult:
         seen.append(intent)
         assert not Path(intent["path"]).exists() or intent["operation"] != "create"
         return {"allow": True, "reason": "looks fine"}
 
     async with await session(gated) as gatekeeper, await session(gated) as writer:
         gate = await gatekeeper.gate.register([src(gated)], review, name="review", operations=["create", "edit"])
-        assert gate.gate_id
+        listed = (await gatekeeper.status()).get("gates", [])
+        assert [(g["gateId"], g.get("name"), g["operations"]) for g in listed] == [
+            (gate.gate_id, "review", ["create", "edit"])
+        ]
+        assert listed[0]["sessionId"] == gatekeeper.session_id and listed[0]["onTimeout"] == "deny"
         created = await writer.file.write("src/allowed.txt", "hi\n")
         assert created["operation"] == "create"
         intent = seen[-1]
@@ -73,7 +77,7 @@ async def test_an_allowed_write_lands_after_the_handler_saw_its_diff(gated: Daem
 async def test_a_refusal_reaches_the_writer_with_data_gate(gated: Daemon) -> None:
     (gated.root / "src" / "keep.txt").write_text("one\n")
 
-    async def deny(intent: WriteIntent) -> GateDecision:
+    async def deny(intent: WriteIntentParams) -> WriteIntentResult:
         return {"allow": False, "reason": "keep the English names"}
 
     async with await session(gated) as gatekeeper, await session(gated) as writer:
@@ -96,10 +100,10 @@ async def test_a_refusal_reaches_the_writer_with_data_gate(gated: Daemon) -> Non
 async def test_a_bool_answer_and_a_failing_handler(gated: Daemon) -> None:
     answers = iter([False, True])
 
-    async def by_bool(intent: WriteIntent) -> bool:
+    async def by_bool(intent: WriteIntentParams) -> bool:
         return next(answers)
 
-    async def broken(intent: WriteIntent) -> bool:
+    async def broken(intent: WriteIntentParams) -> bool:
         raise RuntimeError("the reviewer crashed")
 
     async with await session(gated) as gatekeeper, await session(gated) as writer:
@@ -121,7 +125,7 @@ async def test_a_withdrawn_intent_cancels_the_handler(gated: Daemon) -> None:
     asked = asyncio.Event()
     withdrawn = asyncio.Event()
 
-    async def silent(intent: WriteIntent) -> bool:
+    async def silent(intent: WriteIntentParams) -> bool:
         asked.set()
         try:
             await asyncio.sleep(3600)
@@ -157,7 +161,7 @@ async def test_a_withdrawn_intent_cancels_the_handler(gated: Daemon) -> None:
 async def test_a_closed_gatekeeper_fails_its_intents_closed(gated: Daemon) -> None:
     asked = asyncio.Event()
 
-    async def slow(intent: WriteIntent) -> bool:
+    async def slow(intent: WriteIntentParams) -> bool:
         asked.set()
         await asyncio.sleep(3600)
         return True
@@ -185,7 +189,7 @@ def test_a_sync_session_gate_runs_a_plain_function(gated: Daemon) -> None:
     with connect(socket=gated.socket, roots=[gated.root]) as gatekeeper, connect(
         socket=gated.socket, roots=[gated.root]
     ) as writer:
-        def short_only(intent: WriteIntent) -> GateDecision:
+        def short_only(intent: WriteIntentParams) -> WriteIntentResult:
             assert threading.current_thread() is not threading.main_thread()
             return {"allow": intent["bytes"] < 10, "reason": "too long"}
 

@@ -13,7 +13,7 @@ from typing import get_type_hints
 
 import filectx
 from filectx import wire
-from filectx.session import CLIENT_METHODS
+from filectx.session import CLIENT_METHODS, SERVER_METHODS
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 SCHEMA = PACKAGE_DIR.parent.parent / "protocol" / "schema" / "filectx.schema.json"
@@ -81,12 +81,24 @@ def test_the_types_resolve_and_keep_optional_keys_optional() -> None:
 def test_the_client_has_a_method_for_every_client_to_server_method() -> None:
     methods = schema()["methods"]
     assert isinstance(methods, dict)
-    wanted = sorted(name for name, info in methods.items() if info["direction"] == "clientToServer")
+    wanted = sorted(name for name, info in methods.items() if info["direction"] in ("clientToServer", "both"))
     assert wanted, "the schema lists no client → server method"
     missing = [name for name in wanted if name not in CLIENT_METHODS]
     assert not missing, f"no client method for {missing}"
     for name in wanted:
         owner, attribute = CLIENT_METHODS[name]
+        assert callable(getattr(owner, attribute, None)), f"{name}: {owner.__name__}.{attribute} is not a method"
+
+
+def test_the_client_handles_every_server_to_client_method() -> None:
+    methods = schema()["methods"]
+    assert isinstance(methods, dict)
+    wanted = sorted(name for name, info in methods.items() if info["direction"] in ("serverToClient", "both"))
+    assert "file/didChange" in wanted
+    missing = [name for name in wanted if name not in SERVER_METHODS]
+    assert not missing, f"no handler for {missing}"
+    for name in wanted:
+        owner, attribute = SERVER_METHODS[name]
         assert callable(getattr(owner, attribute, None)), f"{name}: {owner.__name__}.{attribute} is not a method"
 
 

@@ -202,7 +202,7 @@ async def test_missing_features_are_refused_before_sending(daemon: Daemon) -> No
         if not s.has_feature("gate"):
             with pytest.raises(UnsupportedFeatureError) as unsupported:
 
-                async def allow(_: filectx.WriteIntent) -> bool:
+                async def allow(_: filectx.WriteIntentParams) -> bool:
                     return True
 
                 await s.gate.register([str(daemon.root)], allow)

@@ -26,7 +26,7 @@ from .errors import (
     UntrustedSocketError,
     cancelled_outcome,
 )
-from .gate import GateDecision, GateHandler, GateOperation, WriteIntent
+from .gate import GateHandler, GateOnTimeout, GateOperation, WriteIntentParams, WriteIntentResult
 from .session import (
     ChangeStream,
     Features,
@@ -45,8 +45,6 @@ from .trust import SOCKET_ENV, SOCKET_FILE_NAME, check_folder, default_socket_pa
 __version__ = "0.1.0"
 
 __all__ = [
-    "SOCKET_ENV",
-    "SOCKET_FILE_NAME",
     "ChangeStream",
     "Features",
     "FileApi",
@@ -55,10 +53,12 @@ __all__ = [
     "FsError",
     "Gate",
     "GateApi",
-    "GateDecision",
     "GateHandler",
+    "GateOnTimeout",
     "GateOperation",
     "RpcError",
+    "SOCKET_ENV",
+    "SOCKET_FILE_NAME",
     "Session",
     "StreamError",
     "Subscription",
@@ -67,7 +67,8 @@ __all__ = [
     "TransportError",
     "UnsupportedFeatureError",
     "UntrustedSocketError",
-    "WriteIntent",
+    "WriteIntentParams",
+    "WriteIntentResult",
     "cancelled_outcome",
     "check_folder",
     "connect",

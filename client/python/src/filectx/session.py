@@ -22,7 +22,7 @@ import socket as socketlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from . import gate as gate_wire
 from ._channel import DEFAULT_MAX_FRAME_BYTES, Channel, ServerRequestHandler
@@ -201,16 +201,13 @@ def _refused_feature(params: dict[str, Any], error: BaseException) -> Unsupporte
     return None
 
 
-GateDecisionLike = gate_wire.GateDecision | bool
-
-
 class _GateRegistry:
     """The gates of one session and their handlers."""
 
     def __init__(self) -> None:
         self.handlers: dict[str, gate_wire.GateHandler] = {}
 
-    async def decide(self, params: Any) -> gate_wire.GateDecision:
+    async def decide(self, params: Any) -> gate_wire.WriteIntentResult:
         """Answers one ``gate/writeIntent``; cancelled when the daemon withdraws it."""
         gate_id = params.get("gateId") if isinstance(params, dict) else None
         handler = self.handlers.get(gate_id) if isinstance(gate_id, str) else None
@@ -226,7 +223,7 @@ class _GateRegistry:
             return {"allow": decision}
         if not isinstance(decision, dict):
             return {"allow": False, "reason": f"the gate's handler answered {decision!r}, not a decision"}
-        answer: gate_wire.GateDecision = {"allow": decision.get("allow") is True}
+        answer: gate_wire.WriteIntentResult = {"allow": decision.get("allow") is True}
         reason = decision.get("reason")
         if isinstance(reason, str):
             answer["reason"] = reason
@@ -544,11 +541,11 @@ class GateApi:
         operations: Sequence[gate_wire.GateOperation] | None = None,
         name: str | None = None,
         timeout_ms: int | None = None,
-        on_timeout: Literal["deny", "allow"] | None = None,
+        on_timeout: gate_wire.GateOnTimeout | None = None,
     ) -> Gate:
         """``gate/register``: before a write or edit under ``paths`` lands (any session's), the
-        daemon asks ``handler`` — an async callable given the :class:`~filectx.gate.WriteIntent`
-        that returns a :class:`~filectx.gate.GateDecision` or a bool — and its answer decides.
+        daemon asks ``handler`` — an async callable given the :class:`~filectx.gate.WriteIntentParams`
+        that returns a :class:`~filectx.gate.WriteIntentResult` or a bool — and its answer decides.
         Refusals reach the writer as ``FS_PERMISSION_DENIED`` with ``data["gate"]``. The
         handler's task is cancelled when the daemon withdraws the intent; a handler that raises
         refuses the write."""
@@ -775,3 +772,12 @@ CLIENT_METHODS: Final[dict[str, tuple[type, str]]] = {
 }
 """For each client → server method of the protocol, the class and method of this client that
 sends it (tests check that every such method of the schema has one)."""
+
+SERVER_METHODS: Final[dict[str, tuple[type, str]]] = {
+    "file/didChange": (Session, "on_did_change"),  # also Session.changes
+    "fs/textChunk": (TextStream, "_deliver"),  # routed by subscription to its stream
+    gate_wire.GATE_WRITE_INTENT: (_GateRegistry, "decide"),  # asks the gate's handler
+    "$/cancelRequest": (Channel, "_dispatch"),  # cancels the task answering that request
+}
+"""For each server → client method of the protocol, the class and method of this client that
+handles it (tests check that every such method of the schema has one)."""

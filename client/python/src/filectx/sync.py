@@ -26,12 +26,12 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from . import session as aio
 from ._channel import DEFAULT_MAX_FRAME_BYTES
 from .errors import FsError, TransportError, cancelled_outcome
-from .gate import GateDecision, GateOperation, WriteIntent
+from .gate import GateOnTimeout, GateOperation, WriteIntentParams, WriteIntentResult
 from .stream import TextStream
 from .wire import (
     CallToolResult,
@@ -54,7 +54,7 @@ from .wire import (
 
 T = TypeVar("T")
 
-SyncGateHandler = Callable[[WriteIntent], "GateDecision | bool"]
+SyncGateHandler = Callable[[WriteIntentParams], "WriteIntentResult | bool"]
 """A gate handler for the synchronous client: a plain function (run in a worker thread) or an
 async callable (run on the session's loop)."""
 
@@ -324,21 +324,21 @@ class SyncGateApi(_Part):
     def register(
         self,
         paths: Sequence[str],
-        handler: SyncGateHandler | Callable[[WriteIntent], Awaitable[GateDecision | bool]],
+        handler: SyncGateHandler | Callable[[WriteIntentParams], Awaitable[WriteIntentResult | bool]],
         *,
         operations: Sequence[GateOperation] | None = None,
         name: str | None = None,
         timeout_ms: int | None = None,
-        on_timeout: Literal["deny", "allow"] | None = None,
+        on_timeout: GateOnTimeout | None = None,
     ) -> SyncGate:
         """As :meth:`filectx.GateApi.register`; a plain function ``handler`` runs in a worker
         thread (a withdrawn intent's answer is then dropped)."""
         if inspect.iscoroutinefunction(handler):
-            decide = cast(Callable[[WriteIntent], Awaitable["GateDecision | bool"]], handler)
+            decide = cast(Callable[[WriteIntentParams], Awaitable["WriteIntentResult | bool"]], handler)
         else:
             plain = cast(SyncGateHandler, handler)
 
-            async def decide(intent: WriteIntent) -> GateDecision | bool:
+            async def decide(intent: WriteIntentParams) -> WriteIntentResult | bool:
                 return await asyncio.to_thread(plain, intent)
 
         api = self._owner._session.gate

@@ -142,6 +142,47 @@ class ContextResetParams(TypedDict, total=False):
     """The owner whose context was reset; absent: every owner of the session."""
 
 
+GateOnTimeout: TypeAlias = Literal["deny", "allow"]
+"""What happens to a write whose gate did not answer in time."""
+
+
+GateOperation: TypeAlias = Literal["create", "update", "edit"]
+"""What a gate watches for: a new file, a whole-file write over an existing one, an edit."""
+
+
+class _GateInfoRequired(TypedDict):
+    gateId: str
+    """Its id."""
+
+    sessionId: str
+    """The session that registered it."""
+
+    paths: list[str]
+    """The canonical paths it covers."""
+
+    operations: list[GateOperation]
+    """The operations it sees."""
+
+    timeoutMs: int
+    """Its answer timeout, in milliseconds."""
+
+    onTimeout: GateOnTimeout
+    """What an unanswered intent becomes."""
+
+    inFlight: int
+    """Intents sent to it and not answered yet."""
+
+    waiting: int
+    """Writes waiting for one of its places in flight."""
+
+
+class GateInfo(_GateInfoRequired, total=False):
+    """One gate, as `daemon/status` lists it."""
+
+    name: str | None
+    """Its name, if it has one."""
+
+
 class _DaemonStatusRequired(TypedDict):
     version: str
     """The daemon's version."""
@@ -195,6 +236,9 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     fileSlotsWaiting: int
     """File operations waiting for a slot now."""
 
+    gates: list[GateInfo]
+    """The write-intent gates registered now, in registration order."""
+
     hashedBytes: int
     """Bytes of file content hashed to learn versions since start (reads, stats and version
     checks that missed the cache). A read that the first chunk of a file shows to be binary
@@ -220,6 +264,11 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
 
     snapshots: int
     """File versions whose bytes are kept for stale refusals' diffs."""
+
+    unmatchedResponses: int
+    """Responses from clients that matched no request of the daemon (a late answer to a
+    withdrawn or timed-out `gate/writeIntent`, say): dropped.
+    """
 
 
 class DenyParams(TypedDict, total=False):
@@ -441,6 +490,41 @@ class FsWriteParams(_FsWriteParamsRequired, total=False):
     """Keep the replaced file's BOM and CRLF endings, as `file/write` does; default false: the
     content's bytes exactly.
     """
+
+
+class _GateRegisterParamsRequired(TypedDict):
+    paths: list[str]
+    """Existing folders (or files) inside the session's roots, absolute or relative to its cwd."""
+
+
+class GateRegisterParams(_GateRegisterParamsRequired, total=False):
+    """Params of `gate/register`."""
+
+    name: str | None
+    """A name for people and models (1 to 128 bytes), shown in refusals."""
+
+    onTimeout: GateOnTimeout | None
+    """What an unanswered intent becomes (default `deny`)."""
+
+    operations: list[GateOperation] | None
+    """Which writes the gate sees (default: all three)."""
+
+    timeoutMs: int | None
+    """How long one intent waits for the gate's answer, in milliseconds (default 50000)."""
+
+
+class GateRegisterResult(TypedDict):
+    """Result of `gate/register`."""
+
+    gateId: str
+    """The gate's id, unique in this daemon (`gate-N`)."""
+
+
+class GateUnregisterParams(TypedDict):
+    """Params of `gate/unregister`."""
+
+    gateId: str
+    """A gate this session registered."""
 
 
 class _InitializeParamsRequired(TypedDict):
@@ -729,6 +813,60 @@ class ToolsListResult(TypedDict):
     """The session's tools, in the order read, write, edit."""
 
 
+class _WriteIntentParamsRequired(TypedDict):
+    gateId: str
+    """The gate asked."""
+
+    intentId: str
+    """This intent, unique in the daemon (`intent-N`); also the request's id."""
+
+    sessionId: str
+    """The writing session."""
+
+    path: str
+    """The file, absolute and canonical (inside the writer's roots)."""
+
+    operation: GateOperation
+    """What the write does."""
+
+    diff: str
+    """A unified diff from the current content to the bytes that would be written, or one of
+    `"too large"`, `"not text"`, `"hidden"` (a deny rule of the gate's session covers the
+    file) when none is shown.
+    """
+
+    newVersion: str
+    """The version the file will have."""
+
+    bytes: int
+    """Size of the new content in bytes."""
+
+
+class WriteIntentParams(_WriteIntentParamsRequired, total=False):
+    """Params of the server → client request `gate/writeIntent`."""
+
+    clientName: str | None
+    """The writing session's `clientInfo.name`."""
+
+    oldVersion: str | None
+    """The version replaced (absent for a create)."""
+
+    owner: str | None
+    """The writing owner (`owner` of `tools/call` and `file/*`), if one was named."""
+
+
+class _WriteIntentResultRequired(TypedDict):
+    allow: bool
+    """Whether the write may land."""
+
+
+class WriteIntentResult(_WriteIntentResultRequired, total=False):
+    """The gate's answer to `gate/writeIntent`."""
+
+    reason: str | None
+    """Why not (shown to the writing model), or any note."""
+
+
 WriteOperation: TypeAlias = Literal["create", "update"]
 """Whether a write created the file or replaced it."""
 
@@ -767,7 +905,9 @@ class MethodInfo(TypedDict):
     """One method of the protocol, as the schema lists it."""
 
     kind: Literal["request", "notification"]
-    direction: Literal["clientToServer", "serverToClient"]
+    direction: Literal["both", "clientToServer", "serverToClient"]
+    """Who sends it (``both``: either side, as ``$/cancelRequest``)."""
+
     params: str | None
     """The name of the params' type in this module, if any."""
 
@@ -776,7 +916,7 @@ class MethodInfo(TypedDict):
 
 
 METHODS: Final[dict[str, MethodInfo]] = {
-    "$/cancelRequest": {"kind": "notification", "direction": "clientToServer", "params": "CancelParams", "result": None},
+    "$/cancelRequest": {"kind": "notification", "direction": "both", "params": "CancelParams", "result": None},
     "daemon/status": {"kind": "request", "direction": "clientToServer", "params": None, "result": "DaemonStatus"},
     "exit": {"kind": "notification", "direction": "clientToServer", "params": None, "result": None},
     "file/didChange": {"kind": "notification", "direction": "serverToClient", "params": "FileDidChange", "result": None},
@@ -792,6 +932,9 @@ METHODS: Final[dict[str, MethodInfo]] = {
     "fs/streamText": {"kind": "request", "direction": "clientToServer", "params": "StreamTextParams", "result": "SubscriptionId"},
     "fs/textChunk": {"kind": "notification", "direction": "serverToClient", "params": "TextChunkNotification", "result": None},
     "fs/writeText": {"kind": "request", "direction": "clientToServer", "params": "FsWriteParams", "result": "WriteResult"},
+    "gate/register": {"kind": "request", "direction": "clientToServer", "params": "GateRegisterParams", "result": "GateRegisterResult"},
+    "gate/unregister": {"kind": "request", "direction": "clientToServer", "params": "GateUnregisterParams", "result": None},
+    "gate/writeIntent": {"kind": "request", "direction": "serverToClient", "params": "WriteIntentParams", "result": "WriteIntentResult"},
     "initialize": {"kind": "request", "direction": "clientToServer", "params": "InitializeParams", "result": "InitializeResult"},
     "session/contextReset": {"kind": "request", "direction": "clientToServer", "params": "ContextResetParams", "result": None},
     "shutdown": {"kind": "request", "direction": "clientToServer", "params": None, "result": None},
