@@ -1,0 +1,158 @@
+"""Test harness: starts a real ``filectxd`` in a temp folder on its own socket (the binary from
+env ``FILECTXD``, else ``../../target/debug/filectxd`` relative to the package), and stops it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PATIENCE = 10.0
+
+
+def daemon_binary() -> str:
+    path = os.environ.get("FILECTXD") or str(PACKAGE_DIR / ".." / ".." / "target" / "debug" / "filectxd")
+    if not os.path.isfile(path):
+        pytest.fail(f"filectxd not found at {path}: build it (cargo build -p filectx-daemon) or set FILECTXD", False)
+    return os.path.abspath(path)
+
+
+class Daemon:
+    """A ``filectxd`` serving ``socket``, with ``root`` as a folder for sessions."""
+
+    def __init__(self, extra: list[str] | None = None) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="filectx-py-")
+        self.dir = Path(self._tmp.name)
+        self.root = self.dir / "root"
+        self.root.mkdir()
+        self.socket = str(self.dir / "run" / "filectx.sock")
+        self.log_path = self.dir / "daemon.log"
+        env = {key: value for key, value in os.environ.items() if key != "RUST_LOG"}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [daemon_binary(), "--socket", self.socket, "--log-level", "info", "--no-fsync", *(extra or [])],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=env,
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"filectxd exited with {self.process.returncode}:\n{self.log()}")
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(self.socket)
+            except OSError:
+                probe.close()
+                time.sleep(0.02)
+                continue
+            # Half-close and wait for the daemon to end the probe's connection, so that it does
+            # not count as a session in the tests.
+            probe.shutdown(socket.SHUT_WR)
+            probe.settimeout(PATIENCE)
+            try:
+                while probe.recv(4096):
+                    pass
+            except OSError:
+                pass
+            probe.close()
+            return
+        raise RuntimeError(f"filectxd did not start:\n{self.log()}")
+
+    def signal(self, sig: int) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, sig)
+
+    def freeze(self) -> None:
+        """Stops the daemon (SIGSTOP) and waits until every one of its threads is stopped."""
+        self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:
+            states = []
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                try:
+                    stat = (task / "stat").read_text()
+                except OSError:
+                    continue
+                states.append(stat.rpartition(")")[2].split()[0])
+            if states and all(state in ("T", "t") for state in states):
+                return
+            time.sleep(0.005)
+        raise RuntimeError("filectxd did not stop")
+
+    def thaw(self) -> None:
+        """Lets a frozen daemon run again."""
+        self.signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._tmp.cleanup()
+
+    def has_feature(self, feature: str) -> bool:
+        """Whether this daemon announces ``feature`` (asked over a raw session)."""
+        import json
+
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+            raw.connect(self.socket)
+            body = json.dumps(
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"roots": [str(self.root)]}}
+            ).encode()
+            raw.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += raw.recv(4096)
+            header, _, rest = data.partition(b"\r\n\r\n")
+            length = int(header.split(b":", 1)[1])
+            while len(rest) < length:
+                rest += raw.recv(65536)
+        features: list[str] = json.loads(rest[:length])["result"]["capabilities"]["features"]
+        return feature in features
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    """One daemon shared by the tests of a module."""
+    started = Daemon()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def own_daemon() -> Iterator[Daemon]:
+    """A daemon for one test alone (one it may stop, kill or freeze)."""
+    started = Daemon()
+    yield started
+    started.stop()
