@@ -62,3 +62,12 @@ def test_the_sync_example_runs(project: Daemon) -> None:
     assert lines[:6] == ["1 1000", "1001 1000", "2001 1000", "3001 1000", "4001 1000", "5001 1"]
     assert re.fullmatch(r"README\.md [0-9a-f]{64}", lines[6])
     assert (project.root / "README.md").read_text().startswith("a line with the typo\n")
+
+
+def test_the_repository_readme_shows_the_tested_sync_example() -> None:
+    """The top-level README's "From Python" example is this README's synchronous one, which the
+    test above runs; the two must not drift apart."""
+    top = (PACKAGE_DIR.parent.parent / "README.md").read_text(encoding="utf-8")
+    section = top.split("## From Python", 1)[1].split("\n## ", 1)[0]
+    shown = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert shown == [EXAMPLES[1]]

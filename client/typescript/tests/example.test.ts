@@ -25,3 +25,11 @@ test('the quickstart example runs', async () => {
     await daemon.stop();
   }
 });
+
+test('the repository README shows the quickstart example as it is', async () => {
+  const top = await readFile(join(packageDir, '..', '..', 'README.md'), 'utf8');
+  const section = top.split('## From TypeScript')[1]?.split('\n## ')[0] ?? '';
+  const shown = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  const example = await readFile(join(packageDir, 'examples', 'quickstart.ts'), 'utf8');
+  assert.deepEqual(shown, [example]);
+});
