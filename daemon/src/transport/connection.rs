@@ -259,6 +259,10 @@ enum ReadError {
 /// Room made in the read buffer before each read (the codec grows it further for bodies).
 const READ_CHUNK: usize = 8 * 1024;
 
+/// More looks (1 ms apart) for the subscription a cancel names, when the first found none: it
+/// may be registered a moment after its id was sent (see `dispatch`).
+const UNSUBSCRIBE_RETRIES: usize = 3;
+
 impl FrameReader {
     fn new(socket: OwnedReadHalf, config: &Config, partial: Arc<PartialBudget>) -> Self {
         Self {
@@ -1073,7 +1077,20 @@ impl Conn {
                 ),
             },
             MethodCallback::Unsubscription(callback) => {
-                callback(id, params, conn_id, max_response, extensions)
+                let mut response =
+                    callback(id.clone(), params.clone(), conn_id, max_response, extensions.clone());
+                // jsonrpsee registers a subscription just after it has queued the answer that
+                // names it, so a cancel sent the moment that answer arrives can find nothing:
+                // look again, briefly, before saying no stream was running.
+                for _ in 0..UNSUBSCRIBE_RETRIES {
+                    if !response.as_ref().contains("\"result\":false") {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    response =
+                        callback(id.clone(), params.clone(), conn_id, max_response, extensions.clone());
+                }
+                response
             }
         };
         Reply::from_response(response)

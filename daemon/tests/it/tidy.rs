@@ -144,10 +144,11 @@ fn only_rpc_turns_typed_errors_into_wire_codes() {
 
 #[test]
 fn only_the_context_builds_write_expectations() {
-    let everywhere_else: Vec<String> = crossings(&["daemon/src", "tests", "client/rust/src"], &["Expectation::"])
-        .into_iter()
-        .filter(|hit| !hit.starts_with("daemon/src/context/") && !hit.starts_with("daemon/src/provider/"))
-        .collect();
+    let everywhere_else: Vec<String> =
+        crossings(&["daemon/src", "tests", "client/rust/src"], &["Expectation::"])
+            .into_iter()
+            .filter(|hit| !hit.starts_with("daemon/src/context/") && !hit.starts_with("daemon/src/provider/"))
+            .collect();
     assert_none(everywhere_else, "only the file context turns an observation into a write `Expectation`:");
 }
 

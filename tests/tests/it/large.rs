@@ -1074,3 +1074,27 @@ fn generation_files_have_the_shape_the_checks_expect() {
     assert!(version_matches_a_state(&version, 17, &seen, &mut base));
     assert!(!version_matches_a_state(&version, 16, &seen, &mut base));
 }
+
+#[test]
+fn a_stream_cancelled_the_moment_its_id_arrives_is_stopped() {
+    // jsonrpsee registers a subscription just after it queued the answer naming it; a cancel
+    // sent on receipt of that answer must still find it (it was answered `false` about one
+    // time in forty, and the stream then ran to the end of the file).
+    let daemon = Daemon::start(&[]);
+    let path = daemon.dir.path().join("lines.txt");
+    write_generation_file(&path, 0, 20_000);
+    let mut raw = daemon.session();
+    for round in 0..40 {
+        let sub = subscribe(&mut raw, json!({"path": s(&path), "chunkLines": 10})).unwrap();
+        let cancel = raw.send_request("fs/streamCancel", Some(json!([sub])));
+        let answer = loop {
+            let frame = raw.recv();
+            if frame.get("id") == Some(&json!(cancel)) {
+                break frame;
+            }
+        };
+        assert_eq!(answer["result"], true, "round {round}: {answer}");
+        // Drain what was already on its way before the next round.
+        while raw.recv_within(Duration::from_millis(20)).is_some() {}
+    }
+}
