@@ -118,13 +118,7 @@ impl Provider {
         expected: Version,
     ) -> Result<Prepared, ProviderError> {
         let _guard = self.lock_path(target)?;
-        let locked = match self.lock_file(target) {
-            Ok(locked) => locked,
-            Err(ProviderError::NotFound { why: None, .. }) => {
-                return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
-            }
-            Err(e) => return Err(e),
-        };
+        let locked = self.lock_edited(target)?;
         let edited = self.edited(target, &locked, change, expected)?;
         Ok(Prepared {
             base: Some(edited.base),

@@ -63,6 +63,17 @@ impl Provider {
         }
     }
 
+    /// The edited file's lock: a file gone meanwhile is a stale version (an edit always
+    /// expects one).
+    pub(super) fn lock_edited(&self, target: &Resolved) -> Result<lock::LockedFile, ProviderError> {
+        match self.lock_file(target) {
+            Err(ProviderError::NotFound { why: None, .. }) => {
+                Err(ProviderError::StaleVersion { path: target.display.clone(), current: None })
+            }
+            locked => locked,
+        }
+    }
+
     /// Writes `content` as the whole file, if `expect` holds, atomically. Content with a NUL
     /// byte is refused (only text is written). With [`Conventions::Keep`], an existing file's
     /// BOM and CRLF endings are kept (judged on the bytes being replaced, under the locks); the
@@ -176,13 +187,7 @@ impl Provider {
         expected: Version,
     ) -> Result<EditOutcome, ProviderError> {
         let _guard = self.lock_path(target)?;
-        let locked = match self.lock_file(target) {
-            Ok(locked) => locked,
-            Err(ProviderError::NotFound { why: None, .. }) => {
-                return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
-            }
-            Err(e) => return Err(e),
-        };
+        let locked = self.lock_edited(target)?;
         let edited = self.edited(target, &locked, change, expected)?;
         let (out, replacements, regions) = (edited.out, edited.replacements, edited.regions);
         crash_point!("provider::edit::matched");
