@@ -24,7 +24,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use filectx_protocol::methods::{CANCEL_REQUEST, GATE_WRITE_INTENT};
-use filectx_protocol::{GateInfo, GateOnTimeout, GateOperation, WriteIntentParams, WriteIntentResult};
+use filectx_protocol::{
+    GateInfo, GateOnTimeout, GateOperation, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT, INTENT_DIFF_TOO_LARGE,
+    WriteIntentParams, WriteIntentResult,
+};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -464,10 +467,10 @@ impl Gates {
     ) -> Verdict {
         let intent_id = format!("intent-{}", self.next_intent.fetch_add(1, Ordering::Relaxed) + 1);
         let diff = match &intent.shown {
-            _ if !gate.may_read(&intent.path) => "hidden".to_owned(),
+            _ if !gate.may_read(&intent.path) => INTENT_DIFF_HIDDEN.to_owned(),
             Shown::Diff(diff) => diff.clone(),
-            Shown::TooLarge => "too large".to_owned(),
-            Shown::NotText => "not text".to_owned(),
+            Shown::TooLarge => INTENT_DIFF_TOO_LARGE.to_owned(),
+            Shown::NotText => INTENT_DIFF_NOT_TEXT.to_owned(),
         };
         let params = WriteIntentParams {
             gate_id: gate.id.clone(),

@@ -339,6 +339,14 @@ pub struct WriteIntentParams {
     pub bytes: u64,
 }
 
+/// `WriteIntentParams::diff` when the change is over the diff bounds (200 lines, 16 KiB, or a
+/// version larger than `--max-snapshot-file-bytes`).
+pub const INTENT_DIFF_TOO_LARGE: &str = "too large";
+/// `WriteIntentParams::diff` when the current content is not text.
+pub const INTENT_DIFF_NOT_TEXT: &str = "not text";
+/// `WriteIntentParams::diff` when the gate's own session may not read the file (its deny rules).
+pub const INTENT_DIFF_HIDDEN: &str = "hidden";
+
 /// The gate's answer to `gate/writeIntent`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

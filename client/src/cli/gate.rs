@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use filectx_client::gate::{
-    DIFF_TOO_LARGE, Decision, Gate, GateError, GateEvent, GateOptions, OnTimeout, Operation, WriteIntent,
+    Decision, Gate, GateError, GateEvent, GateOnTimeout as OnTimeout, GateOperation as Operation,
+    GateOptions, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT, INTENT_DIFF_TOO_LARGE, WriteIntent,
     relative_to_gate,
 };
 use filectx_client::{Client, ClientError, SpawnOptions};
@@ -578,10 +579,14 @@ impl Person {
             self.paint.bold(&self.shown_path(gate, &intent.path)),
             intent.bytes
         );
-        if intent.diff == DIFF_TOO_LARGE {
-            text.push_str("(the change is too large to show)\n");
-        } else {
-            text.push_str(&self.paint.diff(&intent.diff));
+        match intent.diff.as_str() {
+            INTENT_DIFF_TOO_LARGE => text.push_str("(the change is too large to show)\n"),
+            INTENT_DIFF_NOT_TEXT => text.push_str("(the file is not text: no diff to show)\n"),
+            INTENT_DIFF_HIDDEN => {
+                text.push_str("(hidden: this gate's session may not read the file, so no diff is shown)\n");
+            }
+            "" => text.push_str("(no line differs: only line endings or the encoding change)\n"),
+            diff => text.push_str(&self.paint.diff(diff)),
         }
         let left = deadline.saturating_duration_since(Instant::now()).as_secs();
         let waiting = match self.queue.len() {
@@ -691,12 +696,10 @@ pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Map;
-
     use super::*;
 
     fn intent(path: &str, operation: Operation) -> WriteIntent {
-        WriteIntent {
+        WriteIntent::from(filectx_client::gate::WriteIntentParams {
             gate_id: "g".to_owned(),
             intent_id: "i".to_owned(),
             session_id: "s".to_owned(),
@@ -708,8 +711,7 @@ mod tests {
             old_version: None,
             new_version: "v".to_owned(),
             bytes: 0,
-            extra: Map::new(),
-        }
+        })
     }
 
     fn rules(deny: &[&str], allow: &[&str], allow_create: bool) -> Rules {

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use filectx_client::ClientError;
-use filectx_client::gate::{Decision, Gate, GateError, GateEvent, GateOptions, OnTimeout, Operation};
+use filectx_client::gate::{
+    Decision, Gate, GateError, GateEvent, GateOnTimeout as OnTimeout, GateOperation as Operation, GateOptions,
+};
 use serde_json::{Value, json};
 
 use crate::support::{TestResult, initialize_result};
