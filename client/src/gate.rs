@@ -6,8 +6,10 @@
 //! the gated folders) and registers with `gate/register` `{paths, operations?, name?,
 //! timeoutMs?, onTimeout?}` → `{gateId}`. Before a write or edit lands under one of `paths`, the
 //! daemon sends the gate a JSON-RPC *request* `gate/writeIntent` ([`WriteIntent`]), answered with
-//! `{allow, reason?}` ([`Decision`]). A `$/cancelRequest {id}` notification from the daemon
-//! withdraws an intent nobody waits for any more (the agent cancelled its call).
+//! `{allow, reason?}` ([`Decision`]). A `$/cancelRequest {id, reason}` notification from the
+//! daemon withdraws an intent nobody waits for any more: the agent cancelled its call, or the
+//! timeout passed ([`IntentWithdrawal`]). An intent may arrive before the answer to
+//! `gate/register` (a write that waited for the registration); it is queued like any other.
 //! `gate/unregister` `{gateId}` ends the gate. An intent not answered within `timeoutMs` is
 //! settled by the daemon as `onTimeout` says.
 //!
@@ -32,7 +34,7 @@
 //!             };
 //!             gate.decide(&intent.intent_id, decision).await?;
 //!         }
-//!         GateEvent::Withdrawn { path, .. } => println!("the agent gave up writing {path}"),
+//!         GateEvent::Withdrawn { path, reason, .. } => println!("{path}: withdrawn ({reason:?})"),
 //!     }
 //! }
 //! # }
@@ -51,7 +53,7 @@ use filectx_protocol::{
 };
 pub use filectx_protocol::{
     GateOnTimeout, GateOperation, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT, INTENT_DIFF_TOO_LARGE,
-    WriteIntentParams, WriteIntentResult,
+    IntentWithdrawal, WriteIntentParams, WriteIntentResult,
 };
 use futures::{SinkExt, StreamExt as _};
 use serde::{Deserialize, Serialize};
@@ -215,13 +217,16 @@ impl Decision {
 pub enum GateEvent {
     /// A write or edit waits for [`Gate::decide`].
     Intent(Box<WriteIntent>),
-    /// The daemon withdrew an intent not decided yet (the agent cancelled its call): deciding it
-    /// now fails with [`GateError::UnknownIntent`].
+    /// The daemon withdrew an intent not decided yet (the agent cancelled its call, or the
+    /// gate's timeout passed): deciding it now fails with [`GateError::UnknownIntent`].
     Withdrawn {
         /// The intent's id.
         intent_id: String,
         /// The file it was about.
         path: String,
+        /// Why: [`IntentWithdrawal::Cancelled`] (nothing is written) or
+        /// [`IntentWithdrawal::Timeout`] (the daemon settled it as `onTimeout` says).
+        reason: IntentWithdrawal,
     },
 }
 
@@ -512,7 +517,13 @@ async fn handle(shared: &Shared, events: &mpsc::Sender<GateEvent>, message: Valu
             }
         }
         (Some(CANCEL_REQUEST), None) => {
+            // `GateCancelParams`, read leniently: the id as whatever JSON the intent's request
+            // had, and a missing or unknown `reason` as a cancellation.
             let Some(cancelled) = message.pointer("/params/id") else { return Ok(()) };
+            let reason = message
+                .pointer("/params/reason")
+                .and_then(|reason| IntentWithdrawal::deserialize(reason).ok())
+                .unwrap_or_default();
             let withdrawn = {
                 let mut state = shared.lock();
                 let intent_id =
@@ -521,7 +532,7 @@ async fn handle(shared: &Shared, events: &mpsc::Sender<GateEvent>, message: Valu
                     .and_then(|intent_id| state.pending.remove(&intent_id).map(|(_, path)| (intent_id, path)))
             };
             if let Some((intent_id, path)) = withdrawn {
-                events.send(GateEvent::Withdrawn { intent_id, path }).await.map_err(drop)?;
+                events.send(GateEvent::Withdrawn { intent_id, path, reason }).await.map_err(drop)?;
             }
         }
         (Some(method), Some(id)) => {

@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use filectx_protocol::methods::{CANCEL_REQUEST, GATE_WRITE_INTENT};
 use filectx_protocol::{
-    GateInfo, GateOnTimeout, GateOperation, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT, INTENT_DIFF_TOO_LARGE,
-    WriteIntentParams, WriteIntentResult,
+    GateCancelParams, GateInfo, GateOnTimeout, GateOperation, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT,
+    INTENT_DIFF_TOO_LARGE, IntentWithdrawal, WriteIntentParams, WriteIntentResult,
 };
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -530,19 +530,20 @@ impl Gates {
             () = withdrawn(cancel, &writer.ended) => None,
             verdict = timed => Some(verdict),
         };
-        let withdraw = || {
+        let withdraw = |reason| {
             if sent.load(Ordering::Relaxed) {
-                gate.link.notify(CANCEL_REQUEST, serde_json::json!({"id": intent_id}));
+                let params = GateCancelParams { id: intent_id.clone(), reason };
+                gate.link.notify(CANCEL_REQUEST, params);
             }
         };
         match verdict {
             None => {
-                withdraw();
+                withdraw(IntentWithdrawal::Cancelled);
                 Verdict::Cancelled
             }
             Some(Ok(verdict)) => verdict,
             Some(Err(_)) => {
-                withdraw();
+                withdraw(IntentWithdrawal::Timeout);
                 tracing::info!(gate = %gate.id, intent = %intent_id, "a gate did not answer in time");
                 match gate.on_timeout {
                     GateOnTimeout::Allow => Verdict::Allowed,

@@ -347,6 +347,31 @@ pub const INTENT_DIFF_NOT_TEXT: &str = "not text";
 /// `WriteIntentParams::diff` when the gate's own session may not read the file (its deny rules).
 pub const INTENT_DIFF_HIDDEN: &str = "hidden";
 
+/// Why the daemon withdrew an intent: the `reason` of the `$/cancelRequest` it sends a gate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum IntentWithdrawal {
+    /// The writer cancelled its request, or its connection ended: nothing is written.
+    #[default]
+    Cancelled,
+    /// The gate did not answer within its `timeoutMs`: the daemon settled the write as the
+    /// gate's `onTimeout` says.
+    Timeout,
+}
+
+/// Params of the `$/cancelRequest` notification the daemon sends a gate to withdraw an intent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GateCancelParams {
+    /// The intent's request id (its `intentId`).
+    pub id: String,
+    /// Why it was withdrawn (absent from daemons before this field: read as `cancelled`).
+    #[serde(default)]
+    pub reason: IntentWithdrawal,
+}
+
 /// The gate's answer to `gate/writeIntent`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

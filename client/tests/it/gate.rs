@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use filectx_client::ClientError;
 use filectx_client::gate::{
-    Decision, Gate, GateError, GateEvent, GateOnTimeout as OnTimeout, GateOperation as Operation, GateOptions,
+    Decision, Gate, GateError, GateEvent, GateOnTimeout as OnTimeout, GateOperation as Operation,
+    GateOptions, IntentWithdrawal,
 };
 use serde_json::{Value, json};
 
@@ -274,7 +275,11 @@ async fn the_library_gate_registers_yields_intents_and_answers_them() -> TestRes
     let GateEvent::Intent(third) = gate.next().await? else { return Err("a third intent".into()) };
     let withdrawn = gate.next().await?;
     let path = fake.folder.join("x.rs").display().to_string();
-    assert_eq!(withdrawn, GateEvent::Withdrawn { intent_id: "i-3".to_owned(), path });
+    // A `$/cancelRequest` without `reason` (older daemons) reads as a cancellation.
+    assert_eq!(
+        withdrawn,
+        GateEvent::Withdrawn { intent_id: "i-3".to_owned(), path, reason: IntentWithdrawal::Cancelled }
+    );
     assert!(!gate.is_pending(&third.intent_id));
     let late = gate.decide(&third.intent_id, Decision::allow()).await;
     assert!(matches!(late, Err(GateError::UnknownIntent { .. })), "{late:?}");
@@ -465,7 +470,10 @@ fn json_mode_is_one_intent_per_line_out_and_one_decision_per_line_in() -> TestRe
     let shown = gate.json()?;
     assert_eq!((&shown["type"], &shown["intentId"]), (&json!("intent"), &json!("i-3")));
     let withdrawn = gate.json()?;
-    assert_eq!(withdrawn, json!({"type": "withdrawn", "intentId": "i-3", "path": fake.folder.join("x.rs")}));
+    assert_eq!(
+        withdrawn,
+        json!({"type": "withdrawn", "intentId": "i-3", "path": fake.folder.join("x.rs"), "reason": "cancelled"})
+    );
     // The end of stdin unregisters and exits 0.
     go.send(())?;
     drop(gate.stdin.take());
@@ -737,7 +745,7 @@ fn help_shows_the_rules_the_json_lines_and_examples_and_a_bad_glob_is_a_usage_er
         "--on-timeout <WHAT>",
         "--deny is checked first, then --auto-allow, then --allow-create",
         r#"{"type":"intent","gateId":G,"intentId":I"#,
-        r#"{"type":"withdrawn","intentId":I,"path":P}"#,
+        r#"{"type":"withdrawn","intentId":I,"path":P,"reason":R}"#,
         r#"{"intentId":I,"allow":true|false,"reason":"..."}"#,
         "4  the daemon refused: it has no gate feature",
         "filectx gate ~/src/app --allow-create --deny '*.lock' --auto-allow 'docs/**'",

@@ -329,6 +329,7 @@ fn an_agent_that_cancels_withdraws_its_intent_and_nothing_is_written() {
     let withdrawn = gate.expect("withdrawn");
     assert_eq!(withdrawn["intentId"], intent["intentId"], "{withdrawn}");
     assert_eq!(withdrawn["path"], intent["path"], "{withdrawn}");
+    assert_eq!(withdrawn["reason"], "cancelled", "{withdrawn}");
     let aborted = response(&mut writer, id)["result"].clone();
     assert_eq!(aborted["isError"], true, "{aborted}");
     assert_eq!(aborted["error"]["code"], "FS_ABORTED", "{aborted}");
@@ -378,9 +379,10 @@ fn an_unanswered_intent_is_settled_as_on_timeout_says() {
     assert!(started.elapsed() >= Duration::from_millis(900), "{:?}", started.elapsed());
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(result_text(&refused).contains("did not answer within 1 s"), "{refused}");
-    // The daemon withdrew it from the gate.
+    // The daemon withdrew it from the gate, saying why.
     let withdrawn = gate.expect("withdrawn");
     assert_eq!(withdrawn["intentId"], intent["intentId"]);
+    assert_eq!(withdrawn["reason"], "timeout", "{withdrawn}");
     assert_eq!(fs::read_to_string(root.join("src/a.txt")).unwrap(), "one\ntwo\n");
     assert_eq!(gate.finish(), Some(0));
     gates_when(&daemon, 0);
@@ -395,7 +397,7 @@ fn an_unanswered_intent_is_settled_as_on_timeout_says() {
     let done = response(&mut writer, id)["result"].clone();
     assert_eq!(done["isError"], false, "{done}");
     assert_eq!(fs::read_to_string(root.join("src/a.txt")).unwrap(), "uno\ntwo\n");
-    gate.expect("withdrawn");
+    assert_eq!(gate.expect("withdrawn")["reason"], "timeout");
     assert_eq!(gate.finish(), Some(0));
 }
 
@@ -621,6 +623,42 @@ fn a_person_at_a_terminal_decides_real_writes_and_ctrl_c_unregisters() {
     // Ctrl-C (SIGINT: the child has no controlling terminal to send it) stops and unregisters.
     assert_eq!(gates_when(&daemon, 1)[0]["name"], "me");
     rustix::process::kill_process(rustix::process::Pid::from_child(&child), rustix::process::Signal::INT)
+        .unwrap();
+    terminal.wait_for("stopped; the gate is unregistered.");
+    assert_eq!(wait_exit(&mut child), Some(0));
+    gates_when(&daemon, 0);
+}
+
+#[test]
+fn a_person_who_does_not_answer_in_time_is_told_the_daemon_decided() {
+    let (daemon, root) = setup(&[]);
+    let (mut terminal, slave) = Terminal::open();
+    let mut child = Command::new(bin("filectx"))
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["--no-autostart", "gate", "--timeout", "1", "src"])
+        .current_dir(&root)
+        .env("NO_COLOR", "1")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    let banner = terminal.wait_for("Ctrl-C or Ctrl-D stops the gate.");
+    assert!(banner.contains("Undecided after 1 s: denied by the daemon."), "{banner}");
+    let mut writer = agent(&daemon);
+    let id = writer.send_request(
+        "tools/call",
+        tool("edit", json!({"file_path": "src/a.txt", "old_string": "one", "new_string": "uno"})),
+    );
+    terminal.wait_for("wants to edit a.txt");
+    terminal.wait_for("timed out: edit a.txt by filectx-tests (session ");
+    terminal.wait_for(" waited too long and was denied by the daemon");
+    let refused = response(&mut writer, id)["result"].clone();
+    assert!(result_text(&refused).contains("it did not answer within 1 s"), "{refused}");
+    assert_eq!(fs::read_to_string(root.join("src/a.txt")).unwrap(), "one\ntwo\n");
+    // SIGTERM stops it like Ctrl-C.
+    rustix::process::kill_process(rustix::process::Pid::from_child(&child), rustix::process::Signal::TERM)
         .unwrap();
     terminal.wait_for("stopped; the gate is unregistered.");
     assert_eq!(wait_exit(&mut child), Some(0));
