@@ -287,6 +287,54 @@ async fn the_library_gate_registers_yields_intents_and_answers_them() -> TestRes
     joined(daemon)
 }
 
+// As the real daemon does it: an intent (string id = intentId) may come before the answer to
+// `gate/register`, and a withdrawal says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_before_the_register_answer_is_queued_and_a_timeout_is_told_apart() -> TestResult {
+    let fake = Arc::new(Fake::new()?);
+    let folder = fake.folder.clone();
+    let (seen, heard) = mpsc::channel();
+    let daemon = serve(&fake, move |conn| {
+        let initialize = conn.recv()?;
+        let mut result = serde_json::to_value(initialize_result())?;
+        result["capabilities"]["features"] = json!(["gate"]);
+        conn.answer(&initialize, result)?;
+        let register = conn.recv()?;
+        assert_eq!(register["method"], "gate/register", "{register}");
+        let early = intent("intent-1", &folder.join("a.rs"), "edit", DIFF);
+        conn.send(
+            &json!({"jsonrpc": "2.0", "id": "intent-1", "method": "gate/writeIntent", "params": early}),
+        )?;
+        conn.answer(&register, json!({"gateId": "g-1"}))?;
+        let answer = conn.recv()?;
+        assert_eq!(answer["id"], "intent-1", "{answer}");
+        seen.send(answer["result"].clone())?;
+        let late = intent("intent-2", &folder.join("b.rs"), "update", "not text");
+        conn.send(
+            &json!({"jsonrpc": "2.0", "id": "intent-2", "method": "gate/writeIntent", "params": late}),
+        )?;
+        let params = json!({"id": "intent-2", "reason": "timeout"});
+        conn.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": params}))?;
+        conn.goodbye()
+    });
+    let mut gate = Gate::connect(&fake.socket, GateOptions::new([fake.folder()])).await?;
+    assert_eq!(gate.gate_id(), "g-1");
+    let GateEvent::Intent(early) = gate.next().await? else { return Err("the early intent".into()) };
+    assert_eq!(early.intent_id, "intent-1");
+    gate.decide(&early.intent_id, Decision::allow()).await?;
+    assert_eq!(heard.recv_timeout(PATIENCE)?, json!({"allow": true}));
+    let GateEvent::Intent(late) = gate.next().await? else { return Err("the second intent".into()) };
+    assert!(filectx_client::gate::diff_withheld(&late.diff), "{late:?}");
+    let withdrawn = gate.next().await?;
+    let path = fake.folder.join("b.rs").display().to_string();
+    assert_eq!(
+        withdrawn,
+        GateEvent::Withdrawn { intent_id: "intent-2".to_owned(), path, reason: IntentWithdrawal::Timeout }
+    );
+    gate.close().await?;
+    joined(daemon)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_without_the_gate_feature_is_refused_before_registering() -> TestResult {
     let fake = Arc::new(Fake::new()?);

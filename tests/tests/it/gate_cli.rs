@@ -664,3 +664,31 @@ fn a_person_who_does_not_answer_in_time_is_told_the_daemon_decided() {
     assert_eq!(wait_exit(&mut child), Some(0));
     gates_when(&daemon, 0);
 }
+
+#[test]
+fn a_write_waiting_when_the_gate_registers_is_asked_of_it_too() {
+    let (daemon, root) = setup(&[]);
+    // A first gate holds a write...
+    let mut first = daemon.session();
+    let first_id = ok(&mut first, "gate/register", json!({"paths": [root.join("src")]}))["gateId"].clone();
+    let mut writer = daemon.session();
+    let id =
+        writer.send_request("tools/call", tool("write", json!({"file_path": "src/x.txt", "content": "x\n"})));
+    let asked = first.recv();
+    assert_eq!(asked["method"], "gate/writeIntent", "{asked}");
+    assert_eq!(asked["params"]["gateId"], first_id);
+    // ...while `filectx gate` registers: that write asks the new gate too before it lands, and
+    // its intent races the register answer (the client queues an early one, never drops it).
+    let mut gate = GateCli::json(&daemon, &root, &["src"]);
+    gates_when(&daemon, 2);
+    first.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"allow": true}}));
+    let ready = gate.expect("ready");
+    let intent = gate.expect("intent");
+    assert_eq!(intent["gateId"], ready["gateId"], "{ready} {intent}");
+    assert_eq!(intent["path"], root.join("src/x.txt").display().to_string());
+    gate.decide(&intent, true, None);
+    let done = response(&mut writer, id)["result"].clone();
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(fs::read_to_string(root.join("src/x.txt")).unwrap(), "x\n");
+    assert_eq!(gate.finish(), Some(0));
+}
