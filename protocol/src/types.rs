@@ -372,6 +372,35 @@ pub struct GateCancelParams {
     pub reason: IntentWithdrawal,
 }
 
+/// How a gate's refusal came about (`outcome` of [`GateRefusalData`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum GateOutcome {
+    /// The gate answered `allow: false` (or an error, or a result that is not a decision).
+    Denied,
+    /// The gate did not answer within its `timeoutMs`, and its `onTimeout` is `deny`.
+    Timeout,
+    /// The gate disconnected or was unregistered before it answered.
+    Disconnected,
+}
+
+/// `error.data.gate` of the `FS_PERMISSION_DENIED` a write or edit refused by a gate answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GateRefusalData {
+    /// The refusing gate.
+    pub gate_id: String,
+    /// Its name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The gate's reason (`no reason given` without one), or what happened.
+    pub reason: String,
+    /// How the refusal came about.
+    pub outcome: GateOutcome,
+}
+
 /// The gate's answer to `gate/writeIntent`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

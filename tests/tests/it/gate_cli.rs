@@ -692,3 +692,34 @@ fn a_write_waiting_when_the_gate_registers_is_asked_of_it_too() {
     assert_eq!(fs::read_to_string(root.join("src/x.txt")).unwrap(), "x\n");
     assert_eq!(gate.finish(), Some(0));
 }
+
+/// The library's `file/write` refused by a gate: the typed `data.gate` says which, why and how.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_reads_a_gates_refusal_as_typed_data() {
+    use filectx_client::Client;
+    use filectx_protocol::{GateOutcome, GateRefusalData, InitializeParams, WriteParams};
+
+    let (daemon, root) = setup(&[]);
+    let mut gate = GateCli::json(&daemon, &root, &["--name", "lib", "src"]);
+    let gate_id = gate.expect("ready")["gateId"].as_str().unwrap().to_owned();
+    let init: InitializeParams = serde_json::from_value(json!({"roots": [root]})).unwrap();
+    let (client, _) = Client::connect_session(&daemon.socket, init).await.unwrap();
+    let write: WriteParams =
+        serde_json::from_value(json!({"path": root.join("src/new.txt"), "content": "n\n"})).unwrap();
+    let written = tokio::spawn(async move { client.file_write(write).await });
+    let intent = tokio::task::block_in_place(|| gate.expect("intent"));
+    gate.decide(&intent, false, Some("not in src"));
+    let error = written.await.unwrap().expect_err("a refused write");
+    assert_eq!(error.fs_code(), Some(filectx_protocol::FsErrorCode::PermissionDenied), "{error}");
+    assert_eq!(
+        error.gate_refusal(),
+        Some(GateRefusalData {
+            gate_id,
+            name: Some("lib".to_owned()),
+            reason: "not in src".to_owned(),
+            outcome: GateOutcome::Denied,
+        })
+    );
+    assert!(!root.join("src/new.txt").exists());
+    assert_eq!(tokio::task::block_in_place(|| gate.finish()), Some(0));
+}
