@@ -288,9 +288,18 @@ fn an_mcp_agents_edits_wait_for_the_gate_allowed_and_denied() {
     let read = bridge.tool("read", json!({"file_path": "src/a.txt"}));
     assert_eq!(read["isError"], false, "{read}");
 
-    let edit = json!({"name": "edit", "arguments": {"file_path": "src/a.txt", "old_string": "two", "new_string": "2"}});
+    let edit = json!({
+        "name": "edit",
+        "arguments": {"file_path": "src/a.txt", "old_string": "two", "new_string": "2"},
+        "_meta": {"progressToken": "e-1"},
+    });
     bridge.send(&json!({"jsonrpc": "2.0", "id": 40, "method": "tools/call", "params": edit}));
     let intent = gate.expect("intent");
+    // While the gate makes it wait, the MCP client asked for progress and gets it.
+    let progress = bridge.notification("notifications/progress", PATIENCE).expect("progress while gated");
+    assert_eq!(progress["params"]["progressToken"], "e-1", "{progress}");
+    let message = progress["params"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("write gate"), "{progress}");
     assert_eq!(intent["operation"], "edit", "{intent}");
     assert_eq!(intent["path"], root.join("src/a.txt").display().to_string());
     assert!(intent["diff"].as_str().unwrap().contains("-two\n+2\n"), "{intent}");
