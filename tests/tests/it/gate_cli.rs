@@ -4,8 +4,10 @@
 //! and edits (the reason reaching the agent, the file unchanged), withdrawals when the agent
 //! cancels (`$/cancelRequest`, MCP `notifications/cancelled`), `--timeout`/`--on-timeout`, the
 //! `--deny`/`--auto-allow`/`--allow-create` rules on canonical paths, `filectx status` listing
-//! the gate, a clean exit on EOF and SIGINT that unregisters it, and exit 4 for a gated folder
-//! outside the session's roots.
+//! the gate, a clean exit on EOF, SIGINT and SIGTERM that unregisters it, exit 4 for a gated
+//! folder outside the session's roots, progress to an MCP client while the gate makes it wait, a
+//! write already waiting when the gate registers, and the library reading a refusal's typed
+//! `data.gate`.
 
 use std::fs::{self, File};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
