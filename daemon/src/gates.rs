@@ -24,7 +24,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use filectx_protocol::methods::{CANCEL_REQUEST, GATE_WRITE_INTENT};
-use filectx_protocol::{GateInfo, GateOnTimeout, GateOperation, WriteIntentParams, WriteIntentResult};
+use filectx_protocol::{
+    GateCancelParams, GateInfo, GateOnTimeout, GateOperation, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT,
+    INTENT_DIFF_TOO_LARGE, IntentWithdrawal, WriteIntentParams, WriteIntentResult,
+};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -464,10 +467,10 @@ impl Gates {
     ) -> Verdict {
         let intent_id = format!("intent-{}", self.next_intent.fetch_add(1, Ordering::Relaxed) + 1);
         let diff = match &intent.shown {
-            _ if !gate.may_read(&intent.path) => "hidden".to_owned(),
+            _ if !gate.may_read(&intent.path) => INTENT_DIFF_HIDDEN.to_owned(),
             Shown::Diff(diff) => diff.clone(),
-            Shown::TooLarge => "too large".to_owned(),
-            Shown::NotText => "not text".to_owned(),
+            Shown::TooLarge => INTENT_DIFF_TOO_LARGE.to_owned(),
+            Shown::NotText => INTENT_DIFF_NOT_TEXT.to_owned(),
         };
         let params = WriteIntentParams {
             gate_id: gate.id.clone(),
@@ -527,19 +530,20 @@ impl Gates {
             () = withdrawn(cancel, &writer.ended) => None,
             verdict = timed => Some(verdict),
         };
-        let withdraw = || {
+        let withdraw = |reason| {
             if sent.load(Ordering::Relaxed) {
-                gate.link.notify(CANCEL_REQUEST, serde_json::json!({"id": intent_id}));
+                let params = GateCancelParams { id: intent_id.clone(), reason };
+                gate.link.notify(CANCEL_REQUEST, params);
             }
         };
         match verdict {
             None => {
-                withdraw();
+                withdraw(IntentWithdrawal::Cancelled);
                 Verdict::Cancelled
             }
             Some(Ok(verdict)) => verdict,
             Some(Err(_)) => {
-                withdraw();
+                withdraw(IntentWithdrawal::Timeout);
                 tracing::info!(gate = %gate.id, intent = %intent_id, "a gate did not answer in time");
                 match gate.on_timeout {
                     GateOnTimeout::Allow => Verdict::Allowed,

@@ -339,6 +339,68 @@ pub struct WriteIntentParams {
     pub bytes: u64,
 }
 
+/// `WriteIntentParams::diff` when the change is over the diff bounds (200 lines, 16 KiB, or a
+/// version larger than `--max-snapshot-file-bytes`).
+pub const INTENT_DIFF_TOO_LARGE: &str = "too large";
+/// `WriteIntentParams::diff` when the current content is not text.
+pub const INTENT_DIFF_NOT_TEXT: &str = "not text";
+/// `WriteIntentParams::diff` when the gate's own session may not read the file (its deny rules).
+pub const INTENT_DIFF_HIDDEN: &str = "hidden";
+
+/// Why the daemon withdrew an intent: the `reason` of the `$/cancelRequest` it sends a gate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum IntentWithdrawal {
+    /// The writer cancelled its request, or its connection ended: nothing is written.
+    #[default]
+    Cancelled,
+    /// The gate did not answer within its `timeoutMs`: the daemon settled the write as the
+    /// gate's `onTimeout` says.
+    Timeout,
+}
+
+/// Params of the `$/cancelRequest` notification the daemon sends a gate to withdraw an intent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GateCancelParams {
+    /// The intent's request id (its `intentId`).
+    pub id: String,
+    /// Why it was withdrawn (absent from daemons before this field: read as `cancelled`).
+    #[serde(default)]
+    pub reason: IntentWithdrawal,
+}
+
+/// How a gate's refusal came about (`outcome` of [`GateRefusalData`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum GateOutcome {
+    /// The gate answered `allow: false` (or an error, or a result that is not a decision).
+    Denied,
+    /// The gate did not answer within its `timeoutMs`, and its `onTimeout` is `deny`.
+    Timeout,
+    /// The gate disconnected or was unregistered before it answered.
+    Disconnected,
+}
+
+/// `error.data.gate` of the `FS_PERMISSION_DENIED` a write or edit refused by a gate answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct GateRefusalData {
+    /// The refusing gate.
+    pub gate_id: String,
+    /// Its name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The gate's reason (`no reason given` without one), or what happened.
+    pub reason: String,
+    /// How the refusal came about.
+    pub outcome: GateOutcome,
+}
+
 /// The gate's answer to `gate/writeIntent`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

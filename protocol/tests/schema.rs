@@ -14,10 +14,10 @@ use filectx_protocol::rpc::{
 };
 use filectx_protocol::types::{
     CallToolParams, CallToolResult, ContextResetParams, DaemonStatus, EditParams, EditResult, FileDidChange,
-    FileStatParams, FileStatResult, FsEditParams, FsWriteParams, GateRegisterParams, GateRegisterResult,
-    GateUnregisterParams, InitializeParams, InitializeResult, PathParams, ReadParams, ReadResult,
-    ResolveResult, StreamTextParams, ToolsListResult, WriteIntentParams, WriteIntentResult, WriteParams,
-    WriteResult,
+    FileStatParams, FileStatResult, FsEditParams, FsWriteParams, GateCancelParams, GateRefusalData,
+    GateRegisterParams, GateRegisterResult, GateUnregisterParams, InitializeParams, InitializeResult,
+    PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult, WriteIntentParams,
+    WriteIntentResult, WriteParams, WriteResult,
 };
 use filectx_protocol::{FsErrorCode, FsErrorData};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -122,8 +122,12 @@ fn method_table(g: &mut SchemaGenerator) -> Vec<Method> {
 fn schema_document() -> Value {
     let mut generator = SchemaSettings::draft07().into_generator();
     let table = method_table(&mut generator);
-    // Error data is no method's params or result, but every client decodes it.
+    // Error data is no method's params or result, but every client decodes it; likewise a
+    // gate's refusal (`data.gate`) and the daemon's withdrawal of an intent (`$/cancelRequest`
+    // to a gate, with its reason).
     named::<FsErrorData>(&mut generator);
+    named::<GateRefusalData>(&mut generator);
+    named::<GateCancelParams>(&mut generator);
     named::<FsErrorCode>(&mut generator);
     let mut methods = Map::new();
     for method in table {

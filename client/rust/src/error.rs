@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use filectx_protocol::FsErrorCode;
+use filectx_protocol::{FsErrorCode, GateRefusalData};
 use jsonrpsee::core::client::Error as RpcClientError;
 
 /// Why a call to the daemon failed.
@@ -157,6 +157,17 @@ impl ClientError {
                 data.get("code").and_then(|code| serde_json::from_value(code.clone()).ok())
             }
             Self::StreamFailed { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Why a gate refused a write or edit: `error.data.gate` of an `FS_PERMISSION_DENIED`
+    /// [`ClientError::Rpc`] (`file/*`, `fs/*`); `None` for any other error.
+    pub fn gate_refusal(&self) -> Option<GateRefusalData> {
+        match self {
+            Self::Rpc { data: Some(data), .. } => {
+                data.get("gate").and_then(|gate| serde_json::from_value(gate.clone()).ok())
+            }
             _ => None,
         }
     }

@@ -6,8 +6,10 @@
 //! the gated folders) and registers with `gate/register` `{paths, operations?, name?,
 //! timeoutMs?, onTimeout?}` → `{gateId}`. Before a write or edit lands under one of `paths`, the
 //! daemon sends the gate a JSON-RPC *request* `gate/writeIntent` ([`WriteIntent`]), answered with
-//! `{allow, reason?}` ([`Decision`]). A `$/cancelRequest {id}` notification from the daemon
-//! withdraws an intent nobody waits for any more (the agent cancelled its call).
+//! `{allow, reason?}` ([`Decision`]). A `$/cancelRequest {id, reason}` notification from the
+//! daemon withdraws an intent nobody waits for any more: the agent cancelled its call, or the
+//! timeout passed ([`IntentWithdrawal`]). An intent may arrive before the answer to
+//! `gate/register` (a write that waited for the registration); it is queued like any other.
 //! `gate/unregister` `{gateId}` ends the gate. An intent not answered within `timeoutMs` is
 //! settled by the daemon as `onTimeout` says.
 //!
@@ -32,7 +34,7 @@
 //!             };
 //!             gate.decide(&intent.intent_id, decision).await?;
 //!         }
-//!         GateEvent::Withdrawn { path, .. } => println!("the agent gave up writing {path}"),
+//!         GateEvent::Withdrawn { path, reason, .. } => println!("{path}: withdrawn ({reason:?})"),
 //!     }
 //! }
 //! # }
@@ -44,7 +46,15 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use filectx_protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use filectx_protocol::{ClientInfo, DEFAULT_MAX_FRAME_BYTES, Frame, InitializeParams, LspCodec, methods};
+use filectx_protocol::methods::{CANCEL_REQUEST, GATE_REGISTER, GATE_UNREGISTER, GATE_WRITE_INTENT};
+use filectx_protocol::{
+    ClientInfo, DEFAULT_MAX_FRAME_BYTES, Frame, GateRegisterParams, GateRegisterResult, GateUnregisterParams,
+    InitializeParams, LspCodec, features, methods,
+};
+pub use filectx_protocol::{
+    GateOnTimeout, GateOperation, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT, INTENT_DIFF_TOO_LARGE,
+    IntentWithdrawal, WriteIntentParams, WriteIntentResult,
+};
 use futures::{SinkExt, StreamExt as _};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -55,56 +65,12 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::{ClientError, transport};
 
-/// The daemon feature (in `capabilities.features`) that gates need.
-pub const GATE_FEATURE: &str = "gate";
-/// Registers a session as a gate.
-pub const GATE_REGISTER: &str = "gate/register";
-/// Ends a gate.
-pub const GATE_UNREGISTER: &str = "gate/unregister";
-/// The daemon's request to a gate: may this write or edit land?
-pub const GATE_WRITE_INTENT: &str = "gate/writeIntent";
-
 /// How long this side's own requests (`initialize`, `gate/register`, `gate/unregister`,
 /// `shutdown`) may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Events read from the daemon and not taken by [`Gate::next`] yet; when full, the reader stops
 /// reading the socket until there is room.
 const EVENT_QUEUE: usize = 256;
-/// The `diff` of an intent whose change is too large to show.
-pub const DIFF_TOO_LARGE: &str = "too large";
-
-/// What kind of change an intent is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Operation {
-    /// A write that creates a file.
-    Create,
-    /// A write that replaces a file's whole content.
-    Update,
-    /// An edit (a literal replacement) of a file.
-    Edit,
-}
-
-impl Operation {
-    /// The name on the wire: `create`, `update` or `edit`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Create => "create",
-            Self::Update => "update",
-            Self::Edit => "edit",
-        }
-    }
-}
-
-/// What the daemon does with an intent the gate has not answered in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnTimeout {
-    /// Refuse the write (the daemon's default).
-    Deny,
-    /// Let the write land.
-    Allow,
-}
 
 /// How a gate registers: its folders and, optionally, the operations it reviews, its name, and
 /// how long the daemon waits for a decision.
@@ -112,10 +78,10 @@ pub enum OnTimeout {
 pub struct GateOptions {
     paths: Vec<String>,
     roots: Option<Vec<String>>,
-    operations: Option<Vec<Operation>>,
+    operations: Option<Vec<GateOperation>>,
     name: Option<String>,
     timeout: Option<Duration>,
-    on_timeout: Option<OnTimeout>,
+    on_timeout: Option<GateOnTimeout>,
     client_name: String,
 }
 
@@ -142,7 +108,7 @@ impl GateOptions {
     }
 
     /// Only these operations are reviewed (default: all three); the others land unasked.
-    pub fn operations(mut self, operations: impl IntoIterator<Item = Operation>) -> Self {
+    pub fn operations(mut self, operations: impl IntoIterator<Item = GateOperation>) -> Self {
         self.operations = Some(operations.into_iter().collect());
         self
     }
@@ -160,7 +126,7 @@ impl GateOptions {
     }
 
     /// What the daemon does when that time has passed (the daemon's default: deny).
-    pub fn on_timeout(mut self, on_timeout: OnTimeout) -> Self {
+    pub fn on_timeout(mut self, on_timeout: GateOnTimeout) -> Self {
         self.on_timeout = Some(on_timeout);
         self
     }
@@ -172,59 +138,52 @@ impl GateOptions {
     }
 
     /// The `gate/register` params.
-    fn register_params(&self) -> Value {
-        let mut params = json!({"paths": self.paths});
-        if let Some(operations) = &self.operations {
-            params["operations"] = json!(operations);
+    fn register_params(&self) -> GateRegisterParams {
+        GateRegisterParams {
+            paths: self.paths.clone(),
+            operations: self.operations.clone(),
+            name: self.name.clone(),
+            timeout_ms: self.timeout.map(|timeout| u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+            on_timeout: self.on_timeout,
         }
-        if let Some(name) = &self.name {
-            params["name"] = json!(name);
-        }
-        if let Some(timeout) = self.timeout {
-            params["timeoutMs"] = json!(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-        }
-        if let Some(on_timeout) = self.on_timeout {
-            params["onTimeout"] = json!(on_timeout);
-        }
-        params
     }
 }
 
-/// One write or edit waiting for the gate's decision (`gate/writeIntent` params).
+/// One write or edit waiting for the gate's decision: the `gate/writeIntent` params
+/// ([`WriteIntentParams`], whose fields it derefs to), and any field a newer daemon added.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct WriteIntent {
-    /// The gate it was sent to.
-    pub gate_id: String,
-    /// Names the intent in [`Gate::decide`] and in [`GateEvent::Withdrawn`].
-    pub intent_id: String,
-    /// The session of the agent that writes.
-    pub session_id: String,
-    /// That session's `clientInfo.name`, when it gave one: the agent's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_name: Option<String>,
-    /// The sub-agent (owner) of that session that writes, when one is named.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    /// The file's absolute path.
-    pub path: String,
-    /// What kind of change it is.
-    pub operation: Operation,
-    /// The change as a unified diff, or [`DIFF_TOO_LARGE`].
-    pub diff: String,
-    /// The file's version now (none for a create).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_version: Option<String>,
-    /// The version the file will have.
-    pub new_version: String,
-    /// The new content's size in bytes.
-    pub bytes: u64,
-    /// Any other field the daemon sent, kept as it came.
+    /// The params as the protocol defines them.
+    #[serde(flatten)]
+    pub params: WriteIntentParams,
+    /// Any other field the daemon sent, kept as it came (printed by `filectx gate --json`).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
-/// What the gate says to an intent (the `gate/writeIntent` result).
+impl std::ops::Deref for WriteIntent {
+    type Target = WriteIntentParams;
+
+    fn deref(&self) -> &WriteIntentParams {
+        &self.params
+    }
+}
+
+impl From<WriteIntentParams> for WriteIntent {
+    fn from(params: WriteIntentParams) -> Self {
+        Self { params, extra: Map::new() }
+    }
+}
+
+/// Whether `diff` (of an intent) is a marker the daemon sends instead of a diff:
+/// [`INTENT_DIFF_TOO_LARGE`], [`INTENT_DIFF_NOT_TEXT`] or [`INTENT_DIFF_HIDDEN`]. A real diff
+/// starts with `---`, or is empty.
+pub fn diff_withheld(diff: &str) -> bool {
+    [INTENT_DIFF_TOO_LARGE, INTENT_DIFF_NOT_TEXT, INTENT_DIFF_HIDDEN].contains(&diff)
+}
+
+/// What the gate says to an intent: sent as the `gate/writeIntent` result
+/// ([`WriteIntentResult`]), with constructors that leave an empty reason out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     /// Whether the write or edit may land.
@@ -232,6 +191,12 @@ pub struct Decision {
     /// Why, in words the agent reads (mostly for a denial).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+impl From<Decision> for WriteIntentResult {
+    fn from(decision: Decision) -> Self {
+        Self { allow: decision.allow, reason: decision.reason }
+    }
 }
 
 impl Decision {
@@ -252,13 +217,16 @@ impl Decision {
 pub enum GateEvent {
     /// A write or edit waits for [`Gate::decide`].
     Intent(Box<WriteIntent>),
-    /// The daemon withdrew an intent not decided yet (the agent cancelled its call): deciding it
-    /// now fails with [`GateError::UnknownIntent`].
+    /// The daemon withdrew an intent not decided yet (the agent cancelled its call, or the
+    /// gate's timeout passed): deciding it now fails with [`GateError::UnknownIntent`].
     Withdrawn {
         /// The intent's id.
         intent_id: String,
         /// The file it was about.
         path: String,
+        /// Why: [`IntentWithdrawal::Cancelled`] (nothing is written) or
+        /// [`IntentWithdrawal::Timeout`] (the daemon settled it as `onTimeout` says).
+        reason: IntentWithdrawal,
     },
 }
 
@@ -408,19 +376,18 @@ impl Gate {
             .and_then(Value::as_array)
             .map(|all| all.iter().filter_map(Value::as_str).map(str::to_owned).collect())
             .unwrap_or_default();
-        if !gate.features.iter().any(|feature| feature == GATE_FEATURE) {
-            return Err(ClientError::Unsupported { feature: GATE_FEATURE.to_owned() });
+        if !gate.features.iter().any(|feature| feature == features::GATE) {
+            return Err(ClientError::Unsupported { feature: features::GATE.to_owned() });
         }
-        let registered = gate.shared.call(GATE_REGISTER, options.register_params()).await?;
-        gate.gate_id = match registered.get("gateId") {
-            Some(Value::String(id)) => id.clone(),
-            Some(Value::Number(id)) => id.to_string(),
-            _ => {
-                return Err(ClientError::Protocol(format!(
-                    "gate/register answered without a gateId: {registered}"
-                )));
-            }
-        };
+        let params = serde_json::to_value(options.register_params()).map_err(ClientError::Encode)?;
+        // Intents may arrive before this answer (writes that waited for the registration): the
+        // reader task queues them as events, which `next` yields once this returns.
+        let registered = gate.shared.call(GATE_REGISTER, params).await?;
+        gate.gate_id = serde_json::from_value::<GateRegisterResult>(registered.clone())
+            .map_err(|error| {
+                ClientError::Protocol(format!("gate/register answered {registered}, not {{gateId}}: {error}"))
+            })?
+            .gate_id;
         Ok(gate)
     }
 
@@ -462,7 +429,7 @@ impl Gate {
         let Some((id, _)) = self.shared.lock().pending.remove(intent_id) else {
             return Err(GateError::UnknownIntent { intent_id: intent_id.to_owned() });
         };
-        let result = serde_json::to_value(&decision).map_err(ClientError::Encode)?;
+        let result = serde_json::to_value(WriteIntentResult::from(decision)).map_err(ClientError::Encode)?;
         self.shared.send(&json!({"jsonrpc": "2.0", "id": id, "result": result})).await?;
         Ok(())
     }
@@ -479,7 +446,9 @@ impl Gate {
     /// The error of `gate/unregister` ([`ClientError::Transport`] when the connection is
     /// already gone).
     pub async fn close(self) -> Result<(), ClientError> {
-        let unregistered = self.shared.call(GATE_UNREGISTER, json!({"gateId": self.gate_id})).await;
+        let params = GateUnregisterParams { gate_id: self.gate_id.clone() };
+        let params = serde_json::to_value(params).map_err(ClientError::Encode)?;
+        let unregistered = self.shared.call(GATE_UNREGISTER, params).await;
         if unregistered.is_ok() {
             // Best effort: the daemon ends the session on hang-up anyway.
             let _ = self.shared.call(methods::SHUTDOWN, json!({})).await;
@@ -547,8 +516,14 @@ async fn handle(shared: &Shared, events: &mpsc::Sender<GateEvent>, message: Valu
                 }
             }
         }
-        (Some(methods::CANCEL_REQUEST), None) => {
+        (Some(CANCEL_REQUEST), None) => {
+            // `GateCancelParams`, read leniently: the id as whatever JSON the intent's request
+            // had, and a missing or unknown `reason` as a cancellation.
             let Some(cancelled) = message.pointer("/params/id") else { return Ok(()) };
+            let reason = message
+                .pointer("/params/reason")
+                .and_then(|reason| IntentWithdrawal::deserialize(reason).ok())
+                .unwrap_or_default();
             let withdrawn = {
                 let mut state = shared.lock();
                 let intent_id =
@@ -557,7 +532,7 @@ async fn handle(shared: &Shared, events: &mpsc::Sender<GateEvent>, message: Valu
                     .and_then(|intent_id| state.pending.remove(&intent_id).map(|(_, path)| (intent_id, path)))
             };
             if let Some((intent_id, path)) = withdrawn {
-                events.send(GateEvent::Withdrawn { intent_id, path }).await.map_err(drop)?;
+                events.send(GateEvent::Withdrawn { intent_id, path, reason }).await.map_err(drop)?;
             }
         }
         (Some(method), Some(id)) => {
@@ -609,15 +584,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn register_params_carry_only_what_was_set() {
-        assert_eq!(GateOptions::new(["/p"]).register_params(), json!({"paths": ["/p"]}));
+    fn register_params_carry_only_what_was_set() -> Result<(), serde_json::Error> {
+        let params = |options: &GateOptions| serde_json::to_value(options.register_params());
+        assert_eq!(params(&GateOptions::new(["/p"]))?, json!({"paths": ["/p"]}));
         let options = GateOptions::new(["/p", "/q"])
-            .operations([Operation::Update, Operation::Edit])
+            .operations([GateOperation::Update, GateOperation::Edit])
             .name("review")
             .timeout(Duration::from_secs(30))
-            .on_timeout(OnTimeout::Allow);
+            .on_timeout(GateOnTimeout::Allow);
         assert_eq!(
-            options.register_params(),
+            params(&options)?,
             json!({
                 "paths": ["/p", "/q"],
                 "operations": ["update", "edit"],
@@ -626,6 +602,7 @@ mod tests {
                 "onTimeout": "allow",
             })
         );
+        Ok(())
     }
 
     #[test]
@@ -636,14 +613,18 @@ mod tests {
             "owner": "sub", "path": "/p/a.rs", "operation": "edit", "diff": "--- a\n+++ b\n",
             "oldVersion": "v1", "newVersion": "v2", "bytes": 12, "future": true,
         }))?;
-        assert_eq!(full.operation, Operation::Edit);
+        assert_eq!(full.operation, GateOperation::Edit);
         assert_eq!(full.extra.get("future"), Some(&json!(true)));
         assert_eq!(serde_json::to_value(&full)?["future"], true);
         let bare: WriteIntent = serde_json::from_value(json!({
             "gateId": "g1", "intentId": "i2", "sessionId": "s1", "path": "/p/b.rs",
             "operation": "create", "diff": "too large", "newVersion": "v3", "bytes": 0,
         }))?;
-        assert_eq!((bare.client_name, bare.old_version, bare.diff.as_str()), (None, None, DIFF_TOO_LARGE));
+        assert_eq!(
+            (bare.client_name.as_deref(), bare.old_version.as_deref(), bare.diff.as_str()),
+            (None, None, INTENT_DIFF_TOO_LARGE)
+        );
+        assert!(diff_withheld(&bare.diff) && diff_withheld("hidden") && !diff_withheld("--- a\n"));
         assert!(serde_json::from_value::<WriteIntent>(json!({"intentId": "i3"})).is_err());
         Ok(())
     }

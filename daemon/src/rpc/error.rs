@@ -2,7 +2,7 @@
 //! in `data.code`, its number in `code`, and a message a person can act on.
 
 use filectx_protocol::error::{INVALID_PARAMS, INVALID_REQUEST, SERVER_NOT_INITIALIZED};
-use filectx_protocol::{FsErrorCode, FsErrorData};
+use filectx_protocol::{FsErrorCode, FsErrorData, GateOutcome, GateRefusalData};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use crate::context::gate::RefusalKind;
@@ -148,18 +148,19 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
         }
         ContextError::GateRefused { refusal, .. } => {
             let outcome = match refusal.kind {
-                RefusalKind::Denied => "denied",
-                RefusalKind::TimedOut => "timeout",
-                RefusalKind::Disconnected => "disconnected",
+                RefusalKind::Denied => GateOutcome::Denied,
+                RefusalKind::TimedOut => GateOutcome::Timeout,
+                RefusalKind::Disconnected => GateOutcome::Disconnected,
             };
-            let mut gate = serde_json::Map::new();
-            gate.insert("gateId".into(), refusal.gate_id.clone().into());
-            if let Some(name) = &refusal.name {
-                gate.insert("name".into(), name.clone().into());
+            let gate = GateRefusalData {
+                gate_id: refusal.gate_id.clone(),
+                name: refusal.name.clone(),
+                reason: refusal.reason.clone(),
+                outcome,
+            };
+            if let Ok(gate) = serde_json::to_value(gate) {
+                map.insert("gate".into(), gate);
             }
-            gate.insert("reason".into(), refusal.reason.clone().into());
-            gate.insert("outcome".into(), outcome.into());
-            map.insert("gate".into(), gate.into());
         }
         _ => {}
     }

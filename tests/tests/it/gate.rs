@@ -170,6 +170,7 @@ fn an_unanswered_intent_follows_the_gates_timeout_policy() {
     // The daemon withdraws the intent; a late answer changes nothing.
     let withdrawn = strict.expect_notification("$/cancelRequest", PATIENCE);
     assert_eq!(withdrawn["id"], asked["id"]);
+    assert_eq!(withdrawn["reason"], "timeout", "{withdrawn}");
     reply(&mut strict, &asked, true, None);
     assert!(!root.join("src/late.txt").exists());
     ok(&mut strict, "gate/unregister", json!({"gateId": asked["params"]["gateId"]}));
@@ -291,6 +292,7 @@ fn a_cancelled_request_is_never_written_even_when_the_gate_allows_later() {
     assert_eq!(error_code(&response(&mut writer, id)), -32800);
     let withdrawn = gate.expect_notification("$/cancelRequest", PATIENCE);
     assert_eq!(withdrawn["id"], asked["id"]);
+    assert_eq!(withdrawn["reason"], "cancelled", "{withdrawn}");
     reply(&mut gate, &asked, true, None);
 
     // The tool layer: an FS_ABORTED result.
@@ -328,6 +330,7 @@ fn a_writer_that_disconnects_while_its_intent_waits_never_writes() {
     drop(writer);
     let withdrawn = gate.expect_notification("$/cancelRequest", PATIENCE);
     assert_eq!(withdrawn["id"], asked["id"]);
+    assert_eq!(withdrawn["reason"], "cancelled", "{withdrawn}");
     reply(&mut gate, &asked, true, None);
     std::thread::sleep(Duration::from_millis(200));
     assert!(!root.join("src/gone.txt").exists());

@@ -24,6 +24,7 @@ mod crash;
 mod faults;
 mod files;
 mod gate;
+mod gate_cli;
 mod harness;
 mod huge;
 mod large;

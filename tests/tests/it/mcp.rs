@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use filectx_tests::{Daemon, PATIENCE, bin};
 use serde_json::{Value, json};
 
-/// One `filectx mcp` process, killed when dropped if it is still running.
-struct Bridge {
+/// One `filectx mcp` process, killed when dropped if it is still running (also driven by
+/// `gate_cli`'s tests).
+pub(crate) struct Bridge {
     child: Child,
     stdin: Option<ChildStdin>,
     /// Each stdout line as it arrives.
@@ -22,14 +23,14 @@ struct Bridge {
     /// Every stdout line so far, to check that stdout holds nothing but JSON-RPC.
     seen: Vec<String>,
     /// Messages read while waiting for something else.
-    pending: VecDeque<Value>,
+    pub(crate) pending: VecDeque<Value>,
     stderr: Arc<Mutex<String>>,
     next_id: u64,
 }
 
 impl Bridge {
     /// `filectx --socket SOCK --no-autostart mcp --root ROOT EXTRA…`
-    fn start(socket: &Path, root: &Path, extra: &[&str]) -> Bridge {
+    pub(crate) fn start(socket: &Path, root: &Path, extra: &[&str]) -> Bridge {
         let mut child = Command::new(bin("filectx"))
             .arg("--socket")
             .arg(socket)
@@ -74,12 +75,12 @@ impl Bridge {
         stdin.flush().unwrap();
     }
 
-    fn send(&mut self, message: &Value) {
+    pub(crate) fn send(&mut self, message: &Value) {
         self.send_line(&message.to_string());
     }
 
     /// The next stdout message within `wait` (each must be one JSON-RPC 2.0 object or array).
-    fn recv_within(&mut self, wait: Duration) -> Option<Value> {
+    pub(crate) fn recv_within(&mut self, wait: Duration) -> Option<Value> {
         match self.lines.recv_timeout(wait) {
             Ok(line) => {
                 let value: Value = serde_json::from_str(&line)
@@ -97,7 +98,7 @@ impl Bridge {
     }
 
     /// The response with `id`, keeping whatever else arrives first.
-    fn response(&mut self, id: &Value) -> Value {
+    pub(crate) fn response(&mut self, id: &Value) -> Value {
         if let Some(index) = self.pending.iter().position(|m| &m["id"] == id && m.get("method").is_none()) {
             return self.pending.remove(index).unwrap();
         }
@@ -123,7 +124,7 @@ impl Bridge {
     }
 
     /// The result of a request that must succeed.
-    fn ok(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn ok(&mut self, method: &str, params: Value) -> Value {
         let response = self.call(method, params);
         assert!(response.get("error").is_none(), "{method} failed: {response}");
         response["result"].clone()
@@ -136,7 +137,7 @@ impl Bridge {
     }
 
     /// `initialize` with `version`, then `notifications/initialized`; returns the result.
-    fn initialize(&mut self, version: &str) -> Value {
+    pub(crate) fn initialize(&mut self, version: &str) -> Value {
         let result = self.ok(
             "initialize",
             json!({
@@ -150,12 +151,12 @@ impl Bridge {
     }
 
     /// `tools/call`; returns the `CallToolResult`.
-    fn tool(&mut self, name: &str, arguments: Value) -> Value {
+    pub(crate) fn tool(&mut self, name: &str, arguments: Value) -> Value {
         self.ok("tools/call", json!({"name": name, "arguments": arguments}))
     }
 
     /// The next server notification named `method` within `wait`.
-    fn notification(&mut self, method: &str, wait: Duration) -> Option<Value> {
+    pub(crate) fn notification(&mut self, method: &str, wait: Duration) -> Option<Value> {
         if let Some(index) = self.pending.iter().position(|m| m["method"] == method) {
             return self.pending.remove(index);
         }
@@ -176,7 +177,7 @@ impl Bridge {
 
     /// Closes stdin and waits (bounded) for the process to exit; checks that stdout held only
     /// JSON-RPC lines to the end.
-    fn finish(mut self) -> (ExitStatus, String) {
+    pub(crate) fn finish(mut self) -> (ExitStatus, String) {
         drop(self.stdin.take());
         let deadline = Instant::now() + PATIENCE;
         let status = loop {
@@ -198,7 +199,7 @@ impl Bridge {
     }
 
     /// [`Bridge::finish`], which must exit 0.
-    fn finish_ok(self) {
+    pub(crate) fn finish_ok(self) {
         let (status, stderr) = self.finish();
         assert_eq!(status.code(), Some(0), "stderr: {stderr}");
     }
@@ -214,7 +215,7 @@ impl Drop for Bridge {
 }
 
 /// The text of a `CallToolResult`.
-fn text(result: &Value) -> String {
+pub(crate) fn text(result: &Value) -> String {
     result["content"].as_array().unwrap().iter().filter_map(|block| block["text"].as_str()).collect()
 }
 

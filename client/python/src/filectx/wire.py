@@ -492,6 +492,44 @@ class FsWriteParams(_FsWriteParamsRequired, total=False):
     """
 
 
+IntentWithdrawal: TypeAlias = Literal["cancelled", "timeout"]
+"""Why the daemon withdrew an intent: the `reason` of the `$/cancelRequest` it sends a gate."""
+
+
+class _GateCancelParamsRequired(TypedDict):
+    id: str
+    """The intent's request id (its `intentId`)."""
+
+
+class GateCancelParams(_GateCancelParamsRequired, total=False):
+    """Params of the `$/cancelRequest` notification the daemon sends a gate to withdraw an intent."""
+
+    reason: IntentWithdrawal
+    """Why it was withdrawn (absent from daemons before this field: read as `cancelled`)."""
+
+
+GateOutcome: TypeAlias = Literal["denied", "timeout", "disconnected"]
+"""How a gate's refusal came about (`outcome` of [`GateRefusalData`])."""
+
+
+class _GateRefusalDataRequired(TypedDict):
+    gateId: str
+    """The refusing gate."""
+
+    reason: str
+    """The gate's reason (`no reason given` without one), or what happened."""
+
+    outcome: GateOutcome
+    """How the refusal came about."""
+
+
+class GateRefusalData(_GateRefusalDataRequired, total=False):
+    """`error.data.gate` of the `FS_PERMISSION_DENIED` a write or edit refused by a gate answers."""
+
+    name: str | None
+    """Its name, if it has one."""
+
+
 class _GateRegisterParamsRequired(TypedDict):
     paths: list[str]
     """Existing folders (or files) inside the session's roots, absolute or relative to its cwd."""

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use filectx_client::gate::{
-    DIFF_TOO_LARGE, Decision, Gate, GateError, GateEvent, GateOptions, OnTimeout, Operation, WriteIntent,
-    relative_to_gate,
+    Decision, Gate, GateError, GateEvent, GateOnTimeout as OnTimeout, GateOperation as Operation,
+    GateOptions, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT, INTENT_DIFF_TOO_LARGE, IntentWithdrawal,
+    WriteIntent, relative_to_gate,
 };
 use filectx_client::{Client, ClientError, SpawnOptions};
 use globset::{GlobBuilder, GlobMatcher};
@@ -285,9 +286,14 @@ impl Screen {
                     Self::Person(person) => person.arrived(gate, *intent),
                 }
             }
-            GateEvent::Withdrawn { intent_id, path } => match self {
-                Self::Json => emit(&json!({"type": "withdrawn", "intentId": intent_id, "path": path})),
-                Self::Person(person) => person.withdrawn(gate, &intent_id),
+            GateEvent::Withdrawn { intent_id, path, reason } => match self {
+                Self::Json => emit(&json!({
+                    "type": "withdrawn",
+                    "intentId": intent_id,
+                    "path": path,
+                    "reason": reason,
+                })),
+                Self::Person(person) => person.withdrawn(gate, &intent_id, reason),
             },
         }
     }
@@ -578,10 +584,14 @@ impl Person {
             self.paint.bold(&self.shown_path(gate, &intent.path)),
             intent.bytes
         );
-        if intent.diff == DIFF_TOO_LARGE {
-            text.push_str("(the change is too large to show)\n");
-        } else {
-            text.push_str(&self.paint.diff(&intent.diff));
+        match intent.diff.as_str() {
+            INTENT_DIFF_TOO_LARGE => text.push_str("(the change is too large to show)\n"),
+            INTENT_DIFF_NOT_TEXT => text.push_str("(the file is not text: no diff to show)\n"),
+            INTENT_DIFF_HIDDEN => {
+                text.push_str("(hidden: this gate's session may not read the file, so no diff is shown)\n");
+            }
+            "" => text.push_str("(no line differs: only line endings or the encoding change)\n"),
+            diff => text.push_str(&self.paint.diff(diff)),
         }
         let left = deadline.saturating_duration_since(Instant::now()).as_secs();
         let waiting = match self.queue.len() {
@@ -599,16 +609,26 @@ impl Person {
         self.show(gate)
     }
 
-    fn withdrawn(&mut self, gate: &Gate, intent_id: &str) -> anyhow::Result<()> {
-        let label = self.paint.yellow("withdrawn");
+    /// The daemon withdrew an intent: the agent cancelled, or the gate's timeout passed.
+    fn withdrawn(&mut self, gate: &Gate, intent_id: &str, reason: IntentWithdrawal) -> anyhow::Result<()> {
+        let timed_out = reason == IntentWithdrawal::Timeout;
+        let label = if timed_out { self.paint.yellow("timed out") } else { self.paint.yellow("withdrawn") };
         if let Some((intent, _)) = self.current.as_ref().filter(|(i, _)| i.intent_id == intent_id) {
-            let text = format!(
-                "{}{label}: {} no longer waits for {} {}; skipped\n",
-                self.leave_prompt(),
-                agent(intent),
-                intent.operation.as_str(),
-                self.shown_path(gate, &intent.path)
-            );
+            let what = format!("{} {}", intent.operation.as_str(), self.shown_path(gate, &intent.path));
+            let text = if timed_out {
+                format!(
+                    "{}{label}: {what} by {} waited too long and was {} by the daemon\n",
+                    self.leave_prompt(),
+                    agent(intent),
+                    self.settled_as()
+                )
+            } else {
+                format!(
+                    "{}{label}: {} no longer waits for {what}; skipped\n",
+                    self.leave_prompt(),
+                    agent(intent)
+                )
+            };
             self.current = None;
             self.say(&text)?;
             return self.next(gate);
@@ -617,7 +637,9 @@ impl Person {
             && let Some((intent, _)) = self.queue.remove(index)
         {
             let what = format!("{} {}", intent.operation.as_str(), self.shown_path(gate, &intent.path));
-            return self.notice(&format!("{label}: {what} by {} before it was shown", agent(&intent)));
+            let how =
+                if timed_out { format!(" and {} by the daemon", self.settled_as()) } else { String::new() };
+            return self.notice(&format!("{label}: {what} by {} before it was shown{how}", agent(&intent)));
         }
         Ok(())
     }
@@ -691,12 +713,10 @@ pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Map;
-
     use super::*;
 
     fn intent(path: &str, operation: Operation) -> WriteIntent {
-        WriteIntent {
+        WriteIntent::from(filectx_client::gate::WriteIntentParams {
             gate_id: "g".to_owned(),
             intent_id: "i".to_owned(),
             session_id: "s".to_owned(),
@@ -708,8 +728,7 @@ mod tests {
             old_version: None,
             new_version: "v".to_owned(),
             bytes: 0,
-            extra: Map::new(),
-        }
+        })
     }
 
     fn rules(deny: &[&str], allow: &[&str], allow_create: bool) -> Rules {

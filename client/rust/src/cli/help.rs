@@ -228,9 +228,11 @@ pub(crate) const GATE_AFTER_HELP: &str = "\
               \"owner\":O,\"path\":P,\"operation\":\"create\"|\"update\"|\"edit\",\"diff\":D,
               \"oldVersion\":V,\"newVersion\":V,\"bytes\":B}
              to decide; clientName, owner and oldVersion only when known; diff is a unified
-             diff, or \"too large\"; other fields the daemon sends are passed on as they came
-  withdrawn  {\"type\":\"withdrawn\",\"intentId\":I,\"path\":P}
-             the agent cancelled it: do not decide it
+             diff, or \"too large\", \"not text\" or \"hidden\" (this gate may not read the
+             file); other fields the daemon sends are passed on as they came
+  withdrawn  {\"type\":\"withdrawn\",\"intentId\":I,\"path\":P,\"reason\":R}
+             do not decide it: R is \"cancelled\" (the agent cancelled it; nothing is
+             written) or \"timeout\" (the daemon settled it as --on-timeout says)
   auto       {\"type\":\"auto\",\"intentId\":I,\"path\":P,\"operation\":OP,\"allow\":A,
               \"reason\":R,\"rule\":RULE}
              a rule decided it (reason only for a denial); nothing to answer

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use filectx_protocol::{DaemonStatus, FileDidChange, FileKind, FileStatResult, ToolsListResult};
+use filectx_protocol::{
+    DaemonStatus, FileDidChange, FileKind, FileStatResult, GateInfo, GateOnTimeout, ToolsListResult,
+};
 use serde_json::Value;
 
 /// How many characters of a version `watch` shows.
@@ -65,8 +67,35 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
             format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes)),
         ),
         ("dropped notifications", status.notifications_dropped.to_string()),
+        ("gates", status.gates.len().to_string()),
+        ("unmatched responses", status.unmatched_responses.to_string()),
     ];
-    aligned(&rows)
+    let mut out = aligned(&rows);
+    for gate in &status.gates {
+        out.push_str(&render_gate(gate));
+    }
+    out
+}
+
+/// One gate of `filectx status`: `  gate-1 "review" (session s-2): /p, /q; create, edit; 50s,
+/// then deny; 1 in flight, 0 waiting`.
+fn render_gate(gate: &GateInfo) -> String {
+    let name = gate.name.as_ref().map(|name| format!(" {name:?}")).unwrap_or_default();
+    let operations: Vec<&str> = gate.operations.iter().map(|operation| operation.as_str()).collect();
+    let on_timeout = match gate.on_timeout {
+        GateOnTimeout::Deny => "deny",
+        GateOnTimeout::Allow => "allow",
+    };
+    format!(
+        "  {}{name} (session {}): {}; {}; {}, then {on_timeout}; {} in flight, {} waiting\n",
+        gate.gate_id,
+        gate.session_id,
+        gate.paths.join(", "),
+        operations.join(", "),
+        human_duration(gate.timeout_ms),
+        gate.in_flight,
+        gate.waiting
+    )
 }
 
 fn aligned(rows: &[(&str, String)]) -> String {
@@ -246,8 +275,28 @@ mod tests {
         assert!(text.contains("dropped notifications: 0\n"), "{text}");
         // Every value starts in the same column, right after the longest key.
         assert!(text.contains("search listings:       1 (512 B)\n"), "{text}");
-        assert_eq!(text.lines().count(), 14);
+        assert!(text.contains("gates:                 0\n"), "{text}");
+        assert_eq!(text.lines().count(), 16);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
+    }
+
+    #[test]
+    fn gates_are_listed_below_the_status() {
+        let gate = GateInfo {
+            gate_id: "gate-1".to_owned(),
+            name: Some("review".to_owned()),
+            session_id: "s-2".to_owned(),
+            paths: vec!["/p".to_owned(), "/q".to_owned()],
+            operations: vec![filectx_protocol::GateOperation::Create, filectx_protocol::GateOperation::Edit],
+            timeout_ms: 50_000,
+            on_timeout: GateOnTimeout::Deny,
+            in_flight: 1,
+            waiting: 0,
+        };
+        assert_eq!(
+            render_gate(&gate),
+            "  gate-1 \"review\" (session s-2): /p, /q; create, edit; 50s, then deny; 1 in flight, 0 waiting\n"
+        );
     }
 
     #[test]

@@ -15,7 +15,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use filectx_client::ClientError;
-use filectx_client::gate::{Decision, Gate, GateError, GateEvent, GateOptions, OnTimeout, Operation};
+use filectx_client::gate::{
+    Decision, Gate, GateError, GateEvent, GateOnTimeout as OnTimeout, GateOperation as Operation,
+    GateOptions, IntentWithdrawal,
+};
 use serde_json::{Value, json};
 
 use crate::support::{TestResult, initialize_result};
@@ -272,10 +275,62 @@ async fn the_library_gate_registers_yields_intents_and_answers_them() -> TestRes
     let GateEvent::Intent(third) = gate.next().await? else { return Err("a third intent".into()) };
     let withdrawn = gate.next().await?;
     let path = fake.folder.join("x.rs").display().to_string();
-    assert_eq!(withdrawn, GateEvent::Withdrawn { intent_id: "i-3".to_owned(), path });
+    // A `$/cancelRequest` without `reason` (older daemons) reads as a cancellation.
+    assert_eq!(
+        withdrawn,
+        GateEvent::Withdrawn { intent_id: "i-3".to_owned(), path, reason: IntentWithdrawal::Cancelled }
+    );
     assert!(!gate.is_pending(&third.intent_id));
     let late = gate.decide(&third.intent_id, Decision::allow()).await;
     assert!(matches!(late, Err(GateError::UnknownIntent { .. })), "{late:?}");
+    gate.close().await?;
+    joined(daemon)
+}
+
+// As the real daemon does it: an intent (string id = intentId) may come before the answer to
+// `gate/register`, and a withdrawal says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_before_the_register_answer_is_queued_and_a_timeout_is_told_apart() -> TestResult {
+    let fake = Arc::new(Fake::new()?);
+    let folder = fake.folder.clone();
+    let (seen, heard) = mpsc::channel();
+    let daemon = serve(&fake, move |conn| {
+        let initialize = conn.recv()?;
+        let mut result = serde_json::to_value(initialize_result())?;
+        result["capabilities"]["features"] = json!(["gate"]);
+        conn.answer(&initialize, result)?;
+        let register = conn.recv()?;
+        assert_eq!(register["method"], "gate/register", "{register}");
+        let early = intent("intent-1", &folder.join("a.rs"), "edit", DIFF);
+        conn.send(
+            &json!({"jsonrpc": "2.0", "id": "intent-1", "method": "gate/writeIntent", "params": early}),
+        )?;
+        conn.answer(&register, json!({"gateId": "g-1"}))?;
+        let answer = conn.recv()?;
+        assert_eq!(answer["id"], "intent-1", "{answer}");
+        seen.send(answer["result"].clone())?;
+        let late = intent("intent-2", &folder.join("b.rs"), "update", "not text");
+        conn.send(
+            &json!({"jsonrpc": "2.0", "id": "intent-2", "method": "gate/writeIntent", "params": late}),
+        )?;
+        let params = json!({"id": "intent-2", "reason": "timeout"});
+        conn.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": params}))?;
+        conn.goodbye()
+    });
+    let mut gate = Gate::connect(&fake.socket, GateOptions::new([fake.folder()])).await?;
+    assert_eq!(gate.gate_id(), "g-1");
+    let GateEvent::Intent(early) = gate.next().await? else { return Err("the early intent".into()) };
+    assert_eq!(early.intent_id, "intent-1");
+    gate.decide(&early.intent_id, Decision::allow()).await?;
+    assert_eq!(heard.recv_timeout(PATIENCE)?, json!({"allow": true}));
+    let GateEvent::Intent(late) = gate.next().await? else { return Err("the second intent".into()) };
+    assert!(filectx_client::gate::diff_withheld(&late.diff), "{late:?}");
+    let withdrawn = gate.next().await?;
+    let path = fake.folder.join("b.rs").display().to_string();
+    assert_eq!(
+        withdrawn,
+        GateEvent::Withdrawn { intent_id: "intent-2".to_owned(), path, reason: IntentWithdrawal::Timeout }
+    );
     gate.close().await?;
     joined(daemon)
 }
@@ -463,7 +518,10 @@ fn json_mode_is_one_intent_per_line_out_and_one_decision_per_line_in() -> TestRe
     let shown = gate.json()?;
     assert_eq!((&shown["type"], &shown["intentId"]), (&json!("intent"), &json!("i-3")));
     let withdrawn = gate.json()?;
-    assert_eq!(withdrawn, json!({"type": "withdrawn", "intentId": "i-3", "path": fake.folder.join("x.rs")}));
+    assert_eq!(
+        withdrawn,
+        json!({"type": "withdrawn", "intentId": "i-3", "path": fake.folder.join("x.rs"), "reason": "cancelled"})
+    );
     // The end of stdin unregisters and exits 0.
     go.send(())?;
     drop(gate.stdin.take());
@@ -735,7 +793,7 @@ fn help_shows_the_rules_the_json_lines_and_examples_and_a_bad_glob_is_a_usage_er
         "--on-timeout <WHAT>",
         "--deny is checked first, then --auto-allow, then --allow-create",
         r#"{"type":"intent","gateId":G,"intentId":I"#,
-        r#"{"type":"withdrawn","intentId":I,"path":P}"#,
+        r#"{"type":"withdrawn","intentId":I,"path":P,"reason":R}"#,
         r#"{"intentId":I,"allow":true|false,"reason":"..."}"#,
         "4  the daemon refused: it has no gate feature",
         "filectx gate ~/src/app --allow-create --deny '*.lock' --auto-allow 'docs/**'",

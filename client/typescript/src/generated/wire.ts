@@ -109,6 +109,20 @@ export type WriteExpectation =
       kind: 'any';
     };
 /**
+ * Why the daemon withdrew an intent: the `reason` of the `$/cancelRequest` it sends a gate.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "IntentWithdrawal".
+ */
+export type IntentWithdrawal = 'cancelled' | 'timeout';
+/**
+ * How a gate's refusal came about (`outcome` of [`GateRefusalData`]).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateOutcome".
+ */
+export type GateOutcome = 'denied' | 'timeout' | 'disconnected';
+/**
  * Params of `fs/streamCancel`: a one-element array holding the subscription id.
  *
  * @minItems 1
@@ -167,14 +181,18 @@ export interface WireTypes {
   FsStatResult: FsStatResult;
   FsType: FsType;
   FsWriteParams: FsWriteParams;
+  GateCancelParams: GateCancelParams;
   GateInfo: GateInfo;
   GateOnTimeout: GateOnTimeout;
   GateOperation: GateOperation;
+  GateOutcome: GateOutcome;
+  GateRefusalData: GateRefusalData;
   GateRegisterParams: GateRegisterParams;
   GateRegisterResult: GateRegisterResult;
   GateUnregisterParams: GateUnregisterParams;
   InitializeParams: InitializeParams;
   InitializeResult: InitializeResult;
+  IntentWithdrawal: IntentWithdrawal;
   Limits: Limits;
   PathParams: PathParams;
   ReadParams: ReadParams;
@@ -739,6 +757,46 @@ export interface FsWriteParams {
    * Absolute, or relative to the session's cwd.
    */
   path: string;
+}
+/**
+ * Params of the `$/cancelRequest` notification the daemon sends a gate to withdraw an intent.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateCancelParams".
+ */
+export interface GateCancelParams {
+  /**
+   * The intent's request id (its `intentId`).
+   */
+  id: string;
+  /**
+   * Why it was withdrawn (absent from daemons before this field: read as `cancelled`).
+   */
+  reason?: IntentWithdrawal & string;
+}
+/**
+ * `error.data.gate` of the `FS_PERMISSION_DENIED` a write or edit refused by a gate answers.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GateRefusalData".
+ */
+export interface GateRefusalData {
+  /**
+   * The refusing gate.
+   */
+  gateId: string;
+  /**
+   * Its name, if it has one.
+   */
+  name?: string | null;
+  /**
+   * How the refusal came about.
+   */
+  outcome: GateOutcome;
+  /**
+   * The gate's reason (`no reason given` without one), or what happened.
+   */
+  reason: string;
 }
 /**
  * Params of `gate/register`.
