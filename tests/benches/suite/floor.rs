@@ -292,7 +292,7 @@ impl Row {
 /// Shorter windows than the suite's: each row runs `2 * ROUNDS` of them.
 fn row_opts(opts: &Opts) -> Opts {
     let mut o = opts.clone();
-    if !opts.quick {
+    if !opts.quick && std::env::var_os("FILECTX_BENCH_SECONDS").is_none() {
         o.warmup = Duration::from_millis(300);
         o.duration = o.duration.min(Duration::from_millis(1_500));
     }
@@ -311,6 +311,9 @@ fn alternate(
     work: &dyn Fn(usize) -> Work,
     before_filectxd: &dyn Fn() -> Res<()>,
 ) -> Res<()> {
+    if !wanted(&row.name) {
+        return Ok(());
+    }
     eprintln!("floors: {} ...", row.name);
     let mode = opts.client_for(n);
     for _ in 0..ROUNDS {
@@ -321,6 +324,15 @@ fn alternate(
         row.push(true, &phase);
     }
     Ok(())
+}
+
+/// `FILECTX_BENCH_ROWS=word,word`: only the rows whose name holds one of the words (for
+/// profiling one path).
+fn wanted(name: &str) -> bool {
+    match std::env::var("FILECTX_BENCH_ROWS") {
+        Ok(words) if !words.trim().is_empty() => words.split(',').any(|w| name.contains(w.trim())),
+        _ => true,
+    }
 }
 
 fn no_prep() -> Res<()> {
@@ -494,7 +506,10 @@ pub(crate) fn workload(opts: &Opts, base: &Path, reads: &ReadSet) -> Res<Vec<Row
     }
 
     // --- 1,000 distinct files read once each by a fresh daemon.
-    rows.push(cold_reads(base)?);
+    if wanted("cold") {
+        rows.push(cold_reads(base)?);
+    }
+    rows.retain(|row| !row.filectxd.is_empty());
     Ok(rows)
 }
 
