@@ -31,6 +31,9 @@
 //! measured before any load runs and with client buffers kept small and counted.
 #![allow(missing_docs)]
 
+#[path = "suite/floor.rs"]
+mod floor;
+
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::ops::Range;
@@ -143,11 +146,12 @@ impl Opts {
         let only = match std::env::var("FILECTX_BENCH_ONLY") {
             Ok(list) if !list.trim().is_empty() => {
                 let names: Vec<String> = list.split(',').map(|w| w.trim().to_owned()).collect();
-                if let Some(bad) =
-                    names.iter().find(|w| !["scale", "reads", "inproc", "edits"].contains(&w.as_str()))
+                if let Some(bad) = names
+                    .iter()
+                    .find(|w| !["scale", "reads", "inproc", "edits", "floors"].contains(&w.as_str()))
                 {
                     return Err(format!(
-                        "FILECTX_BENCH_ONLY: unknown workload {bad:?} (scale, reads, inproc, edits)"
+                        "FILECTX_BENCH_ONLY: unknown workload {bad:?} (scale, reads, inproc, edits, floors)"
                     ));
                 }
                 Some(names)
@@ -258,7 +262,7 @@ fn run() -> Res<()> {
         for &n in &opts.read_sessions {
             let mode = opts.client_for(n);
             eprintln!("reads: {n} session(s), {} client ...", mode.name());
-            let phase = run_phase(&daemon, &reads.root, n, mode, &opts, |s| Work::reads(&reads, s))?;
+            let phase = run_phase(&daemon.socket, &reads.root, n, mode, &opts, |s| Work::reads(&reads, s))?;
             eprintln!("  {}", phase.summary());
             report.reads.push((n, mode, phase));
         }
@@ -267,7 +271,7 @@ fn run() -> Res<()> {
         let n = PACED_SESSIONS;
         eprintln!("reads: {n} sessions paced at one read per {PACED_INTERVAL:?} each ...");
         let works = (0..n).map(|s| Work::reads(&reads, s)).collect();
-        let phase = run_mux(&daemon, &reads.root, works, &opts, Some(PACED_INTERVAL))?;
+        let phase = run_mux(&daemon.socket, &reads.root, works, &opts, Some(PACED_INTERVAL))?;
         eprintln!("  {}", phase.summary());
         report.paced = Some(phase);
         daemon.stop()?;
@@ -304,11 +308,16 @@ fn run() -> Res<()> {
                 if fsync { "on" } else { "off" },
                 mode.name()
             );
-            let phase = run_phase(&daemon, &dir, n, mode, &opts, |s| Work::edit(&files[s], s))?;
+            let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::edit(&files[s], s))?;
             eprintln!("  {}", phase.summary());
             report.edits.push((fsync, n, mode, phase));
         }
         daemon.stop()?;
+    }
+
+    // Issue 18: every hot path against the floor server, alternating, in this same run.
+    if opts.runs("floors") {
+        report.floors = floor::workload(&opts, &base, &reads)?;
     }
 
     let table = report.render(&opts, &machine, started.elapsed());
@@ -1001,6 +1010,10 @@ enum Work {
     Reads { files: Arc<Vec<ReadFile>>, rng: Rng },
     /// `file/edit` of a unique marker in the session's own file, back and forth.
     Edit { file: EditFile, to_b: bool },
+    /// Requests from a fixed pool (so the floor server can answer each with the bytes filectxd
+    /// gave for it): picked at random, or in order (`rng` `None`) for a sequence that must stay
+    /// in step with the file (edits back and forth).
+    Pool(Arc<floor::Pool>, Option<Rng>, usize),
 }
 
 impl Work {
@@ -1019,6 +1032,18 @@ impl Work {
             Work::Edit { file, .. } => {
                 vec![("file/read", format!(r#"{{"path":{},"offset":1,"limit":1}}"#, file.path_json))]
             }
+            Work::Pool(pool, ..) => pool.setup.clone(),
+        }
+    }
+
+    /// The `initialize` params, as JSON text.
+    fn init_text(&self, root: &Path) -> Res<String> {
+        match self {
+            Work::Pool(pool, ..) => match &pool.init {
+                Some(init) => Ok(init.clone()),
+                None => serde_json::to_string(&init_params(root)).ctx(|| "encode initialize".into()),
+            },
+            _ => serde_json::to_string(&init_params(root)).ctx(|| "encode initialize".into()),
         }
     }
 
@@ -1042,6 +1067,15 @@ impl Work {
                     r#"{{"jsonrpc":"2.0","id":{id},"method":"file/edit","params":{{"path":{},"oldString":"{old}","newString":"{new}"}}}}"#,
                     file.path_json
                 );
+            }
+            Work::Pool(pool, rng, next) => {
+                let i = match rng {
+                    Some(rng) => rng.below(pool.requests.len() as u64) as usize,
+                    None => *next % pool.requests.len().max(1),
+                };
+                *next += 1;
+                let (method, params) = &pool.requests[i];
+                let _ = write!(out, r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#);
             }
         }
     }
@@ -1199,7 +1233,7 @@ fn percentile(sorted: &[u64], p: f64) -> Duration {
 
 /// Runs `n` sessions, each doing `work(session)` in a closed loop, over the daemon's socket.
 fn run_phase(
-    daemon: &Daemon,
+    socket: &Path,
     root: &Path,
     n: usize,
     mode: ClientMode,
@@ -1208,18 +1242,18 @@ fn run_phase(
 ) -> Res<Phase> {
     let works: Vec<Work> = (0..n).map(&work).collect();
     match mode {
-        ClientMode::Threads => run_threads(daemon, root, works, opts),
-        ClientMode::Mux => run_mux(daemon, root, works, opts, None),
+        ClientMode::Threads => run_threads(socket, root, works, opts),
+        ClientMode::Mux => run_mux(socket, root, works, opts, None),
     }
 }
 
-fn run_threads(daemon: &Daemon, root: &Path, works: Vec<Work>, opts: &Opts) -> Res<Phase> {
+fn run_threads(socket: &Path, root: &Path, works: Vec<Work>, opts: &Opts) -> Res<Phase> {
     let gate = Gate::new(works.len());
     let mut handles = Vec::with_capacity(works.len());
     for (s, mut work) in works.into_iter().enumerate() {
         let gate = gate.clone();
-        let socket = daemon.socket.clone();
-        let root = root.to_owned();
+        let socket = socket.to_owned();
+        let init = work.init_text(root)?;
         let handle = std::thread::Builder::new()
             .name(format!("client-{s}"))
             .stack_size(256 * 1024)
@@ -1228,7 +1262,8 @@ fn run_threads(daemon: &Daemon, root: &Path, works: Vec<Work>, opts: &Opts) -> R
                 gate.run(
                     || {
                         let mut conn = Conn::open(&socket, 64 * 1024)?;
-                        conn.initialize(&root)?;
+                        let id = conn.send_with(|id, out| setup_body(id, "initialize", &init, out))?;
+                        conn.recv_value(id).ctx(|| "initialize".into())?;
                         for (method, params) in setup_calls {
                             let id = conn.send_with(|id, out| setup_body(id, method, &params, out))?;
                             conn.recv_value(id).ctx(|| format!("setup {method}"))?;
@@ -1289,13 +1324,7 @@ fn run_threads(daemon: &Daemon, root: &Path, works: Vec<Work>, opts: &Opts) -> R
 /// schedule (one request per `pace`, sessions spread evenly over it), and latency is counted
 /// from the scheduled send time, so a late answer also delays (and counts against) the next
 /// request instead of hiding the queueing.
-fn run_mux(
-    daemon: &Daemon,
-    root: &Path,
-    works: Vec<Work>,
-    opts: &Opts,
-    pace: Option<Duration>,
-) -> Res<Phase> {
+fn run_mux(socket: &Path, root: &Path, works: Vec<Work>, opts: &Opts, pace: Option<Duration>) -> Res<Phase> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     struct AsyncConn {
@@ -1331,8 +1360,8 @@ fn run_mux(
     }
 
     let gate = Gate::new(1);
-    let socket = daemon.socket.clone();
-    let init = serde_json::to_string(&init_params(root)).ctx(|| "encode initialize".into())?;
+    let socket = socket.to_owned();
+    let inits = works.iter().map(|w| w.init_text(root)).collect::<Res<Vec<String>>>()?;
     let thread_gate = gate.clone();
     let handle = std::thread::Builder::new()
         .name("client-mux".into())
@@ -1345,7 +1374,7 @@ fn run_mux(
                 || {
                     runtime.block_on(async {
                         let mut conns = Vec::with_capacity(works.len());
-                        for work in works {
+                        for (work, init) in works.into_iter().zip(inits) {
                             let stream = tokio::net::UnixStream::connect(&socket)
                                 .await
                                 .ctx(|| format!("connect {}", socket.display()))?;
@@ -1585,6 +1614,8 @@ struct WaveRound {
     loaded: Mem,
     released: Mem,
     status: Value,
+    /// `daemon/status` once the sessions are gone.
+    released_status: Value,
     client_bytes: usize,
 }
 
@@ -1845,7 +1876,8 @@ fn wave_round(daemon: &Daemon, reads: &ReadSet, common: &Path, n: usize) -> Res<
     // The daemon hands freed memory back at its next idle sweep after a session ends.
     std::thread::sleep(SCALE_IDLE_RELEASE + Duration::from_millis(500));
     round.released = mem()?;
-    eprintln!("scale: {n} sessions released {}", fmt_mem(round.released));
+    round.released_status = daemon.status(common)?;
+    eprintln!("scale: {n} sessions released {} ; status {}", fmt_mem(round.released), round.released_status);
     Ok(round)
 }
 
@@ -1889,6 +1921,7 @@ struct Report {
     inproc_watch: Vec<(usize, Phase)>,
     edits: Vec<(bool, usize, ClientMode, Phase)>,
     scale: Option<ScaleResult>,
+    floors: Vec<floor::Row>,
 }
 
 fn fmt_dur(d: Duration) -> String {
@@ -1915,6 +1948,16 @@ fn thousands(x: f64) -> String {
         out.push(c);
     }
     out
+}
+
+/// What `daemon/status` reports the daemon keeps on purpose, each within its cap (snapshots for
+/// stale diffs, parked resumable sessions, warm search listings), KiB.
+fn kept_on_purpose_kib(status: &Value) -> u64 {
+    ["snapshotBytes", "parkedBytes", "cachedListingBytes"]
+        .iter()
+        .map(|key| status.get(*key).and_then(Value::as_u64).unwrap_or(0))
+        .sum::<u64>()
+        / 1024
 }
 
 fn verdict(pass: bool) -> &'static str {
@@ -2217,13 +2260,32 @@ impl Report {
                 &format!("≤ {}", fmt_mib(s.idle.vm_rss + NEAR_IDLE_KIB)),
                 Some(s.files_released.vm_rss <= s.idle.vm_rss + NEAR_IDLE_KIB),
             );
+            let near_idle = s.idle.vm_rss + NEAR_IDLE_KIB;
+            let kept = kept_on_purpose_kib(&s.released_status);
+            let less_kept = s.files_released.vm_rss.saturating_sub(kept);
+            line(
+                &mut o,
+                &format!("  less what the daemon keeps on purpose ({}, issue 18)", fmt_mib(kept)),
+                fmt_mib(less_kept),
+                &format!("≤ {}", fmt_mib(near_idle)),
+                Some(less_kept <= near_idle),
+            );
             if let Some(round) = s.wave_rounds.first() {
                 line(
                     &mut o,
                     &format!("RSS once the {} sessions are gone (same criterion)", s.waves),
                     fmt_mib(round.released.vm_rss),
-                    &format!("≤ {}", fmt_mib(s.idle.vm_rss + NEAR_IDLE_KIB)),
-                    Some(round.released.vm_rss <= s.idle.vm_rss + NEAR_IDLE_KIB),
+                    &format!("≤ {}", fmt_mib(near_idle)),
+                    Some(round.released.vm_rss <= near_idle),
+                );
+                let kept = kept_on_purpose_kib(&round.released_status);
+                let less_kept = round.released.vm_rss.saturating_sub(kept);
+                line(
+                    &mut o,
+                    &format!("  less what the daemon keeps on purpose ({}, issue 18)", fmt_mib(kept)),
+                    fmt_mib(less_kept),
+                    &format!("≤ {}", fmt_mib(near_idle)),
+                    Some(less_kept <= near_idle),
                 );
             }
             if let (Some(first), Some(last)) = (s.wave_rounds.first(), s.wave_rounds.last())
@@ -2237,6 +2299,18 @@ impl Report {
                     "(≈ 0)",
                     Some(growth <= 2 * 1024),
                 );
+            }
+        }
+        if !self.floors.is_empty() {
+            let _ = writeln!(o);
+            let _ = writeln!(
+                o,
+                "floors (issue 18): filectxd against the floor server (same framing, one serde_json parse, the recorded answer bytes), medians of {} alternating rounds each",
+                3
+            );
+            let _ = writeln!(o, "{:<50} {:>12} {:>12} {:>7}", "row", "filectxd", "floor", "ratio");
+            for row in &self.floors {
+                let _ = writeln!(o, "{}", row.line());
             }
         }
         o

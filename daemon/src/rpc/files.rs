@@ -20,7 +20,7 @@ use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
-use super::{ServerContext, internal, parse_params, session_of};
+use super::{Prepared, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
     Conventions, FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest,
 };
@@ -193,8 +193,17 @@ fn write_result(display: String, created: bool, version: Version) -> WriteResult
     }
 }
 
-/// `tools/call`.
+/// `tools/call` (its result serialized once, see [`Prepared`]).
 pub async fn tools_call(
+    params: Params<'static>,
+    ctx: Arc<ServerContext>,
+    ext: Extensions,
+) -> Result<Ready<CallToolResult>, ErrorObjectOwned> {
+    let slot = Prepared::of(&ext);
+    tool_call(params, ctx, ext).await.map(|result| Prepared::offer(slot, result))
+}
+
+async fn tool_call(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
     ext: Extensions,
@@ -244,20 +253,22 @@ pub async fn tools_call(
     }
 }
 
-/// `file/read`.
+/// `file/read` (its result serialized once, see [`Prepared`]).
 pub async fn file_read(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
     ext: Extensions,
-) -> Result<ReadResult, ErrorObjectOwned> {
+) -> Result<Ready<ReadResult>, ErrorObjectOwned> {
     let params: ReadParams = parse_params(FILE_READ, &params)?;
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
+    let slot = Prepared::of(&ext);
     with_warm_context(&ctx, &ext, owner, move |files, _| {
         let view = files.read(&params.path, &request)?;
         Ok(read_result(view.display, view.version, view.window))
     })
     .await
+    .map(|result| Prepared::offer(slot, result))
 }
 
 /// `file/write`.

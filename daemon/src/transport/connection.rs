@@ -1058,7 +1058,18 @@ impl Conn {
         let conn_id = ConnectionId(self.conn_id);
         let response = match callback {
             MethodCallback::Sync(callback) => callback(id, params, max_response, extensions),
-            MethodCallback::Async(callback) => callback(id, params, conn_id, max_response, extensions).await,
+            MethodCallback::Async(callback) => {
+                let prepared = crate::rpc::Prepared::new(id.clone());
+                extensions.insert(prepared.clone());
+                let response = callback(id.clone(), params, conn_id, max_response, extensions).await;
+                // A response the handler serialized itself goes out as those bytes, unparsed.
+                match prepared.take() {
+                    Some(json) if response.is_success() => {
+                        return Reply::plain(message::bounded(id, json, max_response));
+                    }
+                    _ => response,
+                }
+            }
             MethodCallback::Subscription(callback) => match self.session.subscriptions().acquire() {
                 Some(subscription_permit) => {
                     let state = SubscriptionState {

@@ -34,6 +34,23 @@ pub fn error_response(id: Id<'_>, error: ErrorObjectOwned) -> Box<RawValue> {
     MethodResponse::error(id, error).into_parts().0
 }
 
+/// A response serialized beforehand (see `rpc::Prepared`), or, past `max_bytes`, the error
+/// jsonrpsee gives an oversized response.
+pub fn bounded(id: Id<'_>, json: Box<RawValue>, max_bytes: usize) -> Box<RawValue> {
+    if json.get().len() <= max_bytes {
+        return json;
+    }
+    let data = format!("Exceeded max limit of {max_bytes}");
+    error_response(
+        id,
+        ErrorObject::owned(
+            jsonrpsee::types::error::OVERSIZED_RESPONSE_CODE,
+            jsonrpsee::types::error::OVERSIZED_RESPONSE_MSG,
+            Some(data),
+        ),
+    )
+}
+
 fn plain_error(id: Id<'_>, code: i32, message: impl Into<String>) -> Box<RawValue> {
     error_response(id, ErrorObject::owned(code, message.into(), None::<()>))
 }

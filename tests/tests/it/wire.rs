@@ -259,6 +259,29 @@ fn oversized_frame_is_skipped_and_the_connection_stays_usable() {
 }
 
 #[test]
+fn large_answers_serialized_by_their_handlers_stay_within_the_frame_limit() {
+    // file/read and tools/call serialize their answers themselves (no second parse): their
+    // windows are still cut to the frame limit, and each answer is a whole, valid response.
+    let daemon = Daemon::start(&["--max-frame-bytes", "4096"]);
+    let root = filectx_tests::root_of(&daemon);
+    std::fs::write(root.join("big.txt"), "a line of \"text\"\t\u{e9}\n".repeat(1_000)).unwrap();
+    let mut raw = daemon.session();
+    let read = filectx_tests::rpc(&mut raw, "file/read", json!({"path": "big.txt"}));
+    assert_eq!(read["id"], 2, "{read}");
+    let lines = read["result"]["lines"].as_array().unwrap();
+    assert!(lines.len() > 10 && lines.len() < 1_000, "{read}");
+    assert!(lines.iter().all(|l| l == "a line of \"text\"\t\u{e9}"), "{read}");
+    assert_eq!(read["result"]["truncatedByBytes"], true, "{read}");
+    assert!(serde_json::to_string(&read).unwrap().len() <= 4096);
+    let call = json!({"name": "read", "arguments": {"file_path": "big.txt"}});
+    let tool = filectx_tests::rpc(&mut raw, "tools/call", call);
+    assert_eq!(tool["id"], 3, "{tool}");
+    let text = tool["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("     1\ta line of \"text\"\t\u{e9}\n     2\t"), "{text}");
+    assert!(serde_json::to_string(&tool).unwrap().len() <= 4096);
+}
+
+#[test]
 fn absurd_content_length_is_answered_without_buffering() {
     let daemon = Daemon::start(&[]);
     let mut bystander = daemon.session();
