@@ -727,7 +727,13 @@ fn stream_cancel_stops_it() {
     // In flight when the cancel arrives: the connection's queue (16), the stream's buffer, the
     // chunk being produced, the writer's batch and the socket buffer (chunks are ~7 KB).
     assert!(before_answer <= 16 + STREAM_BUFFER_CHUNKS + 2 + 64, "{before_answer} chunks after the cancel");
-    assert!(after_answer <= STREAM_BUFFER_CHUNKS + 1, "{after_answer} chunks after the cancel was answered");
+    // After the answer: the answer skips the connection's subscription channel (16 chunks, the
+    // daemon's SINK_CAPACITY), so what sat there still follows it; on a loaded machine the
+    // channel is not drained before the answer goes out (7 were seen in a CI run).
+    assert!(
+        after_answer <= 16 + STREAM_BUFFER_CHUNKS + 1,
+        "{after_answer} chunks after the cancel was answered"
+    );
     assert!(received < total_chunks / 10);
     // The connection is still in use, and a new stream on it works.
     assert!(raw.call("daemon/status", None)["sessions"].as_u64().unwrap() >= 1);
