@@ -10,7 +10,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -595,4 +596,72 @@ pub fn fs_error(response: &Value) -> &str {
 /// The daemon's temp folder, canonical (the session root as the daemon sees it).
 pub fn root_of(daemon: &Daemon) -> PathBuf {
     daemon.dir.path().canonicalize().unwrap()
+}
+
+/// A spawned process with piped stdio: its stdout lines as they arrive (read on a thread of its
+/// own, so a wait can be bounded), its stderr collected as it comes.
+pub struct Piped {
+    /// The process.
+    pub child: Child,
+    /// Its stdin, until closed.
+    pub stdin: Option<std::process::ChildStdin>,
+    /// Each stdout line as it arrives.
+    pub lines: Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Piped {
+    /// Spawns `command` with all three streams piped.
+    pub fn spawn(command: &mut Command) -> Piped {
+        let mut child =
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut pipe = child.stderr.take().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buf = [0_u8; 1024];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let stdin = child.stdin.take();
+        Piped { child, stdin, lines, stderr }
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Waits (at most 2 s) until stderr was read to its end (the process closed it).
+    pub fn stderr_to_end(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Arc::strong_count(&self.stderr) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.stderr()
+    }
+}
+
+impl Drop for Piped {
+    /// Kills the process if it is still running.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }

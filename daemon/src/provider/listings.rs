@@ -38,6 +38,9 @@ pub const MAX_LISTINGS: usize = 16;
 /// Most files of one listing whose size and time wait to be re-read; past it the listing is
 /// dropped instead.
 const MAX_TOUCHED: usize = 1024;
+/// Most folders one listing watches; a walk that enters more is not kept (its searches walk
+/// cold), so a tree of countless empty folders cannot fill the watch table.
+const MAX_WATCHED_FOLDERS: usize = 1 << 16;
 /// How often the event thread looks whether its listings are gone (it then ends).
 const EVENT_POLL: Duration = Duration::from_millis(500);
 
@@ -221,8 +224,10 @@ pub struct Filling {
     id: u64,
     state: Arc<Mutex<State>>,
     watches: Watches,
-    /// Set when a folder could not be watched: the listing is not kept.
+    /// Set when a folder could not be watched (or too many were): the listing is not kept.
     failed: Arc<AtomicBool>,
+    /// Folders watched so far.
+    folders: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Filling {
@@ -230,9 +235,13 @@ impl Filling {
     /// change in it spoils this listing.
     pub fn folder_hook(&self) -> FolderHook {
         let (id, state, failed) = (self.id, Arc::clone(&self.state), Arc::clone(&self.failed));
-        let watches = self.watches.clone();
+        let (watches, folders) = (self.watches.clone(), Arc::clone(&self.folders));
         Box::new(move |folder: &Path| {
             if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            if folders.fetch_add(1, Ordering::Relaxed) >= MAX_WATCHED_FOLDERS {
+                failed.store(true, Ordering::Relaxed);
                 return;
             }
             if let Err(err) = watch(&state, &mut watches.clone(), id, folder, Role::Walked) {
@@ -294,6 +303,8 @@ fn cost(key: &Key, files: &[Listed], folders: usize) -> usize {
         + key.1.as_os_str().len()
         + std::mem::size_of::<Entry>()
         + folders * (std::mem::size_of::<Watched>() + 64)
+        // The slots of its trigram filters (the filters themselves are counted as they come).
+        + files.len() * std::mem::size_of::<Option<super::grams::GramFilter>>()
         + files.iter().map(|f| f.rel.as_os_str().len() + std::mem::size_of::<Listed>()).sum::<usize>()
 }
 
@@ -419,7 +430,14 @@ impl Listings {
             folder.push(name);
         }
         let watched = watched.and_then(|()| watch(&self.state, &mut watches, id, &folder, Role::Walked));
-        let filling = Filling { key, id, state: Arc::clone(&self.state), watches, failed: Arc::default() };
+        let filling = Filling {
+            key,
+            id,
+            state: Arc::clone(&self.state),
+            watches,
+            failed: Arc::default(),
+            folders: Arc::default(),
+        };
         match watched {
             Ok(()) => Some(filling),
             Err(err) => {

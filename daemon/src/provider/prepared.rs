@@ -50,32 +50,10 @@ impl Provider {
         conventions: Conventions,
         max_old: usize,
     ) -> Result<Prepared, ProviderError> {
-        let size = content.len() as u64;
-        if size > self.config.max_edit_bytes {
-            return Err(ProviderError::TooLarge {
-                path: target.display.clone(),
-                size,
-                limit: self.config.max_edit_bytes,
-            });
-        }
-        if let Some(at) = super::edit::nul_at(content) {
-            return Err(ProviderError::NulInContent { path: target.display.clone(), at });
-        }
+        self.check_content(target, content)?;
         let _guard = self.lock_path(target)?;
-        let existing = match target.dir.open_path(&target.rel).and_then(|f| f.metadata()) {
-            Ok(meta) => Some(meta),
-            Err(e) if e.kind() == ErrorKind::NotFound => None,
-            Err(e) => return Err(io_error(&target.display, "stat", e)),
-        };
-        match existing {
-            Some(meta) if meta.is_dir() => Err(ProviderError::IsDirectory { path: target.display.clone() }),
-            Some(meta) if !meta.is_file() => {
-                Err(ProviderError::NotRegularFile { path: target.display.clone() })
-            }
-            Some(_) if expect.0 == Expect::Absent => {
-                Err(ProviderError::AlreadyExists { path: target.display.clone() })
-            }
-            Some(_) => {
+        match self.existing(target, expect)? {
+            true => {
                 let locked = self.lock_file(target)?;
                 let (current, old) = if locked.meta.len() <= max_old as u64 {
                     let bytes = read_all_at(&locked.file, locked.meta.len())
@@ -95,7 +73,7 @@ impl Provider {
                 let bytes = self.conventional(target, &locked, content, conventions)?.into_owned();
                 Ok(Prepared { base: Some(current), bytes, old, edit: None })
             }
-            None => {
+            false => {
                 if let Expect::Version(_) = expect.0 {
                     return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
                 }

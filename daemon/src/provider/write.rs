@@ -74,17 +74,9 @@ impl Provider {
         }
     }
 
-    /// Writes `content` as the whole file, if `expect` holds, atomically. Content with a NUL
-    /// byte is refused (only text is written). With [`Conventions::Keep`], an existing file's
-    /// BOM and CRLF endings are kept (judged on the bytes being replaced, under the locks); the
-    /// outcome's version is that of the bytes actually written.
-    pub fn write(
-        &self,
-        target: &Resolved,
-        content: &str,
-        expect: Expectation,
-        conventions: Conventions,
-    ) -> Result<WriteOutcome, ProviderError> {
+    /// What a write refuses before taking any lock: content over the edit limit, or with a
+    /// NUL byte (only text is written).
+    pub(super) fn check_content(&self, target: &Resolved, content: &str) -> Result<(), ProviderError> {
         let size = content.len() as u64;
         if size > self.config.max_edit_bytes {
             return Err(ProviderError::TooLarge {
@@ -96,23 +88,45 @@ impl Provider {
         if let Some(at) = edit::nul_at(content) {
             return Err(ProviderError::NulInContent { path: target.display.clone(), at });
         }
-        let _guard = self.lock_path(target)?;
-        let existing = match target.dir.open_path(&target.rel).and_then(|f| f.metadata()) {
-            Ok(meta) => Some(meta),
-            Err(e) if e.kind() == ErrorKind::NotFound => None,
+        Ok(())
+    }
+
+    /// Whether the written file exists (a regular file), looked at beneath its root under the
+    /// path lock; a folder, another kind of file, or an existing file where `expect` wants none
+    /// is refused.
+    pub(super) fn existing(&self, target: &Resolved, expect: Expectation) -> Result<bool, ProviderError> {
+        let meta = match target.dir.open_path(&target.rel).and_then(|f| f.metadata()) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io_error(&target.display, "stat", e)),
         };
-        let (created, links, written) = match existing {
-            Some(meta) if meta.is_dir() => {
-                return Err(ProviderError::IsDirectory { path: target.display.clone() });
-            }
-            Some(meta) if !meta.is_file() => {
-                return Err(ProviderError::NotRegularFile { path: target.display.clone() });
-            }
-            Some(_) if expect.0 == Expect::Absent => {
-                return Err(ProviderError::AlreadyExists { path: target.display.clone() });
-            }
-            Some(_) => {
+        if meta.is_dir() {
+            return Err(ProviderError::IsDirectory { path: target.display.clone() });
+        }
+        if !meta.is_file() {
+            return Err(ProviderError::NotRegularFile { path: target.display.clone() });
+        }
+        if expect.0 == Expect::Absent {
+            return Err(ProviderError::AlreadyExists { path: target.display.clone() });
+        }
+        Ok(true)
+    }
+
+    /// Writes `content` as the whole file, if `expect` holds, atomically. Content with a NUL
+    /// byte is refused (only text is written). With [`Conventions::Keep`], an existing file's
+    /// BOM and CRLF endings are kept (judged on the bytes being replaced, under the locks); the
+    /// outcome's version is that of the bytes actually written.
+    pub fn write(
+        &self,
+        target: &Resolved,
+        content: &str,
+        expect: Expectation,
+        conventions: Conventions,
+    ) -> Result<WriteOutcome, ProviderError> {
+        self.check_content(target, content)?;
+        let _guard = self.lock_path(target)?;
+        let (created, links, written) = match self.existing(target, expect)? {
+            true => {
                 let locked = self.lock_file(target)?;
                 if let Expect::Version(expected) = expect.0 {
                     let current = self.version_of(target, &locked.file, &locked.meta)?;
@@ -126,7 +140,7 @@ impl Provider {
                 let bytes = self.conventional(target, &locked, content, conventions)?;
                 (false, self.replace(target, &locked, &bytes)?.1, bytes)
             }
-            None => {
+            false => {
                 if let Expect::Version(_) = expect.0 {
                     return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
                 }

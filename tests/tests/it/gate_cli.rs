@@ -10,72 +10,40 @@
 //! `data.gate`.
 
 use std::fs::{self, File};
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use filectx_tests::{Daemon, PATIENCE, Raw, bin, ok, root_of};
+use filectx_tests::{Daemon, PATIENCE, Piped, Raw, bin, ok, root_of};
 use serde_json::{Value, json};
 
 use crate::mcp::{Bridge, text};
 
 /// A `filectx gate` process with piped stdio: stdout lines as they come, stderr collected.
-struct GateCli {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-}
+struct GateCli(Piped);
 
 impl GateCli {
     /// `filectx --socket SOCK --no-autostart --json gate ARGS…`, run in `cwd`.
     fn json(daemon: &Daemon, cwd: &Path, args: &[&str]) -> GateCli {
-        let mut child = Command::new(bin("filectx"))
-            .arg("--socket")
-            .arg(&daemon.socket)
-            .args(["--no-autostart", "--json", "gate"])
-            .args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut pipe = child.stderr.take().unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buf = [0_u8; 1024];
-            while let Ok(n @ 1..) = pipe.read(&mut buf) {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let stdin = child.stdin.take();
-        GateCli { child, stdin, lines, stderr }
+        GateCli(Piped::spawn(
+            Command::new(bin("filectx"))
+                .arg("--socket")
+                .arg(&daemon.socket)
+                .args(["--no-autostart", "--json", "gate"])
+                .args(args)
+                .current_dir(cwd),
+        ))
     }
 
     fn stderr(&self) -> String {
-        self.stderr.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0.stderr()
     }
 
     /// The next stdout line, parsed.
     fn next(&self) -> Value {
-        let line = self.lines.recv_timeout(PATIENCE).unwrap_or_else(|_| {
+        let line = self.0.lines.recv_timeout(PATIENCE).unwrap_or_else(|_| {
             std::thread::sleep(Duration::from_millis(300));
             panic!("no line from filectx gate; stderr: {}", self.stderr())
         });
@@ -95,7 +63,7 @@ impl GateCli {
         if let Some(reason) = reason {
             line["reason"] = json!(reason);
         }
-        let stdin = self.stdin.as_mut().expect("stdin closed");
+        let stdin = self.0.stdin.as_mut().expect("stdin closed");
         writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
     }
@@ -111,17 +79,8 @@ impl GateCli {
 
     /// Closes stdin and returns the exit code (bounded wait).
     fn finish(mut self) -> Option<i32> {
-        drop(self.stdin.take());
-        wait_exit(&mut self.child)
-    }
-}
-
-impl Drop for GateCli {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        drop(self.0.stdin.take());
+        wait_exit(&mut self.0.child)
     }
 }
 

@@ -3,73 +3,46 @@
 //! bounded, so a broken server fails the test instead of hanging it).
 
 use std::collections::VecDeque;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::Write as _;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, ExitStatus};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use filectx_tests::{Daemon, PATIENCE, bin};
+use filectx_tests::{Daemon, PATIENCE, Piped, bin};
 use serde_json::{Value, json};
 
 /// One `filectx mcp` process, killed when dropped if it is still running (also driven by
 /// `gate_cli`'s tests).
 pub(crate) struct Bridge {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    /// Each stdout line as it arrives.
-    lines: Receiver<String>,
+    io: Piped,
     /// Every stdout line so far, to check that stdout holds nothing but JSON-RPC.
     seen: Vec<String>,
     /// Messages read while waiting for something else.
     pub(crate) pending: VecDeque<Value>,
-    stderr: Arc<Mutex<String>>,
     next_id: u64,
 }
 
 impl Bridge {
     /// `filectx --socket SOCK --no-autostart mcp --root ROOT EXTRA…`
     pub(crate) fn start(socket: &Path, root: &Path, extra: &[&str]) -> Bridge {
-        let mut child = Command::new(bin("filectx"))
-            .arg("--socket")
-            .arg(socket)
-            .arg("--no-autostart")
-            .arg("mcp")
-            .arg("--root")
-            .arg(root)
-            .args(extra)
-            .current_dir(root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut stderr_pipe = child.stderr.take().unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr_pipe.read_to_string(&mut text);
-            sink.lock().unwrap().push_str(&text);
-        });
-        let stdin = child.stdin.take();
-        Bridge { child, stdin, lines, seen: Vec::new(), pending: VecDeque::new(), stderr, next_id: 1 }
+        let io = Piped::spawn(
+            Command::new(bin("filectx"))
+                .arg("--socket")
+                .arg(socket)
+                .arg("--no-autostart")
+                .arg("mcp")
+                .arg("--root")
+                .arg(root)
+                .args(extra)
+                .current_dir(root),
+        );
+        Bridge { io, seen: Vec::new(), pending: VecDeque::new(), next_id: 1 }
     }
 
     /// Writes one raw line (a newline is added).
     fn send_line(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin already closed");
+        let stdin = self.io.stdin.as_mut().expect("stdin already closed");
         stdin.write_all(line.as_bytes()).unwrap();
         stdin.write_all(b"\n").unwrap();
         stdin.flush().unwrap();
@@ -81,7 +54,7 @@ impl Bridge {
 
     /// The next stdout message within `wait` (each must be one JSON-RPC 2.0 object or array).
     pub(crate) fn recv_within(&mut self, wait: Duration) -> Option<Value> {
-        match self.lines.recv_timeout(wait) {
+        match self.io.lines.recv_timeout(wait) {
             Ok(line) => {
                 let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
@@ -172,16 +145,16 @@ impl Bridge {
     }
 
     fn stderr_text(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.io.stderr()
     }
 
     /// Closes stdin and waits (bounded) for the process to exit; checks that stdout held only
     /// JSON-RPC lines to the end.
     pub(crate) fn finish(mut self) -> (ExitStatus, String) {
-        drop(self.stdin.take());
+        drop(self.io.stdin.take());
         let deadline = Instant::now() + PATIENCE;
         let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.io.child.try_wait().unwrap() {
                 break status;
             }
             assert!(Instant::now() < deadline, "filectx mcp did not exit after stdin closed");
@@ -190,27 +163,14 @@ impl Bridge {
         // The rest of stdout (the reader thread ends with the process's stdout).
         while self.recv_within(Duration::from_secs(2)).is_some() {}
         assert!(self.seen.iter().all(|line| !line.trim().is_empty()));
-        // The stderr thread ends once the process is gone; give it a moment to store the text.
-        let stderr_deadline = Instant::now() + Duration::from_secs(2);
-        while Arc::strong_count(&self.stderr) > 1 && Instant::now() < stderr_deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        (status, self.stderr_text())
+        // The stderr thread ends once the process is gone.
+        (status, self.io.stderr_to_end())
     }
 
     /// [`Bridge::finish`], which must exit 0.
     pub(crate) fn finish_ok(self) {
         let (status, stderr) = self.finish();
         assert_eq!(status.code(), Some(0), "stderr: {stderr}");
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -427,7 +387,7 @@ fn read_only_and_tools_options_shape_the_session() {
 
     // An unknown tool name is a usage error, before anything is served.
     let mut bridge = Bridge::start(&daemon.socket, &root, &["--tools", "read,delete"]);
-    drop(bridge.stdin.take());
+    drop(bridge.io.stdin.take());
     let (status, stderr) = bridge.finish();
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("delete"), "{stderr}");
@@ -553,7 +513,7 @@ fn a_lost_daemon_is_reported_on_each_call_and_in_the_exit_code() {
 fn no_daemon_at_start_is_exit_3_with_nothing_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let mut bridge = Bridge::start(&dir.path().join("none.sock"), dir.path(), &[]);
-    drop(bridge.stdin.take());
+    drop(bridge.io.stdin.take());
     let (status, stderr) = bridge.finish();
     assert_eq!(status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("no daemon is listening"), "{stderr}");
