@@ -260,16 +260,16 @@ test('an aborted read rejects with FS_ABORTED at once; an already aborted signal
     // The daemon never saw it: only this status request was added.
     assert.equal((await s.status()).requests, before + 1);
     // A daemon that does not answer (stopped): the abort still ends the call.
-    process.kill(own.pid, 'SIGSTOP');
+    await own.freeze();
     const controller = new AbortController();
     const pending = s.fs.readText({ path: 'r.txt' }, { signal: controller.signal });
     setTimeout(() => controller.abort(), 50);
     await assert.rejects(pending, isFs('FS_ABORTED'));
-    process.kill(own.pid, 'SIGCONT');
+    own.thaw();
     assert.deepEqual((await s.file.read({ path: 'r.txt' })).lines, ['r']);
     await s.close();
   } finally {
-    process.kill(own.pid, 'SIGCONT');
+    own.thaw();
     await own.stop();
   }
 });
@@ -278,12 +278,12 @@ test('an aborted write reports what happened: FS_ABORTED and nothing written, or
   const own = await startDaemon();
   try {
     const s = await connect({ socket: own.socket, roots: [own.root] });
-    process.kill(own.pid, 'SIGSTOP');
+    await own.freeze();
     const controller = new AbortController();
     const pending = s.file.write({ path: 'w.txt', content: 'landed\n' }, { signal: controller.signal });
     setTimeout(() => {
       controller.abort();
-      setTimeout(() => process.kill(own.pid, 'SIGCONT'), 50);
+      setTimeout(() => own.thaw(), 50);
     }, 50);
     const outcome = await pending.then(
       (result) => ({ result }),
@@ -299,7 +299,7 @@ test('an aborted write reports what happened: FS_ABORTED and nothing written, or
     }
     await s.close();
   } finally {
-    process.kill(own.pid, 'SIGCONT');
+    own.thaw();
     await own.stop();
   }
 });
@@ -314,12 +314,8 @@ test('the daemon going away mid-call fails the call, streams and later calls wit
     const stream = await s.fs.streamText({ path: 'g.txt', chunkLines: 1 });
     const iterator = stream[Symbol.asyncIterator]();
     assert.equal((await iterator.next()).done, false);
-    process.kill(own.pid, 'SIGSTOP');
-    // A signal lands asynchronously: wait until the kernel reports the daemon stopped, so the
-    // call below is surely pending when the daemon dies.
-    while (!/^\d+ \(.*\) [tT] /.test(await readFile(`/proc/${own.pid}/stat`, 'utf8'))) {
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
+    // The call below is surely pending when the daemon dies.
+    await own.freeze();
     const pending = s.status();
     const closed = s.whenClosed();
     setTimeout(() => process.kill(own.pid, 'SIGKILL'), 50);

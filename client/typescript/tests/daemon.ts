@@ -2,7 +2,7 @@
 // FILECTXD, else ../../target/debug/filectxd relative to the package), and stops it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, openSync, closeSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -30,6 +30,13 @@ export interface Daemon {
   pid: number;
   /** What the daemon logged. */
   log(): string;
+  /**
+   * Stops the daemon (SIGSTOP) and waits until every one of its threads is stopped: the kernel
+   * wakes one thread to start a group stop, and the others run on until it does.
+   */
+  freeze(): Promise<void>;
+  /** Lets a frozen daemon run again (SIGCONT). */
+  thaw(): void;
   /** Sends SIGTERM and waits for the exit, then removes the temp folder. */
   stop(): Promise<void>;
 }
@@ -53,6 +60,26 @@ async function waitReady(socket: string, child: ChildProcess, log: () => string)
     await new Promise((r) => setTimeout(r, 20));
   }
   throw new Error(`filectxd did not start:\n${log()}`);
+}
+
+/** Whether every thread of `pid` is stopped, as each /proc/PID/task/TID/stat says (state T or t). */
+async function allStopped(pid: number): Promise<boolean> {
+  let tasks: string[];
+  try {
+    tasks = await readdir(`/proc/${pid}/task`);
+  } catch {
+    return false;
+  }
+  const states: string[] = [];
+  for (const task of tasks) {
+    try {
+      const stat = await readFile(`/proc/${pid}/task/${task}/stat`, 'utf8');
+      states.push(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return states.length > 0 && states.every((state) => state === 'T' || state === 't');
 }
 
 /** Starts a daemon with extra flags. */
@@ -90,6 +117,18 @@ export async function startDaemon(extra: string[] = []): Promise<Daemon> {
     child,
     pid: child.pid ?? -1,
     log,
+    async freeze() {
+      child.kill('SIGSTOP');
+      const deadline = Date.now() + 10_000;
+      while (Date.now() < deadline) {
+        if (await allStopped(child.pid ?? -1)) return;
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      throw new Error('filectxd did not stop');
+    },
+    thaw() {
+      child.kill('SIGCONT');
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGCONT');
