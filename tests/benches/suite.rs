@@ -27,8 +27,11 @@
 //! CPU is accounted per phase: client threads read their own `/proc/thread-self/schedstat`
 //! (ns), the process total comes from `/proc/self/stat`; daemon CPU = process − client. The
 //! share of the machine used by other processes during each phase is printed too (the machine
-//! is shared). Memory is the whole process (`VmRSS`, `RssAnon` from `/proc/self/status`),
-//! measured before any load runs and with client buffers kept small and counted.
+//! is shared). Memory (workload 4, scale) is the daemon's own: it runs the release `filectxd`
+//! (`target/release/filectxd` or `FILECTX_FILECTXD_BIN`; build it first) as a process of its own
+//! with the systemd unit's environment, and reads its `/proc/PID/status` (`VmRSS`, `RssAnon`);
+//! without that binary it falls back to the daemon in this process, whose figures then include
+//! the bench's client threads and their allocator arenas.
 #![allow(missing_docs)]
 
 #[path = "suite/floor.rs"]
@@ -392,8 +395,14 @@ struct Mem {
 }
 
 fn mem() -> Res<Mem> {
-    let status = std::fs::read_to_string("/proc/self/status").ctx(|| "read /proc/self/status".into())?;
-    let field = |key: &str| kib_field(&status, key).ctx(|| format!("no {key} in /proc/self/status"));
+    mem_of("self")
+}
+
+/// Memory of process `pid` ("self" for this one), KiB.
+fn mem_of(pid: &str) -> Res<Mem> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).ctx(|| format!("read {path}"))?;
+    let field = |key: &str| kib_field(&status, key).ctx(|| format!("no {key} in {path}"));
     Ok(Mem { vm_rss: field("VmRSS:")?, rss_anon: field("RssAnon:")?, rss_file: field("RssFile:")? })
 }
 
@@ -706,6 +715,8 @@ struct Daemon {
     socket: PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Res<()>>>,
+    /// A daemon of its own process ([`Daemon::spawn`]) instead of one in this process.
+    child: Option<std::process::Child>,
     _dir: tempfile::TempDir,
 }
 
@@ -743,7 +754,36 @@ impl Daemon {
                 served
             })
             .ctx(|| "spawn the daemon thread".into())?;
-        let daemon = Daemon { socket, stop: Some(stop), thread: Some(thread), _dir: dir };
+        let daemon = Daemon { socket, stop: Some(stop), thread: Some(thread), child: None, _dir: dir };
+        daemon.wait_accepting()
+    }
+
+    /// Starts the release `filectxd` binary `bin` as its own process, with `args` and the
+    /// environment the systemd unit gives it (`Environment=` lines of systemd/filectxd.service),
+    /// so that its memory is the daemon's alone, as installed.
+    fn spawn(bin: &Path, args: &[&str], name: &str) -> Res<Daemon> {
+        let dir = tempfile::Builder::new()
+            .prefix("filectx-suite-")
+            .tempdir()
+            .ctx(|| "create a temp folder for the socket".into())?;
+        let socket = dir.path().join(format!("{name}.sock"));
+        let mut command = std::process::Command::new(bin);
+        command.arg("--socket").arg(&socket).args(args).stdin(std::process::Stdio::null());
+        for (key, value) in unit_environment()? {
+            command.env(key, value);
+        }
+        let child = command.spawn().ctx(|| format!("start {}", bin.display()))?;
+        let daemon = Daemon { socket, stop: None, thread: None, child: Some(child), _dir: dir };
+        daemon.wait_accepting()
+    }
+
+    /// The daemon's process id as `/proc` names it ("self" when it runs in this process).
+    fn proc_id(&self) -> String {
+        self.child.as_ref().map_or_else(|| "self".to_owned(), |child| child.id().to_string())
+    }
+
+    fn wait_accepting(self) -> Res<Daemon> {
+        let daemon = self;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             match UnixStream::connect(&daemon.socket) {
@@ -758,6 +798,23 @@ impl Daemon {
 
     /// Stops the daemon and waits (bounded) for it to finish.
     fn stop(mut self) -> Res<()> {
+        if let Some(mut child) = self.child.take() {
+            let pid = rustix::process::Pid::from_child(&child);
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) if status.success() => return Ok(()),
+                    Ok(Some(status)) => return Err(format!("filectxd exited with {status}")),
+                    Ok(None) if Instant::now() > deadline => {
+                        let _ = child.kill();
+                        return Err("filectxd did not stop within 15 s of SIGTERM".into());
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                    Err(e) => return Err(format!("wait for filectxd: {e}")),
+                }
+            }
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -784,6 +841,10 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
@@ -1588,8 +1649,10 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
 
 #[derive(Debug, Default)]
 struct ScaleResult {
-    /// Process memory before the daemon started.
+    /// Process memory before the daemon started (the daemon in this process only).
     before: Mem,
+    /// The daemon's own process, when it ran as one: what ran, how.
+    process: Option<String>,
     /// Daemon started, one session served and gone.
     idle: Mem,
     /// The 10,000-file readers, still connected.
@@ -1620,13 +1683,32 @@ struct WaveRound {
 }
 
 fn workload_scale(opts: &Opts, reads: &ReadSet, scale: &ReadSet) -> Res<ScaleResult> {
-    let mut result = ScaleResult { before: mem()?, files_count: scale.files.len(), ..Default::default() };
+    let mut result = ScaleResult { files_count: scale.files.len(), ..Default::default() };
     let common = common_root(&reads.root, &scale.root);
     // The idle sweep's period, shortened from the default 30 s so the bench does not wait a minute
     // for the cache to be released; what the sweep does is the same.
-    let mut config = filectx_daemon::Config::default();
-    config.files.idle_release = SCALE_IDLE_RELEASE;
-    let daemon = Daemon::start(config, "scale")?;
+    let daemon = match release_daemon_binary() {
+        Some(bin) => {
+            let idle = format!("{}", SCALE_IDLE_RELEASE.as_secs_f64());
+            let daemon = Daemon::spawn(&bin, &["--cache-idle", &idle, "--log-level", "warn"], "scale")?;
+            let env =
+                unit_environment()?.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+            result.process =
+                Some(format!("{} (pid {}; the unit's environment: {env})", bin.display(), daemon.proc_id()));
+            daemon
+        }
+        None => {
+            eprintln!(
+                "scale: no release filectxd (cargo build --release -p filectx-daemon, or FILECTX_FILECTXD_BIN): \
+                 the daemon runs in this process and its memory figures include the bench's client threads"
+            );
+            result.before = mem()?;
+            let mut config = filectx_daemon::Config::default();
+            config.files.idle_release = SCALE_IDLE_RELEASE;
+            Daemon::start(config, "scale")?
+        }
+    };
+    let mem = || mem_of(&daemon.proc_id());
     {
         // One session, to have touched the serving paths once.
         let mut conn = Conn::open(&daemon.socket, 8 * 1024)?;
@@ -1732,23 +1814,7 @@ fn workload_scale(opts: &Opts, reads: &ReadSet, scale: &ReadSet) -> Res<ScaleRes
     }
     std::thread::sleep(Duration::from_millis(300));
     result.files_released = mem()?;
-    if std::env::var_os("FILECTX_BENCH_SMAPS").is_some() {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-        let mut head = String::new();
-        let mut rows: Vec<(u64, String)> = Vec::new();
-        for line in smaps.lines() {
-            if line.contains('-') && !line.starts_with(|c: char| c.is_ascii_uppercase()) {
-                head = line.to_owned();
-            } else if let Some(rest) = line.strip_prefix("Anonymous:") {
-                let kib: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
-                rows.push((kib, head.clone()));
-            }
-        }
-        rows.sort();
-        for (kib, head) in rows.iter().rev().take(15) {
-            eprintln!("smaps {kib} KiB {head}");
-        }
-    }
+    print_smaps(&daemon.proc_id());
     result.released_status = daemon.status(&common)?;
     eprintln!("scale: released {} ; status {}", fmt_mem(result.files_released), result.released_status);
 
@@ -1856,7 +1922,7 @@ fn wave_round(daemon: &Daemon, reads: &ReadSet, common: &Path, n: usize) -> Res<
         round.seconds.push(t.elapsed().as_secs_f64());
     }
     std::thread::sleep(Duration::from_millis(300));
-    round.loaded = mem()?;
+    round.loaded = mem_of(&daemon.proc_id())?;
     round.status = daemon.status(&reads.root)?;
     eprintln!("scale: {n} sessions connected {} ; status {}", fmt_mem(round.loaded), round.status);
     step.wait();
@@ -1875,10 +1941,65 @@ fn wave_round(daemon: &Daemon, reads: &ReadSet, common: &Path, n: usize) -> Res<
     wait_sessions(daemon, common, 0, Duration::from_secs(10))?;
     // The daemon hands freed memory back at its next idle sweep after a session ends.
     std::thread::sleep(SCALE_IDLE_RELEASE + Duration::from_millis(500));
-    round.released = mem()?;
+    round.released = mem_of(&daemon.proc_id())?;
+    print_smaps(&daemon.proc_id());
     round.released_status = daemon.status(common)?;
     eprintln!("scale: {n} sessions released {} ; status {}", fmt_mem(round.released), round.released_status);
     Ok(round)
+}
+
+/// The release daemon the scale workload runs as its own process: `FILECTX_FILECTXD_BIN`, else
+/// `filectxd` in this bench's target folder (`target/release/`), if built.
+fn release_daemon_binary() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os("FILECTX_FILECTXD_BIN") {
+        return Some(PathBuf::from(bin));
+    }
+    // This bench runs from target/release/deps/.
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.parent()?.join("filectxd");
+    bin.is_file().then_some(bin)
+}
+
+/// The `Environment=` settings of the systemd unit the daemon is installed with.
+fn unit_environment() -> Res<Vec<(String, String)>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd/filectxd.service");
+    let unit = std::fs::read_to_string(&path).ctx(|| format!("read {}", path.display()))?;
+    Ok(unit
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("Environment="))
+        .flat_map(str::split_whitespace)
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .collect())
+}
+
+/// With `FILECTX_BENCH_SMAPS` set: the daemon's thread count and its largest anonymous mappings.
+fn print_smaps(pid: &str) {
+    if std::env::var_os("FILECTX_BENCH_SMAPS").is_none() {
+        return;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    eprintln!("smaps: threads {}", kib_field(&status, "Threads:").unwrap_or(0));
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut head = String::new();
+    let mut rows: Vec<(u64, String)> = Vec::new();
+    for line in smaps.lines() {
+        if line.contains('-') && !line.starts_with(|c: char| c.is_ascii_uppercase()) {
+            head = line.to_owned();
+        } else if let Some(rest) = line.strip_prefix("Anonymous:") {
+            let kib: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+            rows.push((kib, head.clone()));
+        }
+    }
+    rows.sort();
+    eprintln!(
+        "smaps: {} anonymous mappings, {} KiB in all",
+        rows.len(),
+        rows.iter().map(|r| r.0).sum::<u64>()
+    );
+    for (kib, head) in rows.iter().rev().take(15) {
+        eprintln!("smaps {kib} KiB {head}");
+    }
 }
 
 /// The deepest folder containing both.
@@ -2099,10 +2220,17 @@ impl Report {
                     );
                 }
             }
-            let _ = writeln!(
-                o,
-                "  process memory (daemon + bench; the bench's own share is the 'before' line plus client buffers):"
-            );
+            match &s.process {
+                Some(process) => {
+                    let _ = writeln!(o, "  daemon memory (its own process: {process}):");
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "  process memory (daemon + bench; the bench's own share is the 'before' line plus client buffers):"
+                    );
+                }
+            }
             let mem_row = |o: &mut String, name: &str, m: Mem| {
                 let _ = writeln!(
                     o,
@@ -2112,7 +2240,9 @@ impl Report {
                     fmt_mib(m.rss_anon.saturating_sub(s.before.rss_anon))
                 );
             };
-            mem_row(&mut o, "before the daemon started", s.before);
+            if s.process.is_none() {
+                mem_row(&mut o, "before the daemon started", s.before);
+            }
             mem_row(&mut o, "idle (daemon up, one session served and gone)", s.idle);
             mem_row(&mut o, &format!("{} files read, readers connected", s.files_count), s.files_loaded);
             mem_row(&mut o, "readers gone (released)", s.files_released);
