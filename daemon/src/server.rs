@@ -215,7 +215,7 @@ async fn sweep_idle(files: crate::context::Files, stats: Arc<Stats>, period: Dur
         });
         match swept.await {
             Ok(0) => {}
-            Ok(dropped) => tracing::debug!(dropped, "released idle cached files"),
+            Ok(moved) => tracing::debug!(moved, "idle sweep: cached files released, kept versions packed"),
             Err(err) => tracing::warn!(%err, "idle sweep failed"),
         }
     }

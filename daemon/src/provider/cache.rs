@@ -192,11 +192,14 @@ impl Provider {
     }
 
     /// Drops what nobody used since the previous call (closing files, unmapping, freeing
-    /// indexes), so an idle daemon shrinks back; returns how many entries went. Called
-    /// periodically: an entry goes after one to two periods without use.
+    /// indexes), so an idle daemon shrinks back, and packs the versions' bytes kept since into
+    /// large allocations (see [`super::store::ContentStore::pack`]); returns how many entries
+    /// went or moved. Called periodically: an entry goes after one to two periods without use.
     pub fn sweep_idle(&self) -> usize {
         let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).sweep();
-        released.len()
+        let dropped = released.len();
+        drop(released);
+        dropped + self.store().pack()
     }
 
     /// Drops what is cached about `path` (it changed, or the watcher saw it change).
