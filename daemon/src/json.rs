@@ -35,13 +35,40 @@ const fn splat(b: u8) -> u64 {
 /// Exact (no false positives or negatives) for the word as a whole.
 #[inline]
 fn needs_escape(word: u64) -> bool {
+    escape_bits(word) != 0
+}
+
+/// Non-zero exactly when some byte of `word` needs escaping (see [`needs_escape`]); the bits
+/// of several words may be or-ed together to test them all at once.
+#[inline]
+fn escape_bits(word: u64) -> u64 {
     const HIGH: u64 = splat(0x80);
     // A byte below 0x20 (non-ASCII bytes, which have the high bit, never count).
     let control = word.wrapping_sub(splat(0x20)) & !word & HIGH;
     let quote = word ^ splat(b'"');
     let backslash = word ^ splat(b'\\');
     let zero = |x: u64| x.wrapping_sub(splat(0x01)) & !x & HIGH;
-    control | zero(quote) | zero(backslash) != 0
+    control | zero(quote) | zero(backslash)
+}
+
+/// Whether nothing in `bytes` needs escaping: every word tested, with no branch per word (the
+/// usual line of source text has nothing to escape, and is short).
+#[inline]
+fn plain(bytes: &[u8]) -> bool {
+    let len = bytes.len();
+    if len < 8 {
+        let mut padded = [b' '; 8];
+        padded[..len].copy_from_slice(bytes);
+        return escape_bits(u64::from_ne_bytes(padded)) == 0;
+    }
+    // The last word overlaps the one before it when the length is not a multiple of eight.
+    let mut bits = escape_bits(word(bytes, len - 8));
+    for chunk in bytes.chunks_exact(8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        bits |= escape_bits(u64::from_ne_bytes(word));
+    }
+    bits == 0
 }
 
 /// The eight bytes of `bytes` at `at` as a word (`at + 8 <= bytes.len()`).
@@ -58,6 +85,10 @@ fn word(bytes: &[u8], at: usize) -> u64 {
 /// sixteen bytes at a time and copied whole.
 pub fn escape_into(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
+    if plain(bytes) {
+        out.extend_from_slice(bytes);
+        return;
+    }
     let len = bytes.len();
     let mut start = 0;
     let mut at = 0;
@@ -210,6 +241,17 @@ mod tests {
                 word[pos] = b;
                 let expected = b < 0x20 || b == b'"' || b == b'\\';
                 assert_eq!(needs_escape(u64::from_ne_bytes(word)), expected, "byte {b:#x} at {pos}");
+            }
+        }
+        for len in 0..40 {
+            for at in 0..len {
+                for b in [0u8, 0x0a, 0x1f, b'"', b'\\'] {
+                    let mut text = vec![b'a'; len];
+                    text[at] = b;
+                    assert!(!plain(&text), "{b:#x} at {at} of {len}");
+                    text[at] = 0x80;
+                    assert!(plain(&text));
+                }
             }
         }
         // Bytes that borrow into their neighbours.
