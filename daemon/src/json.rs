@@ -125,6 +125,17 @@ pub fn escape_into(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(&bytes[start..]);
 }
 
+/// The position of the first byte of `bytes` that needs escaping, if any: sixteen bytes at a
+/// time (a whole window's text, in which such bytes are few, is looked through once).
+pub fn find_escape(bytes: &[u8]) -> Option<usize> {
+    let len = bytes.len();
+    let mut at = 0;
+    while at + 16 <= len && escape_bits(word(bytes, at)) | escape_bits(word(bytes, at + 8)) == 0 {
+        at += 16;
+    }
+    bytes[at..].iter().position(|&b| ESCAPE[usize::from(b)] != 0).map(|i| at + i)
+}
+
 /// Appends `text` as a JSON string, quotes included.
 pub fn string_into(out: &mut Vec<u8>, text: &str) {
     out.push(b'"');
@@ -253,6 +264,19 @@ mod tests {
                     assert!(plain(&text));
                 }
             }
+        }
+        for len in 0..40 {
+            for at in 0..len {
+                for b in [0u8, 0x0a, 0x1f, b'"', b'\\'] {
+                    let mut text = vec![0xe9u8; len];
+                    text[at] = b;
+                    if at + 5 < len {
+                        text[at + 5] = b'"';
+                    }
+                    assert_eq!(find_escape(&text), Some(at), "{b:#x} at {at} of {len}");
+                }
+            }
+            assert_eq!(find_escape(&vec![b'~'; len]), None);
         }
         // Bytes that borrow into their neighbours.
         assert!(!needs_escape(u64::from_ne_bytes([0x20, 0x80, 0xff, 0x21, 0x5d, 0x5b, 0x23, 0x7f])));

@@ -512,6 +512,11 @@ impl LineBuf {
         self.text.len()
     }
 
+    /// All the lines' text, back to back (line `i` ends where the lines up to it add up to).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
     /// Line `i` (0-based).
     pub fn get(&self, i: usize) -> Option<&str> {
         let end = *self.ends.get(i)?;

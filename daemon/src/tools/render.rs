@@ -63,6 +63,11 @@ pub trait Sink {
     fn text(&mut self, text: &str);
     /// Appends ASCII with nothing to escape in JSON (no control character, `"` or `\`).
     fn plain(&mut self, ascii: &[u8]);
+    /// Where in `text`, from byte `from` on, the first byte this sink has to escape is
+    /// (`usize::MAX`: none).
+    fn next_escape(&self, text: &str, from: usize) -> usize;
+    /// Appends `text`, in which [`Sink::next_escape`] found nothing to escape.
+    fn verbatim(&mut self, text: &str);
     /// Appends a tab.
     fn tab(&mut self);
     /// Appends a newline.
@@ -71,6 +76,14 @@ pub trait Sink {
 
 impl Sink for String {
     fn text(&mut self, text: &str) {
+        self.push_str(text);
+    }
+
+    fn next_escape(&self, _text: &str, _from: usize) -> usize {
+        usize::MAX
+    }
+
+    fn verbatim(&mut self, text: &str) {
         self.push_str(text);
     }
 
@@ -101,6 +114,15 @@ impl Sink for JsonText<'_> {
     fn text(&mut self, text: &str) {
         self.len += text.len();
         crate::json::escape_into(self.out, text);
+    }
+
+    fn next_escape(&self, text: &str, from: usize) -> usize {
+        text.as_bytes().get(from..).and_then(crate::json::find_escape).map_or(usize::MAX, |at| from + at)
+    }
+
+    fn verbatim(&mut self, text: &str) {
+        self.len += text.len();
+        self.out.extend_from_slice(text.as_bytes());
     }
 
     fn plain(&mut self, ascii: &[u8]) {
@@ -209,11 +231,22 @@ fn project(view: &ReadView, limit_capped: bool, out: &mut impl Sink) {
     let w = &view.window;
     let mut cut = w.truncated.iter().peekable();
     let mut number = Column::new(w.start_line);
+    // The window's text is looked through once for what needs escaping (little, in source
+    // text): a line before the next such byte is copied as it is.
+    let all = w.lines.as_str();
+    let (mut start, mut escape) = (0, out.next_escape(all, 0));
     for (n, line) in (w.start_line..).zip(w.lines.iter()) {
         out.plain(number.shown());
         number.next();
         out.tab();
-        out.text(line);
+        let end = start + line.len();
+        if escape >= end {
+            out.verbatim(line);
+        } else {
+            out.text(line);
+            escape = out.next_escape(all, end);
+        }
+        start = end;
         if cut.next_if_eq(&&n).is_some() {
             let kept = line.chars().count();
             if kept == READ_LINE_MAX_CHARS as usize {
