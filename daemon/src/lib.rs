@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub(crate) mod gates;
+pub mod json;
 pub mod listen;
 pub mod lru;
 pub mod memory;

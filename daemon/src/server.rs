@@ -64,7 +64,7 @@ async fn refuse_over_cap(mut stream: UnixStream, max: usize) {
     );
     let json = message::error_response(Id::Null, error);
     let mut frame = bytes::BytesMut::new();
-    let _ = LspCodec::default().encode(json.get(), &mut frame);
+    let _ = LspCodec::default().encode(json.as_bytes(), &mut frame);
     // A client that does not read must not hold this task: the refusal is best effort.
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         let _ = stream.write_all(&frame).await;

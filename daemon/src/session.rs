@@ -407,7 +407,7 @@ impl Session {
             tracing::error!(session = %self.id, method, "notification parameters failed to serialize");
             return false;
         };
-        match self.outgoing.try_send(json) {
+        match self.outgoing.try_send(crate::json::Json::from(json)) {
             Ok(()) => true,
             Err(Refused::Full) => {
                 Stats::bump(&self.stats.notifications_dropped);

@@ -43,7 +43,7 @@ pub use crate::provider::edit::{
 };
 /// A window of lines as the layers above see it, what a read asks for, and a line too long
 /// for a window.
-pub use crate::provider::index::{Oversized, Window as Lines, WindowRequest};
+pub use crate::provider::index::{LineBuf, Oversized, Window as Lines, WindowRequest};
 /// Arms the test-only crash points (feature `failpoints`).
 #[cfg(feature = "failpoints")]
 pub use crate::provider::leftovers::arm as arm_crash_points;

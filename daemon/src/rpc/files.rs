@@ -139,20 +139,57 @@ fn window_of(params: &ReadParams, max_bytes: u64) -> Result<WindowRequest, Error
     Ok(WindowRequest::whole(params.offset.unwrap_or(1), limit, max_bytes).cut_at(params.max_line_chars))
 }
 
-fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
+/// Whether lines of the file lie outside `window`.
+fn partial(window: &Lines) -> bool {
     let shown = window.lines.len() as u64;
-    let partial = window.total_lines > 0
-        && (window.start_line > 1 || window.start_line + shown - 1 < window.total_lines);
+    window.total_lines > 0 && (window.start_line > 1 || window.start_line + shown - 1 < window.total_lines)
+}
+
+fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
     ReadResult {
         display_path: display,
         version: version.to_string(),
         start_line: window.start_line,
         total_lines: window.total_lines,
-        partial,
+        partial: partial(&window),
+        lines: window.lines.to_vec(),
         truncated_lines: window.truncated,
         truncated_by_bytes: window.capped,
-        lines: window.lines,
     }
+}
+
+/// [`read_result`] written as JSON at the end of `out`, byte for byte as serde_json writes a
+/// [`ReadResult`], its lines escaped straight from the window's buffer.
+fn read_result_json(out: &mut Vec<u8>, display: &str, version: &str, window: &Lines) {
+    use crate::json::{number_into, string_into};
+    out.extend_from_slice(br#"{"displayPath":"#);
+    string_into(out, display);
+    out.extend_from_slice(br#","version":"#);
+    string_into(out, version);
+    out.extend_from_slice(br#","startLine":"#);
+    number_into(out, window.start_line);
+    out.extend_from_slice(br#","lines":["#);
+    for (i, line) in window.lines.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        string_into(out, line);
+    }
+    out.extend_from_slice(br#"],"totalLines":"#);
+    number_into(out, window.total_lines);
+    out.extend_from_slice(if partial(window) { br#","partial":true"# } else { br#","partial":false"# });
+    out.extend_from_slice(br#","truncatedLines":["#);
+    for (i, &n) in window.truncated.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        number_into(out, n);
+    }
+    out.extend_from_slice(if window.capped {
+        br#"],"truncatedByBytes":true}"#
+    } else {
+        br#"],"truncatedByBytes":false}"#
+    });
 }
 
 fn file_kind(kind: Kind) -> FileKind {
@@ -166,7 +203,7 @@ fn file_kind(kind: Kind) -> FileKind {
 
 /// The MCP-shaped result of a tool call: the model's text, and for a failure `isError` with the
 /// `FS_*` code.
-fn tool_result(outcome: tools::Outcome) -> CallToolResult {
+fn tool_result(outcome: Result<String, tools::Failure>) -> CallToolResult {
     match outcome {
         Ok(text) => {
             CallToolResult { content: vec![ToolContent::Text { text }], is_error: false, error: None }
@@ -193,21 +230,31 @@ fn write_result(display: String, created: bool, version: Version) -> WriteResult
     }
 }
 
-/// `tools/call` (its result serialized once, see [`Prepared`]).
+/// `tools/call` (its result serialized once, see [`Prepared`]; a read's text is escaped into
+/// the response as it is projected).
 pub async fn tools_call(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<Ready<CallToolResult>, ErrorObjectOwned> {
     let slot = Prepared::of(&ext);
-    tool_call(params, ctx, ext).await.map(|result| Prepared::offer(slot, result))
+    match tool_call(params, ctx, ext, slot.clone()).await? {
+        Ready::Value(result) => Ok(Prepared::offer(slot, result)),
+        Ready::Prepared => Ok(Ready::Prepared),
+    }
 }
+
+/// What a `tools/call` response holds before the text of its one text block.
+const TOOL_TEXT_START: &[u8] = br#"{"content":[{"type":"text","text":""#;
+/// What a successful `tools/call` response holds after that text.
+const TOOL_TEXT_END: &[u8] = br#""}],"isError":false}}"#;
 
 async fn tool_call(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
     ext: Extensions,
-) -> Result<CallToolResult, ErrorObjectOwned> {
+    slot: Option<Prepared>,
+) -> Result<Ready<CallToolResult>, ErrorObjectOwned> {
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
     let params_writes = params.name == ToolName::Write.as_str() || params.name == ToolName::Edit.as_str();
@@ -216,18 +263,37 @@ async fn tool_call(
         Ok(owner) => owner,
         Err(err) => {
             let failure = tools::Failure { text: format!("{err}."), cause: tools::Cause::InvalidArgument };
-            return Ok(tool_result(Err(failure)));
+            return Ok(Ready::Value(tool_result(Err(failure))));
         }
     };
     let dedup = session.options().is_some_and(|o| o.dedup_reads).then(|| owner.clone());
     drop(session);
     let token = ext.get::<super::Cancel>().map(|c| c.0.clone());
+    // Only a read writes its text into the response itself.
+    let slot = slot.filter(|_| is_read);
     let run = move |files: &FileContext<'_>, options: &SessionOptions| {
         let delivered = dedup.as_deref().map(Owner::delivered);
         let stop = || token.as_ref().is_some_and(|t| t.is_cancelled());
-        tools::call(files, options, &params.name, &params.arguments, delivered, &stop)
-            .map(tool_result)
-            .map_err(|e| invalid_params(e.to_string()))
+        let mut json = slot.as_ref().map(|slot| {
+            let mut out = slot.start(TOOL_TEXT_START.len());
+            out.extend_from_slice(TOOL_TEXT_START);
+            out
+        });
+        let outcome =
+            tools::call(files, options, &params.name, &params.arguments, delivered, &stop, json.as_mut())
+                .map_err(|e| invalid_params(e.to_string()))?;
+        match outcome {
+            Ok(tools::Text::Written) => match (slot.as_ref(), json) {
+                (Some(slot), Some(mut json)) => {
+                    json.extend_from_slice(TOOL_TEXT_END);
+                    slot.put(json);
+                    Ok(Ready::Prepared)
+                }
+                _ => Err(internal("a tool wrote its text into no response")),
+            },
+            Ok(tools::Text::Plain(text)) => Ok(Ready::Value(tool_result(Ok(text)))),
+            Err(failure) => Ok(Ready::Value(tool_result(Err(failure)))),
+        }
     };
     // Only reads may take the warm path; writes and edits always run on the blocking pool.
     let answer = if is_read {
@@ -242,18 +308,21 @@ async fn tool_call(
     };
     match answer {
         // A tool's failures are results, a cancellation too.
-        Err(err) if err.code() == filectx_protocol::error::REQUEST_CANCELLED => Ok(CallToolResult {
-            content: vec![ToolContent::Text {
-                text: "The call was cancelled before it ran; nothing was read or changed.".to_owned(),
-            }],
-            is_error: true,
-            error: Some(ToolError { name: "FsError".to_owned(), code: FsErrorCode::Aborted }),
-        }),
+        Err(err) if err.code() == filectx_protocol::error::REQUEST_CANCELLED => {
+            Ok(Ready::Value(CallToolResult {
+                content: vec![ToolContent::Text {
+                    text: "The call was cancelled before it ran; nothing was read or changed.".to_owned(),
+                }],
+                is_error: true,
+                error: Some(ToolError { name: "FsError".to_owned(), code: FsErrorCode::Aborted }),
+            }))
+        }
         answer => answer,
     }
 }
 
-/// `file/read` (its result serialized once, see [`Prepared`]).
+/// `file/read` (its response written once, its lines escaped straight into it: see
+/// [`Prepared`]).
 pub async fn file_read(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
@@ -265,10 +334,19 @@ pub async fn file_read(
     let slot = Prepared::of(&ext);
     with_warm_context(&ctx, &ext, owner, move |files, _| {
         let view = files.read(&params.path, &request)?;
-        Ok(read_result(view.display, view.version, view.window))
+        Ok(match &slot {
+            Some(slot) => {
+                let lines = &view.window.lines;
+                let mut out = slot.start(256 + lines.text_len() + lines.text_len() / 32 + lines.len() * 4);
+                read_result_json(&mut out, &view.display, &view.version.to_string(), &view.window);
+                out.push(b'}');
+                slot.put(out);
+                Ready::Prepared
+            }
+            None => Ready::Value(read_result(view.display, view.version, view.window)),
+        })
     })
     .await
-    .map(|result| Prepared::offer(slot, result))
 }
 
 /// `file/write`.
@@ -441,4 +519,51 @@ pub async fn fs_edit_text(
         })
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::LineBuf;
+
+    fn window(start_line: u64, lines: &[&str], total_lines: u64, truncated: Vec<u64>, capped: bool) -> Lines {
+        Lines {
+            start_line,
+            lines: lines.iter().collect::<LineBuf>(),
+            truncated,
+            total_lines,
+            capped,
+            oversized: None,
+        }
+    }
+
+    #[test]
+    fn a_read_result_written_by_hand_is_what_serde_json_writes() {
+        let nasty: String = (0u8..0x80).map(char::from).collect();
+        let windows = [
+            window(1, &["fn main() {", "\tprintln!(\"hi\");", "}"], 3, vec![], false),
+            window(5, &["é日✓", "", &nasty, "\u{FFFD}"], 100, vec![6, 8], true),
+            window(1, &[], 0, vec![], false),
+            window(2, &["last"], 2, vec![], false),
+        ];
+        for (i, window) in windows.into_iter().enumerate() {
+            let (display, version) = ("src/\"odd\"\\name.rs", Version::of(b"x"));
+            let mut ours = Vec::new();
+            read_result_json(&mut ours, display, &version.to_string(), &window);
+            let theirs = serde_json::to_vec(&read_result(display.to_owned(), version, window)).unwrap();
+            assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(theirs).unwrap(), "window {i}");
+        }
+    }
+
+    #[test]
+    fn a_tool_text_written_by_hand_is_what_serde_json_writes() {
+        let text = "     1\tfn \"x\"\n\n(End of file - total 1 lines)";
+        let mut ours = TOOL_TEXT_START.to_vec();
+        crate::json::escape_into(&mut ours, text);
+        ours.extend_from_slice(TOOL_TEXT_END);
+        // The envelope's closing brace is the last byte of the end.
+        ours.pop();
+        let theirs = serde_json::to_vec(&tool_result(Ok(text.to_owned()))).unwrap();
+        assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(theirs).unwrap());
+    }
 }

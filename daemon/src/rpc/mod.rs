@@ -27,6 +27,7 @@ use jsonrpsee::{Extensions, types::error::INTERNAL_ERROR_CODE};
 
 use crate::config::Config;
 use crate::context::Files;
+use crate::json::Json;
 use crate::resume::{ParkLimits, ParkStore};
 use crate::session::{Session, SessionError, SessionOptions, SessionPolicy};
 use crate::stats::Stats;
@@ -89,9 +90,11 @@ pub struct Cancel(pub tokio_util::sync::CancellationToken);
 /// connection driver frames those bytes as they are: jsonrpsee's own path writes every result
 /// into a bounded buffer and then parses the whole response again to make it a `RawValue`
 /// (about a tenth of a 100 KB read's CPU). The driver attaches an empty one (with the request's
-/// id) to each request's `Extensions`; a handler that finds it serializes the whole success
-/// response once into it (`to_raw_value` does not parse) and answers [`Ready::Prepared`], a
-/// `null` placeholder the driver replaces.
+/// id) to each request's `Extensions`; a handler that finds it writes the whole success response
+/// once into it — with serde_json ([`Prepared::offer`]) or by hand after [`Prepared::start`]
+/// ([`Prepared::put`]: the read tool's text and `file/read`'s lines, escaped by
+/// [`crate::json`] as they are built) — and answers [`Ready::Prepared`], a `null` placeholder
+/// the driver replaces with those bytes, neither parsed nor copied again.
 /// Without one (a handler called another way) the result is returned as usual.
 #[derive(Debug, Clone)]
 pub struct Prepared(Arc<PreparedSlot>);
@@ -101,7 +104,7 @@ struct PreparedSlot {
     /// The request's id, for the envelope.
     id: jsonrpsee::types::Id<'static>,
     /// The whole success response, serialized once.
-    response: std::sync::Mutex<Option<Box<serde_json::value::RawValue>>>,
+    response: std::sync::Mutex<Option<Json>>,
 }
 
 /// A success response, serialized in one pass with its result.
@@ -119,7 +122,7 @@ impl Prepared {
     }
 
     /// The serialized success response a handler left, if any.
-    pub(crate) fn take(&self) -> Option<Box<serde_json::value::RawValue>> {
+    pub(crate) fn take(&self) -> Option<Json> {
         self.0.response.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 
@@ -134,11 +137,35 @@ impl Prepared {
         let success = Success { jsonrpc: "2.0", id: &slot.0.id, result: &result };
         match serde_json::value::to_raw_value(&success) {
             Ok(raw) => {
-                *slot.0.response.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(raw);
+                slot.set(Some(Json::from(raw)));
                 Ready::Prepared
             }
-            Err(_) => Ready::Value(result),
+            Err(_) => {
+                slot.set(None);
+                Ready::Value(result)
+            }
         }
+    }
+
+    /// The start of the success response, up to where its result goes:
+    /// `{"jsonrpc":"2.0","id":<id>,"result":`, with `room` more bytes reserved.
+    pub(crate) fn start(&self, room: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + room);
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        // An id (null, a number or a string) always serializes.
+        let _ = serde_json::to_writer(&mut out, &self.0.id);
+        out.extend_from_slice(br#","result":"#);
+        out
+    }
+
+    /// Leaves a whole success response written after [`Prepared::start`] (the result and the
+    /// closing `}`) in the slot; the handler then answers [`Ready::Prepared`].
+    pub(crate) fn put(&self, response: Vec<u8>) {
+        self.set(Some(Json::trusted(response)));
+    }
+
+    fn set(&self, response: Option<Json>) {
+        *self.0.response.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = response;
     }
 }
 

@@ -82,7 +82,7 @@ fn cut(snapshot: &Snapshot, version: &str, line: u64, chunk: u64, max_bytes: u64
             TextChunk {
                 version: version.to_owned(),
                 start_line: line,
-                lines: window.lines,
+                lines: window.lines.to_vec(),
                 total_lines: total,
                 done,
                 error: None,

@@ -40,8 +40,18 @@ pub enum Cause {
     File(ContextError),
 }
 
+/// A successful tool call's text for the model.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Text {
+    /// The text, for the caller to serialize.
+    Plain(String),
+    /// The text is written, JSON-escaped (the inside of a JSON string), at the end of the
+    /// buffer the caller gave [`call`].
+    Written,
+}
+
 /// What a tool call answers: the model's text, or a failure.
-pub type Outcome = Result<String, Failure>;
+pub type Outcome = Result<Text, Failure>;
 
 /// Argument problems, phrased for a model.
 struct Invalid(String);
@@ -118,7 +128,7 @@ fn count(map: &Map<String, Value>, key: &str) -> Result<u64, Invalid> {
 
 fn searched(result: Result<String, SearchError>, name: &str) -> Result<Outcome, Invalid> {
     match result {
-        Ok(text) => Ok(Ok(text)),
+        Ok(text) => Ok(Ok(Text::Plain(text))),
         Err(SearchError::Invalid(text)) => Err(Invalid(text)),
         Err(SearchError::File(err)) => {
             Ok(Err(Failure { text: render::error(&err, name), cause: Cause::File(err) }))
@@ -133,6 +143,7 @@ fn run(
     args: &Value,
     delivered: Option<&Delivered>,
     stop: &(dyn Fn() -> bool + Sync),
+    json: Option<&mut Vec<u8>>,
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
     let outcome = match tool {
@@ -145,13 +156,27 @@ fn run(
             let request =
                 render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
             let capped = asked.is_some_and(|n| n > most);
-            ctx.read(path, &request).map(|view| dedup::answer(delivered, &view, render::read(&view, capped)))
+            ctx.read(path, &request).map(|view| match json {
+                // Projected and escaped in one pass, straight into the caller's response.
+                Some(out) => {
+                    let start = out.len();
+                    let len = render::read_json(&view, capped, out);
+                    match dedup::answer_json(delivered, &view, &out[start..], len) {
+                        None => Text::Written,
+                        Some(short) => {
+                            out.truncate(start);
+                            Text::Plain(short)
+                        }
+                    }
+                }
+                None => Text::Plain(dedup::answer(delivered, &view, render::read(&view, capped))),
+            })
         }
         ToolName::Write => {
             let map = fields(tool, args, &["file_path", "content"])?;
             let path = string(map, "file_path")?;
             let content = string(map, "content")?;
-            ctx.write(path, content).map(|view| render::write(&view))
+            ctx.write(path, content).map(|view| Text::Plain(render::write(&view)))
         }
         ToolName::Edit => {
             let map = fields(tool, args, &["file_path", "old_string", "new_string", "replace_all"])?;
@@ -170,7 +195,7 @@ fn run(
                     "new_string has a NUL byte (\\0) at {at}: files are text. Remove it and retry the edit."
                 )),
             })?;
-            ctx.edit(path, &change).map(|view| render::edit(&view))
+            ctx.edit(path, &change).map(|view| Text::Plain(render::edit(&view)))
         }
         ToolName::Glob => {
             let map = fields(tool, args, &["pattern", "path"])?;
@@ -230,6 +255,9 @@ fn run(
 /// (the owner's dedup record, when the session asked for `dedupReads`), a read of lines this
 /// owner already received unchanged answers one short line (see [`dedup`]). `stop` says when
 /// the request was cancelled: a search asks it between files and then fails as cancelled.
+/// With `json` (a buffer holding the caller's response up to the opening quote of the text), a
+/// successful read writes its text there JSON-escaped and answers [`Text::Written`]; every
+/// other answer is [`Text::Plain`] and leaves the buffer as it was.
 pub fn call(
     ctx: &FileContext<'_>,
     options: &SessionOptions,
@@ -237,6 +265,7 @@ pub fn call(
     args: &Value,
     delivered: Option<&Delivered>,
     stop: &(dyn Fn() -> bool + Sync),
+    json: Option<&mut Vec<u8>>,
 ) -> Result<Outcome, UnknownTool> {
     let tools = &options.tools;
     let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
@@ -245,7 +274,7 @@ pub fn call(
             available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
         });
     };
-    Ok(match run(ctx, options, tool, args, delivered, stop) {
+    Ok(match run(ctx, options, tool, args, delivered, stop, json) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })

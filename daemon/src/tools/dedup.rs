@@ -1,16 +1,17 @@
 //! Deduplicated re-reads (`dedupReads`): when an owner already received exactly this text of this
 //! version of a file from the `read` tool, the tool answers one short line instead; the next
 //! identical read sends the text again, and so does any change of the file (a new version) or
-//! of the window. Keyed on a digest of (path, version, the exact text delivered), which covers
-//! the first and last line delivered, whether the output was cut, and every projection setting.
+//! of the window. Keyed on a digest of (path, version, the exact text delivered, in its JSON
+//! escaped form: the read tool's text is escaped as it is built), which covers the first and last
+//! line delivered, whether the output was cut, and every projection setting.
 
 use crate::context::ReadView;
 use crate::owners::Delivered;
 
-/// The dedup key of a delivered read.
-fn digest(view: &ReadView, text: &str) -> u128 {
+/// The dedup key of a delivered read (`escaped`: its text, JSON-escaped).
+fn digest(view: &ReadView, escaped: &[u8]) -> u128 {
     let mut hasher = blake3::Hasher::new();
-    for part in [view.display.as_bytes(), view.version.to_string().as_bytes(), text.as_bytes()] {
+    for part in [view.display.as_bytes(), view.version.to_string().as_bytes(), escaped] {
         hasher.update(&(part.len() as u64).to_le_bytes());
         hasher.update(part);
     }
@@ -31,15 +32,36 @@ pub fn unchanged(view: &ReadView) -> String {
 /// this owner already received it and the short line is shorter. Records what was delivered.
 pub fn answer(delivered: Option<&Delivered>, view: &ReadView, text: String) -> String {
     let Some(delivered) = delivered else { return text };
-    let key = digest(view, &text);
+    let mut escaped = Vec::with_capacity(text.len());
+    crate::json::escape_into(&mut escaped, &text);
+    match short_instead(delivered, view, &escaped, text.len()) {
+        Some(short) => short,
+        None => text,
+    }
+}
+
+/// [`answer`] for a text already written JSON-escaped (`escaped`; `len` bytes before
+/// escaping): the short line to send instead of it, or `None` to send it. Records what was
+/// delivered.
+pub fn answer_json(
+    delivered: Option<&Delivered>,
+    view: &ReadView,
+    escaped: &[u8],
+    len: usize,
+) -> Option<String> {
+    short_instead(delivered?, view, escaped, len)
+}
+
+fn short_instead(delivered: &Delivered, view: &ReadView, escaped: &[u8], len: usize) -> Option<String> {
+    let key = digest(view, escaped);
     if delivered.take(key) {
         let short = unchanged(view);
-        if short.len() < text.len() {
-            return short;
+        if short.len() < len {
+            return Some(short);
         }
     }
     delivered.record(key);
-    text
+    None
 }
 
 #[cfg(test)]
@@ -53,7 +75,7 @@ mod tests {
             version: Version::of(content),
             window: Lines {
                 start_line: start,
-                lines: lines.iter().map(|l| (*l).to_owned()).collect(),
+                lines: lines.iter().collect(),
                 truncated: vec![],
                 total_lines: 500,
                 capped: false,
@@ -68,6 +90,22 @@ mod tests {
             "(Unchanged: you already have this text of src/lib.rs from line 40. Call read again to get it.)"
         ]
         .assert_eq(&unchanged(&view(b"v1", 40, &[])));
+    }
+
+    #[test]
+    fn a_text_written_escaped_is_the_same_delivery_as_the_plain_text() {
+        let d = Delivered::new(16);
+        let text = format!("{}\t\"quoted\"\n", "x".repeat(400));
+        let mut escaped = Vec::new();
+        crate::json::escape_into(&mut escaped, &text);
+        let v1 = view(b"v1", 1, &["a"]);
+        assert_eq!(answer_json(Some(&d), &v1, &escaped, text.len()), None, "first read: the text");
+        assert_eq!(answer(Some(&d), &v1, text.clone()), unchanged(&v1), "the same text, the other way");
+        assert_eq!(answer_json(Some(&d), &v1, &escaped, text.len()), None, "asked again: the text");
+        assert_eq!(answer_json(Some(&d), &v1, &escaped, text.len()), Some(unchanged(&v1)));
+        assert_eq!(answer_json(None, &v1, &escaped, text.len()), None, "off: always the text");
+        assert_eq!(answer_json(Some(&d), &v1, b"ab", 2), None);
+        assert_eq!(answer_json(Some(&d), &v1, b"ab", 2), None, "never longer than the text");
     }
 
     #[test]

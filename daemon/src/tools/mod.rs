@@ -7,7 +7,7 @@ pub mod dedup;
 pub mod render;
 pub mod search;
 
-pub use call::{Cause, Failure, Outcome, UnknownTool, call};
+pub use call::{Cause, Failure, Outcome, Text, UnknownTool, call};
 
 use filectx_protocol::tools::descriptor;
 use filectx_protocol::{ToolDescriptor, ToolName};

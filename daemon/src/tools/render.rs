@@ -10,8 +10,6 @@
 //! cut to the budget below this layer ([`read_request`]): the provider reads only a prefix of a
 //! long line and stops at the last line that fits, cutting the first line if even it does not.
 
-use std::fmt::Write as _;
-
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 
 use crate::context::gate::{RefusalKind, shown_name};
@@ -33,7 +31,10 @@ const FOOTER_ROOM: u64 =
 
 /// Width of a line number's column (`cat -n`: at least six, right-aligned).
 fn number_width(n: u64) -> u64 {
-    u64::from(n.checked_ilog10().unwrap_or(0) + 1).max(6)
+    if n < 1_000_000 {
+        return 6;
+    }
+    u64::from(n.checked_ilog10().unwrap_or(0) + 1)
 }
 
 /// What a line's projection adds to its text: the number column, a tab, a newline, and the cut
@@ -55,68 +56,223 @@ pub fn read_request(offset: u64, limit: u64, budget: u64) -> WindowRequest {
     }
 }
 
-/// Appends `n` right-aligned in its column, without going through `format!`.
-fn push_number(out: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
+/// Where a projection is written: plain text, or the inside of a JSON string (escaped as it
+/// goes, so a read's text is built once, straight into its response).
+pub trait Sink {
+    /// Appends `text`.
+    fn text(&mut self, text: &str);
+    /// Appends ASCII with nothing to escape in JSON (no control character, `"` or `\`).
+    fn plain(&mut self, ascii: &[u8]);
+    /// Where in `text`, from byte `from` on, the first byte this sink has to escape is
+    /// (`usize::MAX`: none).
+    fn next_escape(&self, text: &str, from: usize) -> usize;
+    /// Appends `text`, in which [`Sink::next_escape`] found nothing to escape.
+    fn verbatim(&mut self, text: &str);
+    /// Appends a tab.
+    fn tab(&mut self);
+    /// Appends a newline.
+    fn newline(&mut self);
+}
+
+impl Sink for String {
+    fn text(&mut self, text: &str) {
+        self.push_str(text);
+    }
+
+    fn next_escape(&self, _text: &str, _from: usize) -> usize {
+        usize::MAX
+    }
+
+    fn verbatim(&mut self, text: &str) {
+        self.push_str(text);
+    }
+
+    fn plain(&mut self, ascii: &[u8]) {
+        self.push_str(std::str::from_utf8(ascii).unwrap_or_default());
+    }
+
+    fn tab(&mut self) {
+        self.push('\t');
+    }
+
+    fn newline(&mut self) {
+        self.push('\n');
+    }
+}
+
+/// A [`Sink`] that writes the inside of a JSON string into a buffer (escaped as serde_json
+/// escapes), counting the text's own bytes.
+#[derive(Debug)]
+pub struct JsonText<'a> {
+    /// The buffer.
+    pub out: &'a mut Vec<u8>,
+    /// Bytes of the text written so far, before escaping.
+    pub len: usize,
+}
+
+impl Sink for JsonText<'_> {
+    fn text(&mut self, text: &str) {
+        self.len += text.len();
+        crate::json::escape_into(self.out, text);
+    }
+
+    fn next_escape(&self, text: &str, from: usize) -> usize {
+        text.as_bytes().get(from..).and_then(crate::json::find_escape).map_or(usize::MAX, |at| from + at)
+    }
+
+    fn verbatim(&mut self, text: &str) {
+        self.len += text.len();
+        self.out.extend_from_slice(text.as_bytes());
+    }
+
+    fn plain(&mut self, ascii: &[u8]) {
+        debug_assert!(
+            ascii.iter().all(|&b| (0x20..0x80).contains(&b) && b != b'"' && b != b'\\'),
+            "{ascii:?}"
+        );
+        self.len += ascii.len();
+        self.out.extend_from_slice(ascii);
+    }
+
+    fn tab(&mut self) {
+        self.len += 1;
+        self.out.extend_from_slice(b"\\t");
+    }
+
+    fn newline(&mut self) {
+        self.len += 1;
+        self.out.extend_from_slice(b"\\n");
+    }
+}
+
+/// A line number right-aligned in its column (`cat -n`: six wide at least), counted up in
+/// place from one line to the next rather than formatted for each.
+struct Column {
+    /// The digits at the end, spaces before them.
+    text: [u8; 20],
+    /// Where the digits start.
+    first: usize,
+}
+
+impl Column {
+    fn new(n: u64) -> Self {
+        let mut text = [b' '; 20];
+        let mut first = text.len();
+        let mut rest = n;
+        loop {
+            first -= 1;
+            text[first] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        Self { text, first }
+    }
+
+    /// The number in its column.
+    fn shown(&self) -> &[u8] {
+        &self.text[self.first.min(self.text.len() - 6)..]
+    }
+
+    /// The next number (twenty digits hold every `u64`, and line numbers are `u64`s).
+    fn next(&mut self) {
+        for at in (0..self.text.len()).rev() {
+            match self.text[at] {
+                b'9' => self.text[at] = b'0',
+                b' ' => {
+                    self.text[at] = b'1';
+                    self.first = at;
+                    return;
+                }
+                digit => {
+                    self.text[at] = digit + 1;
+                    return;
+                }
+            }
         }
     }
-    for _ in (digits.len() - at)..6 {
-        out.push(' ');
-    }
-    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+}
+
+/// Appends `n` right-aligned in its column.
+#[cfg(test)]
+fn push_number(out: &mut impl Sink, n: u64) {
+    out.plain(Column::new(n).shown());
 }
 
 /// The `cat -n` view of a window, then a blank line and a footer. `limit_capped`: the call
 /// asked for more than 2000 lines.
 pub fn read(view: &ReadView, limit_capped: bool) -> String {
     let w = &view.window;
-    let text: usize = w.lines.iter().map(String::len).sum();
     let mut out = String::with_capacity(
-        text + w.lines.len() * 8 + w.truncated.len() * CUT_SUFFIX.len() + FOOTER_ROOM as usize,
+        w.lines.text_len() + w.lines.len() * 8 + w.truncated.len() * CUT_SUFFIX.len() + FOOTER_ROOM as usize,
     );
+    project(view, limit_capped, &mut out);
+    out
+}
+
+/// [`read`]'s text written JSON-escaped (the inside of a JSON string, as serde_json would
+/// write it) at the end of `out`, in one pass; returns the text's length before escaping.
+pub fn read_json(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -> usize {
+    let w = &view.window;
+    // The numbering, the escaped tab and newline of each line, a little for escapes within
+    // lines (grown if a text has more), the marks and the footer.
+    let text = w.lines.text_len();
+    out.reserve(
+        text + text / 32 + w.lines.len() * 12 + w.truncated.len() * CUT_SUFFIX.len() + FOOTER_ROOM as usize,
+    );
+    let mut sink = JsonText { out, len: 0 };
+    project(view, limit_capped, &mut sink);
+    sink.len
+}
+
+/// Writes the projection of [`read`] into `out`.
+fn project(view: &ReadView, limit_capped: bool, out: &mut impl Sink) {
+    let w = &view.window;
     let mut cut = w.truncated.iter().peekable();
-    for (n, line) in (w.start_line..).zip(&w.lines) {
-        push_number(&mut out, n);
-        out.push('\t');
-        out.push_str(line);
+    let mut number = Column::new(w.start_line);
+    // The window's text is looked through once for what needs escaping (little, in source
+    // text): a line before the next such byte is copied as it is.
+    let all = w.lines.as_str();
+    let (mut start, mut escape) = (0, out.next_escape(all, 0));
+    for (n, line) in (w.start_line..).zip(w.lines.iter()) {
+        out.plain(number.shown());
+        number.next();
+        out.tab();
+        let end = start + line.len();
+        if escape >= end {
+            out.verbatim(line);
+        } else {
+            out.text(line);
+            escape = out.next_escape(all, end);
+        }
+        start = end;
         if cut.next_if_eq(&&n).is_some() {
             let kept = line.chars().count();
             if kept == READ_LINE_MAX_CHARS as usize {
-                out.push_str(CUT_SUFFIX);
+                out.plain(CUT_SUFFIX.as_bytes());
             } else {
-                let _ = write!(out, "... (line truncated to {kept} chars)");
+                out.plain(format!("... (line truncated to {kept} chars)").as_bytes());
             }
         }
-        out.push('\n');
+        out.newline();
     }
     let shown = w.lines.len() as u64;
     let (first, last) = (w.start_line, w.start_line + shown.saturating_sub(1));
-    if shown > 0 && w.capped {
-        let _ = write!(
-            out,
-            "\n(Output capped. Showing lines {first}-{last}. Use offset={} to continue.)",
-            last + 1
-        );
+    out.newline();
+    let footer = if shown > 0 && w.capped {
+        format!("(Output capped. Showing lines {first}-{last}. Use offset={} to continue.)", last + 1)
     } else if shown > 0 && last < w.total_lines {
-        let _ = write!(
-            out,
-            "\n(Showing lines {first}-{last} of {}. Use offset={} to continue.{})",
+        format!(
+            "(Showing lines {first}-{last} of {}. Use offset={} to continue.{})",
             w.total_lines,
             last + 1,
             if limit_capped && shown == u64::from(READ_LINE_LIMIT) { LIMIT_CAPPED } else { "" }
-        );
+        )
     } else {
-        let _ = write!(out, "\n(End of file - total {} lines)", w.total_lines);
-    }
-    out
+        format!("(End of file - total {} lines)", w.total_lines)
+    };
+    out.plain(footer.as_bytes());
 }
 
 /// The text of a successful write.
@@ -289,7 +445,7 @@ mod tests {
             version: Version::of(b""),
             window: Lines {
                 start_line: start,
-                lines: lines.iter().map(|l| (*l).to_owned()).collect(),
+                lines: lines.iter().collect(),
                 truncated,
                 total_lines: total,
                 capped: false,
@@ -352,7 +508,7 @@ mod tests {
     #[test]
     fn the_footer_room_holds_the_longest_footer() {
         let mut huge = view(u64::MAX / 2, &["x"], u64::MAX, vec![]);
-        huge.window.lines = vec![String::new(); 2000];
+        huge.window.lines = vec![""; 2000].into_iter().collect();
         huge.window.start_line = u64::MAX - 10_000;
         let text = read(&huge, true);
         let footer = text.rsplit_once('\n').unwrap().1;
@@ -360,10 +516,43 @@ mod tests {
         assert_eq!(line_overhead(999_999, false), 8);
         assert_eq!(line_overhead(1_000_000, true), 9 + CUT_SUFFIX.len() as u64);
         let mut out = String::new();
-        for n in [1, 42, 999_999, 1_000_000, u64::MAX] {
+        for n in [0, 1, 42, 999_999, 1_000_000, u64::MAX] {
             out.clear();
             push_number(&mut out, n);
             assert_eq!(out, format!("{n:>6}"));
+        }
+        // Counted up in place, across every change of width.
+        for start in [1, 9, 95, 99_990, 999_990, 9_999_990, 99_999_999_999_999_990] {
+            let mut column = Column::new(start);
+            for n in start..start + 20 {
+                assert_eq!(std::str::from_utf8(column.shown()).unwrap(), format!("{n:>6}"));
+                column.next();
+            }
+        }
+    }
+
+    #[test]
+    fn the_json_projection_is_the_text_escaped_as_serde_json_escapes_it() {
+        let nasty: String = (0u8..0x80).map(char::from).collect();
+        let long = "\t\"é".repeat(700);
+        let bad = String::from_utf8_lossy(b"x\xff\"\\\x01y").into_owned();
+        let mut views = vec![
+            view(1, &["fn main() {", "\tprintln!(\"hi\\n\");", "", "}"], 4, vec![]),
+            view(99_999, &[&nasty, &bad, "日本語 ✓"], 200_000, vec![]),
+            view(1, &[&long], 1, vec![1]),
+            view(1, &[], 0, vec![]),
+        ];
+        let mut capped = view(7, &["a\r", "\u{c}\u{8}"], 90, vec![8]);
+        capped.window.capped = true;
+        views.push(capped);
+        for (limit_capped, view) in views.iter().flat_map(|v| [(false, v), (true, v)]) {
+            let text = read(view, limit_capped);
+            let mut out = b"prefix:".to_vec();
+            let len = read_json(view, limit_capped, &mut out);
+            assert_eq!(len, text.len());
+            let quoted =
+                format!("prefix:\"{}\"", String::from_utf8(out).unwrap().strip_prefix("prefix:").unwrap());
+            assert_eq!(quoted, format!("prefix:{}", serde_json::to_string(&text).unwrap()));
         }
     }
 

@@ -18,8 +18,9 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde_json::value::RawValue;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+
+use crate::json::Json;
 
 /// Frames with bodies up to this many bytes are read without a reservation: every connection may
 /// always have one such frame arriving, so ordinary requests never wait on someone's big upload.
@@ -318,7 +319,7 @@ impl Drop for ConnBudget {
 /// A connection's outgoing queue with its byte budget: the only way messages enter it.
 #[derive(Debug, Clone)]
 pub(crate) struct Outgoing {
-    tx: mpsc::Sender<Box<RawValue>>,
+    tx: mpsc::Sender<Json>,
     budget: Arc<ConnBudget>,
 }
 
@@ -333,7 +334,7 @@ pub(crate) enum Refused {
 
 impl Outgoing {
     /// Wraps a queue and its budget.
-    pub(crate) fn new(tx: mpsc::Sender<Box<RawValue>>, budget: Arc<ConnBudget>) -> Self {
+    pub(crate) fn new(tx: mpsc::Sender<Json>, budget: Arc<ConnBudget>) -> Self {
         Self { tx, budget }
     }
 
@@ -344,8 +345,8 @@ impl Outgoing {
 
     /// Queues a message, waiting for its bytes to be admitted and for room in the queue.
     /// `false` when the connection is gone.
-    pub(crate) async fn send(&self, json: Box<RawValue>) -> bool {
-        let n = json.get().len();
+    pub(crate) async fn send(&self, json: Json) -> bool {
+        let n = json.len();
         if !self.budget.reserve(n).await {
             return false;
         }
@@ -353,8 +354,8 @@ impl Outgoing {
     }
 
     /// Queues a message whose bytes are already admitted.
-    pub(crate) async fn send_reserved(&self, json: Box<RawValue>) -> bool {
-        let n = json.get().len();
+    pub(crate) async fn send_reserved(&self, json: Json) -> bool {
+        let n = json.len();
         if self.tx.send(json).await.is_err() {
             self.budget.release(n);
             return false;
@@ -368,8 +369,8 @@ impl Outgoing {
     }
 
     /// Queues a message only if that needs no waiting (notifications: dropped when refused).
-    pub(crate) fn try_send(&self, json: Box<RawValue>) -> Result<(), Refused> {
-        let n = json.get().len();
+    pub(crate) fn try_send(&self, json: Json) -> Result<(), Refused> {
+        let n = json.len();
         match self.budget.try_reserve(n) {
             None => return Err(Refused::Closed),
             Some(false) => return Err(Refused::Full),

@@ -55,6 +55,7 @@ use tracing::Instrument;
 use super::budget::{ConnBudget, Outgoing, OutgoingBudget, PartialBudget};
 use super::message::{self, Call, Incoming};
 use crate::config::Config;
+use crate::json::Json;
 use crate::owners::{OwnerLimits, Owners};
 use crate::session::{Phase, Session};
 use crate::stats::Stats;
@@ -109,20 +110,20 @@ struct Conn {
 
 /// A response ready to be queued, and the subscription machinery's wish to hear when it was.
 struct Reply {
-    json: Box<RawValue>,
+    json: Json,
     on_sent: Option<MethodResponseNotifyTx>,
     /// jsonrpsee's subscription `accept`/`reject` already queued this response themselves.
     already_sent: bool,
 }
 
 impl Reply {
-    fn plain(json: Box<RawValue>) -> Self {
+    fn plain(json: Json) -> Self {
         Self { json, on_sent: None, already_sent: false }
     }
 
     fn from_response(response: MethodResponse) -> Self {
         let (json, on_sent, _) = response.into_parts();
-        Self { json, on_sent, already_sent: false }
+        Self { json: Json::from(json), on_sent, already_sent: false }
     }
 }
 
@@ -149,7 +150,7 @@ fn past_budget(slots: &[Entry], budget: usize) -> usize {
         if let Entry::Done(reply) = entry
             && !reply.already_sent
         {
-            bytes += reply.json.get().len() + 1;
+            bytes += reply.json.len() + 1;
             if bytes > budget {
                 return pos;
             }
@@ -159,17 +160,17 @@ fn past_budget(slots: &[Entry], budget: usize) -> usize {
 }
 
 /// The id of a serialized response (null if it has none).
-fn id_of(json: &RawValue) -> Id<'static> {
+fn id_of(json: &Json) -> Id<'static> {
     #[derive(serde::Deserialize)]
     struct WithId<'a> {
         #[serde(borrow)]
         id: Id<'a>,
     }
-    serde_json::from_str::<WithId<'_>>(json.get()).map_or(Id::Null, |with| with.id.into_owned())
+    serde_json::from_slice::<WithId<'_>>(json.as_bytes()).map_or(Id::Null, |with| with.id.into_owned())
 }
 
 /// The answer of a batch entry past the batch's byte budget.
-fn batch_cut(id: Id<'static>, budget: usize, ran: bool) -> Box<RawValue> {
+fn batch_cut(id: Id<'static>, budget: usize, ran: bool) -> Json {
     let what = if ran { "it ran, but its response was dropped" } else { "it was not run" };
     let error = ErrorObject::owned(
         BATCH_TOO_BIG,
@@ -210,7 +211,7 @@ enum Admission {
     /// Run a notification's handler; its result is dropped.
     Notify(OwnedCall),
     /// Answer at once with this (an error).
-    Respond(Box<RawValue>),
+    Respond(Json),
     /// The client asked to close the connection.
     Exit,
     /// Nothing to do (an unknown or premature notification).
@@ -347,7 +348,8 @@ async fn forward(mut sink: mpsc::Receiver<Box<RawValue>>, out: Outgoing) {
             },
             () = out.closed() => break,
         };
-        let n = json.get().len();
+        let json = Json::from(json);
+        let n = json.len();
         let prepaid = out.budget().take_prepaid(n);
         let admitted = prepaid == n || out.budget().reserve(n - prepaid).await;
         if !admitted || !out.send_reserved(json).await {
@@ -378,7 +380,7 @@ async fn serve_inner(
     let config = shared.config.clone();
     let initialize_by = Instant::now() + config.initialize_timeout;
     let (read_half, write_half) = stream.into_split();
-    let (out_tx, out_rx) = mpsc::channel::<Box<RawValue>>(config.max_queued_messages.max(1));
+    let (out_tx, out_rx) = mpsc::channel::<Json>(config.max_queued_messages.max(1));
     let budget = shared.outgoing.open();
     let out = Outgoing::new(out_tx, budget.clone());
     let writer_stop = CancellationToken::new();
@@ -587,7 +589,7 @@ async fn serve_inner(
 /// their bytes back to the budget once they are written. `kill` drops the queue at once.
 async fn write_loop(
     mut socket: OwnedWriteHalf,
-    mut queue: mpsc::Receiver<Box<RawValue>>,
+    mut queue: mpsc::Receiver<Json>,
     budget: Arc<ConnBudget>,
     stop: CancellationToken,
     kill: CancellationToken,
@@ -610,9 +612,9 @@ async fn write_loop(
         let mut next = Some(first);
         let mut budgeted = 0usize;
         while let Some(message) = next.take() {
-            budgeted += message.get().len();
+            budgeted += message.len();
             // Encoding into memory cannot fail.
-            let _ = codec.encode(message.get(), &mut buf);
+            let _ = codec.encode(message.as_bytes(), &mut buf);
             drop(message);
             if buf.len() < WRITE_BATCH_BYTES {
                 next = queue.try_recv().ok();
@@ -677,7 +679,7 @@ impl Conn {
 
     /// Queues one message, waiting for room (bytes and a place in the queue). A closed queue
     /// means the client is gone.
-    async fn send(&self, json: Box<RawValue>) -> bool {
+    async fn send(&self, json: Json) -> bool {
         self.out.send(json).await
     }
 
@@ -874,7 +876,7 @@ impl Conn {
 
     /// Sends a batch's responses in order; past the budget, -32010 for each remaining request.
     async fn send_batch(&self, slots: Vec<Entry>, budget: usize) {
-        let mut array = String::from("[");
+        let mut array = vec![b'['];
         let mut answered = 0usize;
         let mut over = false;
         let mut sent_replies: Vec<Option<MethodResponseNotifyTx>> = Vec::new();
@@ -884,7 +886,7 @@ impl Conn {
                 Entry::Done(reply) if reply.already_sent => continue,
                 Entry::Done(reply) => {
                     // +2: a comma, and the closing bracket.
-                    if over || array.len() + reply.json.get().len() + 2 > budget {
+                    if over || array.len() + reply.json.len() + 2 > budget {
                         over = true;
                         if let Some(on_sent) = reply.on_sent {
                             on_sent.notify(false);
@@ -905,16 +907,16 @@ impl Conn {
                 Entry::Run(_, false) | Entry::Silent | Entry::Running => continue,
             };
             if answered > 0 {
-                array.push(',');
+                array.push(b',');
             }
-            array.push_str(json.get());
+            array.extend_from_slice(json.as_bytes());
             answered += 1;
             sent_replies.push(on_sent);
         }
         if answered == 0 {
             return;
         }
-        array.push(']');
+        array.push(b']');
         if over {
             tracing::info!(
                 budget,
@@ -922,13 +924,8 @@ impl Conn {
                 "batch response over its byte budget; later entries answered -32010"
             );
         }
-        let sent = match RawValue::from_string(array) {
-            Ok(json) => self.send(json).await,
-            Err(err) => {
-                tracing::error!(%err, "batch response is not valid JSON");
-                false
-            }
-        };
+        // An array of whole responses is one JSON value.
+        let sent = self.send(Json::trusted(array)).await;
         for on_sent in sent_replies.into_iter().flatten() {
             on_sent.notify(sent);
         }
@@ -1080,7 +1077,7 @@ impl Conn {
                     let response = callback(id, params, self.sink.clone(), state, extensions).await;
                     // `accept`/`reject` already queued this very response.
                     let (json, _, _) = response.into_parts();
-                    return Reply { json, on_sent: None, already_sent: true };
+                    return Reply { json: Json::from(json), on_sent: None, already_sent: true };
                 }
                 None => MethodResponse::error(
                     id,
@@ -1134,7 +1131,8 @@ mod tests {
         let shared =
             Arc::new(Shared::new(module.into(), Config::default(), stats.clone(), WatchHub::start(&files)));
         let (tx, _rx) = mpsc::channel(4);
-        let out = Outgoing::new(tx.clone(), shared.outgoing.open());
+        let (sink_tx, _sink_rx) = mpsc::channel(4);
+        let out = Outgoing::new(tx, shared.outgoing.open());
         let limits = OwnerLimits { max_owners: 4, max_observed: 16 };
         let owners = Owners::new("t".into(), limits, None, stats.clone());
         let session = Arc::new(Session::new("t".into(), out.clone(), 4, owners, stats));
@@ -1143,7 +1141,7 @@ mod tests {
             shared,
             session,
             conn_id: 1,
-            sink: MethodSink::new(tx),
+            sink: MethodSink::new(sink_tx),
             out,
             inflight,
             cancels: Default::default(),
@@ -1151,11 +1149,11 @@ mod tests {
         let call = |method: &str| OwnedCall { id: Id::Number(1), method: method.to_owned(), params: None };
         for method in ["boom", "boom/async"] {
             let reply = conn.run(call(method)).await;
-            let json: serde_json::Value = serde_json::from_str(reply.json.get()).unwrap();
+            let json: serde_json::Value = serde_json::from_slice(reply.json.as_bytes()).unwrap();
             assert_eq!(json["error"]["code"], INTERNAL_ERROR, "{json}");
             assert_eq!(json["id"], 1);
         }
         let reply = conn.run(call("fine")).await;
-        assert_eq!(reply.json.get(), r#"{"jsonrpc":"2.0","id":1,"result":7}"#);
+        assert_eq!(reply.json.as_str(), r#"{"jsonrpc":"2.0","id":1,"result":7}"#);
     }
 }

@@ -9,6 +9,8 @@ use serde_json::value::RawValue;
 
 use filectx_protocol::error::{INVALID_REQUEST, PARSE_ERROR};
 
+use crate::json::Json;
+
 /// What one frame body holds.
 #[derive(Debug)]
 pub enum Incoming<'a> {
@@ -30,14 +32,14 @@ pub enum Call<'a> {
 }
 
 /// A serialized error response.
-pub fn error_response(id: Id<'_>, error: ErrorObjectOwned) -> Box<RawValue> {
-    MethodResponse::error(id, error).into_parts().0
+pub fn error_response(id: Id<'_>, error: ErrorObjectOwned) -> Json {
+    Json::from(MethodResponse::error(id, error).into_parts().0)
 }
 
 /// A response serialized beforehand (see `rpc::Prepared`), or, past `max_bytes`, the error
 /// jsonrpsee gives an oversized response.
-pub fn bounded(id: Id<'_>, json: Box<RawValue>, max_bytes: usize) -> Box<RawValue> {
-    if json.get().len() <= max_bytes {
+pub fn bounded(id: Id<'_>, json: Json, max_bytes: usize) -> Json {
+    if json.len() <= max_bytes {
         return json;
     }
     let data = format!("Exceeded max limit of {max_bytes}");
@@ -51,12 +53,12 @@ pub fn bounded(id: Id<'_>, json: Box<RawValue>, max_bytes: usize) -> Box<RawValu
     )
 }
 
-fn plain_error(id: Id<'_>, code: i32, message: impl Into<String>) -> Box<RawValue> {
+fn plain_error(id: Id<'_>, code: i32, message: impl Into<String>) -> Json {
     error_response(id, ErrorObject::owned(code, message.into(), None::<()>))
 }
 
 /// Splits a frame body into calls; `Err` carries the response to send instead.
-pub fn classify(body: &[u8]) -> Result<Incoming<'_>, Box<RawValue>> {
+pub fn classify(body: &[u8]) -> Result<Incoming<'_>, Json> {
     let raw: &RawValue = match serde_json::from_slice(body) {
         Ok(raw) => raw,
         Err(err) => {
@@ -143,7 +145,7 @@ pub fn response(body: &[u8]) -> Option<(Option<String>, super::outbound::Answer)
 }
 
 /// -32600 for a value that is not a JSON-RPC 2.0 call.
-pub fn invalid_request(id: Id<'_>) -> Box<RawValue> {
+pub fn invalid_request(id: Id<'_>) -> Json {
     plain_error(
         id,
         INVALID_REQUEST,
@@ -202,7 +204,7 @@ mod tests {
     #[test]
     fn frames_that_are_not_calls_get_the_standard_errors() {
         let err = |body: &[u8]| match classify(body) {
-            Err(json) => json.get().to_owned(),
+            Err(json) => json.as_str().into_owned(),
             Ok(_) => "ok".to_owned(),
         };
         assert!(err(b"{not json").contains("-32700"));

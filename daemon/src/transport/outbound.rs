@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::Outgoing;
+use crate::json::Json;
 
 /// The most requests one session may have pending at once (a bound on the table whatever the
 /// callers do; gates bound themselves much lower).
@@ -147,6 +148,7 @@ impl Outbound {
         params: P,
     ) -> Result<Pending, OutboundError> {
         let json = serde_json::value::to_raw_value(&OutgoingRequest { jsonrpc: "2.0", id, method, params })
+            .map(Json::from)
             .map_err(|_| OutboundError::Closed)?;
         let (tx, answer) = oneshot::channel();
         {
@@ -172,7 +174,7 @@ impl Outbound {
         if let Ok(json) =
             serde_json::value::to_raw_value(&OutgoingNotification { jsonrpc: "2.0", method, params })
         {
-            let _ = self.out.try_send(json);
+            let _ = self.out.try_send(Json::from(json));
         }
     }
 
@@ -201,7 +203,7 @@ mod tests {
     use super::*;
     use crate::transport::budget::OutgoingBudget;
 
-    fn outbound() -> (Arc<Outbound>, tokio::sync::mpsc::Receiver<Box<RawValue>>) {
+    fn outbound() -> (Arc<Outbound>, tokio::sync::mpsc::Receiver<Json>) {
         let (tx, rx) = tokio::sync::mpsc::channel(8);
         let budget = OutgoingBudget::new(1 << 20, 1 << 20, 4).open();
         (Outbound::new(Outgoing::new(tx, budget)), rx)
@@ -213,7 +215,7 @@ mod tests {
         let mut first = table.request("a-1", "m", serde_json::json!({"n": 1})).await.unwrap();
         let mut second = table.request("a-2", "m", serde_json::json!({"n": 2})).await.unwrap();
         let frame = sent.recv().await.unwrap();
-        assert_eq!(frame.get(), r#"{"jsonrpc":"2.0","id":"a-1","method":"m","params":{"n":1}}"#);
+        assert_eq!(frame.as_str(), r#"{"jsonrpc":"2.0","id":"a-1","method":"m","params":{"n":1}}"#);
         let result = serde_json::value::to_raw_value(&true).unwrap();
         assert!(table.answer("a-1", Answer::Result(result)));
         assert!(matches!(first.answer().await, Ok(Answer::Result(raw)) if raw.get() == "true"));

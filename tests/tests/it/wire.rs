@@ -282,6 +282,52 @@ fn large_answers_serialized_by_their_handlers_stay_within_the_frame_limit() {
 }
 
 #[test]
+fn answers_written_by_their_handlers_carry_every_character_under_any_id() {
+    // The read tool's text and file/read's lines are escaped by the daemon's own escaper
+    // straight into the response: control characters, quotes, backslashes, non-ASCII, CRLF
+    // and a lone CR come back as the file has them, under a string id that needs escaping
+    // too, alone and in a batch.
+    let daemon = Daemon::start(&[]);
+    let root = filectx_tests::root_of(&daemon);
+    let controls: String = (1u8..0x20).filter(|&b| b != b'\n' && b != b'\r').map(char::from).collect();
+    let lines = [
+        format!("ctl {controls} end"),
+        "\"quoted\" \\back\\slash\\".to_owned(),
+        "é日✓\u{7f}\u{2028}".to_owned(),
+        String::new(),
+        "\tindented".to_owned(),
+        "cr\rinside".to_owned(),
+    ];
+    std::fs::write(root.join("odd.txt"), lines.join("\r\n") + "\r\n").unwrap();
+    let mut raw = daemon.session();
+    let id = "a \"quoted\"\tid\\";
+    raw.send(&json!({"jsonrpc": "2.0", "id": id, "method": "file/read", "params": {"path": "odd.txt"}}));
+    let read = raw.recv();
+    assert_eq!(read["id"], id, "{read}");
+    assert_eq!(read["result"]["lines"], json!(lines), "{read}");
+    assert_eq!(read["result"]["totalLines"], 6, "{read}");
+    let call = json!({"name": "read", "arguments": {"file_path": "odd.txt"}});
+    raw.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}));
+    let tool = raw.recv();
+    assert_eq!(tool["id"], id, "{tool}");
+    let numbered: String = lines.iter().zip(1..).map(|(line, n)| format!("{n:>6}\t{line}\n")).collect();
+    let expected = format!("{numbered}\n(End of file - total 6 lines)");
+    assert_eq!(tool["result"]["content"][0]["text"], expected.as_str(), "{tool}");
+    assert_eq!(tool["result"]["isError"], false, "{tool}");
+    raw.send(&json!([
+        {"jsonrpc": "2.0", "id": 7, "method": "file/read", "params": {"path": "odd.txt", "offset": 2, "limit": 1}},
+        {"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+         "params": {"name": "read", "arguments": {"file_path": "odd.txt", "offset": 3, "limit": 1}}},
+    ]));
+    let batch = raw.recv();
+    assert_eq!(batch[0]["id"], 7, "{batch}");
+    assert_eq!(batch[0]["result"]["lines"], json!([lines[1]]), "{batch}");
+    assert_eq!(batch[1]["id"], 8, "{batch}");
+    let text = format!("     3\t{}\n\n(Showing lines 3-3 of 6. Use offset=4 to continue.)", lines[2]);
+    assert_eq!(batch[1]["result"]["content"][0]["text"], text.as_str(), "{batch}");
+}
+
+#[test]
 fn absurd_content_length_is_answered_without_buffering() {
     let daemon = Daemon::start(&[]);
     let mut bystander = daemon.session();
