@@ -258,6 +258,12 @@ impl Leftovers {
         }
     }
 
+    /// Whether the folder at `path` was already cleaned since the start (a write there does not
+    /// list it).
+    pub fn cleaned(&self, path: &Path) -> bool {
+        self.cleaned.lock().unwrap_or_else(PoisonError::into_inner).contains(path)
+    }
+
     /// Removes the temporary files in `dir` (at `path`) left by this family's daemons that are
     /// gone, the first time a write goes to that folder; returns how many went.
     pub fn clean_once(&self, dir: &OwnedFd, path: &Path) -> usize {

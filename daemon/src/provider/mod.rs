@@ -16,6 +16,7 @@ pub mod beneath;
 pub mod budget;
 mod cache;
 mod cache_tests;
+mod closer;
 mod config;
 pub mod edit;
 mod error;

@@ -141,7 +141,9 @@ impl Provider {
                 if !consistent || prepared.base != Some(current) {
                     return Err(stale(Some(current)));
                 }
-                (false, self.replace(target, &locked, &prepared.bytes)?)
+                let landed = self.replace(target, &locked, &prepared.bytes)?;
+                super::write::release(locked, &landed);
+                (false, landed)
             }
             None if !consistent || prepared.base.is_some() => return Err(stale(None)),
             None => match self.create(target, &prepared.bytes) {

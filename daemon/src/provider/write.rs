@@ -39,11 +39,17 @@ pub(super) struct Edited {
 /// Where a write landed: the file's hard links, and the fingerprint of the inode a rename left
 /// at the path (`None` for a write in place, or when the path no longer names that inode).
 pub(super) struct Landed {
+    /// Whether a new inode was renamed onto the path (else it was written in place).
+    pub renamed: bool,
     /// Hard links of the written file.
     pub links: u64,
     /// The renamed inode's fingerprint, looked at after the rename.
     pub fingerprint: Option<Fingerprint>,
 }
+
+/// The largest file an edit changes right on an async worker (see [`Provider::edit_at_once`]):
+/// reading, hashing, matching and writing this much takes well under a millisecond.
+pub const AT_ONCE_BYTES: u64 = 256 * 1024;
 
 /// What a fingerprint needs of `statx`.
 const STATX_FINGERPRINT: rustix::fs::StatxFlags = rustix::fs::StatxFlags::BASIC_STATS;
@@ -61,6 +67,14 @@ fn stat_of(statx: rustix::io::Result<rustix::fs::Statx>) -> Option<(Fingerprint,
         return None;
     }
     Some((Fingerprint::of_statx(&statx), u64::from(statx.stx_nlink)))
+}
+
+/// Lets go of the replaced file's lock: a file a rename replaced is closed off the request's path
+/// (closing its last descriptor frees it, see [`closer`](super::closer)); any other closes here.
+pub(super) fn release(locked: lock::LockedFile, landed: &Landed) {
+    if landed.renamed {
+        locked.release_replaced();
+    }
 }
 
 /// The daemon's effective user and group, asked once: a staged file whose target belongs to
@@ -165,7 +179,9 @@ impl Provider {
                     }
                 }
                 let bytes = self.conventional(target, &locked, content, conventions)?;
-                (false, self.replace(target, &locked, &bytes)?, bytes)
+                let landed = self.replace(target, &locked, &bytes)?;
+                release(locked, &landed);
+                (false, landed, bytes)
             }
             false => {
                 if let Expect::Version(_) = expect.0 {
@@ -177,7 +193,9 @@ impl Provider {
                         // It appeared between our stat and our create: replace it instead.
                         let locked = self.lock_file(target)?;
                         let bytes = self.conventional(target, &locked, content, conventions)?;
-                        (false, self.replace(target, &locked, &bytes)?, bytes)
+                        let landed = self.replace(target, &locked, &bytes)?;
+                        release(locked, &landed);
+                        (false, landed, bytes)
                     }
                     Err(e) => return Err(e),
                 }
@@ -230,10 +248,50 @@ impl Provider {
     ) -> Result<EditOutcome, ProviderError> {
         let _guard = self.lock_path(target)?;
         let locked = self.lock_edited(target)?;
+        self.edit_locked(target, locked, change, expected)
+    }
+
+    /// [`Provider::edit`] for an async worker, answered only when it is small and can go ahead
+    /// at once: no fsync, a regular file of at most [`AT_ONCE_BYTES`] with one link on a local
+    /// filesystem, both locks free right now, and a folder already cleaned of leftovers. `None`
+    /// when any of that does not hold; nothing was written then, and the caller runs
+    /// [`Provider::edit`] on a blocking thread instead. The critical section is the same one.
+    pub fn edit_at_once(
+        &self,
+        target: &Resolved,
+        change: &Replacement<'_>,
+        expected: Version,
+    ) -> Option<Result<EditOutcome, ProviderError>> {
+        let small = target.file.as_ref().is_some_and(|found| found.fingerprint.size <= AT_ONCE_BYTES);
+        if self.config.fsync || !small || !self.leftovers.cleaned(target.path.parent()?) {
+            return None;
+        }
+        let _guard = self.locks.lock(&target.path, std::time::Duration::ZERO)?;
+        let locked = lock::lock_file(&target.dir, &target.rel, std::time::Duration::ZERO).ok()?;
+        let meta = &locked.meta;
+        if !meta.is_file()
+            || meta.len() > AT_ONCE_BYTES
+            || meta.nlink() != 1
+            || !super::mmap::mappable(&locked.file)
+        {
+            return None;
+        }
+        Some(self.edit_locked(target, locked, change, expected))
+    }
+
+    /// The rest of an edit's critical section, on the locked file (let go of at the end).
+    fn edit_locked(
+        &self,
+        target: &Resolved,
+        locked: lock::LockedFile,
+        change: &Replacement<'_>,
+        expected: Version,
+    ) -> Result<EditOutcome, ProviderError> {
         let edited = self.edited(target, &locked, change, expected)?;
         let (out, replacements, regions) = (edited.out, edited.replacements, edited.regions);
         crash_point!("provider::edit::matched");
         let landed = self.replace(target, &locked, &out)?;
+        release(locked, &landed);
         let version = self.remember_written(target, &out, &landed);
         Ok(EditOutcome { replacements, version, links: landed.links, written: out, regions })
     }
@@ -436,7 +494,7 @@ impl Provider {
                 Ok(())
             })();
             written.map_err(|e| io_error(&target.display, "write", e))?;
-            return Ok(Landed { links: now.nlink(), fingerprint: None });
+            return Ok(Landed { renamed: false, links: now.nlink(), fingerprint: None });
         }
         let (dir, name) = self.parent_of(target)?;
         let dir_path = target.path.parent().unwrap_or(Path::new("/"));
@@ -486,11 +544,11 @@ impl Provider {
             stat_of(rustix::fs::statx(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW, STATX_FINGERPRINT));
         match (staged, now) {
             (Some((staged, _)), Some((now, links))) if (staged.dev, staged.ino) == (now.dev, now.ino) => {
-                Ok(Landed { links, fingerprint: Some(now) })
+                Ok(Landed { renamed: true, links, fingerprint: Some(now) })
             }
             (_, now) => {
                 self.own.abandon(&target.path);
-                Ok(Landed { links: now.map_or(1, |(_, links)| links), fingerprint: None })
+                Ok(Landed { renamed: true, links: now.map_or(1, |(_, links)| links), fingerprint: None })
             }
         }
     }
@@ -563,7 +621,7 @@ impl Provider {
         let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
         result?;
         self.sync_dir(&dir, target)?;
-        Ok(Landed { links: 1, fingerprint: None })
+        Ok(Landed { renamed: false, links: 1, fingerprint: None })
     }
 }
 
@@ -604,4 +662,73 @@ fn file_name(target: &Resolved) -> Result<&OsStr, ProviderError> {
         .file_name()
         .filter(|name| beneath::is_plain_name(name))
         .ok_or_else(|| ProviderError::IsDirectory { path: target.display.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{ProviderConfig, RootDir, Scope};
+
+    fn setup(fsync: bool) -> (tempfile::TempDir, std::path::PathBuf, Provider) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, root, Provider::new(ProviderConfig { fsync, ..Default::default() }))
+    }
+
+    #[test]
+    fn an_edit_is_made_at_once_only_when_it_can_go_ahead_at_once() {
+        let (_dir, root, provider) = setup(false);
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        std::fs::write(root.join("a.txt"), "one two three\n").unwrap();
+        let change = Replacement::new("two", "2", false).unwrap();
+        let base = Version::of(b"one two three\n");
+        let target = provider.resolve("a.txt", scope).unwrap();
+        assert!(provider.edit_at_once(&target, &change, base).is_none(), "the folder is not cleaned yet");
+
+        let done = provider.edit(&target, &Replacement::new("one", "1", false).unwrap(), base).unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let held = lock::lock_file(&target.dir, &target.rel, std::time::Duration::ZERO).unwrap();
+        assert!(provider.edit_at_once(&target, &change, done.version).is_none(), "another holds the flock");
+        drop(held);
+        let guard = provider.lock_path(&target).unwrap();
+        assert!(provider.edit_at_once(&target, &change, done.version).is_none(), "the path lock is held");
+        drop(guard);
+        let stale = provider.edit_at_once(&target, &change, base).unwrap();
+        assert!(
+            matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == done.version)
+        );
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"1 two three\n", "nothing written yet");
+
+        let made = provider.edit_at_once(&target, &change, done.version).unwrap().unwrap();
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"1 2 three\n");
+        assert_eq!(made.version, Version::of(b"1 2 three\n"));
+        assert_eq!((made.replacements, made.links), (1, 1));
+
+        // Too big for at once (by what resolving saw, and by what the locked file says).
+        let big = "x".repeat(usize::try_from(AT_ONCE_BYTES).unwrap() + 1);
+        std::fs::write(root.join("b.txt"), &big).unwrap();
+        let target = provider.resolve("b.txt", scope).unwrap();
+        let change = Replacement::new("xx", "y", true).unwrap();
+        assert!(provider.edit_at_once(&target, &change, Version::of(big.as_bytes())).is_none());
+        std::fs::write(root.join("c.txt"), "small").unwrap();
+        let target = provider.resolve("c.txt", scope).unwrap();
+        std::fs::write(root.join("c.txt"), &big).unwrap();
+        assert!(provider.edit_at_once(&target, &change, Version::of(big.as_bytes())).is_none());
+        assert_eq!(std::fs::read(root.join("c.txt")).unwrap(), big.as_bytes(), "nothing written");
+    }
+
+    #[test]
+    fn with_fsync_an_edit_is_never_made_at_once() {
+        let (_dir, root, provider) = setup(true);
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        std::fs::write(root.join("a.txt"), "one two\n").unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let base = Version::of(b"one two\n");
+        let done = provider.edit(&target, &Replacement::new("one", "1", false).unwrap(), base).unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let change = Replacement::new("two", "2", false).unwrap();
+        assert!(provider.edit_at_once(&target, &change, done.version).is_none());
+    }
 }
