@@ -247,11 +247,14 @@ impl WatchHub {
     }
 
     fn watch(&self, path: &Path) {
-        // What the daemon told about writes there was recorded while its events went unseen.
-        self.provider.own_writes().forget_in(path);
         let mut watcher = self.watcher.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(watcher) = watcher.as_mut() else { return };
-        match watcher.watch(path, RecursiveMode::NonRecursive) {
+        let watched = watcher.watch(path, RecursiveMode::NonRecursive);
+        // What the daemon told about its writes there was recorded while their events (and
+        // anyone else's) went unseen: forgotten once the watch holds (or failed), so that a
+        // rename landing before the watch took hold is never trusted.
+        self.provider.own_writes().forget_in(path);
+        match watched {
             Ok(()) => {
                 self.lock().active.insert(path.to_owned());
             }
@@ -418,7 +421,15 @@ impl WatchHub {
             let Some(roots) = observers.iter().find_map(|(_, s)| s.options().map(|o| o.roots.clone())) else {
                 continue;
             };
-            let current = match self.provider.current_version_seen(&path, &roots) {
+            // What the daemon told about its own write is used only in a folder watched now
+            // (and since before the write: starting a watch forgets what was told there).
+            let watched = path.parent().is_some_and(|dir| self.lock().active.contains(dir));
+            let current = if watched {
+                self.provider.current_version_seen(&path, &roots)
+            } else {
+                self.provider.current_version_in(&path, &roots)
+            };
+            let current = match current {
                 Ok(version) => version,
                 Err(err) => {
                     tracing::debug!(path = %path.display(), %err, "cannot re-check a changed file");

@@ -19,9 +19,10 @@
 //! delete, a rename away) produces an event about it, and such an event makes the path
 //! foreign: a change in the same timestamp tick as the daemon's write is hashed like any
 //! other. An event the watcher has not read yet when it checks does not get lost either: it
-//! marks the path when it is read, and the check it causes hashes the file. The watcher
-//! forgets what it was told about a folder whenever it starts (or restarts) watching it, and
-//! everything when it lost events, so nothing recorded while events could go unseen is used.
+//! marks the path when it is read, and the check it causes hashes the file. The watcher uses
+//! what it was told only for a folder it watches, forgets what it was told about a folder once
+//! a watch on it (re)starts, and everything when it lost events, so nothing recorded while
+//! events could go unseen is used.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
