@@ -353,6 +353,14 @@ impl Gates {
         }
     }
 
+    /// Runs `work` at once, as a write call that no gate watches, when no gate is registered
+    /// and no registration is under way (it never waits for the barrier); `None` otherwise.
+    /// A registration that starts meanwhile waits for `work` like for any write call.
+    pub fn run_ungated<T>(&self, work: impl FnOnce() -> T) -> Option<T> {
+        let _barrier = self.barrier.try_read().ok()?;
+        (self.count.load(Ordering::Acquire) == 0).then(work)
+    }
+
     /// Registers a gate (blocking: waits for the write calls that did not see it to end).
     pub fn register(&self, spec: GateSpec) -> Result<String, GateError> {
         if !self.enabled {

@@ -9,6 +9,14 @@
 //! notify is a hint, never the source of truth: freshness is still decided by content on every
 //! access. Queue overflow (rescan), watcher errors and running out of watches drop the whole
 //! cache and re-check every observed file; they are logged once with what to do.
+//!
+//! The daemon's own writes cost it little here (see [`crate::provider::own`]): events about the
+//! temporary files it staged are dropped on notify's thread (matched by their exact names, which
+//! only this daemon can have made), every other event marks its path for the provider's told
+//! versions, and a re-check of a path the daemon itself just replaced takes the version it wrote
+//! from one `stat` (same inode, size and times, and no event but its own rename since) instead
+//! of hashing the file. notify's thread gathers paths in one inbox and wakes the processing
+//! task only when the inbox was empty: one wake-up per coalescing interval, not one per event.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -18,32 +26,69 @@ use std::time::Duration;
 
 use filectx_protocol::FileDidChange;
 use filectx_protocol::methods::FILE_DID_CHANGE;
-use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
 
 use crate::context::Files;
 use crate::context::{ObservationSink, Version};
 use crate::provider::Provider;
+use crate::provider::own::{OwnWrites, Touch};
 use crate::provider::resolve::display;
 use crate::session::Session;
 
 /// Changes to one file within this interval yield at most one round of notifications.
 pub const COALESCE: Duration = Duration::from_millis(50);
 
-/// Events queued between notify's thread and the processing task; past this the watcher
-/// falls back to a full re-check.
+/// Distinct paths gathered between notify's thread and the processing task; past this the
+/// watcher falls back to a full re-check.
 const EVENT_QUEUE: usize = 8192;
 
-/// What notify's thread hands to the processing task.
-#[derive(Debug)]
-enum Signal {
+/// What notify's thread (and the hub) hand to the processing task, gathered until it runs.
+#[derive(Debug, Default)]
+struct Pending {
     /// These paths may have changed.
-    Paths(Vec<PathBuf>),
+    paths: HashSet<PathBuf>,
+    /// Observed paths to check (their check was put off, or they may have changed unseen).
+    rechecks: Vec<PathBuf>,
     /// Events were lost or the watcher failed: re-check everything.
-    Rescan(String),
-    /// Observed paths whose check was put off (their session was writing them).
-    Recheck(Vec<PathBuf>),
+    rescan: Option<String>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.paths.is_empty() && self.rechecks.is_empty() && self.rescan.is_none()
+    }
+}
+
+/// The processing task's inbox: what is pending, and its wake-up.
+#[derive(Debug, Default)]
+struct Inbox {
+    pending: Mutex<Pending>,
+    wake: tokio::sync::Notify,
+}
+
+impl Inbox {
+    /// Adds to what is pending; wakes the task only when nothing was (it takes everything
+    /// pending once its coalescing interval is over).
+    fn add(&self, add: impl FnOnce(&mut Pending)) {
+        let woken = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let was_empty = pending.is_empty();
+            add(&mut pending);
+            if pending.paths.len() > EVENT_QUEUE {
+                pending.paths = HashSet::new();
+                pending.rescan.get_or_insert_with(|| "events were dropped".to_owned());
+            }
+            was_empty && !pending.is_empty()
+        };
+        if woken {
+            self.wake.notify_one();
+        }
+    }
+
+    fn take(&self) -> Pending {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner))
+    }
 }
 
 /// Who holds an observation: a session's owner (`None`: its default owner).
@@ -103,8 +148,8 @@ pub struct WatchHub {
     provider: Arc<Provider>,
     state: Mutex<State>,
     watcher: Mutex<Option<RecommendedWatcher>>,
-    /// For putting off checks: the processing task's own queue.
-    requeue: mpsc::Sender<Signal>,
+    /// The processing task's inbox (notify's thread adds to it too).
+    inbox: Arc<Inbox>,
     /// Whether "out of watches" was already logged.
     warned_limit: AtomicBool,
 }
@@ -112,6 +157,13 @@ pub struct WatchHub {
 impl std::fmt::Debug for WatchHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WatchHub").field("watched", &self.watched()).finish()
+    }
+}
+
+impl Drop for WatchHub {
+    fn drop(&mut self) {
+        // The processing task finds the hub gone and ends.
+        self.inbox.wake.notify_one();
     }
 }
 
@@ -127,22 +179,21 @@ impl WatchHub {
     /// notifications. Must be called inside the tokio runtime.
     pub fn start(files: &Files) -> Arc<WatchHub> {
         let provider = files.provider().clone();
-        let (tx, rx) = mpsc::channel::<Signal>(EVENT_QUEUE);
-        let requeue = tx.clone();
-        let overflow = Arc::new(AtomicBool::new(false));
-        let overflowed = overflow.clone();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            let signal = match event {
-                Ok(event) if event.need_rescan() => {
-                    Signal::Rescan("the kernel's event queue overflowed".into())
-                }
-                Ok(event) if is_own_read(&event.kind) => return,
-                Ok(event) => Signal::Paths(event.paths),
-                Err(err) => Signal::Rescan(format!("watcher error: {err}")),
-            };
-            if tx.try_send(signal).is_err() {
-                overflowed.store(true, Ordering::Release);
+        let inbox = Arc::new(Inbox::default());
+        let events = inbox.clone();
+        let own = provider.clone();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            Ok(event) if event.need_rescan() => {
+                events.add(|p| p.rescan = Some("the kernel's event queue overflowed".into()));
             }
+            Ok(event) if is_own_read(&event.kind) => {}
+            Ok(event) => {
+                let paths = others(own.own_writes(), event);
+                if !paths.is_empty() {
+                    events.add(|p| p.paths.extend(paths));
+                }
+            }
+            Err(err) => events.add(|p| p.rescan = Some(format!("watcher error: {err}"))),
         });
         let watcher = match watcher {
             Ok(watcher) => Some(watcher),
@@ -155,10 +206,10 @@ impl WatchHub {
             provider,
             state: Mutex::default(),
             watcher: Mutex::new(watcher),
-            requeue,
+            inbox: inbox.clone(),
             warned_limit: AtomicBool::new(false),
         });
-        tokio::spawn(process(Arc::downgrade(&hub), rx, overflow));
+        tokio::spawn(process(Arc::downgrade(&hub), inbox));
         hub
     }
 
@@ -187,7 +238,7 @@ impl WatchHub {
     /// changed while it was away).
     pub fn recheck(&self, paths: Vec<PathBuf>) {
         if !paths.is_empty() {
-            let _ = self.requeue.try_send(Signal::Recheck(paths));
+            self.inbox.add(|p| p.rechecks.extend(paths));
         }
     }
 
@@ -198,7 +249,12 @@ impl WatchHub {
     fn watch(&self, path: &Path) {
         let mut watcher = self.watcher.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(watcher) = watcher.as_mut() else { return };
-        match watcher.watch(path, RecursiveMode::NonRecursive) {
+        let watched = watcher.watch(path, RecursiveMode::NonRecursive);
+        // What the daemon told about its writes there was recorded while their events (and
+        // anyone else's) went unseen: forgotten once the watch holds (or failed), so that a
+        // rename landing before the watch took hold is never trusted.
+        self.provider.own_writes().forget_in(path);
+        match watched {
             Ok(()) => {
                 self.lock().active.insert(path.to_owned());
             }
@@ -253,7 +309,7 @@ impl WatchHub {
             // A change between the read and the watch taking hold produced no event: look once.
             let later = self.check(HashSet::from([path.to_owned()]));
             if !later.is_empty() {
-                let _ = self.requeue.try_send(Signal::Recheck(later));
+                self.inbox.add(|p| p.rechecks.extend(later));
             }
         }
         // A file with several hard links can change through a name in a folder we do not
@@ -365,7 +421,15 @@ impl WatchHub {
             let Some(roots) = observers.iter().find_map(|(_, s)| s.options().map(|o| o.roots.clone())) else {
                 continue;
             };
-            let current = match self.provider.current_version_in(&path, &roots) {
+            // What the daemon told about its own write is used only in a folder watched now
+            // (and since before the write: starting a watch forgets what was told there).
+            let watched = path.parent().is_some_and(|dir| self.lock().active.contains(dir));
+            let current = if watched {
+                self.provider.current_version_seen(&path, &roots)
+            } else {
+                self.provider.current_version_in(&path, &roots)
+            };
+            let current = match current {
                 Ok(version) => version,
                 Err(err) => {
                     tracing::debug!(path = %path.display(), %err, "cannot re-check a changed file");
@@ -446,32 +510,44 @@ impl ObservationSink for SessionSink {
     }
 }
 
+/// The paths of an event that are not the daemon's own staged files, each marked for the
+/// provider's told versions (a rename onto a path lets the fingerprint decide; anything else
+/// makes the path foreign). Runs on notify's thread.
+fn others(own: &OwnWrites, event: notify::Event) -> Vec<PathBuf> {
+    let gone =
+        matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)) | EventKind::Remove(_));
+    let mut paths = event.paths;
+    paths.retain(|path| !own.is_staged(path, gone));
+    let last = paths.len().saturating_sub(1);
+    for (at, path) in paths.iter().enumerate() {
+        let touch = match event.kind {
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)) => Touch::RenamedOnto,
+            // (from, to): renamed away from the first, onto the last.
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if at == last => Touch::RenamedOnto,
+            _ => Touch::Other,
+        };
+        own.touched(path, touch);
+    }
+    paths
+}
+
 /// Turns watcher signals into invalidations (at once) and notifications (coalesced).
-async fn process(hub: Weak<WatchHub>, mut rx: mpsc::Receiver<Signal>, overflow: Arc<AtomicBool>) {
+async fn process(hub: Weak<WatchHub>, inbox: Arc<Inbox>) {
     let mut logged_rescan = false;
-    while let Some(first) = rx.recv().await {
-        let mut signals = vec![first];
+    loop {
+        inbox.wake.notified().await;
         // Gather whatever else arrives within the coalescing interval.
-        let deadline = tokio::time::Instant::now() + COALESCE;
-        while let Ok(Some(signal)) = tokio::time::timeout_at(deadline, rx.recv()).await {
-            signals.push(signal);
-        }
+        tokio::time::sleep(COALESCE).await;
         let Some(hub) = hub.upgrade() else { return };
-        let mut rescan = overflow.swap(false, Ordering::AcqRel).then(|| "events were dropped".to_owned());
+        let Pending { paths: changed, rechecks, rescan } = inbox.take();
+        let changed: Vec<PathBuf> = changed.into_iter().collect();
         let mut paths = HashSet::new();
-        for signal in signals {
-            match signal {
-                Signal::Paths(changed) => {
-                    for path in &changed {
-                        // Invalidation is never delayed.
-                        hub.provider.forget(path);
-                    }
-                    hub.affected(&changed, &mut paths);
-                }
-                Signal::Rescan(why) => rescan = Some(why),
-                Signal::Recheck(again) => paths.extend(again),
-            }
+        for path in &changed {
+            // Invalidation is never delayed beyond the interval.
+            hub.provider.forget(path);
         }
+        hub.affected(&changed, &mut paths);
+        paths.extend(rechecks);
         if let Some(why) = rescan {
             if !logged_rescan {
                 tracing::warn!(%why, "file watcher lost events; re-checking every observed file (raise fs.inotify.max_queued_events if this repeats)");
@@ -479,6 +555,7 @@ async fn process(hub: Weak<WatchHub>, mut rx: mpsc::Receiver<Signal>, overflow: 
             }
             hub.provider.forget_all();
             hub.provider.forget_all_listings();
+            hub.provider.own_writes().forget_all();
             paths = hub.all_observed();
         }
         if paths.is_empty() {
@@ -487,10 +564,10 @@ async fn process(hub: Weak<WatchHub>, mut rx: mpsc::Receiver<Signal>, overflow: 
         let checker = hub.clone();
         match tokio::task::spawn_blocking(move || checker.check(paths)).await {
             Ok(later) if !later.is_empty() => {
-                let requeue = hub.requeue.clone();
+                let inbox = hub.inbox.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(COALESCE).await;
-                    let _ = requeue.send(Signal::Recheck(later)).await;
+                    inbox.add(|p| p.rechecks.extend(later));
                 });
             }
             Ok(_) => {}

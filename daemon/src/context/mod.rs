@@ -239,7 +239,10 @@ impl<'a> FileContext<'a> {
     /// The same context in warm-only mode, for running on an async worker: a read answers only
     /// from the provider's warm path ([`Provider::read_cached`]); when it would need to open,
     /// load or hash, it fails with [`ContextError::Cold`] and sets `cold`, and the caller runs
-    /// the call again normally on a blocking thread. Nothing is recorded for a cold read.
+    /// the call again normally on a blocking thread. Nothing is recorded for a cold read. An
+    /// edit goes ahead only when it is small and can at once ([`Provider::edit_at_once`]), and
+    /// a stale one is cold too (its answer reads the current file); a whole-file write is
+    /// always cold. Nothing is written for a cold call.
     pub fn warm_only(self, cold: &'a std::sync::atomic::AtomicBool) -> Self {
         Self { cold: Some(cold), ..self }
     }
@@ -294,6 +297,11 @@ impl<'a> FileContext<'a> {
     /// session only.
     pub fn write(&self, path: &str, content: &str) -> Result<WriteView, ContextError> {
         let target = self.target(path, Access::Write)?;
+        if let Some(cold) = self.cold {
+            // Whole-file writes always run on a blocking thread.
+            cold.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(ContextError::Cold { path: target.display });
+        }
         let _writing = self.observed.writing(&target.path);
         let seen = if target.exists {
             match self.observed.get(&target.path) {
@@ -389,9 +397,22 @@ impl<'a> FileContext<'a> {
             return Err(ContextError::NotObserved { path: target.display });
         };
         let expect = Expectation::version(observed);
+        let cold = |target: Resolved| {
+            if let Some(cold) = self.cold {
+                cold.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(ContextError::Cold { path: target.display })
+        };
         let edited = match self
             .through_gate(&target, expect, || self.provider.prepare_edit(&target, change, observed))
         {
+            Ok(Passage::Direct) if self.cold.is_some() => {
+                match self.provider.edit_at_once(&target, change, observed) {
+                    // A stale edit's answer reads the current file for its diff: not here.
+                    None | Some(Err(FileError::StaleVersion { .. })) => return cold(target),
+                    Some(edited) => edited,
+                }
+            }
             Ok(Passage::Direct) => self.provider.edit(&target, change, observed),
             Ok(Passage::Done(prepared, done)) => Ok(committed_edit(prepared, done)),
             Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display }),

@@ -67,6 +67,20 @@ pub fn random_hex(bytes: usize) -> String {
     out
 }
 
+/// 32 hex digits nobody can guess, without a system call each time: the keyed blake3 hash of
+/// a counter, under a key drawn once from `getrandom(2)` (never the same twice in one
+/// process; `O_EXCL` does the rest).
+fn unguessable() -> String {
+    static KEY: LazyLock<[u8; 32]> = LazyLock::new(|| {
+        let hex = random_hex(32);
+        *blake3::hash(hex.as_bytes()).as_bytes()
+    });
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let hash = blake3::keyed_hash(&KEY, &n.to_le_bytes());
+    hash.to_hex()[..32].to_owned()
+}
+
 /// Who made a temporary file: boot, pid and the process's start time (clock ticks since boot).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Creator {
@@ -220,14 +234,21 @@ impl Leftovers {
             // Without /proc the creator cannot be named; such files are never cleaned.
             None => ("nobootid", 0, 0),
         };
-        format!(".{}.filectx-{}-{boot}-{pid}-{start}-{}.tmp", name_part(name), self.token, random_hex(16))
+        format!(".{}.filectx-{}-{boot}-{pid}-{start}-{}.tmp", name_part(name), self.token, unguessable())
     }
 
     /// Creates a new temporary file for `name` in `dir`: `O_EXCL`, mode 0600, never through a
-    /// symlink. Returns its name and the open file.
-    pub fn create(&self, dir: &OwnedFd, name: &str) -> std::io::Result<(String, File)> {
+    /// symlink; `announce` is told each name just before it is tried. Returns its name and the
+    /// open file.
+    pub fn create(
+        &self,
+        dir: &OwnedFd,
+        name: &str,
+        announce: &dyn Fn(&str),
+    ) -> std::io::Result<(String, File)> {
         loop {
             let temp = self.temp_name(name);
+            announce(&temp);
             let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             match rustix::fs::openat(dir, temp.as_str(), flags, Mode::from_raw_mode(0o600)) {
                 Ok(fd) => return Ok((temp, File::from(fd))),
@@ -235,6 +256,12 @@ impl Leftovers {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Whether the folder at `path` was already cleaned since the start (a write there does not
+    /// list it).
+    pub fn cleaned(&self, path: &Path) -> bool {
+        self.cleaned.lock().unwrap_or_else(PoisonError::into_inner).contains(path)
     }
 
     /// Removes the temporary files in `dir` (at `path`) left by this family's daemons that are
@@ -386,15 +413,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fd = open(dir.path());
         let leftovers = Leftovers::default();
-        let (a, _) = leftovers.create(&fd, "x.txt").unwrap();
-        let (b, _) = leftovers.create(&fd, "x.txt").unwrap();
+        let (a, _) = leftovers.create(&fd, "x.txt", &|_| {}).unwrap();
+        let (b, _) = leftovers.create(&fd, "x.txt", &|_| {}).unwrap();
         assert_ne!(a, b);
         assert!(creator(&a, &leftovers.token).is_some());
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path().join(&a)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let long = "é".repeat(200);
-        let (c, _) = leftovers.create(&fd, &long).unwrap();
+        let (c, _) = leftovers.create(&fd, &long, &|_| {}).unwrap();
         assert!(c.len() <= 255, "{}", c.len());
     }
 }

@@ -96,6 +96,16 @@ pub struct LockedFile {
     pub meta: std::fs::Metadata,
 }
 
+impl LockedFile {
+    /// Lets go of the lock now and closes the file soon, off the caller's path (see
+    /// [`closer`](super::closer)): for a file just replaced by rename, whose closing frees it.
+    pub fn release_replaced(self) {
+        if FileExt::unlock(&self.file).is_ok() {
+            super::closer::close_later(self.file);
+        }
+    }
+}
+
 /// Why a file could not be locked.
 #[derive(Debug)]
 pub enum LockError {

@@ -16,6 +16,7 @@ pub mod beneath;
 pub mod budget;
 mod cache;
 mod cache_tests;
+mod closer;
 mod config;
 pub mod edit;
 mod error;
@@ -26,6 +27,7 @@ pub mod listings;
 pub mod lock;
 pub mod mmap;
 mod outcome;
+pub mod own;
 mod prepared;
 mod read;
 pub mod resolve;
@@ -48,6 +50,7 @@ use self::leftovers::Leftovers;
 use self::listings::Listings;
 use self::lock::PathLocks;
 pub use self::outcome::{Conventions, EditOutcome, Expectation, Kind, ReadOutcome, Stat, WriteOutcome};
+use self::own::OwnWrites;
 pub use self::prepared::{Committed, Prepared};
 pub use self::resolve::{Resolved, Scope};
 pub use self::snapshot::{Changed, Snapshot, WindowError};
@@ -69,6 +72,8 @@ pub struct Provider {
     store: ContentStore,
     /// Warm listings of searched folders (see [`listings`]).
     listings: Listings,
+    /// The daemon's own writes, for the watcher (see [`own`]).
+    own: OwnWrites,
 }
 
 impl Provider {
@@ -83,7 +88,13 @@ impl Provider {
             cache: Mutex::default(),
             locks: PathLocks::default(),
             hashed: AtomicU64::new(0),
+            own: OwnWrites::default(),
         }
+    }
+
+    /// The daemon's own writes (staged names, told versions), for the watcher.
+    pub fn own_writes(&self) -> &OwnWrites {
+        &self.own
     }
 
     /// Bytes of file content hashed to learn versions since the daemon started (reads, stats and

@@ -128,7 +128,7 @@ impl Provider {
             Expect::Absent => prepared.base.is_none(),
             Expect::Version(version) => prepared.base == Some(version),
         };
-        let (created, links) = match existing {
+        let (created, landed) = match existing {
             Some(meta) if meta.is_dir() => {
                 return Err(ProviderError::IsDirectory { path: target.display.clone() });
             }
@@ -141,11 +141,13 @@ impl Provider {
                 if !consistent || prepared.base != Some(current) {
                     return Err(stale(Some(current)));
                 }
-                (false, self.replace(target, &locked, &prepared.bytes)?.1)
+                let landed = self.replace(target, &locked, &prepared.bytes)?;
+                super::write::release(locked, &landed);
+                (false, landed)
             }
             None if !consistent || prepared.base.is_some() => return Err(stale(None)),
             None => match self.create(target, &prepared.bytes) {
-                Ok(links) => (true, links),
+                Ok(landed) => (true, landed),
                 // It appeared between our stat and our create: not what was prepared against.
                 Err(ProviderError::AlreadyExists { .. }) => {
                     return Err(stale(self.current_version(target)?));
@@ -153,8 +155,8 @@ impl Provider {
                 Err(e) => return Err(e),
             },
         };
-        let version = self.remember_written(target, &prepared.bytes);
-        Ok(Committed { created, version, links })
+        let version = self.remember_written(target, &prepared.bytes, &landed);
+        Ok(Committed { created, version, links: landed.links })
     }
 }
 

@@ -63,6 +63,20 @@ impl Fingerprint {
         }
     }
 
+    /// The fingerprint of a `statx` answer (the same as [`Fingerprint::of`] the same file's
+    /// metadata: std builds `Metadata` from `statx` too).
+    pub fn of_statx(statx: &rustix::fs::Statx) -> Self {
+        let ns =
+            |t: &rustix::fs::StatxTimestamp| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+        Self {
+            dev: rustix::fs::makedev(statx.stx_dev_major, statx.stx_dev_minor),
+            ino: statx.stx_ino,
+            size: statx.stx_size,
+            mtime_ns: ns(&statx.stx_mtime),
+            ctime_ns: ns(&statx.stx_ctime),
+        }
+    }
+
     /// The later of the two timestamps.
     fn latest_ns(&self) -> i128 {
         self.mtime_ns.max(self.ctime_ns)
@@ -100,6 +114,22 @@ mod tests {
         assert_eq!(Version::parse(&v.to_string()), Some(v));
         assert_ne!(Version::of(b"hello!"), v);
         assert_eq!(Version::parse("not-a-version"), None);
+    }
+
+    #[test]
+    fn a_statx_fingerprint_is_the_metadata_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, "some bytes").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let statx = rustix::fs::statx(
+            &file,
+            "",
+            rustix::fs::AtFlags::EMPTY_PATH,
+            rustix::fs::StatxFlags::BASIC_STATS,
+        )
+        .unwrap();
+        assert_eq!(Fingerprint::of_statx(&statx), Fingerprint::of(&file.metadata().unwrap()));
     }
 
     #[test]

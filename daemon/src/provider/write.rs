@@ -18,8 +18,8 @@ use super::lock::{self, LockError};
 use super::outcome::Expect;
 use super::read::{read_all_at, regular};
 use super::{
-    Conventions, EditOutcome, Expectation, Provider, ProviderError, Resolved, Version, WriteOutcome,
-    leftovers,
+    Conventions, EditOutcome, Expectation, Fingerprint, Provider, ProviderError, Resolved, Version,
+    WriteOutcome, leftovers,
 };
 
 /// An edit computed on a locked file (see [`Provider::edited`]).
@@ -34,6 +34,47 @@ pub(super) struct Edited {
     pub replacements: u64,
     /// The first edited places of the new version.
     pub regions: Vec<edit::Region>,
+}
+
+/// Where a write landed: the file's hard links, and the fingerprint of the inode a rename left
+/// at the path (`None` for a write in place, or when the path no longer names that inode).
+pub(super) struct Landed {
+    /// Whether a new inode was renamed onto the path (else it was written in place).
+    pub renamed: bool,
+    /// Hard links of the written file.
+    pub links: u64,
+    /// The renamed inode's fingerprint, looked at after the rename.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// The largest file an edit changes right on an async worker (see [`Provider::edit_at_once`]):
+/// reading, hashing, matching and writing this much takes well under a millisecond.
+pub const AT_ONCE_BYTES: u64 = 256 * 1024;
+
+/// What a fingerprint needs of `statx`.
+const STATX_FINGERPRINT: rustix::fs::StatxFlags = rustix::fs::StatxFlags::BASIC_STATS;
+
+/// A `statx` answer as a fingerprint and the hard links (`None`: it failed, or the kernel left
+/// out a field the fingerprint needs).
+fn stat_of(statx: rustix::io::Result<rustix::fs::Statx>) -> Option<(Fingerprint, u64)> {
+    let statx = statx.ok()?;
+    let needed = rustix::fs::StatxFlags::INO
+        | rustix::fs::StatxFlags::SIZE
+        | rustix::fs::StatxFlags::MTIME
+        | rustix::fs::StatxFlags::CTIME
+        | rustix::fs::StatxFlags::NLINK;
+    if !rustix::fs::StatxFlags::from_bits_retain(statx.stx_mask).contains(needed) {
+        return None;
+    }
+    Some((Fingerprint::of_statx(&statx), u64::from(statx.stx_nlink)))
+}
+
+/// Lets go of the replaced file's lock: a file a rename replaced is closed off the request's path
+/// (closing its last descriptor frees it, see [`closer`](super::closer)); any other closes here.
+pub(super) fn release(locked: lock::LockedFile, landed: &Landed) {
+    if landed.renamed {
+        locked.release_replaced();
+    }
 }
 
 /// The daemon's effective user and group, asked once: a staged file whose target belongs to
@@ -125,7 +166,7 @@ impl Provider {
     ) -> Result<WriteOutcome, ProviderError> {
         self.check_content(target, content)?;
         let _guard = self.lock_path(target)?;
-        let (created, links, written) = match self.existing(target, expect)? {
+        let (created, landed, written) = match self.existing(target, expect)? {
             true => {
                 let locked = self.lock_file(target)?;
                 if let Expect::Version(expected) = expect.0 {
@@ -138,25 +179,30 @@ impl Provider {
                     }
                 }
                 let bytes = self.conventional(target, &locked, content, conventions)?;
-                (false, self.replace(target, &locked, &bytes)?.1, bytes)
+                let landed = self.replace(target, &locked, &bytes)?;
+                release(locked, &landed);
+                (false, landed, bytes)
             }
             false => {
                 if let Expect::Version(_) = expect.0 {
                     return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
                 }
                 match self.create(target, content.as_bytes()) {
-                    Ok(links) => (true, links, Cow::Borrowed(content.as_bytes())),
+                    Ok(landed) => (true, landed, Cow::Borrowed(content.as_bytes())),
                     Err(ProviderError::AlreadyExists { .. }) if expect.0 == Expect::Any => {
                         // It appeared between our stat and our create: replace it instead.
                         let locked = self.lock_file(target)?;
                         let bytes = self.conventional(target, &locked, content, conventions)?;
-                        (false, self.replace(target, &locked, &bytes)?.1, bytes)
+                        let landed = self.replace(target, &locked, &bytes)?;
+                        release(locked, &landed);
+                        (false, landed, bytes)
                     }
                     Err(e) => return Err(e),
                 }
             }
         };
-        let version = self.remember_written(target, &written);
+        let version = self.remember_written(target, &written, &landed);
+        let links = landed.links;
         let converted = match written {
             Cow::Owned(bytes) => Some(bytes),
             Cow::Borrowed(_) => None,
@@ -202,12 +248,52 @@ impl Provider {
     ) -> Result<EditOutcome, ProviderError> {
         let _guard = self.lock_path(target)?;
         let locked = self.lock_edited(target)?;
+        self.edit_locked(target, locked, change, expected)
+    }
+
+    /// [`Provider::edit`] for an async worker, answered only when it is small and can go ahead
+    /// at once: no fsync, a regular file of at most [`AT_ONCE_BYTES`] with one link on a local
+    /// filesystem, both locks free right now, and a folder already cleaned of leftovers. `None`
+    /// when any of that does not hold; nothing was written then, and the caller runs
+    /// [`Provider::edit`] on a blocking thread instead. The critical section is the same one.
+    pub fn edit_at_once(
+        &self,
+        target: &Resolved,
+        change: &Replacement<'_>,
+        expected: Version,
+    ) -> Option<Result<EditOutcome, ProviderError>> {
+        let small = target.file.as_ref().is_some_and(|found| found.fingerprint.size <= AT_ONCE_BYTES);
+        if self.config.fsync || !small || !self.leftovers.cleaned(target.path.parent()?) {
+            return None;
+        }
+        let _guard = self.locks.lock(&target.path, std::time::Duration::ZERO)?;
+        let locked = lock::lock_file(&target.dir, &target.rel, std::time::Duration::ZERO).ok()?;
+        let meta = &locked.meta;
+        if !meta.is_file()
+            || meta.len() > AT_ONCE_BYTES
+            || meta.nlink() != 1
+            || !super::mmap::mappable(&locked.file)
+        {
+            return None;
+        }
+        Some(self.edit_locked(target, locked, change, expected))
+    }
+
+    /// The rest of an edit's critical section, on the locked file (let go of at the end).
+    fn edit_locked(
+        &self,
+        target: &Resolved,
+        locked: lock::LockedFile,
+        change: &Replacement<'_>,
+        expected: Version,
+    ) -> Result<EditOutcome, ProviderError> {
         let edited = self.edited(target, &locked, change, expected)?;
         let (out, replacements, regions) = (edited.out, edited.replacements, edited.regions);
         crash_point!("provider::edit::matched");
-        let (_, links) = self.replace(target, &locked, &out)?;
-        let version = self.remember_written(target, &out);
-        Ok(EditOutcome { replacements, version, links, written: out, regions })
+        let landed = self.replace(target, &locked, &out)?;
+        release(locked, &landed);
+        let version = self.remember_written(target, &out, &landed);
+        Ok(EditOutcome { replacements, version, links: landed.links, written: out, regions })
     }
 
     /// The edit of the locked file: its bytes read whole, the version checked against
@@ -269,10 +355,17 @@ impl Provider {
 
     /// The version of bytes we just wrote. What was cached for the file is dropped: an entry
     /// for a file just written would be racy (within the 2 s window), never trusted, so the next
-    /// access hashes and indexes it anyway.
-    pub(super) fn remember_written(&self, target: &Resolved, bytes: &[u8]) -> Version {
+    /// access hashes and indexes it anyway. The watcher is told the version and the fingerprint
+    /// of the inode the rename left there (see [`own`](super::own)); a write made in place is
+    /// told nothing.
+    pub(super) fn remember_written(&self, target: &Resolved, bytes: &[u8], landed: &Landed) -> Version {
         self.forget(&target.path);
-        Version::of(bytes)
+        let version = Version::of(bytes);
+        match landed.fingerprint {
+            Some(fingerprint) => self.own.wrote(&target.path, fingerprint, version),
+            None => self.own.abandon(&target.path),
+        }
+        version
     }
 
     /// The folder `target` lives in, opened beneath its root, with the target's own name.
@@ -307,7 +400,7 @@ impl Provider {
         let name = target.rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let (temp, mut file) = self
             .leftovers
-            .create(dir, &name)
+            .create(dir, &name, &|temp| self.own.stage(dir_path.join(temp)))
             .map_err(|e| io_error(&target.display, "create a temporary file for", e))?;
         crash_point!("provider::stage::created");
         let staged = (|| -> std::io::Result<()> {
@@ -355,13 +448,13 @@ impl Provider {
 
     /// Replaces an existing (locked) file's content: atomically by rename, or in place (under
     /// the locks) when the file has several hard links, so that it stays one file shared by all
-    /// of them. Returns (false, the file's hard links).
+    /// of them. Returns where it landed.
     pub(super) fn replace(
         &self,
         target: &Resolved,
         locked: &lock::LockedFile,
         bytes: &[u8],
-    ) -> Result<(bool, u64), ProviderError> {
+    ) -> Result<Landed, ProviderError> {
         let meta = &locked.meta;
         if meta.nlink() > 1 {
             if self.config.refuse_multi_link_writes {
@@ -401,18 +494,63 @@ impl Provider {
                 Ok(())
             })();
             written.map_err(|e| io_error(&target.display, "write", e))?;
-            return Ok((false, now.nlink()));
+            return Ok(Landed { renamed: false, links: now.nlink(), fingerprint: None });
         }
         let (dir, name) = self.parent_of(target)?;
         let dir_path = target.path.parent().unwrap_or(Path::new("/"));
         let (temp, file) = self.stage(&dir, dir_path, target, bytes, meta.mode(), Some(meta))?;
-        if let Err(e) = rustix::fs::renameat(&dir, temp.as_str(), &dir, name) {
-            let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
-            return Err(io_error(&target.display, "replace", e.into()));
-        }
+        let landed = match self.land(&dir, &temp, file, name, target, rustix::fs::RenameFlags::empty()) {
+            Ok(landed) => landed,
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
+                return Err(io_error(&target.display, "replace", e.into()));
+            }
+        };
         crash_point!("provider::replace::renamed");
         self.sync_dir(&dir, target)?;
-        Ok((false, file.metadata().map(|m| m.nlink()).unwrap_or(1)))
+        Ok(landed)
+    }
+
+    /// Renames the staged file `temp` (open as `file`) to `name` in `dir` (with `flags`), and
+    /// tells the watcher (see [`own`](super::own)): the path is marked before the rename, and
+    /// what landed is the fingerprint of the very inode staged, looked at after the rename.
+    /// The staged file is closed first, so that its last event (`IN_CLOSE_WRITE`) names the
+    /// temporary file, not the target. Returns the errno of a failed rename (the caller removes
+    /// the temporary file).
+    fn land(
+        &self,
+        dir: &OwnedFd,
+        temp: &str,
+        file: File,
+        name: &OsStr,
+        target: &Resolved,
+        flags: rustix::fs::RenameFlags,
+    ) -> Result<Landed, rustix::io::Errno> {
+        let staged =
+            stat_of(rustix::fs::statx(&file, "", rustix::fs::AtFlags::EMPTY_PATH, STATX_FINGERPRINT));
+        drop(file);
+        self.own.expect(&target.path);
+        let renamed = if flags.is_empty() {
+            rustix::fs::renameat(dir, temp, dir, name)
+        } else {
+            rustix::fs::renameat_with(dir, temp, dir, name, flags)
+        };
+        if let Err(e) = renamed {
+            self.own.abandon(&target.path);
+            return Err(e);
+        }
+        // The name now, never through a symlink: it must still be the inode we staged.
+        let now =
+            stat_of(rustix::fs::statx(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW, STATX_FINGERPRINT));
+        match (staged, now) {
+            (Some((staged, _)), Some((now, links))) if (staged.dev, staged.ino) == (now.dev, now.ino) => {
+                Ok(Landed { renamed: true, links, fingerprint: Some(now) })
+            }
+            (_, now) => {
+                self.own.abandon(&target.path);
+                Ok(Landed { renamed: true, links: now.map_or(1, |(_, links)| links), fingerprint: None })
+            }
+        }
     }
 
     /// Opens (creating what is missing) the folder `target` is to be created in, one
@@ -452,19 +590,18 @@ impl Provider {
     }
 
     /// Creates a new file with `bytes`, never clobbering one that appeared meanwhile; returns
-    /// the new file's hard links (1).
-    pub(super) fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<u64, ProviderError> {
+    /// where it landed (one hard link).
+    pub(super) fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<Landed, ProviderError> {
         let (dir, name) = self.make_parent(target)?;
         let dir_path = target.path.parent().unwrap_or(Path::new("/"));
         let mode = 0o666 & !*leftovers::UMASK;
-        let (temp, _file) = self.stage(&dir, dir_path, target, bytes, mode, None)?;
-        let moved =
-            rustix::fs::renameat_with(&dir, temp.as_str(), &dir, name, rustix::fs::RenameFlags::NOREPLACE);
+        let (temp, file) = self.stage(&dir, dir_path, target, bytes, mode, None)?;
+        let moved = self.land(&dir, &temp, file, name, target, rustix::fs::RenameFlags::NOREPLACE);
         let result = match moved {
-            Ok(()) => {
+            Ok(landed) => {
                 crash_point!("provider::create::renamed");
                 self.sync_dir(&dir, target)?;
-                return Ok(1);
+                return Ok(landed);
             }
             Err(rustix::io::Errno::EXIST) => {
                 Err(ProviderError::AlreadyExists { path: target.display.clone() })
@@ -484,7 +621,7 @@ impl Provider {
         let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
         result?;
         self.sync_dir(&dir, target)?;
-        Ok(1)
+        Ok(Landed { renamed: false, links: 1, fingerprint: None })
     }
 }
 
@@ -525,4 +662,73 @@ fn file_name(target: &Resolved) -> Result<&OsStr, ProviderError> {
         .file_name()
         .filter(|name| beneath::is_plain_name(name))
         .ok_or_else(|| ProviderError::IsDirectory { path: target.display.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{ProviderConfig, RootDir, Scope};
+
+    fn setup(fsync: bool) -> (tempfile::TempDir, std::path::PathBuf, Provider) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, root, Provider::new(ProviderConfig { fsync, ..Default::default() }))
+    }
+
+    #[test]
+    fn an_edit_is_made_at_once_only_when_it_can_go_ahead_at_once() {
+        let (_dir, root, provider) = setup(false);
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        std::fs::write(root.join("a.txt"), "one two three\n").unwrap();
+        let change = Replacement::new("two", "2", false).unwrap();
+        let base = Version::of(b"one two three\n");
+        let target = provider.resolve("a.txt", scope).unwrap();
+        assert!(provider.edit_at_once(&target, &change, base).is_none(), "the folder is not cleaned yet");
+
+        let done = provider.edit(&target, &Replacement::new("one", "1", false).unwrap(), base).unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let held = lock::lock_file(&target.dir, &target.rel, std::time::Duration::ZERO).unwrap();
+        assert!(provider.edit_at_once(&target, &change, done.version).is_none(), "another holds the flock");
+        drop(held);
+        let guard = provider.lock_path(&target).unwrap();
+        assert!(provider.edit_at_once(&target, &change, done.version).is_none(), "the path lock is held");
+        drop(guard);
+        let stale = provider.edit_at_once(&target, &change, base).unwrap();
+        assert!(
+            matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == done.version)
+        );
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"1 two three\n", "nothing written yet");
+
+        let made = provider.edit_at_once(&target, &change, done.version).unwrap().unwrap();
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"1 2 three\n");
+        assert_eq!(made.version, Version::of(b"1 2 three\n"));
+        assert_eq!((made.replacements, made.links), (1, 1));
+
+        // Too big for at once (by what resolving saw, and by what the locked file says).
+        let big = "x".repeat(usize::try_from(AT_ONCE_BYTES).unwrap() + 1);
+        std::fs::write(root.join("b.txt"), &big).unwrap();
+        let target = provider.resolve("b.txt", scope).unwrap();
+        let change = Replacement::new("xx", "y", true).unwrap();
+        assert!(provider.edit_at_once(&target, &change, Version::of(big.as_bytes())).is_none());
+        std::fs::write(root.join("c.txt"), "small").unwrap();
+        let target = provider.resolve("c.txt", scope).unwrap();
+        std::fs::write(root.join("c.txt"), &big).unwrap();
+        assert!(provider.edit_at_once(&target, &change, Version::of(big.as_bytes())).is_none());
+        assert_eq!(std::fs::read(root.join("c.txt")).unwrap(), big.as_bytes(), "nothing written");
+    }
+
+    #[test]
+    fn with_fsync_an_edit_is_never_made_at_once() {
+        let (_dir, root, provider) = setup(true);
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        std::fs::write(root.join("a.txt"), "one two\n").unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let base = Version::of(b"one two\n");
+        let done = provider.edit(&target, &Replacement::new("one", "1", false).unwrap(), base).unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let change = Replacement::new("two", "2", false).unwrap();
+        assert!(provider.edit_at_once(&target, &change, done.version).is_none());
+    }
 }

@@ -108,6 +108,37 @@ where
     with_owner_context(ctx, ext, owner, move |files, options| work(files, options)).await
 }
 
+/// Runs an edit call's `work` right here on the async worker when the provider can make it at
+/// once (see [`crate::provider::Provider::edit_at_once`]: a small file on a local filesystem,
+/// both locks free, no fsync) and no gate is registered: no hop to the blocking pool and back.
+/// Else — or when the edit turns out not to be one of those — through the gates on the blocking
+/// pool like any other write call (nothing was written by the first try then).
+async fn with_edit_at_once<T, F>(
+    ctx: &ServerContext,
+    ext: &Extensions,
+    owner: Option<Arc<Owner>>,
+    work: F,
+) -> Result<T, ErrorObjectOwned>
+where
+    T: Send + 'static,
+    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+{
+    let session = session_of(ext)?;
+    if let Some(options) = session.options().filter(|o| o.local_roots) {
+        let cold = std::sync::atomic::AtomicBool::new(false);
+        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
+        let observed = owner.as_deref().map_or_else(|| session.observations(), Owner::observations);
+        let files = ctx.files.context(scope, observed, options.read_only, &options.deny);
+        let answer = ctx.gates.run_ungated(|| work(&files.warm_only(&cold), options));
+        if let Some(answer) = answer
+            && !cold.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return answer;
+        }
+    }
+    super::gate::with_gates(ctx, ext, owner, work).await
+}
+
 /// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped), whole
 /// lines (cut at `maxLineChars` when given), at most `max_bytes` of them.
 fn window_of(params: &ReadParams, max_bytes: u64) -> Result<WindowRequest, ErrorObjectOwned> {
@@ -372,7 +403,7 @@ pub async fn file_edit(
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: EditParams = parse_params(FILE_EDIT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    super::gate::with_gates(&ctx, &ext, owner, move |files, _| {
+    with_edit_at_once(&ctx, &ext, owner, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
         let view = files.edit(&params.path, &change)?;

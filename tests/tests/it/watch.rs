@@ -729,3 +729,68 @@ fn watched_paths_follow_observations() {
     drop(b);
     wait_watched(&daemon, base, "after every session left");
 }
+
+/// The daemon's own edit tells the watcher what it wrote (so that the watcher need not hash the
+/// file for the events of that write); an outside write right after it — in place and of the
+/// same size, so that within one timestamp tick size, mtime and ctime can all stay what the
+/// daemon's write left — must still be seen: the session is told, with the outside version.
+/// Many rounds, so that some land within the tick of the daemon's own write.
+#[test]
+fn an_outside_write_right_after_an_own_edit_is_notified() {
+    use std::os::unix::fs::FileExt;
+    let Watched { daemon: _daemon, file, mut raw, .. } = watched_file("hot.rs", "value: 00\n");
+    let mut text = String::from("value: 00\n");
+    for round in 1..=20u32 {
+        let ours = format!("value: {:02}\n", (2 * round) % 100);
+        edit_ok(&mut raw, "hot.rs", &text, &ours);
+        let theirs = format!("value: {:02}\n", (2 * round + 1) % 100);
+        let inode = fs::metadata(&file).unwrap().ino();
+        fs::OpenOptions::new().write(true).open(&file).unwrap().write_all_at(theirs.as_bytes(), 0).unwrap();
+        assert_eq!(fs::metadata(&file).unwrap().ino(), inode, "written in place");
+        let current = expect_change(&mut raw, &file, "hot.rs", &[]);
+        let again = read(&mut raw, "hot.rs");
+        assert_eq!(text_of(&again), theirs, "round {round}");
+        assert_eq!(again["version"].as_str(), current.as_deref(), "round {round}");
+        text = theirs;
+    }
+    raw.assert_no_notification(DID_CHANGE, QUIET);
+}
+
+/// The watcher drops the events of the daemon's own temporary files by their exact names, never
+/// by their look: a real file named like one (this family's pattern, a made-up token and random
+/// part), in a folder where the daemon has just staged and renamed files of its own, is
+/// watched like any other.
+#[test]
+fn a_file_named_like_a_staging_file_is_watched_like_any_other() {
+    let name = ".notes.txt.filectx-0123456789abcdef-deadbeef-1-1-0123456789abcdef0123456789abcdef.tmp";
+    let Watched { daemon: _daemon, root, file, mut raw, .. } = watched_file(name, "one\n");
+    fs::write(root.join("notes.txt"), "notes\n").unwrap();
+    read(&mut raw, "notes.txt");
+    // The daemon's own staging in the same folder, right before the outside change.
+    edit_ok(&mut raw, "notes.txt", "notes", "NOTES");
+    edit_ok(&mut raw, name, "one", "uno");
+    fs::write(&file, "two\n").unwrap();
+    let current = expect_change(&mut raw, &file, name, &[]).unwrap();
+    stale_then_fresh(&mut raw, name, &file, &current, "two\n", "two", "dos");
+}
+
+/// Another session's edit is notified to the session that observed the file without the
+/// watcher hashing the file: the version the daemon wrote is taken from one `stat` of the very
+/// inode it renamed there (`hashedBytes` of `daemon/status` does not move).
+#[test]
+fn an_own_edit_is_notified_without_hashing_the_file() {
+    let daemon = Daemon::start(&[]);
+    let root = root_of(&daemon);
+    let file = root.join("shared.txt");
+    fs::write(&file, format!("{}the end\n", "first\n".repeat(10_000))).unwrap();
+    let (mut a, mut b) = (daemon.session(), daemon.session());
+    read(&mut a, "shared.txt");
+    read(&mut b, "shared.txt");
+    let hashed = |daemon: &Daemon| status(daemon)["hashedBytes"].as_u64().unwrap();
+    let before = hashed(&daemon);
+    let version = edit_ok(&mut a, "shared.txt", "the end", "THE END");
+    let note = b.next_notification(DID_CHANGE, NOTICE).expect("B is told of A's edit");
+    assert_eq!(note["version"], version, "{note}");
+    a.assert_no_notification(DID_CHANGE, QUIET);
+    assert_eq!(hashed(&daemon), before, "the watcher hashed the file the daemon had just written");
+}

@@ -438,3 +438,76 @@ fn the_store_of_versions_is_bounded_and_counted() {
     assert_eq!(fs_error(&response), "FS_STALE_VERSION", "{response:.300}");
     assert_eq!(response["error"]["data"]["reauthorized"], true, "{response:.300}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Edits made at once on the async worker
+// ---------------------------------------------------------------------------------------------
+
+/// With fsync off, a small edit is made right on the async worker (no hop to the blocking pool
+/// and back); what it cannot do at once runs as before on the blocking pool: an edit of a file
+/// another process holds locked waits for the lock (it is not `FS_BUSY` at once), a stale edit
+/// shows what changed, a file over the bound (256 KiB) is edited all the same; every edit lands
+/// whole, and a session's own edits never come back to it as `file/didChange`.
+#[test]
+fn edits_made_at_once_fall_back_to_the_blocking_pool_when_they_cannot() {
+    use std::time::{Duration, Instant};
+    let daemon = Daemon::start(&["--no-fsync"]);
+    let root = root_of(&daemon);
+    let path = root.join("code.txt");
+    fs::write(&path, lines_text(20)).unwrap();
+    let mut raw = daemon.session();
+    read(&mut raw, "code.txt");
+    let mut expected = lines_text(20);
+    // The first edit in the folder lists it for leftovers (on the blocking pool); the next
+    // ones are made at once.
+    for n in 1..=5 {
+        let (old, new) = (format!("line {n}\n"), format!("LINE {n}\n"));
+        let edited =
+            ok(&mut raw, "file/edit", json!({"path": "code.txt", "oldString": old, "newString": new}));
+        expected = expected.replacen(&old, &new, 1);
+        assert_eq!(fs::read_to_string(&path).unwrap(), expected);
+        assert_eq!(edited["version"], version_of(&mut raw, "code.txt"), "{edited}");
+    }
+
+    // Another process holds the file's flock for a moment: the edit waits for it.
+    let held = fs::File::open(&path).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(held);
+    });
+    let started = Instant::now();
+    let edited = ok(
+        &mut raw,
+        "file/edit",
+        json!({"path": "code.txt", "oldString": "line 6\n", "newString": "LINE 6\n"}),
+    );
+    assert!(started.elapsed() >= Duration::from_millis(250), "it waited for the lock: {edited}");
+    release.join().unwrap();
+    expected = expected.replacen("line 6\n", "LINE 6\n", 1);
+    assert_eq!(fs::read_to_string(&path).unwrap(), expected);
+
+    // Stale: refused with the change shown, nothing written; the retry goes ahead.
+    expected = expected.replacen("line 9\n", "line nine\n", 1);
+    fs::write(&path, &expected).unwrap();
+    let response = edit(&mut raw, "code.txt", "line 7\n", "LINE 7\n");
+    assert_eq!(fs_error(&response), "FS_STALE_VERSION", "{response}");
+    assert!(
+        response["error"]["data"]["diff"].as_str().unwrap().contains("-line 9\n+line nine\n"),
+        "{response}"
+    );
+    assert_eq!(fs::read_to_string(&path).unwrap(), expected, "refused: nothing written");
+    ok(&mut raw, "file/edit", json!({"path": "code.txt", "oldString": "line 7\n", "newString": "LINE 7\n"}));
+    expected = expected.replacen("line 7\n", "LINE 7\n", 1);
+    assert_eq!(fs::read_to_string(&path).unwrap(), expected);
+
+    // Over the bound: edited on the blocking pool, whole.
+    let big: String = (0..4000).map(|i| format!("{i:>80}\n")).collect();
+    assert!(big.len() > 256 * 1024);
+    fs::write(root.join("big.txt"), &big).unwrap();
+    read(&mut raw, "big.txt");
+    let old = format!("{:>80}\n", 3999);
+    ok(&mut raw, "file/edit", json!({"path": "big.txt", "oldString": old, "newString": "the end\n"}));
+    assert_eq!(fs::read_to_string(root.join("big.txt")).unwrap(), big.replacen(&old, "the end\n", 1));
+    raw.assert_no_notification("file/didChange", Duration::from_millis(300));
+}
