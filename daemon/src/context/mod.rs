@@ -237,8 +237,9 @@ impl<'a> FileContext<'a> {
     }
 
     /// The same context in warm-only mode, for running on an async worker: a read answers only
-    /// from the provider's warm path ([`Provider::read_cached`]); when it would need to open,
-    /// load or hash, it fails with [`ContextError::Cold`] and sets `cold`, and the caller runs
+    /// from the provider's warm path, or by reading a small file at once
+    /// ([`Provider::read_at_once`]); when it would need more (a large file, another device), it
+    /// fails with [`ContextError::Cold`] and sets `cold`, and the caller runs
     /// the call again normally on a blocking thread. Nothing is recorded for a cold read. An
     /// edit goes ahead only when it is small and can at once ([`Provider::edit_at_once`]), and
     /// a stale one is cold too (its answer reads the current file); a whole-file write is
@@ -276,7 +277,7 @@ impl<'a> FileContext<'a> {
         let target = self.target(path, Access::Read)?;
         let outcome = match self.cold {
             None => self.provider.read(&target, request)?,
-            Some(cold) => match self.provider.read_cached(&target, request) {
+            Some(cold) => match self.provider.read_at_once(&target, request) {
                 Some(outcome) => outcome?,
                 None => {
                     cold.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -29,6 +29,8 @@ pub struct RootDir {
     path: PathBuf,
     alias: Option<PathBuf>,
     fd: OwnedFd,
+    /// The device of the folder: a file on another one is under a mount point in the root.
+    dev: u64,
 }
 
 /// A shared root handle.
@@ -53,7 +55,13 @@ impl RootDir {
         // that path names now, not something a swap put there after canonicalisation.
         let fd = open_resolving(rustix::fs::CWD, canonical, flags, Mode::empty(), ResolveFlags::NO_SYMLINKS)?;
         let alias = given.map(normalize).filter(|g| g != canonical);
-        Ok(Arc::new(Self { path: canonical.to_owned(), alias, fd }))
+        let dev = rustix::fs::fstat(&fd)?.st_dev;
+        Ok(Arc::new(Self { path: canonical.to_owned(), alias, fd, dev }))
+    }
+
+    /// The device the root folder is on.
+    pub fn dev(&self) -> u64 {
+        self.dev
     }
 
     /// The canonical path.

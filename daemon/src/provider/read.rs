@@ -54,6 +54,9 @@ pub(super) fn read_all_at(file: &File, hint: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Largest file a cold read answers on an async worker ([`Provider::read_at_once`]).
+pub const AT_ONCE_READ_BYTES: u64 = 64 * 1024;
+
 impl Provider {
     /// The current version of the regular file at a canonical path, opened beneath the root
     /// of `roots` that contains it; `None` when nothing (or no regular file, or a symlink) is
@@ -313,6 +316,25 @@ impl Provider {
             }
             Ok(None) | Err(_) => None,
         }
+    }
+
+    /// [`Provider::read_cached`], or else [`Provider::read`] itself when the file is small
+    /// (at most [`AT_ONCE_READ_BYTES`] when resolution looked at it) and on the same device as
+    /// its root (not under a mount point in it): an open, one read of at most 64 KiB and a
+    /// hash, bounded like a warm read, for a caller on an async worker whose roots are on local
+    /// filesystems. `None`: take the blocking path. An exploring agent's first reads of many
+    /// small files so skip a hop to the blocking pool and back each.
+    pub fn read_at_once(
+        &self,
+        target: &Resolved,
+        request: &WindowRequest,
+    ) -> Option<Result<ReadOutcome, ProviderError>> {
+        if let Some(answer) = self.read_cached(target, request) {
+            return Some(answer);
+        }
+        let found = target.file?;
+        (found.fingerprint.size <= AT_ONCE_READ_BYTES && found.fingerprint.dev == target.dir.dev())
+            .then(|| self.read(target, request))
     }
 
     /// Cuts a window out of a snapshot; `None` when the file changed under it (its cached
