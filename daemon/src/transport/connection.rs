@@ -42,12 +42,12 @@ use jsonrpsee::core::server::{
 use jsonrpsee::types::error::{ErrorCode, TOO_MANY_SUBSCRIPTIONS_CODE, TOO_MANY_SUBSCRIPTIONS_MSG};
 use jsonrpsee::types::{ErrorObject, Id, Params};
 use serde_json::value::RawValue;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
-use tokio_util::codec::{Decoder, Encoder};
+use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -90,6 +90,132 @@ impl Shared {
 /// The most bytes the writer gathers from the queue before one write.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
+/// Frames one outgoing message into `buf` (the one place a message becomes wire bytes, for the
+/// queue's writer; a direct write frames the same way through [`frame_header`]).
+fn frame_into(message: &RawValue, buf: &mut BytesMut) {
+    let body = message.get().as_bytes();
+    let (header, len) = frame_header(body.len());
+    buf.reserve(len + body.len());
+    buf.extend_from_slice(&header[..len]);
+    buf.extend_from_slice(body);
+}
+
+/// Room for `Content-Length: <20 digits>\r\n\r\n`.
+const HEADER_ROOM: usize = 48;
+
+/// The frame header of a body of `len` bytes (as [`LspCodec`] writes it), and its length.
+fn frame_header(len: usize) -> ([u8; HEADER_ROOM], usize) {
+    use std::io::Write as _;
+    let mut header = [0u8; HEADER_ROOM];
+    let mut cursor = std::io::Cursor::new(&mut header[..]);
+    // 16 + 20 digits + 4 bytes always fit.
+    let _ = write!(cursor, "Content-Length: {len}\r\n\r\n");
+    let used = usize::try_from(cursor.position()).unwrap_or(HEADER_ROOM);
+    (header, used)
+}
+
+/// The socket's write half, shared by the connection's writer task and by whoever has an
+/// answer ready while that writer has nothing to do.
+///
+/// Order: a message is written directly only when its connection holds no outgoing bytes at
+/// all ([`ConnBudget::try_reserve_idle`]): nothing queued, nothing in the writer's hands,
+/// nothing partly written. Every write to the socket, the writer's and a direct one, happens
+/// under `turn`, so two writes never interleave; a direct write the socket took only in part
+/// leaves its rest in `turn`, still counted in the budget, and the writer sends that rest
+/// before anything else (nothing could be queued ahead of it: the connection held nothing).
+struct WriteSide {
+    socket: OwnedWriteHalf,
+    /// Held around every write to the socket; the rest of a direct write taken only in part.
+    turn: std::sync::Mutex<Option<Leftover>>,
+    /// Wakes the writer when a rest is waiting in `turn`.
+    rest_waiting: tokio::sync::Notify,
+}
+
+/// The unwritten rest of a direct write, and the bytes its message holds in the budget.
+struct Leftover {
+    bytes: Vec<u8>,
+    reserved: usize,
+}
+
+impl WriteSide {
+    fn new(socket: OwnedWriteHalf) -> Self {
+        Self { socket, turn: std::sync::Mutex::new(None), rest_waiting: tokio::sync::Notify::new() }
+    }
+
+    fn turn(&self) -> std::sync::MutexGuard<'_, Option<Leftover>> {
+        // The slot is replaced whole; a panic elsewhere cannot leave it half-written.
+        self.turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes the message `body` as one frame straight to the socket, without waiting, if
+    /// the connection holds no outgoing bytes and the socket takes at least part of it now (the
+    /// rest goes to the writer). `false`: nothing was written or reserved; queue it instead.
+    fn try_direct(&self, body: &[u8], budget: &ConnBudget) -> bool {
+        let Ok(mut turn) = self.turn.try_lock() else { return false };
+        if turn.is_some() || !budget.try_reserve_idle(body.len()) {
+            return false;
+        }
+        let (header, header_len) = frame_header(body.len());
+        let header = &header[..header_len];
+        let total = header.len() + body.len();
+        let mut written = 0usize;
+        while written < total {
+            let head = header.get(written..).unwrap_or_default();
+            let tail = body.get(written.saturating_sub(header.len())..).unwrap_or_default();
+            match self.socket.try_write_vectored(&[std::io::IoSlice::new(head), std::io::IoSlice::new(tail)])
+            {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                // Full (or broken, which the writer will find too).
+                Err(_) => break,
+            }
+        }
+        if written == total {
+            budget.release(body.len());
+            return true;
+        }
+        if written == 0 {
+            budget.release(body.len());
+            return false;
+        }
+        let mut bytes = Vec::with_capacity(total - written);
+        bytes.extend_from_slice(header.get(written..).unwrap_or_default());
+        bytes.extend_from_slice(body.get(written.saturating_sub(header.len())..).unwrap_or_default());
+        *turn = Some(Leftover { bytes, reserved: body.len() });
+        drop(turn);
+        self.rest_waiting.notify_one();
+        true
+    }
+
+    /// Whether the rest of a direct write waits for the writer.
+    fn rest_pending(&self) -> bool {
+        self.turn().is_some()
+    }
+
+    /// Writes all of `bytes`, one non-blocking write at a time, each under `turn`.
+    async fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            self.socket.writable().await?;
+            let written = {
+                let _turn = self.turn();
+                self.socket.try_write(bytes)
+            };
+            match written {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
+                Err(err)
+                    if matches!(
+                        err.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One connection's state while it is served.
 struct Conn {
     shared: Arc<Shared>,
@@ -97,6 +223,8 @@ struct Conn {
     conn_id: usize,
     /// Responses go here; `send` waits for room, which is what stalls a non-reading client.
     out: Outgoing,
+    /// The socket, for answers written directly while the queue is empty and the writer idle.
+    write_side: Arc<WriteSide>,
     /// jsonrpsee subscriptions' way into the same queue (through [`forward`], which budgets it).
     sink: MethodSink,
     /// Calls of this connection in flight: the reader takes one per frame, a batch one more
@@ -356,6 +484,38 @@ async fn forward(mut sink: mpsc::Receiver<Box<RawValue>>, out: Outgoing) {
     }
 }
 
+/// Polls a call's future once, here in the reader, and spawns it only if that poll did not
+/// finish it. A warm read is answered and queued within its first poll, so it never becomes a
+/// task: no spawn, no wake-up of another worker, and the reader goes straight on to the next
+/// frame. A call that waits on anything (the blocking pool, a gate, room in the queue) returns
+/// `Pending` and continues as a task of its own, with what it set up in that first poll (its
+/// permit, its cancellation entry); it will be polled again by its task, whose waker replaces
+/// the reader's, so the reader at most sees one spurious wake-up.
+///
+/// The price: that first poll runs on the reader, so the connection's next frame is not read
+/// until it returns. Handlers therefore do only bounded work before their first `.await`
+/// (a warm read of at most one window; anything slower runs on the blocking pool), and tokio's
+/// cooperative budget makes a long inline run yield. A panic in that poll is caught here, like
+/// a panicking task would be: the call is dropped (its permit and cancellation entry with it)
+/// and the connection goes on.
+async fn run_or_spawn<F>(tasks: &TaskTracker, call: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut call = Box::pin(call.in_current_span());
+    let first = std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx))))
+    })
+    .await;
+    match first {
+        Ok(std::task::Poll::Ready(())) => {}
+        Ok(std::task::Poll::Pending) => {
+            tasks.spawn(call);
+        }
+        Err(_) => tracing::error!("a call panicked outside its handler; dropped"),
+    }
+}
+
 /// Serves one accepted, authorised connection until it ends or the daemon shuts down.
 pub(crate) async fn serve(
     stream: UnixStream,
@@ -383,8 +543,9 @@ async fn serve_inner(
     let out = Outgoing::new(out_tx, budget.clone());
     let writer_stop = CancellationToken::new();
     let writer_kill = CancellationToken::new();
+    let write_side = Arc::new(WriteSide::new(write_half));
     let writer = tokio::spawn(
-        write_loop(write_half, out_rx, budget.clone(), writer_stop.clone(), writer_kill.clone())
+        write_loop(write_side.clone(), out_rx, budget.clone(), writer_stop.clone(), writer_kill.clone())
             .in_current_span(),
     );
     let (sink_tx, sink_rx) = mpsc::channel::<Box<RawValue>>(SINK_CAPACITY);
@@ -408,6 +569,7 @@ async fn serve_inner(
         conn_id,
         sink: MethodSink::new_with_limit(sink_tx, max_response),
         out,
+        write_side,
         inflight: inflight.clone(),
         cancels: std::sync::Mutex::default(),
     });
@@ -573,8 +735,8 @@ async fn serve_inner(
     // on shutdown. Then the writer drains the queue and closes.
     tasks.close();
     tasks.wait().await;
-    writer_stop.cancel();
     drop(conn);
+    writer_stop.cancel();
     if let Err(err) = writer.await {
         tracing::error!(%err, "connection writer failed");
     }
@@ -584,42 +746,52 @@ async fn serve_inner(
 }
 
 /// Writes queued messages as frames, gathering whatever is ready into one write, and gives
-/// their bytes back to the budget once they are written. `kill` drops the queue at once.
+/// their bytes back to the budget once they are written. The rest of a direct write (see
+/// [`WriteSide`]) goes first. `kill` drops the queue at once.
 async fn write_loop(
-    mut socket: OwnedWriteHalf,
+    side: Arc<WriteSide>,
     mut queue: mpsc::Receiver<Box<RawValue>>,
     budget: Arc<ConnBudget>,
     stop: CancellationToken,
     kill: CancellationToken,
 ) {
-    let mut codec = LspCodec::default();
     let mut buf = BytesMut::with_capacity(8 * 1024);
     loop {
         let first = tokio::select! {
             biased;
             () = kill.cancelled() => break,
             message = queue.recv() => match message {
-                Some(message) => message,
+                Some(message) => Some(message),
+                None if side.rest_pending() => None,
                 None => break,
             },
+            () = side.rest_waiting.notified() => None,
             () = stop.cancelled() => match queue.try_recv() {
-                Ok(message) => message,
+                Ok(message) => Some(message),
+                Err(_) if side.rest_pending() => None,
                 Err(_) => break,
             },
         };
-        let mut next = Some(first);
         let mut budgeted = 0usize;
+        // Whatever a direct write left is older than anything queued: it goes first.
+        if let Some(rest) = side.turn().take() {
+            buf.extend_from_slice(&rest.bytes);
+            budgeted += rest.reserved;
+        }
+        let mut next = first;
         while let Some(message) = next.take() {
             budgeted += message.get().len();
-            // Encoding into memory cannot fail.
-            let _ = codec.encode(message.get(), &mut buf);
+            frame_into(&message, &mut buf);
             drop(message);
             if buf.len() < WRITE_BATCH_BYTES {
                 next = queue.try_recv().ok();
             }
         }
+        if buf.is_empty() {
+            continue;
+        }
         let written = tokio::select! {
-            written = socket.write_all(&buf) => written,
+            written = side.write_all(&buf) => written,
             () = kill.cancelled() => break,
         };
         if let Err(err) = written {
@@ -637,9 +809,10 @@ async fn write_loop(
     // whoever waits for room must stop waiting.
     queue.close();
     budget.close();
-    if !kill.is_cancelled() {
-        let _ = tokio::time::timeout(Duration::from_secs(1), socket.shutdown()).await;
-    }
+    let _ = side.turn().take();
+    // The write half shuts the socket down for writing when its last holder drops it: this
+    // one, since the connection dropped its own before stopping the writer.
+    drop(side);
 }
 
 impl Conn {
@@ -678,6 +851,9 @@ impl Conn {
     /// Queues one message, waiting for room (bytes and a place in the queue). A closed queue
     /// means the client is gone.
     async fn send(&self, json: Box<RawValue>) -> bool {
+        if self.write_side.try_direct(json.get().as_bytes(), self.out.budget()) {
+            return true;
+        }
         self.out.send(json).await
     }
 
@@ -713,24 +889,20 @@ impl Conn {
                 }
                 Admission::Spawn(call) => {
                     let conn = self.clone();
-                    tasks.spawn(
-                        async move {
-                            let reply = conn.run(call).await;
-                            conn.send_reply(reply).await;
-                            drop(permit);
-                        }
-                        .in_current_span(),
-                    );
+                    run_or_spawn(tasks, async move {
+                        let reply = conn.run(call).await;
+                        conn.send_reply(reply).await;
+                        drop(permit);
+                    })
+                    .await;
                 }
                 Admission::Notify(call) => {
                     let conn = self.clone();
-                    tasks.spawn(
-                        async move {
-                            let _ = conn.run(call).await;
-                            drop(permit);
-                        }
-                        .in_current_span(),
-                    );
+                    run_or_spawn(tasks, async move {
+                        let _ = conn.run(call).await;
+                        drop(permit);
+                    })
+                    .await;
                 }
                 Admission::Respond(json) => {
                     self.send(json).await;
@@ -1139,12 +1311,15 @@ mod tests {
         let owners = Owners::new("t".into(), limits, None, stats.clone());
         let session = Arc::new(Session::new("t".into(), out.clone(), 4, owners, stats));
         let inflight = Arc::new(Semaphore::new(4));
+        let (socket, _peer) = UnixStream::pair().unwrap();
+        let (_read, write) = socket.into_split();
         let conn = Conn {
             shared,
             session,
             conn_id: 1,
             sink: MethodSink::new(tx),
             out,
+            write_side: Arc::new(WriteSide::new(write)),
             inflight,
             cancels: Default::default(),
         };
