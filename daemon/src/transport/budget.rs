@@ -117,7 +117,7 @@ impl OutgoingBudget {
 
     /// Bytes queued over all connections.
     #[cfg(test)]
-    fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.lock().total
     }
 

@@ -1333,4 +1333,58 @@ mod tests {
         let reply = conn.run(call("fine")).await;
         assert_eq!(reply.json.get(), r#"{"jsonrpc":"2.0","id":1,"result":7}"#);
     }
+
+    /// Reads frames off `peer` until `n` have arrived.
+    async fn frames(peer: &mut UnixStream, n: usize) -> Vec<Bytes> {
+        let mut codec = LspCodec::new(1 << 24);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        while out.len() < n {
+            match codec.decode(&mut buf).unwrap() {
+                Some(Frame::Message(body)) => out.push(body),
+                Some(Frame::Oversized { .. }) => panic!("oversized frame"),
+                None => assert_ne!(peer.read_buf(&mut buf).await.unwrap(), 0, "socket closed early"),
+            }
+        }
+        assert!(buf.is_empty(), "half a frame left over");
+        out
+    }
+
+    #[tokio::test]
+    async fn a_direct_write_taken_in_part_goes_out_first_whole_and_stays_in_the_budget() {
+        let global = OutgoingBudget::new(1 << 24, 1 << 24, 4);
+        let budget = global.open();
+        let (socket, mut peer) = UnixStream::pair().unwrap();
+        let (_read, write) = socket.into_split();
+        let side = Arc::new(WriteSide::new(write));
+        let (tx, rx) = mpsc::channel::<Box<RawValue>>(8);
+        let out = Outgoing::new(tx, budget.clone());
+        // Larger than any socket buffer: the socket takes only part of it, and nobody reads.
+        let big = format!(r#"{{"id":1,"pad":"{}"}}"#, "x".repeat(4 << 20));
+        assert!(side.try_direct(big.as_bytes(), &budget), "the socket took a first part");
+        assert!(side.rest_pending());
+        assert_eq!(global.queued(), big.len(), "the rest is still counted");
+        // While the connection holds bytes, nothing is written directly: it queues behind.
+        let small = r#"{"id":2}"#;
+        assert!(!side.try_direct(small.as_bytes(), &budget));
+        assert_eq!(global.queued(), big.len(), "a refused direct write holds nothing");
+        assert!(out.send(RawValue::from_string(small.to_owned()).unwrap()).await);
+        let (stop, kill) = (CancellationToken::new(), CancellationToken::new());
+        let writer = tokio::spawn(write_loop(side.clone(), rx, budget.clone(), stop.clone(), kill));
+        let got = frames(&mut peer, 2).await;
+        assert_eq!(got[0], big.as_bytes(), "the direct write arrives whole, first");
+        assert_eq!(got[1], small.as_bytes());
+        tokio::time::timeout(Duration::from_secs(5), budget.wait_empty()).await.unwrap();
+        assert_eq!(global.queued(), 0, "every byte came back once written");
+        // Idle again: the next answer goes straight out, and gives its bytes back at once.
+        assert!(side.try_direct(br#"{"id":3}"#, &budget));
+        assert_eq!(global.queued(), 0);
+        assert_eq!(frames(&mut peer, 1).await[0], br#"{"id":3}"#.as_slice());
+        drop(out);
+        stop.cancel();
+        writer.await.unwrap();
+        drop(side);
+        let mut rest = Vec::new();
+        assert_eq!(peer.read_to_end(&mut rest).await.unwrap(), 0, "the writer closed the socket cleanly");
+    }
 }
