@@ -1,9 +1,21 @@
 //! One connection's driver: read frames, admit calls in order, serve requests concurrently,
-//! write every outgoing message through one bounded queue.
+//! write every outgoing message through one bounded queue (or, when that queue is empty and
+//! nothing is partly written, straight to the socket).
 //!
 //! Ordering and gating happen in the reader, one frame at a time: `initialize` and `shutdown`
 //! run inline (so a request pipelined right behind `initialize` already sees the session
-//! ready), everything else is spawned and may answer out of order, as JSON-RPC allows.
+//! ready); every other call is polled once in the reader and becomes a task of its own only if
+//! that poll did not finish it (see [`run_or_spawn`]), so calls may answer out of order, as
+//! JSON-RPC allows. A warm read finishes in that poll: no spawn, no wake-up of another worker.
+//! The price is that the connection's next frame waits for that first poll, so handlers do
+//! only bounded work before their first `.await` (anything slow goes to the blocking pool).
+//!
+//! Writing: one writer task per connection drains the queue. An answer produced while the
+//! connection holds no outgoing bytes at all (nothing queued, in the writer's hands, partly
+//! written or reserved) is written directly with a non-blocking write by whoever produced it
+//! (usually the reader), saving the hop to the writer; what the socket does not take goes to
+//! the writer, ahead of anything queued later, and stays counted in the budget until written
+//! (see [`WriteSide`]). Nothing ever overtakes a message already queued or partly written.
 //!
 //! Backpressure, so that no client can make the daemon buffer without bound: at most
 //! `max_concurrent_requests` calls of one connection are in flight, batch entries included (the
@@ -735,8 +747,8 @@ async fn serve_inner(
     // on shutdown. Then the writer drains the queue and closes.
     tasks.close();
     tasks.wait().await;
-    drop(conn);
     writer_stop.cancel();
+    drop(conn);
     if let Err(err) = writer.await {
         tracing::error!(%err, "connection writer failed");
     }
@@ -810,9 +822,12 @@ async fn write_loop(
     queue.close();
     budget.close();
     let _ = side.turn().take();
-    // The write half shuts the socket down for writing when its last holder drops it: this
-    // one, since the connection dropped its own before stopping the writer.
-    drop(side);
+    // Half-close now, as the write half would when dropped: the connection may still hold the
+    // shared side for a while (in-flight calls after a kill), and the client must see the end.
+    // Through a duplicate of the descriptor, since the half itself is shared.
+    if let Ok(fd) = std::os::fd::AsFd::as_fd(side.socket.as_ref()).try_clone_to_owned() {
+        let _ = std::os::unix::net::UnixStream::from(fd).shutdown(std::net::Shutdown::Write);
+    }
 }
 
 impl Conn {
