@@ -118,7 +118,7 @@ impl OutgoingBudget {
 
     /// Bytes queued over all connections.
     #[cfg(test)]
-    fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.lock().total
     }
 
@@ -182,6 +182,23 @@ impl ConnBudget {
         let _ = self.global.apply(&mut st, used, used + n);
         self.used.store(used + n, Ordering::Release);
         Some(true)
+    }
+
+    /// Admits `n` bytes only if this connection holds none now: nothing of it is queued, in
+    /// the writer's hands, partly written or reserved by anyone. `false` otherwise, or when the
+    /// connection is closed. Whoever gets `true` may write its message straight to the socket
+    /// without overtaking anything (see `connection::WriteSide::try_direct`).
+    pub(crate) fn try_reserve_idle(&self, n: usize) -> bool {
+        let mut st = self.global.lock();
+        if self.closed.load(Ordering::Acquire) || self.used.load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        if !self.global.limits.admits(0, n, &st) {
+            return false;
+        }
+        let _ = self.global.apply(&mut st, 0, n);
+        self.used.store(n, Ordering::Release);
+        true
     }
 
     /// Admits `n` bytes, waiting as long as the rules say so. `false` when the connection closed.

@@ -1,9 +1,21 @@
 //! One connection's driver: read frames, admit calls in order, serve requests concurrently,
-//! write every outgoing message through one bounded queue.
+//! write every outgoing message through one bounded queue (or, when that queue is empty and
+//! nothing is partly written, straight to the socket).
 //!
 //! Ordering and gating happen in the reader, one frame at a time: `initialize` and `shutdown`
 //! run inline (so a request pipelined right behind `initialize` already sees the session
-//! ready), everything else is spawned and may answer out of order, as JSON-RPC allows.
+//! ready); every other call is polled once in the reader and becomes a task of its own only if
+//! that poll did not finish it (see [`run_or_spawn`]), so calls may answer out of order, as
+//! JSON-RPC allows. A warm read finishes in that poll: no spawn, no wake-up of another worker.
+//! The price is that the connection's next frame waits for that first poll, so handlers do
+//! only bounded work before their first `.await` (anything slow goes to the blocking pool).
+//!
+//! Writing: one writer task per connection drains the queue. An answer produced while the
+//! connection holds no outgoing bytes at all (nothing queued, in the writer's hands, partly
+//! written or reserved) is written directly with a non-blocking write by whoever produced it
+//! (usually the reader), saving the hop to the writer; what the socket does not take goes to
+//! the writer, ahead of anything queued later, and stays counted in the budget until written
+//! (see [`WriteSide`]). Nothing ever overtakes a message already queued or partly written.
 //!
 //! Backpressure, so that no client can make the daemon buffer without bound: at most
 //! `max_concurrent_requests` calls of one connection are in flight, batch entries included (the
@@ -42,12 +54,12 @@ use jsonrpsee::core::server::{
 use jsonrpsee::types::error::{ErrorCode, TOO_MANY_SUBSCRIPTIONS_CODE, TOO_MANY_SUBSCRIPTIONS_MSG};
 use jsonrpsee::types::{ErrorObject, Id, Params};
 use serde_json::value::RawValue;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
-use tokio_util::codec::{Decoder, Encoder};
+use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -91,6 +103,131 @@ impl Shared {
 /// The most bytes the writer gathers from the queue before one write.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
+/// Frames one outgoing message into `buf` (the one place a message becomes wire bytes, for the
+/// queue's writer; a direct write frames the same way through [`frame_header`]).
+fn frame_into(body: &[u8], buf: &mut BytesMut) {
+    let (header, len) = frame_header(body.len());
+    buf.reserve(len + body.len());
+    buf.extend_from_slice(&header[..len]);
+    buf.extend_from_slice(body);
+}
+
+/// Room for `Content-Length: <20 digits>\r\n\r\n`.
+const HEADER_ROOM: usize = 48;
+
+/// The frame header of a body of `len` bytes (as [`LspCodec`] writes it), and its length.
+fn frame_header(len: usize) -> ([u8; HEADER_ROOM], usize) {
+    use std::io::Write as _;
+    let mut header = [0u8; HEADER_ROOM];
+    let mut cursor = std::io::Cursor::new(&mut header[..]);
+    // 16 + 20 digits + 4 bytes always fit.
+    let _ = write!(cursor, "Content-Length: {len}\r\n\r\n");
+    let used = usize::try_from(cursor.position()).unwrap_or(HEADER_ROOM);
+    (header, used)
+}
+
+/// The socket's write half, shared by the connection's writer task and by whoever has an
+/// answer ready while that writer has nothing to do.
+///
+/// Order: a message is written directly only when its connection holds no outgoing bytes at
+/// all ([`ConnBudget::try_reserve_idle`]): nothing queued, nothing in the writer's hands,
+/// nothing partly written. Every write to the socket, the writer's and a direct one, happens
+/// under `turn`, so two writes never interleave; a direct write the socket took only in part
+/// leaves its rest in `turn`, still counted in the budget, and the writer sends that rest
+/// before anything else (nothing could be queued ahead of it: the connection held nothing).
+struct WriteSide {
+    socket: OwnedWriteHalf,
+    /// Held around every write to the socket; the rest of a direct write taken only in part.
+    turn: std::sync::Mutex<Option<Leftover>>,
+    /// Wakes the writer when a rest is waiting in `turn`.
+    rest_waiting: tokio::sync::Notify,
+}
+
+/// The unwritten rest of a direct write, and the bytes its message holds in the budget.
+struct Leftover {
+    bytes: Vec<u8>,
+    reserved: usize,
+}
+
+impl WriteSide {
+    fn new(socket: OwnedWriteHalf) -> Self {
+        Self { socket, turn: std::sync::Mutex::new(None), rest_waiting: tokio::sync::Notify::new() }
+    }
+
+    fn turn(&self) -> std::sync::MutexGuard<'_, Option<Leftover>> {
+        // The slot is replaced whole; a panic elsewhere cannot leave it half-written.
+        self.turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes the message `body` as one frame straight to the socket, without waiting, if
+    /// the connection holds no outgoing bytes and the socket takes at least part of it now (the
+    /// rest goes to the writer). `false`: nothing was written or reserved; queue it instead.
+    fn try_direct(&self, body: &[u8], budget: &ConnBudget) -> bool {
+        let Ok(mut turn) = self.turn.try_lock() else { return false };
+        if turn.is_some() || !budget.try_reserve_idle(body.len()) {
+            return false;
+        }
+        let (header, header_len) = frame_header(body.len());
+        let header = &header[..header_len];
+        let total = header.len() + body.len();
+        let mut written = 0usize;
+        while written < total {
+            let head = header.get(written..).unwrap_or_default();
+            let tail = body.get(written.saturating_sub(header.len())..).unwrap_or_default();
+            match self.socket.try_write_vectored(&[std::io::IoSlice::new(head), std::io::IoSlice::new(tail)])
+            {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                // Full (or broken, which the writer will find too).
+                Err(_) => break,
+            }
+        }
+        if written == total {
+            budget.release(body.len());
+            return true;
+        }
+        if written == 0 {
+            budget.release(body.len());
+            return false;
+        }
+        let mut bytes = Vec::with_capacity(total - written);
+        bytes.extend_from_slice(header.get(written..).unwrap_or_default());
+        bytes.extend_from_slice(body.get(written.saturating_sub(header.len())..).unwrap_or_default());
+        *turn = Some(Leftover { bytes, reserved: body.len() });
+        drop(turn);
+        self.rest_waiting.notify_one();
+        true
+    }
+
+    /// Whether the rest of a direct write waits for the writer.
+    fn rest_pending(&self) -> bool {
+        self.turn().is_some()
+    }
+
+    /// Writes all of `bytes`, one non-blocking write at a time, each under `turn`.
+    async fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            self.socket.writable().await?;
+            let written = {
+                let _turn = self.turn();
+                self.socket.try_write(bytes)
+            };
+            match written {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
+                Err(err)
+                    if matches!(
+                        err.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One connection's state while it is served.
 struct Conn {
     shared: Arc<Shared>,
@@ -98,6 +235,8 @@ struct Conn {
     conn_id: usize,
     /// Responses go here; `send` waits for room, which is what stalls a non-reading client.
     out: Outgoing,
+    /// The socket, for answers written directly while the queue is empty and the writer idle.
+    write_side: Arc<WriteSide>,
     /// jsonrpsee subscriptions' way into the same queue (through [`forward`], which budgets it).
     sink: MethodSink,
     /// Calls of this connection in flight: the reader takes one per frame, a batch one more
@@ -358,6 +497,38 @@ async fn forward(mut sink: mpsc::Receiver<Box<RawValue>>, out: Outgoing) {
     }
 }
 
+/// Polls a call's future once, here in the reader, and spawns it only if that poll did not
+/// finish it. A warm read is answered and queued within its first poll, so it never becomes a
+/// task: no spawn, no wake-up of another worker, and the reader goes straight on to the next
+/// frame. A call that waits on anything (the blocking pool, a gate, room in the queue) returns
+/// `Pending` and continues as a task of its own, with what it set up in that first poll (its
+/// permit, its cancellation entry); it will be polled again by its task, whose waker replaces
+/// the reader's, so the reader at most sees one spurious wake-up.
+///
+/// The price: that first poll runs on the reader, so the connection's next frame is not read
+/// until it returns. Handlers therefore do only bounded work before their first `.await`
+/// (a warm read of at most one window; anything slower runs on the blocking pool), and tokio's
+/// cooperative budget makes a long inline run yield. A panic in that poll is caught here, like
+/// a panicking task would be: the call is dropped (its permit and cancellation entry with it)
+/// and the connection goes on.
+async fn run_or_spawn<F>(tasks: &TaskTracker, call: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut call = Box::pin(call.in_current_span());
+    let first = std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx))))
+    })
+    .await;
+    match first {
+        Ok(std::task::Poll::Ready(())) => {}
+        Ok(std::task::Poll::Pending) => {
+            tasks.spawn(call);
+        }
+        Err(_) => tracing::error!("a call panicked outside its handler; dropped"),
+    }
+}
+
 /// Serves one accepted, authorised connection until it ends or the daemon shuts down.
 pub(crate) async fn serve(
     stream: UnixStream,
@@ -385,8 +556,9 @@ async fn serve_inner(
     let out = Outgoing::new(out_tx, budget.clone());
     let writer_stop = CancellationToken::new();
     let writer_kill = CancellationToken::new();
+    let write_side = Arc::new(WriteSide::new(write_half));
     let writer = tokio::spawn(
-        write_loop(write_half, out_rx, budget.clone(), writer_stop.clone(), writer_kill.clone())
+        write_loop(write_side.clone(), out_rx, budget.clone(), writer_stop.clone(), writer_kill.clone())
             .in_current_span(),
     );
     let (sink_tx, sink_rx) = mpsc::channel::<Box<RawValue>>(SINK_CAPACITY);
@@ -410,6 +582,7 @@ async fn serve_inner(
         conn_id,
         sink: MethodSink::new_with_limit(sink_tx, max_response),
         out,
+        write_side,
         inflight: inflight.clone(),
         cancels: std::sync::Mutex::default(),
     });
@@ -586,42 +759,52 @@ async fn serve_inner(
 }
 
 /// Writes queued messages as frames, gathering whatever is ready into one write, and gives
-/// their bytes back to the budget once they are written. `kill` drops the queue at once.
+/// their bytes back to the budget once they are written. The rest of a direct write (see
+/// [`WriteSide`]) goes first. `kill` drops the queue at once.
 async fn write_loop(
-    mut socket: OwnedWriteHalf,
+    side: Arc<WriteSide>,
     mut queue: mpsc::Receiver<Json>,
     budget: Arc<ConnBudget>,
     stop: CancellationToken,
     kill: CancellationToken,
 ) {
-    let mut codec = LspCodec::default();
     let mut buf = BytesMut::with_capacity(8 * 1024);
     loop {
         let first = tokio::select! {
             biased;
             () = kill.cancelled() => break,
             message = queue.recv() => match message {
-                Some(message) => message,
+                Some(message) => Some(message),
+                None if side.rest_pending() => None,
                 None => break,
             },
+            () = side.rest_waiting.notified() => None,
             () = stop.cancelled() => match queue.try_recv() {
-                Ok(message) => message,
+                Ok(message) => Some(message),
+                Err(_) if side.rest_pending() => None,
                 Err(_) => break,
             },
         };
-        let mut next = Some(first);
         let mut budgeted = 0usize;
+        // Whatever a direct write left is older than anything queued: it goes first.
+        if let Some(rest) = side.turn().take() {
+            buf.extend_from_slice(&rest.bytes);
+            budgeted += rest.reserved;
+        }
+        let mut next = first;
         while let Some(message) = next.take() {
             budgeted += message.len();
-            // Encoding into memory cannot fail.
-            let _ = codec.encode(message.as_bytes(), &mut buf);
+            frame_into(message.as_bytes(), &mut buf);
             drop(message);
             if buf.len() < WRITE_BATCH_BYTES {
                 next = queue.try_recv().ok();
             }
         }
+        if buf.is_empty() {
+            continue;
+        }
         let written = tokio::select! {
-            written = socket.write_all(&buf) => written,
+            written = side.write_all(&buf) => written,
             () = kill.cancelled() => break,
         };
         if let Err(err) = written {
@@ -639,8 +822,12 @@ async fn write_loop(
     // whoever waits for room must stop waiting.
     queue.close();
     budget.close();
-    if !kill.is_cancelled() {
-        let _ = tokio::time::timeout(Duration::from_secs(1), socket.shutdown()).await;
+    let _ = side.turn().take();
+    // Half-close now, as the write half would when dropped: the connection may still hold the
+    // shared side for a while (in-flight calls after a kill), and the client must see the end.
+    // Through a duplicate of the descriptor, since the half itself is shared.
+    if let Ok(fd) = std::os::fd::AsFd::as_fd(side.socket.as_ref()).try_clone_to_owned() {
+        let _ = std::os::unix::net::UnixStream::from(fd).shutdown(std::net::Shutdown::Write);
     }
 }
 
@@ -680,6 +867,9 @@ impl Conn {
     /// Queues one message, waiting for room (bytes and a place in the queue). A closed queue
     /// means the client is gone.
     async fn send(&self, json: Json) -> bool {
+        if self.write_side.try_direct(json.as_bytes(), self.out.budget()) {
+            return true;
+        }
         self.out.send(json).await
     }
 
@@ -715,24 +905,20 @@ impl Conn {
                 }
                 Admission::Spawn(call) => {
                     let conn = self.clone();
-                    tasks.spawn(
-                        async move {
-                            let reply = conn.run(call).await;
-                            conn.send_reply(reply).await;
-                            drop(permit);
-                        }
-                        .in_current_span(),
-                    );
+                    run_or_spawn(tasks, async move {
+                        let reply = conn.run(call).await;
+                        conn.send_reply(reply).await;
+                        drop(permit);
+                    })
+                    .await;
                 }
                 Admission::Notify(call) => {
                     let conn = self.clone();
-                    tasks.spawn(
-                        async move {
-                            let _ = conn.run(call).await;
-                            drop(permit);
-                        }
-                        .in_current_span(),
-                    );
+                    run_or_spawn(tasks, async move {
+                        let _ = conn.run(call).await;
+                        drop(permit);
+                    })
+                    .await;
                 }
                 Admission::Respond(json) => {
                     self.send(json).await;
@@ -1137,12 +1323,15 @@ mod tests {
         let owners = Owners::new("t".into(), limits, None, stats.clone());
         let session = Arc::new(Session::new("t".into(), out.clone(), 4, owners, stats));
         let inflight = Arc::new(Semaphore::new(4));
+        let (socket, _peer) = UnixStream::pair().unwrap();
+        let (_read, write) = socket.into_split();
         let conn = Conn {
             shared,
             session,
             conn_id: 1,
             sink: MethodSink::new(sink_tx),
             out,
+            write_side: Arc::new(WriteSide::new(write)),
             inflight,
             cancels: Default::default(),
         };
@@ -1155,5 +1344,59 @@ mod tests {
         }
         let reply = conn.run(call("fine")).await;
         assert_eq!(reply.json.as_str(), r#"{"jsonrpc":"2.0","id":1,"result":7}"#);
+    }
+
+    /// Reads frames off `peer` until `n` have arrived.
+    async fn frames(peer: &mut UnixStream, n: usize) -> Vec<Bytes> {
+        let mut codec = LspCodec::new(1 << 24);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        while out.len() < n {
+            match codec.decode(&mut buf).unwrap() {
+                Some(Frame::Message(body)) => out.push(body),
+                Some(Frame::Oversized { .. }) => panic!("oversized frame"),
+                None => assert_ne!(peer.read_buf(&mut buf).await.unwrap(), 0, "socket closed early"),
+            }
+        }
+        assert!(buf.is_empty(), "half a frame left over");
+        out
+    }
+
+    #[tokio::test]
+    async fn a_direct_write_taken_in_part_goes_out_first_whole_and_stays_in_the_budget() {
+        let global = OutgoingBudget::new(1 << 24, 1 << 24, 4);
+        let budget = global.open();
+        let (socket, mut peer) = UnixStream::pair().unwrap();
+        let (_read, write) = socket.into_split();
+        let side = Arc::new(WriteSide::new(write));
+        let (tx, rx) = mpsc::channel::<Json>(8);
+        let out = Outgoing::new(tx, budget.clone());
+        // Larger than any socket buffer: the socket takes only part of it, and nobody reads.
+        let big = format!(r#"{{"id":1,"pad":"{}"}}"#, "x".repeat(4 << 20));
+        assert!(side.try_direct(big.as_bytes(), &budget), "the socket took a first part");
+        assert!(side.rest_pending());
+        assert_eq!(global.queued(), big.len(), "the rest is still counted");
+        // While the connection holds bytes, nothing is written directly: it queues behind.
+        let small = r#"{"id":2}"#;
+        assert!(!side.try_direct(small.as_bytes(), &budget));
+        assert_eq!(global.queued(), big.len(), "a refused direct write holds nothing");
+        assert!(out.send(Json::from(RawValue::from_string(small.to_owned()).unwrap())).await);
+        let (stop, kill) = (CancellationToken::new(), CancellationToken::new());
+        let writer = tokio::spawn(write_loop(side.clone(), rx, budget.clone(), stop.clone(), kill));
+        let got = frames(&mut peer, 2).await;
+        assert_eq!(got[0], big.as_bytes(), "the direct write arrives whole, first");
+        assert_eq!(got[1], small.as_bytes());
+        tokio::time::timeout(Duration::from_secs(5), budget.wait_empty()).await.unwrap();
+        assert_eq!(global.queued(), 0, "every byte came back once written");
+        // Idle again: the next answer goes straight out, and gives its bytes back at once.
+        assert!(side.try_direct(br#"{"id":3}"#, &budget));
+        assert_eq!(global.queued(), 0);
+        assert_eq!(frames(&mut peer, 1).await[0], br#"{"id":3}"#.as_slice());
+        drop(out);
+        stop.cancel();
+        writer.await.unwrap();
+        drop(side);
+        let mut rest = Vec::new();
+        assert_eq!(peer.read_to_end(&mut rest).await.unwrap(), 0, "the writer closed the socket cleanly");
     }
 }

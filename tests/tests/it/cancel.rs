@@ -75,3 +75,36 @@ fn a_waiting_request_is_cancelled_and_a_running_one_finishes() {
     let text = ok(&mut raw, "tools/call", json!({"name": "read", "arguments": {"file_path": "notes.txt"}}));
     assert_eq!(text["isError"], false, "{text}");
 }
+
+#[test]
+fn a_cancel_right_behind_its_request_in_the_same_write_is_never_lost() {
+    // The reader polls each call once before it reads the next frame, so a waiting request's
+    // cancellation exists before the cancel behind it can be read.
+    let daemon = hooked();
+    let root = daemon.dir.path().canonicalize().unwrap();
+    let gates = root.join("gates");
+    fs::create_dir(&gates).unwrap();
+    let mut raw = Raw::connect(&daemon.socket);
+    raw.initialize(&root);
+    let hold = raw.send_request("debug/hold", Some(json!({"dir": gates, "name": "h"})));
+    until("the hold runs", || gates.join("h.started").exists());
+    let frame = |message: serde_json::Value| {
+        let body = message.to_string();
+        format!("Content-Length: {}\r\n\r\n{body}", body.len())
+    };
+    for n in 0..20u64 {
+        let id = 1_000 + n;
+        let path = format!("new{n}.txt");
+        let write = json!({"jsonrpc": "2.0", "id": id, "method": "file/write",
+            "params": {"path": path, "content": "x\n"}});
+        let cancel = json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}});
+        raw.send_bytes((frame(write) + &frame(cancel)).as_bytes());
+        let answer = raw.recv();
+        assert_eq!(answer["id"].as_u64(), Some(id), "{answer}");
+        assert_eq!(error_code(&answer), -32800, "{answer}");
+        assert!(!root.join(&path).exists(), "a cancelled write never lands");
+    }
+    fs::write(gates.join("h.go"), "").unwrap();
+    let held = raw.recv();
+    assert_eq!(held["id"].as_u64(), Some(hold), "{held}");
+}

@@ -378,3 +378,45 @@ fn shutdown_then_exit_ends_the_session_politely() {
     raw.send(&json!({"jsonrpc": "2.0", "method": "exit"}));
     assert!(raw.closed());
 }
+
+#[test]
+fn pipelined_reads_answered_while_the_client_is_not_reading_arrive_whole_and_once() {
+    // Warm reads are answered from the connection's reader and written straight to the socket
+    // while nothing of the connection is queued; once the client stops reading, a frame the
+    // socket takes only in part is finished by the writer before anything queued behind it.
+    // Every answer must still arrive whole, as a valid frame, exactly once.
+    let daemon = Daemon::start(&[]);
+    let root = filectx_tests::root_of(&daemon);
+    let text: String = (0..2_000).map(|i| format!("line {i} with \"quotes\" and \u{e9}\n")).collect();
+    std::fs::write(root.join("f.txt"), &text).unwrap();
+    let mut raw = daemon.session();
+    let warm = filectx_tests::rpc(&mut raw, "file/read", json!({"path": "f.txt", "limit": 10}));
+    assert_eq!(warm["result"]["lines"][0], "line 0 with \"quotes\" and \u{e9}", "{warm}");
+    let ids = 100..400u64;
+    let mut frames = Vec::new();
+    for id in ids.clone() {
+        let offset = (id % 50) * 30 + 1;
+        let params = json!({"path": "f.txt", "offset": offset, "limit": 400});
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "file/read", "params": params}).to_string();
+        frames.extend_from_slice(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+    // ~300 answers of ~14 KB: far more than the socket holds while nobody reads them.
+    let mut writer = raw.stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || writer.write_all(&frames).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut seen = Vec::new();
+    for _ in ids.clone() {
+        let answer = raw.recv();
+        let id = answer["id"].as_u64().unwrap_or_else(|| panic!("{answer}"));
+        let lines = answer["result"]["lines"].as_array().unwrap_or_else(|| panic!("{answer}"));
+        let first = (id % 50) * 30;
+        assert_eq!(lines.len(), 400, "{id}");
+        assert_eq!(lines[0], format!("line {first} with \"quotes\" and \u{e9}"), "{id}");
+        assert_eq!(lines[399], format!("line {} with \"quotes\" and \u{e9}", first + 399), "{id}");
+        seen.push(id);
+    }
+    sender.join().unwrap();
+    seen.sort_unstable();
+    assert_eq!(seen, ids.collect::<Vec<_>>());
+    assert!(raw.call("daemon/status", None)["sessions"].is_number(), "the connection stays usable");
+}
