@@ -39,7 +39,9 @@ fn a_waiting_request_is_cancelled_and_a_running_one_finishes() {
     let root = daemon.dir.path().canonicalize().unwrap();
     let gates = root.join("gates");
     fs::create_dir(&gates).unwrap();
-    fs::write(root.join("notes.txt"), "one\ntwo\n").unwrap();
+    // Over 64 KiB, so that its first read is file work (a smaller one is read at once on the
+    // async worker, without a slot).
+    fs::write(root.join("notes.txt"), format!("one\ntwo\n{}", "pad\n".repeat(20_000))).unwrap();
     let mut raw = Raw::connect(&daemon.socket);
     let init = raw.initialize(&root);
     assert!(init["capabilities"]["features"].as_array().unwrap().contains(&json!("cancelRequest")), "{init}");
