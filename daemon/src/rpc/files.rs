@@ -94,18 +94,30 @@ where
     T: Send + 'static,
     F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
-    let session = session_of(ext)?;
-    if let Some(options) = session.options().filter(|o| o.local_roots) {
-        let cold = std::sync::atomic::AtomicBool::new(false);
-        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        let observed = owner.as_deref().map_or_else(|| session.observations(), Owner::observations);
-        let files = ctx.files.context(scope, observed, options.read_only, &options.deny);
-        let answer = work(&files.warm_only(&cold), options);
-        if !cold.load(std::sync::atomic::Ordering::Relaxed) {
-            return answer;
-        }
+    if let Some(answer) = at_once(ctx, ext, owner.as_deref(), |files, options| Some(work(files, options)))? {
+        return answer;
     }
     with_owner_context(ctx, ext, owner, move |files, options| work(files, options)).await
+}
+
+/// Runs `work` once right here on the async worker, with the session's file context in
+/// warm-only mode ([`FileContext::warm_only`]), when the session's roots are on local
+/// filesystems. `None` (after `Ok`) when that cannot answer: the roots are not local, `work`
+/// declined (`None`), or it needed the slow path; nothing was recorded or written then.
+fn at_once<T>(
+    ctx: &ServerContext,
+    ext: &Extensions,
+    owner: Option<&Owner>,
+    work: impl FnOnce(&FileContext<'_>, &SessionOptions) -> Option<Result<T, ErrorObjectOwned>>,
+) -> Result<Option<Result<T, ErrorObjectOwned>>, ErrorObjectOwned> {
+    let session = session_of(ext)?;
+    let Some(options) = session.options().filter(|o| o.local_roots) else { return Ok(None) };
+    let cold = std::sync::atomic::AtomicBool::new(false);
+    let scope = Scope { roots: &options.roots, cwd: &options.cwd };
+    let observed = owner.map_or_else(|| session.observations(), Owner::observations);
+    let files = ctx.files.context(scope, observed, options.read_only, &options.deny);
+    let answer = work(&files.warm_only(&cold), options);
+    Ok(answer.filter(|_| !cold.load(std::sync::atomic::Ordering::Relaxed)))
 }
 
 /// Runs an edit call's `work` right here on the async worker when the provider can make it at
@@ -123,18 +135,10 @@ where
     T: Send + 'static,
     F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
-    let session = session_of(ext)?;
-    if let Some(options) = session.options().filter(|o| o.local_roots) {
-        let cold = std::sync::atomic::AtomicBool::new(false);
-        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        let observed = owner.as_deref().map_or_else(|| session.observations(), Owner::observations);
-        let files = ctx.files.context(scope, observed, options.read_only, &options.deny);
-        let answer = ctx.gates.run_ungated(|| work(&files.warm_only(&cold), options));
-        if let Some(answer) = answer
-            && !cold.load(std::sync::atomic::Ordering::Relaxed)
-        {
-            return answer;
-        }
+    let at_once =
+        at_once(ctx, ext, owner.as_deref(), |files, options| ctx.gates.run_ungated(|| work(files, options)))?;
+    if let Some(answer) = at_once {
+        return answer;
     }
     super::gate::with_gates(ctx, ext, owner, work).await
 }
