@@ -309,9 +309,12 @@ async def test_cancelling_a_call_sends_cancel_request_and_the_daemon_withdraws_i
             with pytest.raises(asyncio.CancelledError) as tool_cancelled:
                 await tool
             assert "tools/call was cancelled before it started" in (filectx.cancelled_outcome(tool_cancelled.value) or "")
-            # A timeout cancels the call the same way (asyncio.wait_for, or asyncio.timeout).
+            # A timeout cancels the call the same way (asyncio.wait_for, or asyncio.timeout). The
+            # read is of a file over 64 KiB read for the first time: file work, which waits for a
+            # slot (a smaller or already cached one is answered at once, without a slot).
+            (daemon.root / "big.txt").write_text("line\n" * 20_000)
             with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(s.file.read("locked.txt"), 0.3)
+                await asyncio.wait_for(s.file.read("big.txt"), 0.3)
             fcntl.flock(held, fcntl.LOCK_UN)
         assert (await asyncio.wait_for(blocked, 10))["operation"] == "update"
         assert (await s.file.read("locked.txt"))["lines"] == ["written"]
