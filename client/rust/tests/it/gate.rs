@@ -358,6 +358,8 @@ struct Running {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<String>>,
+    /// The thread reading stderr: done once the process exited and the pipe is drained.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
@@ -387,7 +389,7 @@ impl Running {
         let mut stderr_pipe = child.stderr.take().ok_or("no stderr")?;
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buf = [0_u8; 1024];
             while let Ok(n @ 1..) = stderr_pipe.read(&mut buf) {
                 sink.lock()
@@ -396,7 +398,7 @@ impl Running {
             }
         });
         let stdin = child.stdin.take();
-        Ok(Self { child, stdin, lines, stderr })
+        Ok(Self { child, stdin, lines, stderr, stderr_reader: Some(stderr_reader) })
     }
 
     fn line(&self) -> TestResult<String> {
@@ -440,6 +442,13 @@ impl Running {
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Some(status) = self.child.try_wait()? {
+                // Everything it wrote to stderr is read before the exit is reported.
+                while self.stderr_reader.as_ref().is_some_and(|reader| !reader.is_finished()) {
+                    if Instant::now() > deadline {
+                        return Err("filectx gate's stderr stayed open after it exited".into());
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return Ok(status.code());
             }
             if Instant::now() > deadline {
