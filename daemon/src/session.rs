@@ -436,16 +436,8 @@ mod tests {
 
     fn params(roots: &[&str], cwd: Option<&str>) -> InitializeParams {
         InitializeParams {
-            client_info: None,
-            roots: roots.iter().map(|r| (*r).to_owned()).collect(),
             cwd: cwd.map(str::to_owned),
-            tools: None,
-            read_only: None,
-            deny: None,
-            read_max_bytes: None,
-            resumable: None,
-            resume: None,
-            dedup_reads: None,
+            ..InitializeParams::new(roots.iter().map(|r| (*r).to_owned()).collect())
         }
     }
 

@@ -62,6 +62,26 @@ pub struct InitializeParams {
     pub dedup_reads: Option<bool>,
 }
 
+impl InitializeParams {
+    /// A session over `roots` with every option left to the daemon's default; set the ones you
+    /// need with struct update syntax (`InitializeParams { read_only: Some(true),
+    /// ..InitializeParams::new(roots) }`).
+    pub fn new(roots: Vec<String>) -> Self {
+        Self {
+            client_info: None,
+            roots,
+            cwd: None,
+            tools: None,
+            read_only: None,
+            deny: None,
+            read_max_bytes: None,
+            resumable: None,
+            resume: None,
+            dedup_reads: None,
+        }
+    }
+}
+
 /// Glob patterns (relative to the root that contains a path) a session may not read or write.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

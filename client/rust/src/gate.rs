@@ -359,15 +359,7 @@ impl Gate {
                 name: options.client_name.clone(),
                 version: Some(env!("CARGO_PKG_VERSION").to_owned()),
             }),
-            roots,
-            cwd: None,
-            tools: None,
-            read_only: None,
-            deny: None,
-            read_max_bytes: None,
-            resumable: None,
-            resume: None,
-            dedup_reads: None,
+            ..InitializeParams::new(roots)
         };
         let params = serde_json::to_value(&params).map_err(ClientError::Encode)?;
         let session = gate.shared.call(methods::INITIALIZE, params).await?;

@@ -50,18 +50,7 @@
 //! use filectx_client::{Client, socket_path};
 //! use filectx_protocol::InitializeParams;
 //!
-//! let params = InitializeParams {
-//!     client_info: None,
-//!     roots: vec!["/home/me/project".to_owned()],
-//!     cwd: None,
-//!     tools: None,
-//!     read_only: None,
-//!     deny: None,
-//!     read_max_bytes: None,
-//!     resumable: None,
-//!     resume: None,
-//!     dedup_reads: None,
-//! };
+//! let params = InitializeParams::new(vec!["/home/me/project".to_owned()]);
 //! let (client, session) = Client::connect_session(socket_path(None), params).await?;
 //! println!("session {}", session.session_id);
 //! let status = client.status().await?;

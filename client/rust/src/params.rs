@@ -56,15 +56,8 @@ mod tests {
     fn init_params() -> InitializeParams {
         InitializeParams {
             client_info: Some(ClientInfo { name: "t".to_owned(), version: None }),
-            roots: vec!["/r".to_owned()],
-            cwd: None,
-            tools: None,
             read_only: Some(true),
-            deny: None,
-            read_max_bytes: None,
-            resumable: None,
-            resume: None,
-            dedup_reads: None,
+            ..InitializeParams::new(vec!["/r".to_owned()])
         }
     }
 

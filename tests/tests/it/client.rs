@@ -10,18 +10,7 @@ use filectx_tests::{Daemon, PATIENCE, bin};
 use serde_json::Value;
 
 fn params(root: &std::path::Path) -> InitializeParams {
-    InitializeParams {
-        client_info: None,
-        roots: vec![root.display().to_string()],
-        cwd: None,
-        tools: None,
-        read_only: None,
-        deny: None,
-        read_max_bytes: None,
-        resumable: None,
-        resume: None,
-        dedup_reads: None,
-    }
+    InitializeParams::new(vec![root.display().to_string()])
 }
 
 #[tokio::test]

@@ -160,20 +160,14 @@ impl Session {
         };
         let cwd_in_root = roots.iter().any(|root| cwd.starts_with(root));
         let explicit_cwd = cwd_in_root && roots.first() != Some(&cwd);
+        let root_texts = roots.iter().map(|root| utf8(root, "root")).collect::<anyhow::Result<_>>()?;
         let params = InitializeParams {
             client_info: Some(ClientInfo {
                 name: "filectx".to_owned(),
                 version: Some(env!("CARGO_PKG_VERSION").to_owned()),
             }),
-            roots: roots.iter().map(|root| utf8(root, "root")).collect::<anyhow::Result<_>>()?,
             cwd: if explicit_cwd { Some(utf8(&cwd, "current folder")?) } else { None },
-            tools: None,
-            read_only: None,
-            deny: None,
-            read_max_bytes: None,
-            resumable: None,
-            resume: None,
-            dedup_reads: None,
+            ..InitializeParams::new(root_texts)
         };
         Ok(Self { params, cwd, cwd_in_root })
     }

@@ -153,18 +153,7 @@ fn filectx(args: &[&str], cwd: &Path, envs: &[(&str, &std::ffi::OsStr)]) -> Test
 /// `initialize` parameters of a session rooted at `root`.
 fn params(root: &Path) -> TestResult<InitializeParams> {
     let root = root.to_str().ok_or("tempdir path is not UTF-8")?.to_owned();
-    Ok(InitializeParams {
-        client_info: None,
-        roots: vec![root],
-        cwd: None,
-        tools: None,
-        read_only: None,
-        deny: None,
-        read_max_bytes: None,
-        resumable: None,
-        resume: None,
-        dedup_reads: None,
-    })
+    Ok(InitializeParams::new(vec![root]))
 }
 
 /// [`Client::connect_session_or_spawn`] with a session rooted at `root`.

@@ -11,18 +11,7 @@ use serde_json::{Value, json};
 use crate::support::{self, FakeDaemon, TestResult, text};
 
 fn params() -> InitializeParams {
-    InitializeParams {
-        client_info: None,
-        roots: vec!["/tmp/project".to_owned()],
-        cwd: None,
-        tools: None,
-        read_only: None,
-        deny: None,
-        resumable: None,
-        resume: None,
-        dedup_reads: None,
-        read_max_bytes: None,
-    }
+    InitializeParams::new(vec!["/tmp/project".to_owned()])
 }
 
 /// A fake protocol-2 daemon announcing `features` (and a resume token when asked for one).

@@ -331,18 +331,7 @@ impl Scene {
 }
 
 fn params(root: &Path) -> InitializeParams {
-    InitializeParams {
-        client_info: None,
-        roots: vec![root.display().to_string()],
-        cwd: None,
-        tools: None,
-        read_only: None,
-        deny: None,
-        read_max_bytes: None,
-        resumable: None,
-        resume: None,
-        dedup_reads: None,
-    }
+    InitializeParams::new(vec![root.display().to_string()])
 }
 
 /// The reason of an [`ClientError::UntrustedSocket`] for `socket`, or a failure naming what came

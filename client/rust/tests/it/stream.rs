@@ -19,15 +19,8 @@ const WAIT: Duration = Duration::from_secs(10);
 fn params() -> InitializeParams {
     InitializeParams {
         client_info: Some(ClientInfo { name: "test".to_owned(), version: None }),
-        roots: vec!["/tmp/project".to_owned()],
-        cwd: None,
-        tools: None,
         read_only: Some(true),
-        deny: None,
-        read_max_bytes: None,
-        resumable: None,
-        resume: None,
-        dedup_reads: None,
+        ..InitializeParams::new(vec!["/tmp/project".to_owned()])
     }
 }
 

@@ -16,15 +16,8 @@ use crate::support::{self, FakeDaemon, Out, TestResult};
 fn params() -> InitializeParams {
     InitializeParams {
         client_info: Some(ClientInfo { name: "test".to_owned(), version: Some("1".to_owned()) }),
-        roots: vec!["/tmp/project".to_owned()],
-        cwd: None,
-        tools: None,
         read_only: Some(true),
-        deny: None,
-        read_max_bytes: None,
-        resumable: None,
-        resume: None,
-        dedup_reads: None,
+        ..InitializeParams::new(vec!["/tmp/project".to_owned()])
     }
 }
 
