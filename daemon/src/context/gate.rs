@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::stale::{self, Change};
-use super::{FileError, Version};
-use crate::provider::{Committed, Expectation, Prepared, Resolved};
+use super::{ContextError, Conventions, FileError, Version};
+use crate::provider::{Committed, Expectation, Prepared, Resolved, WriteOutcome};
 
 /// What a write does, as a gate sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -171,6 +171,34 @@ pub(super) enum Passage {
 }
 
 impl super::FileContext<'_> {
+    /// Writes `content` as the whole of `target` if `expect` holds, through the gate step:
+    /// `Err` when a gate holds the write (asking) or refused it, else what the write did (made
+    /// here, or committed by the gate step once allowed).
+    pub(super) fn write_gated(
+        &self,
+        target: &Resolved,
+        content: &str,
+        expect: Expectation,
+        conventions: Conventions,
+    ) -> Result<Result<WriteOutcome, FileError>, ContextError> {
+        let max_old = self.provider.store().max_file_bytes();
+        let prepare = || self.provider.prepare_write(target, content, expect, conventions, max_old);
+        Ok(match self.through_gate(target, expect, prepare) {
+            Ok(Passage::Direct) => self.provider.write(target, content, expect, conventions),
+            Ok(Passage::Done(prepared, done)) => Ok(WriteOutcome {
+                created: done.created,
+                version: done.version,
+                links: done.links,
+                converted: Some(prepared.bytes),
+            }),
+            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display.clone() }),
+            Ok(Passage::Refused(refusal)) => {
+                return Err(ContextError::GateRefused { path: target.display.clone(), refusal });
+            }
+            Err(e) => Err(e),
+        })
+    }
+
     /// Runs the gate step (if any) of a write or edit of `target` that `prepare` would prepare
     /// and `expect` guards.
     pub(super) fn through_gate(

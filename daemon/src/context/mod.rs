@@ -21,7 +21,7 @@ use self::gate::{GateStep, Passage};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::Change;
 pub use self::unrecorded::{RawExpectation, Unrecorded};
-use crate::provider::{EditOutcome, Expectation, Provider, Resolved, Stat, WriteOutcome};
+use crate::provider::{EditOutcome, Expectation, Provider, Resolved, Stat};
 
 /// Whether a write keeps the replaced file's BOM and CRLF endings.
 pub use crate::provider::Conventions;
@@ -288,7 +288,7 @@ impl<'a> FileContext<'a> {
         self.observed.record(&target.path, outcome.version, outcome.links);
         if let Some(bytes) = outcome.bytes {
             // Read whole anyway (a cold read of a small file): kept for a later stale diff.
-            self.provider.store().put(outcome.version, bytes);
+            self.provider.store().put(outcome.version, &bytes);
         }
         Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }
@@ -316,23 +316,7 @@ impl<'a> FileContext<'a> {
             None
         };
         let expect = seen.map_or(Expectation::ABSENT, Expectation::version);
-        let max_old = self.provider.store().max_file_bytes();
-        let written = match self.through_gate(&target, expect, || {
-            self.provider.prepare_write(&target, content, expect, Conventions::Keep, max_old)
-        }) {
-            Ok(Passage::Direct) => self.provider.write(&target, content, expect, Conventions::Keep),
-            Ok(Passage::Done(prepared, done)) => Ok(WriteOutcome {
-                created: done.created,
-                version: done.version,
-                links: done.links,
-                converted: Some(prepared.bytes),
-            }),
-            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display }),
-            Ok(Passage::Refused(refusal)) => {
-                return Err(ContextError::GateRefused { path: target.display, refusal });
-            }
-            Err(e) => Err(e),
-        };
+        let written = self.write_gated(&target, content, expect, Conventions::Keep)?;
         let outcome = match written {
             Ok(outcome) => outcome,
             // Someone created it after we looked: this session has not seen that file.
@@ -346,12 +330,9 @@ impl<'a> FileContext<'a> {
             Err(e) => return Err(e.into()),
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
-        let store = self.provider.store();
-        match outcome.converted {
-            Some(bytes) => store.put(outcome.version, bytes),
-            None if store.fits(content.len()) => store.put(outcome.version, content.as_bytes().to_vec()),
-            None => {}
-        }
+        // What was written: converted to the file's conventions, or the content as given.
+        let written = outcome.converted.as_deref().unwrap_or(content.as_bytes());
+        self.provider.store().put(outcome.version, written);
         Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
     }
 
@@ -376,7 +357,7 @@ impl<'a> FileContext<'a> {
             Some((version, bytes, links, change)) => {
                 if change.reauthorized() {
                     self.observed.record(&target.path, version, links);
-                    store.put(version, bytes);
+                    store.put(version, &bytes);
                 }
                 ContextError::Stale { path, current: Some(version), change }
             }
@@ -430,7 +411,7 @@ impl<'a> FileContext<'a> {
             Err(e) => return Err(e.into()),
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
-        self.provider.store().put(outcome.version, outcome.written);
+        self.provider.store().put(outcome.version, &outcome.written);
         Ok(EditView {
             display: target.display,
             replacements: outcome.replacements,

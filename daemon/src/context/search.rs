@@ -167,10 +167,7 @@ impl FileContext<'_> {
         }
         let path: PathBuf = files.root.path().join(rel);
         self.observed.record(Path::new(&path), seen.version, seen.links);
-        let store = self.provider.store();
-        if store.fits(bytes.len()) {
-            store.put(seen.version, bytes);
-        }
+        self.provider.store().put(seen.version, &bytes);
         true
     }
 }

@@ -86,23 +86,7 @@ impl Unrecorded<'_> {
             RawExpectation::CreateIfAbsent => Expectation::ABSENT,
             RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
-        let max_old = self.files.provider.store().max_file_bytes();
-        let written = match self.files.through_gate(&target, expect, || {
-            self.files.provider.prepare_write(&target, content, expect, conventions, max_old)
-        }) {
-            Ok(Passage::Direct) => self.files.provider.write(&target, content, expect, conventions),
-            Ok(Passage::Done(prepared, done)) => Ok(crate::provider::WriteOutcome {
-                created: done.created,
-                version: done.version,
-                links: done.links,
-                converted: Some(prepared.bytes),
-            }),
-            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display }),
-            Ok(Passage::Refused(refusal)) => {
-                return Err(ContextError::GateRefused { path: target.display, refusal });
-            }
-            Err(e) => Err(e),
-        };
+        let written = self.files.write_gated(&target, content, expect, conventions)?;
         let outcome = match written {
             Ok(outcome) => outcome,
             Err(FileError::AlreadyExists { path }) => return Err(ContextError::Exists { path }),

@@ -206,7 +206,7 @@ impl ContentStore {
     /// Stores `bytes` as `version`'s content (which they must be), copied into a pack; a
     /// version already stored only counts as used. Evicts the least recently used versions
     /// past the cap.
-    pub fn put(&self, version: Version, bytes: Vec<u8>) {
+    pub fn put(&self, version: Version, bytes: &[u8]) {
         if !self.fits(bytes.len()) {
             return;
         }
@@ -217,7 +217,7 @@ impl ContentStore {
             }
             inner.tick += 1;
             let tick = inner.tick;
-            let (content, pack) = inner.copy_in(&bytes, self.pack_bytes());
+            let (content, pack) = inner.copy_in(bytes, self.pack_bytes());
             inner.entries.insert(version, Stored { content, pack, used: tick });
             inner.queue(tick, version);
             let mut evicted = Vec::new();
@@ -242,7 +242,7 @@ impl ContentStore {
             }
             evicted
         };
-        // Freed after the lock is released (and the caller's buffer with `bytes`).
+        // Freed after the lock is released.
         drop(evicted);
     }
 
@@ -308,14 +308,14 @@ mod tests {
     fn stays_under_its_caps_and_forgets_the_least_recently_used() {
         let store = ContentStore::new(10, 4);
         let (a, b, c, big) = (content("aaaa"), content("bbbb"), content("cccc"), content("xxxxx"));
-        store.put(big.0, big.1);
+        store.put(big.0, &big.1);
         assert!(store.is_empty(), "over the per-version cap");
-        store.put(a.0, a.1.clone());
-        store.put(b.0, b.1);
-        store.put(a.0, a.1);
+        store.put(a.0, &a.1);
+        store.put(b.0, &b.1);
+        store.put(a.0, &a.1);
         assert_eq!((store.len(), store.bytes()), (2, 8), "a stored once");
         assert!(store.get(&a.0).is_some());
-        store.put(c.0, c.1);
+        store.put(c.0, &c.1);
         assert!(store.bytes() <= 10);
         assert!(store.get(&b.0).is_none(), "b was used least recently");
         assert_eq!(store.get(&a.0).as_deref(), Some(b"aaaa".as_slice()));
@@ -326,9 +326,9 @@ mod tests {
     fn a_zero_cap_stores_nothing() {
         let store = ContentStore::new(0, 1024);
         let (v, bytes) = content("");
-        store.put(v, bytes);
+        store.put(v, &bytes);
         let (v, bytes) = content("a");
-        store.put(v, bytes);
+        store.put(v, &bytes);
         assert!(store.len() <= 1 && store.bytes() == 0);
     }
 
@@ -359,7 +359,7 @@ mod tests {
         let store = ContentStore::new(1 << 20, 4096);
         let versions = texts(100, 99);
         for (v, bytes) in versions.clone() {
-            store.put(v, bytes);
+            store.put(v, &bytes);
         }
         assert_eq!(store.bytes(), 100 * 100, "exact lengths, nothing evicted");
         assert_eq!(store.pack(), 0, "no pack to empty");
@@ -376,7 +376,7 @@ mod tests {
         let store = ContentStore::new(6_000, 4096);
         let all = texts(300, 99);
         for (i, (v, bytes)) in all.iter().cloned().enumerate() {
-            store.put(v, bytes);
+            store.put(v, &bytes);
             assert!(store.bytes() <= 6_000, "held {} after {} puts", store.bytes(), i + 1);
             check_books(&store);
         }
@@ -395,14 +395,14 @@ mod tests {
         let all = texts(130, 99);
         let store = ContentStore::new(8_000, 4096);
         for (v, bytes) in all.iter().take(80).cloned() {
-            store.put(v, bytes);
+            store.put(v, &bytes);
         }
         // Use the last of every pack of ten, then push the rest out with new versions.
         for i in (9..80).step_by(10) {
             let _ = store.get(&all[i].0);
         }
         for (v, bytes) in all.iter().skip(80).take(50).cloned() {
-            store.put(v, bytes);
+            store.put(v, &bytes);
             check_books(&store);
         }
         let before = store.bytes();
@@ -425,7 +425,7 @@ mod tests {
         let store = ContentStore::new(8_000, 4096);
         let all = texts(2_000, 99);
         for (i, (v, bytes)) in all.iter().cloned().enumerate() {
-            store.put(v, bytes);
+            store.put(v, &bytes);
             let kept = &all[i - i % 10].0;
             let _ = store.get(kept);
             assert!(store.bytes() <= 8_000, "held {} after {} puts", store.bytes(), i + 1);
@@ -438,12 +438,12 @@ mod tests {
         let store = ContentStore::new(8_000, 4096);
         let versions = texts(80, 99);
         for (v, bytes) in versions.clone() {
-            store.put(v, bytes);
+            store.put(v, &bytes);
         }
         // A diff holds one version's bytes while everything is evicted.
         let held = store.get(&versions[3].0).unwrap_or_else(|| panic!("stored"));
         for (v, bytes) in texts(400, 99).into_iter().skip(80) {
-            store.put(v, bytes);
+            store.put(v, &bytes);
         }
         assert_eq!(&*held, versions[3].1.as_slice());
         check_books(&store);
