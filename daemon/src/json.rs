@@ -145,6 +145,12 @@ pub fn string_into(out: &mut Vec<u8>, text: &str) {
 
 /// Appends `n` in decimal.
 pub fn number_into(out: &mut Vec<u8>, n: u64) {
+    let (digits, at) = decimal(n);
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// `n`'s decimal digits, right-aligned in 20 bytes (room for any `u64`), and where they start.
+pub fn decimal(n: u64) -> ([u8; 20], usize) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = n;
@@ -156,7 +162,7 @@ pub fn number_into(out: &mut Vec<u8>, n: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[at..]);
+    (digits, at)
 }
 
 /// One whole JSON message, ready to be framed: what the transport's outgoing queue carries.

@@ -156,17 +156,8 @@ struct Column {
 
 impl Column {
     fn new(n: u64) -> Self {
-        let mut text = [b' '; 20];
-        let mut first = text.len();
-        let mut rest = n;
-        loop {
-            first -= 1;
-            text[first] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
+        let (mut text, first) = crate::json::decimal(n);
+        text[..first].fill(b' ');
         Self { text, first }
     }
 
