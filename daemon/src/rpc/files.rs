@@ -22,10 +22,10 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use super::error::{self, fs_error, invalid_params};
 use super::{Prepared, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
-    Conventions, FileContext, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest,
+    Conventions, FileContext, Files, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest,
 };
 use crate::owners::Owner;
-use crate::session::SessionOptions;
+use crate::session::{Session, SessionOptions};
 use crate::tools;
 
 /// The owner a request names, made on first use; `None` when it names none (the default owner).
@@ -72,9 +72,7 @@ where
     };
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
-        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        let observed = owner.as_deref().map_or_else(|| session.observations(), Owner::observations);
-        work(&files.context(scope, observed, options.read_only, &options.deny), options)
+        work(&context_of(&files, &session, options, owner.as_deref()), options)
     })
     .await
     .map_err(internal)?
@@ -100,6 +98,19 @@ where
     with_owner_context(ctx, ext, owner, move |files, options| work(files, options)).await
 }
 
+/// The session's file context: its scope, read-only flag and deny rules, and the observations
+/// of `owner` (`None`: the session's default owner).
+pub(super) fn context_of<'a>(
+    files: &'a Files,
+    session: &'a Session,
+    options: &'a SessionOptions,
+    owner: Option<&'a Owner>,
+) -> FileContext<'a> {
+    let scope = Scope { roots: &options.roots, cwd: &options.cwd };
+    let observed = owner.map_or_else(|| session.observations(), Owner::observations);
+    files.context(scope, observed, options.read_only, &options.deny)
+}
+
 /// Runs `work` once right here on the async worker, with the session's file context in
 /// warm-only mode ([`FileContext::warm_only`]), when the session's roots are on local
 /// filesystems. `None` (after `Ok`) when that cannot answer: the roots are not local, `work`
@@ -113,10 +124,7 @@ fn at_once<T>(
     let session = session_of(ext)?;
     let Some(options) = session.options().filter(|o| o.local_roots) else { return Ok(None) };
     let cold = std::sync::atomic::AtomicBool::new(false);
-    let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-    let observed = owner.map_or_else(|| session.observations(), Owner::observations);
-    let files = ctx.files.context(scope, observed, options.read_only, &options.deny);
-    let answer = work(&files.warm_only(&cold), options);
+    let answer = work(&context_of(&ctx.files, &session, options, owner).warm_only(&cold), options);
     Ok(answer.filter(|_| !cold.load(std::sync::atomic::Ordering::Relaxed)))
 }
 

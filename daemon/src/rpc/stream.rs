@@ -18,7 +18,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::fs_error;
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{Changed, Lines, Oversized, Scope, Snapshot, WindowError, WindowRequest};
+use crate::context::{Changed, Lines, Oversized, Snapshot, WindowError, WindowRequest};
 
 /// Opens the snapshot a stream will read, on the blocking pool, in one of the session's fair
 /// share of file-work slots (opening may hash the whole file).
@@ -47,8 +47,7 @@ async fn open(
     let _slot = ctx.file_work.acquire(session.id()).await;
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
-        let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-        let files = files.context(scope, session.observations(), options.read_only, &options.deny);
+        let files = super::files::context_of(&files, &session, options, None);
         let snapshot = files.unrecorded().stream(&path, offset)?;
         Ok((snapshot, offset, chunk))
     })
