@@ -4,6 +4,7 @@
 //! knows nothing about JSON; it is the only place that turns an observation into a provider
 //! write expectation.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -288,7 +289,7 @@ impl<'a> FileContext<'a> {
         self.observed.record(&target.path, outcome.version, outcome.links);
         if let Some(bytes) = outcome.bytes {
             // Read whole anyway (a cold read of a small file): kept for a later stale diff.
-            self.provider.store().put(outcome.version, &bytes);
+            self.provider.store().put(outcome.version, bytes.into());
         }
         Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }
@@ -331,7 +332,7 @@ impl<'a> FileContext<'a> {
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
         // What was written: converted to the file's conventions, or the content as given.
-        let written = outcome.converted.as_deref().unwrap_or(content.as_bytes());
+        let written = outcome.converted.map_or(Cow::Borrowed(content.as_bytes()), Cow::Owned);
         self.provider.store().put(outcome.version, written);
         Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
     }
@@ -357,7 +358,7 @@ impl<'a> FileContext<'a> {
             Some((version, bytes, links, change)) => {
                 if change.reauthorized() {
                     self.observed.record(&target.path, version, links);
-                    store.put(version, &bytes);
+                    store.put(version, bytes.into());
                 }
                 ContextError::Stale { path, current: Some(version), change }
             }
@@ -411,7 +412,7 @@ impl<'a> FileContext<'a> {
             Err(e) => return Err(e.into()),
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
-        self.provider.store().put(outcome.version, &outcome.written);
+        self.provider.store().put(outcome.version, outcome.written.into());
         Ok(EditView {
             display: target.display,
             replacements: outcome.replacements,

@@ -167,7 +167,7 @@ impl FileContext<'_> {
         }
         let path: PathBuf = files.root.path().join(rel);
         self.observed.record(Path::new(&path), seen.version, seen.links);
-        self.provider.store().put(seen.version, &bytes);
+        self.provider.store().put(seen.version, bytes.into());
         true
     }
 }

@@ -3,6 +3,7 @@
 //! last saw. It knows versions and bytes only: which session saw what is the file context's
 //! business. Bounded in bytes (whole store, and per version), least recently used out first.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -13,6 +14,11 @@ use super::Version;
 /// Size of a pack (see [`ContentStore`]): above glibc's mmap threshold as the daemon tunes it
 /// (4 MiB), so a pack is a mapping of its own, outside the heap, resident only as it fills.
 const PACK_BYTES: usize = 8 * 1024 * 1024;
+
+/// A version at least this large keeps a buffer of its own instead of a slice of a pack: one
+/// large allocation leaves no small holes when it goes, and a buffer the caller owns (a read's
+/// or an edit's) is kept without copying it.
+const OWN_BUFFER_BYTES: usize = 64 * 1024;
 
 /// The bytes of one stored version (shared: a diff may hold them while the store evicts or
 /// moves them).
@@ -125,6 +131,18 @@ impl Inner {
         (content, id)
     }
 
+    /// Keeps `bytes` as a pack of their own (never the open one), and counts them as stored;
+    /// spare capacity counts as held, not stored.
+    fn own(&mut self, bytes: Vec<u8>) -> (Content, u64) {
+        let id = self.next_pack;
+        self.next_pack += 1;
+        let (len, capacity) = (bytes.len(), bytes.capacity());
+        self.packs.insert(id, Pack { filled: capacity, live: len });
+        self.bytes += len;
+        self.dead += capacity - len;
+        (Bytes::from(bytes), id)
+    }
+
     /// Counts a stored version's bytes as evicted (its pack may go).
     fn release(&mut self, len: usize, pack: u64) {
         self.bytes -= len;
@@ -203,10 +221,11 @@ impl ContentStore {
         len <= self.max_file_bytes
     }
 
-    /// Stores `bytes` as `version`'s content (which they must be), copied into a pack; a
-    /// version already stored only counts as used. Evicts the least recently used versions
+    /// Stores `bytes` as `version`'s content (which they must be): copied into a pack, or
+    /// kept as they are from [`OWN_BUFFER_BYTES`] on; a version already stored only counts as
+    /// used. Evicts the least recently used versions
     /// past the cap.
-    pub fn put(&self, version: Version, bytes: &[u8]) {
+    pub fn put(&self, version: Version, bytes: Cow<'_, [u8]>) {
         if !self.fits(bytes.len()) {
             return;
         }
@@ -217,7 +236,11 @@ impl ContentStore {
             }
             inner.tick += 1;
             let tick = inner.tick;
-            let (content, pack) = inner.copy_in(bytes, self.pack_bytes());
+            let (content, pack) = if bytes.len() >= OWN_BUFFER_BYTES {
+                inner.own(bytes.into_owned())
+            } else {
+                inner.copy_in(&bytes, self.pack_bytes())
+            };
             inner.entries.insert(version, Stored { content, pack, used: tick });
             inner.queue(tick, version);
             let mut evicted = Vec::new();
@@ -308,14 +331,14 @@ mod tests {
     fn stays_under_its_caps_and_forgets_the_least_recently_used() {
         let store = ContentStore::new(10, 4);
         let (a, b, c, big) = (content("aaaa"), content("bbbb"), content("cccc"), content("xxxxx"));
-        store.put(big.0, &big.1);
+        store.put(big.0, Cow::Borrowed(&big.1));
         assert!(store.is_empty(), "over the per-version cap");
-        store.put(a.0, &a.1);
-        store.put(b.0, &b.1);
-        store.put(a.0, &a.1);
+        store.put(a.0, Cow::Borrowed(&a.1));
+        store.put(b.0, Cow::Borrowed(&b.1));
+        store.put(a.0, Cow::Borrowed(&a.1));
         assert_eq!((store.len(), store.bytes()), (2, 8), "a stored once");
         assert!(store.get(&a.0).is_some());
-        store.put(c.0, &c.1);
+        store.put(c.0, Cow::Borrowed(&c.1));
         assert!(store.bytes() <= 10);
         assert!(store.get(&b.0).is_none(), "b was used least recently");
         assert_eq!(store.get(&a.0).as_deref(), Some(b"aaaa".as_slice()));
@@ -326,9 +349,9 @@ mod tests {
     fn a_zero_cap_stores_nothing() {
         let store = ContentStore::new(0, 1024);
         let (v, bytes) = content("");
-        store.put(v, &bytes);
+        store.put(v, Cow::Borrowed(&bytes));
         let (v, bytes) = content("a");
-        store.put(v, &bytes);
+        store.put(v, Cow::Borrowed(&bytes));
         assert!(store.len() <= 1 && store.bytes() == 0);
     }
 
@@ -359,7 +382,7 @@ mod tests {
         let store = ContentStore::new(1 << 20, 4096);
         let versions = texts(100, 99);
         for (v, bytes) in versions.clone() {
-            store.put(v, &bytes);
+            store.put(v, Cow::Borrowed(&bytes));
         }
         assert_eq!(store.bytes(), 100 * 100, "exact lengths, nothing evicted");
         assert_eq!(store.pack(), 0, "no pack to empty");
@@ -376,7 +399,7 @@ mod tests {
         let store = ContentStore::new(6_000, 4096);
         let all = texts(300, 99);
         for (i, (v, bytes)) in all.iter().cloned().enumerate() {
-            store.put(v, &bytes);
+            store.put(v, Cow::Borrowed(&bytes));
             assert!(store.bytes() <= 6_000, "held {} after {} puts", store.bytes(), i + 1);
             check_books(&store);
         }
@@ -395,14 +418,14 @@ mod tests {
         let all = texts(130, 99);
         let store = ContentStore::new(8_000, 4096);
         for (v, bytes) in all.iter().take(80).cloned() {
-            store.put(v, &bytes);
+            store.put(v, Cow::Borrowed(&bytes));
         }
         // Use the last of every pack of ten, then push the rest out with new versions.
         for i in (9..80).step_by(10) {
             let _ = store.get(&all[i].0);
         }
         for (v, bytes) in all.iter().skip(80).take(50).cloned() {
-            store.put(v, &bytes);
+            store.put(v, Cow::Borrowed(&bytes));
             check_books(&store);
         }
         let before = store.bytes();
@@ -425,7 +448,7 @@ mod tests {
         let store = ContentStore::new(8_000, 4096);
         let all = texts(2_000, 99);
         for (i, (v, bytes)) in all.iter().cloned().enumerate() {
-            store.put(v, &bytes);
+            store.put(v, Cow::Borrowed(&bytes));
             let kept = &all[i - i % 10].0;
             let _ = store.get(kept);
             assert!(store.bytes() <= 8_000, "held {} after {} puts", store.bytes(), i + 1);
@@ -434,16 +457,37 @@ mod tests {
     }
 
     #[test]
+    fn a_large_version_keeps_the_callers_buffer_and_goes_whole() {
+        let store = ContentStore::new(1 << 20, 1 << 20);
+        let mut big = Vec::with_capacity(100_000);
+        big.resize(OWN_BUFFER_BYTES + 1, b'x');
+        let (version, at) = (Version::of(&big), big.as_ptr());
+        store.put(version, Cow::Owned(big));
+        let kept = store.get(&version).unwrap_or_else(|| panic!("stored"));
+        assert_eq!(kept.as_ptr(), at, "not copied");
+        assert_eq!(store.bytes(), 100_000, "its spare capacity is held too");
+        check_books(&store);
+        let own = store.lock().entries.get(&version).map(|s| s.pack);
+        // Evicted, it leaves nothing behind.
+        for (v, bytes) in texts(10_000, 99) {
+            store.put(v, Cow::Owned(bytes));
+        }
+        assert!(store.get(&version).is_none());
+        check_books(&store);
+        assert!(own.is_some_and(|own| !store.lock().packs.contains_key(&own)));
+    }
+
+    #[test]
     fn bytes_held_elsewhere_stay_valid_and_an_emptied_pack_is_not_counted() {
         let store = ContentStore::new(8_000, 4096);
         let versions = texts(80, 99);
         for (v, bytes) in versions.clone() {
-            store.put(v, &bytes);
+            store.put(v, Cow::Borrowed(&bytes));
         }
         // A diff holds one version's bytes while everything is evicted.
         let held = store.get(&versions[3].0).unwrap_or_else(|| panic!("stored"));
         for (v, bytes) in texts(400, 99).into_iter().skip(80) {
-            store.put(v, &bytes);
+            store.put(v, Cow::Borrowed(&bytes));
         }
         assert_eq!(&*held, versions[3].1.as_slice());
         check_books(&store);
