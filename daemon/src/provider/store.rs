@@ -110,17 +110,18 @@ impl Inner {
     /// Copies `bytes` into the open pack (a new one when it has no room; packs are at least
     /// `pack_bytes`), and counts them as stored.
     fn copy_in(&mut self, bytes: &[u8], pack_bytes: usize) -> (Content, u64) {
-        let room = self.open.as_ref().map_or(0, |(_, open)| open.capacity() - open.len());
-        if room < bytes.len() || self.open.is_none() {
-            let id = self.next_pack;
-            self.next_pack += 1;
-            if let Some((old, _)) = self.open.take() {
-                self.close_if_empty(old);
+        let (id, open) = match self.open.take() {
+            Some((id, open)) if open.capacity() - open.len() >= bytes.len() => self.open.insert((id, open)),
+            full => {
+                if let Some((old, _)) = full {
+                    self.close_if_empty(old);
+                }
+                let id = self.next_pack;
+                self.next_pack += 1;
+                self.packs.insert(id, Pack::default());
+                self.open.insert((id, BytesMut::with_capacity(pack_bytes.max(bytes.len()))))
             }
-            self.packs.insert(id, Pack::default());
-            self.open = Some((id, BytesMut::with_capacity(pack_bytes.max(bytes.len()))));
-        }
-        let Some((id, open)) = self.open.as_mut() else { unreachable!("opened above") };
+        };
         let id = *id;
         open.extend_from_slice(bytes);
         let content = open.split().freeze();
