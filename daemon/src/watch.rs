@@ -15,7 +15,8 @@
 //! only this daemon can have made), every other event marks its path for the provider's told
 //! versions, and a re-check of a path the daemon itself just replaced takes the version it wrote
 //! from one `stat` (same inode, size and times, and no event but its own rename since) instead
-//! of hashing the file. notify's thread gathers paths in one inbox and wakes the processing
+//! of hashing the file. A file that keeps changing while it is re-checked (a burst of outside
+//! writes) is looked at again an interval later, never reported gone. notify's thread gathers paths in one inbox and wakes the processing
 //! task only when the inbox was empty: one wake-up per coalescing interval, not one per event.
 
 use std::collections::{HashMap, HashSet};
@@ -31,9 +32,9 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::context::Files;
 use crate::context::{ObservationSink, Version};
-use crate::provider::Provider;
 use crate::provider::own::{OwnWrites, Touch};
 use crate::provider::resolve::display;
+use crate::provider::{Provider, ProviderError};
 use crate::session::Session;
 
 /// Changes to one file within this interval yield at most one round of notifications.
@@ -431,6 +432,12 @@ impl WatchHub {
             };
             let current = match current {
                 Ok(version) => version,
+                Err(ProviderError::Busy { .. }) => {
+                    // Still being written (a burst of outside writes): not gone, and no
+                    // version worth telling yet. Look again once the burst has had a moment.
+                    later.push(path.clone());
+                    continue;
+                }
                 Err(err) => {
                     tracing::debug!(path = %path.display(), %err, "cannot re-check a changed file");
                     continue;

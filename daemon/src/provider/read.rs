@@ -60,7 +60,8 @@ pub const AT_ONCE_READ_BYTES: u64 = 64 * 1024;
 impl Provider {
     /// The current version of the regular file at a canonical path, opened beneath the root
     /// of `roots` that contains it; `None` when nothing (or no regular file, or a symlink) is
-    /// there now. For the watcher, which works on paths it already resolved.
+    /// there now. For the watcher, which works on paths it already resolved. A file that kept
+    /// changing while it was hashed is `Err(Busy)`, never `None`: it is there, just not still.
     pub fn current_version_in(&self, path: &Path, roots: &[Root]) -> Result<Option<Version>, ProviderError> {
         let Some((dir, rel)) = resolve::locate(roots, path) else {
             return Ok(None);
@@ -79,8 +80,7 @@ impl Provider {
             Err(
                 ProviderError::IsDirectory { .. }
                 | ProviderError::NotRegularFile { .. }
-                | ProviderError::NotFound { .. }
-                | ProviderError::Busy { .. },
+                | ProviderError::NotFound { .. },
             ) => Ok(None),
             Err(e) => Err(e),
         }
