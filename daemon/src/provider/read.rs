@@ -75,7 +75,13 @@ impl Provider {
             rel: rel.to_owned(),
             file: None,
         };
-        match self.current_version(&target) {
+        let current = self.current_version(&target);
+        #[cfg(feature = "failpoints")]
+        let current = fail::eval("watch::recheck", |_| {
+            Err(ProviderError::Busy { path: target.display.clone(), why: "fail point".into() })
+        })
+        .unwrap_or(current);
+        match current {
             Ok(version) => Ok(version),
             Err(
                 ProviderError::IsDirectory { .. }
