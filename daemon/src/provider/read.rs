@@ -77,7 +77,7 @@ impl Provider {
         };
         let current = self.current_version(&target);
         #[cfg(feature = "failpoints")]
-        let current = fail::eval("watch::recheck", |_| {
+        let current = fail::eval("provider::recheck", |_| {
             Err(ProviderError::Busy { path: target.display.clone(), why: "fail point".into() })
         })
         .unwrap_or(current);

@@ -2,7 +2,7 @@
 //! test-only `debug/panic` method), writes into a read-only folder, and writes onto a full
 //! filesystem — a real one (a small tmpfs in a private mount namespace, where the machine
 //! allows it) and a simulated one (the `provider::stage::write` fail point returning ENOSPC) —
-//! and a file whose hash never settles under the watcher's re-check (`watch::recheck`).
+//! and a file whose hash never settles under the watcher's re-check (`provider::recheck`).
 //! Each must answer the one request with the right error, leave the original file as it was
 //! and no temporary file behind, and keep the daemon serving everyone else.
 
@@ -325,13 +325,13 @@ fn a_failed_mmap_degrades_to_positional_reads_logged_once() {
 }
 
 /// A file that keeps changing under the watcher's re-check (its hash never settles: the
-/// `watch::recheck` fail point answers busy twice, after the re-check made when the watch was
+/// `provider::recheck` fail point answers busy twice, after the re-check made when the watch was
 /// placed) is looked at again, not reported gone: the one `file/didChange` names the version
 /// the file settled at, never `null`.
 #[test]
 fn a_file_busy_under_the_watchers_recheck_is_notified_with_its_settled_version() {
     let daemon = Daemon::start_configured(&[], |_, mut command| {
-        command.env("FILECTX_FAILPOINTS", "watch::recheck=1*off->2*return");
+        command.env("FILECTX_FAILPOINTS", "provider::recheck=1*off->2*return");
         command
     });
     require_feature(&daemon, "fail point configured", "failpoints");
