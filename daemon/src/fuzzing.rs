@@ -91,11 +91,14 @@ struct Harness {
 fn harness() -> &'static Harness {
     static HARNESS: OnceLock<Harness> = OnceLock::new();
     HARNESS.get_or_init(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|err| panic!("fuzz harness: cannot start a runtime: {err}"));
         let config = config();
+        // Its blocking pool bounded as the daemon's is (so memory checks see what it would hold).
+        let runtime = crate::server::bound_blocking_pool(
+            tokio::runtime::Builder::new_current_thread().enable_all(),
+            &config,
+        )
+        .build()
+        .unwrap_or_else(|err| panic!("fuzz harness: cannot start a runtime: {err}"));
         let shared = runtime.block_on(async {
             let stats = Arc::new(Stats::new());
             let files = Files::new(config.files.clone());

@@ -24,4 +24,4 @@ mod server;
 mod transport;
 
 pub use config::Config;
-pub use server::{RunError, run};
+pub use server::{BLOCKING_KEEP_ALIVE, RunError, SHORT_BLOCKING_THREADS, bound_blocking_pool, run};

@@ -12,11 +12,6 @@ use filectx_daemon::listen;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
-/// Blocking-pool threads beyond the file slots, for short blocking steps outside them.
-const SHORT_BLOCKING_THREADS: usize = 16;
-/// How long an idle blocking-pool thread lives (tokio's default: 10 s).
-const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(2);
-
 fn init_logging(settings: &Settings) -> anyhow::Result<()> {
     let filter = match &settings.log_level {
         Some(filter) => {
@@ -183,15 +178,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // A bounded blocking pool: file work holds one of the `--file-slots` slots, and the rest of
-    // the pool serves short blocking steps (a session's `initialize`, sweeps); tokio's default
-    // of 512 threads let a burst of 1,000 connecting sessions start dozens of threads, each
-    // keeping its stack and its allocator cache for ten idle seconds.
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .max_blocking_threads(settings.config().file_slots.saturating_add(SHORT_BLOCKING_THREADS))
-        .thread_keep_alive(BLOCKING_KEEP_ALIVE)
-        .build()
+    let runtime = match filectx_daemon::bound_blocking_pool(
+        tokio::runtime::Builder::new_multi_thread().enable_all(),
+        &settings.config(),
+    )
+    .build()
     {
         Ok(runtime) => runtime,
         Err(err) => {
