@@ -125,6 +125,54 @@ pub fn escape_into(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(&bytes[start..]);
 }
 
+/// Appends `text`, lines each ended by `\n` or `\r\n` (but the last), escaped as
+/// [`escape_into`] escapes it, except that each line break is replaced by what `between`
+/// appends (already escaped); a `\r` is a line break's only when a `\n` follows it. One pass:
+/// each word of eight bytes is tested and appended whole, then cut back to the first byte to
+/// escape or line break, if it holds one (no call and no branch per byte of a plain line).
+pub fn escape_lines_into(out: &mut Vec<u8>, text: &str, mut between: impl FnMut(&mut Vec<u8>)) {
+    let bytes = text.as_bytes();
+    let len = bytes.len();
+    out.reserve(len + len / 16 + 64);
+    let mut at = 0;
+    loop {
+        while at + 8 <= len {
+            let word = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
+            let bits = escape_bits(word);
+            out.extend_from_slice(&word.to_le_bytes());
+            if bits == 0 {
+                at += 8;
+                continue;
+            }
+            // The lowest flag is exact (a false one only ever sits above a true one).
+            let first = (bits.trailing_zeros() / 8) as usize;
+            out.truncate(out.len() - 8 + first);
+            at += first;
+            break;
+        }
+        let Some(&b) = bytes.get(at) else { return };
+        if at + 8 > len && ESCAPE[usize::from(b)] == 0 {
+            // The tail, shorter than a word.
+            out.push(b);
+            at += 1;
+            continue;
+        }
+        at += 1;
+        match (b, bytes.get(at)) {
+            (b'\n', _) => between(out),
+            (b'\r', Some(b'\n')) => {}
+            _ => match ESCAPE[usize::from(b)] {
+                b'u' => {
+                    out.extend_from_slice(b"\\u00");
+                    out.push(HEX[usize::from(b >> 4)]);
+                    out.push(HEX[usize::from(b & 0xF)]);
+                }
+                letter => out.extend_from_slice(&[b'\\', letter]),
+            },
+        }
+    }
+}
+
 /// The position of the first byte of `bytes` that needs escaping, if any: sixteen bytes at a
 /// time (a whole window's text, in which such bytes are few, is looked through once).
 pub fn find_escape(bytes: &[u8]) -> Option<usize> {
