@@ -581,7 +581,7 @@ mod tests {
 
     #[test]
     fn a_window_read_in_place_is_projected_in_one_pass_as_line_by_line() {
-        use crate::provider::index::{Scanner, window};
+        use crate::context::{Files, FilesConfig, Observations, RootDir, Scope};
         let nasty: String = (1u8..0x80).filter(|&b| b != b'\n').map(char::from).collect();
         let texts = [
             "fn main() {\n\tprintln!(\"hi\\n\");\n\n}\n".to_owned(),
@@ -589,31 +589,35 @@ mod tests {
             "x".repeat(7) + "\n" + &"y".repeat(8) + "\n" + &"z".repeat(9) + "\r\n\r\n\n",
             "\u{1}\n\\\n".repeat(30),
         ];
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let files = Files::new(FilesConfig { fsync: false, ..Default::default() });
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let (observed, deny) = (Observations::new(10), Default::default());
+        let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);
         let mut ways = [0; 2];
-        for text in &texts {
-            let (_, index) = Scanner::scan(text.as_bytes());
-            let index = index.unwrap();
-            let total = index.total_lines();
+        for (i, text) in texts.iter().enumerate() {
+            let name = format!("f{i}.rs");
+            std::fs::write(root.join(&name), text).unwrap();
+            let total = text.split_terminator('\n').count() as u64;
             for offset in 1..=total {
                 for budget in [u64::MAX, 60, 200] {
-                    let request = read_request(offset, 2000, budget);
-                    let mut w = window(text.as_bytes(), &index, &request).unwrap();
-                    for start in [w.start_line, 999_998, 99_999_999_999_999_990] {
-                        w.start_line = start;
-                        let v = ReadView {
-                            display: "a.rs".into(),
-                            version: Version::of(text.as_bytes()),
-                            window: w.clone(),
-                        };
-                        let joined = v.window.lines.region().is_some() && v.window.truncated.is_empty();
-                        ways[usize::from(joined)] += 1;
-                        for limit_capped in [false, true] {
-                            let plain = read(&v, limit_capped);
-                            let mut out = b"prefix:".to_vec();
-                            let len = read_json(&v, limit_capped, &mut out);
-                            assert_eq!(len, plain.len(), "{text:?} {offset} {budget} {start} {joined}");
-                            let inside = std::str::from_utf8(&out[7..]).unwrap();
-                            assert_eq!(format!("\"{inside}\""), serde_json::to_string(&plain).unwrap());
+                    // Read twice: the file's bytes held whole, then read again from the file.
+                    for _ in 0..2 {
+                        let view = ctx.read(&name, &read_request(offset, 2000, budget)).unwrap();
+                        for start in [view.window.start_line, 999_998, 99_999_999_999_999_990] {
+                            let mut v = view.clone();
+                            v.window.start_line = start;
+                            let joined = v.window.lines.region().is_some() && v.window.truncated.is_empty();
+                            ways[usize::from(joined)] += 1;
+                            for limit_capped in [false, true] {
+                                let plain = read(&v, limit_capped);
+                                let mut out = b"prefix:".to_vec();
+                                let len = read_json(&v, limit_capped, &mut out);
+                                assert_eq!(len, plain.len(), "{text:?} {offset} {budget} {start} {joined}");
+                                let inside = std::str::from_utf8(&out[7..]).unwrap();
+                                assert_eq!(format!("\"{inside}\""), serde_json::to_string(&plain).unwrap());
+                            }
                         }
                     }
                 }
