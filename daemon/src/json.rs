@@ -125,15 +125,52 @@ pub fn escape_into(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(&bytes[start..]);
 }
 
-/// The position of the first byte of `bytes` that needs escaping, if any: sixteen bytes at a
-/// time (a whole window's text, in which such bytes are few, is looked through once).
-pub fn find_escape(bytes: &[u8]) -> Option<usize> {
+/// Appends `text`, lines each ended by `\n` or `\r\n` (but the last), escaped as
+/// [`escape_into`] escapes it, except that each line break is replaced by what `between`
+/// appends (already escaped); a `\r` is a line break's only when a `\n` follows it. One pass:
+/// each word of eight bytes is tested and appended whole, then cut back to the first byte to
+/// escape or line break, if it holds one (no call and no branch per byte of a plain line).
+pub fn escape_lines_into(out: &mut Vec<u8>, text: &str, mut between: impl FnMut(&mut Vec<u8>)) {
+    let bytes = text.as_bytes();
     let len = bytes.len();
+    out.reserve(len + len / 16 + 64);
     let mut at = 0;
-    while at + 16 <= len && escape_bits(word(bytes, at)) | escape_bits(word(bytes, at + 8)) == 0 {
-        at += 16;
+    loop {
+        while at + 8 <= len {
+            let word = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
+            let bits = escape_bits(word);
+            out.extend_from_slice(&word.to_le_bytes());
+            if bits == 0 {
+                at += 8;
+                continue;
+            }
+            // The lowest flag is exact (a false one only ever sits above a true one).
+            let first = (bits.trailing_zeros() / 8) as usize;
+            out.truncate(out.len() - 8 + first);
+            at += first;
+            break;
+        }
+        let Some(&b) = bytes.get(at) else { return };
+        if at + 8 > len && ESCAPE[usize::from(b)] == 0 {
+            // The tail, shorter than a word.
+            out.push(b);
+            at += 1;
+            continue;
+        }
+        at += 1;
+        match (b, bytes.get(at)) {
+            (b'\n', _) => between(out),
+            (b'\r', Some(b'\n')) => {}
+            _ => match ESCAPE[usize::from(b)] {
+                b'u' => {
+                    out.extend_from_slice(b"\\u00");
+                    out.push(HEX[usize::from(b >> 4)]);
+                    out.push(HEX[usize::from(b & 0xF)]);
+                }
+                letter => out.extend_from_slice(&[b'\\', letter]),
+            },
+        }
     }
-    bytes[at..].iter().position(|&b| ESCAPE[usize::from(b)] != 0).map(|i| at + i)
 }
 
 /// Appends `text` as a JSON string, quotes included.
@@ -221,6 +258,47 @@ mod tests {
         String::from_utf8(out).expect("escaping keeps UTF-8")
     }
 
+    /// [`escape_lines_into`] with `<NL>` between lines.
+    fn lines_ours(text: &str) -> String {
+        let mut out = Vec::new();
+        escape_lines_into(&mut out, text, |out| out.extend_from_slice(b"<NL>"));
+        String::from_utf8(out).expect("escaping keeps UTF-8")
+    }
+
+    /// The lines of `text` (split at `\n`, one `\r` before it dropped) escaped by serde_json,
+    /// `<NL>` between them.
+    fn lines_reference(text: &str) -> String {
+        let parts: Vec<&str> = text.split('\n').collect();
+        let last = parts.len() - 1;
+        let escaped: Vec<String> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| {
+                let part = if i < last { part.strip_suffix('\r').unwrap_or(part) } else { part };
+                let quoted = serde_json::to_string(part).unwrap();
+                quoted[1..quoted.len() - 1].to_owned()
+            })
+            .collect();
+        escaped.join("<NL>")
+    }
+
+    #[test]
+    fn lines_are_escaped_in_one_pass_as_one_by_one() {
+        for text in [
+            "",
+            "\n",
+            "\r\n",
+            "\r",
+            "a\r\r\nb",
+            "\n\n\r\n",
+            "x\ny",
+            "exactly8\nexactly8",
+            "ü\"\\\t\u{1}\r\u{7f}",
+        ] {
+            assert_eq!(lines_ours(text), lines_reference(text), "{text:?}");
+        }
+    }
+
     #[test]
     fn the_escaper_writes_what_serde_json_writes() {
         let mut samples: Vec<String> = vec![
@@ -273,16 +351,16 @@ mod tests {
         }
         for len in 0..40 {
             for at in 0..len {
-                for b in [0u8, 0x0a, 0x1f, b'"', b'\\'] {
-                    let mut text = vec![0xe9u8; len];
-                    text[at] = b;
+                for b in [0u8, b'\n', b'\r', 0x1f, b'"', b'\\'] {
+                    let mut chars = vec!['é'; len];
+                    chars[at] = char::from(b);
                     if at + 5 < len {
-                        text[at + 5] = b'"';
+                        chars[at + 5] = '\n';
                     }
-                    assert_eq!(find_escape(&text), Some(at), "{b:#x} at {at} of {len}");
+                    let text: String = chars.into_iter().collect();
+                    assert_eq!(lines_ours(&text), lines_reference(&text), "{b:#x} at {at} of {len}");
                 }
             }
-            assert_eq!(find_escape(&vec![b'~'; len]), None);
         }
         // Bytes that borrow into their neighbours.
         assert!(!needs_escape(u64::from_ne_bytes([0x20, 0x80, 0xff, 0x21, 0x5d, 0x5b, 0x23, 0x7f])));
@@ -294,6 +372,8 @@ mod tests {
         fn any_string_is_escaped_as_serde_json_escapes_it(text in proptest::prelude::any::<String>(), ascii in "[\\x00-\\x7f]{0,40}") {
             proptest::prop_assert_eq!(ours(&text), serde_json::to_string(&text).unwrap());
             proptest::prop_assert_eq!(ours(&ascii), serde_json::to_string(&ascii).unwrap());
+            proptest::prop_assert_eq!(lines_ours(&text), lines_reference(&text));
+            proptest::prop_assert_eq!(lines_ours(&ascii), lines_reference(&ascii));
         }
     }
 

@@ -481,55 +481,66 @@ pub struct Oversized {
     pub bytes: u64,
 }
 
-/// A window's lines in one buffer: their text back to back and where each ends (one
-/// allocation for the text and one for the ends, not one per line).
-#[derive(Clone, Default, PartialEq, Eq)]
+/// A window's lines in one buffer: their text and where each starts and ends in it (one
+/// allocation for the text and one for the bounds, not one per line). The text may hold more
+/// than the lines — their terminators, the rest of a cut line, bytes before the first line —
+/// when it is the very buffer the file's bytes were read into (no copy between the read and
+/// the projection).
+#[derive(Clone, Default)]
 pub struct LineBuf {
     text: String,
-    /// The end of each line in `text`.
-    ends: Vec<usize>,
+    /// Where each line starts and ends in `text`.
+    bounds: Vec<(usize, usize)>,
+    /// The lines' bytes, added up.
+    line_bytes: usize,
+    /// Whether the lines are whole lines of the file, back to back in `text` with their own
+    /// terminators (`\n` or `\r\n`) between them: see [`LineBuf::region`].
+    joined: bool,
 }
 
 impl LineBuf {
     /// Adds a line.
     pub fn push(&mut self, line: &str) {
+        let start = self.text.len();
         self.text.push_str(line);
-        self.ends.push(self.text.len());
+        self.bounds.push((start, self.text.len()));
+        self.line_bytes += line.len();
+        self.joined = false;
+    }
+
+    /// The lines as the file has them — from the first line's first byte to the last line's
+    /// last, each but the last followed by its `\n` or `\r\n` — when the window holds them
+    /// so (they were read in place and none was cut): a projection can then go through them in
+    /// one pass, a line ending at each `\n`. `None`: take the lines one by one.
+    pub fn region(&self) -> Option<&str> {
+        let (&(start, _), &(_, end)) = (self.bounds.first()?, self.bounds.last()?);
+        self.text.get(start..end).filter(|_| self.joined)
     }
 
     /// How many lines.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.bounds.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.bounds.is_empty()
     }
 
-    /// The bytes of all the lines (terminators are not stored).
+    /// The bytes of all the lines (terminators are not counted).
     pub fn text_len(&self) -> usize {
-        self.text.len()
-    }
-
-    /// All the lines' text, back to back (line `i` ends where the lines up to it add up to).
-    pub fn as_str(&self) -> &str {
-        &self.text
+        self.line_bytes
     }
 
     /// Line `i` (0-based).
     pub fn get(&self, i: usize) -> Option<&str> {
-        let end = *self.ends.get(i)?;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        let &(start, end) = self.bounds.get(i)?;
         self.text.get(start..end)
     }
 
     /// The lines, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + DoubleEndedIterator + '_ {
-        (0..self.ends.len()).map(|i| {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] };
-            &self.text[start..self.ends[i]]
-        })
+        self.bounds.iter().map(|&(start, end)| self.text.get(start..end).unwrap_or_default())
     }
 
     /// The lines as owned strings (for wire types that hold a list).
@@ -538,28 +549,96 @@ impl LineBuf {
     }
 }
 
-/// A window's lines while they are cut: their bytes back to back, checked as UTF-8 once when
-/// the window is complete (one pass over the whole text instead of one call per line; lines
-/// are split at `\n`, which never falls inside a character, so the whole is valid exactly when
-/// every line is).
+/// Lines of the chunk at hand taken in place, not copied yet: file bytes `from..to` belong at
+/// `at` in the text.
+#[derive(Clone, Copy)]
+struct Run {
+    from: u64,
+    to: u64,
+    at: usize,
+    /// Bytes at the start of the run before its first line (the run starts at its chunk's start,
+    /// so that the chunk's own buffer can become the text without a copy; they are blanked).
+    skip: usize,
+}
+
+/// A window's lines while they are cut. A line found whole in the chunk at hand is only
+/// recorded (a [`Run`] of the chunk's bytes, copied once when the chunk is left, or taken as
+/// the text itself when the chunk is an owned read buffer and the run starts the window);
+/// a line read across chunks is copied in. The text is checked as UTF-8 once, when the window
+/// is complete (one pass instead of one call per line; lines are split at `\n`, which never
+/// falls inside a character, and every other byte the text holds is part of a line of the
+/// file, so the whole is valid exactly when the file's lines are).
 struct RawLines {
     text: Vec<u8>,
-    ends: Vec<usize>,
+    bounds: Vec<(usize, usize)>,
+    line_bytes: usize,
+    run: Option<Run>,
+    /// So far, whole lines in one run (see [`LineBuf::region`]).
+    joined: bool,
 }
 
 impl RawLines {
-    fn push(&mut self, line: &[u8]) {
+    /// Adds a line whose bytes are `len` bytes at `pos` in the chunk at hand, which starts at
+    /// `start` (`owned`: a buffer read for this window); `whole`: all of the line (but a `\r`
+    /// before its `\n`), the line after the one added last.
+    fn push_in_chunk(&mut self, start: u64, owned: bool, pos: u64, len: usize, whole: bool) {
+        self.joined &= whole && (self.run.is_some() || self.bounds.is_empty());
+        if self.run.is_none() {
+            let take = self.bounds.is_empty() && self.text.is_empty() && owned;
+            self.run = Some(if take {
+                Run { from: start, to: pos, at: 0, skip: usize::try_from(pos - start).unwrap_or(usize::MAX) }
+            } else {
+                Run { from: pos, to: pos, at: self.text.len(), skip: 0 }
+            });
+        }
+        let Some(run) = self.run.as_mut() else { return };
+        let start = run.at + usize::try_from(pos - run.from).unwrap_or(usize::MAX);
+        self.bounds.push((start, start + len));
+        run.to = pos + len as u64;
+        self.line_bytes += len;
+    }
+
+    /// Adds a line read across chunks (its bytes copied).
+    fn push_copied<S: ByteSource + ?Sized>(&mut self, cursor: &Cursor<'_, S>, line: &[u8]) {
+        self.flush(cursor);
+        self.joined = false;
+        let start = self.text.len();
         self.text.extend_from_slice(line);
-        self.ends.push(self.text.len());
+        self.bounds.push((start, self.text.len()));
+        self.line_bytes += line.len();
+    }
+
+    /// Copies the open run out of the chunk `cursor` holds (before the cursor moves on).
+    fn flush<S: ByteSource + ?Sized>(&mut self, cursor: &Cursor<'_, S>) {
+        let Some(run) = self.run.take() else { return };
+        let from = usize::try_from(run.from - cursor.chunk_start).unwrap_or(usize::MAX);
+        let to = usize::try_from(run.to - cursor.chunk_start).unwrap_or(usize::MAX);
+        let bytes = cursor.chunk.get(from..to).unwrap_or_default();
+        self.text.resize(run.at + run.skip, b' ');
+        self.text.extend_from_slice(bytes.get(run.skip..).unwrap_or_default());
     }
 
     fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.bounds.is_empty()
     }
 
-    fn finish(self) -> Result<LineBuf, std::str::Utf8Error> {
+    /// The lines, checked as UTF-8; the chunk's own buffer becomes the text when it can.
+    fn finish<S: ByteSource + ?Sized>(
+        mut self,
+        cursor: &mut Cursor<'_, S>,
+    ) -> Result<LineBuf, std::str::Utf8Error> {
+        match self.run {
+            Some(run) if run.at == 0 && run.from == cursor.chunk_start && cursor.owned() => {
+                let mut text = std::mem::take(&mut cursor.chunk).into_owned();
+                text.truncate(usize::try_from(run.to - run.from).unwrap_or(usize::MAX));
+                let skip = run.skip.min(text.len());
+                text[..skip].fill(b' ');
+                self.text = text;
+            }
+            _ => self.flush(cursor),
+        }
         let text = String::from_utf8(self.text).map_err(|e| e.utf8_error())?;
-        Ok(LineBuf { text, ends: self.ends })
+        Ok(LineBuf { text, bounds: self.bounds, line_bytes: self.line_bytes, joined: self.joined })
     }
 }
 
@@ -568,6 +647,14 @@ impl std::fmt::Debug for LineBuf {
         f.debug_list().entries(self.iter()).finish()
     }
 }
+
+impl PartialEq for LineBuf {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for LineBuf {}
 
 impl<S: AsRef<str>> PartialEq<[S]> for LineBuf {
     fn eq(&self, other: &[S]) -> bool {
@@ -699,17 +786,37 @@ impl<'a, S: ByteSource + ?Sized> Cursor<'a, S> {
         Self { source, chunk: Cow::Borrowed(&[]), chunk_start: 0, next: first.clamp(4096, READ_AHEAD) }
     }
 
+    /// Whether the chunk at hand holds the byte at `pos`.
+    fn holds(&self, pos: u64) -> bool {
+        pos >= self.chunk_start && pos < self.chunk_start + self.chunk.len() as u64
+    }
+
+    /// Whether the chunk at hand is a buffer of its own (read for this window), not borrowed.
+    fn owned(&self) -> bool {
+        matches!(self.chunk, Cow::Owned(_))
+    }
+
     /// The bytes from `pos` to the end of the current chunk (reading a new one when `pos` is
     /// outside it); empty at the end of the file.
     fn at(&mut self, pos: u64) -> std::io::Result<&[u8]> {
-        let end = self.chunk_start + self.chunk.len() as u64;
-        if pos < self.chunk_start || pos >= end {
+        self.load(pos)?;
+        Ok(self.here(pos))
+    }
+
+    /// Reads a new chunk at `pos` unless the chunk at hand holds it.
+    fn load(&mut self, pos: u64) -> std::io::Result<()> {
+        if !self.holds(pos) {
             self.chunk = self.source.chunk_at(pos, self.next)?;
             self.chunk_start = pos;
             self.next = (self.next * 2).min(READ_AHEAD);
         }
-        let skip = usize::try_from(pos - self.chunk_start).unwrap_or(usize::MAX).min(self.chunk.len());
-        Ok(&self.chunk[skip..])
+        Ok(())
+    }
+
+    /// The bytes of the chunk at hand from `pos` on (empty when it does not hold `pos`).
+    fn here(&self, pos: u64) -> &[u8] {
+        let skip = pos.checked_sub(self.chunk_start).and_then(|at| usize::try_from(at).ok());
+        self.chunk.get(skip.unwrap_or(usize::MAX)..).unwrap_or_default()
     }
 }
 
@@ -769,6 +876,105 @@ fn line_length<S: ByteSource + ?Sized>(
     }
 }
 
+/// Exactly the bytes of `word` that are `\n`, as their high bits.
+#[inline]
+fn newline_bits(word: u64) -> u64 {
+    const LOW: u64 = u64::from_ne_bytes([0x7F; 8]);
+    let x = word ^ u64::from_ne_bytes([b'\n'; 8]);
+    !((x & LOW).wrapping_add(LOW) | x | LOW)
+}
+
+/// The positions of the `\n`s in `bytes` from some offset on, in order: eight bytes at a time,
+/// one step per newline found (no branch per byte, no call per line).
+struct Newlines<'b> {
+    bytes: &'b [u8],
+    /// Where the next word starts.
+    next: usize,
+    /// Where the current word starts, and its newlines not yet given.
+    base: usize,
+    bits: u64,
+}
+
+impl<'b> Newlines<'b> {
+    fn new(bytes: &'b [u8], from: usize) -> Self {
+        Self { bytes, next: from, base: from, bits: 0 }
+    }
+}
+
+impl Iterator for Newlines<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        while self.bits == 0 {
+            let len = self.bytes.len();
+            if self.next >= len {
+                return None;
+            }
+            let mut word = [0u8; 8];
+            if self.next + 8 <= len {
+                word.copy_from_slice(&self.bytes[self.next..self.next + 8]);
+            } else {
+                word[..len - self.next].copy_from_slice(&self.bytes[self.next..]);
+            }
+            self.base = self.next;
+            self.bits = newline_bits(u64::from_le_bytes(word));
+            self.next += 8;
+        }
+        let at = self.base + (self.bits.trailing_zeros() / 8) as usize;
+        self.bits &= self.bits - 1;
+        Some(at)
+    }
+}
+
+/// The usual part of [`window`]: takes in place, from line `*n` at `*pos` on, the lines that
+/// end in the chunk at hand, need no cut and fit the budget, stopping before the first that
+/// does not (the general path then decides about it, as it would have). `true`: line `last`
+/// was taken.
+fn take_plain_lines<S: ByteSource + ?Sized>(
+    cursor: &mut Cursor<'_, S>,
+    lines: &mut RawLines,
+    request: &WindowRequest,
+    last: u64,
+    n: &mut u64,
+    pos: &mut u64,
+    used: &mut u64,
+) -> std::io::Result<bool> {
+    if !cursor.holds(*pos) {
+        lines.flush(cursor);
+        cursor.load(*pos)?;
+    }
+    let (start, owned) = (cursor.chunk_start, cursor.owned());
+    let chunk: &[u8] = &cursor.chunk;
+    let Some(mut at) =
+        pos.checked_sub(start).and_then(|at| usize::try_from(at).ok()).filter(|&at| at < chunk.len())
+    else {
+        return Ok(false);
+    };
+    let cap = request.max_line_chars.map_or(usize::MAX, |chars| chars as usize);
+    for end in Newlines::new(chunk, at) {
+        let line = &chunk[at..end];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        // No more bytes than the cap means no more characters than the cap: no cut.
+        if line.len() > cap {
+            break;
+        }
+        let cost = (line.len() as u64).saturating_add((request.overhead)(*n, false));
+        if cost > request.max_bytes.saturating_sub(*used) {
+            break;
+        }
+        *used += cost;
+        lines.push_in_chunk(start, owned, *pos, line.len(), true);
+        if *n == last {
+            return Ok(true);
+        }
+        *n += 1;
+        *pos += (end - at) as u64 + 1;
+        at = end + 1;
+    }
+    Ok(false)
+}
+
 /// Cuts the lines `request` asks for out of `source` using `index`: at most `limit` lines
 /// from `offset`, stopping before a line that would take the window past `max_bytes` (then
 /// `capped`). An `offset` past the end gives no lines. A line longer than `max_line_chars`
@@ -801,17 +1007,23 @@ pub fn window<S: ByteSource + ?Sized>(
     let guess = lines.saturating_mul(average).saturating_mul(5) / 4 + 512;
     let mut cursor = Cursor::new(source, usize::try_from(guess).unwrap_or(READ_AHEAD));
     let mut pos = line_start(&mut cursor, index, offset)?;
-    // Room for the window's lines at the file's average length (within the byte budget and
-    // the read-ahead), grown as needed.
-    let expected = (last + 1 - offset).saturating_mul(average.saturating_add(1)).min(max_bytes);
+    // The lines' bytes stay where they were read (see `RawLines`); copied only when a window
+    // spans chunks or a line is read across them.
     let mut lines = RawLines {
-        text: Vec::with_capacity(usize::try_from(expected).unwrap_or(0).min(READ_AHEAD)),
-        ends: Vec::with_capacity(usize::try_from(last + 1 - offset).unwrap_or(0).min(4096)),
+        text: Vec::new(),
+        bounds: Vec::with_capacity(usize::try_from(last + 1 - offset).unwrap_or(0).min(4096)),
+        line_bytes: 0,
+        run: None,
+        joined: true,
     };
     // A cut line keeps a prefix long enough for its characters.
     let prefix_cap = max_line_chars.map(prefix_bytes);
     let mut used = 0u64;
-    for n in offset..=last {
+    let mut n = offset;
+    loop {
+        if take_plain_lines(&mut cursor, &mut lines, request, last, &mut n, &mut pos, &mut used)? {
+            break;
+        }
         let remaining = max_bytes.saturating_sub(used);
         // How much of the line to keep: a cut line's prefix; of a whole line, what the budget
         // could hold plus a `\r` and one byte more (which shows that it does not fit).
@@ -821,8 +1033,13 @@ pub fn window<S: ByteSource + ?Sized>(
         let mut prefix: Vec<u8> = Vec::new();
         let mut seen = 0u64;
         let mut ended = false;
-        let first = cursor.at(pos)?;
-        let (mut text, mut cut): (&[u8], bool) = match newline(first).filter(|&i| i <= keep) {
+        if !cursor.holds(pos) {
+            lines.flush(&cursor);
+            cursor.load(pos)?;
+        }
+        let (chunk_start, owned) = (cursor.chunk_start, cursor.owned());
+        let first = cursor.here(pos);
+        let (mut text, mut cut, in_chunk): (&[u8], bool, bool) = match newline(first).filter(|&i| i <= keep) {
             // The usual case: the whole line lies in the chunk at hand (its UTF-8 is checked
             // with the whole window's, unless it has to be cut at a character).
             Some(i) => {
@@ -833,12 +1050,13 @@ pub fn window<S: ByteSource + ?Sized>(
                 match max_line_chars {
                     Some(max) if body.len() > max as usize => {
                         let (text, cut) = decode_line(&first[..i], false, max_line_chars).map_err(invalid)?;
-                        (text.as_bytes(), cut)
+                        (text.as_bytes(), cut, true)
                     }
-                    _ => (body, false),
+                    _ => (body, false, true),
                 }
             }
             None => {
+                lines.flush(&cursor);
                 loop {
                     let rest = cursor.at(pos + seen)?;
                     if rest.is_empty() {
@@ -866,7 +1084,7 @@ pub fn window<S: ByteSource + ?Sized>(
                 }
                 let (text, cut) = decode_line(&prefix, !ended || seen > prefix.len() as u64, max_line_chars)
                     .map_err(invalid)?;
-                (text.as_bytes(), cut)
+                (text.as_bytes(), cut, false)
             }
         };
         // A whole line that was not read whole is longer than the budget.
@@ -890,14 +1108,19 @@ pub fn window<S: ByteSource + ?Sized>(
         if cut {
             out.truncated.push(n);
         }
-        lines.push(text);
+        if in_chunk {
+            lines.push_in_chunk(chunk_start, owned, pos, text.len(), !cut);
+        } else {
+            lines.push_copied(&cursor, text);
+        }
         if out.capped || n == last {
             break;
         }
         let len = if ended { seen } else { line_length(&mut cursor, index, n, total, pos, seen)? };
         pos += len + 1;
+        n += 1;
     }
-    out.lines = lines.finish().map_err(|_| invalid(NotText::InvalidUtf8(0)))?;
+    out.lines = lines.finish(&mut cursor).map_err(|_| invalid(NotText::InvalidUtf8(0)))?;
     Ok(out)
 }
 
@@ -917,6 +1140,63 @@ mod tests {
 
     fn lines(text: &[u8], offset: u64, limit: u64) -> Window {
         cut(text, &req(offset, limit))
+    }
+
+    #[test]
+    fn the_word_newline_search_finds_what_memchr_finds() {
+        let mut bytes = Vec::new();
+        for i in 0..300u32 {
+            bytes.push(match i * 7919 % 13 {
+                0 | 5 => b'\n',
+                1 => 0x8a,
+                2 => 0x0b,
+                3 => 0xff,
+                4 => 0x00,
+                _ => b'a' + (i % 26) as u8,
+            });
+        }
+        for len in [0, 1, 7, 8, 9, 63, 64, 65, 300] {
+            let bytes = &bytes[..len];
+            for from in 0..=len.min(20) {
+                let found: Vec<usize> = Newlines::new(bytes, from).collect();
+                let expected: Vec<usize> =
+                    memchr::memchr_iter(b'\n', &bytes[from..]).map(|i| from + i).collect();
+                assert_eq!(found, expected, "{len} from {from}");
+            }
+        }
+        assert_eq!(Newlines::new(&[b'\n'; 17], 0).count(), 17);
+    }
+
+    #[test]
+    fn a_window_read_from_a_chunk_that_starts_inside_a_character_is_the_same() {
+        use std::io::Write as _;
+        // Line 3, after a checkpoint, crosses the first read's end: finding line 5 reads on
+        // from inside line 3 (inside a character, for one of the two prefixes), and that read
+        // holds the window's lines.
+        for prefix in ["x", "xy"] {
+            let mut text = String::from("line 1\nline 2\n");
+            text.push_str(prefix);
+            text.push_str(&"é".repeat(3000));
+            text.push('\n');
+            for i in 4..=40 {
+                text.push_str(&format!("line {i} ü\r\n"));
+            }
+            let (_, index) = Scanner::scan(text.as_bytes());
+            let index = index.unwrap();
+            let mut temp = tempfile::NamedTempFile::new().unwrap();
+            temp.write_all(text.as_bytes()).unwrap();
+            let file = std::fs::File::open(temp.path()).unwrap();
+            for (offset, limit) in [(5, 5), (4, 37), (1, 3), (40, 1)] {
+                let request = WindowRequest::whole(offset, limit, u64::MAX).cut_at(Some(2000));
+                let read = window(&file, &index, &request).unwrap();
+                let held = window(text.as_bytes(), &index, &request).unwrap();
+                assert_eq!(read, held, "{offset} {limit}");
+                assert_eq!(read.lines.len() as u64, limit);
+            }
+            let w = window(&file, &index, &WindowRequest::whole(5, 2, u64::MAX)).unwrap();
+            assert_eq!(w.lines, ["line 5 ü", "line 6 ü"]);
+            assert_eq!(w.lines.text_len(), 2 * "line 5 ü".len());
+        }
     }
 
     #[test]

@@ -63,11 +63,6 @@ pub trait Sink {
     fn text(&mut self, text: &str);
     /// Appends ASCII with nothing to escape in JSON (no control character, `"` or `\`).
     fn plain(&mut self, ascii: &[u8]);
-    /// Where in `text`, from byte `from` on, the first byte this sink has to escape is
-    /// (`usize::MAX`: none).
-    fn next_escape(&self, text: &str, from: usize) -> usize;
-    /// Appends `text`, in which [`Sink::next_escape`] found nothing to escape.
-    fn verbatim(&mut self, text: &str);
     /// Appends a tab.
     fn tab(&mut self);
     /// Appends a newline.
@@ -76,14 +71,6 @@ pub trait Sink {
 
 impl Sink for String {
     fn text(&mut self, text: &str) {
-        self.push_str(text);
-    }
-
-    fn next_escape(&self, _text: &str, _from: usize) -> usize {
-        usize::MAX
-    }
-
-    fn verbatim(&mut self, text: &str) {
         self.push_str(text);
     }
 
@@ -114,15 +101,6 @@ impl Sink for JsonText<'_> {
     fn text(&mut self, text: &str) {
         self.len += text.len();
         crate::json::escape_into(self.out, text);
-    }
-
-    fn next_escape(&self, text: &str, from: usize) -> usize {
-        text.as_bytes().get(from..).and_then(crate::json::find_escape).map_or(usize::MAX, |at| from + at)
-    }
-
-    fn verbatim(&mut self, text: &str) {
-        self.len += text.len();
-        self.out.extend_from_slice(text.as_bytes());
     }
 
     fn plain(&mut self, ascii: &[u8]) {
@@ -185,6 +163,23 @@ impl Column {
     }
 }
 
+/// Counts up the number right-aligned in `digits` (which has room for one more digit).
+fn count_up(digits: &mut [u8]) {
+    for d in digits.iter_mut().rev() {
+        match *d {
+            b'9' => *d = b'0',
+            b' ' => {
+                *d = b'1';
+                return;
+            }
+            digit => {
+                *d = digit + 1;
+                return;
+            }
+        }
+    }
+}
+
 /// Appends `n` right-aligned in its column.
 #[cfg(test)]
 fn push_number(out: &mut impl Sink, n: u64) {
@@ -212,9 +207,52 @@ pub fn read_json(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -> usiz
     out.reserve(
         text + text / 32 + w.lines.len() * 12 + w.truncated.len() * CUT_SUFFIX.len() + FOOTER_ROOM as usize,
     );
+    if w.truncated.is_empty()
+        && let Some(region) = w.lines.region()
+    {
+        return project_region(view, limit_capped, region, out);
+    }
     let mut sink = JsonText { out, len: 0 };
     project(view, limit_capped, &mut sink);
     sink.len
+}
+
+/// [`read_json`] of a window whose lines are `region` as the file holds them (none cut): the
+/// whole text escaped in one pass, each line break becoming the next line's number.
+fn project_region(view: &ReadView, limit_capped: bool, region: &str, out: &mut Vec<u8>) -> usize {
+    let w = &view.window;
+    let mut number = Column::new(w.start_line);
+    let mut len = w.lines.text_len();
+    let mut sink = JsonText { out, len: 0 };
+    sink.plain(number.shown());
+    sink.tab();
+    number.next();
+    let lines = w.lines.len() as u64;
+    if w.start_line.saturating_add(lines) <= 1_000_000 {
+        // Every number six wide: the escaped newline, the next number and the tab are one
+        // array, its digits counted up in place (and read back only a line later).
+        let mut gap = *b"\\n      \\t";
+        gap[2..8].copy_from_slice(number.shown());
+        crate::json::escape_lines_into(sink.out, region, |out| {
+            out.extend_from_slice(&gap);
+            count_up(&mut gap[2..8]);
+        });
+        len += (lines as usize - 1) * 8;
+    } else {
+        crate::json::escape_lines_into(sink.out, region, |out| {
+            let shown = number.shown();
+            len += shown.len() + 2;
+            out.extend_from_slice(b"\\n");
+            out.extend_from_slice(shown);
+            out.extend_from_slice(b"\\t");
+            number.next();
+        });
+    }
+    // The last line's newline, and the blank line.
+    sink.newline();
+    sink.newline();
+    footer(w, limit_capped, &mut sink);
+    len + sink.len
 }
 
 /// Writes the projection of [`read`] into `out`.
@@ -222,22 +260,11 @@ fn project(view: &ReadView, limit_capped: bool, out: &mut impl Sink) {
     let w = &view.window;
     let mut cut = w.truncated.iter().peekable();
     let mut number = Column::new(w.start_line);
-    // The window's text is looked through once for what needs escaping (little, in source
-    // text): a line before the next such byte is copied as it is.
-    let all = w.lines.as_str();
-    let (mut start, mut escape) = (0, out.next_escape(all, 0));
     for (n, line) in (w.start_line..).zip(w.lines.iter()) {
         out.plain(number.shown());
         number.next();
         out.tab();
-        let end = start + line.len();
-        if escape >= end {
-            out.verbatim(line);
-        } else {
-            out.text(line);
-            escape = out.next_escape(all, end);
-        }
-        start = end;
+        out.text(line);
         if cut.next_if_eq(&&n).is_some() {
             let kept = line.chars().count();
             if kept == READ_LINE_MAX_CHARS as usize {
@@ -248,9 +275,14 @@ fn project(view: &ReadView, limit_capped: bool, out: &mut impl Sink) {
         }
         out.newline();
     }
+    out.newline();
+    footer(w, limit_capped, out);
+}
+
+/// The footer of a read's text (after its blank line).
+fn footer(w: &crate::context::Lines, limit_capped: bool, out: &mut impl Sink) {
     let shown = w.lines.len() as u64;
     let (first, last) = (w.start_line, w.start_line + shown.saturating_sub(1));
-    out.newline();
     let footer = if shown > 0 && w.capped {
         format!("(Output capped. Showing lines {first}-{last}. Use offset={} to continue.)", last + 1)
     } else if shown > 0 && last < w.total_lines {
@@ -545,6 +577,54 @@ mod tests {
                 format!("prefix:\"{}\"", String::from_utf8(out).unwrap().strip_prefix("prefix:").unwrap());
             assert_eq!(quoted, format!("prefix:{}", serde_json::to_string(&text).unwrap()));
         }
+    }
+
+    #[test]
+    fn a_window_read_in_place_is_projected_in_one_pass_as_line_by_line() {
+        use crate::context::{Files, FilesConfig, Observations, RootDir, Scope};
+        let nasty: String = (1u8..0x80).filter(|&b| b != b'\n').map(char::from).collect();
+        let texts = [
+            "fn main() {\n\tprintln!(\"hi\\n\");\n\n}\n".to_owned(),
+            format!("a\r\nb\rc\r\r\n{nasty}\r\n日本語 ✓\n\"quoted\"\nlast without newline"),
+            "x".repeat(7) + "\n" + &"y".repeat(8) + "\n" + &"z".repeat(9) + "\r\n\r\n\n",
+            "\u{1}\n\\\n".repeat(30),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let files = Files::new(FilesConfig { fsync: false, ..Default::default() });
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let (observed, deny) = (Observations::new(10), Default::default());
+        let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);
+        let mut ways = [0; 2];
+        for (i, text) in texts.iter().enumerate() {
+            let name = format!("f{i}.rs");
+            std::fs::write(root.join(&name), text).unwrap();
+            let total = text.split_terminator('\n').count() as u64;
+            for offset in 1..=total {
+                for budget in [u64::MAX, 60, 200] {
+                    // Read twice: the file's bytes held whole, then read again from the file.
+                    for _ in 0..2 {
+                        let view = ctx.read(&name, &read_request(offset, 2000, budget)).unwrap();
+                        for start in [view.window.start_line, 999_998, 99_999_999_999_999_990] {
+                            let mut v = view.clone();
+                            v.window.start_line = start;
+                            let joined = v.window.lines.region().is_some() && v.window.truncated.is_empty();
+                            ways[usize::from(joined)] += 1;
+                            for limit_capped in [false, true] {
+                                let plain = read(&v, limit_capped);
+                                let mut out = b"prefix:".to_vec();
+                                let len = read_json(&v, limit_capped, &mut out);
+                                assert_eq!(len, plain.len(), "{text:?} {offset} {budget} {start} {joined}");
+                                let inside = std::str::from_utf8(&out[7..]).unwrap();
+                                assert_eq!(format!("\"{inside}\""), serde_json::to_string(&plain).unwrap());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Both ways were taken: in one pass, and line by line (a cut line).
+        assert!(ways[0] > 10 && ways[1] > 10, "{ways:?}");
     }
 
     #[test]
