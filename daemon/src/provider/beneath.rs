@@ -176,7 +176,8 @@ fn walk_open(
 
 /// `path` with `.` removed and `..` applied lexically (absolute in, absolute out).
 pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
+    let mut out = PathBuf::with_capacity(path.as_os_str().len() + 1);
+    out.push("/");
     for component in path.components() {
         match component {
             Component::Normal(name) => out.push(name),

@@ -82,6 +82,9 @@ impl Scope<'_> {
 
 /// The innermost of `roots` containing `path` (absolute, normalised), and `path` relative to it.
 pub fn locate<'r, 'p>(roots: &'r [Root], path: &'p Path) -> Option<(&'r Root, &'p Path)> {
+    if let [root] = roots {
+        return root.relative(path).map(|rel| (root, rel));
+    }
     roots
         .iter()
         .filter_map(|root| root.relative(path).map(|rel| (root, rel)))
@@ -90,10 +93,27 @@ pub fn locate<'r, 'p>(roots: &'r [Root], path: &'p Path) -> Option<(&'r Root, &'
 
 /// How a path shows in texts: relative to `cwd` when inside it, else absolute.
 pub fn display(path: &Path, cwd: &Path) -> String {
+    if let Some(rest) = plain_tail(path, cwd) {
+        return String::from_utf8_lossy(rest).into_owned();
+    }
     match path.strip_prefix(cwd) {
         Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
         _ => path.display().to_string(),
     }
+}
+
+/// What follows `cwd` and a slash in `path`, byte for byte, when that tail is plainly written
+/// (no empty or `.` component) and `cwd` ends in a name: exactly what `path.strip_prefix(cwd)`
+/// gives then, found without walking both paths component by component. `None`: ask
+/// `strip_prefix`.
+fn plain_tail<'p>(path: &'p Path, cwd: &Path) -> Option<&'p [u8]> {
+    let (path, cwd) = (path.as_os_str().as_bytes(), cwd.as_os_str().as_bytes());
+    if cwd.is_empty() || cwd.ends_with(b"/") || cwd.ends_with(b".") {
+        return None;
+    }
+    let rest = path.strip_prefix(cwd)?.strip_prefix(b"/")?;
+    let plain = !rest.is_empty() && rest.split(|&b| b == b'/').all(|part| !part.is_empty() && part != b".");
+    plain.then_some(rest)
 }
 
 fn invalid(raw: &str, why: &str) -> ProviderError {
@@ -378,6 +398,27 @@ pub fn open_root(canonical: &Path, given: &Path) -> std::io::Result<Root> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_reads_a_plain_tail_as_strip_prefix_does() {
+        let cwds = ["/srv/app", "/srv/app/", "/", "/srv/app/.", "/srv/a.b", "srv/app", ""];
+        let tails =
+            ["", "x", "x/y.rs", "./x", "x/./y", "x//y", "x/", "x/.", "..", "x/../y", ".hidden", "é/ü"];
+        for cwd in cwds {
+            for tail in tails {
+                for path in [format!("{cwd}/{tail}"), format!("{cwd}{tail}"), format!("/other/{tail}")] {
+                    let (path, cwd) = (Path::new(&path), Path::new(cwd));
+                    let expected = match path.strip_prefix(cwd) {
+                        Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+                        _ => path.display().to_string(),
+                    };
+                    assert_eq!(display(path, cwd), expected, "{path:?} in {cwd:?}");
+                }
+            }
+        }
+        let bytes = std::ffi::OsStr::from_bytes(b"/srv/app/bad\xff\xfename");
+        assert_eq!(display(Path::new(bytes), Path::new("/srv/app")), "bad\u{fffd}\u{fffd}name");
+    }
     use std::os::unix::fs::symlink;
 
     struct Fixture {

@@ -117,12 +117,26 @@ const HEADER_ROOM: usize = 48;
 
 /// The frame header of a body of `len` bytes (as [`LspCodec`] writes it), and its length.
 fn frame_header(len: usize) -> ([u8; HEADER_ROOM], usize) {
-    use std::io::Write as _;
+    const PREFIX: &[u8] = b"Content-Length: ";
     let mut header = [0u8; HEADER_ROOM];
-    let mut cursor = std::io::Cursor::new(&mut header[..]);
-    // 16 + 20 digits + 4 bytes always fit.
-    let _ = write!(cursor, "Content-Length: {len}\r\n\r\n");
-    let used = usize::try_from(cursor.position()).unwrap_or(HEADER_ROOM);
+    // The digits, written backwards from the end of a scratch buffer (20 fit any usize).
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = len;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let digits = &digits[at..];
+    let mut used = 0;
+    for part in [PREFIX, digits, b"\r\n\r\n"] {
+        header[used..used + part.len()].copy_from_slice(part);
+        used += part.len();
+    }
     (header, used)
 }
 
@@ -1344,6 +1358,14 @@ mod tests {
         }
         let reply = conn.run(call("fine")).await;
         assert_eq!(reply.json.as_str(), r#"{"jsonrpc":"2.0","id":1,"result":7}"#);
+    }
+
+    #[test]
+    fn frame_headers_are_what_the_codec_writes() {
+        for len in [0usize, 1, 9, 10, 99, 100, 1763, 65_536, 123_456_789, usize::MAX] {
+            let (header, used) = frame_header(len);
+            assert_eq!(&header[..used], format!("Content-Length: {len}\r\n\r\n").as_bytes());
+        }
     }
 
     /// Reads frames off `peer` until `n` have arrived.
