@@ -93,27 +93,15 @@ pub fn locate<'r, 'p>(roots: &'r [Root], path: &'p Path) -> Option<(&'r Root, &'
 
 /// How a path shows in texts: relative to `cwd` when inside it, else absolute.
 pub fn display(path: &Path, cwd: &Path) -> String {
-    if let Some(rest) = plain_tail(path, cwd) {
-        return String::from_utf8_lossy(rest).into_owned();
+    if let Some(rel) = super::beneath::plain_tail(path, cwd)
+        && !rel.as_os_str().is_empty()
+    {
+        return String::from_utf8_lossy(rel.as_os_str().as_bytes()).into_owned();
     }
     match path.strip_prefix(cwd) {
         Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
         _ => path.display().to_string(),
     }
-}
-
-/// What follows `cwd` and a slash in `path`, byte for byte, when that tail is plainly written
-/// (no empty or `.` component) and `cwd` ends in a name: exactly what `path.strip_prefix(cwd)`
-/// gives then, found without walking both paths component by component. `None`: ask
-/// `strip_prefix`.
-fn plain_tail<'p>(path: &'p Path, cwd: &Path) -> Option<&'p [u8]> {
-    let (path, cwd) = (path.as_os_str().as_bytes(), cwd.as_os_str().as_bytes());
-    if cwd.is_empty() || cwd.ends_with(b"/") || cwd.ends_with(b".") {
-        return None;
-    }
-    let rest = path.strip_prefix(cwd)?.strip_prefix(b"/")?;
-    let plain = !rest.is_empty() && rest.split(|&b| b == b'/').all(|part| !part.is_empty() && part != b".");
-    plain.then_some(rest)
 }
 
 fn invalid(raw: &str, why: &str) -> ProviderError {

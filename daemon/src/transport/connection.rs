@@ -612,6 +612,18 @@ async fn serve_inner(
         let routes = conn.session.outbound().active();
         let mut permit = None;
         if !routes {
+            // Most frames find a permit and room at once: take them without a select (and its
+            // registrations) when nothing the select puts first could fire — the daemon is not
+            // shutting down and the session is past `initialize`, so its deadline never comes.
+            if conn.session.phase() != Phase::Uninitialized
+                && !shutdown.is_cancelled()
+                && !budget.over_budget()
+                && let Ok(admitted) = inflight.clone().try_acquire_owned()
+            {
+                permit = Some(admitted);
+            }
+        }
+        if !routes && permit.is_none() {
             let admitted = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break End::DaemonShutdown,
