@@ -93,7 +93,13 @@ impl Observations {
             let mut map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             map.tick += 1;
             let tick = map.tick;
-            map.versions.insert(path.to_owned(), (version, tick, links));
+            // A file read again keeps its key: no new path, no second hash.
+            match map.versions.get_mut(path) {
+                Some(seen) => *seen = (version, tick, links),
+                None => {
+                    map.versions.insert(path.to_owned(), (version, tick, links));
+                }
+            }
             let mut evicted = Vec::new();
             if map.versions.len() > self.max {
                 let count = crate::lru::batch(map.versions.len()).min(map.versions.len() - 1);

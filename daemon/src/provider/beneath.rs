@@ -77,6 +77,9 @@ impl RootDir {
     /// `path` relative to this root, when `path` (absolute, normalised) lies in it, by its
     /// canonical path or by the path it was given as.
     pub fn relative<'p>(&self, path: &'p Path) -> Option<&'p Path> {
+        if let Some(rel) = plain_tail(path, &self.path) {
+            return Some(rel);
+        }
         path.strip_prefix(&self.path)
             .ok()
             .or_else(|| self.alias.as_deref().and_then(|alias| path.strip_prefix(alias).ok()))
@@ -176,7 +179,8 @@ fn walk_open(
 
 /// `path` with `.` removed and `..` applied lexically (absolute in, absolute out).
 pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
+    let mut out = PathBuf::with_capacity(path.as_os_str().len() + 1);
+    out.push("/");
     for component in path.components() {
         match component {
             Component::Normal(name) => out.push(name),
@@ -187,6 +191,24 @@ pub fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// `path.strip_prefix(base)` read off the bytes, when that is plain: `base` ends in a name and
+/// `path` is `base` itself (an empty tail) or `base`, a slash and a tail with no empty or `.`
+/// component — then the tail is exactly what `strip_prefix` gives, without walking both paths
+/// component by component. `None`: ask `strip_prefix`.
+pub fn plain_tail<'p>(path: &'p Path, base: &Path) -> Option<&'p Path> {
+    let (bytes, prefix) = (path.as_os_str().as_bytes(), base.as_os_str().as_bytes());
+    if prefix.is_empty() || prefix.ends_with(b"/") || prefix.ends_with(b".") {
+        return None;
+    }
+    let rest = bytes.strip_prefix(prefix)?;
+    if rest.is_empty() {
+        return Some(Path::new(""));
+    }
+    let rest = rest.strip_prefix(b"/")?;
+    let plain = !rest.is_empty() && rest.split(|&b| b == b'/').all(|part| !part.is_empty() && part != b".");
+    plain.then(|| Path::new(OsStr::from_bytes(rest)))
 }
 
 /// Whether an open failed because what it met was not what resolution saw: a symlink where a
@@ -204,6 +226,27 @@ pub fn is_plain_name(name: &OsStr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_tails_are_what_strip_prefix_gives() {
+        let bases = ["/srv/app", "/srv/app/", "/", "/srv/app/.", "/srv/a.b", "srv/app", ""];
+        let tails = ["", "x", "x/y.rs", "./x", "x/./y", "x//y", "x/", "x/.", "..", "x/../y", ".hidden", "é"];
+        for base in bases {
+            for tail in tails {
+                for path in [format!("{base}/{tail}"), format!("{base}{tail}"), format!("/other/{tail}")] {
+                    let (path, base) = (Path::new(&path), Path::new(base));
+                    if let Some(tail) = plain_tail(path, base) {
+                        assert_eq!(Ok(tail), path.strip_prefix(base), "{path:?} under {base:?}");
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            plain_tail(Path::new("/srv/app/x/y.rs"), Path::new("/srv/app")),
+            Some(Path::new("x/y.rs"))
+        );
+        assert_eq!(plain_tail(Path::new("/srv/app"), Path::new("/srv/app")), Some(Path::new("")));
+    }
     use std::os::unix::fs::symlink;
 
     #[test]

@@ -82,6 +82,9 @@ impl Scope<'_> {
 
 /// The innermost of `roots` containing `path` (absolute, normalised), and `path` relative to it.
 pub fn locate<'r, 'p>(roots: &'r [Root], path: &'p Path) -> Option<(&'r Root, &'p Path)> {
+    if let [root] = roots {
+        return root.relative(path).map(|rel| (root, rel));
+    }
     roots
         .iter()
         .filter_map(|root| root.relative(path).map(|rel| (root, rel)))
@@ -90,6 +93,11 @@ pub fn locate<'r, 'p>(roots: &'r [Root], path: &'p Path) -> Option<(&'r Root, &'
 
 /// How a path shows in texts: relative to `cwd` when inside it, else absolute.
 pub fn display(path: &Path, cwd: &Path) -> String {
+    if let Some(rel) = super::beneath::plain_tail(path, cwd)
+        && !rel.as_os_str().is_empty()
+    {
+        return String::from_utf8_lossy(rel.as_os_str().as_bytes()).into_owned();
+    }
     match path.strip_prefix(cwd) {
         Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
         _ => path.display().to_string(),
@@ -378,6 +386,27 @@ pub fn open_root(canonical: &Path, given: &Path) -> std::io::Result<Root> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_reads_a_plain_tail_as_strip_prefix_does() {
+        let cwds = ["/srv/app", "/srv/app/", "/", "/srv/app/.", "/srv/a.b", "srv/app", ""];
+        let tails =
+            ["", "x", "x/y.rs", "./x", "x/./y", "x//y", "x/", "x/.", "..", "x/../y", ".hidden", "é/ü"];
+        for cwd in cwds {
+            for tail in tails {
+                for path in [format!("{cwd}/{tail}"), format!("{cwd}{tail}"), format!("/other/{tail}")] {
+                    let (path, cwd) = (Path::new(&path), Path::new(cwd));
+                    let expected = match path.strip_prefix(cwd) {
+                        Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+                        _ => path.display().to_string(),
+                    };
+                    assert_eq!(display(path, cwd), expected, "{path:?} in {cwd:?}");
+                }
+            }
+        }
+        let bytes = std::ffi::OsStr::from_bytes(b"/srv/app/bad\xff\xfename");
+        assert_eq!(display(Path::new(bytes), Path::new("/srv/app")), "bad\u{fffd}\u{fffd}name");
+    }
     use std::os::unix::fs::symlink;
 
     struct Fixture {

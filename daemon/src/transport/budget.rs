@@ -256,6 +256,9 @@ impl ConnBudget {
 
     /// Waits until this connection holds less than its budget (or is closed).
     pub(crate) async fn wait_below_budget(&self) {
+        if !self.over_budget() {
+            return;
+        }
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);

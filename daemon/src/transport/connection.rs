@@ -117,12 +117,26 @@ const HEADER_ROOM: usize = 48;
 
 /// The frame header of a body of `len` bytes (as [`LspCodec`] writes it), and its length.
 fn frame_header(len: usize) -> ([u8; HEADER_ROOM], usize) {
-    use std::io::Write as _;
+    const PREFIX: &[u8] = b"Content-Length: ";
     let mut header = [0u8; HEADER_ROOM];
-    let mut cursor = std::io::Cursor::new(&mut header[..]);
-    // 16 + 20 digits + 4 bytes always fit.
-    let _ = write!(cursor, "Content-Length: {len}\r\n\r\n");
-    let used = usize::try_from(cursor.position()).unwrap_or(HEADER_ROOM);
+    // The digits, written backwards from the end of a scratch buffer (20 fit any usize).
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = len;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let digits = &digits[at..];
+    let mut used = 0;
+    for part in [PREFIX, digits, b"\r\n\r\n"] {
+        header[used..used + part.len()].copy_from_slice(part);
+        used += part.len();
+    }
     (header, used)
 }
 
@@ -598,6 +612,18 @@ async fn serve_inner(
         let routes = conn.session.outbound().active();
         let mut permit = None;
         if !routes {
+            // Most frames find a permit and room at once: take them without a select (and its
+            // registrations) when nothing the select puts first could fire — the daemon is not
+            // shutting down and the session is past `initialize`, so its deadline never comes.
+            if conn.session.phase() != Phase::Uninitialized
+                && !shutdown.is_cancelled()
+                && !budget.over_budget()
+                && let Ok(admitted) = inflight.clone().try_acquire_owned()
+            {
+                permit = Some(admitted);
+            }
+        }
+        if !routes && permit.is_none() {
             let admitted = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break End::DaemonShutdown,
@@ -1344,6 +1370,14 @@ mod tests {
         }
         let reply = conn.run(call("fine")).await;
         assert_eq!(reply.json.as_str(), r#"{"jsonrpc":"2.0","id":1,"result":7}"#);
+    }
+
+    #[test]
+    fn frame_headers_are_what_the_codec_writes() {
+        for len in [0usize, 1, 9, 10, 99, 100, 1763, 65_536, 123_456_789, usize::MAX] {
+            let (header, used) = frame_header(len);
+            assert_eq!(&header[..used], format!("Content-Length: {len}\r\n\r\n").as_bytes());
+        }
     }
 
     /// Reads frames off `peer` until `n` have arrived.
