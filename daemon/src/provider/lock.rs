@@ -5,16 +5,13 @@
 //! thread, never from an async worker.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::fs::File;
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use fs2::FileExt;
-use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags};
 
 use super::beneath::RootDir;
 
@@ -163,38 +160,6 @@ pub fn lock_file(root: &RootDir, rel: &Path, patience: Duration) -> Result<Locke
     }
 }
 
-/// Opens `name` in the folder `dir` (itself opened beneath a root; `name` is one component,
-/// never a symlink) and takes its `flock` only if it is free right now: the at-once edit's lock
-/// ([`Provider::edit_at_once`](super::Provider::edit_at_once)). The same "flopen" re-check as
-/// [`lock_file`], against the name in that very folder (the folder the edit then renames in):
-/// `Ok(None)` when the lock is busy or the name no longer names the locked inode (the caller
-/// takes the waiting path then). The descriptor's own metadata is taken after locking; the
-/// caller checks the type on it.
-pub fn try_lock_in(dir: &OwnedFd, name: &OsStr) -> std::io::Result<Option<LockedFile>> {
-    let file = File::from(super::beneath::open_beneath(
-        dir,
-        Path::new(name),
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
-        Mode::empty(),
-    )?);
-    match file.try_lock_exclusive() {
-        Ok(()) => {}
-        Err(err)
-            if err.kind() == std::io::ErrorKind::WouldBlock
-                || err.raw_os_error() == fs2::lock_contended_error().raw_os_error() =>
-        {
-            return Ok(None);
-        }
-        Err(err) => return Err(err),
-    }
-    let meta = file.metadata()?;
-    let now = rustix::fs::statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::INO)?;
-    let same = StatxFlags::from_bits_retain(now.stx_mask).contains(StatxFlags::INO)
-        && rustix::fs::makedev(now.stx_dev_major, now.stx_dev_minor) == meta.dev()
-        && now.stx_ino == meta.ino();
-    Ok(same.then_some(LockedFile { file, meta }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,30 +182,6 @@ mod tests {
         });
         assert!(waiter);
         assert!(locks.is_empty());
-    }
-
-    #[test]
-    fn a_lock_taken_in_a_folder_is_refused_when_busy_and_follows_renames() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
-        let root = RootDir::new(&base, None).unwrap();
-        std::fs::write(base.join("f"), "old").unwrap();
-        let folder = root.open_dir(Path::new("")).unwrap();
-        let name = OsStr::new("f");
-        let held = try_lock_in(&folder, name).unwrap().unwrap();
-        assert!(held.meta.is_file());
-        assert!(try_lock_in(&folder, name).unwrap().is_none(), "busy");
-        drop(held);
-        // The name is not allowed to lead anywhere else: a symlink is refused.
-        std::os::unix::fs::symlink(base.join("f"), base.join("link")).unwrap();
-        assert!(try_lock_in(&folder, OsStr::new("link")).is_err());
-        // Replaced by rename while another lock is held on the old inode: the lock is taken on
-        // the inode the name names now.
-        let opened = lock_file(&root, Path::new("f"), Duration::ZERO).unwrap();
-        std::fs::write(base.join("f.tmp"), "new").unwrap();
-        std::fs::rename(base.join("f.tmp"), base.join("f")).unwrap();
-        let fresh = try_lock_in(&folder, name).unwrap().unwrap();
-        assert_ne!(fresh.meta.ino(), opened.meta.ino());
     }
 
     #[test]

@@ -251,37 +251,6 @@ pub fn mappable(file: &File) -> bool {
     rustix::fs::fstatfs(file).is_ok_and(|stat| local(&stat))
 }
 
-/// How long a device's answer of [`mappable_on`] is reused: a device number can name another
-/// filesystem after an unmount and a mount, so the answer is asked again past this.
-const LOCAL_TTL: std::time::Duration = std::time::Duration::from_secs(1);
-/// Devices whose answer is kept at once (a few mounts are ever edited in; past this, asked).
-const LOCAL_DEVICES: usize = 16;
-
-/// [`mappable`] for a file on device `dev`, the answer of one `fstatfs` kept per device for
-/// [`LOCAL_TTL`]: the at-once edit asks it per edit (it only decides whether the edit may run
-/// on an async worker; the edit's checks are the same either way).
-pub fn mappable_on(file: &File, dev: u64) -> bool {
-    type Answers = Vec<(u64, bool, std::time::Instant)>;
-    static ANSWERS: std::sync::Mutex<Answers> = std::sync::Mutex::new(Vec::new());
-    let now = std::time::Instant::now();
-    {
-        let answers = ANSWERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(&(_, local, _)) =
-            answers.iter().find(|(d, _, at)| *d == dev && now.duration_since(*at) < LOCAL_TTL)
-        {
-            return local;
-        }
-    }
-    let Ok(stat) = rustix::fs::fstatfs(file) else { return false };
-    let answer = local(&stat);
-    let mut answers = ANSWERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    answers.retain(|(d, _, at)| *d != dev && now.duration_since(*at) < LOCAL_TTL);
-    if answers.len() < LOCAL_DEVICES {
-        answers.push((dev, answer, now));
-    }
-    answer
-}
-
 /// Whether the folder or file at `path` is on a local filesystem (as [`mappable`] decides).
 pub fn local_path(path: &std::path::Path) -> bool {
     rustix::fs::statfs(path).is_ok_and(|stat| local(&stat))

@@ -97,7 +97,7 @@ impl Provider {
     ) -> Result<Prepared, ProviderError> {
         let _guard = self.lock_path(target)?;
         let locked = self.lock_edited(target)?;
-        let edited = self.edited(target, &locked, change, expected, false)?;
+        let edited = self.edited(target, &locked, change, expected)?;
         Ok(Prepared {
             base: Some(edited.base),
             bytes: edited.out,

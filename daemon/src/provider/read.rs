@@ -54,25 +54,6 @@ pub(super) fn read_all_at(file: &File, hint: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// [`read_all_at`] for a regular file on a local filesystem that held `size` bytes: there a
-/// `pread` comes back short only at the end of the file, so one `pread` of one byte more than
-/// `size` reads it whole (and notices that it grew: then it is read again the general way).
-pub(super) fn read_local_at(file: &File, size: u64) -> std::io::Result<Vec<u8>> {
-    let want = usize::try_from(size).unwrap_or(usize::MAX).saturating_add(1);
-    let mut bytes = vec![0u8; want];
-    loop {
-        match file.read_at(&mut bytes, 0) {
-            Ok(n) if n < want => {
-                bytes.truncate(n);
-                return Ok(bytes);
-            }
-            Ok(_) => return read_all_at(file, size),
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 /// Largest file a cold read answers on an async worker ([`Provider::read_at_once`]).
 pub const AT_ONCE_READ_BYTES: u64 = 64 * 1024;
 

@@ -16,7 +16,7 @@ use super::index::{self, NotText};
 use super::leftovers::crash_point;
 use super::lock::{self, LockError};
 use super::outcome::Expect;
-use super::read::{read_all_at, read_local_at, regular};
+use super::read::{read_all_at, regular};
 use super::{
     Conventions, EditOutcome, Expectation, Fingerprint, Provider, ProviderError, Resolved, Version,
     WriteOutcome, leftovers,
@@ -248,7 +248,7 @@ impl Provider {
     ) -> Result<EditOutcome, ProviderError> {
         let _guard = self.lock_path(target)?;
         let locked = self.lock_edited(target)?;
-        self.edit_locked(target, locked, None, change, expected)
+        self.edit_locked(target, locked, change, expected)
     }
 
     /// [`Provider::edit`] for an async worker, answered only when it is small and can go ahead
@@ -267,41 +267,30 @@ impl Provider {
             return None;
         }
         let _guard = self.locks.lock(&target.path, std::time::Duration::ZERO)?;
-        // The folder first, beneath the root: the file is opened, locked and re-checked in it,
-        // and the new version is renamed into that same folder.
-        let (dir, name) = self.parent_of(target).ok()?;
-        let locked = lock::try_lock_in(&dir, name).ok()??;
+        let locked = lock::lock_file(&target.dir, &target.rel, std::time::Duration::ZERO).ok()?;
         let meta = &locked.meta;
         if !meta.is_file()
             || meta.len() > AT_ONCE_BYTES
             || meta.nlink() != 1
-            || !super::mmap::mappable_on(&locked.file, meta.dev())
+            || !super::mmap::mappable(&locked.file)
         {
             return None;
         }
-        Some(self.edit_locked(target, locked, Some((dir, name)), change, expected))
+        Some(self.edit_locked(target, locked, change, expected))
     }
 
-    /// The rest of an edit's critical section, on the locked file (let go of at the end);
-    /// `folder`: the file's folder and name, already opened beneath the root, when the file
-    /// was locked in it on a local filesystem (see [`lock::try_lock_in`]).
+    /// The rest of an edit's critical section, on the locked file (let go of at the end).
     fn edit_locked(
         &self,
         target: &Resolved,
         locked: lock::LockedFile,
-        folder: Option<(OwnedFd, &OsStr)>,
         change: &Replacement<'_>,
         expected: Version,
     ) -> Result<EditOutcome, ProviderError> {
-        let edited = self.edited(target, &locked, change, expected, folder.is_some())?;
+        let edited = self.edited(target, &locked, change, expected)?;
         let (out, replacements, regions) = (edited.out, edited.replacements, edited.regions);
         crash_point!("provider::edit::matched");
-        let landed = match folder {
-            Some((dir, name)) if locked.meta.nlink() <= 1 => {
-                self.replace_renaming(target, &locked, &out, dir, name)?
-            }
-            _ => self.replace(target, &locked, &out)?,
-        };
+        let landed = self.replace(target, &locked, &out)?;
         release(locked, &landed);
         let version = self.remember_written(target, &out, &landed);
         Ok(EditOutcome { replacements, version, links: landed.links, written: out, regions })
@@ -309,19 +298,13 @@ impl Provider {
 
     /// The edit of the locked file: its bytes read whole, the version checked against
     /// `expected` (before any matching, so a stale edit is reported as stale whatever else is
-    /// wrong), the text check, the literal match, and the new bytes with the BOM kept. `local`:
-    /// the file is on a local filesystem, where a short read is its end (one `pread`).
-    ///
-    /// The version check compares the bytes with those the store keeps for `expected`, when it
-    /// keeps them (the store's bytes of a version are the bytes hashed to it): equal bytes are
-    /// that version without hashing them again; anything else is hashed.
+    /// wrong), the text check, the literal match, and the new bytes with the BOM kept.
     pub(super) fn edited(
         &self,
         target: &Resolved,
         locked: &lock::LockedFile,
         change: &Replacement<'_>,
         expected: Version,
-        local: bool,
     ) -> Result<Edited, ProviderError> {
         let size = locked.meta.len();
         if size > self.config.max_edit_bytes {
@@ -331,14 +314,10 @@ impl Provider {
                 limit: self.config.max_edit_bytes,
             });
         }
-        let read = if local { read_local_at(&locked.file, size) } else { read_all_at(&locked.file, size) };
-        let bytes = read.map_err(|e| io_error(&target.display, "read", e))?;
+        let bytes = read_all_at(&locked.file, size).map_err(|e| io_error(&target.display, "read", e))?;
         // The version first (a stale edit is reported as stale whatever else is wrong), then
         // whether the bytes are text; an edit needs no line index.
-        let current = match self.store.get(&expected) {
-            Some(stored) if stored[..] == bytes[..] => expected,
-            _ => Version::of(&bytes),
-        };
+        let current = Version::of(&bytes);
         if current != expected {
             return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
         }
@@ -518,20 +497,6 @@ impl Provider {
             return Ok(Landed { renamed: false, links: now.nlink(), fingerprint: None });
         }
         let (dir, name) = self.parent_of(target)?;
-        self.replace_renaming(target, locked, bytes, dir, name)
-    }
-
-    /// Replaces the locked file (one hard link) by a staged file renamed onto its `name` in
-    /// `dir`, its folder opened beneath the root.
-    fn replace_renaming(
-        &self,
-        target: &Resolved,
-        locked: &lock::LockedFile,
-        bytes: &[u8],
-        dir: OwnedFd,
-        name: &OsStr,
-    ) -> Result<Landed, ProviderError> {
-        let meta = &locked.meta;
         let dir_path = target.path.parent().unwrap_or(Path::new("/"));
         let (temp, file) = self.stage(&dir, dir_path, target, bytes, meta.mode(), Some(meta))?;
         let landed = match self.land(&dir, &temp, file, name, target, rustix::fs::RenameFlags::empty()) {
@@ -751,38 +716,6 @@ mod tests {
         std::fs::write(root.join("c.txt"), &big).unwrap();
         assert!(provider.edit_at_once(&target, &change, Version::of(big.as_bytes())).is_none());
         assert_eq!(std::fs::read(root.join("c.txt")).unwrap(), big.as_bytes(), "nothing written");
-    }
-
-    #[test]
-    fn the_version_check_takes_stored_bytes_only_when_they_are_the_files() {
-        let (_dir, root, provider) = setup(false);
-        let roots = [RootDir::new(&root, None).unwrap()];
-        let scope = Scope { roots: &roots, cwd: &root };
-        let seen = b"alpha beta gamma\n";
-        std::fs::write(root.join("a.txt"), seen).unwrap();
-        let expected = Version::of(seen);
-        provider.store().put(expected, Cow::Borrowed(seen));
-        let target = provider.resolve("a.txt", scope).unwrap();
-        let change = Replacement::new("beta", "BETA", false).unwrap();
-        // Changed outside to other bytes of the same size: stale, with the version of what is
-        // there now, though the store keeps the bytes of the expected version.
-        let outside = b"alpha beta GAMMA\n";
-        std::fs::write(root.join("a.txt"), outside).unwrap();
-        let stale = provider.edit(&target, &change, expected);
-        assert!(
-            matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == Version::of(outside))
-        );
-        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), outside, "nothing written");
-        // Back to the stored bytes: the edit goes ahead (at once too, once the folder is clean).
-        std::fs::write(root.join("a.txt"), seen).unwrap();
-        let made = provider.edit(&target, &change, expected).unwrap();
-        assert_eq!(made.version, Version::of(b"alpha BETA gamma\n"));
-        provider.store().put(made.version, Cow::Borrowed(b"alpha BETA gamma\n"));
-        let again = Replacement::new("gamma", "G", false).unwrap();
-        let target = provider.resolve("a.txt", scope).unwrap();
-        let made = provider.edit_at_once(&target, &again, made.version).unwrap().unwrap();
-        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"alpha BETA G\n");
-        assert_eq!(made.version, Version::of(b"alpha BETA G\n"));
     }
 
     #[test]
