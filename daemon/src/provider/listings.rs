@@ -632,18 +632,26 @@ mod tests {
 
         /// Lets the warm provider's watcher catch up with every change made so far to `rel`:
         /// changes a listed file there and waits until that change was handled (events of one
-        /// watcher arrive in order).
+        /// watcher arrive in order). The change is made again every 100 ms while waiting: an
+        /// event that came before the listing it would mark existed (the listing, walked after
+        /// the change, already shows it) marks nothing, and a later one will.
         fn settle(&self, rel: &str) {
             let flush = Path::new(rel).join("flush.txt");
-            std::fs::write(self.root.path().join(&flush), Instant::now().elapsed().as_nanos().to_string())
-                .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let started = Instant::now();
+            let deadline = started + Duration::from_secs(10);
+            let write = || {
+                std::fs::write(self.root.path().join(&flush), started.elapsed().as_nanos().to_string())
+                    .unwrap()
+            };
+            write();
+            let mut next_write = started + Duration::from_millis(100);
             while !self.warm.listings.settled(&self.root, Path::new(rel), &flush) {
-                assert!(
-                    Instant::now() < deadline,
-                    "the watcher never handled a change of {}",
-                    flush.display()
-                );
+                let now = Instant::now();
+                assert!(now < deadline, "the watcher never handled a change of {}", flush.display());
+                if now >= next_write {
+                    write();
+                    next_write = now + Duration::from_millis(100);
+                }
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
