@@ -119,18 +119,7 @@ const HEADER_ROOM: usize = 48;
 fn frame_header(len: usize) -> ([u8; HEADER_ROOM], usize) {
     const PREFIX: &[u8] = b"Content-Length: ";
     let mut header = [0u8; HEADER_ROOM];
-    // The digits, written backwards from the end of a scratch buffer (20 fit any usize).
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = len;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
+    let (digits, at) = crate::json::decimal(len as u64);
     let digits = &digits[at..];
     let mut used = 0;
     for part in [PREFIX, digits, b"\r\n\r\n"] {
