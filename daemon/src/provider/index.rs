@@ -744,17 +744,11 @@ fn cut_to_bytes(text: &str, bytes: u64) -> &str {
 /// eight at a time inline, then `memchr`, whose set-up costs more than a short line.
 #[inline]
 fn newline(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
     let mut at = 0;
     for chunk in bytes.chunks_exact(8).take(8) {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word) ^ NEWLINES;
-        // The lowest flagged byte is the first zero byte of `x` (a false flag only ever sits
-        // above a true one).
-        let found = x.wrapping_sub(ONES) & !x & HIGH;
+        let found = newline_bits(u64::from_le_bytes(word));
         if found != 0 {
             return Some(at + (found.trailing_zeros() / 8) as usize);
         }
