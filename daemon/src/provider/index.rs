@@ -550,9 +550,6 @@ pub struct LineBuf {
     bounds: Vec<(usize, usize)>,
     /// The lines' bytes, added up.
     line_bytes: usize,
-    /// Whether the lines are whole lines of the file, back to back in `text` with their own
-    /// terminators (`\n` or `\r\n`) between them: see [`LineBuf::region`].
-    joined: bool,
 }
 
 impl LineBuf {
@@ -562,16 +559,13 @@ impl LineBuf {
         self.text.push_str(line);
         self.bounds.push((start, self.text.len()));
         self.line_bytes += line.len();
-        self.joined = false;
     }
 
-    /// The lines as the file has them — from the first line's first byte to the last line's
-    /// last, each but the last followed by its `\n` or `\r\n` — when the window holds them
-    /// so (they were read in place and none was cut): a projection can then go through them in
-    /// one pass, a line ending at each `\n`. `None`: take the lines one by one.
-    pub fn region(&self) -> Option<&str> {
-        let (&(start, _), &(_, end)) = (self.bounds.first()?, self.bounds.last()?);
-        self.text.get(start..end).filter(|_| self.joined)
+    /// The text the lines are in, and where each starts and ends in it (the text may hold more
+    /// than the lines: their terminators, bytes before the first; never more than the window's
+    /// read). For a projection that goes through the lines in place.
+    pub fn parts(&self) -> (&str, &[(usize, usize)]) {
+        (&self.text, &self.bounds)
     }
 
     /// How many lines.
@@ -630,16 +624,12 @@ struct RawLines {
     bounds: Vec<(usize, usize)>,
     line_bytes: usize,
     run: Option<Run>,
-    /// So far, whole lines in one run (see [`LineBuf::region`]).
-    joined: bool,
 }
 
 impl RawLines {
     /// Adds a line whose bytes are `len` bytes at `pos` in the chunk at hand, which starts at
-    /// `start` (`owned`: a buffer read for this window); `whole`: all of the line (but a `\r`
-    /// before its `\n`), the line after the one added last.
-    fn push_in_chunk(&mut self, start: u64, owned: bool, pos: u64, len: usize, whole: bool) {
-        self.joined &= whole && (self.run.is_some() || self.bounds.is_empty());
+    /// `start` (`owned`: a buffer read for this window).
+    fn push_in_chunk(&mut self, start: u64, owned: bool, pos: u64, len: usize) {
         if self.run.is_none() {
             let take = self.bounds.is_empty() && self.text.is_empty() && owned;
             self.run = Some(if take {
@@ -658,7 +648,6 @@ impl RawLines {
     /// Adds a line read across chunks (its bytes copied).
     fn push_copied<S: ByteSource + ?Sized>(&mut self, cursor: &Cursor<'_, S>, line: &[u8]) {
         self.flush(cursor);
-        self.joined = false;
         let start = self.text.len();
         self.text.extend_from_slice(line);
         self.bounds.push((start, self.text.len()));
@@ -695,7 +684,7 @@ impl RawLines {
             _ => self.flush(cursor),
         }
         let text = String::from_utf8(self.text).map_err(|e| e.utf8_error())?;
-        Ok(LineBuf { text, bounds: self.bounds, line_bytes: self.line_bytes, joined: self.joined })
+        Ok(LineBuf { text, bounds: self.bounds, line_bytes: self.line_bytes })
     }
 }
 
@@ -1063,7 +1052,7 @@ impl Plain<'_> {
                 break;
             }
             at_line.used += cost;
-            lines.push_in_chunk(start, owned, at_line.pos, line.len(), true);
+            lines.push_in_chunk(start, owned, at_line.pos, line.len());
             if at_line.n == last {
                 return true;
             }
@@ -1120,7 +1109,6 @@ pub fn window<S: ByteSource + ?Sized>(
         bounds: Vec::with_capacity(usize::try_from(last + 1 - offset).unwrap_or(0).min(4096)),
         line_bytes: 0,
         run: None,
-        joined: true,
     };
     // A cut line keeps a prefix long enough for its characters.
     let prefix_cap = max_line_chars.map(prefix_bytes);
@@ -1215,7 +1203,7 @@ pub fn window<S: ByteSource + ?Sized>(
             out.truncated.push(n);
         }
         if in_chunk {
-            lines.push_in_chunk(chunk_start, owned, pos, text.len(), !cut);
+            lines.push_in_chunk(chunk_start, owned, pos, text.len());
         } else {
             lines.push_copied(&cursor, text);
         }
@@ -1323,11 +1311,6 @@ mod tests {
                     window(&Small(bytes, chunk), &sparse, &request).unwrap(),
                     expected,
                     "{case} {chunk}"
-                );
-                assert_eq!(
-                    window(bytes, &dense, &request).unwrap().lines.region(),
-                    expected.lines.region(),
-                    "{case} {request:?}"
                 );
             }
         }
