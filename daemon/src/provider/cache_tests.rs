@@ -43,7 +43,7 @@ fn aged_long_files(names: &[&str], lines: usize) -> (tempfile::TempDir, Vec<Reso
 
 #[test]
 fn a_file_read_warm_gets_its_line_ends_counted_in_the_index_budget() {
-    let (_dir, targets) = aged_long_files(&["a.txt", "b.txt"], 300);
+    let (_dir, targets) = aged_long_files(&["a.txt", "b.txt"], 6000);
     let (a, b) = (&targets[0], &targets[1]);
     let provider = provider(16);
     provider.read(a, &w(1, 10)).expect("read");
@@ -52,14 +52,14 @@ fn a_file_read_warm_gets_its_line_ends_counted_in_the_index_budget() {
     // The first warm read reads the file's line ends once; every window is the same after.
     let warm = provider.read_cached(a, &w(200, 3)).expect("warm").expect("read");
     assert_eq!(warm.window.lines, ["a.txt line 200", "a.txt line 201", "a.txt line 202"]);
-    assert_eq!(provider.cached_index_bytes(), cold + 300 * 4);
-    let again = provider.read_cached(a, &w(299, 5)).expect("warm").expect("read");
-    assert_eq!(again.window.lines, ["a.txt line 299", "a.txt line 300"]);
-    assert_eq!(provider.cached_index_bytes(), cold + 300 * 4, "kept once");
+    assert_eq!(provider.cached_index_bytes(), cold + 6000 * 4);
+    let again = provider.read_cached(a, &w(5999, 5)).expect("warm").expect("read");
+    assert_eq!(again.window.lines, ["a.txt line 5999", "a.txt line 6000"]);
+    assert_eq!(provider.cached_index_bytes(), cold + 6000 * 4, "kept once");
 
     // Within the budget of index bytes: the line ends of one file evict the others.
     let tight = Provider::new(ProviderConfig {
-        max_index_bytes: 2 * cold + 300 * 4,
+        max_index_bytes: 2 * cold + 6000 * 4,
         fsync: false,
         ..ProviderConfig::default()
     });
@@ -68,11 +68,11 @@ fn a_file_read_warm_gets_its_line_ends_counted_in_the_index_budget() {
     assert_eq!(tight.cached_files(), 2);
     let warm = tight.read_cached(b, &w(7, 1)).expect("warm").expect("read");
     assert_eq!(warm.window.lines, ["b.txt line 7"]);
-    assert_eq!((tight.cached_files(), tight.cached_index_bytes()), (2, 2 * cold + 300 * 4));
+    assert_eq!((tight.cached_files(), tight.cached_index_bytes()), (2, 2 * cold + 6000 * 4));
     let warm = tight.read_cached(a, &w(8, 1)).expect("warm").expect("read");
     assert_eq!(warm.window.lines, ["a.txt line 8"]);
     assert_eq!(tight.cached_files(), 1, "b.txt, the least recently used, went");
-    assert_eq!(tight.cached_index_bytes(), cold + 300 * 4);
+    assert_eq!(tight.cached_index_bytes(), cold + 6000 * 4);
     assert!(tight.read_cached(b, &w(1, 1)).is_none());
 }
 

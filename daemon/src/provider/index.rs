@@ -65,6 +65,8 @@ pub struct Checkpoint {
 /// Files up to this size get a dense index of their line ends once they are read warm (see
 /// [`LineIndex::ends`]): 4 bytes per line, at most half the file.
 pub const DENSE_MAX_BYTES: u64 = 512 * 1024;
+/// ... and at least this large: a window of a smaller file is cheap to cut anyway.
+pub const DENSE_MIN_BYTES: u64 = 64 * 1024;
 
 /// A text file's line structure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,11 +124,13 @@ impl LineIndex {
         self.ends.get().map_or(0, |ends| std::mem::size_of_val(&ends[..]))
     }
 
-    /// Whether this index is worth line ends: a small file (at most [`DENSE_MAX_BYTES`]), of
-    /// lines that are 8 bytes long on average or longer (the ends then take at most half its
-    /// size), that has none yet.
+    /// Whether this index is worth line ends: a file of [`DENSE_MIN_BYTES`] to
+    /// [`DENSE_MAX_BYTES`], of lines that are 8 bytes long on average or longer (the ends then
+    /// take at most half its size), that has none yet.
     pub fn wants_ends(&self) -> bool {
-        self.len <= DENSE_MAX_BYTES && self.total_lines.saturating_mul(8) <= self.len && self.ends().is_none()
+        (DENSE_MIN_BYTES..=DENSE_MAX_BYTES).contains(&self.len)
+            && self.total_lines.saturating_mul(8) <= self.len
+            && self.ends().is_none()
     }
 
     /// The line ends of `bytes`, when `bytes` are this index's file (its length, its lines and
@@ -1334,10 +1338,12 @@ mod tests {
         assert_eq!(w.lines, ["one", "two", "three"]);
         let moved = window(&b"on\nxtwo\r\nthree"[..], &index, &req(1, 3));
         assert!(moved.is_err() || moved.unwrap().lines != ["one", "two", "three"]);
-        // Small files of lines 8 bytes long on average, or longer, want them.
-        let long = "a line of text\n".repeat(100);
+        // Files of 64 to 512 KiB of lines 8 bytes long on average, or longer, want them.
+        let long = "a line of text\n".repeat(DENSE_MIN_BYTES as usize / 15 + 1);
         assert!(Scanner::scan(long.as_bytes()).1.unwrap().wants_ends());
-        let short = "a\n".repeat(100);
+        let small = "a line of text\n".repeat(DENSE_MIN_BYTES as usize / 15 - 1);
+        assert!(!Scanner::scan(small.as_bytes()).1.unwrap().wants_ends());
+        let short = "a\n".repeat(DENSE_MIN_BYTES as usize);
         assert!(!Scanner::scan(short.as_bytes()).1.unwrap().wants_ends());
         let big = "a line of text\n".repeat(DENSE_MAX_BYTES as usize / 15 + 1);
         assert!(!Scanner::scan(big.as_bytes()).1.unwrap().wants_ends());
