@@ -89,6 +89,11 @@ pub fn escape_into(out: &mut Vec<u8>, text: &str) {
         out.extend_from_slice(bytes);
         return;
     }
+    escape_known(out, bytes);
+}
+
+/// [`escape_into`] of bytes known to hold something to escape (UTF-8, as they came from a `str`).
+fn escape_known(out: &mut Vec<u8>, bytes: &[u8]) {
     let len = bytes.len();
     let mut start = 0;
     let mut at = 0;
@@ -125,50 +130,62 @@ pub fn escape_into(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(&bytes[start..]);
 }
 
-/// Appends `text`, lines each ended by `\n` or `\r\n` (but the last), escaped as
-/// [`escape_into`] escapes it, except that each line break is replaced by what `between`
-/// appends (already escaped); a `\r` is a line break's only when a `\n` follows it. One pass:
-/// each word of eight bytes is tested and appended whole, then cut back to the first byte to
-/// escape or line break, if it holds one (no call and no branch per byte of a plain line).
-pub fn escape_lines_into(out: &mut Vec<u8>, text: &str, mut between: impl FnMut(&mut Vec<u8>)) {
+/// Bytes of a line tested and copied in one fixed-size step by [`escape_each_into`].
+const BLOCK: usize = 64;
+
+/// Each byte's index in a block.
+const LANES: [u8; BLOCK] = {
+    let mut lanes = [0u8; BLOCK];
+    let mut i = 0;
+    while i < BLOCK {
+        lanes[i] = i as u8;
+        i += 1;
+    }
+    lanes
+};
+
+/// Whether one of the first `len` bytes of `block` needs escaping (as [`escape_bits`] says).
+/// Written as one pass over a fixed-size block with no branch, which the compiler turns into
+/// tests of sixteen bytes at a time (a compare per kind of byte, and one for the length).
+#[inline(always)]
+fn block_needs_escape(block: &[u8; BLOCK], len: usize) -> bool {
+    let len = len.min(BLOCK) as u8;
+    let mut any = 0u8;
+    for (&b, &lane) in block.iter().zip(&LANES) {
+        let escape = (b < 0x20) | (b == b'"') | (b == b'\\');
+        any |= u8::from(escape & (lane < len));
+    }
+    any != 0
+}
+
+/// Appends the lines of `text` that `bounds` say (where each starts and ends in it; no line
+/// holds a line break), each escaped as [`escape_into`] escapes it, with what `between` appends
+/// (already escaped) between two lines. A line of at most [`BLOCK`] bytes with room after it in
+/// `text` is tested and copied in one fixed-size step and then cut to its length: no branch
+/// depends on how long it is, and the bytes after it are copied but never kept.
+pub fn escape_each_into(
+    out: &mut Vec<u8>,
+    text: &str,
+    bounds: &[(usize, usize)],
+    mut between: impl FnMut(&mut Vec<u8>),
+) {
     let bytes = text.as_bytes();
-    let len = bytes.len();
-    out.reserve(len + len / 16 + 64);
-    let mut at = 0;
-    loop {
-        while at + 8 <= len {
-            let word = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
-            let bits = escape_bits(word);
-            out.extend_from_slice(&word.to_le_bytes());
-            if bits == 0 {
-                at += 8;
-                continue;
-            }
-            // The lowest flag is exact (a false one only ever sits above a true one).
-            let first = (bits.trailing_zeros() / 8) as usize;
-            out.truncate(out.len() - 8 + first);
-            at += first;
-            break;
+    for (i, &(start, end)) in bounds.iter().enumerate() {
+        if i > 0 {
+            between(out);
         }
-        let Some(&b) = bytes.get(at) else { return };
-        if at + 8 > len && ESCAPE[usize::from(b)] == 0 {
-            // The tail, shorter than a word.
-            out.push(b);
-            at += 1;
-            continue;
-        }
-        at += 1;
-        match (b, bytes.get(at)) {
-            (b'\n', _) => between(out),
-            (b'\r', Some(b'\n')) => {}
-            _ => match ESCAPE[usize::from(b)] {
-                b'u' => {
-                    out.extend_from_slice(b"\\u00");
-                    out.push(HEX[usize::from(b >> 4)]);
-                    out.push(HEX[usize::from(b & 0xF)]);
+        let len = end.saturating_sub(start);
+        let block = bytes.get(start..start + BLOCK).and_then(|block| <&[u8; BLOCK]>::try_from(block).ok());
+        match block {
+            Some(block) if len <= BLOCK => {
+                if block_needs_escape(block, len) {
+                    escape_known(out, &block[..len]);
+                } else {
+                    out.extend_from_slice(block);
+                    out.truncate(out.len() - BLOCK + len);
                 }
-                letter => out.extend_from_slice(&[b'\\', letter]),
-            },
+            }
+            _ => escape_into(out, text.get(start..end).unwrap_or_default()),
         }
     }
 }
@@ -258,10 +275,19 @@ mod tests {
         String::from_utf8(out).expect("escaping keeps UTF-8")
     }
 
-    /// [`escape_lines_into`] with `<NL>` between lines.
+    /// [`escape_each_into`] of the lines of `text` (split at `\n`, one `\r` before it left
+    /// out), `<NL>` between them.
     fn lines_ours(text: &str) -> String {
+        let mut bounds = Vec::new();
+        let mut start = 0;
+        for (at, _) in text.match_indices('\n') {
+            let end = if text[..at].ends_with('\r') { at - 1 } else { at };
+            bounds.push((start, end));
+            start = at + 1;
+        }
+        bounds.push((start, text.len()));
         let mut out = Vec::new();
-        escape_lines_into(&mut out, text, |out| out.extend_from_slice(b"<NL>"));
+        escape_each_into(&mut out, text, &bounds, |out| out.extend_from_slice(b"<NL>"));
         String::from_utf8(out).expect("escaping keeps UTF-8")
     }
 
@@ -280,6 +306,50 @@ mod tests {
             })
             .collect();
         escaped.join("<NL>")
+    }
+
+    #[test]
+    fn a_line_tested_as_a_block_is_escaped_as_alone_whatever_follows_it() {
+        // Lines around the block's size, something to escape (or not) at every position, and
+        // bytes to escape right after the line, inside the block that is read past its end.
+        let after = "\"\\\n\u{1}\t".repeat(30);
+        for len in 0..(2 * BLOCK + 3) {
+            for at in 0..=len {
+                for b in [0u8, 0x1f, b'"', b'\\', b'\r', 0x7f, b'x'] {
+                    let mut line = vec![b'a'; len];
+                    if at < len {
+                        line[at] = b;
+                    }
+                    let line = String::from_utf8(line).unwrap();
+                    for before in ["", "é", "\u{1}"] {
+                        let text = format!("{before}{line}{after}");
+                        let bounds = [(before.len(), before.len() + len), (0, before.len())];
+                        let mut out = Vec::new();
+                        escape_each_into(&mut out, &text, &bounds, |out| out.push(b'|'));
+                        let expected = format!(
+                            "{}|{}",
+                            serde_json::to_string(&line).unwrap(),
+                            serde_json::to_string(before).unwrap()
+                        );
+                        let expected = expected.replace("\"|\"", "|");
+                        assert_eq!(
+                            format!("\"{}\"", String::from_utf8(out).unwrap()),
+                            expected,
+                            "{b:#x} at {at} of {len}"
+                        );
+                    }
+                }
+            }
+        }
+        // Non-ASCII and lines at the very end of the text (no block past them).
+        for text in ["日本語 ✓ é", "x\u{2028}\"", "tail"] {
+            let mut out = Vec::new();
+            escape_each_into(&mut out, text, &[(0, text.len())], |_| {});
+            assert_eq!(
+                format!("\"{}\"", String::from_utf8(out).unwrap()),
+                serde_json::to_string(text).unwrap()
+            );
+        }
     }
 
     #[test]

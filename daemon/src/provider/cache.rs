@@ -29,8 +29,10 @@ pub(super) struct Entry {
 }
 
 impl Entry {
+    /// Its index's bytes, line ends included (those are only ever added while the entry is
+    /// cached, under the cache's lock, and counted then: see [`Cache::add_ends`]).
     fn heap_bytes(&self) -> usize {
-        self.text.as_ref().map(|i| i.heap_bytes()).unwrap_or(0)
+        self.text.as_ref().map(|i| i.heap_bytes() + i.ends_bytes()).unwrap_or(0)
     }
 
     fn mapped_bytes(&self) -> usize {
@@ -88,6 +90,34 @@ impl Cache {
         self.mapped_bytes += entry.mapped_bytes();
         self.open_files += usize::from(entry.file.is_some());
         self.entries.insert(path, (entry.clone(), self.tick));
+        released.extend(self.shrink(config));
+        (entry, released)
+    }
+
+    /// Gives `entry`, cached at `path`, the line ends `ends` of its file (see
+    /// [`LineIndex::line_ends`]), counted with the indexes' bytes; returns the entries evicted to
+    /// stay within the budget. Nothing happens when `path` no longer holds that very entry, or
+    /// its index has line ends already.
+    fn add_ends(
+        &mut self,
+        path: &Path,
+        entry: &Arc<Entry>,
+        ends: Box<[u32]>,
+        config: &ProviderConfig,
+    ) -> Vec<Arc<Entry>> {
+        let Some((cached, _)) = self.entries.get(path) else { return Vec::new() };
+        let Ok(index) = cached.text.as_ref() else { return Vec::new() };
+        if !Arc::ptr_eq(cached, entry) || !index.set_ends(ends) {
+            return Vec::new();
+        }
+        self.index_bytes += index.ends_bytes();
+        self.shrink(config)
+    }
+
+    /// Evicts the least recently used entries while the cache is over a bound (but for the
+    /// most recent entry).
+    fn shrink(&mut self, config: &ProviderConfig) -> Vec<Arc<Entry>> {
+        let mut released = Vec::new();
         while self.entries.len() > 1
             && (self.entries.len() > config.max_cached_files.max(1)
                 || self.index_bytes > config.max_index_bytes
@@ -100,7 +130,7 @@ impl Cache {
                 released.extend(self.remove(&path));
             }
         }
-        (entry, released)
+        released
     }
 
     /// Takes `path`'s entry out (see [`Cache::insert`] on dropping it).
@@ -184,6 +214,35 @@ impl Provider {
         );
         drop(released);
         entry
+    }
+
+    /// Gives a cached `entry` of a small file read warm the line ends of its file (see
+    /// [`LineIndex::ends`]), read through `file`, so its next windows are cut without a search
+    /// for their lines' ends: once per cached version, only when the bytes read agree with the
+    /// index and the file kept its fingerprint meanwhile; counted in the cache's index bytes.
+    pub(super) fn add_line_ends(&self, path: &Path, entry: &Arc<Entry>, file: &File) {
+        let Ok(index) = entry.text.as_ref() else { return };
+        if !index.wants_ends() {
+            return;
+        }
+        let Ok(bytes) = super::read::read_all_at(file, index.len) else { return };
+        let Some(ends) = index.line_ends(&bytes) else { return };
+        if !super::read::unchanged(file, &entry.fingerprint) {
+            return;
+        }
+        let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).add_ends(
+            path,
+            entry,
+            ends,
+            &self.config,
+        );
+        drop(released);
+    }
+
+    /// Bytes of the cached indexes, line ends included (what `max_index_bytes` bounds).
+    #[cfg(test)]
+    pub(super) fn cached_index_bytes(&self) -> usize {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).index_bytes
     }
 
     /// Cached files that keep their file open.

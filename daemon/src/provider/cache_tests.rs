@@ -26,6 +26,56 @@ fn aged_files(names: &[&str]) -> (tempfile::TempDir, Vec<Resolved>) {
     (dir, targets)
 }
 
+/// Like [`aged_files`], each file `lines` lines long.
+fn aged_long_files(names: &[&str], lines: usize) -> (tempfile::TempDir, Vec<Resolved>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    for name in names {
+        let text: String = (1..=lines).map(|i| format!("{name} line {i}\n")).collect();
+        std::fs::write(root.join(name), text).expect("write");
+    }
+    std::thread::sleep(Duration::from_millis(2100));
+    let roots = [super::RootDir::new(&root, None).expect("root")];
+    let scope = super::Scope { roots: &roots, cwd: &root };
+    let targets = names.iter().map(|name| super::resolve::resolve(name, scope).expect("resolve")).collect();
+    (dir, targets)
+}
+
+#[test]
+fn a_file_read_warm_gets_its_line_ends_counted_in_the_index_budget() {
+    let (_dir, targets) = aged_long_files(&["a.txt", "b.txt"], 6000);
+    let (a, b) = (&targets[0], &targets[1]);
+    let provider = provider(16);
+    provider.read(a, &w(1, 10)).expect("read");
+    let cold = provider.cached_index_bytes();
+    assert!(cold > 0);
+    // The first warm read reads the file's line ends once; every window is the same after.
+    let warm = provider.read_cached(a, &w(200, 3)).expect("warm").expect("read");
+    assert_eq!(warm.window.lines, ["a.txt line 200", "a.txt line 201", "a.txt line 202"]);
+    assert_eq!(provider.cached_index_bytes(), cold + 6000 * 4);
+    let again = provider.read_cached(a, &w(5999, 5)).expect("warm").expect("read");
+    assert_eq!(again.window.lines, ["a.txt line 5999", "a.txt line 6000"]);
+    assert_eq!(provider.cached_index_bytes(), cold + 6000 * 4, "kept once");
+
+    // Within the budget of index bytes: the line ends of one file evict the others.
+    let tight = Provider::new(ProviderConfig {
+        max_index_bytes: 2 * cold + 6000 * 4,
+        fsync: false,
+        ..ProviderConfig::default()
+    });
+    tight.read(a, &w(1, 1)).expect("read");
+    tight.read(b, &w(1, 1)).expect("read");
+    assert_eq!(tight.cached_files(), 2);
+    let warm = tight.read_cached(b, &w(7, 1)).expect("warm").expect("read");
+    assert_eq!(warm.window.lines, ["b.txt line 7"]);
+    assert_eq!((tight.cached_files(), tight.cached_index_bytes()), (2, 2 * cold + 6000 * 4));
+    let warm = tight.read_cached(a, &w(8, 1)).expect("warm").expect("read");
+    assert_eq!(warm.window.lines, ["a.txt line 8"]);
+    assert_eq!(tight.cached_files(), 1, "b.txt, the least recently used, went");
+    assert_eq!(tight.cached_index_bytes(), cold + 6000 * 4);
+    assert!(tight.read_cached(b, &w(1, 1)).is_none());
+}
+
 fn provider(max_open_files: usize) -> Provider {
     Provider::new(ProviderConfig { max_open_files, fsync: false, ..ProviderConfig::default() })
 }

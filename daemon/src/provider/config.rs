@@ -13,7 +13,7 @@ pub struct ProviderConfig {
     pub fsync: bool,
     /// Most files whose version and line index are cached (least recently used go first).
     pub max_cached_files: usize,
-    /// Most bytes of line indexes cached.
+    /// Most bytes of line indexes cached (their dense line ends included).
     pub max_index_bytes: usize,
     /// Most bytes of files mapped at once by cached entries.
     pub max_mapped_bytes: usize,

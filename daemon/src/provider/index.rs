@@ -8,6 +8,7 @@
 //! 1 MiB — while the index costs 16 bytes per 64 lines instead of 8 bytes per line.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use memchr::memchr_iter;
 
@@ -61,6 +62,12 @@ pub struct Checkpoint {
     pub offset: u64,
 }
 
+/// Files up to this size get a dense index of their line ends once they are read warm (see
+/// [`LineIndex::ends`]): 4 bytes per line, at most half the file.
+pub const DENSE_MAX_BYTES: u64 = 512 * 1024;
+/// ... and at least this large: a window of a smaller file is cheap to cut anyway.
+pub const DENSE_MIN_BYTES: u64 = 64 * 1024;
+
 /// A text file's line structure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineIndex {
@@ -72,6 +79,11 @@ pub struct LineIndex {
     pub total_lines: u64,
     /// Sorted by line (and offset); the first is line 1 when the file has lines.
     checkpoints: Vec<Checkpoint>,
+    /// Where every `\n` of the file is, in order (so line `n` ends at `ends[n - 1]` and the
+    /// next starts after it): set at most once, for a small file read warm (the cache adds it
+    /// to an entry it holds, and counts its bytes: see [`LineIndex::ends_bytes`]). A window
+    /// of such a file is cut without searching for its lines' ends.
+    ends: OnceLock<Box<[u32]>>,
 }
 
 impl LineIndex {
@@ -91,9 +103,58 @@ impl LineIndex {
         self.checkpoints[at.saturating_sub(1)]
     }
 
-    /// The start of line `n` if it is a checkpoint.
+    /// The start of line `n` if it is a checkpoint, or known from the line ends.
     fn exact(&self, n: u64) -> Option<u64> {
+        if n >= 2
+            && let Some(&end) = self.ends().and_then(|ends| ends.get(usize::try_from(n - 2).ok()?))
+        {
+            return Some(u64::from(end) + 1);
+        }
         self.checkpoints.binary_search_by_key(&n, |c| c.line).ok().map(|i| self.checkpoints[i].offset)
+    }
+
+    /// The offsets of the file's `\n`s, when they are kept (see [`LineIndex::set_ends`]).
+    pub fn ends(&self) -> Option<&[u32]> {
+        self.ends.get().map(|ends| &ends[..])
+    }
+
+    /// Memory the line ends hold (counted apart from [`LineIndex::heap_bytes`]: the cache adds
+    /// them to an entry it already holds, and counts them then).
+    pub fn ends_bytes(&self) -> usize {
+        self.ends.get().map_or(0, |ends| std::mem::size_of_val(&ends[..]))
+    }
+
+    /// Whether this index is worth line ends: a file of [`DENSE_MIN_BYTES`] to
+    /// [`DENSE_MAX_BYTES`], of lines that are 8 bytes long on average or longer (the ends then
+    /// take at most half its size), that has none yet.
+    pub fn wants_ends(&self) -> bool {
+        (DENSE_MIN_BYTES..=DENSE_MAX_BYTES).contains(&self.len)
+            && self.total_lines.saturating_mul(8) <= self.len
+            && self.ends().is_none()
+    }
+
+    /// The line ends of `bytes`, when `bytes` are this index's file (its length, its lines and
+    /// every checkpoint agree; the caller also checks the file did not change) and every
+    /// offset fits in 32 bits.
+    pub fn line_ends(&self, bytes: &[u8]) -> Option<Box<[u32]>> {
+        if bytes.len() as u64 != self.len {
+            return None;
+        }
+        let ends: Box<[u32]> =
+            memchr_iter(b'\n', bytes).map(|at| u32::try_from(at).ok()).collect::<Option<_>>()?;
+        let first = if self.bom { BOM.len() as u64 } else { 0 };
+        let last_line_open = self.len > first && ends.last().is_none_or(|&nl| u64::from(nl) + 1 != self.len);
+        let lines = ends.len() as u64 + u64::from(last_line_open);
+        let agree = lines == self.total_lines
+            && self.checkpoints.iter().all(|c| {
+                c.line < 2 || ends.get((c.line - 2) as usize).is_some_and(|&nl| u64::from(nl) + 1 == c.offset)
+            });
+        agree.then_some(ends)
+    }
+
+    /// Keeps `ends` (from [`LineIndex::line_ends`]); `false` when the index already has them.
+    pub fn set_ends(&self, ends: Box<[u32]>) -> bool {
+        self.ends.set(ends).is_ok()
     }
 }
 
@@ -294,7 +355,7 @@ fn assemble(
 ) -> LineIndex {
     let first = if bom { BOM.len() as u64 } else { 0 };
     if len <= first {
-        return LineIndex { bom, len, total_lines: 0, checkpoints: Vec::new() };
+        return LineIndex { bom, len, total_lines: 0, checkpoints: Vec::new(), ends: OnceLock::new() };
     }
     let final_newline = last_newline.is_some_and(|nl| nl + 1 == len);
     let total_lines = newlines + u64::from(!final_newline);
@@ -305,7 +366,7 @@ fn assemble(
     }
     checkpoints.dedup_by_key(|c| c.line);
     checkpoints.shrink_to_fit();
-    LineIndex { bom, len, total_lines, checkpoints }
+    LineIndex { bom, len, total_lines, checkpoints, ends: OnceLock::new() }
 }
 
 /// Scans bytes already in memory (or mapped) on every core: the hash with blake3's parallel
@@ -493,9 +554,6 @@ pub struct LineBuf {
     bounds: Vec<(usize, usize)>,
     /// The lines' bytes, added up.
     line_bytes: usize,
-    /// Whether the lines are whole lines of the file, back to back in `text` with their own
-    /// terminators (`\n` or `\r\n`) between them: see [`LineBuf::region`].
-    joined: bool,
 }
 
 impl LineBuf {
@@ -505,16 +563,13 @@ impl LineBuf {
         self.text.push_str(line);
         self.bounds.push((start, self.text.len()));
         self.line_bytes += line.len();
-        self.joined = false;
     }
 
-    /// The lines as the file has them — from the first line's first byte to the last line's
-    /// last, each but the last followed by its `\n` or `\r\n` — when the window holds them
-    /// so (they were read in place and none was cut): a projection can then go through them in
-    /// one pass, a line ending at each `\n`. `None`: take the lines one by one.
-    pub fn region(&self) -> Option<&str> {
-        let (&(start, _), &(_, end)) = (self.bounds.first()?, self.bounds.last()?);
-        self.text.get(start..end).filter(|_| self.joined)
+    /// The text the lines are in, and where each starts and ends in it (the text may hold more
+    /// than the lines: their terminators, bytes before the first; never more than the window's
+    /// read). For a projection that goes through the lines in place.
+    pub fn parts(&self) -> (&str, &[(usize, usize)]) {
+        (&self.text, &self.bounds)
     }
 
     /// How many lines.
@@ -573,16 +628,12 @@ struct RawLines {
     bounds: Vec<(usize, usize)>,
     line_bytes: usize,
     run: Option<Run>,
-    /// So far, whole lines in one run (see [`LineBuf::region`]).
-    joined: bool,
 }
 
 impl RawLines {
     /// Adds a line whose bytes are `len` bytes at `pos` in the chunk at hand, which starts at
-    /// `start` (`owned`: a buffer read for this window); `whole`: all of the line (but a `\r`
-    /// before its `\n`), the line after the one added last.
-    fn push_in_chunk(&mut self, start: u64, owned: bool, pos: u64, len: usize, whole: bool) {
-        self.joined &= whole && (self.run.is_some() || self.bounds.is_empty());
+    /// `start` (`owned`: a buffer read for this window).
+    fn push_in_chunk(&mut self, start: u64, owned: bool, pos: u64, len: usize) {
         if self.run.is_none() {
             let take = self.bounds.is_empty() && self.text.is_empty() && owned;
             self.run = Some(if take {
@@ -601,7 +652,6 @@ impl RawLines {
     /// Adds a line read across chunks (its bytes copied).
     fn push_copied<S: ByteSource + ?Sized>(&mut self, cursor: &Cursor<'_, S>, line: &[u8]) {
         self.flush(cursor);
-        self.joined = false;
         let start = self.text.len();
         self.text.extend_from_slice(line);
         self.bounds.push((start, self.text.len()));
@@ -638,7 +688,7 @@ impl RawLines {
             _ => self.flush(cursor),
         }
         let text = String::from_utf8(self.text).map_err(|e| e.utf8_error())?;
-        Ok(LineBuf { text, bounds: self.bounds, line_bytes: self.line_bytes, joined: self.joined })
+        Ok(LineBuf { text, bounds: self.bounds, line_bytes: self.line_bytes })
     }
 }
 
@@ -924,49 +974,98 @@ impl Iterator for Newlines<'_> {
 /// The usual part of [`window`]: takes in place, from line `*n` at `*pos` on, the lines that
 /// end in the chunk at hand, need no cut and fit the budget, stopping before the first that
 /// does not (the general path then decides about it, as it would have). `true`: line `last`
-/// was taken.
+/// was taken. The lines' ends come from `ends` when the index keeps them (no search at all),
+/// else they are found eight bytes at a time.
 fn take_plain_lines<S: ByteSource + ?Sized>(
     cursor: &mut Cursor<'_, S>,
+    ends: Option<&[u32]>,
     lines: &mut RawLines,
     request: &WindowRequest,
     last: u64,
-    n: &mut u64,
-    pos: &mut u64,
-    used: &mut u64,
+    at_line: &mut Progress,
 ) -> std::io::Result<bool> {
-    if !cursor.holds(*pos) {
+    if !cursor.holds(at_line.pos) {
         lines.flush(cursor);
-        cursor.load(*pos)?;
+        cursor.load(at_line.pos)?;
     }
     let (start, owned) = (cursor.chunk_start, cursor.owned());
     let chunk: &[u8] = &cursor.chunk;
-    let Some(mut at) =
-        pos.checked_sub(start).and_then(|at| usize::try_from(at).ok()).filter(|&at| at < chunk.len())
+    let Some(at) =
+        at_line.pos.checked_sub(start).and_then(|at| usize::try_from(at).ok()).filter(|&at| at < chunk.len())
     else {
         return Ok(false);
     };
-    let cap = request.max_line_chars.map_or(usize::MAX, |chars| chars as usize);
-    for end in Newlines::new(chunk, at) {
-        let line = &chunk[at..end];
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        // No more bytes than the cap means no more characters than the cap: no cut.
-        if line.len() > cap {
-            break;
+    let plain = Plain { chunk, start, owned, at, request, last };
+    Ok(match ends {
+        Some(ends) => {
+            let chunk_end = start + chunk.len() as u64;
+            let from = usize::try_from(at_line.n - 1).unwrap_or(usize::MAX);
+            let known = ends
+                .get(from..)
+                .unwrap_or_default()
+                .iter()
+                .map(|&nl| u64::from(nl))
+                .take_while(|&nl| nl < chunk_end)
+                .map(|nl| usize::try_from(nl - start).unwrap_or(usize::MAX));
+            plain.take(known, lines, at_line)
         }
-        let cost = (line.len() as u64).saturating_add((request.overhead)(*n, false));
-        if cost > request.max_bytes.saturating_sub(*used) {
-            break;
+        None => plain.take(Newlines::new(chunk, at), lines, at_line),
+    })
+}
+
+/// Where a window's cut is: the number of the next line, where it starts, and the budget used.
+struct Progress {
+    n: u64,
+    pos: u64,
+    used: u64,
+}
+
+/// The chunk [`take_plain_lines`] takes lines from, and what it takes them for.
+struct Plain<'a> {
+    chunk: &'a [u8],
+    /// Where the chunk starts in the file, and whether it is a buffer read for this window.
+    start: u64,
+    owned: bool,
+    /// Where line `n` starts in the chunk.
+    at: usize,
+    request: &'a WindowRequest,
+    last: u64,
+}
+
+impl Plain<'_> {
+    /// Takes lines ending at each of `ends` (positions of `\n`s in the chunk, in order, from the
+    /// line at `at` on) while they qualify (see [`take_plain_lines`]).
+    #[inline]
+    fn take(&self, ends: impl Iterator<Item = usize>, lines: &mut RawLines, at_line: &mut Progress) -> bool {
+        let Plain { chunk, start, owned, mut at, request, last } = *self;
+        let cap = request.max_line_chars.map_or(usize::MAX, |chars| chars as usize);
+        for end in ends {
+            // A kept end is where the index says (a file that changed under it is caught after
+            // the window is cut, by its fingerprint): here it must only be a `\n` past `at`.
+            if end < at || chunk.get(end) != Some(&b'\n') {
+                break;
+            }
+            let line = &chunk[at..end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            // No more bytes than the cap means no more characters than the cap: no cut.
+            if line.len() > cap {
+                break;
+            }
+            let cost = (line.len() as u64).saturating_add((request.overhead)(at_line.n, false));
+            if cost > request.max_bytes.saturating_sub(at_line.used) {
+                break;
+            }
+            at_line.used += cost;
+            lines.push_in_chunk(start, owned, at_line.pos, line.len());
+            if at_line.n == last {
+                return true;
+            }
+            at_line.n += 1;
+            at_line.pos += (end - at) as u64 + 1;
+            at = end + 1;
         }
-        *used += cost;
-        lines.push_in_chunk(start, owned, *pos, line.len(), true);
-        if *n == last {
-            return Ok(true);
-        }
-        *n += 1;
-        *pos += (end - at) as u64 + 1;
-        at = end + 1;
+        false
     }
-    Ok(false)
 }
 
 /// Cuts the lines `request` asks for out of `source` using `index`: at most `limit` lines
@@ -994,13 +1093,19 @@ pub fn window<S: ByteSource + ?Sized>(
     }
     let last = offset.saturating_add(limit - 1).min(total);
     let invalid = |_| std::io::Error::new(std::io::ErrorKind::InvalidData, "window is not UTF-8");
-    // First read: the lines from the checkpoint to the window's end at the file's average line
-    // length, with a quarter to spare.
-    let lines = last + 1 - index.checkpoint_for(offset).line;
-    let average = index.len / total;
-    let guess = lines.saturating_mul(average).saturating_mul(5) / 4 + 512;
+    // First read: the window's bytes when the index knows where it starts and ends; else the
+    // lines from the checkpoint to the window's end at the file's average line length, with a
+    // quarter to spare.
+    let guess = match (index.exact(offset), index.exact(last + 1)) {
+        (Some(from), Some(to)) if to > from => to - from,
+        _ => {
+            let lines = last + 1 - index.checkpoint_for(offset).line;
+            let average = index.len / total;
+            lines.saturating_mul(average).saturating_mul(5) / 4 + 512
+        }
+    };
     let mut cursor = Cursor::new(source, usize::try_from(guess).unwrap_or(READ_AHEAD));
-    let mut pos = line_start(&mut cursor, index, offset)?;
+    let pos = line_start(&mut cursor, index, offset)?;
     // The lines' bytes stay where they were read (see `RawLines`); copied only when a window
     // spans chunks or a line is read across them.
     let mut lines = RawLines {
@@ -1008,16 +1113,15 @@ pub fn window<S: ByteSource + ?Sized>(
         bounds: Vec::with_capacity(usize::try_from(last + 1 - offset).unwrap_or(0).min(4096)),
         line_bytes: 0,
         run: None,
-        joined: true,
     };
     // A cut line keeps a prefix long enough for its characters.
     let prefix_cap = max_line_chars.map(prefix_bytes);
-    let mut used = 0u64;
-    let mut n = offset;
+    let mut at_line = Progress { n: offset, pos, used: 0 };
     loop {
-        if take_plain_lines(&mut cursor, &mut lines, request, last, &mut n, &mut pos, &mut used)? {
+        if take_plain_lines(&mut cursor, index.ends(), &mut lines, request, last, &mut at_line)? {
             break;
         }
+        let Progress { n, pos, used } = at_line;
         let remaining = max_bytes.saturating_sub(used);
         // How much of the line to keep: a cut line's prefix; of a whole line, what the budget
         // could hold plus a `\r` and one byte more (which shows that it does not fit).
@@ -1085,7 +1189,7 @@ pub fn window<S: ByteSource + ?Sized>(
         let too_long = max_line_chars.is_none() && cut;
         let cost = (text.len() as u64).saturating_add(overhead(n, cut));
         if !too_long && cost <= remaining {
-            used += cost;
+            at_line.used += cost;
         } else if lines.is_empty() && fit_first {
             let whole = std::str::from_utf8(text).map_err(|_| invalid(NotText::InvalidUtf8(0)))?;
             text = cut_to_bytes(whole, remaining.saturating_sub(overhead(n, true))).as_bytes();
@@ -1103,7 +1207,7 @@ pub fn window<S: ByteSource + ?Sized>(
             out.truncated.push(n);
         }
         if in_chunk {
-            lines.push_in_chunk(chunk_start, owned, pos, text.len(), !cut);
+            lines.push_in_chunk(chunk_start, owned, pos, text.len());
         } else {
             lines.push_copied(&cursor, text);
         }
@@ -1111,8 +1215,8 @@ pub fn window<S: ByteSource + ?Sized>(
             break;
         }
         let len = if ended { seen } else { line_length(&mut cursor, index, n, total, pos, seen)? };
-        pos += len + 1;
-        n += 1;
+        at_line.pos += len + 1;
+        at_line.n += 1;
     }
     out.lines = lines.finish(&mut cursor).map_err(|_| invalid(NotText::InvalidUtf8(0)))?;
     Ok(out)
@@ -1134,6 +1238,115 @@ mod tests {
 
     fn lines(text: &[u8], offset: u64, limit: u64) -> Window {
         cut(text, &req(offset, limit))
+    }
+
+    /// `text`'s index with its line ends kept.
+    fn with_ends(text: &[u8]) -> LineIndex {
+        let index = Scanner::scan(text).1.unwrap();
+        assert!(index.set_ends(index.line_ends(text).expect("the text's own ends")));
+        index
+    }
+
+    /// A source that hands out at most `.1` bytes at a time (windows span chunks).
+    struct Small<'a>(&'a [u8], usize);
+
+    impl ByteSource for Small<'_> {
+        fn chunk_at(&self, offset: u64, max: usize) -> std::io::Result<Cow<'_, [u8]>> {
+            let start = usize::try_from(offset).unwrap().min(self.0.len());
+            let end = start.saturating_add(max.min(self.1)).min(self.0.len());
+            Ok(Cow::Owned(self.0[start..end].to_vec()))
+        }
+    }
+
+    #[test]
+    fn windows_cut_with_the_line_ends_kept_are_the_windows_searched() {
+        // Lines of every kind: empty, CRLF, a lone CR, non-ASCII, one just at the character
+        // cap (with its \r), longer ones, a last line with and without its newline, a BOM.
+        let mut seed = 7u64;
+        let mut next = move |below: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % below
+        };
+        for case in 0..40 {
+            let mut text = if case % 3 == 0 { "\u{feff}".to_owned() } else { String::new() };
+            for _ in 0..next(300) {
+                match next(12) {
+                    0 => {}
+                    1 => text.push_str("crlf ü\r"),
+                    2 => text.push_str("lone \r cr"),
+                    3 => text.push_str(&"é".repeat(1 + next(30) as usize)),
+                    4 => text.push_str(&"x".repeat(2000 + next(3) as usize)),
+                    5 => text.push_str(&"y".repeat(1999 + next(3) as usize)),
+                    _ => text.push_str(&"word \"q\" ".repeat(next(8) as usize)),
+                }
+                text.push('\n');
+            }
+            if case % 2 == 0 {
+                text.push_str("last");
+            }
+            let bytes = text.as_bytes();
+            let sparse = Scanner::scan(bytes).1.unwrap();
+            let dense = with_ends(bytes);
+            assert_eq!(dense.ends().map(<[u32]>::len), Some(memchr_iter(b'\n', bytes).count()));
+            let total = sparse.total_lines;
+            for _ in 0..20 {
+                let offset = 1 + next(total + 2);
+                let limit = 1 + next(total + 2);
+                let budget = if next(2) == 0 { u64::MAX } else { next(20_000) };
+                let cap = [None, Some(2000), Some(5)][next(3) as usize];
+                let fit_first = next(2) == 0;
+                let request = WindowRequest {
+                    offset,
+                    limit,
+                    max_line_chars: cap,
+                    max_bytes: budget,
+                    overhead: |n, cut| 8 + n % 3 + if cut { 30 } else { 0 },
+                    fit_first,
+                };
+                let expected = window(bytes, &sparse, &request).unwrap();
+                let chunk = 1 + next(5000) as usize;
+                assert_eq!(window(bytes, &dense, &request).unwrap(), expected, "{case} {request:?}");
+                assert_eq!(
+                    window(&Small(bytes, chunk), &dense, &request).unwrap(),
+                    expected,
+                    "{case} {chunk}"
+                );
+                assert_eq!(
+                    window(&Small(bytes, chunk), &sparse, &request).unwrap(),
+                    expected,
+                    "{case} {chunk}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn line_ends_are_kept_only_for_the_bytes_of_their_index() {
+        let text = b"one\ntwo\r\nthree";
+        let index = Scanner::scan(text).1.unwrap();
+        assert_eq!(index.checkpoints.len(), 2);
+        assert_eq!(index.line_ends(text).as_deref(), Some(&[3u32, 8][..]));
+        assert_eq!(index.line_ends(b"one\ntwo\r\nth\nee"), None, "a line more");
+        assert_eq!(index.line_ends(b"on\netwo\r\nthree"), None, "a checkpoint elsewhere");
+        assert_eq!(index.line_ends(b"one\ntwo\r\nthreee"), None, "another length");
+        assert_eq!(index.ends_bytes(), 0);
+        assert!(index.set_ends(index.line_ends(text).unwrap()));
+        assert!(!index.set_ends(Box::new([])), "set once");
+        assert_eq!(index.ends_bytes(), 8);
+        // Windows of a file that changed under its index stop where its bytes disagree.
+        let w = window(&b"one\ntwo\r\nthree"[..], &index, &req(1, 3)).unwrap();
+        assert_eq!(w.lines, ["one", "two", "three"]);
+        let moved = window(&b"on\nxtwo\r\nthree"[..], &index, &req(1, 3));
+        assert!(moved.is_err() || moved.unwrap().lines != ["one", "two", "three"]);
+        // Files of 64 to 512 KiB of lines 8 bytes long on average, or longer, want them.
+        let long = "a line of text\n".repeat(DENSE_MIN_BYTES as usize / 15 + 1);
+        assert!(Scanner::scan(long.as_bytes()).1.unwrap().wants_ends());
+        let small = "a line of text\n".repeat(DENSE_MIN_BYTES as usize / 15 - 1);
+        assert!(!Scanner::scan(small.as_bytes()).1.unwrap().wants_ends());
+        let short = "a\n".repeat(DENSE_MIN_BYTES as usize);
+        assert!(!Scanner::scan(short.as_bytes()).1.unwrap().wants_ends());
+        let big = "a line of text\n".repeat(DENSE_MAX_BYTES as usize / 15 + 1);
+        assert!(!Scanner::scan(big.as_bytes()).1.unwrap().wants_ends());
     }
 
     #[test]

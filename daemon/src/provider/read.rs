@@ -314,6 +314,7 @@ impl Provider {
         let found = target.file?;
         let entry = self.cached(&target.path, &found.fingerprint)?;
         let file = entry.file.clone().filter(|_| entry.local)?;
+        self.add_line_ends(&target.path, &entry, &file);
         let snapshot = Snapshot::pin(&entry, file, found.links, entry.body()).ok()?;
         match self.cut(target, &snapshot, request) {
             Ok(Some(outcome)) => Some(Ok(outcome)),
@@ -511,7 +512,7 @@ fn refuse_early(
 }
 
 /// Whether the open file still has `fingerprint`.
-fn unchanged(file: &File, fingerprint: &Fingerprint) -> bool {
+pub(super) fn unchanged(file: &File, fingerprint: &Fingerprint) -> bool {
     file.metadata().map(|m| Fingerprint::of(&m) == *fingerprint).unwrap_or(false)
 }
 

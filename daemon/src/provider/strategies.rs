@@ -1,5 +1,6 @@
 //! Property test: every read strategy (in memory, memory-mapped, positional reads; through the
-//! provider with and without mapping) cuts exactly the same window as slicing the file's lines.
+//! provider with and without mapping; with the line ends kept or searched) cuts exactly the same
+//! window as slicing the file's lines.
 #![cfg(test)]
 
 use std::io::Write;
@@ -84,6 +85,13 @@ proptest! {
         let opened = std::fs::File::open(temp.path()).expect("open");
         let positional = index::window(&opened, &index, &request).expect("positional window");
         prop_assert_eq!(&positional.lines, &expected);
+        // With the line ends kept (a file read warm), the same windows.
+        let dense = index.clone();
+        prop_assert!(dense.set_ends(index.line_ends(&bytes).expect("its own line ends")));
+        let from_ends = index::window(&opened, &dense, &request).expect("window by line ends");
+        prop_assert_eq!(&from_ends, &positional);
+        let from_ends = index::window(bytes.as_slice(), &dense, &whole).expect("whole window by line ends");
+        prop_assert_eq!(&from_ends, &whole_lines);
         if let Some(mapped) = Mapped::map(&opened, bytes.len() as u64).expect("map") {
             let from_map = index::window(mapped.bytes(), &index, &request).expect("mapped window");
             prop_assert_eq!(&from_map.lines, &expected);

@@ -202,7 +202,8 @@ fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
 }
 
 /// [`read_result`] written as JSON at the end of `out`, byte for byte as serde_json writes a
-/// [`ReadResult`], its lines escaped straight from the window's buffer.
+/// [`ReadResult`], its lines escaped straight from the window's buffer (one after the other:
+/// see [`crate::json::escape_each_into`]).
 fn read_result_json(out: &mut Vec<u8>, display: &str, version: &str, window: &Lines) {
     use crate::json::{number_into, string_into};
     out.extend_from_slice(br#"{"displayPath":"#);
@@ -212,11 +213,11 @@ fn read_result_json(out: &mut Vec<u8>, display: &str, version: &str, window: &Li
     out.extend_from_slice(br#","startLine":"#);
     number_into(out, window.start_line);
     out.extend_from_slice(br#","lines":["#);
-    for (i, line) in window.lines.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        string_into(out, line);
+    if !window.lines.is_empty() {
+        let (text, bounds) = window.lines.parts();
+        out.push(b'"');
+        crate::json::escape_each_into(out, text, bounds, |out| out.extend_from_slice(br#"",""#));
+        out.push(b'"');
     }
     out.extend_from_slice(br#"],"totalLines":"#);
     number_into(out, window.total_lines);
@@ -583,7 +584,13 @@ mod tests {
     #[test]
     fn a_read_result_written_by_hand_is_what_serde_json_writes() {
         let nasty: String = (0u8..0x80).map(char::from).collect();
+        // Lines about as long as the escaper's blocks, with something to escape at every place.
+        let long: Vec<String> = (0..140)
+            .map(|i| format!("{}{}{}", "x".repeat(i / 2), ["\"", "é", "\t", ""][i % 4], "y".repeat(i / 2)))
+            .collect();
+        let long: Vec<&str> = long.iter().map(String::as_str).collect();
         let windows = [
+            window(1, &long, 140, vec![], false),
             window(1, &["fn main() {", "\tprintln!(\"hi\");", "}"], 3, vec![], false),
             window(5, &["é日✓", "", &nasty, "\u{FFFD}"], 100, vec![6, 8], true),
             window(1, &[], 0, vec![], false),

@@ -207,39 +207,39 @@ pub fn read_json(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -> usiz
     out.reserve(
         text + text / 32 + w.lines.len() * 12 + w.truncated.len() * CUT_SUFFIX.len() + FOOTER_ROOM as usize,
     );
-    if w.truncated.is_empty()
-        && let Some(region) = w.lines.region()
-    {
-        return project_region(view, limit_capped, region, out);
+    if w.truncated.is_empty() && !w.lines.is_empty() {
+        return project_whole_lines(view, limit_capped, out);
     }
     let mut sink = JsonText { out, len: 0 };
     project(view, limit_capped, &mut sink);
     sink.len
 }
 
-/// [`read_json`] of a window whose lines are `region` as the file holds them (none cut): the
-/// whole text escaped in one pass, each line break becoming the next line's number.
-fn project_region(view: &ReadView, limit_capped: bool, region: &str, out: &mut Vec<u8>) -> usize {
+/// [`read_json`] of a window with no cut line: its lines escaped one after the other from where
+/// they were read (see [`crate::json::escape_each_into`]), each line break written with the
+/// next line's number.
+fn project_whole_lines(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -> usize {
     let w = &view.window;
     let mut number = Column::new(w.start_line);
     let mut len = w.lines.text_len();
+    let (text, bounds) = w.lines.parts();
     let mut sink = JsonText { out, len: 0 };
     sink.plain(number.shown());
     sink.tab();
     number.next();
-    let lines = w.lines.len() as u64;
+    let lines = bounds.len() as u64;
     if w.start_line.saturating_add(lines) <= 1_000_000 {
         // Every number six wide: the escaped newline, the next number and the tab are one
         // array, its digits counted up in place (and read back only a line later).
         let mut gap = *b"\\n      \\t";
         gap[2..8].copy_from_slice(number.shown());
-        crate::json::escape_lines_into(sink.out, region, |out| {
+        crate::json::escape_each_into(sink.out, text, bounds, |out| {
             out.extend_from_slice(&gap);
             count_up(&mut gap[2..8]);
         });
-        len += (lines as usize - 1) * 8;
+        len += (lines as usize).saturating_sub(1) * 8;
     } else {
-        crate::json::escape_lines_into(sink.out, region, |out| {
+        crate::json::escape_each_into(sink.out, text, bounds, |out| {
             let shown = number.shown();
             len += shown.len() + 2;
             out.extend_from_slice(b"\\n");
@@ -580,7 +580,7 @@ mod tests {
     }
 
     #[test]
-    fn a_window_read_in_place_is_projected_in_one_pass_as_line_by_line() {
+    fn a_window_of_whole_lines_is_projected_from_where_it_was_read_as_line_by_line() {
         use crate::context::{Files, FilesConfig, Observations, RootDir, Scope};
         let nasty: String = (1u8..0x80).filter(|&b| b != b'\n').map(char::from).collect();
         let texts = [
@@ -588,6 +588,10 @@ mod tests {
             format!("a\r\nb\rc\r\r\n{nasty}\r\n日本語 ✓\n\"quoted\"\nlast without newline"),
             "x".repeat(7) + "\n" + &"y".repeat(8) + "\n" + &"z".repeat(9) + "\r\n\r\n\n",
             "\u{1}\n\\\n".repeat(30),
+            // Lines about as long as the escaper's blocks, something to escape at every
+            // position of some, followed by lines that need escaping.
+            (0..140).map(|i| format!("{}{}\n\"\t\\\n", "é".repeat(i % 3), "x".repeat(i % 70))).collect(),
+            (0..70).map(|i| format!("{}\"{}\r\n", "a".repeat(i), "b".repeat(69 - i))).collect(),
         ];
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -608,7 +612,7 @@ mod tests {
                         for start in [view.window.start_line, 999_998, 99_999_999_999_999_990] {
                             let mut v = view.clone();
                             v.window.start_line = start;
-                            let joined = v.window.lines.region().is_some() && v.window.truncated.is_empty();
+                            let joined = !v.window.lines.is_empty() && v.window.truncated.is_empty();
                             ways[usize::from(joined)] += 1;
                             for limit_capped in [false, true] {
                                 let plain = read(&v, limit_capped);
@@ -623,7 +627,7 @@ mod tests {
                 }
             }
         }
-        // Both ways were taken: in one pass, and line by line (a cut line).
+        // Both ways were taken: from where the lines were read, and line by line (a cut line).
         assert!(ways[0] > 10 && ways[1] > 10, "{ways:?}");
     }
 
