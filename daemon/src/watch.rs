@@ -6,7 +6,8 @@
 //! until it reads the file again. An owner's own write refreshes only its own record, so a write
 //! by one owner of a session tells the session's other owners that observed the file.
 //!
-//! notify is a hint, never the source of truth: freshness is still decided by content on every
+//! notify is asked for changes only, never opens or reads (see [`WATCHED_KINDS`]). It is a hint,
+//! never the source of truth: freshness is still decided by content on every
 //! access. Queue overflow (rescan), watcher errors and running out of watches drop the whole
 //! cache and re-check every observed file; they are logged once with what to do.
 //!
@@ -27,8 +28,8 @@ use std::time::Duration;
 
 use filectx_protocol::FileDidChange;
 use filectx_protocol::methods::FILE_DID_CHANGE;
-use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind, RenameMode};
+use notify::{Config, RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::context::Files;
 use crate::context::{ObservationSink, Version};
@@ -39,6 +40,12 @@ use crate::session::Session;
 
 /// Changes to one file within this interval yield at most one round of notifications.
 pub const COALESCE: Duration = Duration::from_millis(50);
+
+/// What the watcher asks the kernel for: creations, removals, renames, writes, metadata, and
+/// the close of a file opened for writing (a write through a mapping shows as nothing else).
+/// Not opens, reads or read-only closes: the daemon opens every file it reads, and each such
+/// event would wake notify's thread for nothing (a fifth of a first read's CPU).
+const WATCHED_KINDS: EventKindMask = EventKindMask::CORE.union(EventKindMask::ACCESS_CLOSE);
 
 /// Distinct paths gathered between notify's thread and the processing task; past this the
 /// watcher falls back to a full re-check.
@@ -168,6 +175,7 @@ impl Drop for WatchHub {
     }
 }
 
+/// An access that changes nothing (none is asked for, see [`WATCHED_KINDS`]; kept as a guard).
 fn is_own_read(kind: &EventKind) -> bool {
     matches!(
         kind,
@@ -183,7 +191,7 @@ impl WatchHub {
         let inbox = Arc::new(Inbox::default());
         let events = inbox.clone();
         let own = provider.clone();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+        let handler = move |event: notify::Result<notify::Event>| match event {
             Ok(event) if event.need_rescan() => {
                 events.add(|p| p.rescan = Some("the kernel's event queue overflowed".into()));
             }
@@ -195,7 +203,8 @@ impl WatchHub {
                 }
             }
             Err(err) => events.add(|p| p.rescan = Some(format!("watcher error: {err}"))),
-        });
+        };
+        let watcher = RecommendedWatcher::new(handler, Config::default().with_event_kinds(WATCHED_KINDS));
         let watcher = match watcher {
             Ok(watcher) => Some(watcher),
             Err(err) => {
@@ -580,5 +589,61 @@ async fn process(hub: Weak<WatchHub>, inbox: Arc<Inbox>) {
             Ok(_) => {}
             Err(err) => tracing::error!(%err, "re-checking changed files failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The events notify hands over within `wait`, until the first one when `first` is set.
+    fn received(
+        rx: &std::sync::mpsc::Receiver<notify::Event>,
+        wait: Duration,
+        first: bool,
+    ) -> Vec<notify::Event> {
+        let until = std::time::Instant::now() + wait;
+        let mut got = Vec::new();
+        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+            match rx.recv_timeout(left) {
+                Ok(event) => {
+                    got.push(event);
+                    if first {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn reads_wake_no_watcher_and_writes_do() {
+        let dir = tempfile::tempdir().expect("temp folder");
+        let folder = std::fs::canonicalize(dir.path()).expect("canonical folder");
+        let file = folder.join("a.txt");
+        std::fs::write(&file, "one\n").expect("write");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handler = move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event {
+                let _ = tx.send(event);
+            }
+        };
+        let mut watcher = RecommendedWatcher::new(handler, Config::default().with_event_kinds(WATCHED_KINDS))
+            .expect("watcher");
+        watcher.watch(&folder, RecursiveMode::NonRecursive).expect("watch");
+
+        // Opening, reading and closing (what every read of the daemon does) is no event at all.
+        for _ in 0..3 {
+            assert_eq!(std::fs::read(&file).expect("read"), b"one\n");
+        }
+        let woken = received(&rx, Duration::from_millis(300), false);
+        assert!(woken.is_empty(), "reads woke the watcher: {woken:?}");
+
+        // A write is, naming the file.
+        std::fs::write(&file, "two\n").expect("write");
+        let changed = received(&rx, Duration::from_secs(5), true);
+        assert!(changed.iter().any(|e| e.paths.contains(&file)), "no event for a write: {changed:?}");
     }
 }
