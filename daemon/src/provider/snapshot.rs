@@ -55,6 +55,17 @@ impl Snapshot {
     /// Cuts the window `request` asks for out of this version (see [`index::window`]), or
     /// reports that the file changed under it (the window is then discarded, never returned).
     pub fn window(&self, request: &WindowRequest) -> Result<Window, WindowError> {
+        let window = self.window_unverified(request)?;
+        if !matches!(self.body, Body::Memory(_)) && !self.unchanged() {
+            return Err(WindowError::Changed(Changed));
+        }
+        Ok(window)
+    }
+
+    /// [`Snapshot::window`] without its last check, that the file still has the snapshot's
+    /// fingerprint after the window was read (a torn mapping is still noticed): for a caller
+    /// that makes that check itself afterwards, on a handle to the same inode.
+    pub(super) fn window_unverified(&self, request: &WindowRequest) -> Result<Window, WindowError> {
         let window = match &self.body {
             Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, request),
             Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, request),
@@ -70,9 +81,6 @@ impl Snapshot {
         if let Body::Mapped(mapped) = &self.body
             && mapped.torn()
         {
-            return Err(WindowError::Changed(Changed));
-        }
-        if !matches!(self.body, Body::Memory(_)) && !self.unchanged() {
             return Err(WindowError::Changed(Changed));
         }
         Ok(window)
