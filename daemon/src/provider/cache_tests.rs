@@ -121,6 +121,14 @@ fn reads_of_what_resolution_opened_are_warm_only_for_the_cached_file_unchanged()
         }
         Cold(_) => panic!("not warm after a read"),
     }
+    // With the version's bytes in the content store, the window is cut from them (the store
+    // is keyed by version: here, for the test alone, it holds other bytes of the same length,
+    // so the answer shows where it came from).
+    provider.store().put(first.version, std::borrow::Cow::Borrowed(b"A.TXT ONE\nA.TXT TWO\n"));
+    match read_opened(&provider, &root, "a.txt", &w(2, 1)).expect("read") {
+        Warm(outcome, _) => assert_eq!(outcome.window.lines, vec!["A.TXT TWO".to_owned()]),
+        Cold(_) => panic!("not warm with the version stored"),
+    }
     // The window's own errors stand once the file is checked.
     assert!(matches!(
         read_opened(&provider, &root, "a.txt", &w(9, 1)),

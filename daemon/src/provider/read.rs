@@ -344,7 +344,8 @@ impl Provider {
     }
 
     /// The warm path for a name resolution has opened and not looked at yet ([`Opened`]): the
-    /// entry cached for its path, the window read from the entry's open file, and then one
+    /// entry cached for its path, the window cut from the version's bytes (its mapping, the
+    /// content store's copy of that version, else read from the entry's open file), then one
     /// `fstat` of resolution's handle, which must show a regular file with the entry's
     /// fingerprint. That handle is bound to the inode the name led to beneath the root, and
     /// the entry's open file keeps its own inode alive (so its number is not reused), so the
@@ -362,7 +363,13 @@ impl Provider {
     ) -> Result<OpenedRead, ProviderError> {
         let warm = self.cached_at(&opened.path).and_then(|entry| {
             let file = entry.file.clone().filter(|_| entry.local)?;
-            let snapshot = Snapshot::pin(&entry, file, 0, entry.body()).ok()?;
+            // Bytes at hand for this version (its mapping, else the content store's copy) need
+            // no read of the file.
+            let body = match (&entry.mapping, self.store.peek(&entry.version)) {
+                (None, Some(bytes)) => Body::Stored(bytes),
+                _ => entry.body(),
+            };
+            let snapshot = Snapshot::pin(&entry, file, 0, body).ok()?;
             Some((entry.fingerprint, self.cut(&opened.display, &opened.path, &snapshot, request, false)))
         });
         let meta = opened.look(raw)?;

@@ -15,6 +15,10 @@ use super::{Fingerprint, Version};
 pub(super) enum Body {
     /// Read whole into memory just now: consistent by construction.
     Memory(Vec<u8>),
+    /// The version's bytes as the content store keeps them (by version, so they are that
+    /// version's whatever the file does): whether the file still is that version is checked
+    /// after the window is cut, as for a file.
+    Stored(super::store::Content),
     /// The version's mapping: check `torn()` and the fingerprint after copying.
     Mapped(Arc<Mapped>),
     /// Positional reads of the open file: check the fingerprint after reading.
@@ -68,6 +72,7 @@ impl Snapshot {
     pub(super) fn window_unverified(&self, request: &WindowRequest) -> Result<Window, WindowError> {
         let window = match &self.body {
             Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, request),
+            Body::Stored(bytes) => index::window(&bytes[..], &self.index, request),
             Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, request),
             Body::File => index::window(&*self.file, &self.index, request),
         };
@@ -90,7 +95,7 @@ impl Snapshot {
     pub(super) fn into_bytes(self) -> Option<Vec<u8>> {
         match self.body {
             Body::Memory(bytes) => Some(bytes),
-            Body::Mapped(_) | Body::File => None,
+            Body::Mapped(_) | Body::Stored(_) | Body::File => None,
         }
     }
 

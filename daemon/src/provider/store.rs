@@ -275,6 +275,12 @@ impl ContentStore {
         self.lock().touch(version)
     }
 
+    /// The bytes of `version`, if stored, without counting a use (a warm read cuts its
+    /// window from them: it must not keep a version in the store that no refusal would show).
+    pub fn peek(&self, version: &Version) -> Option<Content> {
+        self.lock().entries.get(version).map(|stored| stored.content.clone())
+    }
+
     /// Versions stored.
     pub fn len(&self) -> usize {
         self.lock().entries.len()
