@@ -365,10 +365,8 @@ impl Provider {
             let file = entry.file.clone().filter(|_| entry.local)?;
             // Bytes at hand for this version (its mapping, else the content store's copy) need
             // no read of the file.
-            let body = match (&entry.mapping, self.store.peek(&entry.version)) {
-                (None, Some(bytes)) => Body::Stored(bytes),
-                _ => entry.body(),
-            };
+            let stored = entry.mapping.is_none().then(|| self.store.peek(&entry.version)).flatten();
+            let body = stored.map_or_else(|| entry.body(), Body::Stored);
             let snapshot = Snapshot::pin(&entry, file, 0, body).ok()?;
             Some((entry.fingerprint, self.cut(&opened.display, &opened.path, &snapshot, request, false)))
         });

@@ -222,7 +222,8 @@ impl ContentStore {
         len <= self.max_file_bytes
     }
 
-    /// Stores `bytes` as `version`'s content (which they must be): copied into a pack, or
+    /// Stores `bytes` as `version`'s content (which they must be: warm reads cut windows from
+    /// them once the file is checked to be that version): copied into a pack, or
     /// kept as they are from [`OWN_BUFFER_BYTES`] on; a version already stored only counts as
     /// used. Evicts the least recently used versions
     /// past the cap.
