@@ -103,7 +103,7 @@ fn harness() -> &'static Harness {
             let stats = Arc::new(Stats::new());
             let files = Files::new(config.files.clone());
             let watch = WatchHub::start(&files);
-            let methods = crate::rpc::methods(
+            let handlers = crate::rpc::methods(
                 config.clone(),
                 stats.clone(),
                 files,
@@ -111,7 +111,7 @@ fn harness() -> &'static Harness {
                 crate::session::SessionPolicy::default(),
             )
             .unwrap_or_else(|err| panic!("fuzz harness: method table: {err}"));
-            Arc::new(Shared::new(methods, config, stats, watch))
+            Arc::new(Shared::new(handlers.methods, Some(handlers.direct), config, stats, watch))
         });
         let base = std::env::temp_dir().join(format!("filectx-fuzz-{}", std::process::id()));
         Harness { runtime, shared, base, next: AtomicUsize::new(1) }

@@ -119,8 +119,9 @@ pub async fn run(
         read_max_bytes: config.read_max_bytes,
         max_window_bytes: config.files.max_window_bytes,
     };
-    let methods = crate::rpc::methods(config.clone(), stats.clone(), files, watch.clone(), policy)?;
-    let shared = Arc::new(Shared::new(methods, config.clone(), stats.clone(), watch));
+    let handlers = crate::rpc::methods(config.clone(), stats.clone(), files, watch.clone(), policy)?;
+    let shared =
+        Arc::new(Shared::new(handlers.methods, Some(handlers.direct), config.clone(), stats.clone(), watch));
     tracing::debug!(
         max_queued_bytes = config.max_queued_bytes,
         max_total_queued_bytes = config.max_total_queued_bytes,

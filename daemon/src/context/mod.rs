@@ -22,7 +22,7 @@ use self::gate::{GateStep, Passage};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::Change;
 pub use self::unrecorded::{RawExpectation, Unrecorded};
-use crate::provider::{EditOutcome, Expectation, Provider, Resolved, Stat};
+use crate::provider::{EditOutcome, Expectation, Lookup, Opened, OpenedRead, Provider, Resolved, Stat};
 
 /// Whether a write keeps the replaced file's BOM and CRLF endings.
 pub use crate::provider::Conventions;
@@ -263,7 +263,11 @@ impl<'a> FileContext<'a> {
 
     /// Resolves `path` and applies the deny rules for `access` (and read-only for writes).
     fn target(&self, path: &str, access: Access) -> Result<Resolved, ContextError> {
-        let target = self.resolve(path)?;
+        self.admit(self.resolve(path)?, access)
+    }
+
+    /// Applies the deny rules for `access` (and read-only for writes) to a resolved target.
+    fn admit(&self, target: Resolved, access: Access) -> Result<Resolved, ContextError> {
         if access == Access::Write && self.read_only {
             return Err(ContextError::ReadOnly { path: target.display });
         }
@@ -274,8 +278,25 @@ impl<'a> FileContext<'a> {
     }
 
     /// Reads the window `request` asks for and records the file's version for this session.
+    /// A file resolution opens is read warm when it can be ([`Provider::read_opened`]: looked
+    /// at once, after the window is read), else as below.
     pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
-        let target = self.target(path, Access::Read)?;
+        let target = match self.provider.open(path, self.scope)? {
+            Lookup::Resolved(target) => self.admit(target, Access::Read)?,
+            Lookup::Opened(opened) => {
+                if let Err(denial) = self.deny.check(&opened.rel, Access::Read) {
+                    return Err(ContextError::Denied { path: opened.display, denial });
+                }
+                match self.provider.read_opened(opened, path, request)? {
+                    OpenedRead::Warm(outcome, opened) => {
+                        self.observed.record(&opened.path, outcome.version, outcome.links);
+                        let Opened { display, .. } = opened;
+                        return Ok(ReadView { display, version: outcome.version, window: outcome.window });
+                    }
+                    OpenedRead::Cold(target) => target,
+                }
+            }
+        };
         let outcome = match self.cold {
             None => self.provider.read(&target, request)?,
             Some(cold) => match self.provider.read_at_once(&target, request) {

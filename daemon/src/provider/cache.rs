@@ -206,6 +206,16 @@ impl Provider {
         usable.then_some(entry)
     }
 
+    /// The entry cached for `path`, whatever the file is now, when it could be used if the
+    /// file still has its fingerprint (trusted, its mapping not torn): the caller checks that.
+    pub(super) fn cached_at(&self, path: &Path) -> Option<Arc<Entry>> {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = cache.get(path)?;
+        let usable = version::trusted(&entry.fingerprint, entry.recorded_ns)
+            && !entry.mapping.as_ref().is_some_and(|m| m.torn());
+        usable.then_some(entry)
+    }
+
     pub(super) fn remember(&self, path: &Path, entry: Entry) -> Arc<Entry> {
         let (entry, released) = self.cache.lock().unwrap_or_else(PoisonError::into_inner).insert(
             path.to_owned(),

@@ -76,6 +76,23 @@ fn a_file_read_warm_gets_its_line_ends_counted_in_the_index_budget() {
     assert!(tight.read_cached(b, &w(1, 1)).is_none());
 }
 
+#[test]
+fn a_file_read_warm_through_what_resolution_opened_gets_its_line_ends_too() {
+    use super::OpenedRead::{Cold, Warm};
+    let (dir, targets) = aged_long_files(&["a.txt"], 6000);
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let provider = provider(16);
+    provider.read(&targets[0], &w(1, 10)).expect("read");
+    let cold = provider.cached_index_bytes();
+    for (offset, line) in [(300, "a.txt line 300"), (6000, "a.txt line 6000")] {
+        match read_opened(&provider, &root, "a.txt", &w(offset, 1)).expect("read") {
+            Warm(outcome, _) => assert_eq!(outcome.window.lines, [line]),
+            Cold(_) => panic!("not warm after a read"),
+        }
+        assert_eq!(provider.cached_index_bytes(), cold + 6000 * 4, "line ends kept once");
+    }
+}
+
 fn provider(max_open_files: usize) -> Provider {
     Provider::new(ProviderConfig { max_open_files, fsync: false, ..ProviderConfig::default() })
 }
@@ -131,4 +148,84 @@ fn open_files_stay_within_their_budget_and_idle_entries_are_swept() {
     assert_eq!(provider.open_files(), 1);
     assert_eq!(provider.sweep_idle(), 1);
     assert_eq!((provider.cached_files(), provider.open_files()), (0, 0));
+}
+
+/// A read through what resolution opened but did not look at ([`Provider::read_opened`]).
+fn read_opened(
+    provider: &Provider,
+    root: &std::path::Path,
+    name: &str,
+    request: &WindowRequest,
+) -> Result<super::OpenedRead, super::ProviderError> {
+    let roots = [super::RootDir::new(root, None).expect("root")];
+    let scope = super::Scope { roots: &roots, cwd: root };
+    match super::resolve::open(name, scope).expect("open") {
+        super::Lookup::Opened(opened) => provider.read_opened(opened, name, request),
+        super::Lookup::Resolved(target) => panic!("{name} was not opened: {target:?}"),
+    }
+}
+
+#[test]
+fn reads_of_what_resolution_opened_are_warm_only_for_the_cached_file_unchanged() {
+    use super::OpenedRead::{Cold, Warm};
+    let (dir, targets) = aged_files(&["a.txt", "b.txt"]);
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let provider = provider(16);
+    // Nothing cached: cold, with the resolution as the one look at the handle saw it.
+    match read_opened(&provider, &root, "a.txt", &w(1, 10)).expect("read") {
+        Cold(target) => assert_eq!(target, targets[0]),
+        Warm(..) => panic!("warm before a first read"),
+    }
+    let first = provider.read(&targets[0], &w(1, 10)).expect("read");
+    match read_opened(&provider, &root, "a.txt", &w(2, 10)).expect("read") {
+        Warm(outcome, opened) => {
+            assert_eq!((outcome.version, outcome.links), (first.version, 1));
+            assert_eq!(outcome.window.lines, vec!["a.txt two".to_owned()]);
+            assert_eq!(
+                (opened.path.as_path(), opened.display.as_str()),
+                (targets[0].path.as_path(), "a.txt")
+            );
+        }
+        Cold(_) => panic!("not warm after a read"),
+    }
+    // With the version's bytes in the content store, the window is cut from them (the store
+    // is keyed by version: here, for the test alone, it holds other bytes of the same length,
+    // so the answer shows where it came from).
+    provider.store().put(first.version, std::borrow::Cow::Borrowed(b"A.TXT ONE\nA.TXT TWO\n"));
+    match read_opened(&provider, &root, "a.txt", &w(2, 1)).expect("read") {
+        Warm(outcome, _) => assert_eq!(outcome.window.lines, vec!["A.TXT TWO".to_owned()]),
+        Cold(_) => panic!("not warm with the version stored"),
+    }
+    // The window's own errors stand once the file is checked.
+    assert!(matches!(
+        read_opened(&provider, &root, "a.txt", &w(9, 1)),
+        Err(super::ProviderError::OffsetPastEnd { total_lines: 2, .. })
+    ));
+    // A second link: still warm, and the answer says so.
+    std::fs::hard_link(root.join("a.txt"), root.join("a2.txt")).expect("link");
+    std::thread::sleep(Duration::from_millis(2100));
+    provider.read(&targets[0], &w(1, 10)).expect("read");
+    match read_opened(&provider, &root, "a.txt", &w(1, 1)).expect("read") {
+        Warm(outcome, _) => assert_eq!(outcome.links, 2),
+        Cold(_) => panic!("not warm after a read"),
+    }
+    // Replaced by another program (a new inode), rewritten in place, swapped for a folder:
+    // never the cached window.
+    let fresh = root.join("a.new");
+    std::fs::write(&fresh, "changed\n").expect("write");
+    std::fs::rename(&fresh, root.join("a.txt")).expect("rename");
+    match read_opened(&provider, &root, "a.txt", &w(1, 10)).expect("read") {
+        Cold(target) => assert!(target.file.is_some_and(|f| f.fingerprint.size == 8)),
+        Warm(..) => panic!("a replaced file read warm"),
+    }
+    provider.read(&targets[1], &w(1, 10)).expect("read");
+    std::fs::write(root.join("b.txt"), "b.txt ONE\nb.txt two\n").expect("rewrite");
+    assert!(matches!(read_opened(&provider, &root, "b.txt", &w(1, 10)), Ok(Cold(_))));
+    provider.read(&targets[1], &w(1, 10)).expect("read");
+    std::fs::remove_file(root.join("b.txt")).expect("remove");
+    std::fs::create_dir(root.join("b.txt")).expect("folder");
+    match read_opened(&provider, &root, "b.txt", &w(1, 10)).expect("read") {
+        Cold(target) => assert!(target.folder && target.file.is_none()),
+        Warm(..) => panic!("a folder read warm"),
+    }
 }

@@ -5,8 +5,9 @@
 //! [`Expectation`].
 //!
 //! Every method blocks (filesystem calls, hashing, locks): call it from a blocking thread. The
-//! one exception is [`Provider::read_cached`], which only stats a path and reads from a file it
-//! already holds open on a local filesystem, and declines everything else.
+//! exceptions are [`Provider::read_cached`] and [`Provider::read_opened`], which only stat a
+//! handle and read from a file they already hold open on a local filesystem, and decline
+//! everything else.
 //!
 //! Freshness is decided by content, never by time: a cached version is used only while the
 //! file's stat fingerprint is unchanged *and* the file is older than the racy window at the time
@@ -49,10 +50,12 @@ pub use self::error::ProviderError;
 use self::leftovers::Leftovers;
 use self::listings::Listings;
 use self::lock::PathLocks;
-pub use self::outcome::{Conventions, EditOutcome, Expectation, Kind, ReadOutcome, Stat, WriteOutcome};
+pub use self::outcome::{
+    Conventions, EditOutcome, Expectation, Kind, OpenedRead, ReadOutcome, Stat, WriteOutcome,
+};
 use self::own::OwnWrites;
 pub use self::prepared::{Committed, Prepared};
-pub use self::resolve::{Resolved, Scope};
+pub use self::resolve::{Lookup, Opened, Resolved, Scope};
 pub use self::snapshot::{Changed, Snapshot, WindowError};
 use self::store::ContentStore;
 pub use self::version::{Fingerprint, Version};
@@ -111,5 +114,11 @@ impl Provider {
     /// Resolves a path inside `scope` (see [`resolve::resolve`]).
     pub fn resolve(&self, raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
         resolve::resolve(raw, scope)
+    }
+
+    /// Resolves a path inside `scope`, handing back what the fast path opened unlooked at (see
+    /// [`resolve::open`]).
+    pub fn open(&self, raw: &str, scope: Scope<'_>) -> Result<Lookup, ProviderError> {
+        resolve::open(raw, scope)
     }
 }

@@ -4,6 +4,7 @@
 use super::Version;
 use super::edit::Region;
 use super::index::Window;
+use super::resolve::{Opened, Resolved};
 
 /// What must be true of a file for a write to go ahead. Only the file context builds one (from
 /// a session's observation, or from what an `fs/*` client named); `daemon/tests/it/tidy.rs`
@@ -87,6 +88,16 @@ pub struct ReadOutcome {
     /// The version's bytes, when this read loaded them whole anyway (a small file's cold read);
     /// never on the warm path.
     pub bytes: Option<Vec<u8>>,
+}
+
+/// Result of [`Provider::read_opened`](super::Provider::read_opened).
+#[derive(Debug)]
+pub enum OpenedRead {
+    /// Read on the warm path; the handle resolution opened comes back with it, to be closed
+    /// whenever suits the caller.
+    Warm(ReadOutcome, Opened),
+    /// Not warm: read `Resolved` as usual (it was looked at once, after the attempt).
+    Cold(Resolved),
 }
 
 /// Result of [`Provider::write`](super::Provider::write).

@@ -16,8 +16,8 @@ use super::mmap::{self, Mapped};
 use super::snapshot::Body;
 use super::version;
 use super::{
-    Changed, Fingerprint, Kind, Provider, ProviderError, ReadOutcome, Resolved, Root, Snapshot, Stat,
-    Version, WindowError, resolve,
+    Changed, Fingerprint, Kind, Opened, OpenedRead, Provider, ProviderError, ReadOutcome, Resolved, Root,
+    Snapshot, Stat, Version, WindowError, resolve,
 };
 
 /// Files up to this size are read into memory in one go on a cache miss (and the window cut
@@ -287,7 +287,7 @@ impl Provider {
         }
         for _ in 0..READ_ATTEMPTS {
             let snapshot = self.snapshot(target)?;
-            if let Some(mut outcome) = self.cut(target, &snapshot, request)? {
+            if let Some(mut outcome) = self.cut(&target.display, &target.path, &snapshot, request, true)? {
                 // A small file was just read whole: its bytes go with the answer, uncopied.
                 outcome.bytes = snapshot.into_bytes();
                 return Ok(outcome);
@@ -316,7 +316,7 @@ impl Provider {
         let file = entry.file.clone().filter(|_| entry.local)?;
         self.add_line_ends(&target.path, &entry, &file);
         let snapshot = Snapshot::pin(&entry, file, found.links, entry.body()).ok()?;
-        match self.cut(target, &snapshot, request) {
+        match self.cut(&target.display, &target.path, &snapshot, request, true) {
             Ok(Some(outcome)) => Some(Ok(outcome)),
             Err(e @ (ProviderError::OffsetPastEnd { .. } | ProviderError::LineTooLarge { .. })) => {
                 Some(Err(e))
@@ -344,29 +344,76 @@ impl Provider {
             .then(|| self.read(target, request))
     }
 
-    /// Cuts a window out of a snapshot; `None` when the file changed under it (its cached
-    /// state is then dropped).
+    /// The warm path for a name resolution has opened and not looked at yet ([`Opened`]): the
+    /// entry cached for its path, the window cut from the version's bytes (its mapping, the
+    /// content store's copy of that version, else read from the entry's open file), then one
+    /// `fstat` of resolution's handle, which must show a regular file with the entry's
+    /// fingerprint. That handle is bound to the inode the name led to beneath the root, and
+    /// the entry's open file keeps its own inode alive (so its number is not reused), so the
+    /// one check says both what [`Provider::read_cached`]'s check before the read says (the
+    /// name is that file, as trusted) and what its check after it says (the file did not
+    /// change during the read). An answer, an error of the window itself (an offset past the
+    /// end, a line too large) included, stands only after that check. A cold path is
+    /// [`OpenedRead::Cold`], with the resolution as that `fstat` showed it; nothing is looked
+    /// at twice.
+    pub fn read_opened(
+        &self,
+        opened: Opened,
+        raw: &str,
+        request: &WindowRequest,
+    ) -> Result<OpenedRead, ProviderError> {
+        let warm = self.cached_at(&opened.path).and_then(|entry| {
+            let file = entry.file.clone().filter(|_| entry.local)?;
+            self.add_line_ends(&opened.path, &entry, &file);
+            // Bytes at hand for this version (its mapping, else the content store's copy) need
+            // no read of the file.
+            let stored = entry.mapping.is_none().then(|| self.store.peek(&entry.version)).flatten();
+            let body = stored.map_or_else(|| entry.body(), Body::Stored);
+            let snapshot = Snapshot::pin(&entry, file, 0, body).ok()?;
+            Some((entry.fingerprint, self.cut(&opened.display, &opened.path, &snapshot, request, false)))
+        });
+        let meta = opened.look(raw)?;
+        let Some((fingerprint, cut)) = warm else {
+            return Ok(OpenedRead::Cold(opened.resolved(&meta)));
+        };
+        if !meta.is_file() || Fingerprint::of(&meta) != fingerprint {
+            return Ok(OpenedRead::Cold(opened.resolved(&meta)));
+        }
+        match cut {
+            Ok(Some(outcome)) => Ok(OpenedRead::Warm(ReadOutcome { links: meta.nlink(), ..outcome }, opened)),
+            Err(e @ (ProviderError::OffsetPastEnd { .. } | ProviderError::LineTooLarge { .. })) => Err(e),
+            Ok(None) | Err(_) => Ok(OpenedRead::Cold(opened.resolved(&meta))),
+        }
+    }
+
+    /// Cuts a window out of a snapshot of the file at `path` (shown as `display`); `None` when
+    /// the file changed under it (its cached state is then dropped). Unless `verify` is false
+    /// (the caller then checks the file's fingerprint itself, after this), a window read from
+    /// the file or its mapping counts only when the file still has the snapshot's fingerprint.
     fn cut(
         &self,
-        target: &Resolved,
+        display: &str,
+        path: &Path,
         snapshot: &Snapshot,
         request: &WindowRequest,
+        verify: bool,
     ) -> Result<Option<ReadOutcome>, ProviderError> {
         let total = snapshot.total_lines();
         let offset = request.offset;
         if offset == 0 || offset > total.max(1) {
             return Err(ProviderError::OffsetPastEnd {
-                path: target.display.clone(),
+                path: display.to_owned(),
                 offset,
                 total_lines: total,
             });
         }
         let limit = self.config.max_window_bytes;
         let request = WindowRequest { max_bytes: request.max_bytes.min(limit), ..*request };
-        match snapshot.window(&request) {
+        let window = if verify { snapshot.window(&request) } else { snapshot.window_unverified(&request) };
+        match window {
             Ok(Window { oversized: Some(Oversized { line, bytes }), .. }) => {
                 Err(ProviderError::LineTooLarge {
-                    path: target.display.clone(),
+                    path: display.to_owned(),
                     line,
                     size: bytes,
                     limit: request.max_bytes,
@@ -379,10 +426,10 @@ impl Provider {
                 bytes: None,
             })),
             Err(WindowError::Changed(Changed)) => {
-                self.forget(&target.path);
+                self.forget(path);
                 Ok(None)
             }
-            Err(WindowError::Io(e)) => Err(io_error(&target.display, "read", e)),
+            Err(WindowError::Io(e)) => Err(io_error(display, "read", e)),
         }
     }
 

@@ -151,6 +151,61 @@ fn check_shape(raw: &str) -> Result<(), ProviderError> {
 /// where it lies. Any path that leaves the roots is `OutsideRoot`, and the error names nothing
 /// outside.
 pub fn resolve(raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
+    match open(raw, scope)? {
+        Lookup::Opened(opened) => {
+            let meta = opened.look(raw)?;
+            Ok(opened.resolved(&meta))
+        }
+        Lookup::Resolved(resolved) => Ok(resolved),
+    }
+}
+
+/// What [`open`] found: a handle its fast path opened and has not looked at yet, or a whole
+/// resolution (the walk's, or a name that does not exist).
+#[derive(Debug)]
+pub enum Lookup {
+    /// Opened beneath the root, not looked at.
+    Opened(Opened),
+    /// Resolved and looked at.
+    Resolved(Resolved),
+}
+
+/// A path resolution's fast path opened beneath its root (`openat2(O_PATH, RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS)`) and has not looked at yet. The handle is bound to the inode the name
+/// led to when it was opened; one `fstat` of it ([`Opened::look`]) says what that is, whenever
+/// it is made. The warm read makes it once, after reading (see
+/// [`Provider::read_opened`](super::Provider::read_opened)).
+#[derive(Debug)]
+pub struct Opened {
+    /// As in [`Resolved::path`].
+    pub path: PathBuf,
+    /// As in [`Resolved::display`].
+    pub display: String,
+    /// As in [`Resolved::dir`].
+    pub dir: Root,
+    /// As in [`Resolved::rel`].
+    pub rel: PathBuf,
+    /// The `O_PATH` handle.
+    handle: std::fs::File,
+}
+
+impl Opened {
+    /// What the handle is now (`fstat`); a failure as resolution reports it for `raw`.
+    pub fn look(&self, raw: &str) -> Result<std::fs::Metadata, ProviderError> {
+        self.handle.metadata().map_err(|e| fail(raw, e))
+    }
+
+    /// The resolution, with `meta` (from [`Opened::look`]) as what was found; closes the handle.
+    pub fn resolved(self, meta: &std::fs::Metadata) -> Resolved {
+        let Self { path, display, dir, rel, handle } = self;
+        drop(handle);
+        found_at(path, display, dir, rel, Some(meta))
+    }
+}
+
+/// Resolves `raw` in `scope` as [`resolve`] does, except that a path its fast path opens is
+/// handed back opened and not yet looked at ([`Lookup::Opened`]).
+pub fn open(raw: &str, scope: Scope<'_>) -> Result<Lookup, ProviderError> {
     check_shape(raw)?;
     let given = Path::new(raw);
     let absolute = if given.is_absolute() { given.to_path_buf() } else { scope.cwd.join(given) };
@@ -161,28 +216,52 @@ pub fn resolve(raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
         let lexical = super::beneath::normalize(&absolute);
         let (root, rel) = scope.locate(&lexical).ok_or_else(|| outside(raw))?;
         match root.open_path(rel) {
-            Ok(file) => {
-                let meta = file.metadata().map_err(|e| fail(raw, e))?;
-                return Ok(finish(scope, root, rel.to_path_buf(), Some(&meta)));
+            Ok(handle) => {
+                let (path, display) = place(scope, root, rel);
+                return Ok(Lookup::Opened(Opened {
+                    path,
+                    display,
+                    dir: root.clone(),
+                    rel: rel.to_path_buf(),
+                    handle,
+                }));
             }
             Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::NotADirectory => {}
             Err(e) if super::beneath::swapped(&e) => {}
             Err(e) => return Err(fail(raw, e)),
         }
     }
-    walk(raw, &absolute, scope)
+    walk(raw, &absolute, scope).map(Lookup::Resolved)
 }
 
 fn found(meta: &std::fs::Metadata) -> Option<Found> {
     meta.is_file().then(|| Found { fingerprint: Fingerprint::of(meta), links: meta.nlink() })
 }
 
+/// The canonical path of `rel` beneath `root`, and how it shows.
+fn place(scope: Scope<'_>, root: &Root, rel: &Path) -> (PathBuf, String) {
+    let path = if rel.as_os_str().is_empty() { root.path().to_path_buf() } else { root.path().join(rel) };
+    let display = display(&path, scope.cwd);
+    (path, display)
+}
+
 /// The answer for `rel` beneath `root`, with what was found there (`None`: nothing exists).
 fn finish(scope: Scope<'_>, root: &Root, rel: PathBuf, meta: Option<&std::fs::Metadata>) -> Resolved {
-    let path = if rel.as_os_str().is_empty() { root.path().to_path_buf() } else { root.path().join(&rel) };
+    let (path, display) = place(scope, root, &rel);
+    found_at(path, display, root.clone(), rel, meta)
+}
+
+/// The answer for `path` (shown as `display`, `rel` beneath `dir`), with what was found there.
+fn found_at(
+    path: PathBuf,
+    display: String,
+    dir: Root,
+    rel: PathBuf,
+    meta: Option<&std::fs::Metadata>,
+) -> Resolved {
     Resolved {
-        display: display(&path, scope.cwd),
-        dir: root.clone(),
+        display,
+        dir,
         exists: meta.is_some(),
         folder: meta.is_some_and(std::fs::Metadata::is_dir),
         file: meta.and_then(found),

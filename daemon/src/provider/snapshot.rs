@@ -15,6 +15,10 @@ use super::{Fingerprint, Version};
 pub(super) enum Body {
     /// Read whole into memory just now: consistent by construction.
     Memory(Vec<u8>),
+    /// The version's bytes as the content store keeps them (by version, so they are that
+    /// version's whatever the file does): whether the file still is that version is checked
+    /// after the window is cut, as for a file.
+    Stored(super::store::Content),
     /// The version's mapping: check `torn()` and the fingerprint after copying.
     Mapped(Arc<Mapped>),
     /// Positional reads of the open file: check the fingerprint after reading.
@@ -55,8 +59,20 @@ impl Snapshot {
     /// Cuts the window `request` asks for out of this version (see [`index::window`]), or
     /// reports that the file changed under it (the window is then discarded, never returned).
     pub fn window(&self, request: &WindowRequest) -> Result<Window, WindowError> {
+        let window = self.window_unverified(request)?;
+        if !matches!(self.body, Body::Memory(_)) && !self.unchanged() {
+            return Err(WindowError::Changed(Changed));
+        }
+        Ok(window)
+    }
+
+    /// [`Snapshot::window`] without its last check, that the file still has the snapshot's
+    /// fingerprint after the window was read (a torn mapping is still noticed): for a caller
+    /// that makes that check itself afterwards, on a handle to the same inode.
+    pub(super) fn window_unverified(&self, request: &WindowRequest) -> Result<Window, WindowError> {
         let window = match &self.body {
             Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, request),
+            Body::Stored(bytes) => index::window(&bytes[..], &self.index, request),
             Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, request),
             Body::File => index::window(&*self.file, &self.index, request),
         };
@@ -72,9 +88,6 @@ impl Snapshot {
         {
             return Err(WindowError::Changed(Changed));
         }
-        if !matches!(self.body, Body::Memory(_)) && !self.unchanged() {
-            return Err(WindowError::Changed(Changed));
-        }
         Ok(window)
     }
 
@@ -82,7 +95,7 @@ impl Snapshot {
     pub(super) fn into_bytes(self) -> Option<Vec<u8>> {
         match self.body {
             Body::Memory(bytes) => Some(bytes),
-            Body::Mapped(_) | Body::File => None,
+            Body::Mapped(_) | Body::Stored(_) | Body::File => None,
         }
     }
 

@@ -222,7 +222,8 @@ impl ContentStore {
         len <= self.max_file_bytes
     }
 
-    /// Stores `bytes` as `version`'s content (which they must be): copied into a pack, or
+    /// Stores `bytes` as `version`'s content (which they must be: warm reads cut windows from
+    /// them once the file is checked to be that version): copied into a pack, or
     /// kept as they are from [`OWN_BUFFER_BYTES`] on; a version already stored only counts as
     /// used. Evicts the least recently used versions
     /// past the cap.
@@ -273,6 +274,12 @@ impl ContentStore {
     /// The bytes of `version`, if stored (counts as a use).
     pub fn get(&self, version: &Version) -> Option<Content> {
         self.lock().touch(version)
+    }
+
+    /// The bytes of `version`, if stored, without counting a use (a warm read cuts its
+    /// window from them: it must not keep a version in the store that no refusal would show).
+    pub fn peek(&self, version: &Version) -> Option<Content> {
+        self.lock().entries.get(version).map(|stored| stored.content.clone())
     }
 
     /// Versions stored.

@@ -48,7 +48,7 @@ use futures::{FutureExt, StreamExt};
 use jsonrpsee::Extensions;
 use jsonrpsee::core::id_providers::RandomIntegerIdProvider;
 use jsonrpsee::core::server::{
-    ConnectionId, MethodCallback, MethodResponse, MethodResponseNotifyTx, MethodSink, Methods,
+    ConnectionId, IntoResponse, MethodCallback, MethodResponse, MethodResponseNotifyTx, MethodSink, Methods,
     SubscriptionState,
 };
 use jsonrpsee::types::error::{ErrorCode, TOO_MANY_SUBSCRIPTIONS_CODE, TOO_MANY_SUBSCRIPTIONS_MSG};
@@ -77,6 +77,9 @@ use crate::watch::WatchHub;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub methods: Methods,
+    /// The methods called past jsonrpsee's wrapper (see [`crate::rpc::Direct`]); `None` in
+    /// tests of the driver with a table of their own.
+    pub direct: Option<crate::rpc::Direct>,
     pub config: Config,
     pub stats: Arc<Stats>,
     pub id_provider: RandomIntegerIdProvider,
@@ -89,14 +92,29 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// What every connection shares, with the budgets `config` sets.
-    pub fn new(methods: Methods, config: Config, stats: Arc<Stats>, watch: Arc<WatchHub>) -> Self {
+    pub fn new(
+        methods: Methods,
+        direct: Option<crate::rpc::Direct>,
+        config: Config,
+        stats: Arc<Stats>,
+        watch: Arc<WatchHub>,
+    ) -> Self {
         let outgoing = OutgoingBudget::new(
             config.max_total_queued_bytes,
             config.max_queued_bytes,
             config.max_connections,
         );
         let partial = PartialBudget::new(config.max_partial_frame_bytes);
-        Self { methods, config, stats, id_provider: RandomIntegerIdProvider, watch, outgoing, partial }
+        Self {
+            methods,
+            direct,
+            config,
+            stats,
+            id_provider: RandomIntegerIdProvider,
+            watch,
+            outgoing,
+            partial,
+        }
     }
 }
 
@@ -1253,6 +1271,18 @@ impl Conn {
             CancelEntry { conn: self, id: id.clone() }
         });
         let max_response = self.shared.config.max_frame_bytes;
+        if let Some(direct) = self.shared.direct.as_ref().filter(|_| crate::rpc::Direct::serves(&method)) {
+            // As the table's `Async` callback below, without jsonrpsee's wrapper around it.
+            let prepared = crate::rpc::Prepared::new(id.clone());
+            extensions.insert(prepared.clone());
+            let result = direct.file_read(params, extensions).await;
+            if let Ok(crate::rpc::Ready::Prepared) = result
+                && let Some(json) = prepared.take()
+            {
+                return Reply::plain(message::bounded(id, json, max_response));
+            }
+            return Reply::from_response(MethodResponse::response(id, result.into_response(), max_response));
+        }
         let conn_id = ConnectionId(self.conn_id);
         let response = match callback {
             MethodCallback::Sync(callback) => callback(id, params, max_response, extensions),
@@ -1329,8 +1359,13 @@ mod tests {
         module.register_method("fine", |_, _, _| Ok::<u32, ErrorObjectOwned>(7)).unwrap();
         let stats = Arc::new(Stats::new());
         let files = crate::context::Files::new(Default::default());
-        let shared =
-            Arc::new(Shared::new(module.into(), Config::default(), stats.clone(), WatchHub::start(&files)));
+        let shared = Arc::new(Shared::new(
+            module.into(),
+            None,
+            Config::default(),
+            stats.clone(),
+            WatchHub::start(&files),
+        ));
         let (tx, _rx) = mpsc::channel(4);
         let (sink_tx, _sink_rx) = mpsc::channel(4);
         let out = Outgoing::new(tx, shared.outgoing.open());
@@ -1359,6 +1394,98 @@ mod tests {
         }
         let reply = conn.run(call("fine")).await;
         assert_eq!(reply.json.as_str(), r#"{"jsonrpc":"2.0","id":1,"result":7}"#);
+    }
+
+    /// What a connection to `shared` answers to `input` after a session `initialize` with
+    /// `root` (whose answer, with its random session id, is left out).
+    async fn answers(shared: Arc<Shared>, root: &std::path::Path, input: &[u8]) -> Vec<Bytes> {
+        let frame = |body: &[u8]| {
+            let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+            out.extend_from_slice(body);
+            out
+        };
+        let init = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"roots": [root]},
+        });
+        let mut bytes = frame(init.to_string().as_bytes());
+        bytes.extend_from_slice(input);
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let serve = tokio::spawn(serve(server, shared, 1, CancellationToken::new()));
+        tokio::io::AsyncWriteExt::write_all(&mut client, &bytes).await.unwrap();
+        tokio::io::AsyncWriteExt::shutdown(&mut client).await.unwrap();
+        let mut output = Vec::new();
+        client.read_to_end(&mut output).await.unwrap();
+        serve.await.unwrap();
+        let mut codec = LspCodec::new(1 << 24);
+        let mut buf = BytesMut::from(output.as_slice());
+        let mut frames = Vec::new();
+        while let Some(Frame::Message(body)) = codec.decode_eof(&mut buf).unwrap() {
+            frames.push(body);
+        }
+        assert!(frames.len() > 1, "no answer after initialize");
+        frames.split_off(1)
+    }
+
+    #[tokio::test]
+    async fn file_read_called_directly_answers_what_the_method_table_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "alpha\n\tbeta \"q\" \\ é\ngamma\n").unwrap();
+        std::fs::write(root.join("bin.dat"), b"\x00\x01binary").unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        let config = Config { max_frame_bytes: 300, ..Config::default() };
+        let shared = |direct: bool| {
+            let stats = Arc::new(Stats::new());
+            let files = crate::context::Files::new(config.files.clone());
+            let watch = WatchHub::start(&files);
+            let policy = crate::session::SessionPolicy::default();
+            let handlers =
+                crate::rpc::methods(config.clone(), stats.clone(), files, watch.clone(), policy).unwrap();
+            let direct = direct.then_some(handlers.direct);
+            Arc::new(Shared::new(handlers.methods, direct, config.clone(), stats, watch))
+        };
+        let long = "x".repeat(400);
+        std::fs::write(root.join("long.txt"), format!("{long}\n")).unwrap();
+        let requests = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"file/read","params":{"path":"a.txt"}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":"s","method":"file/read","params":{"path":"a.txt","offset":2,"limit":1}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":"e\"s","method":"file/read","params":{"path":"a.txt","offset":3}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":-4,"method":"file/read","params":{"path":"a.txt","offset":9}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":5,"method":"file/read","params":{"path":"a.txt","offset":0}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":6,"method":"file/read","params":{"path":"missing.txt"}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":7,"method":"file/read","params":{"path":"../outside.txt"}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":8,"method":"file/read","params":{"path":"sub"}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":9,"method":"file/read","params":{"path":"bin.dat"}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":10,"method":"file/read"}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":11,"method":"file/read","params":["a.txt"]}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":12,"method":"file/read","params":{"path":7}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":13,"method":"file/read","params":{"path":"a.txt","owner":"bad name!"}}"#.to_owned(),
+            // Over the frame limit: the same -32008.
+            r#"{"jsonrpc":"2.0","id":14,"method":"file/read","params":{"path":"long.txt"}}"#.to_owned(),
+            // A notification is run and not answered.
+            r#"{"jsonrpc":"2.0","method":"file/read","params":{"path":"a.txt"}}"#.to_owned(),
+            r#"[{"jsonrpc":"2.0","id":15,"method":"file/read","params":{"path":"a.txt","limit":1}},{"jsonrpc":"2.0","id":16,"method":"file/read","params":{"path":"nope"}}]"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":17,"method":"file/stat","params":{"path":"a.txt"}}"#.to_owned(),
+        ];
+        let mut input = Vec::new();
+        for request in &requests {
+            input.extend_from_slice(format!("Content-Length: {}\r\n\r\n{request}", request.len()).as_bytes());
+        }
+        let direct = answers(shared(true), &root, &input).await;
+        let table = answers(shared(false), &root, &input).await;
+        assert_eq!(direct.len(), requests.len() - 1, "every request answered, the notification not");
+        // Calls may answer out of order: compare them as sets of exact bytes.
+        let sorted = |mut frames: Vec<Bytes>| {
+            frames.sort();
+            frames
+        };
+        assert_eq!(sorted(direct.clone()), sorted(table));
+        let text =
+            direct.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>().join("\n");
+        for needle in ["\\tbeta \\\"q\\\" \\\\ é", "-32008", "FS_NOT_FOUND", "FS_OUTSIDE_ROOT", "FS_NOT_TEXT"]
+        {
+            assert!(text.contains(needle), "{needle} not in {text}");
+        }
     }
 
     #[test]
