@@ -241,7 +241,7 @@ impl WatchHub {
             Ok(()) => {
                 self.lock().active.insert(path.to_owned());
             }
-            Err(err) if err.raw_os_error() == Some(enospc()) => {
+            Err(err) if err.raw_os_error() == Some(libc_enospc()) => {
                 if !self.warned_limit.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         path = %path.display(),
@@ -514,7 +514,7 @@ const MASK: WatchMask = WatchMask::ATTRIB
 const EVENT_POLL: Duration = Duration::from_millis(500);
 
 /// `ENOSPC`: inotify's "out of watches".
-fn enospc() -> i32 {
+fn libc_enospc() -> i32 {
     rustix::io::Errno::NOSPC.raw_os_error()
 }
 
@@ -714,48 +714,5 @@ async fn process(hub: Weak<WatchHub>, inbox: Arc<Inbox>) {
             Ok(_) => {}
             Err(err) => tracing::error!(%err, "re-checking changed files failed"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::provider::ProviderConfig;
-
-    /// What the event thread has handed over within `wait`.
-    fn gathered(inbox: &Inbox, wait: Duration) -> Pending {
-        let until = std::time::Instant::now() + wait;
-        while std::time::Instant::now() < until && inbox.pending.lock().unwrap().is_empty() {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        inbox.take()
-    }
-
-    #[test]
-    fn reads_queue_nothing_and_changes_name_their_paths() {
-        let dir = tempfile::tempdir().unwrap();
-        let folder = std::fs::canonicalize(dir.path()).unwrap();
-        let file = folder.join("a.txt");
-        std::fs::write(&file, "one\n").unwrap();
-        let provider = Arc::new(Provider::new(ProviderConfig::default()));
-        let inbox = Arc::new(Inbox::default());
-        let kernel = Kernel::start(&provider, &inbox).unwrap();
-        kernel.watch(&folder).unwrap();
-
-        // Opening and reading (what a cold read does) is no event.
-        for _ in 0..3 {
-            assert_eq!(std::fs::read(&file).unwrap(), b"one\n");
-        }
-        assert!(gathered(&inbox, Duration::from_millis(300)).is_empty());
-
-        // A change is, named by its path.
-        std::fs::write(&file, "two\n").unwrap();
-        let pending = gathered(&inbox, Duration::from_secs(5));
-        assert_eq!(pending.paths, HashSet::from([file.clone()]));
-
-        // Unwatched: nothing more.
-        kernel.unwatch(&folder);
-        std::fs::write(&file, "three\n").unwrap();
-        assert!(gathered(&inbox, Duration::from_millis(300)).is_empty());
     }
 }
