@@ -1,4 +1,4 @@
-//! The watcher: inotify on the parent folders of every file a session holds an observation of
+//! The watcher: `notify` on the parent folders of every file a session holds an observation of
 //! (plus the file itself when it has several hard links), reference-counted. An event drops the
 //! provider's cached state for the path at once; then, coalesced over a short interval, every
 //! (session, owner) whose recorded version is no longer the file's current one gets
@@ -6,25 +6,18 @@
 //! until it reads the file again. An owner's own write refreshes only its own record, so a write
 //! by one owner of a session tells the session's other owners that observed the file.
 //!
-//! inotify is a hint, never the source of truth: freshness is still decided by content on every
+//! notify is a hint, never the source of truth: freshness is still decided by content on every
 //! access. Queue overflow (rescan), watcher errors and running out of watches drop the whole
 //! cache and re-check every observed file; they are logged once with what to do.
 //!
 //! The daemon's own writes cost it little here (see [`crate::provider::own`]): events about the
-//! temporary files it staged are dropped on the event thread (matched by their exact names, which
+//! temporary files it staged are dropped on notify's thread (matched by their exact names, which
 //! only this daemon can have made), every other event marks its path for the provider's told
 //! versions, and a re-check of a path the daemon itself just replaced takes the version it wrote
 //! from one `stat` (same inode, size and times, and no event but its own rename since) instead
 //! of hashing the file. A file that keeps changing while it is re-checked (a burst of outside
-//! writes) is looked at again an interval later, never reported gone. The event thread gathers
-//! paths in one inbox and wakes the processing task only when the inbox was empty: one wake-up
-//! per coalescing interval, not one per event.
-//!
-//! The watches are the daemon's own inotify instance, not `notify`'s: `notify` watches `IN_OPEN`
-//! too, so every file the daemon opened for a cold read queued an event and woke its thread
-//! (about a fifth of a cold read's CPU), and each watch it added was a round trip to that thread.
-//! Here a watch is one `inotify_add_watch` on the caller's thread, its mask holds only what can
-//! change a file (see [`MASK`]), and one thread reads the events.
+//! writes) is looked at again an interval later, never reported gone. notify's thread gathers paths in one inbox and wakes the processing
+//! task only when the inbox was empty: one wake-up per coalescing interval, not one per event.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -34,11 +27,12 @@ use std::time::Duration;
 
 use filectx_protocol::FileDidChange;
 use filectx_protocol::methods::FILE_DID_CHANGE;
-use inotify::{EventMask, Inotify, WatchMask, Watches};
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::context::Files;
 use crate::context::{ObservationSink, Version};
-use crate::provider::own::Touch;
+use crate::provider::own::{OwnWrites, Touch};
 use crate::provider::resolve::display;
 use crate::provider::{Provider, ProviderError};
 use crate::session::Session;
@@ -46,11 +40,11 @@ use crate::session::Session;
 /// Changes to one file within this interval yield at most one round of notifications.
 pub const COALESCE: Duration = Duration::from_millis(50);
 
-/// Distinct paths gathered between the event thread and the processing task; past this the
+/// Distinct paths gathered between notify's thread and the processing task; past this the
 /// watcher falls back to a full re-check.
 const EVENT_QUEUE: usize = 8192;
 
-/// What the event thread (and the hub) hand to the processing task, gathered until it runs.
+/// What notify's thread (and the hub) hand to the processing task, gathered until it runs.
 #[derive(Debug, Default)]
 struct Pending {
     /// These paths may have changed.
@@ -115,7 +109,7 @@ struct State {
     dirs: HashMap<PathBuf, usize>,
     /// Hard-linked files watched themselves → the observers observing them.
     files: HashMap<PathBuf, HashSet<Observer>>,
-    /// What is watched now (folders and files).
+    /// What notify watches for us now (folders and files).
     active: HashSet<PathBuf>,
     /// Folders whose watch the kernel dropped (the folder was deleted): re-watched when one of
     /// their files is observed again.
@@ -154,9 +148,8 @@ impl State {
 pub struct WatchHub {
     provider: Arc<Provider>,
     state: Mutex<State>,
-    /// The kernel's watches; `None` when inotify is unavailable.
-    watcher: Option<Kernel>,
-    /// The processing task's inbox (the event thread adds to it too).
+    watcher: Mutex<Option<RecommendedWatcher>>,
+    /// The processing task's inbox (notify's thread adds to it too).
     inbox: Arc<Inbox>,
     /// Whether "out of watches" was already logged.
     warned_limit: AtomicBool,
@@ -175,21 +168,45 @@ impl Drop for WatchHub {
     }
 }
 
+fn is_own_read(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Access(AccessKind::Open(_) | AccessKind::Read | AccessKind::Any | AccessKind::Other)
+    ) || matches!(kind, EventKind::Access(AccessKind::Close(mode)) if *mode != AccessMode::Write)
+}
+
 impl WatchHub {
     /// Starts the watcher and the task that turns its events into invalidations and
     /// notifications. Must be called inside the tokio runtime.
     pub fn start(files: &Files) -> Arc<WatchHub> {
         let provider = files.provider().clone();
         let inbox = Arc::new(Inbox::default());
-        let watcher = Kernel::start(&provider, &inbox)
-            .map_err(|err| {
+        let events = inbox.clone();
+        let own = provider.clone();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            Ok(event) if event.need_rescan() => {
+                events.add(|p| p.rescan = Some("the kernel's event queue overflowed".into()));
+            }
+            Ok(event) if is_own_read(&event.kind) => {}
+            Ok(event) => {
+                let paths = others(own.own_writes(), event);
+                if !paths.is_empty() {
+                    events.add(|p| p.paths.extend(paths));
+                }
+            }
+            Err(err) => events.add(|p| p.rescan = Some(format!("watcher error: {err}"))),
+        });
+        let watcher = match watcher {
+            Ok(watcher) => Some(watcher),
+            Err(err) => {
                 tracing::warn!(%err, "cannot start the file watcher; file/didChange will not be sent (freshness is still checked on every access)");
-            })
-            .ok();
+                None
+            }
+        };
         let hub = Arc::new(WatchHub {
             provider,
             state: Mutex::default(),
-            watcher,
+            watcher: Mutex::new(watcher),
             inbox: inbox.clone(),
             warned_limit: AtomicBool::new(false),
         });
@@ -231,8 +248,9 @@ impl WatchHub {
     }
 
     fn watch(&self, path: &Path) {
-        let Some(watcher) = &self.watcher else { return };
-        let watched = watcher.watch(path);
+        let mut watcher = self.watcher.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(watcher) = watcher.as_mut() else { return };
+        let watched = watcher.watch(path, RecursiveMode::NonRecursive);
         // What the daemon told about its writes there was recorded while their events (and
         // anyone else's) went unseen: forgotten once the watch holds (or failed), so that a
         // rename landing before the watch took hold is never trusted.
@@ -241,7 +259,7 @@ impl WatchHub {
             Ok(()) => {
                 self.lock().active.insert(path.to_owned());
             }
-            Err(err) if err.raw_os_error() == Some(libc_enospc()) => {
+            Err(err) if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) => {
                 if !self.warned_limit.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         path = %path.display(),
@@ -254,8 +272,10 @@ impl WatchHub {
     }
 
     fn unwatch(&self, path: &Path) {
-        if let Some(watcher) = &self.watcher {
-            watcher.unwatch(path);
+        let mut watcher = self.watcher.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(watcher) = watcher.as_mut() {
+            // Fails when the kernel already dropped the watch (the folder was deleted): fine.
+            let _ = watcher.unwatch(path);
         }
         self.lock().active.remove(path);
     }
@@ -362,7 +382,7 @@ impl WatchHub {
                 }
                 if state.dirs.contains_key(path) {
                     // An event about a watched folder itself: it may have been deleted (and
-                    // re-created), which ends its watch in the kernel.
+                    // re-created), which ends its watch in the kernel and in notify.
                     rearm.push(path.clone());
                     out.extend(
                         state.observers.keys().filter(|p| p.parent() == Some(path.as_path())).cloned(),
@@ -497,179 +517,25 @@ impl ObservationSink for SessionSink {
     }
 }
 
-/// What the watches ask the kernel for: whatever can change a file's bytes, metadata or name,
-/// or its folder's entries — never opens or reads (the daemon's own reads would wake the event
-/// thread for nothing).
-const MASK: WatchMask = WatchMask::ATTRIB
-    .union(WatchMask::CREATE)
-    .union(WatchMask::DELETE)
-    .union(WatchMask::CLOSE_WRITE)
-    .union(WatchMask::MODIFY)
-    .union(WatchMask::MOVED_FROM)
-    .union(WatchMask::MOVED_TO)
-    .union(WatchMask::DELETE_SELF)
-    .union(WatchMask::MOVE_SELF);
-
-/// How often the event thread looks whether the hub is gone (it then ends).
-const EVENT_POLL: Duration = Duration::from_millis(500);
-
-/// `ENOSPC`: inotify's "out of watches".
-fn libc_enospc() -> i32 {
-    rustix::io::Errno::NOSPC.raw_os_error()
-}
-
-/// The paths watched, by watch descriptor number (two paths of one inode share a descriptor),
-/// and the descriptor of each path.
-#[derive(Debug, Default)]
-struct Table {
-    paths: HashMap<i32, Vec<PathBuf>>,
-    descriptors: HashMap<PathBuf, inotify::WatchDescriptor>,
-}
-
-/// The hub's inotify instance: its watches, and the thread that reads its events.
-struct Kernel {
-    /// Locked while a watch is added, so that the event thread never sees a descriptor before
-    /// its path is in the table.
-    table: Arc<Mutex<(Table, Watches)>>,
-}
-
-impl Kernel {
-    /// Starts the instance and its event thread, which hands what it reads to `inbox` (marking
-    /// paths for `provider`'s told versions) until the kernel handle is dropped.
-    fn start(provider: &Arc<Provider>, inbox: &Arc<Inbox>) -> std::io::Result<Kernel> {
-        let inotify = Inotify::init()?;
-        let table = Arc::new(Mutex::new((Table::default(), inotify.watches())));
-        let (weak, provider, inbox) = (Arc::downgrade(&table), Arc::downgrade(provider), inbox.clone());
-        std::thread::Builder::new()
-            .name("filectx-watch".into())
-            .spawn(move || read_events(inotify, weak, provider, inbox))?;
-        Ok(Kernel { table })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Table, Watches)> {
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Watches `path` (a folder, or a file): one `inotify_add_watch`.
-    fn watch(&self, path: &Path) -> std::io::Result<()> {
-        let mut guard = self.lock();
-        let (table, watches) = &mut *guard;
-        let wd = watches.add(path, MASK)?;
-        let paths = table.paths.entry(wd.get_watch_descriptor_id()).or_default();
-        if !paths.iter().any(|p| p == path) {
-            paths.push(path.to_owned());
-        }
-        if let Some(old) = table.descriptors.insert(path.to_owned(), wd.clone())
-            && old != wd
-        {
-            // The path names another inode now (re-created): its old watch goes.
-            forget_path(table, watches, old, path);
-        }
-        Ok(())
-    }
-
-    /// Stops watching `path` (the watch goes when no other path of its inode is watched).
-    fn unwatch(&self, path: &Path) {
-        let mut guard = self.lock();
-        let (table, watches) = &mut *guard;
-        if let Some(wd) = table.descriptors.remove(path) {
-            forget_path(table, watches, wd, path);
-        }
-    }
-}
-
-/// Takes `path` off descriptor `wd`, removing the kernel's watch when it was the last path.
-fn forget_path(table: &mut Table, watches: &mut Watches, wd: inotify::WatchDescriptor, path: &Path) {
-    let number = wd.get_watch_descriptor_id();
-    let Some(paths) = table.paths.get_mut(&number) else { return };
-    paths.retain(|p| p != path);
-    if paths.is_empty() {
-        table.paths.remove(&number);
-        // Fails when the kernel already dropped the watch (its folder was deleted): fine.
-        let _ = watches.remove(wd);
-    }
-}
-
-/// Reads the kernel's events until the hub's watches are dropped: each batch's paths, less the
-/// daemon's own staged files, go to `inbox` at once (marked for the provider's told versions);
-/// a lost queue or a failed read asks for a full re-check.
-fn read_events(
-    mut inotify: Inotify,
-    table: Weak<Mutex<(Table, Watches)>>,
-    provider: Weak<Provider>,
-    inbox: Arc<Inbox>,
-) {
-    let mut buffer = vec![0u8; 64 << 10];
-    loop {
-        let mut fds = [rustix::event::PollFd::new(&inotify, rustix::event::PollFlags::IN)];
-        let timeout = rustix::event::Timespec::try_from(EVENT_POLL).unwrap_or_default();
-        let ready = rustix::event::poll(&mut fds, Some(&timeout));
-        let (Some(table), Some(provider)) = (table.upgrade(), provider.upgrade()) else { return };
-        if matches!(ready, Ok(0) | Err(rustix::io::Errno::INTR)) {
-            continue;
-        }
-        let events = match inotify.read_events(&mut buffer) {
-            Ok(events) => events,
-            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(err) => {
-                inbox.add(|p| p.rescan = Some(format!("watcher error: {err}")));
-                tracing::warn!(%err, "reading the file watcher's events failed; file/didChange will not be sent (freshness is still checked on every access)");
-                return;
-            }
+/// The paths of an event that are not the daemon's own staged files, each marked for the
+/// provider's told versions (a rename onto a path lets the fingerprint decide; anything else
+/// makes the path foreign). Runs on notify's thread.
+fn others(own: &OwnWrites, event: notify::Event) -> Vec<PathBuf> {
+    let gone =
+        matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)) | EventKind::Remove(_));
+    let mut paths = event.paths;
+    paths.retain(|path| !own.is_staged(path, gone));
+    let last = paths.len().saturating_sub(1);
+    for (at, path) in paths.iter().enumerate() {
+        let touch = match event.kind {
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)) => Touch::RenamedOnto,
+            // (from, to): renamed away from the first, onto the last.
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if at == last => Touch::RenamedOnto,
+            _ => Touch::Other,
         };
-        let own = provider.own_writes();
-        let mut changed = Vec::new();
-        let mut overflow = false;
-        {
-            let mut guard = table.lock().unwrap_or_else(PoisonError::into_inner);
-            let (table, _) = &mut *guard;
-            for event in events {
-                if event.mask.contains(EventMask::Q_OVERFLOW) {
-                    overflow = true;
-                    continue;
-                }
-                let number = event.wd.get_watch_descriptor_id();
-                if event.mask.contains(EventMask::IGNORED) {
-                    // The kernel dropped the watch (its inode went, or it was removed).
-                    if let Some(paths) = table.paths.remove(&number) {
-                        for path in paths {
-                            if table
-                                .descriptors
-                                .get(&path)
-                                .is_some_and(|wd| wd.get_watch_descriptor_id() == number)
-                            {
-                                table.descriptors.remove(&path);
-                            }
-                        }
-                    }
-                    continue;
-                }
-                // Unknown: a watch removed meanwhile.
-                let Some(bases) = table.paths.get(&number) else { continue };
-                let gone = event.mask.intersects(
-                    EventMask::MOVED_FROM | EventMask::DELETE | EventMask::DELETE_SELF | EventMask::MOVE_SELF,
-                );
-                // A rename onto the path (what the daemon's own replace does): the fingerprint
-                // decides; anything else makes the path foreign.
-                let touch =
-                    if event.mask.contains(EventMask::MOVED_TO) { Touch::RenamedOnto } else { Touch::Other };
-                for base in bases {
-                    let path = event.name.map_or_else(|| base.clone(), |name| base.join(name));
-                    if own.is_staged(&path, gone) {
-                        continue;
-                    }
-                    own.touched(&path, touch);
-                    changed.push(path);
-                }
-            }
-        }
-        if overflow {
-            inbox.add(|p| p.rescan = Some("the kernel's event queue overflowed".into()));
-        }
-        if !changed.is_empty() {
-            inbox.add(|p| p.paths.extend(changed));
-        }
+        own.touched(path, touch);
     }
+    paths
 }
 
 /// Turns watcher signals into invalidations (at once) and notifications (coalesced).
