@@ -32,3 +32,27 @@ pub fn release_free_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// Makes the whole pages inside `room` resident and writable ahead of the writes that will fill
+/// it (`MADV_POPULATE_WRITE`, Linux 5.14 and later): one system call instead of one page fault
+/// per 4 KiB page as the writes reach them. Where the kernel refuses (older kernels, other
+/// systems), nothing happens and the writes fault their pages in as usual.
+pub fn prefault(room: &mut [std::mem::MaybeUninit<u8>]) {
+    #[cfg(target_os = "linux")]
+    {
+        // 4 KiB pages (x86-64, most arm64): elsewhere the range is not page-aligned, the kernel
+        // refuses it, and nothing happens.
+        let page = 4096;
+        let start = room.as_mut_ptr() as usize;
+        let first = start.next_multiple_of(page);
+        let end = (start + room.len()) / page * page;
+        if end > first {
+            // SAFETY: [first, end) lies inside `room`, memory the caller holds mutably;
+            // MADV_POPULATE_WRITE only faults its pages in, writable, as a write would, and
+            // changes no byte anyone can read. A refusal (EINVAL on older kernels) is harmless.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_POPULATE_WRITE);
+            }
+        }
+    }
+}

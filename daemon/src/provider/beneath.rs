@@ -31,6 +31,8 @@ pub struct RootDir {
     fd: OwnedFd,
     /// The device of the folder: a file on another one is under a mount point in the root.
     dev: u64,
+    /// Whether the folder is on a local filesystem (see [`super::mmap::mappable`]).
+    local: bool,
 }
 
 /// A shared root handle.
@@ -56,12 +58,19 @@ impl RootDir {
         let fd = open_resolving(rustix::fs::CWD, canonical, flags, Mode::empty(), ResolveFlags::NO_SYMLINKS)?;
         let alias = given.map(normalize).filter(|g| g != canonical);
         let dev = rustix::fs::fstat(&fd)?.st_dev;
-        Ok(Arc::new(Self { path: canonical.to_owned(), alias, fd, dev }))
+        let local = super::mmap::mappable(&fd);
+        Ok(Arc::new(Self { path: canonical.to_owned(), alias, fd, dev, local }))
     }
 
     /// The device the root folder is on.
     pub fn dev(&self) -> u64 {
         self.dev
+    }
+
+    /// Whether the root folder is on a local filesystem, as [`super::mmap::mappable`] decides
+    /// (so is every file on its device).
+    pub fn local(&self) -> bool {
+        self.local
     }
 
     /// The canonical path.

@@ -185,7 +185,47 @@ impl Checkpoints {
         }
         self.last_block = block;
     }
+
+    /// [`Checkpoints::see`] of the line start after each newline of `chunk` (at file offset
+    /// `pos`), the first being newline number `*newlines + 1`; updates `newlines` and
+    /// `last_newline`. The newlines of a span that can hold no checkpoint (fewer than the lines
+    /// left to the next one, all in the last line start's block) are only counted, with one
+    /// vectorised count, not visited one by one.
+    fn see_newlines(&mut self, chunk: &[u8], pos: u64, newlines: &mut u64, last_newline: &mut Option<u64>) {
+        let before = *newlines;
+        let mut at = 0;
+        while at < chunk.len() {
+            let end = (at + COUNT_SPAN).min(chunk.len());
+            let span = &chunk[at..end];
+            // The line starts after this span's newlines are within pos + at + 1 ..= pos + end.
+            let quiet = !self.list.is_empty()
+                && (pos + at as u64 + 1) / CHECKPOINT_BLOCK == self.last_block
+                && (pos + end as u64) / CHECKPOINT_BLOCK == self.last_block;
+            if quiet {
+                // `see` records a checkpoint once `since` reaches CHECKPOINT_LINES - 1.
+                let free = CHECKPOINT_LINES - 1 - self.since;
+                let count = memchr_iter(b'\n', span).count() as u64;
+                if count <= free {
+                    self.since += count;
+                    *newlines += count;
+                    at = end;
+                    continue;
+                }
+            }
+            for i in memchr_iter(b'\n', span) {
+                *newlines += 1;
+                self.see(*newlines + 1, pos + (at + i) as u64 + 1);
+            }
+            at = end;
+        }
+        if *newlines > before {
+            *last_newline = memchr::memrchr(b'\n', chunk).map(|i| pos + i as u64);
+        }
+    }
 }
+
+/// Bytes of a span whose newlines [`Checkpoints::see_newlines`] counts at once.
+const COUNT_SPAN: usize = 256;
 
 /// Incremental UTF-8 and NUL checking over chunks (a character may straddle two chunks).
 #[derive(Debug, Default)]
@@ -313,14 +353,9 @@ impl Scanner {
         }
         self.text.feed(self.pos, chunk);
         if self.text.failure.is_none() {
-            for i in memchr_iter(b'\n', chunk) {
-                let nl = self.pos + i as u64;
-                self.newlines += 1;
-                self.last_newline = Some(nl);
-                // The line after this newline is line `newlines + 1`; it is recorded even if it
-                // turns out to be past the end (dropped in `finish`).
-                self.checkpoints.see(self.newlines + 1, nl + 1);
-            }
+            // The line after each newline is line `newlines + 1`; it is recorded even if it
+            // turns out to be past the end (dropped in `finish`).
+            self.checkpoints.see_newlines(chunk, self.pos, &mut self.newlines, &mut self.last_newline);
         }
         self.pos += chunk.len() as u64;
     }
@@ -416,13 +451,8 @@ pub fn scan_parallel_until(
         let mut newlines = 0;
         let mut last_newline = None;
         if failure.is_none() {
-            for i in memchr_iter(b'\n', chunk) {
-                newlines += 1;
-                let nl = pos + i as u64;
-                last_newline = Some(nl);
-                // Part-relative numbering; made global below.
-                points.see(newlines + 1, nl + 1);
-            }
+            // Part-relative numbering; made global below.
+            points.see_newlines(chunk, pos, &mut newlines, &mut last_newline);
         }
         Part { failure, newlines, last_newline, checkpoints: points.list }
     };
@@ -1589,6 +1619,44 @@ mod tests {
         let mut bad = data.clone();
         bad[20_000_000] = 0xff;
         assert_eq!(scan_parallel(&bad).1.err(), Scanner::scan(&bad).1.err());
+    }
+
+    #[test]
+    fn counted_newlines_make_the_checkpoints_of_visited_ones() {
+        // Line lengths from 0 to ~700 bytes (runs of short lines, long lines, empty ones) over
+        // more than two checkpoint blocks, fed whole and in odd chunks.
+        let mut data = Vec::new();
+        let mut x = 12_345u64;
+        while data.len() < 2 * CHECKPOINT_BLOCK as usize + 300_000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let len = match (x >> 60) % 4 {
+                0 => 0,
+                1 => (x >> 20) as usize % 8,
+                2 => (x >> 20) as usize % 80,
+                _ => (x >> 20) as usize % 700,
+            };
+            data.extend(std::iter::repeat_n(b'a', len));
+            data.push(b'\n');
+        }
+        data.extend_from_slice(b"tail");
+        // Every newline visited, as before counting.
+        let mut visited = Checkpoints::new();
+        let mut newlines = 0u64;
+        for i in memchr_iter(b'\n', &data) {
+            newlines += 1;
+            visited.see(newlines + 1, i as u64 + 1);
+        }
+        for chunk in [data.len(), 777, 256, 255, 4096, 100_003] {
+            let mut counted = Checkpoints::new();
+            let (mut n, mut last) = (0u64, None);
+            for (k, piece) in data.chunks(chunk).enumerate() {
+                counted.see_newlines(piece, (k * chunk) as u64, &mut n, &mut last);
+            }
+            assert_eq!(n, newlines, "chunk {chunk}");
+            assert_eq!(last, memchr::memrchr(b'\n', &data).map(|i| i as u64), "chunk {chunk}");
+            assert_eq!(counted.list, visited.list, "chunk {chunk}");
+            assert_eq!((counted.since, counted.last_block), (visited.since, visited.last_block));
+        }
     }
 
     #[test]

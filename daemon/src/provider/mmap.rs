@@ -247,7 +247,7 @@ impl Drop for Mapped {
 /// Whether a file lives on a filesystem where mapping is sound and worthwhile: local ones.
 /// Network and userspace filesystems (NFS, SMB/CIFS, FUSE, 9p, Ceph, AFS, …) get positional
 /// reads: their pages can vanish or change without notice.
-pub fn mappable(file: &File) -> bool {
+pub fn mappable(file: impl std::os::fd::AsFd) -> bool {
     rustix::fs::fstatfs(file).is_ok_and(|stat| local(&stat))
 }
 

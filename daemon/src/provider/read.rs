@@ -34,6 +34,18 @@ const READ_ATTEMPTS: usize = 3;
 /// Reads a whole file with positional reads (independent of its cursor), expecting about
 /// `hint` bytes; stops at the real end of file.
 pub(super) fn read_all_at(file: &File, hint: u64) -> std::io::Result<Vec<u8>> {
+    read_whole_at(file, hint, false)
+}
+
+/// [`read_all_at`] of a file whose fingerprint the caller checks after the read (a load): a
+/// read that returns less than it asked for, ending exactly at the `size` the fingerprint
+/// holds, ends it without the read of 0 bytes that would prove the end (the fingerprint
+/// check after it proves the file is still that long).
+fn read_fingerprinted(file: &File, size: u64) -> std::io::Result<Vec<u8>> {
+    read_whole_at(file, size, true)
+}
+
+fn read_whole_at(file: &File, hint: u64, short_ends_at_hint: bool) -> std::io::Result<Vec<u8>> {
     // One byte more than expected, so that a file that grew is noticed without a second buffer;
     // only what is read into is ever zeroed (a fixed 1 MiB scratch chunk cost more than reading
     // a small file).
@@ -45,7 +57,12 @@ pub(super) fn read_all_at(file: &File, hint: u64) -> std::io::Result<Vec<u8>> {
         }
         match file.read_at(&mut bytes[len..], len as u64) {
             Ok(0) => break,
-            Ok(n) => len += n,
+            Ok(n) => {
+                len += n;
+                if short_ends_at_hint && len < bytes.len() && len as u64 == hint {
+                    break;
+                }
+            }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
@@ -128,7 +145,8 @@ impl Provider {
                 limit: self.config.max_hash_bytes,
             });
         }
-        let local = mmap::mappable(file);
+        // On the root's device the file is on the root's filesystem: no `fstatfs` to ask again.
+        let local = if meta.dev() == target.dir.dev() { target.dir.local() } else { mmap::mappable(file) };
         // Only an entry the warm path may use (trusted: hashed well after the file last
         // changed) is worth a file handle; a racy one is hashed again on its next access anyway.
         let file_kept = keep.filter(|_| version::trusted(&fingerprint, recorded_ns)).cloned();
@@ -163,7 +181,8 @@ impl Provider {
             return Ok(Some((entry, Body::Mapped(mapped))));
         }
         if len <= SMALL_FILE_BYTES {
-            let bytes = read_all_at(file, len).map_err(io)?;
+            // `entry` checks the fingerprint once the load is done.
+            let bytes = read_fingerprinted(file, len).map_err(io)?;
             let head = &bytes[..bytes.len().min(SCAN_CHUNK_BYTES)];
             if !refuse_early(target, need, head, bytes.len() as u64, file, &fingerprint)? {
                 return Ok(None);

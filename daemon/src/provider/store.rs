@@ -15,6 +15,11 @@ use super::Version;
 /// (4 MiB), so a pack is a mapping of its own, outside the heap, resident only as it fills.
 const PACK_BYTES: usize = 8 * 1024 * 1024;
 
+/// How far ahead of its fill a pack's pages are made resident, in one system call: a new pack's
+/// pages are fresh memory, and a page fault for each 4 KiB a version is copied into was an
+/// eighth of a cold read's daemon CPU. At most this much of a pack is resident and unfilled.
+const PREFAULT_BYTES: usize = 256 * 1024;
+
 /// A version at least this large keeps a buffer of its own instead of a slice of a pack: one
 /// large allocation leaves no small holes when it goes, and a buffer the caller owns (a read's
 /// or an edit's) is kept without copying it.
@@ -69,6 +74,8 @@ struct Inner {
     packs: HashMap<u64, Pack>,
     /// The pack being filled: its id and unfilled room.
     open: Option<(u64, BytesMut)>,
+    /// Bytes of the open pack's unfilled room already made resident ([`PREFAULT_BYTES`]).
+    ahead: usize,
     next_pack: u64,
     /// Bytes of stored versions.
     bytes: usize,
@@ -119,11 +126,19 @@ impl Inner {
                 let id = self.next_pack;
                 self.next_pack += 1;
                 self.packs.insert(id, Pack::default());
+                self.ahead = 0;
                 self.open.insert((id, BytesMut::with_capacity(pack_bytes.max(bytes.len()))))
             }
         };
         let id = *id;
+        if self.ahead < bytes.len() {
+            let room = open.spare_capacity_mut();
+            let ahead = bytes.len().saturating_add(PREFAULT_BYTES).min(room.len());
+            crate::memory::prefault(&mut room[..ahead]);
+            self.ahead = ahead;
+        }
         open.extend_from_slice(bytes);
+        self.ahead -= bytes.len();
         let content = open.split().freeze();
         let pack = self.packs.entry(id).or_default();
         pack.filled += bytes.len();
