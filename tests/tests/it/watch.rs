@@ -794,3 +794,50 @@ fn an_own_edit_is_notified_without_hashing_the_file() {
     a.assert_no_notification(DID_CHANGE, QUIET);
     assert_eq!(hashed(&daemon), before, "the watcher hashed the file the daemon had just written");
 }
+
+/// The inode number of the spare staging inode the daemon holds in `folder`, if any: a nameless
+/// `O_TMPFILE` inode, shown by `/proc` as `{folder}/#{ino} (deleted)`.
+fn spare_in(daemon: &Daemon, folder: &Path) -> Option<u64> {
+    let fds = fs::read_dir(format!("/proc/{}/fd", daemon.pid())).ok()?;
+    fds.filter_map(|fd| fs::read_link(fd.ok()?.path()).ok()).find_map(|target| {
+        let name = target.strip_prefix(folder).ok()?.to_str()?.to_owned();
+        name.strip_prefix('#')?.strip_suffix(" (deleted)")?.parse().ok()
+    })
+}
+
+#[test]
+fn an_own_edit_through_a_spare_inode_is_notified_without_hashing_the_file() {
+    let daemon = Daemon::start(&[]);
+    let root = root_of(&daemon);
+    let file = root.join("shared.txt");
+    fs::write(&file, format!("{}the end\n", "first\n".repeat(10_000))).unwrap();
+    let (mut a, mut b) = (daemon.session(), daemon.session());
+    read(&mut a, "shared.txt");
+    read(&mut b, "shared.txt");
+    // The first edit in the folder stages as always, and leaves a spare inode made for the next.
+    edit_ok(&mut a, "shared.txt", "the end", "THE END");
+    b.next_notification(DID_CHANGE, NOTICE).expect("B is told of A's first edit");
+    read(&mut b, "shared.txt");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let spare = loop {
+        if let Some(ino) = spare_in(&daemon, &root) {
+            break ino;
+        }
+        assert!(Instant::now() < deadline, "no spare inode was made in the edited folder");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let hashed = |daemon: &Daemon| status(daemon)["hashedBytes"].as_u64().unwrap();
+    let before = hashed(&daemon);
+    let version = edit_ok(&mut a, "shared.txt", "THE END", "the very end");
+    assert_eq!(fs::metadata(&file).unwrap().ino(), spare, "the second edit landed in the spare inode");
+    let note = b.next_notification(DID_CHANGE, NOTICE).expect("B is told of A's second edit");
+    assert_eq!(note["version"], version, "{note}");
+    a.assert_no_notification(DID_CHANGE, QUIET);
+    assert_eq!(hashed(&daemon), before, "the watcher hashed the file the daemon had just written");
+    let names: Vec<String> =
+        fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(
+        names.iter().all(|name| !name.starts_with('#') && !name.contains(".filectx-")),
+        "a staging name or a spare's is left in the folder: {names:?}"
+    );
+}
