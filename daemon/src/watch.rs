@@ -12,8 +12,7 @@
 //!
 //! The daemon's own writes cost it little here (see [`crate::provider::own`]): events about the
 //! temporary files it staged are dropped on notify's thread (matched by their exact names, which
-//! only this daemon can have made; a spare inode's `#<ino>` only while no real file has that
-//! name), every other event marks its path for the provider's told
+//! only this daemon can have made), every other event marks its path for the provider's told
 //! versions, and a re-check of a path the daemon itself just replaced takes the version it wrote
 //! from one `stat` (same inode, size and times, and no event but its own rename since) instead
 //! of hashing the file. A file that keeps changing while it is re-checked (a burst of outside
@@ -33,7 +32,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::context::Files;
 use crate::context::{ObservationSink, Version};
-use crate::provider::own::{NameEvent, OwnWrites, Touch};
+use crate::provider::own::{OwnWrites, Touch};
 use crate::provider::resolve::display;
 use crate::provider::{Provider, ProviderError};
 use crate::session::Session;
@@ -518,31 +517,23 @@ impl ObservationSink for SessionSink {
     }
 }
 
-/// The paths of an event that are not the daemon's own staged files (or spare inodes), each
-/// marked for the provider's told versions (a rename onto a path lets the fingerprint decide;
-/// anything else makes the path foreign). Runs on notify's thread.
+/// The paths of an event that are not the daemon's own staged files, each marked for the
+/// provider's told versions (a rename onto a path lets the fingerprint decide; anything else
+/// makes the path foreign). Runs on notify's thread.
 fn others(own: &OwnWrites, event: notify::Event) -> Vec<PathBuf> {
-    // (from, to) of a rename: renamed away from the first, onto the last.
-    let last = event.paths.len().saturating_sub(1);
-    let name_event = |at: usize| match event.kind {
-        EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => NameEvent::Appeared,
-        EventKind::Modify(ModifyKind::Name(RenameMode::From)) | EventKind::Remove(_) => NameEvent::Gone,
-        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if at == last => NameEvent::Appeared,
-        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => NameEvent::Gone,
-        _ => NameEvent::Other,
-    };
-    let mut paths = Vec::with_capacity(event.paths.len());
-    for (at, path) in event.paths.into_iter().enumerate() {
-        if own.is_staged(&path, name_event(at)) {
-            continue;
-        }
+    let gone =
+        matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From)) | EventKind::Remove(_));
+    let mut paths = event.paths;
+    paths.retain(|path| !own.is_staged(path, gone));
+    let last = paths.len().saturating_sub(1);
+    for (at, path) in paths.iter().enumerate() {
         let touch = match event.kind {
             EventKind::Modify(ModifyKind::Name(RenameMode::To)) => Touch::RenamedOnto,
+            // (from, to): renamed away from the first, onto the last.
             EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if at == last => Touch::RenamedOnto,
             _ => Touch::Other,
         };
-        own.touched(&path, touch);
-        paths.push(path);
+        own.touched(path, touch);
     }
     paths
 }

@@ -228,7 +228,7 @@ impl Leftovers {
     }
 
     /// A name for a new temporary file for `name`, made by this process.
-    pub(super) fn temp_name(&self, name: &str) -> String {
+    fn temp_name(&self, name: &str) -> String {
         let (boot, pid, start) = match me() {
             Some(me) => (me.boot.as_str(), me.pid, me.start),
             // Without /proc the creator cannot be named; such files are never cleaned.

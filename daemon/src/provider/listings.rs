@@ -31,7 +31,6 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::beneath::Root;
 use super::grams::{CacheBytes, Grams};
-use super::own::{NameEvent, OwnWrites};
 use super::walk::{FolderHook, Listed, ns};
 
 /// Most listings kept at once.
@@ -142,14 +141,7 @@ impl State {
     }
 
     /// One inotify event.
-    fn event(
-        &mut self,
-        own: &OwnWrites,
-        number: i32,
-        mask: EventMask,
-        name: Option<&OsStr>,
-        watches: &mut Watches,
-    ) {
+    fn event(&mut self, number: i32, mask: EventMask, name: Option<&OsStr>, watches: &mut Watches) {
         if mask.contains(EventMask::Q_OVERFLOW) {
             return self.invalidate_all(watches);
         }
@@ -174,22 +166,6 @@ impl State {
                 | EventMask::IGNORED
                 | EventMask::UNMOUNT,
         ) && name.is_some();
-        // A spare staging inode's events (its `#<ino>` name, see `own`): its write, chmod and
-        // close change no listing. A real file of that name appearing or going unregisters it.
-        if let Some(path) = &path
-            && name.is_some_and(|name| name.as_encoded_bytes().starts_with(b"#"))
-        {
-            let what = if mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
-                NameEvent::Appeared
-            } else if mask.intersects(EventMask::DELETE | EventMask::MOVED_FROM) {
-                NameEvent::Gone
-            } else {
-                NameEvent::Other
-            };
-            if own.is_spare(path, what) && content {
-                return;
-            }
-        }
         let users: Vec<(u64, Role)> = watched.users.iter().map(|(id, role)| (*id, role.clone())).collect();
         for (id, role) in users {
             if let (Role::OnTheWay(next), Some(name)) = (&role, name)
@@ -229,8 +205,6 @@ struct Watcher {
 /// The warm listings (see the module documentation).
 pub struct Listings {
     state: Arc<Mutex<State>>,
-    /// The daemon's own writes (a spare inode's events are not a change).
-    own: Arc<OwnWrites>,
     max_bytes: usize,
     /// Started at the first walk that may be kept; `None` inside: inotify is unavailable.
     watcher: OnceLock<Option<Watcher>>,
@@ -335,7 +309,7 @@ fn cost(key: &Key, files: &[Listed], folders: usize) -> usize {
 }
 
 /// Reads the events of `inotify` for the listings in `state` until they are gone.
-fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>, own: Arc<OwnWrites>) {
+fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>) {
     let mut buffer = vec![0u8; 64 << 10];
     let mut watches = inotify.watches();
     loop {
@@ -350,13 +324,7 @@ fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>, own: Arc<OwnWrit
             Ok(events) => {
                 let mut state = lock(&state);
                 for event in events {
-                    state.event(
-                        &own,
-                        event.wd.get_watch_descriptor_id(),
-                        event.mask,
-                        event.name,
-                        &mut watches,
-                    );
+                    state.event(event.wd.get_watch_descriptor_id(), event.mask, event.name, &mut watches);
                 }
             }
             Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -370,11 +338,10 @@ fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>, own: Arc<OwnWrit
 }
 
 impl Listings {
-    /// No listings; at most `max_bytes` kept (0: none, every search walks cold). `own`: the
-    /// daemon's own writes.
-    pub fn new(max_bytes: usize, own: Arc<OwnWrites>) -> Self {
+    /// No listings; at most `max_bytes` kept (0: none, every search walks cold).
+    pub fn new(max_bytes: usize) -> Self {
         let state = State { cache: Arc::new(CacheBytes::new(max_bytes)), ..State::default() };
-        Self { state: Arc::new(Mutex::new(state)), own, max_bytes, watcher: OnceLock::new() }
+        Self { state: Arc::new(Mutex::new(state)), max_bytes, watcher: OnceLock::new() }
     }
 
     /// Listings kept and their bytes (with their filters').
@@ -391,10 +358,10 @@ impl Listings {
                     .map_err(|err| tracing::warn!(%err, "no inotify: searches walk cold"))
                     .ok()?;
                 let watches = inotify.watches();
-                let (state, own) = (Arc::downgrade(&self.state), Arc::clone(&self.own));
+                let state = Arc::downgrade(&self.state);
                 std::thread::Builder::new()
                     .name("filectx-listings".into())
-                    .spawn(move || read_events(inotify, state, own))
+                    .spawn(move || read_events(inotify, state))
                     .map_err(|err| tracing::warn!(%err, "no listing thread: searches walk cold"))
                     .ok()?;
                 Some(Watcher { watches })
@@ -750,23 +717,6 @@ mod tests {
         std::fs::write(root.join("c/x.rs"), "changed").unwrap();
         tree.settle("a");
         assert_eq!(tree.warm.cached_listings().0, 1, "nothing that can change the listing happened");
-        // Nor does a spare staging inode made, written to and dropped in the listed folder (its
-        // events carry its `#<ino>` name).
-        let folder = root.join("a");
-        let open = || tree.root.open_dir(Path::new("a")).unwrap();
-        tree.warm.spares.want(open(), &folder);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let spare = loop {
-            if let Some(spare) = tree.warm.spares.take(&open(), &folder) {
-                break spare;
-            }
-            assert!(Instant::now() < deadline, "no spare was made");
-            std::thread::sleep(Duration::from_millis(2));
-        };
-        std::io::Write::write_all(&mut &spare.file, b"written, then dropped").unwrap();
-        drop(spare);
-        tree.settle("a");
-        assert_eq!(tree.warm.cached_listings().0, 1, "a spare inode's events dropped the listing");
         // An ignore file on the way does.
         std::fs::write(root.join(".ignore"), "*.txt\n").unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -32,7 +32,6 @@ mod prepared;
 mod read;
 pub mod resolve;
 mod snapshot;
-mod spare;
 pub mod store;
 mod strategies;
 pub mod version;
@@ -74,26 +73,22 @@ pub struct Provider {
     /// Warm listings of searched folders (see [`listings`]).
     listings: Listings,
     /// The daemon's own writes, for the watcher (see [`own`]).
-    own: Arc<OwnWrites>,
-    /// Spare staging inodes, made off the request's path (see [`spare`]).
-    spares: self::spare::Spares,
+    own: OwnWrites,
 }
 
 impl Provider {
     /// A provider with an empty cache.
     pub fn new(config: ProviderConfig) -> Self {
-        let own = Arc::new(OwnWrites::default());
         Self {
             map_budget: MapBudget::new(config.max_mapped_bytes),
             leftovers: Leftovers::new(config.staging_token.clone()),
             store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
-            listings: Listings::new(config.max_search_cache_bytes, Arc::clone(&own)),
-            spares: self::spare::Spares::new(Arc::clone(&own)),
+            listings: Listings::new(config.max_search_cache_bytes),
             config,
             cache: Mutex::default(),
             locks: PathLocks::default(),
             hashed: AtomicU64::new(0),
-            own,
+            own: OwnWrites::default(),
         }
     }
 

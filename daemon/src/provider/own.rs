@@ -5,12 +5,6 @@
 //!   An event about one of them is the daemon's own staging, never a real file's: a path is
 //!   only ever matched when this process made that very name (`O_EXCL`, with 128 random bits
 //!   in it), so a file whose name merely looks like a staging name is never taken for one.
-//! - **Spare inodes:** a spare staging inode (see [`spare`](super::spare)) is an `O_TMPFILE`
-//!   inode, nameless until the edit links it; the kernel reports its events in its folder under
-//!   `#<inode number>`, a name anyone could also give a real file. Such a name is taken for the
-//!   daemon's only from its registration on (made right after the inode, then checked absent
-//!   from the folder) until a real name of that spelling appears (created or renamed there: its
-//!   event unregisters it, before any later event of that file) or it expires.
 //! - **Told versions:** before each atomic replace (or create) by rename, the path is marked
 //!   *expected*; once the rename is done, the stat fingerprint of the inode renamed there and
 //!   the version of its bytes are recorded. Any event about the path other than the rename's
@@ -59,9 +53,8 @@ struct Told {
 
 #[derive(Debug, Default)]
 struct Staged {
-    /// Paths of staged files → when they were staged, and whether the path is a spare inode's
-    /// `#<ino>` (else a staging name this daemon created).
-    paths: HashMap<PathBuf, (Instant, bool)>,
+    /// Paths of staged files → when they were staged.
+    paths: HashMap<PathBuf, Instant>,
     /// The same paths, oldest first (an entry may outlive its path's removal from `paths`).
     order: VecDeque<(PathBuf, Instant)>,
 }
@@ -71,17 +64,6 @@ struct Staged {
 pub struct OwnWrites {
     staged: Mutex<Staged>,
     told: Mutex<HashMap<PathBuf, Told>>,
-}
-
-/// What an event did to a name, as far as staged names are concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameEvent {
-    /// A name appeared: created, or renamed onto.
-    Appeared,
-    /// The name went away: deleted, or renamed from.
-    Gone,
-    /// Anything else: content, metadata, open, close.
-    Other,
 }
 
 /// What an event does to what the daemon told about its path.
@@ -104,24 +86,6 @@ impl OwnWrites {
 
     /// Remembers `path` as a temporary file this daemon is about to create.
     pub(super) fn stage(&self, path: PathBuf) {
-        self.remember(path, false);
-    }
-
-    /// Remembers `path` (`#<ino>` in its folder) as the name the kernel gives the events of a
-    /// spare inode this daemon just made (see the module docs).
-    pub(super) fn stage_spare(&self, path: PathBuf) {
-        self.remember(path, true);
-    }
-
-    /// Forgets a spare inode's name (a real file of that name is in the folder).
-    pub(super) fn unstage_spare(&self, path: &Path) {
-        let mut staged = self.staged();
-        if staged.paths.get(path).is_some_and(|(_, spare)| *spare) {
-            staged.paths.remove(path);
-        }
-    }
-
-    fn remember(&self, path: PathBuf, spare: bool) {
         let now = Instant::now();
         let mut staged = self.staged();
         while let Some((old, at)) = staged.order.front()
@@ -129,46 +93,31 @@ impl OwnWrites {
         {
             let (old, at) = (old.clone(), *at);
             staged.order.pop_front();
-            if staged.paths.get(&old).is_some_and(|(when, _)| *when == at) {
+            if staged.paths.get(&old) == Some(&at) {
                 staged.paths.remove(&old);
             }
         }
-        staged.paths.insert(path.clone(), (now, spare));
+        staged.paths.insert(path.clone(), now);
         staged.order.push_back((path, now));
     }
 
-    /// Whether `path` is a temporary file this daemon staged (recently), or a spare inode's
-    /// name. `event`: what the event did to the name. A staging name that went away (renamed
-    /// from, deleted) is no longer the daemon's after this event; a spare inode never appears
-    /// or goes under its `#<ino>` name, so such an event is a real file's, and the name is
-    /// anyone's from then on.
-    pub fn is_staged(&self, path: &Path, event: NameEvent) -> bool {
+    /// Whether `path` is a temporary file this daemon staged (recently). `gone`: the event
+    /// took the name away (renamed from, deleted), after which the name is no longer the
+    /// daemon's.
+    pub fn is_staged(&self, path: &Path, gone: bool) -> bool {
         let mut staged = self.staged();
         if staged.paths.is_empty() {
             return false;
         }
-        let Some((at, spare)) = staged.paths.get(path).copied() else { return false };
+        let Some(at) = staged.paths.get(path).copied() else { return false };
         if at.elapsed() > STAGED_FOR {
             staged.paths.remove(path);
             return false;
         }
-        match (spare, event) {
-            (false, NameEvent::Gone) | (true, NameEvent::Appeared | NameEvent::Gone) => {
-                staged.paths.remove(path);
-                !spare
-            }
-            _ => true,
+        if gone {
+            staged.paths.remove(path);
         }
-    }
-
-    /// Whether `path` is a spare inode's name (see [`OwnWrites::is_staged`]), for a reader of
-    /// events other than the watcher's (it leaves staging names to the watcher).
-    pub fn is_spare(&self, path: &Path, event: NameEvent) -> bool {
-        let spare = {
-            let staged = self.staged();
-            staged.paths.get(path).is_some_and(|(_, spare)| *spare)
-        };
-        spare && self.is_staged(path, event)
+        true
     }
 
     /// Marks `path` as about to be replaced by this daemon's rename (call before renaming).
@@ -344,42 +293,19 @@ mod tests {
         let own = OwnWrites::default();
         let staged = PathBuf::from("/r/.a.txt.filectx-0123456789abcdef-deadbeef-1-2-00ff.tmp");
         let lookalike = PathBuf::from("/r/.a.txt.filectx-0123456789abcdef-deadbeef-1-2-00fe.tmp");
-        assert!(!own.is_staged(&staged, NameEvent::Other));
+        assert!(!own.is_staged(&staged, false));
         own.stage(staged.clone());
-        assert!(own.is_staged(&staged, NameEvent::Other));
-        assert!(!own.is_staged(&lookalike, NameEvent::Other), "the same pattern is not the same name");
-        assert!(!own.is_staged(Path::new("/r/a.txt"), NameEvent::Other));
-        assert!(own.is_staged(&staged, NameEvent::Gone), "its rename away is still its own event");
-        assert!(!own.is_staged(&staged, NameEvent::Other), "after that, the name is anyone's");
+        assert!(own.is_staged(&staged, false));
+        assert!(!own.is_staged(&lookalike, false), "the same pattern is not the same name");
+        assert!(!own.is_staged(Path::new("/r/a.txt"), false));
+        assert!(own.is_staged(&staged, true), "its rename away is still its own event");
+        assert!(!own.is_staged(&staged, false), "after that, the name is anyone's");
         // Bounded: the oldest names go first.
         for n in 0..MAX_STAGED + 10 {
             own.stage(PathBuf::from(format!("/r/.t{n}.tmp")));
         }
-        assert!(!own.is_staged(Path::new("/r/.t0.tmp"), NameEvent::Other));
-        assert!(own.is_staged(Path::new(&format!("/r/.t{}.tmp", MAX_STAGED + 9)), NameEvent::Other));
+        assert!(!own.is_staged(Path::new("/r/.t0.tmp"), false));
+        assert!(own.is_staged(Path::new(&format!("/r/.t{}.tmp", MAX_STAGED + 9)), false));
         assert!(own.staged().paths.len() <= MAX_STAGED);
-    }
-
-    #[test]
-    fn a_spare_inodes_name_is_the_daemons_until_a_real_file_takes_it() {
-        let own = OwnWrites::default();
-        let spare = PathBuf::from("/r/#1234");
-        own.stage_spare(spare.clone());
-        assert!(own.is_staged(&spare, NameEvent::Other), "its write, chmod and close");
-        assert!(own.is_spare(&spare, NameEvent::Other), "the listings' reader asks too");
-        assert!(own.is_staged(&spare, NameEvent::Other), "and asking removed nothing");
-        assert!(!own.is_staged(&spare, NameEvent::Appeared), "a real file of that name was created");
-        assert!(!own.is_staged(&spare, NameEvent::Other), "its changes are reported from then on");
-        own.stage_spare(spare.clone());
-        assert!(!own.is_spare(&spare, NameEvent::Gone), "a real file of that name went away");
-        assert!(!own.is_staged(&spare, NameEvent::Other));
-        own.stage_spare(spare.clone());
-        own.unstage_spare(&spare);
-        assert!(!own.is_staged(&spare, NameEvent::Other), "unstaged: a real file was found there");
-        let named = PathBuf::from("/r/.a.txt.filectx-0123456789abcdef-deadbeef-1-2-00ff.tmp");
-        own.stage(named.clone());
-        own.unstage_spare(&named);
-        assert!(!own.is_spare(&named, NameEvent::Gone), "a staging name is not a spare's");
-        assert!(own.is_staged(&named, NameEvent::Other), "and is left to the watcher");
     }
 }

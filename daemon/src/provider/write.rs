@@ -386,9 +386,7 @@ impl Provider {
 
     /// Writes `bytes` to a new temporary file in `dir` (created exclusively, mode 0600, under
     /// a name nobody can guess) and syncs it; gives it `mode` (and the owner of `like`) on the
-    /// descriptor once its content is complete. The caller moves it in place. A spare inode
-    /// made for this folder (see [`spare`](super::spare)) is filled instead and linked under
-    /// the temporary name only once complete.
+    /// descriptor once its content is complete. The caller moves it in place.
     fn stage(
         &self,
         dir: &OwnedFd,
@@ -400,74 +398,52 @@ impl Provider {
     ) -> Result<(String, File), ProviderError> {
         self.leftovers.clean_once(dir, dir_path);
         let name = target.rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if let Some(spare) = self.spares.take(dir, dir_path) {
-            let mut file = spare.file;
-            crash_point!("provider::stage::created");
-            if let Err(e) = self.fill(&mut file, bytes, mode, like) {
-                super::closer::close_later(file);
-                return Err(io_error(&target.display, "write", e));
-            }
-            loop {
-                let temp = self.leftovers.temp_name(&name);
-                self.own.stage(dir_path.join(&temp));
-                match self.spares.link(&file, dir, &temp) {
-                    Ok(()) => return Ok((temp, file)),
-                    Err(rustix::io::Errno::EXIST) => continue,
-                    // Staged as before (which meets any real trouble, e.g. a full folder, again).
-                    Err(_) => {
-                        super::closer::close_later(file);
-                        break;
-                    }
-                }
-            }
-        }
         let (temp, mut file) = self
             .leftovers
             .create(dir, &name, &|temp| self.own.stage(dir_path.join(temp)))
             .map_err(|e| io_error(&target.display, "create a temporary file for", e))?;
         crash_point!("provider::stage::created");
-        if let Err(e) = self.fill(&mut file, bytes, mode, like) {
+        let staged = (|| -> std::io::Result<()> {
+            // Tests: a full disk while the temporary file is written (FILECTX_FAILPOINTS).
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("provider::stage::write", |_| Err(std::io::Error::from_raw_os_error(
+                libc::ENOSPC
+            )));
+            // Two writes only when a test armed the crash points (one to die between).
+            #[cfg(feature = "failpoints")]
+            let bytes = if leftovers::armed() {
+                let (head, tail) = bytes.split_at(bytes.len() / 2);
+                file.write_all(head)?;
+                crash_point!("provider::stage::half_written");
+                tail
+            } else {
+                bytes
+            };
+            file.write_all(bytes)?;
+            if self.config.fsync {
+                file.sync_data()?;
+            }
+            if let Some(meta) = like
+                && (meta.uid(), meta.gid()) != *OWNER
+            {
+                // Only root (or the owner, for the group) may do this; keep going if refused.
+                let _ = rustix::fs::fchown(
+                    &file,
+                    Some(rustix::fs::Uid::from_raw(meta.uid())),
+                    Some(rustix::fs::Gid::from_raw(meta.gid())),
+                );
+            }
+            // The final mode only now that the content is complete (after fchown, which may
+            // clear set-id bits).
+            rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))?;
+            crash_point!("provider::stage::written");
+            Ok(())
+        })();
+        if let Err(e) = staged {
             let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
             return Err(io_error(&target.display, "write", e));
         }
         Ok((temp, file))
-    }
-
-    /// Writes `bytes` into the new (empty) staging file, syncs it, then gives it the owner of
-    /// `like` (where the daemon may) and `mode`.
-    fn fill(&self, file: &mut File, bytes: &[u8], mode: u32, like: Option<&Metadata>) -> std::io::Result<()> {
-        // Tests: a full disk while the temporary file is written (FILECTX_FAILPOINTS).
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("provider::stage::write", |_| Err(std::io::Error::from_raw_os_error(libc::ENOSPC)));
-        // Two writes only when a test armed the crash points (one to die between).
-        #[cfg(feature = "failpoints")]
-        let bytes = if leftovers::armed() {
-            let (head, tail) = bytes.split_at(bytes.len() / 2);
-            file.write_all(head)?;
-            crash_point!("provider::stage::half_written");
-            tail
-        } else {
-            bytes
-        };
-        file.write_all(bytes)?;
-        if self.config.fsync {
-            file.sync_data()?;
-        }
-        if let Some(meta) = like
-            && (meta.uid(), meta.gid()) != *OWNER
-        {
-            // Only root (or the owner, for the group) may do this; keep going if refused.
-            let _ = rustix::fs::fchown(
-                &*file,
-                Some(rustix::fs::Uid::from_raw(meta.uid())),
-                Some(rustix::fs::Gid::from_raw(meta.gid())),
-            );
-        }
-        // The final mode only now that the content is complete (after fchown, which may
-        // clear set-id bits).
-        rustix::fs::fchmod(&*file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))?;
-        crash_point!("provider::stage::written");
-        Ok(())
     }
 
     /// Replaces an existing (locked) file's content: atomically by rename, or in place (under
@@ -532,8 +508,6 @@ impl Provider {
         };
         crash_point!("provider::replace::renamed");
         self.sync_dir(&dir, target)?;
-        // The folder's next write finds its staging inode made.
-        self.spares.want(dir, dir_path);
         Ok(landed)
     }
 
