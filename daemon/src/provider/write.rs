@@ -316,8 +316,14 @@ impl Provider {
         }
         let bytes = read_all_at(&locked.file, size).map_err(|e| io_error(&target.display, "read", e))?;
         // The version first (a stale edit is reported as stale whatever else is wrong), then
-        // whether the bytes are text; an edit needs no line index.
-        let current = Version::of(&bytes);
+        // whether the bytes are text; an edit needs no line index. Bytes equal to those the
+        // store keeps for `expected` (the session's read or its last write put them there; the
+        // store's bytes of a version are the very bytes hashed to it) are that version without
+        // hashing them again; anything else is hashed.
+        let current = match self.store.get(&expected) {
+            Some(stored) if stored[..] == bytes[..] => expected,
+            _ => Version::of(&bytes),
+        };
         if current != expected {
             return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
         }
@@ -716,6 +722,44 @@ mod tests {
         std::fs::write(root.join("c.txt"), &big).unwrap();
         assert!(provider.edit_at_once(&target, &change, Version::of(big.as_bytes())).is_none());
         assert_eq!(std::fs::read(root.join("c.txt")).unwrap(), big.as_bytes(), "nothing written");
+    }
+
+    #[test]
+    fn the_version_check_takes_stored_bytes_only_when_they_are_the_files() {
+        let (_dir, root, provider) = setup(false);
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        let seen = b"alpha beta gamma\n";
+        std::fs::write(root.join("a.txt"), seen).unwrap();
+        let expected = Version::of(seen);
+        provider.store().put(expected, Cow::Borrowed(seen));
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let change = Replacement::new("beta", "BETA", false).unwrap();
+        // Changed outside to other bytes of the same size: stale, with the version of what is
+        // there now, though the store keeps the bytes of the expected version.
+        let outside = b"alpha beta GAMMA\n";
+        std::fs::write(root.join("a.txt"), outside).unwrap();
+        let stale = provider.edit(&target, &change, expected);
+        assert!(
+            matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == Version::of(outside))
+        );
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), outside, "nothing written");
+        // Stored bytes of another version than the expected one prove nothing either.
+        provider.store().put(Version::of(outside), Cow::Borrowed(outside));
+        let stale = provider.edit(&target, &change, expected);
+        assert!(
+            matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == Version::of(outside))
+        );
+        // Back to the stored bytes: the edit goes ahead (at once too, once the folder is clean).
+        std::fs::write(root.join("a.txt"), seen).unwrap();
+        let made = provider.edit(&target, &change, expected).unwrap();
+        assert_eq!(made.version, Version::of(b"alpha BETA gamma\n"));
+        provider.store().put(made.version, Cow::Borrowed(b"alpha BETA gamma\n"));
+        let again = Replacement::new("gamma", "G", false).unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let made = provider.edit_at_once(&target, &again, made.version).unwrap().unwrap();
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"alpha BETA G\n");
+        assert_eq!(made.version, Version::of(b"alpha BETA G\n"));
     }
 
     #[test]
