@@ -374,12 +374,19 @@ impl Provider {
         version
     }
 
-    /// The folder `target` lives in, opened beneath its root, with the target's own name.
+    /// The folder `target` lives in, opened beneath its root, with the target's own name. Only
+    /// as a base of `*at` calls (`O_PATH`: opening it is no event for the folder's watchers)
+    /// unless it is to be synced.
     fn parent_of<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
         let name = file_name(target)?;
         let parent = target.rel.parent().unwrap_or(Path::new(""));
-        let dir =
-            target.dir.open_dir(parent).map_err(|e| io_error(&target.display, "open the folder of", e))?;
+        let dir = if self.config.fsync {
+            target.dir.open_dir(parent)
+        } else {
+            let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY;
+            target.dir.open(parent, flags, rustix::fs::Mode::empty())
+        };
+        let dir = dir.map_err(|e| io_error(&target.display, "open the folder of", e))?;
         Ok((dir, name))
     }
 
