@@ -770,6 +770,27 @@ mod tests {
     }
 
     #[test]
+    fn without_fsync_the_first_replace_in_a_folder_still_removes_leftovers() {
+        // The folder is then opened O_PATH: the leftovers' listing opens it for reading itself.
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let token = "0123456789abcdef";
+        let config = ProviderConfig { fsync: false, staging_token: Some(token.into()), ..Default::default() };
+        let provider = Provider::new(config);
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        // Left by a daemon that is gone (no process has that pid).
+        let leftover = format!(".a.txt.filectx-{token}-00000000-2147483646-1-{}.tmp", "0".repeat(32));
+        std::fs::write(root.join(&leftover), "half").unwrap();
+        std::fs::write(root.join("a.txt"), "one two\n").unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let change = Replacement::new("one", "1", false).unwrap();
+        provider.edit(&target, &change, Version::of(b"one two\n")).unwrap();
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"1 two\n");
+        assert!(!root.join(&leftover).exists(), "the leftover was not removed");
+    }
+
+    #[test]
     fn with_fsync_an_edit_is_never_made_at_once() {
         let (_dir, root, provider) = setup(true);
         let roots = [RootDir::new(&root, None).unwrap()];
