@@ -259,48 +259,56 @@ pub struct Region {
 
 /// The first edited places of `text` (a new version without BOM), from the byte ranges of
 /// the first replacements (in order): each widened by two lines of context, neighbours merged,
-/// at most three regions.
+/// at most three regions. Costs the text up to the last region, not the whole file: lines are
+/// counted up to each place, and a region's first line is found back from its place.
 pub fn regions(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<Region> {
     let bytes = text.as_bytes();
-    let total = memchr::memchr_iter(b'\n', bytes).count() as u64
-        + u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
-    if total == 0 {
+    if bytes.is_empty() {
         return Vec::new();
     }
-    // 0-based line ranges (inclusive) of each span, one forward pass.
-    let (mut line, mut at) = (0u64, 0usize);
+    // The start of the line holding byte `at`.
+    let line_start = |at: usize| memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |n| n + 1);
+    // 0-based line of each span's first and last byte (a place past the end is on the last
+    // line), counted in one forward pass.
+    let (mut line, mut counted) = (0u64, 0usize);
     let mut line_of = |offset: usize| {
-        line += memchr::memchr_iter(b'\n', &bytes[at..offset]).count() as u64;
-        at = offset;
+        let offset = offset.min(bytes.len() - 1);
+        if offset > counted {
+            line += memchr::memchr_iter(b'\n', &bytes[counted..offset]).count() as u64;
+            counted = offset;
+        }
         line
     };
-    let mut ranges: Vec<(u64, u64, u64)> = Vec::new();
+    // (first line, last line without the clamp to the text's end, replacements, the first
+    // line's start).
+    let mut ranges: Vec<(u64, u64, u64, usize)> = Vec::new();
     for span in spans {
         let first = line_of(span.start);
         let last = if span.end > span.start { line_of(span.end - 1) } else { first };
-        let (first, last) = (first.min(total - 1), last.min(total - 1));
         let lo = first.saturating_sub(REGION_CONTEXT);
-        let hi = (last + REGION_CONTEXT).min(total - 1);
+        let hi = last + REGION_CONTEXT;
         let full = ranges.len() == MAX_REGIONS;
         match ranges.last_mut() {
-            Some((_, end, count)) if lo <= *end + 1 => {
+            Some((_, end, count, _)) if lo <= *end + 1 => {
                 *end = (*end).max(hi);
                 *count += 1;
             }
             _ if full => break,
-            _ => ranges.push((lo, hi, 1)),
+            _ => {
+                let mut start = line_start(span.start.min(bytes.len() - 1));
+                for _ in lo..first {
+                    start = line_start(start - 1);
+                }
+                ranges.push((lo, hi, 1, start));
+            }
         }
     }
-    // The lines, another forward pass.
+    // The lines: a line exists while its start is before the end of the text.
     let mut out = Vec::with_capacity(ranges.len());
-    let (mut line, mut at) = (0u64, 0usize);
-    for (lo, hi, replacements) in ranges {
-        while line < lo {
-            at = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n + 1);
-            line += 1;
-        }
+    for (lo, hi, replacements, mut at) in ranges {
         let mut lines = Vec::new();
-        while line <= hi && lines.len() < REGION_MAX_LINES {
+        let mut line = lo;
+        while line <= hi && at < bytes.len() && lines.len() < REGION_MAX_LINES {
             let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n);
             let raw = &text[at..end];
             let raw = raw.strip_suffix('\r').unwrap_or(raw);
@@ -311,7 +319,7 @@ pub fn regions(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<Region> {
             at = (end + 1).min(bytes.len());
             line += 1;
         }
-        out.push(Region { start_line: lo + 1, cut: line <= hi, lines, replacements });
+        out.push(Region { start_line: lo + 1, cut: line <= hi && at < bytes.len(), lines, replacements });
     }
     out
 }
@@ -409,5 +417,95 @@ mod tests {
             shown,
             [Region { start_line: 1, lines: vec!["a".into(), "b".into()], cut: false, replacements: 1 }]
         );
+    }
+
+    /// The first edited places (the way before: every line counted and skipped one by one) of `text` (a new version without BOM), from the byte ranges of
+    /// the first replacements (in order): each widened by two lines of context, neighbours merged,
+    /// at most three regions.
+    fn regions_by_counting_every_line(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<Region> {
+        let bytes = text.as_bytes();
+        let total = memchr::memchr_iter(b'\n', bytes).count() as u64
+            + u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
+        if total == 0 {
+            return Vec::new();
+        }
+        // 0-based line ranges (inclusive) of each span, one forward pass.
+        let (mut line, mut at) = (0u64, 0usize);
+        let mut line_of = |offset: usize| {
+            line += memchr::memchr_iter(b'\n', &bytes[at..offset]).count() as u64;
+            at = offset;
+            line
+        };
+        let mut ranges: Vec<(u64, u64, u64)> = Vec::new();
+        for span in spans {
+            let first = line_of(span.start);
+            let last = if span.end > span.start { line_of(span.end - 1) } else { first };
+            let (first, last) = (first.min(total - 1), last.min(total - 1));
+            let lo = first.saturating_sub(REGION_CONTEXT);
+            let hi = (last + REGION_CONTEXT).min(total - 1);
+            let full = ranges.len() == MAX_REGIONS;
+            match ranges.last_mut() {
+                Some((_, end, count)) if lo <= *end + 1 => {
+                    *end = (*end).max(hi);
+                    *count += 1;
+                }
+                _ if full => break,
+                _ => ranges.push((lo, hi, 1)),
+            }
+        }
+        // The lines, another forward pass.
+        let mut out = Vec::with_capacity(ranges.len());
+        let (mut line, mut at) = (0u64, 0usize);
+        for (lo, hi, replacements) in ranges {
+            while line < lo {
+                at = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n + 1);
+                line += 1;
+            }
+            let mut lines = Vec::new();
+            while line <= hi && lines.len() < REGION_MAX_LINES {
+                let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n);
+                let raw = &text[at..end];
+                let raw = raw.strip_suffix('\r').unwrap_or(raw);
+                lines.push(match raw.char_indices().nth(REGION_LINE_MAX_CHARS) {
+                    Some((cut, _)) => format!("{}…", &raw[..cut]),
+                    None => raw.to_owned(),
+                });
+                at = (end + 1).min(bytes.len());
+                line += 1;
+            }
+            out.push(Region { start_line: lo + 1, cut: line <= hi, lines, replacements });
+        }
+        out
+    }
+
+    #[test]
+    fn regions_are_those_of_every_line_counted() {
+        use proptest::prelude::*;
+        let line = prop_oneof![Just(""), Just("x"), Just("ab c"), Just("é\r"), Just("  yy")];
+        let text = proptest::collection::vec(line, 0..40).prop_map(|lines| lines.join("\n"));
+        let case = (text, any::<bool>(), proptest::collection::vec((0usize..400, 0usize..30), 0..8));
+        proptest!(|((text, newline, raw) in case)| {
+            let text = if newline { format!("{text}\n") } else { text };
+            let len = text.len();
+            let mut spans: Vec<std::ops::Range<usize>> = raw
+                .into_iter()
+                .map(|(at, n)| {
+                    let at = at.min(len);
+                    at..(at + n).min(len)
+                })
+                .filter(|r| text.is_char_boundary(r.start) && text.is_char_boundary(r.end))
+                .collect();
+            spans.sort_by_key(|r| r.start);
+            // Replacements do not overlap.
+            let mut from = 0;
+            spans.retain(|r| {
+                let keep = r.start >= from;
+                if keep {
+                    from = r.end.max(r.start + 1);
+                }
+                keep
+            });
+            prop_assert_eq!(regions(&text, &spans), regions_by_counting_every_line(&text, &spans));
+        });
     }
 }

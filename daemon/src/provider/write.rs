@@ -316,8 +316,14 @@ impl Provider {
         }
         let bytes = read_all_at(&locked.file, size).map_err(|e| io_error(&target.display, "read", e))?;
         // The version first (a stale edit is reported as stale whatever else is wrong), then
-        // whether the bytes are text; an edit needs no line index.
-        let current = Version::of(&bytes);
+        // whether the bytes are text; an edit needs no line index. Bytes equal to those the
+        // store keeps for `expected` (the session's read or its last write put them there; the
+        // store's bytes of a version are the very bytes hashed to it) are that version without
+        // hashing them again; anything else is hashed.
+        let current = match self.store.get(&expected) {
+            Some(stored) if stored[..] == bytes[..] => expected,
+            _ => Version::of(&bytes),
+        };
         if current != expected {
             return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
         }
@@ -368,12 +374,19 @@ impl Provider {
         version
     }
 
-    /// The folder `target` lives in, opened beneath its root, with the target's own name.
+    /// The folder `target` lives in, opened beneath its root, with the target's own name. Only
+    /// as a base of `*at` calls (`O_PATH`: opening it is no event for the folder's watchers)
+    /// unless it is to be synced.
     fn parent_of<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
         let name = file_name(target)?;
         let parent = target.rel.parent().unwrap_or(Path::new(""));
-        let dir =
-            target.dir.open_dir(parent).map_err(|e| io_error(&target.display, "open the folder of", e))?;
+        let dir = if self.config.fsync {
+            target.dir.open_dir(parent)
+        } else {
+            let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY;
+            target.dir.open(parent, flags, rustix::fs::Mode::empty())
+        };
+        let dir = dir.map_err(|e| io_error(&target.display, "open the folder of", e))?;
         Ok((dir, name))
     }
 
@@ -716,6 +729,65 @@ mod tests {
         std::fs::write(root.join("c.txt"), &big).unwrap();
         assert!(provider.edit_at_once(&target, &change, Version::of(big.as_bytes())).is_none());
         assert_eq!(std::fs::read(root.join("c.txt")).unwrap(), big.as_bytes(), "nothing written");
+    }
+
+    #[test]
+    fn the_version_check_takes_stored_bytes_only_when_they_are_the_files() {
+        let (_dir, root, provider) = setup(false);
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        let seen = b"alpha beta gamma\n";
+        std::fs::write(root.join("a.txt"), seen).unwrap();
+        let expected = Version::of(seen);
+        provider.store().put(expected, Cow::Borrowed(seen));
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let change = Replacement::new("beta", "BETA", false).unwrap();
+        // Changed outside to other bytes of the same size: stale, with the version of what is
+        // there now, though the store keeps the bytes of the expected version.
+        let outside = b"alpha beta GAMMA\n";
+        std::fs::write(root.join("a.txt"), outside).unwrap();
+        let stale = provider.edit(&target, &change, expected);
+        assert!(
+            matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == Version::of(outside))
+        );
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), outside, "nothing written");
+        // Stored bytes of another version than the expected one prove nothing either.
+        provider.store().put(Version::of(outside), Cow::Borrowed(outside));
+        let stale = provider.edit(&target, &change, expected);
+        assert!(
+            matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == Version::of(outside))
+        );
+        // Back to the stored bytes: the edit goes ahead (at once too, once the folder is clean).
+        std::fs::write(root.join("a.txt"), seen).unwrap();
+        let made = provider.edit(&target, &change, expected).unwrap();
+        assert_eq!(made.version, Version::of(b"alpha BETA gamma\n"));
+        provider.store().put(made.version, Cow::Borrowed(b"alpha BETA gamma\n"));
+        let again = Replacement::new("gamma", "G", false).unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let made = provider.edit_at_once(&target, &again, made.version).unwrap().unwrap();
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"alpha BETA G\n");
+        assert_eq!(made.version, Version::of(b"alpha BETA G\n"));
+    }
+
+    #[test]
+    fn without_fsync_the_first_replace_in_a_folder_still_removes_leftovers() {
+        // The folder is then opened O_PATH: the leftovers' listing opens it for reading itself.
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let token = "0123456789abcdef";
+        let config = ProviderConfig { fsync: false, staging_token: Some(token.into()), ..Default::default() };
+        let provider = Provider::new(config);
+        let roots = [RootDir::new(&root, None).unwrap()];
+        let scope = Scope { roots: &roots, cwd: &root };
+        // Left by a daemon that is gone (no process has that pid).
+        let leftover = format!(".a.txt.filectx-{token}-00000000-2147483646-1-{}.tmp", "0".repeat(32));
+        std::fs::write(root.join(&leftover), "half").unwrap();
+        std::fs::write(root.join("a.txt"), "one two\n").unwrap();
+        let target = provider.resolve("a.txt", scope).unwrap();
+        let change = Replacement::new("one", "1", false).unwrap();
+        provider.edit(&target, &change, Version::of(b"one two\n")).unwrap();
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"1 two\n");
+        assert!(!root.join(&leftover).exists(), "the leftover was not removed");
     }
 
     #[test]
