@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
@@ -235,8 +236,7 @@ impl Provider {
         if !index.wants_ends() {
             return;
         }
-        let Ok(bytes) = super::read::read_all_at(file, index.len) else { return };
-        let Some(ends) = index.line_ends(&bytes) else { return };
+        let Some(ends) = index.read_line_ends(|buf, pos| file.read_at(buf, pos)) else { return };
         if !super::read::unchanged(file, &entry.fingerprint) {
             return;
         }

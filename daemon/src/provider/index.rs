@@ -68,6 +68,10 @@ pub const DENSE_MAX_BYTES: u64 = 512 * 1024;
 /// ... and at least this large: a window of a smaller file is cheap to cut anyway.
 pub const DENSE_MIN_BYTES: u64 = 64 * 1024;
 
+/// Bytes of a file read at a time to find its line ends ([`LineIndex::read_line_ends`]): below
+/// the allocator's threshold for a mapping of its own, and the file never held whole.
+const ENDS_CHUNK: usize = 64 * 1024;
+
 /// A text file's line structure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineIndex {
@@ -133,23 +137,55 @@ impl LineIndex {
             && self.ends().is_none()
     }
 
-    /// The line ends of `bytes`, when `bytes` are this index's file (its length, its lines and
-    /// every checkpoint agree; the caller also checks the file did not change) and every
-    /// offset fits in 32 bits.
+    /// The line ends of `bytes`, when `bytes` are this index's file (see
+    /// [`LineIndex::read_line_ends`]).
     pub fn line_ends(&self, bytes: &[u8]) -> Option<Box<[u32]>> {
         if bytes.len() as u64 != self.len {
             return None;
         }
-        let ends: Box<[u32]> =
-            memchr_iter(b'\n', bytes).map(|at| u32::try_from(at).ok()).collect::<Option<_>>()?;
+        self.read_line_ends(|buf, pos| {
+            let from = bytes.get(usize::try_from(pos).unwrap_or(usize::MAX)..).unwrap_or_default();
+            let n = buf.len().min(from.len());
+            buf[..n].copy_from_slice(&from[..n]);
+            Ok(n)
+        })
+    }
+
+    /// The line ends of this index's file, read through `read_at` (a positional read: fills
+    /// the buffer from the offset, returns how much it read) a chunk of [`ENDS_CHUNK`] bytes at
+    /// a time, so the file is never held whole; `None` unless what was read is this index's
+    /// file (its lines and every checkpoint agree, and it is as long; the caller also checks
+    /// the file did not change, nor grow) and every offset fits in 32 bits. The ends are gathered in one buffer of
+    /// exactly the index's line count.
+    pub fn read_line_ends(
+        &self,
+        mut read_at: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
+    ) -> Option<Box<[u32]>> {
+        let lines = usize::try_from(self.total_lines).ok()?;
+        let mut ends = Vec::with_capacity(lines);
+        let mut chunk = vec![0u8; ENDS_CHUNK.min(usize::try_from(self.len).ok()?)];
+        let mut pos = 0u64;
+        while pos < self.len {
+            let want = usize::try_from(self.len - pos).map_or(chunk.len(), |left| left.min(chunk.len()));
+            let n = read_at(&mut chunk[..want], pos).ok()?;
+            if n == 0 {
+                return None;
+            }
+            for at in memchr_iter(b'\n', &chunk[..n]) {
+                if ends.len() == lines {
+                    return None;
+                }
+                ends.push(u32::try_from(pos + at as u64).ok()?);
+            }
+            pos += n as u64;
+        }
         let first = if self.bom { BOM.len() as u64 } else { 0 };
         let last_line_open = self.len > first && ends.last().is_none_or(|&nl| u64::from(nl) + 1 != self.len);
-        let lines = ends.len() as u64 + u64::from(last_line_open);
-        let agree = lines == self.total_lines
+        let agree = ends.len() as u64 + u64::from(last_line_open) == self.total_lines
             && self.checkpoints.iter().all(|c| {
                 c.line < 2 || ends.get((c.line - 2) as usize).is_some_and(|&nl| u64::from(nl) + 1 == c.offset)
             });
-        agree.then_some(ends)
+        agree.then(|| ends.into_boxed_slice())
     }
 
     /// Keeps `ends` (from [`LineIndex::line_ends`]); `false` when the index already has them.
@@ -1348,6 +1384,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn line_ends_read_in_pieces_are_the_ends_of_the_whole() {
+        // Lines of 0-199 bytes over two and a half chunks, read back 1 to 7,000 bytes at a time.
+        let mut text = Vec::new();
+        for n in 0..2_000u32 {
+            text.extend(std::iter::repeat_n(b'x', (n * 37 % 200) as usize));
+            text.push(b'\n');
+        }
+        text.extend_from_slice(b"open last line");
+        assert!(text.len() > 2 * ENDS_CHUNK);
+        let index = Scanner::scan(&text).1.unwrap();
+        let whole: Vec<u32> =
+            text.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(at, _)| at as u32).collect();
+        for piece in [1usize, 7, 4096, 7_000] {
+            let ends = index.read_line_ends(|buf, pos| {
+                let from = &text[pos as usize..];
+                let n = buf.len().min(from.len()).min(piece);
+                buf[..n].copy_from_slice(&from[..n]);
+                Ok(n)
+            });
+            assert_eq!(ends.as_deref(), Some(&whole[..]), "read {piece} bytes at a time");
+        }
+        // A file that ends early, or fails to read, has no line ends.
+        assert_eq!(index.read_line_ends(|_, pos| Ok(if pos < 1000 { 10 } else { 0 })), None);
+        assert_eq!(index.read_line_ends(|_, _| Err(std::io::Error::other("gone"))), None);
     }
 
     #[test]
