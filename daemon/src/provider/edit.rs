@@ -310,18 +310,23 @@ pub fn regions(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<Region> {
         let mut line = lo;
         while line <= hi && at < bytes.len() && lines.len() < REGION_MAX_LINES {
             let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n);
-            let raw = &text[at..end];
-            let raw = raw.strip_suffix('\r').unwrap_or(raw);
-            lines.push(match raw.char_indices().nth(REGION_LINE_MAX_CHARS) {
-                Some((cut, _)) => format!("{}…", &raw[..cut]),
-                None => raw.to_owned(),
-            });
+            lines.push(region_line(&text[at..end]));
             at = (end + 1).min(bytes.len());
             line += 1;
         }
         out.push(Region { start_line: lo + 1, cut: line <= hi && at < bytes.len(), lines, replacements });
     }
     out
+}
+
+/// A region's line as the answer shows it: without its `\r`, cut at
+/// [`REGION_LINE_MAX_CHARS`] characters with an ellipsis.
+fn region_line(raw: &str) -> String {
+    let raw = raw.strip_suffix('\r').unwrap_or(raw);
+    match raw.char_indices().nth(REGION_LINE_MAX_CHARS) {
+        Some((cut, _)) => format!("{}…", &raw[..cut]),
+        None => raw.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -464,12 +469,7 @@ mod tests {
             let mut lines = Vec::new();
             while line <= hi && lines.len() < REGION_MAX_LINES {
                 let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |n| at + n);
-                let raw = &text[at..end];
-                let raw = raw.strip_suffix('\r').unwrap_or(raw);
-                lines.push(match raw.char_indices().nth(REGION_LINE_MAX_CHARS) {
-                    Some((cut, _)) => format!("{}…", &raw[..cut]),
-                    None => raw.to_owned(),
-                });
+                lines.push(region_line(&text[at..end]));
                 at = (end + 1).min(bytes.len());
                 line += 1;
             }
