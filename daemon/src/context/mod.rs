@@ -263,18 +263,21 @@ impl<'a> FileContext<'a> {
 
     /// Resolves `path` and applies the deny rules for `access` (and read-only for writes).
     fn target(&self, path: &str, access: Access) -> Result<Resolved, ContextError> {
-        self.admit(self.resolve(path)?, access)
+        let target = self.resolve(path)?;
+        self.admit(&target.rel, &target.display, access)?;
+        Ok(target)
     }
 
-    /// Applies the deny rules for `access` (and read-only for writes) to a resolved target.
-    fn admit(&self, target: Resolved, access: Access) -> Result<Resolved, ContextError> {
+    /// Applies the deny rules for `access` (and read-only for writes) to the file at `rel`
+    /// beneath its root (shown as `display`).
+    fn admit(&self, rel: &Path, display: &str, access: Access) -> Result<(), ContextError> {
         if access == Access::Write && self.read_only {
-            return Err(ContextError::ReadOnly { path: target.display });
+            return Err(ContextError::ReadOnly { path: display.to_owned() });
         }
-        if let Err(denial) = self.deny.check(&target.rel, access) {
-            return Err(ContextError::Denied { path: target.display, denial });
+        if let Err(denial) = self.deny.check(rel, access) {
+            return Err(ContextError::Denied { path: display.to_owned(), denial });
         }
-        Ok(target)
+        Ok(())
     }
 
     /// Reads the window `request` asks for and records the file's version for this session.
@@ -282,11 +285,12 @@ impl<'a> FileContext<'a> {
     /// at once, after the window is read), else as below.
     pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
         let target = match self.provider.open(path, self.scope)? {
-            Lookup::Resolved(target) => self.admit(target, Access::Read)?,
+            Lookup::Resolved(target) => {
+                self.admit(&target.rel, &target.display, Access::Read)?;
+                target
+            }
             Lookup::Opened(opened) => {
-                if let Err(denial) = self.deny.check(&opened.rel, Access::Read) {
-                    return Err(ContextError::Denied { path: opened.display, denial });
-                }
+                self.admit(&opened.rel, &opened.display, Access::Read)?;
                 match self.provider.read_opened(opened, path, request)? {
                     OpenedRead::Warm(outcome, opened) => {
                         self.observed.record(&opened.path, outcome.version, outcome.links);
