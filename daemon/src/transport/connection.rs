@@ -1271,27 +1271,29 @@ impl Conn {
             CancelEntry { conn: self, id: id.clone() }
         });
         let max_response = self.shared.config.max_frame_bytes;
-        if let Some(direct) = self.shared.direct.as_ref().filter(|_| crate::rpc::Direct::serves(&method)) {
-            // As the table's `Async` callback below, without jsonrpsee's wrapper around it.
+        // A response an async handler serialized itself, into the slot its call carries, goes
+        // out as those bytes, unparsed.
+        let prepared = |extensions: &mut Extensions| {
             let prepared = crate::rpc::Prepared::new(id.clone());
             extensions.insert(prepared.clone());
+            prepared
+        };
+        if let Some(direct) = self.shared.direct.as_ref().filter(|_| crate::rpc::Direct::serves(&method)) {
+            // As the table's `Async` callback below, without jsonrpsee's wrapper around it.
+            let slot = prepared(&mut extensions);
             let result = direct.file_read(params, extensions).await;
-            if let Ok(crate::rpc::Ready::Prepared) = result
-                && let Some(json) = prepared.take()
-            {
-                return Reply::plain(message::bounded(id, json, max_response));
-            }
-            return Reply::from_response(MethodResponse::response(id, result.into_response(), max_response));
+            return match slot.take() {
+                Some(json) if result.is_ok() => Reply::plain(message::bounded(id, json, max_response)),
+                _ => Reply::from_response(MethodResponse::response(id, result.into_response(), max_response)),
+            };
         }
         let conn_id = ConnectionId(self.conn_id);
         let response = match callback {
             MethodCallback::Sync(callback) => callback(id, params, max_response, extensions),
             MethodCallback::Async(callback) => {
-                let prepared = crate::rpc::Prepared::new(id.clone());
-                extensions.insert(prepared.clone());
+                let slot = prepared(&mut extensions);
                 let response = callback(id.clone(), params, conn_id, max_response, extensions).await;
-                // A response the handler serialized itself goes out as those bytes, unparsed.
-                match prepared.take() {
+                match slot.take() {
                     Some(json) if response.is_success() => {
                         return Reply::plain(message::bounded(id, json, max_response));
                     }
