@@ -96,7 +96,7 @@ impl Cache {
     }
 
     /// Gives `entry`, cached at `path`, the line ends `ends` of its file (see
-    /// [`LineIndex::line_ends`]), counted with the indexes' bytes; returns the entries evicted to
+    /// [`LineIndex::read_line_ends`]), counted with the indexes' bytes; returns the entries evicted to
     /// stay within the budget. Nothing happens when `path` no longer holds that very entry, or
     /// its index has line ends already.
     fn add_ends(

@@ -424,9 +424,8 @@ mod tests {
         );
     }
 
-    /// The first edited places (the way before: every line counted and skipped one by one) of `text` (a new version without BOM), from the byte ranges of
-    /// the first replacements (in order): each widened by two lines of context, neighbours merged,
-    /// at most three regions.
+    /// [`regions`] the way it was before: every line of `text` counted, and skipped one by one
+    /// up to each region (the property test's oracle).
     fn regions_by_counting_every_line(text: &str, spans: &[std::ops::Range<usize>]) -> Vec<Region> {
         let bytes = text.as_bytes();
         let total = memchr::memchr_iter(b'\n', bytes).count() as u64

@@ -139,6 +139,7 @@ impl LineIndex {
 
     /// The line ends of `bytes`, when `bytes` are this index's file (see
     /// [`LineIndex::read_line_ends`]).
+    #[cfg(test)]
     pub fn line_ends(&self, bytes: &[u8]) -> Option<Box<[u32]>> {
         if bytes.len() as u64 != self.len {
             return None;
@@ -155,8 +156,8 @@ impl LineIndex {
     /// the buffer from the offset, returns how much it read) a chunk of [`ENDS_CHUNK`] bytes at
     /// a time, so the file is never held whole; `None` unless what was read is this index's
     /// file (its lines and every checkpoint agree, and it is as long; the caller also checks
-    /// the file did not change, nor grow) and every offset fits in 32 bits. The ends are gathered in one buffer of
-    /// exactly the index's line count.
+    /// the file did not change, nor grow) and every offset fits in 32 bits. The ends are
+    /// gathered in one buffer of exactly the index's line count.
     pub fn read_line_ends(
         &self,
         mut read_at: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
@@ -188,7 +189,7 @@ impl LineIndex {
         agree.then(|| ends.into_boxed_slice())
     }
 
-    /// Keeps `ends` (from [`LineIndex::line_ends`]); `false` when the index already has them.
+    /// Keeps `ends` (from [`LineIndex::read_line_ends`]); `false` when the index already has them.
     pub fn set_ends(&self, ends: Box<[u32]>) -> bool {
         self.ends.set(ends).is_ok()
     }
