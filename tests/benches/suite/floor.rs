@@ -311,6 +311,22 @@ fn alternate(
     work: &dyn Fn(usize) -> Work,
     before_filectxd: &dyn Fn() -> Res<()>,
 ) -> Res<()> {
+    alternate_then(row, daemon, floor, root, n, opts, work, before_filectxd, || Ok(()))
+}
+
+/// [`alternate`], with `after` run at the end of each round (a third phase timed by the caller).
+#[allow(clippy::too_many_arguments)]
+fn alternate_then(
+    row: &mut Row,
+    daemon: &Path,
+    floor: &Path,
+    root: &Path,
+    n: usize,
+    opts: &Opts,
+    work: &dyn Fn(usize) -> Work,
+    before_filectxd: &dyn Fn() -> Res<()>,
+    mut after: impl FnMut() -> Res<()>,
+) -> Res<()> {
     if !wanted(&row.name) {
         return Ok(());
     }
@@ -322,8 +338,54 @@ fn alternate(
         row.push(false, &phase);
         let phase = run_phase(floor, root, n, mode, opts, work)?;
         row.push(true, &phase);
+        after()?;
     }
     Ok(())
+}
+
+/// The p50 of a 100 KB edit's file system work done in this process for `duration`, back and
+/// forth between `a` and `b` as the row's edits go: open and `flock` the file, read it whole,
+/// compare it with the text last written (the version check), replace the marker, hash the new
+/// text (the answer's version), write it to a new staging file in the same folder and rename
+/// that over the file; no fsync, as the row's daemon. No transport, no session, no watcher.
+fn replace_alone(path: &Path, a: &str, b: &str, duration: Duration) -> Res<Duration> {
+    use std::io::{Read, Write};
+    let staging = path.with_file_name(".edited_0000.rs.staging");
+    let mut last = std::fs::read(path).ctx(|| format!("read {}", path.display()))?;
+    let mut times = Vec::new();
+    let (mut from, mut to) = (a, b);
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        let t0 = Instant::now();
+        let mut f = std::fs::File::open(path).ctx(|| format!("open {}", path.display()))?;
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).ctx(|| "flock".into())?;
+        let mut bytes = Vec::with_capacity(last.len() + 64);
+        f.read_to_end(&mut bytes).ctx(|| format!("read {}", path.display()))?;
+        if bytes != last {
+            return Err(format!("{} changed under the in-process replace", path.display()));
+        }
+        let text = std::str::from_utf8(&bytes).ctx(|| "not UTF-8".into())?;
+        let at = text.find(from).ok_or_else(|| format!("no {from} in {}", path.display()))?;
+        let mut new = String::with_capacity(text.len() - from.len() + to.len());
+        new.push_str(&text[..at]);
+        new.push_str(to);
+        new.push_str(&text[at + from.len()..]);
+        std::hint::black_box(blake3::hash(new.as_bytes()));
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&staging)
+            .ctx(|| format!("create {}", staging.display()))?;
+        out.write_all(new.as_bytes()).ctx(|| format!("write {}", staging.display()))?;
+        drop(out);
+        std::fs::rename(&staging, path).ctx(|| format!("rename over {}", path.display()))?;
+        drop(f);
+        times.push(t0.elapsed());
+        last = new.into_bytes();
+        std::mem::swap(&mut from, &mut to);
+    }
+    times.sort();
+    Ok(times.get(times.len() / 2).copied().unwrap_or_default())
 }
 
 /// `FILECTX_BENCH_ROWS=word,word`: only the rows whose name holds one of the words (for
@@ -424,7 +486,30 @@ pub(crate) fn workload(opts: &Opts, base: &Path, reads: &ReadSet) -> Res<Vec<Row
         let mut row = Row::new("100 KB file/edit, fsync off, 1 session (p50)", Unit::P50, "≤ 300µs");
         let work = |_| Work::Pool(pool.clone(), None, 0);
         let reset = || gen_edit_files(&dir, 1).map(|_| ());
-        alternate(&mut row, &daemon.socket, &floor.socket, &dir, 1, &ropts, &work, &reset)?;
+        // Each round also times the edit's file system work alone, in this process, right
+        // after that round's filectxd and floor phases: the floor of the work itself, which
+        // this machine's file system sets (see BENCHMARKS.md, "The 100 KB edit").
+        // In a folder of its own, which the daemon does not watch.
+        let mut alone = Vec::new();
+        let alone_dir = base.join("floor-edits-alone");
+        std::fs::create_dir_all(&alone_dir).ctx(|| format!("create {}", alone_dir.display()))?;
+        let replaced = alone_dir.join("edited_0000.rs");
+        std::fs::copy(dir.join("edited_0000.rs"), &replaced)
+            .ctx(|| format!("copy to {}", replaced.display()))?;
+        let each_round = || -> Res<()> {
+            let p50 = replace_alone(&replaced, &file.marker_a, &file.marker_b, ropts.duration)?;
+            eprintln!("    in-process replace: p50 {}", fmt_dur(p50));
+            alone.push(p50.as_secs_f64());
+            Ok(())
+        };
+        alternate_then(&mut row, &daemon.socket, &floor.socket, &dir, 1, &ropts, &work, &reset, each_round)?;
+        if !alone.is_empty() {
+            row.note = format!(
+                "the edit's file system work alone, in-process: p50 {} [{}]",
+                fmt_dur(Duration::from_secs_f64(median(&alone))),
+                alone.iter().map(|x| fmt_dur(Duration::from_secs_f64(*x))).collect::<Vec<_>>().join(", ")
+            );
+        }
         rows.push(row);
         drop(floor);
         daemon.stop()?;
