@@ -9,12 +9,14 @@
 //! holds: that file's size and modification time are re-read (beneath its root) at the next
 //! answer. The folders between the root and the searched one are watched too, where only their
 //! ignore files and the next folder on the way matter. Ignored and hidden folders are never
-//! watched, so a build writing into `target/` or git writing into `.git/` drops nothing.
+//! walked, so a build writing into `target/` drops nothing; a walked folder's `.git` and
+//! `.git/info` are watched for `info` and `exclude` alone, the one ignore file kept there, so
+//! git writing its own files drops nothing either.
 //!
-//! Why not `notify` here (the file watcher uses it): its inotify mask includes `IN_OPEN`, so
-//! every file a search opens would queue an event to the listing's own watcher (a grep of
-//! 12,000 files, 12,000 events), and each watch it adds is a round trip to its thread (a walk
-//! of 2,000 folders paid about 120 ms for them). Here the walk's threads add their watches
+//! Why not `notify` here (the file watcher uses it): each watch it adds is a round trip to its
+//! thread (a walk of 2,000 folders paid about 120 ms for them), and before notify 9 its mask
+//! always held `IN_OPEN`, so every file a search opened queued an event to the listing's own
+//! watcher (a grep of 12,000 files, 12,000 events). Here the walk's threads add their watches
 //! with one system call each, and one thread reads the events of every listing: one inotify
 //! instance, whose watches are shared when two listings watch the same folder. There are at
 //! most [`MAX_LISTINGS`] listings, holding at most the configured bytes (least recently used
@@ -244,9 +246,17 @@ impl Filling {
                 failed.store(true, Ordering::Relaxed);
                 return;
             }
-            if let Err(err) = watch(&state, &mut watches.clone(), id, folder, Role::Walked) {
-                tracing::debug!(%err, folder = %folder.display(), "cannot watch a searched folder; its searches walk cold");
-                failed.store(true, Ordering::Relaxed);
+            let mut watches = watches.clone();
+            let watched = watch(&state, &mut watches, id, folder, Role::Walked)
+                .and_then(|()| watch_git_exclude(&state, &mut watches, id, folder));
+            match watched {
+                Ok(more) => {
+                    folders.fetch_add(more, Ordering::Relaxed);
+                }
+                Err(err) => {
+                    tracing::debug!(%err, folder = %folder.display(), "cannot watch a searched folder; its searches walk cold");
+                    failed.store(true, Ordering::Relaxed);
+                }
             }
         })
     }
@@ -291,6 +301,32 @@ fn watch(
         state.uses.entry(id).or_default().push(number);
     }
     Ok(())
+}
+
+/// Watches where the walk reads `folder`'s `.git/info/exclude`, one of its ignore files, when
+/// `folder` has a `.git` folder of its own: `.git` for `info` (made, removed or renamed) and
+/// `.git/info` for `exclude`. Git writes in `.git` all the time, so there only those names
+/// drop the listing. `.git` is watched before `info` is looked for, so an `info` made in
+/// between is seen. A `.git` file (a worktree's, pointing elsewhere) or link is not followed.
+/// How many folders it watched.
+fn watch_git_exclude(
+    state: &Mutex<State>,
+    watches: &mut Watches,
+    id: u64,
+    folder: &Path,
+) -> std::io::Result<usize> {
+    let is_dir = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    let git = folder.join(".git");
+    if !is_dir(&git) {
+        return Ok(0);
+    }
+    watch(state, watches, id, &git, Role::OnTheWay(OsString::from("info")))?;
+    let info = git.join("info");
+    if !is_dir(&info) {
+        return Ok(1);
+    }
+    watch(state, watches, id, &info, Role::OnTheWay(OsString::from("exclude")))?;
+    Ok(2)
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -430,6 +466,7 @@ impl Listings {
             folder.push(name);
         }
         let watched = watched.and_then(|()| watch(&self.state, &mut watches, id, &folder, Role::Walked));
+        let watched = watched.and_then(|()| watch_git_exclude(&self.state, &mut watches, id, &folder));
         let filling = Filling {
             key,
             id,
@@ -439,7 +476,7 @@ impl Listings {
             folders: Arc::default(),
         };
         match watched {
-            Ok(()) => Some(filling),
+            Ok(_) => Some(filling),
             Err(err) => {
                 tracing::debug!(%err, folder = %folder.display(), "cannot watch a searched folder; its searches walk cold");
                 self.abandon(filling);
@@ -727,6 +764,55 @@ mod tests {
         let warm = tree.warm.list_files(&target, &|| false).unwrap();
         assert_eq!(warm.files, tree.cold.list_files(&target, &|| false).unwrap().files);
         assert!(warm.files.iter().all(|f| f.rel.extension().is_none_or(|e| e != "txt")));
+    }
+
+    #[test]
+    fn a_change_of_git_info_exclude_drops_a_listing() {
+        let tree = tree(64 << 20);
+        let root = tree.root.path().to_path_buf();
+        std::fs::create_dir_all(root.join("a/.git/info")).unwrap();
+        std::fs::write(root.join("a/.git/info/exclude"), "").unwrap();
+        std::fs::create_dir_all(root.join("a/b/.git")).unwrap();
+        // The warm listing of `a` (checked against a cold walk): how many files end in `ext`.
+        let count = |ext: &str| {
+            let target = tree.resolve("a").unwrap();
+            let warm = tree.warm.list_files(&target, &|| false).unwrap();
+            assert_eq!(warm.files, tree.cold.list_files(&target, &|| false).unwrap().files);
+            warm.files.iter().filter(|f| f.rel.extension().is_some_and(|e| e == ext)).count()
+        };
+        let kept = || {
+            tree.settle("a");
+            count("rs");
+            tree.settle("a");
+            assert_eq!(tree.warm.cached_listings().0, 1);
+        };
+        let dropped = |what: &str| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while tree.warm.cached_listings().0 != 0 {
+                assert!(Instant::now() < deadline, "{what} kept the listing");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        // The searched folder's own `.git/info/exclude`.
+        kept();
+        let txt = count("txt");
+        assert!(txt > 0);
+        // Git writing its own files drops nothing.
+        std::fs::write(root.join("a/.git/index"), "x").unwrap();
+        std::fs::write(root.join("a/.git/info/refs"), "x").unwrap();
+        tree.settle("a");
+        assert_eq!(tree.warm.cached_listings().0, 1, "git's own files are not ignore files");
+        std::fs::write(root.join("a/.git/info/exclude"), "y.txt\n").unwrap();
+        dropped("a change of the searched folder's .git/info/exclude");
+        assert!(count("txt") < txt);
+        // A walked folder's `.git` without `info`: an exclude made there drops the listing too.
+        kept();
+        let log = count("log");
+        assert!(log > 0);
+        std::fs::create_dir(root.join("a/b/.git/info")).unwrap();
+        std::fs::write(root.join("a/b/.git/info/exclude"), "z.log\n").unwrap();
+        dropped("an exclude made in a walked folder's .git");
+        assert!(count("log") < log);
     }
 
     fn tree_with_cap(max_bytes: usize) -> Tree {
