@@ -132,6 +132,11 @@ pub(crate) struct ReadArgs {
     /// Most lines to show [default and maximum: 2000]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) limit: Option<u64>,
+    /// With --json: cut lines longer than N characters, reading only their first N (listed in
+    /// truncatedLines). Needed for a window whose whole lines exceed the daemon's window size.
+    /// Without --json, lines are always cut at 2000, as the read tool does
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_line_chars: Option<u32>,
     #[command(flatten)]
     pub(crate) roots: RootArgs,
 }
@@ -314,12 +319,19 @@ fn parse_tool(name: &str) -> Result<ToolName, String> {
 }
 
 /// Refuses what clap cannot express: `--json` is global, but `cat` and `mcp` have no JSON
-/// output of their own.
+/// output of their own, and `read --max-line-chars` is a `file/read` option (`--json` only).
 pub(crate) fn check_usage(cli: Cli) -> Result<Cli, clap::Error> {
     if cli.json && matches!(cli.command, Command::Cat(_)) {
         return Err(Cli::command().error(
             clap::error::ErrorKind::ArgumentConflict,
             "--json cannot be used with cat, which writes the file's lines as they are",
+        ));
+    }
+    if !cli.json && matches!(&cli.command, Command::Read(args) if args.max_line_chars.is_some()) {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--max-line-chars needs --json: without it, read shows lines as the read tool does, cut at \
+             2000 characters",
         ));
     }
     if cli.json && matches!(cli.command, Command::Mcp(_)) {
@@ -352,6 +364,18 @@ mod tests {
         assert!(matches!(&cli.command, Command::Watch(args) if args.paths == ["a", "b"]));
         assert_eq!(cli.roots(), [PathBuf::from("r")]);
         assert!(check_usage(cli).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn max_line_chars_is_for_the_json_read_only() -> Result<(), clap::Error> {
+        let cli = Cli::try_parse_from(["filectx", "--json", "read", "p", "--max-line-chars", "80"])?;
+        assert!(matches!(&cli.command, Command::Read(args) if args.max_line_chars == Some(80)));
+        assert!(check_usage(cli).is_ok());
+        let cli = Cli::try_parse_from(["filectx", "read", "p", "--max-line-chars", "80"])?;
+        let refused = check_usage(cli).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("--max-line-chars needs --json"), "{refused}");
+        assert!(Cli::try_parse_from(["filectx", "--json", "read", "p", "--max-line-chars", "0"]).is_err());
         Ok(())
     }
 }

@@ -4,9 +4,10 @@
 /// The end of `filectx --help`: the file commands, autostart, exit codes, security, sessions.
 pub(crate) const AFTER_HELP: &str = "\
 Files (PATH is absolute, or relative to the current folder):
-  filectx read PATH [--offset N] [--limit N]
+  filectx read PATH [--offset N] [--limit N] [--json [--max-line-chars N]]
       numbered lines and a footer, exactly as the model-facing read tool shows them
-      (--json: the structured file/read result instead)
+      (--json: the structured file/read result instead, its lines whole unless
+      --max-line-chars cuts them)
   filectx cat PATH [--offset N] [--chunk-lines N]
       a text file of any size, its lines as they are (no numbers), streamed from one version
       of the file and written as they arrive (fs/streamText); a file that changes meanwhile

@@ -214,7 +214,7 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
                 path: args.path.clone(),
                 offset: args.offset,
                 limit: args.limit,
-                max_line_chars: None,
+                max_line_chars: args.max_line_chars,
                 owner: None,
             })
         }

@@ -95,7 +95,7 @@ fn help_explains_subcommands_flags_and_exit_codes() -> TestResult {
         "XDG_RUNTIME_DIR/filectx.sock",
         "--json",
         "--root <DIR>",
-        "filectx read PATH [--offset N] [--limit N]",
+        "filectx read PATH [--offset N] [--limit N] [--json [--max-line-chars N]]",
         "filectx cat PATH [--offset N] [--chunk-lines N]",
         "filectx write PATH [--content TEXT | --from FILE]",
         "filectx edit PATH --old TEXT --new TEXT [--replace-all]",
@@ -335,6 +335,12 @@ async fn read_json_prints_the_structured_file_read_result() -> TestResult {
     let received = daemon.received().await?;
     assert_eq!(method_names(&received), ["initialize", "file/read", "shutdown", "exit"]);
     assert_eq!(params_of(&received, "file/read"), &json!({"path": "a.rs", "limit": 1}));
+    // --max-line-chars goes to file/read as maxLineChars.
+    let daemon = FakeDaemon::start(support::standard)?;
+    let out = against(&daemon, &["--json", "read", "a.rs", "--max-line-chars", "80"], cwd.path()).await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let received = daemon.received().await?;
+    assert_eq!(params_of(&received, "file/read"), &json!({"path": "a.rs", "maxLineChars": 80}));
     Ok(())
 }
 
@@ -606,6 +612,8 @@ fn file_command_usage_errors_exit_2() -> TestResult {
         &["read"][..],
         &["read", "a", "--offset", "0"],
         &["read", "a", "--limit", "x"],
+        &["read", "a", "--max-line-chars", "80"],
+        &["--json", "read", "a", "--max-line-chars", "0"],
         &["write", "a", "--content", "x", "--from", "y"],
         &["edit", "a", "--old", "x"],
         &["edit", "a", "--new", "x"],
