@@ -353,7 +353,8 @@ fn replace_alone(path: &Path, a: &str, b: &str, duration: Duration) -> Res<Durat
     let staging = path.with_file_name(".edited_0000.rs.staging");
     let mut last = std::fs::read(path).ctx(|| format!("read {}", path.display()))?;
     let mut times = Vec::new();
-    let (mut from, mut to) = (a, b);
+    // Where the last round stopped.
+    let (mut from, mut to) = if last.windows(a.len()).any(|w| w == a.as_bytes()) { (a, b) } else { (b, a) };
     let start = Instant::now();
     while start.elapsed() < duration {
         let t0 = Instant::now();
