@@ -146,28 +146,6 @@ pub struct ReadView {
     pub window: Lines,
 }
 
-/// The bytes of a version a cold read loaded whole, put in the content store (for a later
-/// stale diff) when this is dropped; see [`FileContext::read_then_keep`]. Holds at most one
-/// small file's bytes, which the read held anyway.
-pub struct Keep {
-    provider: Arc<Provider>,
-    version: Version,
-    bytes: Vec<u8>,
-}
-
-impl std::fmt::Debug for Keep {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Keep").field("version", &self.version).field("bytes", &self.bytes.len()).finish()
-    }
-}
-
-impl Drop for Keep {
-    fn drop(&mut self) {
-        let bytes = std::mem::take(&mut self.bytes);
-        self.provider.store().put(self.version, bytes.into());
-    }
-}
-
 /// A successful write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteView {
@@ -221,7 +199,7 @@ impl StatView {
 #[derive(Debug, Clone, Copy)]
 pub struct FileContext<'a> {
     /// The daemon's provider.
-    provider: &'a Arc<Provider>,
+    provider: &'a Provider,
     /// The session's roots and cwd.
     scope: Scope<'a>,
     /// What the session has observed.
@@ -239,7 +217,7 @@ pub struct FileContext<'a> {
 impl<'a> FileContext<'a> {
     /// A session's file context (layers above get theirs from [`Files::context`]).
     pub(crate) fn new(
-        provider: &'a Arc<Provider>,
+        provider: &'a Provider,
         scope: Scope<'a>,
         observed: &'a Observations,
         read_only: bool,
@@ -306,20 +284,6 @@ impl<'a> FileContext<'a> {
     /// A file resolution opens is read warm when it can be ([`Provider::read_opened`]: looked
     /// at once, after the window is read), else as below.
     pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
-        // Kept here and now.
-        self.read_then_keep(path, request).map(|(view, _kept)| view)
-    }
-
-    /// [`FileContext::read`], but the bytes a cold read of a small file loaded whole (kept for
-    /// a later stale diff) are put in the content store only when the returned [`Keep`] is
-    /// dropped: a caller drops it once the answer is written, so that copying them into the
-    /// store (and making its next pages resident) is not between the read and its answer.
-    /// The version is recorded for the session before this returns, as by `read`.
-    pub fn read_then_keep(
-        &self,
-        path: &str,
-        request: &WindowRequest,
-    ) -> Result<(ReadView, Option<Keep>), ContextError> {
         let target = match self.provider.open(path, self.scope)? {
             Lookup::Resolved(target) => {
                 self.admit(&target.rel, &target.display, Access::Read)?;
@@ -331,8 +295,7 @@ impl<'a> FileContext<'a> {
                     OpenedRead::Warm(outcome, opened) => {
                         self.observed.record(&opened.path, outcome.version, outcome.links);
                         let Opened { display, .. } = opened;
-                        let view = ReadView { display, version: outcome.version, window: outcome.window };
-                        return Ok((view, None));
+                        return Ok(ReadView { display, version: outcome.version, window: outcome.window });
                     }
                     OpenedRead::Cold(target) => target,
                 }
@@ -349,13 +312,11 @@ impl<'a> FileContext<'a> {
             },
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
-        // Read whole anyway (a cold read of a small file): kept for a later stale diff.
-        let keep = outcome.bytes.map(|bytes| Keep {
-            provider: Arc::clone(self.provider),
-            version: outcome.version,
-            bytes,
-        });
-        Ok((ReadView { display: target.display, version: outcome.version, window: outcome.window }, keep))
+        if let Some(bytes) = outcome.bytes {
+            // Read whole anyway (a cold read of a small file): kept for a later stale diff.
+            self.provider.store().put(outcome.version, bytes.into());
+        }
+        Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }
 
     /// Writes a whole file: a new file needs nothing; an existing one needs a current

@@ -188,7 +188,7 @@ mod tests {
         let roots = [RootDir::new(&root, None).unwrap()];
         let cwd = root.join("src");
         let scope = Scope { roots: &roots, cwd: &cwd };
-        let provider = std::sync::Arc::new(Provider::new(ProviderConfig::default()));
+        let provider = Provider::new(ProviderConfig::default());
         let observed = Observations::new(10);
         let ctx = FileContext::new(&provider, scope, &observed, false);
 

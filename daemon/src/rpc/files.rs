@@ -377,7 +377,7 @@ pub async fn file_read(
     let owner = named_owner(&ext, params.owner.as_deref())?;
     let slot = Prepared::of(&ext);
     with_warm_context(&ctx, &ext, owner, move |files, _| {
-        let (view, keep) = files.read_then_keep(&params.path, &request)?;
+        let view = files.read(&params.path, &request)?;
         Ok(match &slot {
             Some(slot) => {
                 let lines = &view.window.lines;
@@ -385,10 +385,6 @@ pub async fn file_read(
                 read_result_json(&mut out, &view.display, &view.version.to_string(), &view.window);
                 out.push(b'}');
                 slot.put(out);
-                // A cold read's bytes go into the content store once the answer is written.
-                if let Some(keep) = keep {
-                    slot.hold(keep);
-                }
                 Ready::Prepared
             }
             None => Ready::Value(read_result(view.display, view.version, view.window)),

@@ -105,13 +105,7 @@ struct PreparedSlot {
     id: jsonrpsee::types::Id<'static>,
     /// The whole success response, serialized once.
     response: std::sync::Mutex<Option<Json>>,
-    /// What the handler left to be dropped once the response is written ([`Prepared::hold`]).
-    held: std::sync::Mutex<Option<Held>>,
 }
-
-/// Something a handler leaves with its response, dropped once the response is written (or
-/// queued to be): work that may wait until the client has its answer is done in its `Drop`.
-pub(crate) type Held = Box<dyn std::any::Any + Send>;
 
 /// A success response, serialized in one pass with its result.
 #[derive(serde::Serialize)]
@@ -124,23 +118,7 @@ struct Success<'a, T> {
 impl Prepared {
     /// An empty slot for the request `id`.
     pub(crate) fn new(id: jsonrpsee::types::Id<'static>) -> Prepared {
-        Prepared(Arc::new(PreparedSlot {
-            id,
-            response: std::sync::Mutex::new(None),
-            held: std::sync::Mutex::new(None),
-        }))
-    }
-
-    /// Leaves `what` to be dropped after the response is written (see [`Held`]); a second call
-    /// drops the first one at once.
-    pub(crate) fn hold(&self, what: impl std::any::Any + Send) {
-        let old = self.0.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).replace(Box::new(what));
-        drop(old);
-    }
-
-    /// What the handler left to be dropped after the response is written.
-    pub(crate) fn take_held(&self) -> Option<Held> {
-        self.0.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+        Prepared(Arc::new(PreparedSlot { id, response: std::sync::Mutex::new(None) }))
     }
 
     /// The serialized success response a handler left, if any.

@@ -274,24 +274,16 @@ struct Reply {
     on_sent: Option<MethodResponseNotifyTx>,
     /// jsonrpsee's subscription `accept`/`reject` already queued this response themselves.
     already_sent: bool,
-    /// What the handler left in its [`crate::rpc::Prepared`] slot, dropped once the response
-    /// is written or queued (in a batch: once it is joined into the batch's answer).
-    held: Option<crate::rpc::Held>,
 }
 
 impl Reply {
     fn plain(json: Json) -> Self {
-        Self { json, on_sent: None, already_sent: false, held: None }
+        Self { json, on_sent: None, already_sent: false }
     }
 
     fn from_response(response: MethodResponse) -> Self {
         let (json, on_sent, _) = response.into_parts();
-        Self { json: Json::from(json), on_sent, already_sent: false, held: None }
-    }
-
-    /// The reply made of the response a handler left in `slot`, with what it holds.
-    fn prepared(json: Json, slot: &crate::rpc::Prepared) -> Self {
-        Self { held: slot.take_held(), ..Self::plain(json) }
+        Self { json: Json::from(json), on_sent, already_sent: false }
     }
 }
 
@@ -915,16 +907,13 @@ impl Conn {
     }
 
     async fn send_reply(&self, reply: Reply) {
-        let Reply { json, on_sent, already_sent, held } = reply;
-        if already_sent {
+        if reply.already_sent {
             return;
         }
-        let sent = self.send(json).await;
-        if let Some(on_sent) = on_sent {
+        let sent = self.send(reply.json).await;
+        if let Some(on_sent) = reply.on_sent {
             on_sent.notify(sent);
         }
-        // The client has its answer (or it is queued): what could wait for that happens now.
-        drop(held);
     }
 
     /// Handles one frame body. Returns true when the client asked to close the connection.
@@ -1294,7 +1283,7 @@ impl Conn {
             let slot = prepared(&mut extensions);
             let result = direct.file_read(params, extensions).await;
             return match slot.take() {
-                Some(json) if result.is_ok() => Reply::prepared(message::bounded(id, json, max_response), &slot),
+                Some(json) if result.is_ok() => Reply::plain(message::bounded(id, json, max_response)),
                 _ => Reply::from_response(MethodResponse::response(id, result.into_response(), max_response)),
             };
         }
@@ -1306,7 +1295,7 @@ impl Conn {
                 let response = callback(id.clone(), params, conn_id, max_response, extensions).await;
                 match slot.take() {
                     Some(json) if response.is_success() => {
-                        return Reply::prepared(message::bounded(id, json, max_response), &slot);
+                        return Reply::plain(message::bounded(id, json, max_response));
                     }
                     _ => response,
                 }
@@ -1321,7 +1310,7 @@ impl Conn {
                     let response = callback(id, params, self.sink.clone(), state, extensions).await;
                     // `accept`/`reject` already queued this very response.
                     let (json, _, _) = response.into_parts();
-                    return Reply { json: Json::from(json), on_sent: None, already_sent: true, held: None };
+                    return Reply { json: Json::from(json), on_sent: None, already_sent: true };
                 }
                 None => MethodResponse::error(
                     id,
