@@ -314,7 +314,7 @@ impl<'a> FileContext<'a> {
         self.observed.record(&target.path, outcome.version, outcome.links);
         if let Some(bytes) = outcome.bytes {
             // Read whole anyway (a cold read of a small file): kept for a later stale diff.
-            self.provider.store().keep(outcome.version, bytes);
+            self.provider.store().put(outcome.version, bytes.into());
         }
         Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }

@@ -77,7 +77,7 @@ pub struct Stat {
 }
 
 /// Result of [`Provider::read`](super::Provider::read).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOutcome {
     /// The version the window was cut from.
     pub version: Version,
@@ -87,7 +87,7 @@ pub struct ReadOutcome {
     pub links: u64,
     /// The version's bytes, when this read loaded them whole anyway (a small file's cold read);
     /// never on the warm path.
-    pub bytes: Option<super::store::Loaded>,
+    pub bytes: Option<Vec<u8>>,
 }
 
 /// Result of [`Provider::read_opened`](super::Provider::read_opened).

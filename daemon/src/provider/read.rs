@@ -182,22 +182,17 @@ impl Provider {
         }
         if len <= SMALL_FILE_BYTES {
             // `entry` checks the fingerprint once the load is done.
-            let body = self.read_small(file, len, need).map_err(io)?;
-            let bytes = match &body {
-                Body::Room(room) => room.filled(),
-                Body::Memory(bytes) => bytes.as_slice(),
-                Body::Stored(_) | Body::Mapped(_) | Body::File => &[],
-            };
+            let bytes = read_fingerprinted(file, len).map_err(io)?;
             let head = &bytes[..bytes.len().min(SCAN_CHUNK_BYTES)];
             if !refuse_early(target, need, head, bytes.len() as u64, file, &fingerprint)? {
                 return Ok(None);
             }
-            let (version, text) = index::scan_parallel(bytes);
+            let (version, text) = index::scan_parallel(&bytes);
             self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             let text = text.map(Arc::new);
             let entry =
                 Entry { fingerprint, version, recorded_ns, text, mapping: None, file: file_kept, local };
-            return Ok(Some((entry, body)));
+            return Ok(Some((entry, Body::Memory(bytes))));
         }
         let mut scanner = Scanner::new();
         let mut buf = vec![0u8; SCAN_CHUNK_BYTES];
@@ -232,23 +227,6 @@ impl Provider {
             },
             Body::File,
         )))
-    }
-
-    /// A small file (about `len` bytes) read whole. For a read, straight into room in the
-    /// content store's open pack (see [`super::store::Room`]: its bytes are kept there for a
-    /// later stale diff once the read is done, with no buffer of their own and no copy), when
-    /// the store takes a version that long; else, or when the file grew past its room, into a
-    /// buffer of its own.
-    fn read_small(&self, file: &File, len: u64, need: Need) -> std::io::Result<Body> {
-        let expect = usize::try_from(len).unwrap_or(usize::MAX);
-        // One byte more than expected, so that a file that grew is noticed.
-        if need == Need::Text
-            && let Some(mut room) = self.store.room(expect.saturating_add(1))
-            && room.read_from(file, expect)?
-        {
-            return Ok(Body::Room(room));
-        }
-        read_fingerprinted(file, len).map(Body::Memory)
     }
 
     /// Reserves `len` bytes of the mapped-bytes budget for a new mapping, first unmapping the

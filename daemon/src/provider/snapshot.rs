@@ -15,9 +15,6 @@ use super::{Fingerprint, Version};
 pub(super) enum Body {
     /// Read whole into memory just now: consistent by construction.
     Memory(Vec<u8>),
-    /// Read whole just now straight into the content store's open pack (see
-    /// [`super::store::Room`]): consistent by construction, as `Memory`.
-    Room(super::store::Room),
     /// The version's bytes as the content store keeps them (by version, so they are that
     /// version's whatever the file does): whether the file still is that version is checked
     /// after the window is cut, as for a file.
@@ -63,7 +60,7 @@ impl Snapshot {
     /// reports that the file changed under it (the window is then discarded, never returned).
     pub fn window(&self, request: &WindowRequest) -> Result<Window, WindowError> {
         let window = self.window_unverified(request)?;
-        if !matches!(self.body, Body::Memory(_) | Body::Room(_)) && !self.unchanged() {
+        if !matches!(self.body, Body::Memory(_)) && !self.unchanged() {
             return Err(WindowError::Changed(Changed));
         }
         Ok(window)
@@ -75,7 +72,6 @@ impl Snapshot {
     pub(super) fn window_unverified(&self, request: &WindowRequest) -> Result<Window, WindowError> {
         let window = match &self.body {
             Body::Memory(bytes) => index::window(bytes.as_slice(), &self.index, request),
-            Body::Room(room) => index::window(room.filled(), &self.index, request),
             Body::Stored(bytes) => index::window(&bytes[..], &self.index, request),
             Body::Mapped(mapped) => index::window(mapped.bytes(), &self.index, request),
             Body::File => index::window(&*self.file, &self.index, request),
@@ -96,10 +92,9 @@ impl Snapshot {
     }
 
     /// The version's bytes, when this snapshot holds them in memory (a file just read whole).
-    pub(super) fn into_bytes(self) -> Option<super::store::Loaded> {
+    pub(super) fn into_bytes(self) -> Option<Vec<u8>> {
         match self.body {
-            Body::Memory(bytes) => Some(super::store::Loaded::Buffer(bytes)),
-            Body::Room(room) => Some(super::store::Loaded::Room(room)),
+            Body::Memory(bytes) => Some(bytes),
             Body::Mapped(_) | Body::Stored(_) | Body::File => None,
         }
     }

@@ -29,65 +29,6 @@ const OWN_BUFFER_BYTES: usize = 64 * 1024;
 /// moves them).
 pub type Content = Bytes;
 
-/// Room in the open pack for a small file's bytes, read straight into it
-/// ([`ContentStore::room`]): no buffer of its own is allocated, zeroed and copied into the pack
-/// afterwards. Counted as held but dead (filled bytes of no stored version) until
-/// [`ContentStore::put_room`] stores its version; dropped instead, it stays dead until its pack
-/// goes, like an evicted version.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Room {
-    bytes: BytesMut,
-    pack: u64,
-}
-
-/// A version's bytes a read loaded whole (a small file's cold read), to be kept with
-/// [`ContentStore::keep`].
-#[derive(Debug, PartialEq, Eq)]
-pub enum Loaded {
-    /// In a buffer of their own.
-    Buffer(Vec<u8>),
-    /// Read straight into the open pack.
-    Room(Room),
-}
-
-impl Room {
-    /// The bytes read into it so far.
-    pub fn filled(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    /// Reads `file` from its start into this room until the file ends, the room is full, or a
-    /// read returns less than asked for at `expect` bytes in all (see `read_fingerprinted`: the
-    /// caller checks the fingerprint after). `Ok(false)`: the room filled up, so the file is
-    /// longer than the room (and than expected).
-    pub(super) fn read_from(&mut self, file: &std::fs::File, expect: usize) -> std::io::Result<bool> {
-        use std::os::unix::fs::FileExt;
-        let room = self.bytes.capacity();
-        // The pages are resident already (the pack's prefault); zeroing them is one pass in
-        // cache, where a buffer of its own was an allocation, its zeroing and a copy.
-        self.bytes.resize(room, 0);
-        let mut len = 0;
-        let outcome = loop {
-            if len == room {
-                break Ok(false);
-            }
-            match file.read_at(&mut self.bytes[len..], len as u64) {
-                Ok(0) => break Ok(true),
-                Ok(n) => {
-                    len += n;
-                    if len < room && len == expect {
-                        break Ok(true);
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => break Err(e),
-            }
-        };
-        self.bytes.truncate(len);
-        outcome
-    }
-}
-
 /// Versions' bytes by version, at most `max_bytes` in all and `max_file_bytes` each.
 ///
 /// Memory: the store keeps bytes for minutes while requests allocate and free around it. Kept
@@ -176,22 +117,8 @@ impl Inner {
     /// Copies `bytes` into the open pack (a new one when it has no room; packs are at least
     /// `pack_bytes`), and counts them as stored.
     fn copy_in(&mut self, bytes: &[u8], pack_bytes: usize) -> (Content, u64) {
-        let (mut room, id) = self.reserve(bytes.len(), pack_bytes);
-        room.extend_from_slice(bytes);
-        let content = room.freeze();
-        let pack = self.packs.entry(id).or_default();
-        pack.live += bytes.len();
-        self.dead -= bytes.len();
-        self.bytes += bytes.len();
-        (content, id)
-    }
-
-    /// The next `len` bytes of the open pack's room (a new pack when it has too little; packs
-    /// are at least `pack_bytes`), resident, as an empty buffer of that capacity; counted as
-    /// filled, and dead until a version is counted in them.
-    fn reserve(&mut self, len: usize, pack_bytes: usize) -> (BytesMut, u64) {
         let (id, open) = match self.open.take() {
-            Some((id, open)) if open.capacity() - open.len() >= len => self.open.insert((id, open)),
+            Some((id, open)) if open.capacity() - open.len() >= bytes.len() => self.open.insert((id, open)),
             full => {
                 if let Some((old, _)) = full {
                     self.close_if_empty(old);
@@ -200,24 +127,24 @@ impl Inner {
                 self.next_pack += 1;
                 self.packs.insert(id, Pack::default());
                 self.ahead = 0;
-                self.open.insert((id, BytesMut::with_capacity(pack_bytes.max(len))))
+                self.open.insert((id, BytesMut::with_capacity(pack_bytes.max(bytes.len()))))
             }
         };
         let id = *id;
-        if self.ahead < len {
+        if self.ahead < bytes.len() {
             let room = open.spare_capacity_mut();
-            let ahead = len.saturating_add(PREFAULT_BYTES).min(room.len());
+            let ahead = bytes.len().saturating_add(PREFAULT_BYTES).min(room.len());
             crate::memory::prefault(&mut room[..ahead]);
             self.ahead = ahead;
         }
-        // The open pack is always empty between calls (what it filled was split off): its
-        // first `len` bytes of room go, the rest stays open.
-        let rest = open.split_off(len);
-        let room = std::mem::replace(open, rest);
-        self.ahead -= len;
-        self.packs.entry(id).or_default().filled += len;
-        self.dead += len;
-        (room, id)
+        open.extend_from_slice(bytes);
+        self.ahead -= bytes.len();
+        let content = open.split().freeze();
+        let pack = self.packs.entry(id).or_default();
+        pack.filled += bytes.len();
+        pack.live += bytes.len();
+        self.bytes += bytes.len();
+        (content, id)
     }
 
     /// Keeps `bytes` as a pack of their own (never the open one), and counts them as stored;
@@ -230,25 +157,6 @@ impl Inner {
         self.bytes += len;
         self.dead += capacity - len;
         (Bytes::from(bytes), id)
-    }
-
-    /// Returns a room reserved last in the open pack (its end is where the open pack's room
-    /// starts) to it, so its bytes are neither filled nor dead; any other room stays dead.
-    fn give_back(&mut self, mut room: BytesMut, pack: u64) {
-        let Some((id, open)) = self.open.as_mut() else { return };
-        let len = room.capacity();
-        if *id != pack || room.as_ptr() as usize + len != open.as_ptr() as usize {
-            return;
-        }
-        // Contiguous, split off this very buffer: `unsplit` only moves indices (no copy).
-        room.clear();
-        room.unsplit(std::mem::take(open));
-        *open = room;
-        self.ahead += len;
-        self.dead -= len;
-        if let Some(p) = self.packs.get_mut(&pack) {
-            p.filled -= len;
-        }
     }
 
     /// Counts a stored version's bytes as evicted (its pack may go).
@@ -352,93 +260,30 @@ impl ContentStore {
             };
             inner.entries.insert(version, Stored { content, pack, used: tick });
             inner.queue(tick, version);
-            self.settle(&mut inner)
+            let mut evicted = Vec::new();
+            // Held bytes (stored, and evicted ones still in packs) within the cap. While
+            // evicted bytes are over a quarter of it, the pack holding most of them is emptied
+            // (its stored versions move to the open pack, and it goes); else the least recently
+            // used version goes. Stored versions therefore keep at least the cap less a quarter
+            // and less one pack (the open pack's evicted bytes).
+            while inner.bytes + inner.dead > self.max_bytes {
+                if inner.dead > self.max_bytes / 4
+                    && let Some(id) = inner.most_evicted()
+                {
+                    let (old, _) = inner.empty(id, self.pack_bytes());
+                    evicted.extend(old);
+                    continue;
+                }
+                let Some(oldest) = inner.oldest() else { break };
+                if let Some(stored) = inner.entries.remove(&oldest) {
+                    inner.release(stored.content.len(), stored.pack);
+                    evicted.push(stored.content);
+                }
+            }
+            evicted
         };
         // Freed after the lock is released.
         drop(evicted);
-    }
-
-    /// Keeps what is held (stored bytes, and evicted ones still in packs) within the cap;
-    /// returns the bytes let go of, to be dropped after the lock. While evicted bytes are over
-    /// a quarter of the cap, the pack holding most of them is emptied (its stored versions move
-    /// to the open pack, and it goes); else the least recently used version goes. Stored
-    /// versions therefore keep at least the cap less a quarter and less one pack (the open
-    /// pack's evicted bytes).
-    fn settle(&self, inner: &mut Inner) -> Vec<Content> {
-        let mut evicted = Vec::new();
-        while inner.bytes + inner.dead > self.max_bytes {
-            if inner.dead > self.max_bytes / 4
-                && let Some(id) = inner.most_evicted()
-            {
-                let (old, _) = inner.empty(id, self.pack_bytes());
-                evicted.extend(old);
-                continue;
-            }
-            let Some(oldest) = inner.oldest() else { break };
-            if let Some(stored) = inner.entries.remove(&oldest) {
-                inner.release(stored.content.len(), stored.pack);
-                evicted.push(stored.content);
-            }
-        }
-        evicted
-    }
-
-    /// Room in the open pack to read a file of `len` bytes into (see [`Room`]), when a version
-    /// that long would be copied into a pack: at most the per-version cap, and under
-    /// [`OWN_BUFFER_BYTES`] (a larger one keeps a buffer of its own).
-    pub fn room(&self, len: usize) -> Option<Room> {
-        if !self.fits(len) || len >= OWN_BUFFER_BYTES {
-            return None;
-        }
-        let (room, evicted) = {
-            let mut inner = self.lock();
-            let (bytes, pack) = inner.reserve(len, self.pack_bytes());
-            (Room { bytes, pack }, self.settle(&mut inner))
-        };
-        drop(evicted);
-        Some(room)
-    }
-
-    /// Stores the bytes read into `room` as `version`'s content (which they must be, as for
-    /// [`ContentStore::put`]), in place. A version already stored only counts as used (the
-    /// room stays dead); a room whose pack went meanwhile (every version in it evicted) is
-    /// copied into the open pack.
-    pub fn put_room(&self, version: Version, room: Room) {
-        let Room { bytes, pack } = room;
-        let evicted = {
-            let mut inner = self.lock();
-            if inner.touch(&version).is_some() {
-                // Read again (its cached state was let go of while the store kept it): the room
-                // goes back to the open pack when nothing was reserved after it, else stays dead.
-                inner.give_back(bytes, pack);
-                return;
-            }
-            let len = bytes.len();
-            let (content, pack) = match inner.packs.get_mut(&pack) {
-                Some(p) => {
-                    p.live += len;
-                    inner.dead -= len;
-                    inner.bytes += len;
-                    (bytes.freeze(), pack)
-                }
-                None => inner.copy_in(&bytes, self.pack_bytes()),
-            };
-            inner.tick += 1;
-            let tick = inner.tick;
-            inner.entries.insert(version, Stored { content, pack, used: tick });
-            inner.queue(tick, version);
-            self.settle(&mut inner)
-        };
-        drop(evicted);
-    }
-
-    /// Stores a read's loaded bytes as `version`'s content ([`ContentStore::put`],
-    /// [`ContentStore::put_room`]).
-    pub fn keep(&self, version: Version, loaded: Loaded) {
-        match loaded {
-            Loaded::Buffer(bytes) => self.put(version, Cow::Owned(bytes)),
-            Loaded::Room(room) => self.put_room(version, room),
-        }
     }
 
     /// The bytes of `version`, if stored (counts as a use).
@@ -653,109 +498,6 @@ mod tests {
         assert!(store.get(&version).is_none());
         check_books(&store);
         assert!(own.is_some_and(|own| !store.lock().packs.contains_key(&own)));
-    }
-
-    fn file_of(dir: &tempfile::TempDir, name: &str, text: &[u8]) -> std::fs::File {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::File::open(path).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    #[test]
-    fn a_file_read_into_its_room_is_stored_in_place() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let store = ContentStore::new(1 << 20, 4096);
-        let (a, b) = (content("first\n"), content("second version\n"));
-        store.put(a.0, Cow::Borrowed(&a.1));
-        let mut room = store.room(b.1.len() + 1).unwrap_or_else(|| panic!("a room"));
-        assert!(room.read_from(&file_of(&dir, "b", &b.1), b.1.len()).unwrap_or_else(|e| panic!("{e}")));
-        assert_eq!(room.filled(), b.1.as_slice());
-        let at = room.filled().as_ptr();
-        check_books(&store);
-        assert_eq!(store.bytes(), a.1.len() + b.1.len() + 1, "the room is held");
-        store.keep(b.0, Loaded::Room(room));
-        let kept = store.get(&b.0).unwrap_or_else(|| panic!("stored"));
-        assert_eq!((&*kept, kept.as_ptr()), (b.1.as_slice(), at), "stored where it was read, not copied");
-        assert_eq!(store.get(&a.0).as_deref(), Some(a.1.as_slice()));
-        assert_eq!(store.lock().packs.len(), 1, "one pack");
-        check_books(&store);
-        // The byte more than expected stays dead with the pack.
-        assert_eq!(store.bytes(), a.1.len() + b.1.len() + 1);
-    }
-
-    #[test]
-    fn a_room_too_small_for_its_file_says_so_and_unused_rooms_stay_dead() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let store = ContentStore::new(1 << 20, 4096);
-        let grown = file_of(&dir, "grown", b"0123456789");
-        let mut room = store.room(6).unwrap_or_else(|| panic!("a room"));
-        assert!(
-            !room.read_from(&grown, 5).unwrap_or_else(|e| panic!("{e}")),
-            "the file is longer than its room"
-        );
-        drop(room);
-        check_books(&store);
-        assert_eq!((store.len(), store.bytes()), (0, 6), "dead, held until the pack goes");
-        // A version stored already: its second room only counts as a use.
-        let (v, bytes) = content("twice\n");
-        store.put(v, Cow::Borrowed(&bytes));
-        let mut room = store.room(bytes.len() + 1).unwrap_or_else(|| panic!("a room"));
-        assert!(
-            room.read_from(&file_of(&dir, "twice", &bytes), bytes.len()).unwrap_or_else(|e| panic!("{e}"))
-        );
-        let held = store.bytes();
-        store.keep(v, Loaded::Room(room));
-        assert_eq!(store.len(), 1);
-        check_books(&store);
-        assert_eq!(store.bytes(), held - bytes.len() - 1, "reserved last: given back");
-        // One reserved after it: it stays dead.
-        let mut room = store.room(bytes.len() + 1).unwrap_or_else(|| panic!("a room"));
-        assert!(
-            room.read_from(&file_of(&dir, "twice", &bytes), bytes.len()).unwrap_or_else(|e| panic!("{e}"))
-        );
-        let later = store.room(10);
-        let held = store.bytes();
-        store.keep(v, Loaded::Room(room));
-        assert_eq!(store.bytes(), held, "not the last one: dead");
-        drop(later);
-        check_books(&store);
-        // The open pack still takes versions after rooms went back.
-        let (w, other) = content("other\n");
-        store.put(w, Cow::Borrowed(&other));
-        assert_eq!(store.get(&w).as_deref(), Some(other.as_slice()));
-        check_books(&store);
-        // No room for what a pack would not take.
-        assert!(store.room(4097).is_none() && ContentStore::new(0, 4096).room(10).is_none());
-        assert!(ContentStore::new(1 << 20, 1 << 20).room(OWN_BUFFER_BYTES).is_none());
-    }
-
-    #[test]
-    fn a_room_whose_pack_went_is_copied_and_rooms_stay_within_the_cap() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        // Cap 8,000: packs of 1,000 bytes.
-        let store = ContentStore::new(8_000, 4096);
-        let (v, bytes) = content("kept after all\n");
-        let mut room = store.room(bytes.len() + 1).unwrap_or_else(|| panic!("a room"));
-        assert!(
-            room.read_from(&file_of(&dir, "late", &bytes), bytes.len()).unwrap_or_else(|e| panic!("{e}"))
-        );
-        let first = room.pack;
-        // Fill and evict past the room's pack while the room is out.
-        for (v, bytes) in texts(400, 99) {
-            store.put(v, Cow::Borrowed(&bytes));
-            assert!(store.bytes() <= 8_000);
-        }
-        assert!(!store.lock().packs.contains_key(&first), "the room's pack went");
-        check_books(&store);
-        store.keep(v, Loaded::Room(room));
-        assert_eq!(store.get(&v).as_deref(), Some(bytes.as_slice()));
-        check_books(&store);
-        // Rooms taken and dropped, over and over, never hold more than the cap.
-        for _ in 0..200 {
-            drop(store.room(100));
-            assert!(store.bytes() <= 8_000, "{}", store.bytes());
-        }
-        check_books(&store);
     }
 
     #[test]
