@@ -191,6 +191,10 @@ pub struct DaemonStatus {
     pub refused_connections: u64,
     /// Files the provider holds cached state for.
     pub cached_files: u64,
+    /// Bytes of those files' line indexes (checkpoints, and the line ends of warm files of 64
+    /// to 512 KiB), at most `--max-cache-bytes`.
+    #[serde(default)]
+    pub index_bytes: u64,
     /// Bytes of files currently memory-mapped.
     pub mapped_bytes: u64,
     /// Cached files the provider keeps open (so warm reads need no `open`); released with

@@ -2072,9 +2072,10 @@ fn thousands(x: f64) -> String {
 }
 
 /// What `daemon/status` reports the daemon keeps on purpose, each within its cap (snapshots for
-/// stale diffs, parked resumable sessions, warm search listings), KiB.
+/// stale diffs, parked resumable sessions, warm search listings, cached files' line indexes),
+/// KiB.
 fn kept_on_purpose_kib(status: &Value) -> u64 {
-    ["snapshotBytes", "parkedBytes", "cachedListingBytes"]
+    ["snapshotBytes", "parkedBytes", "cachedListingBytes", "indexBytes"]
         .iter()
         .map(|key| status.get(*key).and_then(Value::as_u64).unwrap_or(0))
         .sum::<u64>()

@@ -108,6 +108,11 @@ impl Files {
         self.provider.cached_files()
     }
 
+    /// Bytes of the cached files' line indexes (what `max_index_bytes` bounds).
+    pub fn cached_index_bytes(&self) -> usize {
+        self.provider.cached_index_bytes()
+    }
+
     /// Bytes mapped by cached entries.
     pub fn mapped_bytes(&self) -> usize {
         self.provider.mapped_bytes()

@@ -250,8 +250,7 @@ impl Provider {
     }
 
     /// Bytes of the cached indexes, line ends included (what `max_index_bytes` bounds).
-    #[cfg(test)]
-    pub(super) fn cached_index_bytes(&self) -> usize {
+    pub fn cached_index_bytes(&self) -> usize {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner).index_bytes
     }
 

@@ -349,6 +349,7 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         max_sessions: u64::try_from(ctx.config.max_connections).unwrap_or(u64::MAX),
         refused_connections: Stats::get(&stats.refused_connections),
         cached_files: ctx.files.cached_files() as u64,
+        index_bytes: ctx.files.cached_index_bytes() as u64,
         mapped_bytes: ctx.files.mapped_bytes() as u64,
         open_files: ctx.files.open_files() as u64,
         watched_paths: ctx.watch.watched(),

@@ -1141,6 +1141,8 @@ fn warm_reads_keep_the_file_open_and_still_see_outside_changes() {
         (Some(1), Some(1)),
         "{status}"
     );
+    // Its line index is counted (a small file's: a few dozen bytes, no line ends).
+    assert!(status["indexBytes"].as_u64().is_some_and(|b| b > 0 && b < 4096), "{status}");
     // Served from the open file, and the same answer.
     assert_eq!(read_window(&mut raw, "warm.txt", None, None).lines, first.lines);
 

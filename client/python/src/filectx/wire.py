@@ -245,6 +245,11 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     hashes nothing.
     """
 
+    indexBytes: int
+    """Bytes of those files' line indexes (checkpoints, and the line ends of warm files of 64
+    to 512 KiB), at most `--max-cache-bytes`.
+    """
+
     openFiles: int
     """Cached files the provider keeps open (so warm reads need no `open`); released with
     their cache entries (least recently used, or idle for a while).

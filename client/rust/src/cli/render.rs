@@ -58,6 +58,7 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         ("refused connections", status.refused_connections.to_string()),
         ("requests", status.requests.to_string()),
         ("cached files", status.cached_files.to_string()),
+        ("line indexes", human_bytes(status.index_bytes)),
         ("mapped bytes", human_bytes(status.mapped_bytes)),
         ("open files", status.open_files.to_string()),
         ("watched paths", status.watched_paths.to_string()),
@@ -251,6 +252,7 @@ mod tests {
             max_sessions: 64,
             refused_connections: 0,
             cached_files: 3,
+            index_bytes: 2048,
             mapped_bytes: 0,
             open_files: 2,
             watched_paths: 2,
@@ -275,8 +277,9 @@ mod tests {
         assert!(text.contains("dropped notifications: 0\n"), "{text}");
         // Every value starts in the same column, right after the longest key.
         assert!(text.contains("search listings:       1 (512 B)\n"), "{text}");
+        assert!(text.contains("line indexes:          2.0 KiB (2048)\n"), "{text}");
         assert!(text.contains("gates:                 0\n"), "{text}");
-        assert_eq!(text.lines().count(), 16);
+        assert_eq!(text.lines().count(), 17);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

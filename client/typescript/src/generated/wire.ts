@@ -405,6 +405,11 @@ export interface DaemonStatus {
    */
   hashedBytes?: number;
   /**
+   * Bytes of those files' line indexes (checkpoints, and the line ends of warm files of 64
+   * to 512 KiB), at most `--max-cache-bytes`.
+   */
+  indexBytes?: number;
+  /**
    * Bytes of files currently memory-mapped.
    */
   mappedBytes: number;

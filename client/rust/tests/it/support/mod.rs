@@ -193,6 +193,7 @@ pub fn status() -> DaemonStatus {
         max_sessions: 64,
         refused_connections: 1,
         cached_files: 3,
+        index_bytes: 0,
         mapped_bytes: 1536,
         open_files: 2,
         watched_paths: 5,
