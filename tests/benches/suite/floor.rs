@@ -595,8 +595,75 @@ pub(crate) fn workload(opts: &Opts, base: &Path, reads: &ReadSet) -> Res<Vec<Row
     if wanted("cold") {
         rows.push(cold_reads(base)?);
     }
+
+    // --- What a server that works before answering pays on this machine for the same bytes.
+    for size in [1024, 80 * 1024] {
+        let name =
+            format!("wake-up: {} KiB answer after {WORK_US} µs of work, less the work (p50)", size / 1024);
+        if wanted(&name) {
+            rows.push(wake_up(name, size, &ropts)?);
+        }
+    }
     rows.retain(|row| !row.filectxd.is_empty());
     Ok(rows)
+}
+
+/// How long the server of the wake-up rows works (spins) before each answer: more than the
+/// floor server ever takes, less than filectxd's cold read or 2000-line answer.
+const WORK_US: u64 = 40;
+
+/// The transport's cost for a server that works before it answers, against one that answers at
+/// once, same bytes, same socket: in the "filectxd" column a bare server (a thread, a Unix
+/// socket pair, a prepared answer of `size` bytes) that spins [`WORK_US`] µs before each answer,
+/// its round trip less those µs; in the "floor" column the same server answering at once. The
+/// floor server answers within a few µs, filectxd's cold reads and long answers after tens: on
+/// a virtual machine whose idle CPUs halt at once (`haltpoll` with `guest_halt_poll_ns` 0), the
+/// client's CPU may be asleep when a late answer comes, and waking it is paid by the late
+/// server only. This row shows how much of that this machine charges in the same run.
+fn wake_up(name: String, size: usize, opts: &Opts) -> Res<Row> {
+    let mut row = Row::new(name, Unit::P50, "—");
+    eprintln!("floors: {} ...", row.name);
+    row.note = "bare servers, no filectxd; CPU not measured".to_owned();
+    for _ in 0..ROUNDS {
+        for work in [Duration::from_micros(WORK_US), Duration::ZERO] {
+            let p50 = answer_after(work, size, opts.duration)?;
+            if work.is_zero() { &mut row.floor } else { &mut row.filectxd }.push(p50.as_secs_f64());
+        }
+    }
+    Ok(row)
+}
+
+/// The p50 round trip, less `work`, of one-byte requests answered with `size` bytes by a
+/// thread that spins `work` before each answer, over `duration`.
+fn answer_after(work: Duration, size: usize, duration: Duration) -> Res<Duration> {
+    use std::io::{Read, Write};
+    let (mut client, mut server) = UnixStream::pair().ctx(|| "socket pair".into())?;
+    let answering = std::thread::spawn(move || {
+        let answer = vec![b'x'; size];
+        let mut request = [0u8; 1];
+        while server.read_exact(&mut request).is_ok() {
+            let start = Instant::now();
+            while start.elapsed() < work {
+                std::hint::spin_loop();
+            }
+            if server.write_all(&answer).is_err() {
+                break;
+            }
+        }
+    });
+    let mut answer = vec![0u8; size];
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        let t0 = Instant::now();
+        client.write_all(b"q").ctx(|| "send".into())?;
+        client.read_exact(&mut answer).ctx(|| "receive".into())?;
+        times.push(t0.elapsed().saturating_sub(work));
+    }
+    drop(client);
+    answering.join().map_err(|_| "the answering thread panicked".to_owned())?;
+    times.sort();
+    Ok(times.get(times.len() / 2).copied().unwrap_or_default())
 }
 
 /// A gate session on `dir` that allows every intent at once; counts them.
