@@ -43,6 +43,24 @@ fn line_overhead(n: u64, cut: bool) -> u64 {
     number_width(n) + 2 + if cut { CUT_SUFFIX.len() as u64 } else { 0 }
 }
 
+/// [`line_overhead`] of the whole lines `first..=last`, added up a column width at a time.
+fn lines_overhead(first: u64, last: u64) -> u64 {
+    let mut sum = 0u64;
+    let mut n = first;
+    while n <= last {
+        let width = number_width(n);
+        // The last number of this width (six covers everything below 1,000,000).
+        let widest = if width <= 6 { 999_999 } else { 10u64.checked_pow(width as u32).map_or(u64::MAX, |p| p - 1) };
+        let to = widest.min(last);
+        sum = sum.saturating_add((to - n + 1).saturating_mul(width + 2));
+        if to == u64::MAX {
+            break;
+        }
+        n = to + 1;
+    }
+    sum
+}
+
 /// The window the read tool asks for: lines cut at 2000 characters, the whole text (with this
 /// projection's numbering, marks and footer) within `budget` bytes, and at least one line.
 pub fn read_request(offset: u64, limit: u64, budget: u64) -> WindowRequest {
@@ -52,6 +70,7 @@ pub fn read_request(offset: u64, limit: u64, budget: u64) -> WindowRequest {
         max_line_chars: Some(READ_LINE_MAX_CHARS),
         max_bytes: budget.saturating_sub(FOOTER_ROOM),
         overhead: line_overhead,
+        overhead_of_lines: Some(lines_overhead),
         fit_first: true,
     }
 }
@@ -526,6 +545,20 @@ mod tests {
             .assert_eq(text.rsplit_once("\n\n").unwrap().1);
         let text = read(&view(1, &lines[..1999], 3000, vec![]), true);
         assert!(text.ends_with("Use offset=2000 to continue.)"), "not capped by the limit: {text}");
+    }
+
+    #[test]
+    fn the_overhead_of_a_run_of_lines_is_each_lines_added_up() {
+        let edges = [1, 2, 999_990, 999_999, 1_000_000, 9_999_995, 10_000_000, 10_u64.pow(19) - 3, u64::MAX - 4];
+        for &first in &edges {
+            for len in 0..12u64 {
+                let last = first.saturating_add(len);
+                let each: u64 = (first..=last).map(|n| line_overhead(n, false)).sum();
+                assert_eq!(lines_overhead(first, last), each, "{first}..={last}");
+            }
+        }
+        assert_eq!(lines_overhead(5, 4), 0);
+        assert_eq!(lines_overhead(1, 2000), 2000 * 8);
     }
 
     #[test]
