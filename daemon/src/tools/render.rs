@@ -182,23 +182,6 @@ impl Column {
     }
 }
 
-/// Counts up the number right-aligned in `digits` (which has room for one more digit).
-fn count_up(digits: &mut [u8]) {
-    for d in digits.iter_mut().rev() {
-        match *d {
-            b'9' => *d = b'0',
-            b' ' => {
-                *d = b'1';
-                return;
-            }
-            digit => {
-                *d = digit + 1;
-                return;
-            }
-        }
-    }
-}
-
 /// Appends `n` right-aligned in its column.
 #[cfg(test)]
 fn push_number(out: &mut impl Sink, n: u64) {
@@ -248,13 +231,25 @@ fn project_whole_lines(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -
     number.next();
     let lines = bounds.len() as u64;
     if w.start_line.saturating_add(lines) <= 1_000_000 {
-        // Every number six wide: the escaped newline, the next number and the tab are one
-        // array, its digits counted up in place (and read back only a line later).
-        let mut gap = *b"\\n      \\t";
-        gap[2..8].copy_from_slice(number.shown());
+        // Every number six wide: the escaped newline and the next number are one word, kept in
+        // a register and counted up there (its last digit is the word's highest byte), so no
+        // line reads back bytes just stored one by one; a carry makes it again from the number.
+        // (Made for the number after the last line too, which is never written: only its last
+        // six digits are taken, as 1,000,000 has seven.)
+        let word = |n: u64| {
+            let column = Column::new(n);
+            let shown = column.shown();
+            let mut gap = *b"\\n      ";
+            gap[2..8].copy_from_slice(&shown[shown.len() - 6..]);
+            u64::from_le_bytes(gap)
+        };
+        let mut next = w.start_line + 1;
+        let mut gap = word(next);
         crate::json::escape_each_into(sink.out, text, bounds, |out| {
-            out.extend_from_slice(&gap);
-            count_up(&mut gap[2..8]);
+            out.extend_from_slice(&gap.to_le_bytes());
+            out.extend_from_slice(b"\\t");
+            next += 1;
+            gap = if gap >> 56 == u64::from(b'9') { word(next) } else { gap + (1 << 56) };
         });
         len += (lines as usize).saturating_sub(1) * 8;
     } else {
