@@ -182,6 +182,25 @@ impl Column {
     }
 }
 
+/// The word of an escaped newline (bytes 0 and 1) and a number right-aligned in the six bytes
+/// after it (spaces before its digits; its last digit the word's highest byte) with the number
+/// one more, without a branch: the `9`s it ends with become `0`s and the byte before them goes
+/// up by one, from a space to `1` or from a digit to the next. (999,999 has no next number of
+/// six digits; what it gives is not a number, and is never written.)
+fn count_up(word: u64) -> u64 {
+    const LOW: u64 = u64::from_le_bytes([0x7F; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    let x = word ^ u64::from_le_bytes([b'9'; 8]);
+    // The high bit of each byte that is not a `9`: byte 1 (`n`) is one, so the `9`s at the top
+    // are at most six bytes, and the byte to raise is byte 1 or above.
+    let not_nine = (((x & LOW) + LOW) | x) & HIGH;
+    let nines = not_nine.leading_zeros() / 8;
+    let at = 8 * (7 - nines);
+    let zeroed = word - (u64::MAX.checked_shl(64 - 8 * nines).unwrap_or(0) & u64::from_le_bytes([9; 8]));
+    let raised = if (zeroed >> at) & 0xFF == u64::from(b' ') { 0x11 } else { 1 };
+    zeroed + (raised << at)
+}
+
 /// Appends `n` right-aligned in its column.
 #[cfg(test)]
 fn push_number(out: &mut impl Sink, n: u64) {
@@ -232,24 +251,15 @@ fn project_whole_lines(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -
     let lines = bounds.len() as u64;
     if w.start_line.saturating_add(lines) <= 1_000_000 {
         // Every number six wide: the escaped newline and the next number are one word, kept in
-        // a register and counted up there (its last digit is the word's highest byte), so no
-        // line reads back bytes just stored one by one; a carry makes it again from the number.
-        // (Made for the number after the last line too, which is never written: only its last
-        // six digits are taken, as 1,000,000 has seven.)
-        let word = |n: u64| {
-            let column = Column::new(n);
-            let shown = column.shown();
-            let mut gap = *b"\\n      ";
-            gap[2..8].copy_from_slice(&shown[shown.len() - 6..]);
-            u64::from_le_bytes(gap)
-        };
-        let mut next = w.start_line + 1;
-        let mut gap = word(next);
+        // a register and counted up there ([`count_up`]), so that no line reads back bytes
+        // just stored one by one.
+        let mut gap = *b"\\n      ";
+        gap[2..8].copy_from_slice(number.shown());
+        let mut gap = u64::from_le_bytes(gap);
         crate::json::escape_each_into(sink.out, text, bounds, |out| {
             out.extend_from_slice(&gap.to_le_bytes());
             out.extend_from_slice(b"\\t");
-            next += 1;
-            gap = if gap >> 56 == u64::from(b'9') { word(next) } else { gap + (1 << 56) };
+            gap = count_up(gap);
         });
         len += (lines as usize).saturating_sub(1) * 8;
     } else {
@@ -540,6 +550,20 @@ mod tests {
             .assert_eq(text.rsplit_once("\n\n").unwrap().1);
         let text = read(&view(1, &lines[..1999], 3000, vec![]), true);
         assert!(text.ends_with("Use offset=2000 to continue.)"), "not capped by the limit: {text}");
+    }
+
+    #[test]
+    fn a_gap_word_counts_up_as_its_number() {
+        let word = |n: u64| {
+            let mut gap = *b"\\n      ";
+            gap[2..8].copy_from_slice(Column::new(n).shown());
+            u64::from_le_bytes(gap)
+        };
+        let mut gap = word(1);
+        for n in 2..1_000_000u64 {
+            gap = count_up(gap);
+            assert_eq!(gap, word(n), "{n}");
+        }
     }
 
     #[test]
