@@ -191,7 +191,14 @@ fn block_escape_mask(block: &[u8; BLOCK], len: usize) -> u64 {
 #[inline]
 fn push_escaped(out: &mut Vec<u8>, b: u8) {
     match ESCAPE[usize::from(b)] {
-        b'u' => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]]),
+        b'u' => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 0xF)],
+        ]),
         letter => out.extend_from_slice(&[b'\\', letter]),
     }
 }
@@ -502,7 +509,11 @@ mod tests {
                     let mut block = [around; BLOCK];
                     block[pos] = b;
                     let expected = (0..BLOCK).filter(|&i| flagged(block[i])).fold(0u64, |m, i| m | 1 << i);
-                    assert_eq!(block_escape_mask(&block, BLOCK), expected, "{b:#x} at {pos} among {around:#x}");
+                    assert_eq!(
+                        block_escape_mask(&block, BLOCK),
+                        expected,
+                        "{b:#x} at {pos} among {around:#x}"
+                    );
                     for len in [0, 1, pos, pos + 1, 63] {
                         let want = if len == 0 { 0 } else { expected & (u64::MAX >> (BLOCK - len)) };
                         assert_eq!(block_escape_mask(&block, len), want, "{b:#x} at {pos}, {len} bytes");
@@ -512,7 +523,8 @@ mod tests {
         }
         // Lines with several bytes to escape of every kind, and what follows them in the block.
         let mut block = [b'x'; BLOCK];
-        for (i, b) in [0u8, b'"', 0x1f, b'\\', b'\t', b'\n', 0x08, 0x0c, b'\r', 0x7f].into_iter().enumerate() {
+        for (i, b) in [0u8, b'"', 0x1f, b'\\', b'\t', b'\n', 0x08, 0x0c, b'\r', 0x7f].into_iter().enumerate()
+        {
             block[3 * i + 1] = b;
         }
         block[40..43].copy_from_slice("é\"".as_bytes());

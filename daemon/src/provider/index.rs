@@ -1222,7 +1222,10 @@ impl Plain<'_> {
         lines.bounds.reserve(fit);
         let (mut from, mut begun, mut to, mut bytes) = (at, at, at, 0u64);
         for &nl in ends.get(..fit).unwrap_or_default() {
-            let end = u64::from(nl).checked_sub(start).and_then(|end| usize::try_from(end).ok()).unwrap_or(usize::MAX);
+            let end = u64::from(nl)
+                .checked_sub(start)
+                .and_then(|end| usize::try_from(end).ok())
+                .unwrap_or(usize::MAX);
             if end < from || end >= chunk.len() {
                 break;
             }
@@ -1553,7 +1556,11 @@ mod tests {
                 let chunk = 1 + next(5000) as usize;
                 assert_eq!(window(bytes, &dense, &request).unwrap(), expected, "{case} {request:?}");
                 assert_eq!(window(bytes, &dense, &at_once).unwrap(), expected, "{case} {request:?}");
-                assert_eq!(window(&Small(bytes, chunk), &dense, &at_once).unwrap(), expected, "{case} {chunk}");
+                assert_eq!(
+                    window(&Small(bytes, chunk), &dense, &at_once).unwrap(),
+                    expected,
+                    "{case} {chunk}"
+                );
                 assert_eq!(window(bytes, &sparse, &at_once).unwrap(), expected, "{case} {request:?}");
                 assert_eq!(
                     window(&Small(bytes, chunk), &dense, &request).unwrap(),
@@ -1622,7 +1629,12 @@ mod tests {
                         Ok(n)
                     })
                     .expect("the text's own ends");
-                assert_eq!(ends.after_cr(), after_cr, "{piece} {:?}", String::from_utf8_lossy(&text[..text.len().min(20)]));
+                assert_eq!(
+                    ends.after_cr(),
+                    after_cr,
+                    "{piece} {:?}",
+                    String::from_utf8_lossy(&text[..text.len().min(20)])
+                );
             }
         }
     }

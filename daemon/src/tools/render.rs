@@ -50,7 +50,8 @@ fn lines_overhead(first: u64, last: u64) -> u64 {
     while n <= last {
         let width = number_width(n);
         // The last number of this width (six covers everything below 1,000,000).
-        let widest = if width <= 6 { 999_999 } else { 10u64.checked_pow(width as u32).map_or(u64::MAX, |p| p - 1) };
+        let widest =
+            if width <= 6 { 999_999 } else { 10u64.checked_pow(width as u32).map_or(u64::MAX, |p| p - 1) };
         let to = widest.min(last);
         sum = sum.saturating_add((to - n + 1).saturating_mul(width + 2));
         if to == u64::MAX {
@@ -568,7 +569,8 @@ mod tests {
 
     #[test]
     fn the_overhead_of_a_run_of_lines_is_each_lines_added_up() {
-        let edges = [1, 2, 999_990, 999_999, 1_000_000, 9_999_995, 10_000_000, 10_u64.pow(19) - 3, u64::MAX - 4];
+        let edges =
+            [1, 2, 999_990, 999_999, 1_000_000, 9_999_995, 10_000_000, 10_u64.pow(19) - 3, u64::MAX - 4];
         for &first in &edges {
             for len in 0..12u64 {
                 let last = first.saturating_add(len);
