@@ -158,6 +158,67 @@ fn block_needs_escape(block: &[u8; BLOCK], len: usize) -> bool {
     any != 0
 }
 
+/// Exactly the bytes of `word` that need escaping (see [`needs_escape`]), as their high bits
+/// (no borrow crosses from one byte to the next, unlike [`escape_bits`]).
+#[inline]
+fn escape_bytes(word: u64) -> u64 {
+    const LOW: u64 = splat(0x7F);
+    const HIGH: u64 = splat(0x80);
+    // Below 0x20: the low seven bits plus 0x60 stay below 0x80 (at most 0xDF: no carry), and
+    // the high bit is clear (non-ASCII bytes never count).
+    let control = !(((word & LOW) + splat(0x60)) | word) & HIGH;
+    let zero = |x: u64| !(((x & LOW) + LOW) | x) & HIGH;
+    control | zero(word ^ splat(b'"')) | zero(word ^ splat(b'\\'))
+}
+
+/// Bit `i` set exactly when byte `i` of the first `len` bytes of `block` needs escaping.
+#[inline]
+fn block_escape_mask(block: &[u8; BLOCK], len: usize) -> u64 {
+    let mut mask = 0u64;
+    for (i, chunk) in block.chunks_exact(8).enumerate() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        // One bit per byte: each byte's high bit gathered into the top byte by one multiply
+        // (byte `k`'s bit lands on bit 56 + `k`; no two products meet, so nothing carries).
+        let bits = (escape_bytes(u64::from_le_bytes(word)) >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+        mask |= bits << (8 * i);
+    }
+    let len = len.min(BLOCK);
+    if len == 0 { 0 } else { mask & (u64::MAX >> (BLOCK - len)) }
+}
+
+/// Appends byte `b`, one that needs escaping, escaped.
+#[inline]
+fn push_escaped(out: &mut Vec<u8>, b: u8) {
+    match ESCAPE[usize::from(b)] {
+        b'u' => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 0xF)],
+        ]),
+        letter => out.extend_from_slice(&[b'\\', letter]),
+    }
+}
+
+/// [`escape_into`] of the first `len` bytes of `block` (at most [`BLOCK`]), some of which need
+/// escaping: the runs between them copied whole, one step per byte to escape (no test per byte).
+fn escape_block(out: &mut Vec<u8>, block: &[u8; BLOCK], len: usize) {
+    let len = len.min(BLOCK);
+    let mut mask = block_escape_mask(block, len);
+    let mut from = 0;
+    while mask != 0 {
+        let at = mask.trailing_zeros() as usize;
+        out.extend_from_slice(block.get(from..at).unwrap_or_default());
+        push_escaped(out, block[at]);
+        from = at + 1;
+        mask &= mask - 1;
+    }
+    out.extend_from_slice(block.get(from..len).unwrap_or_default());
+}
+
 /// Appends the lines of `text` that `bounds` say (where each starts and ends in it; no line
 /// holds a line break), each escaped as [`escape_into`] escapes it, with what `between` appends
 /// (already escaped) between two lines. A line of at most [`BLOCK`] bytes with room after it in
@@ -179,7 +240,7 @@ pub fn escape_each_into(
         match block {
             Some(block) if len <= BLOCK => {
                 if block_needs_escape(block, len) {
-                    escape_known(out, &block[..len]);
+                    escape_block(out, block, len);
                 } else {
                     out.extend_from_slice(block);
                     out.truncate(out.len() - BLOCK + len);
@@ -435,6 +496,49 @@ mod tests {
         // Bytes that borrow into their neighbours.
         assert!(!needs_escape(u64::from_ne_bytes([0x20, 0x80, 0xff, 0x21, 0x5d, 0x5b, 0x23, 0x7f])));
         assert!(needs_escape(u64::from_ne_bytes([0x20, 0x00, 0xff, 0x21, 0x5d, 0x5b, 0x23, 0x7f])));
+    }
+
+    #[test]
+    fn the_block_mask_marks_exactly_the_bytes_to_escape() {
+        let flagged = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+        // Every byte at every place of a word, among neighbours of every kind (a borrow or a
+        // carry from one byte must not mark another).
+        for b in 0u8..=255 {
+            for around in [0u8, 0x1f, 0x20, b'"', b'\\', 0x7f, 0x80, 0xff, b'a'] {
+                for pos in 0..BLOCK {
+                    let mut block = [around; BLOCK];
+                    block[pos] = b;
+                    let expected = (0..BLOCK).filter(|&i| flagged(block[i])).fold(0u64, |m, i| m | 1 << i);
+                    assert_eq!(
+                        block_escape_mask(&block, BLOCK),
+                        expected,
+                        "{b:#x} at {pos} among {around:#x}"
+                    );
+                    for len in [0, 1, pos, pos + 1, 63] {
+                        let want = if len == 0 { 0 } else { expected & (u64::MAX >> (BLOCK - len)) };
+                        assert_eq!(block_escape_mask(&block, len), want, "{b:#x} at {pos}, {len} bytes");
+                    }
+                }
+            }
+        }
+        // Lines with several bytes to escape of every kind, and what follows them in the block.
+        let mut block = [b'x'; BLOCK];
+        for (i, b) in [0u8, b'"', 0x1f, b'\\', b'\t', b'\n', 0x08, 0x0c, b'\r', 0x7f].into_iter().enumerate()
+        {
+            block[3 * i + 1] = b;
+        }
+        block[40..43].copy_from_slice("é\"".as_bytes());
+        block[BLOCK - 1] = b'"';
+        for len in 0..=BLOCK {
+            let Ok(line) = std::str::from_utf8(&block[..len]) else {
+                assert_eq!(len, 41, "only inside the é");
+                continue;
+            };
+            let mut out = Vec::new();
+            escape_block(&mut out, &block, len);
+            let quoted = serde_json::to_string(line).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), quoted[1..quoted.len() - 1], "{len}");
+        }
     }
 
     proptest::proptest! {

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
-use super::index::{LineIndex, NotText};
+use super::index::{LineEnds, LineIndex, NotText};
 use super::mmap::Mapped;
 use super::snapshot::Body;
 use super::version;
@@ -103,7 +103,7 @@ impl Cache {
         &mut self,
         path: &Path,
         entry: &Arc<Entry>,
-        ends: Box<[u32]>,
+        ends: LineEnds,
         config: &ProviderConfig,
     ) -> Vec<Arc<Entry>> {
         let Some((cached, _)) = self.entries.get(path) else { return Vec::new() };

@@ -87,7 +87,28 @@ pub struct LineIndex {
     /// next starts after it): set at most once, for a small file read warm (the cache adds it
     /// to an entry it holds, and counts its bytes: see [`LineIndex::ends_bytes`]). A window
     /// of such a file is cut without searching for its lines' ends.
-    ends: OnceLock<Box<[u32]>>,
+    ends: OnceLock<LineEnds>,
+}
+
+/// Where every `\n` of a file is (see [`LineIndex::ends`]), and whether any of them comes
+/// right after a `\r` (when none does, a line's bounds are its ends alone: nothing of the file
+/// is looked at to cut a window of whole lines).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineEnds {
+    at: Box<[u32]>,
+    after_cr: bool,
+}
+
+impl LineEnds {
+    /// The offsets of the `\n`s, in order.
+    pub fn offsets(&self) -> &[u32] {
+        &self.at
+    }
+
+    /// Whether some `\n` comes right after a `\r`.
+    pub fn after_cr(&self) -> bool {
+        self.after_cr
+    }
 }
 
 impl LineIndex {
@@ -119,13 +140,18 @@ impl LineIndex {
 
     /// The offsets of the file's `\n`s, when they are kept (see [`LineIndex::set_ends`]).
     pub fn ends(&self) -> Option<&[u32]> {
-        self.ends.get().map(|ends| &ends[..])
+        self.ends.get().map(LineEnds::offsets)
+    }
+
+    /// The line ends with what they say about `\r`s, when they are kept.
+    pub fn line_ends_kept(&self) -> Option<&LineEnds> {
+        self.ends.get()
     }
 
     /// Memory the line ends hold (counted apart from [`LineIndex::heap_bytes`]: the cache adds
     /// them to an entry it already holds, and counts them then).
     pub fn ends_bytes(&self) -> usize {
-        self.ends.get().map_or(0, |ends| std::mem::size_of_val(&ends[..]))
+        self.ends.get().map_or(0, |ends| std::mem::size_of_val(ends.offsets()))
     }
 
     /// Whether this index is worth line ends: a file of [`DENSE_MIN_BYTES`] to
@@ -140,7 +166,7 @@ impl LineIndex {
     /// The line ends of `bytes`, when `bytes` are this index's file (see
     /// [`LineIndex::read_line_ends`]).
     #[cfg(test)]
-    pub fn line_ends(&self, bytes: &[u8]) -> Option<Box<[u32]>> {
+    pub fn line_ends(&self, bytes: &[u8]) -> Option<LineEnds> {
         if bytes.len() as u64 != self.len {
             return None;
         }
@@ -161,11 +187,14 @@ impl LineIndex {
     pub fn read_line_ends(
         &self,
         mut read_at: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
-    ) -> Option<Box<[u32]>> {
+    ) -> Option<LineEnds> {
         let lines = usize::try_from(self.total_lines).ok()?;
         let mut ends = Vec::with_capacity(lines);
         let mut chunk = vec![0u8; ENDS_CHUNK.min(usize::try_from(self.len).ok()?)];
         let mut pos = 0u64;
+        // The byte before the chunk at hand (the last of the one before), and whether a `\n`
+        // came right after a `\r`.
+        let (mut before, mut after_cr) = (0u8, false);
         while pos < self.len {
             let want = usize::try_from(self.len - pos).map_or(chunk.len(), |left| left.min(chunk.len()));
             let n = read_at(&mut chunk[..want], pos).ok()?;
@@ -177,7 +206,9 @@ impl LineIndex {
                     return None;
                 }
                 ends.push(u32::try_from(pos + at as u64).ok()?);
+                after_cr |= at.checked_sub(1).map_or(before, |i| chunk[i]) == b'\r';
             }
+            before = chunk[n - 1];
             pos += n as u64;
         }
         let first = if self.bom { BOM.len() as u64 } else { 0 };
@@ -186,11 +217,11 @@ impl LineIndex {
             && self.checkpoints.iter().all(|c| {
                 c.line < 2 || ends.get((c.line - 2) as usize).is_some_and(|&nl| u64::from(nl) + 1 == c.offset)
             });
-        agree.then(|| ends.into_boxed_slice())
+        agree.then(|| LineEnds { at: ends.into_boxed_slice(), after_cr })
     }
 
     /// Keeps `ends` (from [`LineIndex::read_line_ends`]); `false` when the index already has them.
-    pub fn set_ends(&self, ends: Box<[u32]>) -> bool {
+    pub fn set_ends(&self, ends: LineEnds) -> bool {
         self.ends.set(ends).is_ok()
     }
 }
@@ -583,6 +614,10 @@ pub struct WindowRequest {
     /// Bytes the caller will add around line `n` (`cut`: whether the line was cut), counted
     /// against `max_bytes` (a projection's numbering and marks).
     pub overhead: fn(n: u64, cut: bool) -> u64,
+    /// What `overhead` adds up to over the whole lines `first..=last` (none cut), said at once
+    /// when the caller can: a window whose line ends the index keeps then checks its budget
+    /// once for a run of lines instead of once per line. `None`: line by line.
+    pub overhead_of_lines: Option<fn(first: u64, last: u64) -> u64>,
     /// When the first line alone passes `max_bytes`: cut it to fit (`true`), or return no
     /// lines and say so in [`Window::oversized`] (`false`).
     pub fit_first: bool,
@@ -591,7 +626,15 @@ pub struct WindowRequest {
 impl WindowRequest {
     /// Lines `offset..offset + limit`, whole, at most `max_bytes` of them.
     pub fn whole(offset: u64, limit: u64, max_bytes: u64) -> Self {
-        Self { offset, limit, max_line_chars: None, max_bytes, overhead: |_, _| 0, fit_first: false }
+        Self {
+            offset,
+            limit,
+            max_line_chars: None,
+            max_bytes,
+            overhead: |_, _| 0,
+            overhead_of_lines: Some(|_, _| 0),
+            fit_first: false,
+        }
     }
 
     /// The same request with lines over `chars` characters cut (`None`: whole lines).
@@ -702,18 +745,26 @@ impl RawLines {
     /// `start` (`owned`: a buffer read for this window).
     fn push_in_chunk(&mut self, start: u64, owned: bool, pos: u64, len: usize) {
         if self.run.is_none() {
-            let take = self.bounds.is_empty() && self.text.is_empty() && owned;
-            self.run = Some(if take {
-                Run { from: start, to: pos, at: 0, skip: usize::try_from(pos - start).unwrap_or(usize::MAX) }
-            } else {
-                Run { from: pos, to: pos, at: self.text.len(), skip: 0 }
-            });
+            self.run = Some(self.planned_run(start, owned, pos));
         }
         let Some(run) = self.run.as_mut() else { return };
         let start = run.at + usize::try_from(pos - run.from).unwrap_or(usize::MAX);
         self.bounds.push((start, start + len));
         run.to = pos + len as u64;
         self.line_bytes += len;
+    }
+
+    /// The open run, or the one a line at `pos` in the chunk at hand (which starts at `start`;
+    /// `owned`: a buffer read for this window) would open.
+    fn planned_run(&self, start: u64, owned: bool, pos: u64) -> Run {
+        if let Some(run) = self.run {
+            return run;
+        }
+        if self.bounds.is_empty() && self.text.is_empty() && owned {
+            Run { from: start, to: pos, at: 0, skip: usize::try_from(pos - start).unwrap_or(usize::MAX) }
+        } else {
+            Run { from: pos, to: pos, at: self.text.len(), skip: 0 }
+        }
     }
 
     /// Adds a line read across chunks (its bytes copied).
@@ -1041,11 +1092,12 @@ impl Iterator for Newlines<'_> {
 /// The usual part of [`window`]: takes in place, from line `*n` at `*pos` on, the lines that
 /// end in the chunk at hand, need no cut and fit the budget, stopping before the first that
 /// does not (the general path then decides about it, as it would have). `true`: line `last`
-/// was taken. The lines' ends come from `ends` when the index keeps them (no search at all),
-/// else they are found eight bytes at a time.
+/// was taken. The lines' ends come from `ends` when the index keeps them (no search at all;
+/// a run of them taken at once when the request can say its overhead at once), else they are
+/// found eight bytes at a time.
 fn take_plain_lines<S: ByteSource + ?Sized>(
     cursor: &mut Cursor<'_, S>,
-    ends: Option<&[u32]>,
+    kept: Option<&LineEnds>,
     lines: &mut RawLines,
     request: &WindowRequest,
     last: u64,
@@ -1057,11 +1109,26 @@ fn take_plain_lines<S: ByteSource + ?Sized>(
     }
     let (start, owned) = (cursor.chunk_start, cursor.owned());
     let chunk: &[u8] = &cursor.chunk;
-    let Some(at) =
-        at_line.pos.checked_sub(start).and_then(|at| usize::try_from(at).ok()).filter(|&at| at < chunk.len())
-    else {
+    let at_in_chunk = |pos: u64| {
+        pos.checked_sub(start).and_then(|at| usize::try_from(at).ok()).filter(|&at| at < chunk.len())
+    };
+    let Some(mut at) = at_in_chunk(at_line.pos) else {
         return Ok(false);
     };
+    let ends = kept.map(LineEnds::offsets);
+    if let (Some(kept), Some(lines_overhead)) = (kept, request.overhead_of_lines) {
+        let from = usize::try_from(at_line.n - 1).unwrap_or(usize::MAX);
+        let plain = Plain { chunk, start, owned, at, request, last };
+        let ends = kept.offsets().get(from..).unwrap_or_default();
+        if plain.take_known(ends, kept.after_cr(), lines_overhead, lines, at_line) {
+            return Ok(true);
+        }
+        // The lines after those taken (if any) one by one, from where the run stopped.
+        let Some(next) = at_in_chunk(at_line.pos) else {
+            return Ok(false);
+        };
+        at = next;
+    }
     let plain = Plain { chunk, start, owned, at, request, last };
     Ok(match ends {
         Some(ends) => {
@@ -1100,6 +1167,115 @@ struct Plain<'a> {
 }
 
 impl Plain<'_> {
+    /// Takes at once, from line `n` on, the lines whose kept `ends` (from line `n`'s on) lie in
+    /// the chunk and that surely fit the budget: the most lines whose cost counted from their
+    /// ends alone (a `\r` before each newline counted as a byte of its line, which can only
+    /// overstate it) is within what is left of it, found by halving; `overhead_of_lines` gives
+    /// their overhead at once. Each is then only checked (its end after its start and in the
+    /// chunk, no cut needed) and its bounds pushed; the first that fails a check stops the run,
+    /// and what the lines cost exactly is counted once. Unless some `\n` of the file follows a
+    /// `\r` (`after_cr`), the bounds are the ends themselves and no byte of the chunk is read
+    /// (else each line's last byte is looked at, and its end is checked to be a `\n`); the ends
+    /// are this version's, and a file changed under its index is told by its fingerprint after
+    /// the cut (its window then discarded), as a line's bytes are checked as UTF-8 with the
+    /// window's. `true`: line `last` was taken; else `at_line` says where the line-by-line path
+    /// goes on (nothing taken: where it was).
+    fn take_known(
+        &self,
+        ends: &[u32],
+        after_cr: bool,
+        overhead_of_lines: fn(u64, u64) -> u64,
+        lines: &mut RawLines,
+        at_line: &mut Progress,
+    ) -> bool {
+        let Plain { chunk, start, owned, at, request, last } = *self;
+        let first = at_line.n;
+        let wanted = usize::try_from(last.saturating_sub(first).saturating_add(1)).unwrap_or(usize::MAX);
+        let ends = ends.get(..wanted.min(ends.len())).unwrap_or_default();
+        let chunk_end = start + chunk.len() as u64;
+        let ends = ends.get(..ends.partition_point(|&nl| u64::from(nl) < chunk_end)).unwrap_or_default();
+        let remaining = request.max_bytes.saturating_sub(at_line.used);
+        // What lines `first..first + k` cost at most (`k >= 1`), from the `\n` ending the last.
+        let at_most = |k: usize| {
+            let span = ends.get(k - 1).map_or(u64::MAX, |&nl| u64::from(nl).saturating_sub(at_line.pos));
+            let text = span.saturating_sub(k as u64 - 1);
+            text.saturating_add(overhead_of_lines(first, first + k as u64 - 1))
+        };
+        let (mut fit, mut over) = (0, ends.len() + 1);
+        while over - fit > 1 {
+            let mid = fit + (over - fit) / 2;
+            if at_most(mid) <= remaining {
+                fit = mid;
+            } else {
+                over = mid;
+            }
+        }
+        if fit == 0 {
+            return false;
+        }
+        let cap = request.max_line_chars.map_or(usize::MAX, |chars| chars as usize);
+        let run = lines.planned_run(start, owned, at_line.pos);
+        // A line's place in the text is its place in the chunk moved by this much (wrapping:
+        // the run starts at or before the line).
+        let shift = run.at.wrapping_sub(usize::try_from(run.from - start).unwrap_or(usize::MAX));
+        let mark = lines.bounds.len();
+        lines.bounds.reserve(fit);
+        let (mut from, mut begun, mut to, mut bytes) = (at, at, at, 0u64);
+        for &nl in ends.get(..fit).unwrap_or_default() {
+            let end = u64::from(nl)
+                .checked_sub(start)
+                .and_then(|end| usize::try_from(end).ok())
+                .unwrap_or(usize::MAX);
+            if end < from || end >= chunk.len() {
+                break;
+            }
+            let cr = if after_cr {
+                if chunk.get(end) != Some(&b'\n') {
+                    break;
+                }
+                usize::from(end > from && chunk.get(end - 1) == Some(&b'\r'))
+            } else {
+                0
+            };
+            let len = end - from - cr;
+            // No more bytes than the cap means no more characters than the cap: no cut.
+            if len > cap {
+                break;
+            }
+            lines.bounds.push((from.wrapping_add(shift), (from + len).wrapping_add(shift)));
+            bytes += len as u64;
+            (begun, to) = (from, from + len);
+            from = end + 1;
+        }
+        let taken = (lines.bounds.len() - mark) as u64;
+        if taken == 0 {
+            return false;
+        }
+        let cost = bytes.saturating_add(overhead_of_lines(first, first + taken - 1));
+        debug_assert_eq!(
+            overhead_of_lines(first, first + taken - 1),
+            (first..first + taken).map(|n| (request.overhead)(n, false)).sum::<u64>(),
+            "overhead_of_lines is the sum of overhead"
+        );
+        if cost > remaining {
+            // Only when the ends are not this text's (a file changed under its index, which its
+            // fingerprint will tell): leave it all to the line-by-line path.
+            lines.bounds.truncate(mark);
+            return false;
+        }
+        lines.run = Some(Run { to: start + to as u64, ..run });
+        lines.line_bytes += usize::try_from(bytes).unwrap_or(usize::MAX);
+        at_line.used += cost;
+        if first + taken - 1 == last {
+            at_line.n = last;
+            at_line.pos = start + begun as u64;
+            return true;
+        }
+        at_line.n = first + taken;
+        at_line.pos = start + from as u64;
+        false
+    }
+
     /// Takes lines ending at each of `ends` (positions of `\n`s in the chunk, in order, from the
     /// line at `at` on) while they qualify (see [`take_plain_lines`]).
     #[inline]
@@ -1145,7 +1321,7 @@ pub fn window<S: ByteSource + ?Sized>(
     index: &LineIndex,
     request: &WindowRequest,
 ) -> std::io::Result<Window> {
-    let &WindowRequest { offset, limit, max_line_chars, max_bytes, overhead, fit_first } = request;
+    let &WindowRequest { offset, limit, max_line_chars, max_bytes, overhead, fit_first, .. } = request;
     let total = index.total_lines;
     let mut out = Window {
         start_line: offset,
@@ -1185,7 +1361,7 @@ pub fn window<S: ByteSource + ?Sized>(
     let prefix_cap = max_line_chars.map(prefix_bytes);
     let mut at_line = Progress { n: offset, pos, used: 0 };
     loop {
-        if take_plain_lines(&mut cursor, index.ends(), &mut lines, request, last, &mut at_line)? {
+        if take_plain_lines(&mut cursor, index.line_ends_kept(), &mut lines, request, last, &mut at_line)? {
             break;
         }
         let Progress { n, pos, used } = at_line;
@@ -1339,7 +1515,8 @@ mod tests {
             for _ in 0..next(300) {
                 match next(12) {
                     0 => {}
-                    1 => text.push_str("crlf ü\r"),
+                    // Every fourth text without a `\r` before a newline (cut from the ends alone).
+                    1 if case % 4 != 1 => text.push_str("crlf ü\r"),
                     2 => text.push_str("lone \r cr"),
                     3 => text.push_str(&"é".repeat(1 + next(30) as usize)),
                     4 => text.push_str(&"x".repeat(2000 + next(3) as usize)),
@@ -1368,11 +1545,23 @@ mod tests {
                     max_line_chars: cap,
                     max_bytes: budget,
                     overhead: |n, cut| 8 + n % 3 + if cut { 30 } else { 0 },
+                    overhead_of_lines: None,
                     fit_first,
+                };
+                let at_once = WindowRequest {
+                    overhead_of_lines: Some(|first, last| (first..=last).map(|n| 8 + n % 3).sum()),
+                    ..request
                 };
                 let expected = window(bytes, &sparse, &request).unwrap();
                 let chunk = 1 + next(5000) as usize;
                 assert_eq!(window(bytes, &dense, &request).unwrap(), expected, "{case} {request:?}");
+                assert_eq!(window(bytes, &dense, &at_once).unwrap(), expected, "{case} {request:?}");
+                assert_eq!(
+                    window(&Small(bytes, chunk), &dense, &at_once).unwrap(),
+                    expected,
+                    "{case} {chunk}"
+                );
+                assert_eq!(window(bytes, &sparse, &at_once).unwrap(), expected, "{case} {request:?}");
                 assert_eq!(
                     window(&Small(bytes, chunk), &dense, &request).unwrap(),
                     expected,
@@ -1407,7 +1596,9 @@ mod tests {
                 buf[..n].copy_from_slice(&from[..n]);
                 Ok(n)
             });
-            assert_eq!(ends.as_deref(), Some(&whole[..]), "read {piece} bytes at a time");
+            let ends = ends.expect("the text's own ends");
+            assert_eq!(ends.offsets(), &whole[..], "read {piece} bytes at a time");
+            assert!(!ends.after_cr());
         }
         // A file that ends early, or fails to read, has no line ends.
         assert_eq!(index.read_line_ends(|_, pos| Ok(if pos < 1000 { 10 } else { 0 })), None);
@@ -1415,17 +1606,51 @@ mod tests {
     }
 
     #[test]
+    fn line_ends_say_whether_a_newline_follows_a_carriage_return() {
+        // A `\r` that is the last byte of one read and a `\n` the first of the next.
+        let mut across = vec![b'x'; ENDS_CHUNK - 1];
+        across.extend_from_slice(b"\r\ntail\n");
+        let cases: [(&[u8], bool); 6] = [
+            (b"a\nb\rc\nd", false),
+            (b"\na\r", false),
+            (b"\r\rx\n\r", false),
+            (b"a\nb\r\nc", true),
+            (b"\r\n", true),
+            (&across, true),
+        ];
+        for (text, after_cr) in cases {
+            let index = Scanner::scan(text).1.unwrap();
+            for piece in [1usize, 2, 3, ENDS_CHUNK] {
+                let ends = index
+                    .read_line_ends(|buf, pos| {
+                        let from = &text[pos as usize..];
+                        let n = buf.len().min(from.len()).min(piece);
+                        buf[..n].copy_from_slice(&from[..n]);
+                        Ok(n)
+                    })
+                    .expect("the text's own ends");
+                assert_eq!(
+                    ends.after_cr(),
+                    after_cr,
+                    "{piece} {:?}",
+                    String::from_utf8_lossy(&text[..text.len().min(20)])
+                );
+            }
+        }
+    }
+
+    #[test]
     fn line_ends_are_kept_only_for_the_bytes_of_their_index() {
         let text = b"one\ntwo\r\nthree";
         let index = Scanner::scan(text).1.unwrap();
         assert_eq!(index.checkpoints.len(), 2);
-        assert_eq!(index.line_ends(text).as_deref(), Some(&[3u32, 8][..]));
+        assert_eq!(index.line_ends(text).map(|ends| ends.offsets().to_vec()), Some(vec![3u32, 8]));
         assert_eq!(index.line_ends(b"one\ntwo\r\nth\nee"), None, "a line more");
         assert_eq!(index.line_ends(b"on\netwo\r\nthree"), None, "a checkpoint elsewhere");
         assert_eq!(index.line_ends(b"one\ntwo\r\nthreee"), None, "another length");
         assert_eq!(index.ends_bytes(), 0);
         assert!(index.set_ends(index.line_ends(text).unwrap()));
-        assert!(!index.set_ends(Box::new([])), "set once");
+        assert!(!index.set_ends(LineEnds { at: Box::new([]), after_cr: false }), "set once");
         assert_eq!(index.ends_bytes(), 8);
         // Windows of a file that changed under its index stop where its bytes disagree.
         let w = window(&b"one\ntwo\r\nthree"[..], &index, &req(1, 3)).unwrap();
@@ -1571,12 +1796,17 @@ mod tests {
         let request = WindowRequest {
             fit_first: true,
             overhead: |_, cut| if cut { 2 } else { 1 },
+            overhead_of_lines: Some(|first, last| last + 1 - first),
             ..WindowRequest::whole(3, 5, 4)
         };
         let w = cut(text.as_bytes(), &request);
         assert_eq!((w.lines.to_vec(), w.truncated.clone(), w.capped), (vec!["cc".to_owned()], vec![3], true));
         // Whole lines and overhead: "dd" costs 3 with its overhead of 1.
-        let request = WindowRequest { overhead: |_, _| 1, ..WindowRequest::whole(3, 5, 8) };
+        let request = WindowRequest {
+            overhead: |_, _| 1,
+            overhead_of_lines: Some(|first, last| last + 1 - first),
+            ..WindowRequest::whole(3, 5, 8)
+        };
         let w = cut(text.as_bytes(), &request);
         assert_eq!((w.lines.to_vec(), w.capped), (vec!["cccc".to_owned(), "dd".to_owned()], false));
         // Cut to fit at a character boundary.

@@ -43,6 +43,25 @@ fn line_overhead(n: u64, cut: bool) -> u64 {
     number_width(n) + 2 + if cut { CUT_SUFFIX.len() as u64 } else { 0 }
 }
 
+/// [`line_overhead`] of the whole lines `first..=last`, added up a column width at a time.
+fn lines_overhead(first: u64, last: u64) -> u64 {
+    let mut sum = 0u64;
+    let mut n = first;
+    while n <= last {
+        let width = number_width(n);
+        // The last number of this width (six covers everything below 1,000,000).
+        let widest =
+            if width <= 6 { 999_999 } else { 10u64.checked_pow(width as u32).map_or(u64::MAX, |p| p - 1) };
+        let to = widest.min(last);
+        sum = sum.saturating_add((to - n + 1).saturating_mul(width + 2));
+        if to == u64::MAX {
+            break;
+        }
+        n = to + 1;
+    }
+    sum
+}
+
 /// The window the read tool asks for: lines cut at 2000 characters, the whole text (with this
 /// projection's numbering, marks and footer) within `budget` bytes, and at least one line.
 pub fn read_request(offset: u64, limit: u64, budget: u64) -> WindowRequest {
@@ -52,6 +71,7 @@ pub fn read_request(offset: u64, limit: u64, budget: u64) -> WindowRequest {
         max_line_chars: Some(READ_LINE_MAX_CHARS),
         max_bytes: budget.saturating_sub(FOOTER_ROOM),
         overhead: line_overhead,
+        overhead_of_lines: Some(lines_overhead),
         fit_first: true,
     }
 }
@@ -163,21 +183,23 @@ impl Column {
     }
 }
 
-/// Counts up the number right-aligned in `digits` (which has room for one more digit).
-fn count_up(digits: &mut [u8]) {
-    for d in digits.iter_mut().rev() {
-        match *d {
-            b'9' => *d = b'0',
-            b' ' => {
-                *d = b'1';
-                return;
-            }
-            digit => {
-                *d = digit + 1;
-                return;
-            }
-        }
-    }
+/// The word of an escaped newline (bytes 0 and 1) and a number right-aligned in the six bytes
+/// after it (spaces before its digits; its last digit the word's highest byte) with the number
+/// one more, without a branch: the `9`s it ends with become `0`s and the byte before them goes
+/// up by one, from a space to `1` or from a digit to the next. (999,999 has no next number of
+/// six digits; what it gives is not a number, and is never written.)
+fn count_up(word: u64) -> u64 {
+    const LOW: u64 = u64::from_le_bytes([0x7F; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    let x = word ^ u64::from_le_bytes([b'9'; 8]);
+    // The high bit of each byte that is not a `9`: byte 1 (`n`) is one, so the `9`s at the top
+    // are at most six bytes, and the byte to raise is byte 1 or above.
+    let not_nine = (((x & LOW) + LOW) | x) & HIGH;
+    let nines = not_nine.leading_zeros() / 8;
+    let at = 8 * (7 - nines);
+    let zeroed = word - (u64::MAX.checked_shl(64 - 8 * nines).unwrap_or(0) & u64::from_le_bytes([9; 8]));
+    let raised = if (zeroed >> at) & 0xFF == u64::from(b' ') { 0x11 } else { 1 };
+    zeroed + (raised << at)
 }
 
 /// Appends `n` right-aligned in its column.
@@ -229,13 +251,18 @@ fn project_whole_lines(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -
     number.next();
     let lines = bounds.len() as u64;
     if w.start_line.saturating_add(lines) <= 1_000_000 {
-        // Every number six wide: the escaped newline, the next number and the tab are one
-        // array, its digits counted up in place (and read back only a line later).
-        let mut gap = *b"\\n      \\t";
+        // Every number six wide: the escaped newline and the next number are one word, kept in
+        // a register and counted up there ([`count_up`]), so that no line reads back bytes
+        // just stored one by one.
+        let mut gap = *b"\\n      ";
         gap[2..8].copy_from_slice(number.shown());
+        let mut gap = u64::from_le_bytes(gap);
         crate::json::escape_each_into(sink.out, text, bounds, |out| {
-            out.extend_from_slice(&gap);
-            count_up(&mut gap[2..8]);
+            out.extend_from_slice(&gap.to_le_bytes());
+            out.extend_from_slice(b"\\t");
+            // Nine lines in ten only raise the last digit (one add, a branch taken every tenth
+            // line, which is foreseen); `count_up`'s longer chain only at a carry.
+            gap = if gap >> 56 == u64::from(b'9') { count_up(gap) } else { gap + (1 << 56) };
         });
         len += (lines as usize).saturating_sub(1) * 8;
     } else {
@@ -526,6 +553,35 @@ mod tests {
             .assert_eq(text.rsplit_once("\n\n").unwrap().1);
         let text = read(&view(1, &lines[..1999], 3000, vec![]), true);
         assert!(text.ends_with("Use offset=2000 to continue.)"), "not capped by the limit: {text}");
+    }
+
+    #[test]
+    fn a_gap_word_counts_up_as_its_number() {
+        let word = |n: u64| {
+            let mut gap = *b"\\n      ";
+            gap[2..8].copy_from_slice(Column::new(n).shown());
+            u64::from_le_bytes(gap)
+        };
+        let mut gap = word(1);
+        for n in 2..1_000_000u64 {
+            gap = count_up(gap);
+            assert_eq!(gap, word(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn the_overhead_of_a_run_of_lines_is_each_lines_added_up() {
+        let edges =
+            [1, 2, 999_990, 999_999, 1_000_000, 9_999_995, 10_000_000, 10_u64.pow(19) - 3, u64::MAX - 4];
+        for &first in &edges {
+            for len in 0..12u64 {
+                let last = first.saturating_add(len);
+                let each: u64 = (first..=last).map(|n| line_overhead(n, false)).sum();
+                assert_eq!(lines_overhead(first, last), each, "{first}..={last}");
+            }
+        }
+        assert_eq!(lines_overhead(5, 4), 0);
+        assert_eq!(lines_overhead(1, 2000), 2000 * 8);
     }
 
     #[test]
