@@ -299,7 +299,8 @@ fn row_opts(opts: &Opts) -> Opts {
     o
 }
 
-/// Alternates filectxd and the floor, `ROUNDS` each, with `n` sessions doing `work`.
+/// Alternates filectxd and the floor, `ROUNDS` each, with `n` sessions doing `work`;
+/// `before_filectxd` runs before each round, `after` at its end (a third phase the caller times).
 #[allow(clippy::too_many_arguments)]
 fn alternate(
     row: &mut Row,
@@ -310,22 +311,7 @@ fn alternate(
     opts: &Opts,
     work: &dyn Fn(usize) -> Work,
     before_filectxd: &dyn Fn() -> Res<()>,
-) -> Res<()> {
-    alternate_then(row, daemon, floor, root, n, opts, work, before_filectxd, || Ok(()))
-}
-
-/// [`alternate`], with `after` run at the end of each round (a third phase timed by the caller).
-#[allow(clippy::too_many_arguments)]
-fn alternate_then(
-    row: &mut Row,
-    daemon: &Path,
-    floor: &Path,
-    root: &Path,
-    n: usize,
-    opts: &Opts,
-    work: &dyn Fn(usize) -> Work,
-    before_filectxd: &dyn Fn() -> Res<()>,
-    mut after: impl FnMut() -> Res<()>,
+    after: &mut dyn FnMut() -> Res<()>,
 ) -> Res<()> {
     if !wanted(&row.name) {
         return Ok(());
@@ -444,20 +430,33 @@ pub(crate) fn workload(opts: &Opts, base: &Path, reads: &ReadSet) -> Res<Vec<Row
         let floor = Floor::start(Arc::new(answers))?;
         let small = Arc::new(small);
         let big = Arc::new(big);
+        let read_rows = |row: &mut Row, n: usize, work: &dyn Fn(usize) -> Work| {
+            alternate(
+                row,
+                &daemon.socket,
+                &floor.socket,
+                &reads.root,
+                n,
+                &ropts,
+                work,
+                &no_prep,
+                &mut no_prep,
+            )
+        };
 
         let mut row = Row::new("50-line file/read, 16 sessions (reads/s)", Unit::Rate, "≥ 0.5");
         let work = |s: usize| Work::Pool(small.clone(), Some(Rng::new(500 + s as u64)), 0);
-        alternate(&mut row, &daemon.socket, &floor.socket, &reads.root, 16, &ropts, &work, &no_prep)?;
+        read_rows(&mut row, 16, &work)?;
         rows.push(row);
 
         let mut row = Row::new("50-line file/read, 1 session (reads/s)", Unit::Rate, "≥ 0.6");
-        alternate(&mut row, &daemon.socket, &floor.socket, &reads.root, 1, &ropts, &work, &no_prep)?;
+        read_rows(&mut row, 1, &work)?;
         rows.push(row);
 
         let mut row = Row::new("2000-line read tool, 1 session (p50)", Unit::P50, "≤ 1.5");
         row.note = format!("largest answer {} KB", big_bytes / 1000);
         let work = |s: usize| Work::Pool(big.clone(), Some(Rng::new(900 + s as u64)), 0);
-        alternate(&mut row, &daemon.socket, &floor.socket, &reads.root, 1, &ropts, &work, &no_prep)?;
+        read_rows(&mut row, 1, &work)?;
         rows.push(row);
         drop(floor);
         daemon.stop()?;
@@ -497,13 +496,13 @@ pub(crate) fn workload(opts: &Opts, base: &Path, reads: &ReadSet) -> Res<Vec<Row
         let replaced = alone_dir.join("edited_0000.rs");
         std::fs::copy(dir.join("edited_0000.rs"), &replaced)
             .ctx(|| format!("copy to {}", replaced.display()))?;
-        let each_round = || -> Res<()> {
+        let mut each_round = || -> Res<()> {
             let p50 = replace_alone(&replaced, &file.marker_a, &file.marker_b, ropts.duration)?;
             eprintln!("    in-process replace: p50 {}", fmt_dur(p50));
             alone.push(p50.as_secs_f64());
             Ok(())
         };
-        alternate_then(&mut row, &daemon.socket, &floor.socket, &dir, 1, &ropts, &work, &reset, each_round)?;
+        alternate(&mut row, &daemon.socket, &floor.socket, &dir, 1, &ropts, &work, &reset, &mut each_round)?;
         if !alone.is_empty() {
             row.note = format!(
                 "the edit's file system work alone, in-process: p50 {} [{}]",
@@ -541,7 +540,7 @@ pub(crate) fn workload(opts: &Opts, base: &Path, reads: &ReadSet) -> Res<Vec<Row
         let pool = Arc::new(pool);
         let mut row = Row::new("4 KB file/write under an allowing gate (p50)", Unit::P50, "-");
         let work = |_| Work::Pool(pool.clone(), None, 0);
-        alternate(&mut row, &daemon.socket, &floor.socket, &dir, 1, &ropts, &work, &reset)?;
+        alternate(&mut row, &daemon.socket, &floor.socket, &dir, 1, &ropts, &work, &reset, &mut no_prep)?;
         row.note = format!("{} intents allowed", gate.load(Ordering::Relaxed));
         rows.push(row);
         drop(floor);
@@ -585,7 +584,17 @@ pub(crate) fn workload(opts: &Opts, base: &Path, reads: &ReadSet) -> Res<Vec<Row
             );
             row.note = format!("answer {answer_bytes} B");
             let work = |_| Work::Pool(pool.clone(), None, 0);
-            alternate(&mut row, &daemon.socket, &floor.socket, &tree.root, 1, &ropts, &work, &no_prep)?;
+            alternate(
+                &mut row,
+                &daemon.socket,
+                &floor.socket,
+                &tree.root,
+                1,
+                &ropts,
+                &work,
+                &no_prep,
+                &mut no_prep,
+            )?;
             rows.push(row);
         }
         daemon.stop()?;
