@@ -1,17 +1,20 @@
 // One connection to filectxd: vscode-jsonrpc's Content-Length framing over a net.Socket, with
 // what the protocol needs on top: every pending call fails with a TransportError the moment the
-// connection closes, an AbortSignal becomes LSP `$/cancelRequest`, error answers become typed
-// errors, and the daemon's notifications and requests are routed to their listeners.
+// connection closes (a write that fails too, never as an unhandled rejection), an AbortSignal
+// becomes LSP `$/cancelRequest`, error answers become typed errors, and the daemon's
+// notifications and requests are routed to their listeners.
 import type { Socket } from 'node:net';
 import {
   CancellationTokenSource,
+  Disposable,
   ParameterStructures,
   ResponseError,
   SocketMessageReader,
-  SocketMessageWriter,
+  WriteableStreamMessageWriter,
   createMessageConnection,
   type CancellationToken,
   type MessageConnection,
+  type RAL,
 } from 'vscode-jsonrpc/node.js';
 import { FsError, RpcError, TransportError, abortedError } from './errors.js';
 import type { FileDidChange, FsErrorCode, SubscriptionId, TextChunkNotification } from './generated/wire.js';
@@ -47,6 +50,48 @@ export function subscriptionKey(id: SubscriptionId): string {
   return `${typeof id}:${String(id)}`;
 }
 
+/**
+ * vscode-jsonrpc's writer over the socket, except that a write that fails resolves all the same.
+ * The library turns a failed write of a request (the daemon closed the connection meanwhile:
+ * EPIPE) into a rejection nobody can handle (its `sendRequest` rethrows inside a promise's
+ * executor), which ends the whole process. Nothing is lost: the socket's own `error` and `close`
+ * fail every pending call with a TransportError.
+ */
+class SocketWriter extends WriteableStreamMessageWriter {
+  constructor(private readonly socket: Socket) {
+    super(writableOf(socket));
+  }
+
+  override dispose(): void {
+    super.dispose();
+    this.socket.destroy();
+  }
+}
+
+/** The socket as {@link SocketWriter} writes to it; see there. */
+function writableOf(socket: Socket): RAL.WritableStream {
+  const on = (event: 'close' | 'error' | 'end', listener: (error?: unknown) => void) => {
+    socket.on(event, listener);
+    return Disposable.create(() => socket.off(event, listener));
+  };
+  return {
+    onClose: (listener) => on('close', listener),
+    onError: (listener) => on('error', listener),
+    onEnd: (listener) => on('end', listener),
+    write: (data: Uint8Array | string, encoding?: RAL.MessageBufferEncoding) =>
+      new Promise<void>((resolve) => {
+        // A failed write destroys the socket (Node does, and this makes sure of it).
+        const done = (error?: Error | null) => {
+          if (error) socket.destroy();
+          resolve();
+        };
+        if (typeof data === 'string') socket.write(data, encoding ?? 'utf-8', done);
+        else socket.write(data, done);
+      }),
+    end: () => socket.end(),
+  };
+}
+
 /** Most chunks kept for subscriptions whose `fs/streamText` answer is still on its way. */
 const MAX_EARLY_CHUNKS = 256;
 
@@ -72,7 +117,7 @@ export class Channel {
     this.closed.catch(() => undefined);
     this.connection = createMessageConnection(
       new SocketMessageReader(socket),
-      new SocketMessageWriter(socket),
+      new SocketWriter(socket),
     );
     socket.on('close', () => this.markClosed(new TransportError('the connection to filectxd closed')));
     socket.on('error', (error) =>

@@ -59,17 +59,43 @@ export class TransportError extends Error {
 }
 
 /**
- * The client refuses the socket before sending anything: it, or its folder, could be controlled
- * by another user (see `checkSocketTrust`). The message says how to fix it.
+ * Why the client refused a socket ({@link UntrustedSocketError.kind}):
+ * - `folderNotOurs`: its folder belongs to another user;
+ * - `folderWritableByOthers`: group or others may write in its folder (sticky bit or not);
+ * - `linkNotOurs`: its folder is reached through a symlink of another user;
+ * - `notAFolder`: what should be its folder is something else;
+ * - `notASocket`: it is not a socket (a symlink, which the client does not follow, included);
+ * - `socketNotOurs`: the socket belongs to another user (so it was bound by one);
+ * - `unreachable`: the client cannot connect through the folder it checked (no /proc).
+ */
+export type UntrustedKind =
+  | 'folderNotOurs'
+  | 'folderWritableByOthers'
+  | 'linkNotOurs'
+  | 'notAFolder'
+  | 'notASocket'
+  | 'socketNotOurs'
+  | 'unreachable';
+
+/**
+ * The client refuses the socket before sending anything (nor even connecting): it, or its
+ * folder, could be controlled by another user (see `checkSocketTrust`). Retrying does not help;
+ * the message says what to fix. Match on `kind`, never on `message`.
  */
 export class UntrustedSocketError extends Error {
   override readonly name = 'UntrustedSocketError' as const;
   /** The socket path refused. */
   readonly socket: string;
+  /** What is wrong with it, and how to fix it (the message after `refusing the socket PATH: `). */
+  readonly reason: string;
+  /** Which check refused it. */
+  readonly kind: UntrustedKind;
 
-  constructor(socket: string, reason: string) {
+  constructor(socket: string, reason: string, kind: UntrustedKind) {
     super(`refusing the socket ${socket}: ${reason}`);
     this.socket = socket;
+    this.reason = reason;
+    this.kind = kind;
   }
 }
 

@@ -12,7 +12,15 @@ export {
   UntrustedSocketError,
   isFsError,
 } from './errors.js';
-export { SOCKET_ENV, SOCKET_FILE_NAME, checkSocketTrust, defaultSocketPath } from './socket.js';
+export type { UntrustedKind } from './errors.js';
+export {
+  MAX_SOCKET_ADDRESS_BYTES,
+  SOCKET_ENV,
+  SOCKET_FILE_NAME,
+  checkSocketTrust,
+  connectTrusted,
+  defaultSocketPath,
+} from './socket.js';
 export * from './gate.js';
 export * from './design.js';
 /** The wire types, generated from protocol/schema/filectx.schema.json. */

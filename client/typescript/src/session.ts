@@ -1,10 +1,9 @@
 // connect() and Session: one filectx session over one connection, with a typed method for every
 // method of the protocol. Features the daemon does not announce in `capabilities.features` are
 // refused locally (UnsupportedFeatureError) before anything is sent.
-import { createConnection, type Socket } from 'node:net';
 import type { CancellationToken } from 'vscode-jsonrpc/node.js';
 import { Channel, type RequestOptions, type ServerRequestHandler } from './channel.js';
-import { RpcError, TransportError, UnsupportedFeatureError } from './errors.js';
+import { RpcError, UnsupportedFeatureError } from './errors.js';
 import {
   GATE_METHODS,
   type WriteIntentResult,
@@ -37,7 +36,7 @@ import type {
   WriteParams,
   WriteResult,
 } from './generated/wire.js';
-import { checkSocketTrust, defaultSocketPath } from './socket.js';
+import { connectTrusted, defaultSocketPath } from './socket.js';
 import { TextStream } from './stream.js';
 
 /** Names of the features a daemon announces (`capabilities.features`). */
@@ -120,17 +119,16 @@ const CLIENT_NAME = 'filectx-ts';
 const CLIENT_VERSION = '0.1.0';
 
 /**
- * Connects to the daemon and opens a session (`initialize`). Throws `UntrustedSocketError`
- * when the socket or its folder could be another user's, `TransportError` when no daemon
- * answers, `FsError` when `initialize` is refused (a root outside the allowed ones:
+ * Connects to the daemon (through `connectTrusted`: nothing is sent to a socket it refuses)
+ * and opens a session (`initialize`). Throws `UntrustedSocketError` when the socket or its
+ * folder could be another user's, `TransportError` when no daemon answers, `FsError` when `initialize` is refused (a root outside the allowed ones:
  * `FS_PERMISSION_DENIED`; a cwd outside the roots: `FS_OUTSIDE_ROOT`), `RpcError` for a
  * refused `resume` (`code` -32602, `data.resume` `"refused"`), and `UnsupportedFeatureError`
  * when an option needs a feature this daemon lacks.
  */
 export async function connect(options: ConnectOptions): Promise<Session> {
   const socketPath = options.socket ?? defaultSocketPath();
-  await checkSocketTrust(socketPath);
-  const socket = await openSocket(socketPath);
+  const socket = await connectTrusted(socketPath);
   const gates = new GateRegistry();
   const handlers = new Map<string, ServerRequestHandler>([
     [GATE_METHODS.writeIntent, (params, token) => gates.decide(params as WriteIntentParams, token)],
@@ -167,25 +165,6 @@ function refusedFeature(options: ConnectOptions, error: unknown): UnsupportedFea
     }
   }
   return undefined;
-}
-
-function openSocket(path: string): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = createConnection(path);
-    const onError = (error: NodeJS.ErrnoException) => {
-      socket.destroy();
-      const hint =
-        error.code === 'ENOENT' || error.code === 'ECONNREFUSED'
-          ? ' (is filectxd running? start it with `filectxd`, or give the socket of a running one)'
-          : '';
-      reject(new TransportError(`cannot connect to filectxd at ${path}: ${error.message}${hint}`, { cause: error }));
-    };
-    socket.once('error', onError);
-    socket.once('connect', () => {
-      socket.off('error', onError);
-      resolve(socket);
-    });
-  });
 }
 
 /** The gates of one session and their handlers. */

@@ -19,12 +19,14 @@ export interface PeerOptions {
   refuseInitialize?: { code: number; message: string };
   /** Answers the other requests (`null` when absent); `conn` sends the peer's notifications. */
   answer?: (method: string, params: unknown, conn: MessageConnection) => unknown;
+  /** Listen on this path (its folder is the caller's) instead of in a temp folder of its own. */
+  socket?: string;
 }
 
 /** A peer that answers `initialize` announcing `features`, and records what it is sent. */
 export async function scriptedPeer(features: string[], options: PeerOptions = {}) {
-  const dir = await mkdtemp(join(tmpdir(), 'filectx-ts-peer-'));
-  const socket = join(dir, 'peer.sock');
+  const dir = options.socket === undefined ? await mkdtemp(join(tmpdir(), 'filectx-ts-peer-')) : undefined;
+  const socket = options.socket ?? join(dir ?? '', 'peer.sock');
   const received: { method: string; params: unknown }[] = [];
   let connection: MessageConnection | undefined;
   let accepted!: (conn: MessageConnection) => void;
@@ -81,7 +83,7 @@ export async function scriptedPeer(features: string[], options: PeerOptions = {}
     async stop() {
       connection?.dispose();
       server.close();
-      await rm(dir, { recursive: true, force: true });
+      if (dir !== undefined) await rm(dir, { recursive: true, force: true });
     },
   };
 }

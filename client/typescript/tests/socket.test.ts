@@ -1,6 +1,7 @@
 // The default socket path (as the Rust client finds it) and the trust checks before connecting.
 import assert from 'node:assert/strict';
-import { chmod, chown, mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,13 +59,65 @@ test('a folder others may write is refused before connecting, sticky bit or not'
   });
 });
 
-test('a symlinked folder is refused (the client cannot ask who serves the socket)', async () => {
+test('a symlink in place of the socket, or a file, is refused; no folder or no socket is "no daemon"', async () => {
   await withFolder(async (dir) => {
-    const real = join(dir, 'real');
-    await mkdir(real, { mode: 0o700 });
-    const link = join(dir, 'link');
-    await symlink(real, link);
-    await assert.rejects(checkSocketTrust(join(link, 'filectx.sock')), /symbolic link/);
+    const real = join(dir, 'real.sock');
+    const server = await listen(real);
+    let accepted = 0;
+    server.on('connection', () => (accepted += 1));
+    try {
+      const link = join(dir, 'filectx.sock');
+      await symlink(real, link);
+      await assert.rejects(connect({ socket: link, roots: [dir] }), (error: unknown) => {
+        assert.ok(error instanceof UntrustedSocketError, String(error));
+        assert.equal(error.kind, 'notASocket');
+        assert.match(error.reason, /^it is a symbolic link, which the client does not follow/);
+        return true;
+      });
+      const file = join(dir, 'file');
+      await writeFile(file, '');
+      await assert.rejects(checkSocketTrust(file), /refusing the socket \S+: it is not a socket; choose another socket/);
+      await assert.rejects(checkSocketTrust(join(file, 'filectx.sock')), (error: unknown) => {
+        assert.ok(error instanceof UntrustedSocketError && error.kind === 'notAFolder', String(error));
+        return true;
+      });
+      assert.equal(accepted, 0, 'nothing was sent to a refused socket');
+      await checkSocketTrust(real);
+    } finally {
+      server.close();
+    }
+    for (const socket of [join(dir, 'none', 'filectx.sock'), join(dir, 'none.sock')]) {
+      await checkSocketTrust(socket);
+      await assert.rejects(connect({ socket, roots: [dir] }), (error: unknown) => {
+        assert.ok(error instanceof TransportError, String(error));
+        assert.equal(
+          error.message,
+          `cannot connect to filectxd at ${socket}: connect ENOENT ${socket} (is filectxd running? ` +
+            'start it with `filectxd`, or give the socket of a running one)',
+        );
+        return true;
+      });
+    }
+  });
+});
+
+test('a socket nobody listens on is a TransportError under its own path', async () => {
+  await withFolder(async (dir) => {
+    // A server killed outright leaves its socket behind (a clean close removes it).
+    const socket = join(dir, 'stale.sock');
+    const listen = `require('node:net').createServer().listen(${JSON.stringify(socket)}`;
+    const code = `${listen}, () => process.kill(process.pid, 'SIGKILL'))`;
+    await new Promise((resolve) => spawn(process.execPath, ['-e', code], { stdio: 'ignore' }).once('exit', resolve));
+    await checkSocketTrust(socket);
+    await assert.rejects(connect({ socket, roots: [dir] }), (error: unknown) => {
+      assert.ok(error instanceof TransportError, String(error));
+      assert.equal(
+        error.message,
+        `cannot connect to filectxd at ${socket}: connect ECONNREFUSED ${socket} (is filectxd running? ` +
+          'start it with `filectxd`, or give the socket of a running one)',
+      );
+      return true;
+    });
   });
 });
 
