@@ -5,8 +5,8 @@ use std::io::Write as _;
 
 use filectx_client::{Client, ClientError};
 use filectx_protocol::{
-    EditParams, FsErrorCode, PathParams, ReadParams, StreamTextParams, ToolName, WriteOperation, WriteParams,
-    methods,
+    DaemonStatusParams, EditParams, FsErrorCode, PathParams, ReadParams, StreamTextParams, ToolName,
+    WriteOperation, WriteParams, methods,
 };
 use futures::StreamExt as _;
 use serde_json::Value;
@@ -46,8 +46,13 @@ pub(crate) struct ToolFailed {
 /// Sends the job's requests and returns what to print on stdout.
 pub(crate) async fn execute(job: Job, json: bool, client: &Client) -> anyhow::Result<String> {
     match (job, json) {
-        (Job::Status, true) => raw(client, methods::DAEMON_STATUS, ()).await,
-        (Job::Status, false) => Ok(render_status(&client.status().await?, client.socket())),
+        // As the daemon's owner sees it: every session's gates, with the gate token.
+        (Job::Status, true) => {
+            let params =
+                DaemonStatusParams { gate_token: filectx_client::gate::read_gate_token(client.socket()) };
+            raw(client, methods::DAEMON_STATUS, params).await
+        }
+        (Job::Status, false) => Ok(render_status(&client.owner_status().await?, client.socket())),
         (Job::Tools, true) => raw(client, methods::TOOLS_LIST, ()).await,
         (Job::Tools, false) => Ok(render_tools(&client.tools_list().await?)),
         (Job::Read(params), true) => raw(client, methods::FILE_READ, &params).await,

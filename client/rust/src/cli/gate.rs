@@ -584,6 +584,12 @@ impl Person {
             self.paint.bold(&self.shown_path(gate, &intent.path)),
             intent.bytes
         );
+        if let Some(links) = intent.links.filter(|links| *links > 1) {
+            text.push_str(&format!(
+                "(the file has {links} hard links: the change lands under each of its names, and one may lie in \
+                 the gated folders)\n"
+            ));
+        }
         match intent.diff.as_str() {
             INTENT_DIFF_TOO_LARGE => text.push_str("(the change is too large to show)\n"),
             INTENT_DIFF_NOT_TEXT => text.push_str("(the file is not text: no diff to show)\n"),
@@ -703,11 +709,14 @@ impl From<OnTimeoutArg> for OnTimeout {
     }
 }
 
-/// `--timeout SECONDS` (a whole or decimal number of seconds, more than 0).
+/// The longest `--timeout` the daemon accepts, in seconds (its gates wait at most 10 minutes).
+const MAX_TIMEOUT_SECS: f64 = 600.0;
+
+/// `--timeout SECONDS` (a whole or decimal number of seconds, more than 0, at most 600).
 pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
     match text.trim().parse::<f64>() {
-        Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(Duration::from_secs_f64(seconds)),
-        _ => Err(format!("{text:?} is not a number of seconds between 0 and 86400 (e.g. 30 or 2.5)")),
+        Ok(seconds) if seconds > 0.0 && seconds <= MAX_TIMEOUT_SECS => Ok(Duration::from_secs_f64(seconds)),
+        _ => Err(format!("{text:?} is not a number of seconds above 0 and at most 600 (e.g. 30 or 2.5)")),
     }
 }
 
@@ -728,6 +737,7 @@ mod tests {
             old_version: None,
             new_version: "v".to_owned(),
             bytes: 0,
+            links: None,
         })
     }
 

@@ -68,7 +68,7 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
             format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes)),
         ),
         ("dropped notifications", status.notifications_dropped.to_string()),
-        ("gates", status.gates.len().to_string()),
+        ("gates", gate_count(status)),
         ("unmatched responses", status.unmatched_responses.to_string()),
     ];
     let mut out = aligned(&rows);
@@ -76,6 +76,14 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         out.push_str(&render_gate(gate));
     }
     out
+}
+
+/// How many gates are listed, and how many other sessions' the daemon did not show.
+fn gate_count(status: &DaemonStatus) -> String {
+    match status.other_gates {
+        0 => status.gates.len().to_string(),
+        others => format!("{} (and {others} of other sessions, not shown)", status.gates.len()),
+    }
 }
 
 /// One gate of `filectx status`: `  gate-1 "review" (session s-2): /p, /q; create, edit; 50s,
@@ -271,6 +279,7 @@ mod tests {
             cached_listing_bytes: 512,
             gates: Vec::new(),
             unmatched_responses: 0,
+            other_gates: 0,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
