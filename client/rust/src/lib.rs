@@ -66,6 +66,7 @@ pub mod gate;
 pub mod mcp;
 mod params;
 mod stream;
+pub mod terminal;
 mod transport;
 mod trust;
 

@@ -85,7 +85,7 @@ impl GateCli {
 }
 
 /// The exit code of `child`, waited for at most [`PATIENCE`].
-fn wait_exit(child: &mut Child) -> Option<i32> {
+pub(crate) fn wait_exit(child: &mut Child) -> Option<i32> {
     let deadline = Instant::now() + PATIENCE;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -466,7 +466,7 @@ fn a_gated_folder_outside_the_roots_is_exit_4_with_the_daemons_message() {
 }
 
 /// The output of a process on a pseudo-terminal, collected by a thread.
-struct Terminal {
+pub(crate) struct Terminal {
     master: File,
     screen: Arc<Mutex<String>>,
     /// How much of the screen earlier waits consumed.
@@ -475,7 +475,7 @@ struct Terminal {
 
 impl Terminal {
     /// A new pseudo-terminal; returns it and its slave side, for a child's stdio.
-    fn open() -> (Terminal, File) {
+    pub(crate) fn open() -> (Terminal, File) {
         use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
         let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
         grantpt(&master).unwrap();
@@ -500,7 +500,7 @@ impl Terminal {
 
     /// Waits (bounded) until the output after the last wait contains `text`; returns that output
     /// up to and including it.
-    fn wait_for(&mut self, text: &str) -> String {
+    pub(crate) fn wait_for(&mut self, text: &str) -> String {
         let deadline = Instant::now() + PATIENCE;
         loop {
             {
@@ -521,7 +521,7 @@ impl Terminal {
         }
     }
 
-    fn type_line(&mut self, line: &str) {
+    pub(crate) fn type_line(&mut self, line: &str) {
         self.master.write_all(format!("{line}\n").as_bytes()).unwrap();
     }
 }

@@ -18,6 +18,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod attack_gate;
+mod attack_screen;
 mod budgets;
 mod cancel;
 mod client;

@@ -211,9 +211,12 @@ a diff (coloured on a terminal, unless NO_COLOR is set), and waits for an answer
 denies it, and a reason typed after the n (or on the next line) is passed to the agent. Intents \
 that arrive meanwhile are queued and shown in order. An intent the agent cancels is announced as \
 withdrawn and skipped; one left undecided for --timeout seconds (at most 600) is settled by the \
-daemon as --on-timeout says (deny by default), and the gate says so. Only the daemon's user can \
-register a gate: it reads the daemon's gate token from <socket>.gate-token, which the daemon \
-writes at start.
+daemon as --on-timeout says (deny by default), and the gate says so.
+
+What an agent chose (its name, file names, the lines it writes) is shown with the characters a \
+terminal would act on as visible escapes (\\r, \\x1b, \\u{202e}, ...); a diff line that held any \
+is marked with a ! before it. Only the daemon's user can register a gate: it reads the daemon's \
+gate token from <socket>.gate-token, which the daemon writes at start.
 
 --allow-create, --deny GLOB and --auto-allow GLOB settle routine intents without asking (a line \
 says which rule did). --deny is checked first, then --auto-allow, then --allow-create. A GLOB \
@@ -243,7 +246,8 @@ pub(crate) const GATE_AFTER_HELP: &str = "\
   decision   {\"intentId\":I,\"allow\":true|false,\"reason\":\"...\"}
              on stdin; reason optional
 A decision line that is not valid, or names no undecided intent, is reported on stderr and \
-skipped. A decision after the timeout is ignored by the daemon.
+skipped. A decision after the timeout is ignored by the daemon. The lines are JSON as it is, with \
+control and bidirectional characters inside strings written as \\u escapes: escape what you show.
 
 Exit codes:
   0  stopped by Ctrl-C, SIGTERM or the end of stdin; the gate was unregistered
