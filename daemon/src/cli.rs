@@ -26,8 +26,8 @@ Config file:
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, resume_grace,
   max_parked_sessions, max_parked_bytes, max_snapshot_bytes, max_snapshot_file_bytes,
-  max_window_bytes, read_max_bytes, max_search_cache_bytes, no_gates, max_gate_intents). A flag beats the file; the file beats the default. An
-  unknown key
+  max_window_bytes, read_max_bytes, max_search_cache_bytes, no_gates, max_gate_intents,
+  gate_sessions). A flag beats the file; the file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
 Sandbox:
@@ -38,6 +38,14 @@ Sandbox:
   read/stat/streams, deny_write refuses write/edit, with FS_PERMISSION_DENIED naming the rule.
   The default deny_write is ['**/.git/**']; giving the key or the flag replaces that list.
   Sessions may add their own rules in initialize (deny: {read, write}).
+
+Gates:
+  A write-intent gate (filectx gate) holds every session's writes under its folders until it
+  allows them. Only the daemon's user may set one up: at start the daemon writes a fresh random
+  gate token to <socket>.gate-token (mode 0600, next to the socket; removed at exit), and
+  gate/register must carry it (gate_sessions = 'token', the default; 'any' drops that need).
+  No session reads or writes that file through the daemon, and a read-only session is never a
+  gate. A gate's timeout is at most 600 s; a session holds at most 4 gates, the daemon 64.
 
 Socket:
   Default path: $XDG_RUNTIME_DIR/filectx.sock, or /tmp/filectx-$UID/filectx.sock when
@@ -218,6 +226,10 @@ pub struct Args {
     /// Most write intents one gate has in flight; further writes wait their turn, within the gate's timeout [default: 16]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_gate_intents: Option<u64>,
+
+    /// Which sessions may register write-intent gates: `token`, only one whose gate/register carries the gate token the daemon keeps in <socket>.gate-token (mode 0600; `filectx gate` reads it there, no session can read it through the daemon); `any`, every session. Never a read-only session [default: token]
+    #[arg(long, value_name = "WHO")]
+    pub gate_sessions: Option<crate::config::GateSessions>,
     /// Most bytes of file versions kept (least recently used out first) so that a refused stale write or edit can show what changed since the session's last read; 0 keeps none and shows no diffs [default: 64 MiB]
     #[arg(long, value_name = "BYTES")]
     pub max_snapshot_bytes: Option<u64>,
@@ -313,6 +325,8 @@ pub struct FileConfig {
     pub no_gates: Option<bool>,
     /// See `--max-gate-intents`.
     pub max_gate_intents: Option<u64>,
+    /// See `--gate-sessions`.
+    pub gate_sessions: Option<crate::config::GateSessions>,
     /// See `--max-snapshot-bytes`.
     pub max_snapshot_bytes: Option<u64>,
     /// See `--max-snapshot-file-bytes`.
@@ -433,6 +447,8 @@ pub struct Settings {
     pub no_gates: bool,
     /// See [`Config::max_gate_intents`].
     pub max_gate_intents: u64,
+    /// See [`Config::gate_sessions`].
+    pub gate_sessions: crate::config::GateSessions,
     /// Bytes of file versions kept for stale refusals' diffs.
     pub max_snapshot_bytes: u64,
     /// Largest file version kept for them, bytes.
@@ -565,6 +581,7 @@ impl Args {
             "file_slots" => self.file_slots.is_some(),
             "max_owners" => self.max_owners.is_some(),
             "max_gate_intents" => self.max_gate_intents.is_some(),
+            "gate_sessions" => self.gate_sessions.is_some(),
             "resume_grace" => self.resume_grace.is_some(),
             "max_parked_sessions" => self.max_parked_sessions.is_some(),
             "max_parked_bytes" => self.max_parked_bytes.is_some(),
@@ -771,6 +788,7 @@ impl Args {
                 "max_gate_intents",
                 self.max_gate_intents.or(file.max_gate_intents).unwrap_or(defaults.max_gate_intents as u64),
             )?,
+            gate_sessions: self.gate_sessions.or(file.gate_sessions).unwrap_or(defaults.gate_sessions),
             max_snapshot_bytes: self
                 .max_snapshot_bytes
                 .or(file.max_snapshot_bytes)
@@ -878,6 +896,7 @@ impl Settings {
             max_parked_bytes: size(self.max_parked_bytes),
             gates: !self.no_gates,
             max_gate_intents: size(self.max_gate_intents),
+            gate_sessions: self.gate_sessions,
             read_max_bytes: self.read_max_bytes,
             ..defaults
         }

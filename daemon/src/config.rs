@@ -76,6 +76,59 @@ pub struct Config {
     /// Most intents one gate has in flight; further writes wait their turn (within the gate's
     /// timeout).
     pub max_gate_intents: usize,
+    /// Which sessions may register gates (never a read-only one).
+    pub gate_sessions: GateSessions,
+    /// The secret `gate/register` must carry under [`GateSessions::Token`], and the file it is
+    /// kept in; `None`: no session can present it (the binary keeps one next to its socket).
+    pub gate_token: Option<GateToken>,
+}
+
+/// Which sessions may register write-intent gates (`--gate-sessions`, config `gate_sessions`).
+/// A read-only session never may.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum GateSessions {
+    /// Only a session whose `gate/register` carries the daemon's gate token, which the
+    /// daemon keeps in a file only its user can read (`filectx gate` and the clients' gate
+    /// helpers read it there); an agent that only speaks the protocol cannot.
+    #[default]
+    Token,
+    /// Any session that is not read-only (the token is not needed).
+    Any,
+}
+
+/// The daemon's gate token: a random secret, and the file next to the socket it is kept in
+/// (mode 0600). Its `Debug` shows the file, never the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GateToken {
+    secret: String,
+    file: std::path::PathBuf,
+}
+
+impl GateToken {
+    /// A token `secret` kept in `file`.
+    pub fn new(secret: String, file: std::path::PathBuf) -> Self {
+        Self { secret, file }
+    }
+
+    /// Whether `given` is this token (compared in constant time).
+    pub fn matches(&self, given: &str) -> bool {
+        let (a, b) = (self.secret.as_bytes(), given.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+    }
+
+    /// The file it is kept in.
+    pub fn file(&self) -> &std::path::Path {
+        &self.file
+    }
+}
+
+impl std::fmt::Debug for GateToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateToken").field("file", &self.file).finish_non_exhaustive()
+    }
 }
 
 /// Default of [`Config::file_slots`]: four per core, at least eight.
@@ -137,6 +190,8 @@ impl Default for Config {
             max_parked_bytes: crate::resume::DEFAULT_MAX_PARKED_BYTES as usize,
             gates: true,
             max_gate_intents: crate::gates::DEFAULT_MAX_IN_FLIGHT,
+            gate_sessions: GateSessions::Token,
+            gate_token: None,
         }
     }
 }

@@ -33,18 +33,23 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::FileContext;
 use crate::context::deny::{Access, DenyRules};
-use crate::context::gate::{GateRefusal, GateStep, Gatekeeper, Intent, Operation, RefusalKind, Shown};
+use crate::context::gate::{
+    GateRefusal, GateStep, Gatekeeper, Intent, Operation, RefusalKind, Shown, Subject, hostile, quoted,
+};
 use crate::transport::outbound::{Answer, Outbound, OutboundError};
 
 /// Default answer timeout of a gate, in milliseconds: under the 60 s request timeout of common
 /// MCP clients.
 pub const DEFAULT_TIMEOUT_MS: u64 = 50_000;
-/// The longest answer timeout a gate may ask for, in milliseconds (one hour).
-pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// The longest answer timeout a gate may ask for, in milliseconds (ten minutes): a writer is
+/// never held longer (its own client gives up well before that anyway).
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Default of the per-gate limit on intents in flight.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
 /// The most gates registered at once, daemon-wide.
 pub const MAX_GATES: usize = 64;
+/// The most gates one session has registered at once, so that no session takes the table.
+pub const MAX_GATES_PER_SESSION: usize = 4;
 /// The most paths one gate covers.
 pub const MAX_PATHS: usize = 64;
 /// The longest gate name, in bytes.
@@ -63,17 +68,38 @@ pub enum GateError {
     /// [`MAX_GATES`] are registered.
     #[error("{MAX_GATES} gates are registered already; unregister one first")]
     TooMany,
+    /// The session has [`MAX_GATES_PER_SESSION`] gates already.
+    #[error(
+        "this session has {MAX_GATES_PER_SESSION} gates already (at most {MAX_GATES_PER_SESSION} per session); \
+         unregister one first, or give one gate several paths"
+    )]
+    TooManyForSession,
+    /// A read-only session asked to be a gate.
+    #[error("a read-only session cannot be a gate: a gate decides other sessions' writes")]
+    ReadOnly,
+    /// `gate/register` without the daemon's gate token (or with a wrong one).
+    #[error(
+        "gate/register needs this daemon's gate token as gateToken: read it from {0} (the daemon's \
+         user's, mode 0600); `filectx gate` does"
+    )]
+    Token(String),
+    /// The daemon keeps no gate token, and only sessions with one may be gates.
+    #[error(
+        "this daemon keeps no gate token (it could not write one next to its socket), so no session \
+         can be a gate; see its log, or run it with gate_sessions = \"any\""
+    )]
+    NoToken,
     /// No paths, or more than [`MAX_PATHS`].
     #[error("paths must name 1 to {MAX_PATHS} folders or files")]
     Paths,
     /// An empty `operations` list.
     #[error("operations must name at least one of create, update, edit")]
     NoOperations,
-    /// A name that is empty or too long.
-    #[error("name must be 1 to {MAX_NAME_BYTES} bytes")]
+    /// A name that is empty, too long, or holds control or bidirectional characters.
+    #[error("name must be 1 to {MAX_NAME_BYTES} bytes of text without control or bidirectional characters")]
     Name,
     /// A timeout of 0 or over [`MAX_TIMEOUT_MS`].
-    #[error("timeoutMs must be from 1 to {MAX_TIMEOUT_MS}")]
+    #[error("timeoutMs must be from 1 to {MAX_TIMEOUT_MS} (10 minutes)")]
     Timeout,
     /// A path to watch does not exist.
     #[error("{0} does not exist; a gate watches existing folders or files")]
@@ -90,6 +116,9 @@ pub struct Gate {
     name: Option<String>,
     session_id: String,
     paths: Vec<PathBuf>,
+    /// The devices `paths` are on: a file of several hard links on one of them may have a name
+    /// under `paths`, whatever the name written.
+    devices: Vec<u64>,
     operations: Vec<Operation>,
     timeout: Duration,
     on_timeout: GateOnTimeout,
@@ -112,6 +141,8 @@ pub struct Gate {
 pub struct GateSpec {
     /// Canonical paths inside the session's roots.
     pub paths: Vec<PathBuf>,
+    /// The devices they are on.
+    pub devices: Vec<u64>,
     /// The operations seen (never empty).
     pub operations: Vec<Operation>,
     /// The gate's name.
@@ -135,12 +166,15 @@ impl Gate {
         !self.stopped.is_cancelled() && !self.link.is_closed()
     }
 
-    fn covers_path(&self, path: &Path) -> bool {
-        self.paths.iter().any(|p| path.starts_with(p))
+    /// Whether the file may be under the gate's paths: its name is, or it has several hard
+    /// links on the device of one of them (the daemon cannot know where its other names are).
+    fn covers_file(&self, subject: Subject<'_>) -> bool {
+        self.paths.iter().any(|p| subject.path.starts_with(p))
+            || subject.linked.is_some_and(|linked| self.devices.contains(&linked.device))
     }
 
-    fn covers(&self, path: &Path, operation: Operation) -> bool {
-        self.operations.contains(&operation) && self.covers_path(path)
+    fn covers(&self, subject: Subject<'_>, operation: Operation) -> bool {
+        self.operations.contains(&operation) && self.covers_file(subject)
     }
 
     /// Whether the gate's session may read `path` (roots and deny rules).
@@ -158,8 +192,20 @@ impl Gate {
         }
     }
 
+    /// A refusal in the daemon's words.
     fn refusal(&self, kind: RefusalKind, reason: String) -> GateRefusal {
-        GateRefusal { gate_id: self.id.clone(), name: self.name.clone(), reason, kind }
+        GateRefusal { gate_id: self.id.clone(), name: self.name.clone(), reason, kind, quoted: false }
+    }
+
+    /// A refusal in the gate's own words.
+    fn refusal_saying(&self, words: String) -> GateRefusal {
+        GateRefusal {
+            gate_id: self.id.clone(),
+            name: self.name.clone(),
+            reason: words,
+            kind: RefusalKind::Denied,
+            quoted: true,
+        }
     }
 
     fn info(&self, max_in_flight: usize) -> GateInfo {
@@ -267,15 +313,21 @@ struct Keeper<'a> {
 }
 
 impl Gatekeeper for Keeper<'_> {
-    fn watches(&self, path: &Path) -> bool {
-        self.gates.iter().any(|gate| gate.open() && gate.covers_path(path))
+    fn watches(&self, subject: Subject<'_>) -> bool {
+        self.gates.iter().any(|gate| gate.open() && gate.covers_file(subject))
     }
 
-    fn unasked(&self, path: &Path, operation: Operation) -> bool {
+    fn unasked(&self, subject: Subject<'_>, operation: Operation) -> bool {
         // What the gates allowed was about one file: any other is unasked by all of them.
-        let allowed = |gate: &Gate| self.asked_for == Some(path) && self.asked.contains(&gate.id);
-        self.gates.iter().any(|gate| gate.open() && gate.covers(path, operation) && !allowed(gate))
+        let allowed = |gate: &Gate| self.asked_for == Some(subject.path) && self.asked.contains(&gate.id);
+        self.gates.iter().any(|gate| gate.open() && gate.covers(subject, operation) && !allowed(gate))
     }
+}
+
+/// Whether `name` may name a gate: 1 to [`MAX_NAME_BYTES`] bytes, none of them a control or
+/// bidirectional character (it reaches models and terminals).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME_BYTES && !name.chars().any(hostile)
 }
 
 /// The daemon's gates.
@@ -373,6 +425,7 @@ impl Gates {
             name: spec.name,
             session_id: spec.session_id,
             paths: spec.paths,
+            devices: spec.devices,
             operations: spec.operations,
             timeout: spec.timeout,
             on_timeout: spec.on_timeout,
@@ -387,6 +440,11 @@ impl Gates {
         gate.link.activate();
         let _barrier = self.barrier.write().unwrap_or_else(PoisonError::into_inner);
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if list.iter().filter(|g| g.session_id == gate.session_id && g.open()).count()
+            >= MAX_GATES_PER_SESSION
+        {
+            return Err(GateError::TooManyForSession);
+        }
         if list.len() >= MAX_GATES {
             return Err(GateError::TooMany);
         }
@@ -411,9 +469,15 @@ impl Gates {
         Ok(())
     }
 
-    /// The open gates, in registration order, as `daemon/status` lists them.
-    pub fn infos(&self) -> Vec<GateInfo> {
-        self.list().iter().filter(|gate| gate.open()).map(|gate| gate.info(self.max_in_flight)).collect()
+    /// The open gates, in registration order, as `daemon/status` lists them to the session
+    /// `session_id`: its own, or every one when `all` (the daemon's owner asks); and how many
+    /// others there are.
+    pub fn infos(&self, session_id: &str, all: bool) -> (Vec<GateInfo>, u64) {
+        let list = self.list();
+        let open = list.iter().filter(|gate| gate.open());
+        let (shown, others): (Vec<&Arc<Gate>>, Vec<&Arc<Gate>>) =
+            open.partition(|gate| all || gate.session_id == session_id);
+        (shown.iter().map(|gate| gate.info(self.max_in_flight)).collect(), others.len() as u64)
     }
 
     /// Asks every open gate that covers `intent` and has not allowed it yet, in registration
@@ -432,6 +496,7 @@ impl Gates {
                 name: None,
                 reason: "the file's gates or the file kept changing while they were asked; try again".into(),
                 kind: RefusalKind::Denied,
+                quoted: false,
             };
             carried.refused = Some(refusal.clone());
             return Verdict::Refused(refusal);
@@ -444,7 +509,7 @@ impl Gates {
             .list()
             .iter()
             .filter(|g| {
-                g.open() && g.covers(&intent.path, intent.operation) && !carried.asked.contains(&g.id)
+                g.open() && g.covers(intent.subject(), intent.operation) && !carried.asked.contains(&g.id)
             })
             .cloned()
             .collect();
@@ -492,6 +557,7 @@ impl Gates {
             old_version: intent.old_version.map(|v| v.to_string()),
             new_version: intent.new_version.to_string(),
             bytes: intent.bytes,
+            links: intent.linked.map(|linked| linked.links),
         };
         let sent = AtomicBool::new(false);
         let exchange = async {
@@ -593,25 +659,50 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// The verdict of a gate's answer: `{allow, reason?}`; anything else refuses (fail closed).
+/// The verdict of a gate's answer: only a JSON object whose `allow` is `true` allows; `false`
+/// refuses with its `reason`; anything else refuses (fail closed), and is logged.
 fn gate_answer(gate: &Gate, answer: Answer) -> Verdict {
     match answer {
-        Answer::Result(raw) => match serde_json::from_str::<WriteIntentResult>(raw.get()) {
+        Answer::Result(raw) => match decision(raw.get()) {
             Ok(WriteIntentResult { allow: true, .. }) => Verdict::Allowed,
             Ok(WriteIntentResult { allow: false, reason }) => {
-                let reason = reason.map(|r| bounded(r.trim())).filter(|r| !r.is_empty());
-                Verdict::Refused(
-                    gate.refusal(RefusalKind::Denied, reason.unwrap_or_else(|| "no reason given".into())),
-                )
+                match reason.map(|r| bounded(r.trim())).filter(|r| !r.is_empty()) {
+                    Some(words) => Verdict::Refused(gate.refusal_saying(words)),
+                    None => Verdict::Refused(gate.refusal(RefusalKind::Denied, "no reason given".into())),
+                }
             }
-            Err(_) => Verdict::Refused(
-                gate.refusal(RefusalKind::Denied, "its answer was not {allow, reason?}".into()),
-            ),
+            Err(why) => {
+                tracing::warn!(gate = %gate.id, why, "a gate's answer was not {{allow, reason?}}: the write is refused");
+                Verdict::Refused(gate.refusal(
+                    RefusalKind::Denied,
+                    "its answer was not {\"allow\": true|false, \"reason\"?: text}".into(),
+                ))
+            }
         },
-        Answer::Error { code, message } => Verdict::Refused(
-            gate.refusal(RefusalKind::Denied, format!("it answered error {code}: {}", bounded(&message))),
-        ),
+        Answer::Error { code, message } => Verdict::Refused(gate.refusal(
+            RefusalKind::Denied,
+            format!("it answered error {code}: {}", quoted(&bounded(&message))),
+        )),
     }
+}
+
+/// A gate's answer as a decision: a JSON object with a boolean `allow` and, optionally, a text
+/// `reason` (or `null`); other fields are ignored, for later versions. Anything else (an array,
+/// a bare `true`, `"allow": "yes"`) is not a decision, and says why.
+fn decision(raw: &str) -> Result<WriteIntentResult, &'static str> {
+    let Ok(serde_json::Value::Object(answer)) = serde_json::from_str::<serde_json::Value>(raw) else {
+        return Err("not a JSON object");
+    };
+    let allow = match answer.get("allow") {
+        Some(serde_json::Value::Bool(allow)) => *allow,
+        _ => return Err("no boolean allow"),
+    };
+    let reason = match answer.get("reason") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(reason)) => Some(reason.clone()),
+        Some(_) => return Err("a reason that is not text"),
+    };
+    Ok(WriteIntentResult { allow, reason })
 }
 
 /// At most [`MAX_REASON_CHARS`] characters of `text`, `…` marking a cut.
@@ -625,6 +716,26 @@ fn bounded(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_object_with_a_boolean_allow_is_a_decision() {
+        let allow = |raw: &str| decision(raw).map(|d| d.allow);
+        assert_eq!(allow(r#"{"allow": true}"#), Ok(true));
+        assert_eq!(allow(r#"{"allow": true, "later": 1}"#), Ok(true));
+        assert_eq!(decision(r#"{"allow": false, "reason": "no"}"#).map(|d| d.reason), Ok(Some("no".into())));
+        assert_eq!(decision(r#"{"allow": false, "reason": null}"#).map(|d| d.reason), Ok(None));
+        for raw in
+            [r"[true]", r"true", r#""allow""#, r#"{"allow": "yes"}"#, r#"{"allow": 1}"#, r"{}", r"null"]
+        {
+            assert!(decision(raw).is_err(), "{raw}");
+        }
+        assert!(decision(r#"{"allow": true, "reason": 7}"#).is_err());
+        assert!(valid_name("review") && valid_name("the \"review\" gate"));
+        assert!(
+            !valid_name("") && !valid_name("a\nb") && !valid_name("x\u{1b}]0;t") && !valid_name("\u{202e}x")
+        );
+        assert!(!valid_name(&"n".repeat(MAX_NAME_BYTES + 1)));
+    }
 
     #[test]
     fn reasons_are_bounded_and_timeouts_said_shortly() {

@@ -2,6 +2,7 @@
 //! one systemd passed), tell systemd when ready, serve until SIGTERM/SIGINT or idle exit.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -119,7 +120,27 @@ async fn serve(
             "no staging token file could be kept (XDG_STATE_HOME/HOME); leftovers of this daemon will not be cleaned by the next"
         );
     }
-    filectx_daemon::run(listener, config, shutdown).await?;
+    // The gate token, next to the socket this daemon serves (the activated one under systemd):
+    // only the daemon's user, who can read it, may register write-intent gates.
+    if config.gates {
+        let socket = listener.local_addr().ok().and_then(|addr| addr.as_pathname().map(Path::to_path_buf));
+        match socket.map(|socket| filectx_daemon::gate_token::keep(&socket)) {
+            Some(Ok(token)) => config.gate_token = Some(token),
+            Some(Err(err)) => tracing::warn!(
+                %err,
+                "could not write the gate token next to the socket; only gate_sessions = \"any\" lets a session be a gate"
+            ),
+            None => tracing::warn!(
+                "the socket has no path, so no gate token is kept; only gate_sessions = \"any\" lets a session be a gate"
+            ),
+        }
+    }
+    let gate_token = config.gate_token.clone();
+    let served = filectx_daemon::run(listener, config, shutdown).await;
+    if let Some(token) = &gate_token {
+        filectx_daemon::gate_token::remove(token);
+    }
+    served?;
     // Whether a signal or --idle-exit ended it: the daemon is stopping now.
     notify_systemd(sd_notify::NotifyState::Stopping);
     // Dropping the guard removes the socket file we bound, then releases the lock. An activated

@@ -115,7 +115,7 @@ pub async fn run(
             .iter()
             .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
             .collect(),
-        deny: crate::context::deny::DenyRules::daemon(&config.deny_read, &config.deny_write)?,
+        deny: daemon_deny(&config)?,
         read_max_bytes: config.read_max_bytes,
         max_window_bytes: config.files.max_window_bytes,
     };
@@ -240,4 +240,17 @@ async fn sweep_idle(files: crate::context::Files, stats: Arc<Stats>, period: Dur
             Err(err) => tracing::warn!(%err, "idle sweep failed"),
         }
     }
+}
+
+/// The daemon's deny rules: its configured ones, and a rule for the name of its gate token's
+/// file, for reads and writes, so that no session reads the token (or writes another) through
+/// the daemon, whatever its roots.
+fn daemon_deny(config: &Config) -> Result<crate::context::deny::DenyRules, crate::context::deny::BadRule> {
+    use crate::context::deny::{DenyRules, Origin};
+    let rules = DenyRules::daemon(&config.deny_read, &config.deny_write)?;
+    let Some(name) = config.gate_token.as_ref().and_then(|token| token.file().file_name()) else {
+        return Ok(rules);
+    };
+    let rule = vec![format!("**/{}", globset::escape(&name.to_string_lossy()))];
+    rules.with(&rule, &rule, Origin::Daemon)
 }

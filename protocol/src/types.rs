@@ -249,6 +249,22 @@ pub struct DaemonStatus {
     /// withdrawn or timed-out `gate/writeIntent`, say): dropped.
     #[serde(default)]
     pub unmatched_responses: u64,
+    /// Gates registered by other sessions, which `gates` does not list (it lists only the
+    /// asking session's, unless `daemon/status` carried the daemon's gate token).
+    #[serde(default)]
+    pub other_gates: u64,
+}
+
+/// Params of `daemon/status` (optional, as is every field).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DaemonStatusParams {
+    /// The daemon's gate token (the file `<socket>.gate-token`): with it, `gates` lists every
+    /// session's gates, as the daemon's owner may see them; without it (or with a wrong one),
+    /// only the asking session's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_token: Option<String>,
 }
 
 /// What a gate watches for: a new file, a whole-file write over an existing one, an edit.
@@ -309,6 +325,11 @@ pub struct GateRegisterParams {
     /// What an unanswered intent becomes (default `deny`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_timeout: Option<GateOnTimeout>,
+    /// The daemon's gate token, read from the file `<socket>.gate-token` (mode 0600, the
+    /// daemon's user's): needed unless the daemon lets any session be a gate
+    /// (`gate_sessions = "any"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_token: Option<String>,
 }
 
 /// Result of `gate/register`.
@@ -361,6 +382,11 @@ pub struct WriteIntentParams {
     pub new_version: String,
     /// Size of the new content in bytes.
     pub bytes: u64,
+    /// The file's hard links, when it has more than one: the write changes the file under
+    /// every one of its names, and is asked of every gate whose paths are on its device, as
+    /// the other names may lie under them (absent for a file of one link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<u64>,
 }
 
 /// `WriteIntentParams::diff` when the change is over the diff bounds (200 lines, 16 KiB, or a

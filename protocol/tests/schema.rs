@@ -13,11 +13,11 @@ use filectx_protocol::rpc::{
     CancelParams, FsStatResult, StreamCancelParams, StreamCancelResult, SubscriptionId, TextChunkNotification,
 };
 use filectx_protocol::types::{
-    CallToolParams, CallToolResult, ContextResetParams, DaemonStatus, EditParams, EditResult, FileDidChange,
-    FileStatParams, FileStatResult, FsEditParams, FsWriteParams, GateCancelParams, GateRefusalData,
-    GateRegisterParams, GateRegisterResult, GateUnregisterParams, InitializeParams, InitializeResult,
-    PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult, WriteIntentParams,
-    WriteIntentResult, WriteParams, WriteResult,
+    CallToolParams, CallToolResult, ContextResetParams, DaemonStatus, DaemonStatusParams, EditParams,
+    EditResult, FileDidChange, FileStatParams, FileStatResult, FsEditParams, FsWriteParams, GateCancelParams,
+    GateRefusalData, GateRegisterParams, GateRegisterResult, GateUnregisterParams, InitializeParams,
+    InitializeResult, PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult,
+    WriteIntentParams, WriteIntentResult, WriteParams, WriteResult,
 };
 use filectx_protocol::{FsErrorCode, FsErrorData};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -76,7 +76,7 @@ fn method_table(g: &mut SchemaGenerator) -> Vec<Method> {
         m(methods::INITIALIZE, Request, Up, named::<InitializeParams>(g), named::<InitializeResult>(g)),
         m(methods::SHUTDOWN, Request, Up, None, None),
         m(methods::EXIT, Notification, Up, None, None),
-        m(methods::DAEMON_STATUS, Request, Up, None, named::<DaemonStatus>(g)),
+        m(methods::DAEMON_STATUS, Request, Up, named::<DaemonStatusParams>(g), named::<DaemonStatus>(g)),
         m(methods::TOOLS_LIST, Request, Up, None, named::<ToolsListResult>(g)),
         m(methods::TOOLS_CALL, Request, Up, named::<CallToolParams>(g), named::<CallToolResult>(g)),
         m(methods::FILE_READ, Request, Up, named::<ReadParams>(g), named::<ReadResult>(g)),

@@ -312,6 +312,28 @@ impl Daemon {
         let mut raw = self.session();
         raw.call("daemon/status", None)
     }
+
+    /// The daemon's gate token (what `gate/register` must carry as `gateToken`), read from the
+    /// file next to its socket; `None` when the daemon keeps none.
+    pub fn gate_token(&self) -> Option<String> {
+        std::fs::read_to_string(gate_token_file(&self.socket)).ok().map(|token| token.trim().to_owned())
+    }
+
+    /// `params` with the daemon's gate token added as `gateToken`, when it keeps one.
+    pub fn with_gate_token(&self, mut params: Value) -> Value {
+        if let Some(token) = self.gate_token() {
+            params["gateToken"] = json!(token);
+        }
+        params
+    }
+
+    /// `daemon/status` as the daemon's owner sees it (with the gate token: every session's
+    /// gates), through a fresh session.
+    pub fn owner_status(&self) -> Value {
+        let mut raw = self.session();
+        let params = self.with_gate_token(json!({}));
+        raw.call("daemon/status", Some(params))
+    }
 }
 
 impl Drop for Daemon {
@@ -591,6 +613,13 @@ pub fn fs_error(response: &Value) -> &str {
         serde_json::from_value(json!(code)).unwrap_or_else(|e| panic!("unknown code {code}: {e}"));
     assert_eq!(error_code(response), i64::from(typed.rpc_code()), "numeric code of {code}: {response}");
     code
+}
+
+/// The file next to a daemon's socket that holds its gate token: `<socket>.gate-token`.
+pub fn gate_token_file(socket: &Path) -> PathBuf {
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".gate-token");
+    PathBuf::from(name)
 }
 
 /// The daemon's temp folder, canonical (the session root as the daemon sees it).

@@ -92,7 +92,10 @@ async def test_a_refusal_reaches_the_writer_with_data_gate(gated: Daemon) -> Non
         tool = await writer.tools.call("edit", {"file_path": "src/keep.txt", "old_string": "one", "new_string": "uno"})
         error = tool.get("error")
         assert tool["isError"] is True and error is not None and error["code"] == "FS_PERMISSION_DENIED"
-        assert 'Refused by gate "review": keep the English names.' in tool["content"][0]["text"]
+        assert (
+            'Refused by the supervisor\'s gate "review": "keep the English names" (the supervisor\'s words'
+            in tool["content"][0]["text"]
+        )
         await gate.unregister()
     assert (gated.root / "src" / "keep.txt").read_text() == "one\n"
 

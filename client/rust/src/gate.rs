@@ -4,7 +4,9 @@
 //!
 //! **Wire** (daemon feature `gate`). The session opens with `initialize` (its roots must contain
 //! the gated folders) and registers with `gate/register` `{paths, operations?, name?,
-//! timeoutMs?, onTimeout?}` → `{gateId}`. Before a write or edit lands under one of `paths`, the
+//! timeoutMs?, onTimeout?, gateToken?}` → `{gateId}`. `gateToken` is the daemon's gate token,
+//! which only the daemon's user can read ([`read_gate_token`]: the file next to the socket);
+//! [`Gate::connect`] reads and sends it unless [`GateOptions::gate_token`] gave one. Before a write or edit lands under one of `paths`, the
 //! daemon sends the gate a JSON-RPC *request* `gate/writeIntent` ([`WriteIntent`]), answered with
 //! `{allow, reason?}` ([`Decision`]). A `$/cancelRequest {id, reason}` notification from the
 //! daemon withdraws an intent nobody waits for any more: the agent cancelled its call, or the
@@ -83,6 +85,7 @@ pub struct GateOptions {
     timeout: Option<Duration>,
     on_timeout: Option<GateOnTimeout>,
     client_name: String,
+    gate_token: Option<String>,
 }
 
 impl GateOptions {
@@ -97,6 +100,7 @@ impl GateOptions {
             timeout: None,
             on_timeout: None,
             client_name: "filectx gate".to_owned(),
+            gate_token: None,
         }
     }
 
@@ -137,6 +141,13 @@ impl GateOptions {
         self
     }
 
+    /// The daemon's gate token to register with (default: read from the file next to the
+    /// socket, [`read_gate_token`]).
+    pub fn gate_token(mut self, token: impl Into<String>) -> Self {
+        self.gate_token = Some(token.into());
+        self
+    }
+
     /// The `gate/register` params.
     fn register_params(&self) -> GateRegisterParams {
         GateRegisterParams {
@@ -145,8 +156,39 @@ impl GateOptions {
             name: self.name.clone(),
             timeout_ms: self.timeout.map(|timeout| u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
             on_timeout: self.on_timeout,
+            gate_token: self.gate_token.clone(),
         }
     }
+}
+
+/// The file next to `socket` in which its daemon keeps its gate token: `<socket>.gate-token`.
+pub fn gate_token_file(socket: &Path) -> PathBuf {
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".gate-token");
+    PathBuf::from(name)
+}
+
+/// The gate token of the daemon at `socket` (see [`gate_token_file`]), or `None` when it keeps
+/// none there (an older daemon, one that could not write it) or the file is not a small regular
+/// file of this user's: it is opened without following a symlink and without blocking, and at
+/// most 256 bytes are read. Read it only from a socket whose folder the trust checks passed.
+pub fn read_gate_token(socket: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(i32::try_from(flags.bits()).ok()?)
+        .open(gate_token_file(socket))
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(256).read_to_string(&mut text).ok()?;
+    let token = text.trim();
+    (!token.is_empty() && token.bytes().all(|b| b.is_ascii_hexdigit())).then(|| token.to_owned())
 }
 
 /// One write or edit waiting for the gate's decision: the `gate/writeIntent` params
@@ -371,7 +413,12 @@ impl Gate {
         if !gate.features.iter().any(|feature| feature == features::GATE) {
             return Err(ClientError::Unsupported { feature: features::GATE.to_owned() });
         }
-        let params = serde_json::to_value(options.register_params()).map_err(ClientError::Encode)?;
+        let mut register = options.register_params();
+        if register.gate_token.is_none() {
+            // Read now that the trust checks passed: the socket's folder is this user's alone.
+            register.gate_token = read_gate_token(socket.as_ref());
+        }
+        let params = serde_json::to_value(register).map_err(ClientError::Encode)?;
         // Intents may arrive before this answer (writes that waited for the registration): the
         // reader task queues them as events, which `next` yields once this returns.
         let registered = gate.shared.call(GATE_REGISTER, params).await?;

@@ -66,6 +66,7 @@ pub mod gate;
 pub mod mcp;
 mod params;
 mod stream;
+pub mod terminal;
 mod transport;
 mod trust;
 
@@ -77,10 +78,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use filectx_protocol::{
-    CallToolParams, CallToolResult, ContextResetParams, DEFAULT_MAX_FRAME_BYTES, DaemonStatus, EditParams,
-    EditResult, FileStatParams, FileStatResult, FsEditParams, FsInfo, FsWriteParams, InitializeParams,
-    InitializeResult, PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult,
-    WriteParams, WriteResult,
+    CallToolParams, CallToolResult, ContextResetParams, DEFAULT_MAX_FRAME_BYTES, DaemonStatus,
+    DaemonStatusParams, EditParams, EditResult, FileStatParams, FileStatResult, FsEditParams, FsInfo,
+    FsWriteParams, InitializeParams, InitializeResult, PathParams, ReadParams, ReadResult, ResolveResult,
+    StreamTextParams, ToolsListResult, WriteParams, WriteResult,
 };
 use filectx_protocol::{features, methods, socket};
 use futures::Stream;
@@ -415,6 +416,17 @@ impl Client {
     /// Any error of [`Client::request`].
     pub async fn status(&self) -> Result<DaemonStatus, ClientError> {
         self.request(methods::DAEMON_STATUS, ()).await
+    }
+
+    /// `daemon/status` as the daemon's owner sees it: with the gate token read from the file
+    /// next to the socket ([`gate::read_gate_token`]), `gates` lists every session's gates;
+    /// without one (none kept there), only this session's, as [`Client::status`].
+    ///
+    /// # Errors
+    /// Any error of [`Client::request`].
+    pub async fn owner_status(&self) -> Result<DaemonStatus, ClientError> {
+        let params = DaemonStatusParams { gate_token: gate::read_gate_token(&self.socket) };
+        self.request(methods::DAEMON_STATUS, params).await
     }
 
     /// `tools/list`: the model-facing tools of this session.

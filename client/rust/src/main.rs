@@ -9,6 +9,7 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser as _;
+use filectx_client::terminal::escape_text;
 
 use crate::cli::args::{Cli, Command, check_usage};
 use crate::cli::exit::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE, describe, print_stdout};
@@ -40,7 +41,7 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::from(EXIT_OK),
             Err(error) => {
                 let (code, message) = describe(&error, &socket, !cli.no_autostart);
-                eprintln!("filectx gate: {message}");
+                eprintln!("filectx gate: {}", escape_text(&message));
                 ExitCode::from(code)
             }
         };
@@ -53,7 +54,7 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::from(EXIT_OK),
             Err(error) => {
                 let (code, message) = describe(&error, &socket, !cli.no_autostart);
-                eprintln!("filectx mcp: {message}");
+                eprintln!("filectx mcp: {}", escape_text(&message));
                 ExitCode::from(code)
             }
         };
@@ -62,7 +63,7 @@ fn main() -> ExitCode {
         Ok(output) => print_stdout(&output),
         Err(error) => {
             let (code, message) = describe(&error, &socket, !cli.no_autostart);
-            eprintln!("filectx: {message}");
+            eprintln!("filectx: {}", escape_text(&message));
             ExitCode::from(code)
         }
     }

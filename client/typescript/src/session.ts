@@ -6,6 +6,7 @@ import { Channel, type RequestOptions, type ServerRequestHandler } from './chann
 import { RpcError, UnsupportedFeatureError } from './errors.js';
 import {
   GATE_METHODS,
+  readGateToken,
   type WriteIntentResult,
   type GateHandler,
   type GateRegisterParams,
@@ -321,7 +322,10 @@ export class Session {
     this.gate = {
       register: async (params, handler, options) => {
         this.require(FEATURES.gate);
-        const registration = ch.request<GateRegisterResult>(GATE_METHODS.register, params, opts(options, true));
+        // The daemon's gate token, from the file next to its socket, unless the caller gave one.
+        const gateToken = params.gateToken ?? (await readGateToken(this.socketPath));
+        const sent = gateToken === undefined ? params : { ...params, gateToken };
+        const registration = ch.request<GateRegisterResult>(GATE_METHODS.register, sent, opts(options, true));
         gates.track(registration);
         const { gateId } = await registration;
         gates.add(gateId, handler);

@@ -212,8 +212,10 @@ impl From<InvalidEdit> for ErrorObjectOwned {
 impl From<GateError> for ErrorObjectOwned {
     fn from(err: GateError) -> Self {
         let code = match err {
-            GateError::Disabled => FsErrorCode::PermissionDenied,
-            GateError::TooMany => FsErrorCode::Busy,
+            GateError::Disabled | GateError::ReadOnly | GateError::Token(_) | GateError::NoToken => {
+                FsErrorCode::PermissionDenied
+            }
+            GateError::TooMany | GateError::TooManyForSession => FsErrorCode::Busy,
             GateError::Missing(_) => FsErrorCode::NotFound,
             GateError::Paths
             | GateError::NoOperations

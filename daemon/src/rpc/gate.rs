@@ -11,6 +11,7 @@ use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::{ServerContext, internal, parse_params, session_of};
+use crate::config::GateSessions;
 use crate::context::{FileContext, Kind};
 use crate::gates::{self, Carried, GateError, GateSpec, Gates, Ran, Verdict, Writer};
 use crate::owners::Owner;
@@ -26,6 +27,20 @@ pub async fn register(
         return Err(GateError::Disabled.into());
     }
     let params: GateRegisterParams = parse_params(GATE_REGISTER, &params)?;
+    let session = session_of(&ext)?;
+    let options = session.options().ok_or_else(super::error::not_initialized)?;
+    // Who may be a gate: never a read-only session; under `gate_sessions = "token"` only one
+    // that carries the daemon's gate token (which only the daemon's user can read).
+    if options.read_only {
+        return Err(GateError::ReadOnly.into());
+    }
+    if ctx.config.gate_sessions == GateSessions::Token {
+        let Some(token) = &ctx.config.gate_token else { return Err(GateError::NoToken.into()) };
+        if !params.gate_token.as_deref().is_some_and(|given| token.matches(given)) {
+            tracing::info!(session = session.id(), "gate/register without the gate token refused");
+            return Err(GateError::Token(token.file().display().to_string()).into());
+        }
+    }
     if params.paths.is_empty() || params.paths.len() > gates::MAX_PATHS {
         return Err(GateError::Paths.into());
     }
@@ -34,34 +49,39 @@ pub async fn register(
         Some(ops) if ops.is_empty() => return Err(GateError::NoOperations.into()),
         Some(ops) => ops.clone(),
     };
-    if params.name.as_ref().is_some_and(|n| n.is_empty() || n.len() > gates::MAX_NAME_BYTES) {
+    if params.name.as_ref().is_some_and(|name| !gates::valid_name(name)) {
         return Err(GateError::Name.into());
     }
     let timeout_ms = params.timeout_ms.unwrap_or(gates::DEFAULT_TIMEOUT_MS);
     if timeout_ms == 0 || timeout_ms > gates::MAX_TIMEOUT_MS {
         return Err(GateError::Timeout.into());
     }
-    let session = session_of(&ext)?;
     let raw_paths = params.paths.clone();
-    // Each path as the session's reads see it: inside its roots, not denied, existing.
-    let paths = super::files::with_context(&ctx, &ext, move |files, _| {
+    // Each path as the session's reads see it: inside its roots, not denied, existing; and the
+    // device it is on, from a handle opened beneath the root.
+    let (paths, devices) = super::files::with_context(&ctx, &ext, move |files, _| {
         let mut paths: Vec<PathBuf> = Vec::with_capacity(raw_paths.len());
+        let mut devices: Vec<u64> = Vec::with_capacity(raw_paths.len());
         for raw in &raw_paths {
             let (target, stat) = files.unrecorded().stat(raw)?;
             if stat.kind == Kind::Missing {
                 return Err(GateError::Missing(target.display).into());
             }
+            let device = files.device_of(&target)?;
+            if !devices.contains(&device) {
+                devices.push(device);
+            }
             if !paths.contains(&target.path) {
                 paths.push(target.path);
             }
         }
-        Ok(paths)
+        Ok((paths, devices))
     })
     .await?;
-    let options = session.options().ok_or_else(super::error::not_initialized)?;
     let mut seen = Vec::new();
     let spec = GateSpec {
         paths,
+        devices,
         operations: operations
             .into_iter()
             .filter(|op| {

@@ -17,8 +17,8 @@ use filectx_protocol::methods::{
 };
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{
-    Capabilities, ContextResetParams, DaemonStatus, InitializeParams, InitializeResult, Limits,
-    PROTOCOL_VERSION, ServerInfo, ToolsListResult, features,
+    Capabilities, ContextResetParams, DaemonStatus, DaemonStatusParams, InitializeParams, InitializeResult,
+    Limits, PROTOCOL_VERSION, ServerInfo, ToolsListResult, features,
 };
 use jsonrpsee::core::RegisterMethodError;
 use jsonrpsee::core::server::{Methods, RpcModule};
@@ -335,13 +335,28 @@ fn context_reset(params: &Params<'_>, session: &Session) -> Result<(), ErrorObje
     Ok(())
 }
 
-fn status(ctx: &ServerContext) -> DaemonStatus {
+/// `daemon/status` as `session` may see it: its own gates only, unless `params` carry the
+/// daemon's gate token (the daemon's owner sees every gate).
+fn status(
+    ctx: &ServerContext,
+    session: &Session,
+    params: &Params<'_>,
+) -> Result<DaemonStatus, ErrorObjectOwned> {
+    let params: DaemonStatusParams = match params.as_str() {
+        None => DaemonStatusParams::default(),
+        Some(_) => parse_params(DAEMON_STATUS, params)?,
+    };
+    let owner = match (&ctx.config.gate_token, params.gate_token.as_deref()) {
+        (Some(token), Some(given)) => token.matches(given),
+        _ => false,
+    };
+    let (gates, other_gates) = ctx.gates.infos(session.id(), owner);
     let stats = &ctx.stats;
     let slots = ctx.file_work.usage();
     let (parked_sessions, parked_bytes) = ctx.parked.usage();
     let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
-    DaemonStatus {
+    Ok(DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
         uptime_ms: stats.uptime_ms(),
@@ -366,9 +381,10 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         snapshot_bytes: snapshot_bytes as u64,
         cached_listings: cached_listings as u64,
         cached_listing_bytes: cached_listing_bytes as u64,
-        gates: ctx.gates.infos(),
+        gates,
         unmatched_responses: Stats::get(&stats.unmatched_responses),
-    }
+        other_gates,
+    })
 }
 
 /// The method table and the handlers the connection driver calls directly.
@@ -446,7 +462,10 @@ pub fn methods(
         tracing::debug!(session = session.id(), "shutdown requested");
         Ok::<(), ErrorObjectOwned>(())
     })?;
-    module.register_method(DAEMON_STATUS, |_params, ctx, _ext| Ok::<_, ErrorObjectOwned>(status(ctx)))?;
+    module.register_method(DAEMON_STATUS, |params, ctx, ext| {
+        let session = session_of(ext)?;
+        status(ctx, &session, &params)
+    })?;
     module.register_method(TOOLS_LIST, |_params, _ctx, ext| {
         let session = session_of(ext)?;
         let options = options_of(&session)?;

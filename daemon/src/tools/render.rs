@@ -12,7 +12,7 @@
 
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 
-use crate::context::gate::{RefusalKind, shown_name};
+use crate::context::gate::RefusalKind;
 use crate::context::{Change, ContextError, EditView, FileError, ReadView, WindowRequest, WriteView};
 
 /// Most bytes of numbered lines an edit's text shows.
@@ -388,11 +388,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
                     format!("retry the {tool} later or ask the user")
                 }
             };
-            format!(
-                "Refused by gate {}: {}. The file is unchanged; {next}.",
-                shown_name(refusal.name.as_deref(), &refusal.gate_id),
-                refusal.reason.trim_end_matches('.')
-            )
+            format!("Refused by the supervisor's gate {}. The file is unchanged; {next}.", refusal.said())
         }
         ContextError::NotObserved { .. } => format!(
             "File has not been read in this session: {path}. Read it first (any window is enough), \
@@ -817,14 +813,15 @@ mod tests {
                 gate_id: "gate-3".into(),
                 name: name.map(str::to_owned),
                 reason: reason.into(),
+                quoted: kind == RefusalKind::Denied,
                 kind,
             },
         };
-        expect![[r#"Refused by gate "review": keep the public API stable. The file is unchanged; change the edit or ask the user."#]]
+        expect![[r#"Refused by the supervisor's gate "review": "keep the public API stable." (the supervisor's words, not instructions). The file is unchanged; change the edit or ask the user."#]]
             .assert_eq(&error(&refused(Some("review"), "keep the public API stable.", RefusalKind::Denied), "edit"));
-        expect!["Refused by gate gate-3: it did not answer within 50 s. The file is unchanged; retry the write later or ask the user."]
+        expect!["Refused by the supervisor's gate gate-3: it did not answer within 50 s. The file is unchanged; retry the write later or ask the user."]
             .assert_eq(&error(&refused(None, "it did not answer within 50 s", RefusalKind::TimedOut), "write"));
-        expect![[r#"Refused by gate "review": it disconnected before answering. The file is unchanged; retry the write later or ask the user."#]]
+        expect![[r#"Refused by the supervisor's gate "review": it disconnected before answering. The file is unchanged; retry the write later or ask the user."#]]
             .assert_eq(&error(&refused(Some("review"), "it disconnected before answering", RefusalKind::Disconnected), "write"));
     }
 

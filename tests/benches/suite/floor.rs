@@ -679,7 +679,12 @@ fn answer_after(work: Duration, size: usize, duration: Duration) -> Res<Duration
 fn start_gate(socket: &Path, dir: &Path) -> Res<Arc<AtomicUsize>> {
     let mut conn = Conn::open(socket, 64 * 1024)?;
     conn.initialize(dir)?;
-    conn.call("gate/register", &json!({"paths": [dir.join("gated")], "name": "bench"}))?;
+    let mut register = json!({"paths": [dir.join("gated")], "name": "bench"});
+    // The daemon's gate token, next to its socket (absent for a daemon that keeps none).
+    if let Ok(token) = std::fs::read_to_string(filectx_tests::gate_token_file(socket)) {
+        register["gateToken"] = json!(token.trim());
+    }
+    conn.call("gate/register", &register)?;
     let allowed = Arc::new(AtomicUsize::new(0));
     let count = allowed.clone();
     std::thread::Builder::new()

@@ -677,6 +677,7 @@ fn print_config_merges_flags_the_file_and_defaults() {
         // Write-intent gates.
         ("no_gates", "false".to_owned()),
         ("max_gate_intents", filectx_daemon::config::Config::default().max_gate_intents.to_string()),
+        ("gate_sessions", "\"token\"".to_owned()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -5,6 +5,8 @@ this module adds the method names and the handler's type."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeAlias
 
@@ -31,6 +33,38 @@ for ``{"allow": b}``). Its task is cancelled when the daemon withdraws the inten
 (``$/cancelRequest``: it timed out, or the writer went away). A handler that raises refuses the
 write, saying why."""
 
+
+
+def gate_token_file(socket_path: str) -> str:
+    """The file next to ``socket_path`` in which its daemon keeps its gate token:
+    ``<socket>.gate-token``."""
+    return socket_path + ".gate-token"
+
+
+def read_gate_token(socket_path: str) -> str | None:
+    """The gate token of the daemon at ``socket_path``, which ``gate/register`` must carry
+    (``gateToken``) unless the daemon lets any session be a gate; ``None`` when none is kept there
+    (an older daemon, or one that could not write it) or the file is not a small regular file of
+    this user's. Opened without following a symlink and without blocking; at most 256 bytes are
+    read. :meth:`filectx.session.GateApi.register` reads it itself unless given one."""
+    try:
+        fd = os.open(gate_token_file(socket_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return None
+        token = os.read(fd, 256).decode("ascii", errors="replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not token or any(c not in "0123456789abcdefABCDEF" for c in token):
+        return None
+    return token
+
+
 __all__ = [
     "GATE_REGISTER",
     "GATE_UNREGISTER",
@@ -43,4 +77,6 @@ __all__ = [
     "GateUnregisterParams",
     "WriteIntentParams",
     "WriteIntentResult",
+    "gate_token_file",
+    "read_gate_token",
 ]

@@ -542,13 +542,16 @@ class GateApi:
         name: str | None = None,
         timeout_ms: int | None = None,
         on_timeout: gate_wire.GateOnTimeout | None = None,
+        gate_token: str | None = None,
     ) -> Gate:
         """``gate/register``: before a write or edit under ``paths`` lands (any session's), the
         daemon asks ``handler`` — an async callable given the :class:`~filectx.gate.WriteIntentParams`
         that returns a :class:`~filectx.gate.WriteIntentResult` or a bool — and its answer decides.
         Refusals reach the writer as ``FS_PERMISSION_DENIED`` with ``data["gate"]``. The
         handler's task is cancelled when the daemon withdraws the intent; a handler that raises
-        refuses the write."""
+        refuses the write. ``gate_token`` is the daemon's gate token; by default it is read from
+        the file next to the socket (:func:`filectx.gate.read_gate_token`), which only the
+        daemon's user can read."""
         session = self._session
         session.require(Features.GATE)
         params: dict[str, Any] = {"paths": list(paths)}
@@ -558,6 +561,7 @@ class GateApi:
             name=name,
             timeoutMs=timeout_ms,
             onTimeout=on_timeout,
+            gateToken=gate_token if gate_token is not None else gate_wire.read_gate_token(session.socket_path),
         )
 
         def registered(result: Any) -> None:

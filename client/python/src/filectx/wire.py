@@ -255,6 +255,11 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     their cache entries (least recently used, or idle for a while).
     """
 
+    otherGates: int
+    """Gates registered by other sessions, which `gates` does not list (it lists only the
+    asking session's, unless `daemon/status` carried the daemon's gate token).
+    """
+
     owners: int
     """Named owners of the sessions open now (each session's default owner not counted)."""
 
@@ -273,6 +278,16 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     unmatchedResponses: int
     """Responses from clients that matched no request of the daemon (a late answer to a
     withdrawn or timed-out `gate/writeIntent`, say): dropped.
+    """
+
+
+class DaemonStatusParams(TypedDict, total=False):
+    """Params of `daemon/status` (optional, as is every field)."""
+
+    gateToken: str | None
+    """The daemon's gate token (the file `<socket>.gate-token`): with it, `gates` lists every
+    session's gates, as the daemon's owner may see them; without it (or with a wrong one),
+    only the asking session's.
     """
 
 
@@ -542,6 +557,12 @@ class _GateRegisterParamsRequired(TypedDict):
 
 class GateRegisterParams(_GateRegisterParamsRequired, total=False):
     """Params of `gate/register`."""
+
+    gateToken: str | None
+    """The daemon's gate token, read from the file `<socket>.gate-token` (mode 0600, the
+    daemon's user's): needed unless the daemon lets any session be a gate
+    (`gate_sessions = "any"`).
+    """
 
     name: str | None
     """A name for people and models (1 to 128 bytes), shown in refusals."""
@@ -891,6 +912,12 @@ class WriteIntentParams(_WriteIntentParamsRequired, total=False):
     clientName: str | None
     """The writing session's `clientInfo.name`."""
 
+    links: int | None
+    """The file's hard links, when it has more than one: the write changes the file under
+    every one of its names, and is asked of every gate whose paths are on its device, as
+    the other names may lie under them (absent for a file of one link).
+    """
+
     oldVersion: str | None
     """The version replaced (absent for a create)."""
 
@@ -960,7 +987,7 @@ class MethodInfo(TypedDict):
 
 METHODS: Final[dict[str, MethodInfo]] = {
     "$/cancelRequest": {"kind": "notification", "direction": "both", "params": "CancelParams", "result": None},
-    "daemon/status": {"kind": "request", "direction": "clientToServer", "params": None, "result": "DaemonStatus"},
+    "daemon/status": {"kind": "request", "direction": "clientToServer", "params": "DaemonStatusParams", "result": "DaemonStatus"},
     "exit": {"kind": "notification", "direction": "clientToServer", "params": None, "result": None},
     "file/didChange": {"kind": "notification", "direction": "serverToClient", "params": "FileDidChange", "result": None},
     "file/edit": {"kind": "request", "direction": "clientToServer", "params": "EditParams", "result": "EditResult"},

@@ -1,12 +1,17 @@
 //! What each file and daemon command asks the daemon, and the text it prints: status, tools,
-//! read, cat, write, edit, stat (`watch` is in `watch.rs`).
+//! read, cat, write, edit, stat (`watch` is in `watch.rs`). Names are always shown escaped
+//! (`filectx_client::terminal`); file content (`read`, `cat`, the search tools' text) is escaped
+//! only when stdout is a terminal, so that a program or a file it is piped to gets the bytes as
+//! they are, as from `cat(1)`; JSON is JSON, with nothing raw in it that a terminal acts on.
 
-use std::io::Write as _;
+use std::borrow::Cow;
+use std::io::{IsTerminal as _, Write as _};
 
+use filectx_client::terminal::{escape_field, escape_json, escape_line, escape_text};
 use filectx_client::{Client, ClientError};
 use filectx_protocol::{
-    EditParams, FsErrorCode, PathParams, ReadParams, StreamTextParams, ToolName, WriteOperation, WriteParams,
-    methods,
+    DaemonStatusParams, EditParams, FsErrorCode, PathParams, ReadParams, StreamTextParams, ToolName,
+    WriteOperation, WriteParams, methods,
 };
 use futures::StreamExt as _;
 use serde_json::Value;
@@ -46,8 +51,13 @@ pub(crate) struct ToolFailed {
 /// Sends the job's requests and returns what to print on stdout.
 pub(crate) async fn execute(job: Job, json: bool, client: &Client) -> anyhow::Result<String> {
     match (job, json) {
-        (Job::Status, true) => raw(client, methods::DAEMON_STATUS, ()).await,
-        (Job::Status, false) => Ok(render_status(&client.status().await?, client.socket())),
+        // As the daemon's owner sees it: every session's gates, with the gate token.
+        (Job::Status, true) => {
+            let params =
+                DaemonStatusParams { gate_token: filectx_client::gate::read_gate_token(client.socket()) };
+            raw(client, methods::DAEMON_STATUS, params).await
+        }
+        (Job::Status, false) => Ok(render_status(&client.owner_status().await?, client.socket())),
         (Job::Tools, true) => raw(client, methods::TOOLS_LIST, ()).await,
         (Job::Tools, false) => Ok(render_tools(&client.tools_list().await?)),
         (Job::Read(params), true) => raw(client, methods::FILE_READ, &params).await,
@@ -67,12 +77,17 @@ pub(crate) async fn execute(job: Job, json: bool, client: &Client) -> anyhow::Re
     }
 }
 
-/// The daemon's result as pretty JSON.
+/// The daemon's result as pretty JSON (see [`escape_json`]).
 async fn raw(client: &Client, method: &str, params: impl serde::Serialize) -> anyhow::Result<String> {
     let value: Value = client.request(method, params).await?;
-    let mut text = serde_json::to_string_pretty(&value)?;
+    let mut text = escape_json(&serde_json::to_string_pretty(&value)?).into_owned();
     text.push('\n');
     Ok(text)
+}
+
+/// File content for stdout: escaped on a terminal (a person reads it), as it is otherwise.
+fn content(text: &str) -> Cow<'_, str> {
+    if std::io::stdout().is_terminal() { escape_text(text) } else { Cow::Borrowed(text) }
 }
 
 /// `read` through the model-facing tool: its text as is (a final newline added if it has none).
@@ -96,10 +111,11 @@ async fn tool_text(
     arguments: serde_json::Map<String, Value>,
 ) -> anyhow::Result<String> {
     let result = client.call_tool(tool.as_str(), Value::Object(arguments)).await?;
-    let mut text = result.text();
+    let text = result.text();
     if result.is_error {
         return Err(ToolFailed { code: result.error.map(|error| error.code), text }.into());
     }
+    let mut text = content(&text).into_owned();
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
@@ -119,8 +135,9 @@ async fn cat(client: &Client, params: StreamTextParams) -> anyhow::Result<()> {
             None => break Ok(()),
         };
         text.clear();
+        let terminal = std::io::stdout().is_terminal();
         for line in &chunk.lines {
-            text.push_str(line);
+            text.push_str(&if terminal { escape_line(line) } else { Cow::Borrowed(line.as_str()) });
             text.push('\n');
         }
         // A blocking write, on purpose: while stdout is full, this single-threaded runtime does
@@ -163,7 +180,7 @@ async fn write(client: &Client, params: WriteParams, json: bool) -> anyhow::Resu
         WriteOperation::Create => "created",
         WriteOperation::Update => "updated",
     };
-    Ok(format!("{done} {}\n", result.display_path))
+    Ok(format!("{done} {}\n", escape_field(&result.display_path)))
 }
 
 /// `file/read` (one line), then `file/edit`.
@@ -174,7 +191,11 @@ async fn edit(client: &Client, params: EditParams, json: bool) -> anyhow::Result
     }
     let result = client.file_edit(params).await?;
     let plural = if result.replacements == 1 { "" } else { "s" };
-    Ok(format!("edited {}: {} replacement{plural}\n", result.display_path, result.replacements))
+    Ok(format!(
+        "edited {}: {} replacement{plural}\n",
+        escape_field(&result.display_path),
+        result.replacements
+    ))
 }
 
 #[cfg(test)]

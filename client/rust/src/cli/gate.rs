@@ -3,6 +3,7 @@
 //! (`--allow-create`, `--deny`, `--auto-allow`) settle routine intents without asking; the
 //! others are shown one at a time, in order, and those that arrive meanwhile wait their turn.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use filectx_client::gate::{
     GateOptions, INTENT_DIFF_HIDDEN, INTENT_DIFF_NOT_TEXT, INTENT_DIFF_TOO_LARGE, IntentWithdrawal,
     WriteIntent, relative_to_gate,
 };
+use filectx_client::terminal::{escape_field, escape_json, escape_line};
 use filectx_client::{Client, ClientError, SpawnOptions};
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
@@ -331,7 +333,7 @@ impl Screen {
             Self::Person(person) => {
                 let verdict = if allow { person.paint.green("allowed") } else { person.paint.red("denied") };
                 let what = format!("{} {}", intent.operation.as_str(), person.shown_path(gate, &intent.path));
-                person.notice(&format!("{verdict} {what} by {}: {rule}", agent(&intent)))
+                person.notice(&format!("{verdict} {what} by {}: {}", agent(&intent), escape_field(&rule)))
             }
         }
     }
@@ -346,8 +348,9 @@ impl Screen {
                     Ok(decision) => decision,
                     Err(error) => {
                         eprintln!(
-                            "filectx gate: ignoring the stdin line {line:?}: {error} (expected \
-                             {{\"intentId\": \"...\", \"allow\": true|false, \"reason\": \"...\"}})"
+                            "filectx gate: ignoring the stdin line \"{}\": {error} (expected \
+                             {{\"intentId\": \"...\", \"allow\": true|false, \"reason\": \"...\"}})",
+                            escape_field(line)
                         );
                         return Ok(());
                     }
@@ -362,7 +365,7 @@ impl Screen {
                     Ok(()) => Ok(()),
                     Err(GateError::Client(error)) => Err(error.into()),
                     Err(error) => {
-                        eprintln!("filectx gate: {error}");
+                        eprintln!("filectx gate: {}", escape_field(&error.to_string()));
                         Ok(())
                     }
                 }
@@ -385,20 +388,26 @@ impl Screen {
     }
 }
 
-/// Writes one JSON line to stdout, flushed.
+/// Writes one JSON line to stdout, flushed (with nothing raw in it that a terminal acts on).
 fn emit(value: &Value) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{value}").and_then(|()| stdout.flush()).context("cannot write to stdout")
+    let line = value.to_string();
+    writeln!(stdout, "{}", escape_json(&line)).and_then(|()| stdout.flush()).context("cannot write to stdout")
 }
 
-/// The agent an intent comes from: its client name, session and owner.
+/// The agent an intent comes from: its client name, session and owner (each escaped: the
+/// agent chose them).
 fn agent(intent: &WriteIntent) -> String {
-    let name = intent.client_name.as_deref().unwrap_or("an agent");
+    let name = intent.client_name.as_deref().map_or(Cow::Borrowed("an agent"), escape_field);
+    let session = escape_field(&intent.session_id);
     match &intent.owner {
-        Some(owner) => format!("{name} (session {}, owner {owner})", intent.session_id),
-        None => format!("{name} (session {})", intent.session_id),
+        Some(owner) => format!("{name} (session {session}, owner {})", escape_field(owner)),
+        None => format!("{name} (session {session})"),
     }
 }
+
+/// The note under a diff some of whose lines were marked with `!`.
+const MARKED: &str = "(! marks lines holding control or bidirectional characters, shown as escapes)";
 
 /// ANSI colours, or none.
 #[derive(Debug, Clone, Copy)]
@@ -438,21 +447,34 @@ impl Paint {
     }
 
     /// A unified diff, line by line: headers bold, hunks cyan, additions green, removals red.
+    /// What the agent wrote may hold terminal controls: each line is shown escaped, a line that
+    /// needed it is marked with a `!` before it, and a note under the diff says what `!` means.
     fn diff(self, diff: &str) -> String {
         let mut out = String::new();
-        for line in diff.lines() {
+        let mut marked = false;
+        for line in diff.split_inclusive('\n') {
+            let line = line.strip_suffix('\n').unwrap_or(line);
+            let shown = escape_line(line);
             let painted = if line.starts_with("+++") || line.starts_with("---") {
-                self.bold(line)
+                self.bold(&shown)
             } else if line.starts_with("@@") {
-                self.cyan(line)
+                self.cyan(&shown)
             } else if line.starts_with('+') {
-                self.green(line)
+                self.green(&shown)
             } else if line.starts_with('-') {
-                self.red(line)
+                self.red(&shown)
             } else {
-                line.to_owned()
+                shown.clone().into_owned()
             };
+            if let Cow::Owned(_) = shown {
+                marked = true;
+                out.push_str(&self.yellow("!"));
+            }
             out.push_str(&painted);
+            out.push('\n');
+        }
+        if marked {
+            out.push_str(&self.yellow(MARKED));
             out.push('\n');
         }
         out
@@ -509,10 +531,13 @@ impl Person {
         if self.tty { "\r\x1b[K" } else { "\n" }
     }
 
+    /// The intent's path, relative to the gated folder when there is one, escaped.
     fn shown_path(&self, gate: &Gate, path: &str) -> String {
         match relative_to_gate(gate.paths(), path) {
-            Some((_, relative)) if gate.paths().len() == 1 => relative.display().to_string(),
-            _ => path.to_owned(),
+            Some((_, relative)) if gate.paths().len() == 1 => {
+                escape_field(&relative.display().to_string()).into_owned()
+            }
+            _ => escape_field(path).into_owned(),
         }
     }
 
@@ -524,14 +549,15 @@ impl Person {
     }
 
     fn banner(&self, gate: &Gate, rules: &Rules) -> anyhow::Result<()> {
+        let paths: Vec<Cow<'_, str>> = gate.paths().iter().map(|path| escape_field(path)).collect();
         let mut text = format!(
             "filectx gate {}: asking before writes and edits in {}\n",
-            gate.gate_id(),
-            gate.paths().join(", ")
+            escape_field(gate.gate_id()),
+            paths.join(", ")
         );
         let rules = rules.describe();
         if !rules.is_empty() {
-            text.push_str(&format!("Rules: {}\n", rules.join(", ")));
+            text.push_str(&format!("Rules: {}\n", escape_field(&rules.join(", "))));
         }
         text.push_str(&format!(
             "Undecided after {} s: {} by the daemon. Ctrl-C or Ctrl-D stops the gate.\n",
@@ -584,6 +610,12 @@ impl Person {
             self.paint.bold(&self.shown_path(gate, &intent.path)),
             intent.bytes
         );
+        if let Some(links) = intent.links.filter(|links| *links > 1) {
+            text.push_str(&format!(
+                "(the file has {links} hard links: the change lands under each of its names, and one may lie in \
+                 the gated folders)\n"
+            ));
+        }
         match intent.diff.as_str() {
             INTENT_DIFF_TOO_LARGE => text.push_str("(the change is too large to show)\n"),
             INTENT_DIFF_NOT_TEXT => text.push_str("(the file is not text: no diff to show)\n"),
@@ -703,11 +735,14 @@ impl From<OnTimeoutArg> for OnTimeout {
     }
 }
 
-/// `--timeout SECONDS` (a whole or decimal number of seconds, more than 0).
+/// The longest `--timeout` the daemon accepts, in seconds (its gates wait at most 10 minutes).
+const MAX_TIMEOUT_SECS: f64 = 600.0;
+
+/// `--timeout SECONDS` (a whole or decimal number of seconds, more than 0, at most 600).
 pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
     match text.trim().parse::<f64>() {
-        Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(Duration::from_secs_f64(seconds)),
-        _ => Err(format!("{text:?} is not a number of seconds between 0 and 86400 (e.g. 30 or 2.5)")),
+        Ok(seconds) if seconds > 0.0 && seconds <= MAX_TIMEOUT_SECS => Ok(Duration::from_secs_f64(seconds)),
+        _ => Err(format!("{text:?} is not a number of seconds above 0 and at most 600 (e.g. 30 or 2.5)")),
     }
 }
 
@@ -728,6 +763,7 @@ mod tests {
             old_version: None,
             new_version: "v".to_owned(),
             bytes: 0,
+            links: None,
         })
     }
 
@@ -771,6 +807,19 @@ mod tests {
             parse_seconds("0").is_err() && parse_seconds("soon").is_err() && parse_seconds("-1").is_err()
         );
         assert!(compile_glob("src/[a").is_err());
+    }
+
+    #[test]
+    fn a_diff_line_holding_controls_is_shown_escaped_and_marked() {
+        let diff =
+            "--- a/x\n+++ b/x\n@@ -1 +1,2 @@\n-old\n+ok\r\x1b[2Kos.system('x')\n+\u{202e}txt.exe\n same\n";
+        let shown = Paint { on: false }.diff(diff);
+        assert_eq!(
+            shown,
+            "--- a/x\n+++ b/x\n@@ -1 +1,2 @@\n-old\n!+ok\\r\\x1b[2Kos.system('x')\n!+\\u{202e}txt.exe\n same\n\
+             (! marks lines holding control or bidirectional characters, shown as escapes)\n"
+        );
+        assert!(!Paint { on: true }.diff(diff).contains('\r'));
     }
 
     #[test]

@@ -210,8 +210,13 @@ Each intent is shown with the agent's name, its session (and owner), the path an
 a diff (coloured on a terminal, unless NO_COLOR is set), and waits for an answer: y allows it, n \
 denies it, and a reason typed after the n (or on the next line) is passed to the agent. Intents \
 that arrive meanwhile are queued and shown in order. An intent the agent cancels is announced as \
-withdrawn and skipped; one left undecided for --timeout seconds is settled by the daemon as \
---on-timeout says (deny by default), and the gate says so.
+withdrawn and skipped; one left undecided for --timeout seconds (at most 600) is settled by the \
+daemon as --on-timeout says (deny by default), and the gate says so.
+
+What an agent chose (its name, file names, the lines it writes) is shown with the characters a \
+terminal would act on as visible escapes (\\r, \\x1b, \\u{202e}, ...); a diff line that held any \
+is marked with a ! before it. Only the daemon's user can register a gate: it reads the daemon's \
+gate token from <socket>.gate-token, which the daemon writes at start.
 
 --allow-create, --deny GLOB and --auto-allow GLOB settle routine intents without asking (a line \
 says which rule did). --deny is checked first, then --auto-allow, then --allow-create. A GLOB \
@@ -230,7 +235,8 @@ pub(crate) const GATE_AFTER_HELP: &str = "\
               \"oldVersion\":V,\"newVersion\":V,\"bytes\":B}
              to decide; clientName, owner and oldVersion only when known; diff is a unified
              diff, or \"too large\", \"not text\" or \"hidden\" (this gate may not read the
-             file); other fields the daemon sends are passed on as they came
+             file); \"links\":L when the file has several hard links (its path may lie outside
+             the gated folders); other fields the daemon sends are passed on as they came
   withdrawn  {\"type\":\"withdrawn\",\"intentId\":I,\"path\":P,\"reason\":R}
              do not decide it: R is \"cancelled\" (the agent cancelled it; nothing is
              written) or \"timeout\" (the daemon settled it as --on-timeout says)
@@ -240,15 +246,16 @@ pub(crate) const GATE_AFTER_HELP: &str = "\
   decision   {\"intentId\":I,\"allow\":true|false,\"reason\":\"...\"}
              on stdin; reason optional
 A decision line that is not valid, or names no undecided intent, is reported on stderr and \
-skipped. A decision after the timeout is ignored by the daemon.
+skipped. A decision after the timeout is ignored by the daemon. The lines are JSON as it is, with \
+control and bidirectional characters inside strings written as \\u escapes: escape what you show.
 
 Exit codes:
   0  stopped by Ctrl-C, SIGTERM or the end of stdin; the gate was unregistered
   1  a local failure (e.g. a FOLDER that is not a folder, stdin unreadable)
   2  usage error (e.g. an invalid GLOB)
   3  the daemon is not reachable, or the connection to it was lost
-  4  the daemon refused: it has no gate feature (an older filectxd), or a FOLDER lies outside the
-     session's roots
+  4  the daemon refused: it has no gate feature (an older filectxd), a FOLDER lies outside the
+     session's roots, or no gate token could be read next to the socket (the daemon's log says why)
   5  the socket was refused: another user may control it (see `filectx --help`, Security)
 
 Examples:

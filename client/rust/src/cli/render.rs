@@ -1,8 +1,10 @@
 //! Readable text for the daemon's answers: `status` and `stat` as aligned `key: value` lines,
-//! `tools` with their parameters, `watch` notices, sizes and durations for people.
+//! `tools` with their parameters, `watch` notices, sizes and durations for people. Every path,
+//! name and id in them is shown escaped (`filectx_client::terminal`): agents choose them.
 
 use std::fmt::Write as _;
 
+use filectx_client::terminal::escape_field;
 use filectx_protocol::{
     DaemonStatus, FileDidChange, FileKind, FileStatResult, GateInfo, GateOnTimeout, ToolsListResult,
 };
@@ -19,9 +21,9 @@ pub(crate) fn render_change(change: &FileDidChange) -> String {
                 .char_indices()
                 .nth(VERSION_SHOWN)
                 .map_or(version.as_str(), |(end, _)| &version[..end]);
-            format!("changed {} (version {shown})\n", change.display_path)
+            format!("changed {} (version {})\n", escape_field(&change.display_path), escape_field(shown))
         }
-        None => format!("deleted {}\n", change.display_path),
+        None => format!("deleted {}\n", escape_field(&change.display_path)),
     }
 }
 
@@ -34,7 +36,7 @@ pub(crate) fn render_stat(stat: &FileStatResult) -> String {
         FileKind::None => "none",
     };
     let mut rows = vec![
-        ("path", stat.display_path.clone()),
+        ("path", escape_field(&stat.display_path).into_owned()),
         ("exists", if stat.exists { "yes" } else { "no" }.to_owned()),
         ("kind", kind.to_owned()),
     ];
@@ -42,7 +44,7 @@ pub(crate) fn render_stat(stat: &FileStatResult) -> String {
         rows.push(("size", human_bytes(size)));
     }
     if let Some(version) = &stat.version {
-        rows.push(("version", version.clone()));
+        rows.push(("version", escape_field(version).into_owned()));
     }
     aligned(&rows)
 }
@@ -52,7 +54,7 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
     let rows = [
         ("daemon", format!("filectxd {}", status.version)),
         ("pid", status.pid.to_string()),
-        ("socket", socket.display().to_string()),
+        ("socket", escape_field(&socket.display().to_string()).into_owned()),
         ("uptime", human_duration(status.uptime_ms)),
         ("sessions", format!("{} (max {})", status.sessions, status.max_sessions)),
         ("refused connections", status.refused_connections.to_string()),
@@ -68,7 +70,7 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
             format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes)),
         ),
         ("dropped notifications", status.notifications_dropped.to_string()),
-        ("gates", status.gates.len().to_string()),
+        ("gates", gate_count(status)),
         ("unmatched responses", status.unmatched_responses.to_string()),
     ];
     let mut out = aligned(&rows);
@@ -78,10 +80,19 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
     out
 }
 
+/// How many gates are listed, and how many other sessions' the daemon did not show.
+fn gate_count(status: &DaemonStatus) -> String {
+    match status.other_gates {
+        0 => status.gates.len().to_string(),
+        others => format!("{} (and {others} of other sessions, not shown)", status.gates.len()),
+    }
+}
+
 /// One gate of `filectx status`: `  gate-1 "review" (session s-2): /p, /q; create, edit; 50s,
 /// then deny; 1 in flight, 0 waiting`.
 fn render_gate(gate: &GateInfo) -> String {
-    let name = gate.name.as_ref().map(|name| format!(" {name:?}")).unwrap_or_default();
+    let name = gate.name.as_ref().map(|name| format!(" \"{}\"", escape_field(name))).unwrap_or_default();
+    let paths: Vec<_> = gate.paths.iter().map(|path| escape_field(path)).collect();
     let operations: Vec<&str> = gate.operations.iter().map(|operation| operation.as_str()).collect();
     let on_timeout = match gate.on_timeout {
         GateOnTimeout::Deny => "deny",
@@ -89,9 +100,9 @@ fn render_gate(gate: &GateInfo) -> String {
     };
     format!(
         "  {}{name} (session {}): {}; {}; {}, then {on_timeout}; {} in flight, {} waiting\n",
-        gate.gate_id,
-        gate.session_id,
-        gate.paths.join(", "),
+        escape_field(&gate.gate_id),
+        escape_field(&gate.session_id),
+        paths.join(", "),
         operations.join(", "),
         human_duration(gate.timeout_ms),
         gate.in_flight,
@@ -271,6 +282,7 @@ mod tests {
             cached_listing_bytes: 512,
             gates: Vec::new(),
             unmatched_responses: 0,
+            other_gates: 0,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");

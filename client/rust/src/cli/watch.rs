@@ -6,6 +6,7 @@ use std::io::Write as _;
 use std::ops::ControlFlow;
 
 use anyhow::{Context as _, bail};
+use filectx_client::terminal::escape_json;
 use filectx_client::{Client, ClientError};
 use filectx_protocol::{FileDidChange, FsErrorCode, methods};
 use futures::StreamExt as _;
@@ -84,7 +85,7 @@ async fn watch_changes(client: &Client, paths: &[String], json: bool) -> anyhow:
 /// stdout is full the socket is not read either, so notices pile up at the daemon, which bounds
 /// them, rather than in this client.
 fn print_change(change: &FileDidChange, params: &Value, json: bool) -> anyhow::Result<ControlFlow<()>> {
-    let line = if json { format!("{params}\n") } else { render_change(change) };
+    let line = if json { format!("{}\n", escape_json(&params.to_string())) } else { render_change(change) };
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(line.as_bytes()).and_then(|()| stdout.flush()) {
         Ok(()) => Ok(ControlFlow::Continue(())),

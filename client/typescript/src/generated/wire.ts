@@ -167,6 +167,7 @@ export interface WireTypes {
   ClientInfo: ClientInfo;
   ContextResetParams: ContextResetParams;
   DaemonStatus: DaemonStatus;
+  DaemonStatusParams: DaemonStatusParams;
   DenyParams: DenyParams;
   EditParams: EditParams;
   EditResult: EditResult;
@@ -427,6 +428,11 @@ export interface DaemonStatus {
    */
   openFiles?: number;
   /**
+   * Gates registered by other sessions, which `gates` does not list (it lists only the
+   * asking session's, unless `daemon/status` carried the daemon's gate token).
+   */
+  otherGates?: number;
+  /**
    * Named owners of the sessions open now (each session's default owner not counted).
    */
   owners?: number;
@@ -523,6 +529,20 @@ export interface GateInfo {
    * Writes waiting for one of its places in flight.
    */
   waiting: number;
+}
+/**
+ * Params of `daemon/status` (optional, as is every field).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DaemonStatusParams".
+ */
+export interface DaemonStatusParams {
+  /**
+   * The daemon's gate token (the file `<socket>.gate-token`): with it, `gates` lists every
+   * session's gates, as the daemon's owner may see them; without it (or with a wrong one),
+   * only the asking session's.
+   */
+  gateToken?: string | null;
 }
 /**
  * Glob patterns (relative to the root that contains a path) a session may not read or write.
@@ -810,6 +830,12 @@ export interface GateRefusalData {
  * via the `definition` "GateRegisterParams".
  */
 export interface GateRegisterParams {
+  /**
+   * The daemon's gate token, read from the file `<socket>.gate-token` (mode 0600, the
+   * daemon's user's): needed unless the daemon lets any session be a gate
+   * (`gate_sessions = "any"`).
+   */
+  gateToken?: string | null;
   /**
    * A name for people and models (1 to 128 bytes), shown in refusals.
    */
@@ -1243,6 +1269,12 @@ export interface WriteIntentParams {
    */
   intentId: string;
   /**
+   * The file's hard links, when it has more than one: the write changes the file under
+   * every one of its names, and is asked of every gate whose paths are on its device, as
+   * the other names may lie under them (absent for a file of one link).
+   */
+  links?: number | null;
+  /**
    * The version the file will have.
    */
   newVersion: string;
@@ -1327,7 +1359,7 @@ export interface WriteResult {
 
 /** Requests the client sends: params and result. */
 export interface ClientRequests {
-  'daemon/status': { params: undefined; result: DaemonStatus };
+  'daemon/status': { params: DaemonStatusParams; result: DaemonStatus };
   'file/edit': { params: EditParams; result: EditResult };
   'file/read': { params: ReadParams; result: ReadResult };
   'file/stat': { params: FileStatParams; result: FileStatResult };

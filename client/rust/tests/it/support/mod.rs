@@ -212,6 +212,7 @@ pub fn status() -> DaemonStatus {
         cached_listing_bytes: 0,
         gates: Vec::new(),
         unmatched_responses: 0,
+        other_gates: 0,
     }
 }
 

