@@ -12,8 +12,12 @@ pub enum ContextError {
     /// The provider refused or failed.
     #[error(transparent)]
     File(#[from] FileError),
-    /// The session has no (remaining) record of reading this existing file.
-    #[error("{path} has not been read in this session")]
+    /// The session has no (remaining) record of reading this existing file: it was never read,
+    /// or its record was forgotten to keep the session within its caps.
+    #[error(
+        "{path} has not been read in this session, or its record was dropped to keep the session's \
+         memory bounded: read it again, then retry"
+    )]
     NotObserved {
         /// The path as shown.
         path: String,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 pub mod deny;
 mod error;
 pub mod gate;
+pub mod ledger;
 mod observations;
 pub mod search;
 pub mod stale;

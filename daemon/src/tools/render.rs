@@ -395,8 +395,8 @@ pub fn error(err: &ContextError, tool: &str) -> String {
             )
         }
         ContextError::NotObserved { .. } => format!(
-            "File has not been read in this session: {path}. Read it first (any window is enough), \
-             then retry the {tool}."
+            "File has not been read in this session (or was read too long ago to be remembered): \
+             {path}. Read it first (any window is enough), then retry the {tool}."
         ),
         ContextError::Stale { current: None, .. }
         | ContextError::File(FileError::StaleVersion { current: None, .. }) => {
@@ -831,7 +831,7 @@ mod tests {
     #[test]
     fn error_texts_say_what_to_do_next() {
         let not_read = ContextError::NotObserved { path: "a.txt".into() };
-        expect!["File has not been read in this session: a.txt. Read it first (any window is enough), then retry the edit."]
+        expect!["File has not been read in this session (or was read too long ago to be remembered): a.txt. Read it first (any window is enough), then retry the edit."]
             .assert_eq(&error(&not_read, "edit"));
         let stale =
             |change| ContextError::Stale { path: "a.txt".into(), current: Some(Version::of(b"x")), change };

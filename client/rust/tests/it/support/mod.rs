@@ -212,6 +212,10 @@ pub fn status() -> DaemonStatus {
         cached_listing_bytes: 0,
         gates: Vec::new(),
         unmatched_responses: 0,
+        observed_bytes: 0,
+        max_observed_bytes: 0,
+        max_session_observed_bytes: 0,
+        observations_evicted: 0,
     }
 }
 
