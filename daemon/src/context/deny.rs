@@ -1,7 +1,9 @@
 //! Deny rules: glob patterns (globset syntax) matched against a resolved path relative to the
 //! root that contains it, separately for reads and for writes. The daemon's own rules (config)
 //! and a session's (`initialize.deny`) are both applied; the first rule that matches names the
-//! refusal.
+//! refusal. A rule holds for what lies beneath a name it matches too (a path is denied when it
+//! or a folder above it matches), and a path that may not be read may not be written either
+//! (a write's answer would tell whether something is there).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -130,15 +132,51 @@ impl DenyRules {
         Ok(Self { read: add(&self.read, read)?, write: add(&self.write, write)? })
     }
 
-    /// The rule refusing `access` to `rel` (a path relative to its root), if any.
+    /// The rule refusing `access` to `rel` (a path relative to its root), if any: a rule of
+    /// that access (for a write, a read rule as well) matching `rel` or a folder above it.
     pub fn check(&self, rel: &Path, access: Access) -> Result<(), Denial> {
-        let set = match access {
-            Access::Read => &self.read,
-            Access::Write => &self.write,
+        if !self.applies(access) {
+            return Ok(());
+        }
+        for name in rel.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+            if let Some(denial) = self.matching(name, access) {
+                return Err(denial);
+            }
+        }
+        Ok(())
+    }
+
+    /// The rule refusing `access` to the name `rel` itself (not what is above it), if any.
+    fn matching(&self, rel: &Path, access: Access) -> Option<Denial> {
+        let sets: &[(&RuleSet, Access)] = match access {
+            Access::Read => &[(&self.read, Access::Read)],
+            Access::Write => &[(&self.write, Access::Write), (&self.read, Access::Read)],
         };
-        match set.first_match(rel) {
-            Some((rule, origin)) => Err(Denial { rule: rule.clone(), access, origin: *origin }),
-            None => Ok(()),
+        sets.iter().find_map(|(set, access)| {
+            set.first_match(rel).map(|(rule, origin)| Denial {
+                rule: rule.clone(),
+                access: *access,
+                origin: *origin,
+            })
+        })
+    }
+
+    /// Whether a rule refuses `access` to the name `rel` itself (what resolution asks of each
+    /// name it leads through, before looking at it).
+    pub fn denies(&self, rel: &Path, access: Access) -> bool {
+        match access {
+            Access::Read => self.read.first_match(rel).is_some(),
+            Access::Write => self.write.first_match(rel).is_some() || self.read.first_match(rel).is_some(),
+        }
+    }
+
+    /// Whether any rule governs `access` (for writes: a write or a read rule). While one does,
+    /// a file with several hard links is refused for that access: its other names might be
+    /// denied, and no rule can see them.
+    pub fn applies(&self, access: Access) -> bool {
+        match access {
+            Access::Read => !self.read.patterns.is_empty(),
+            Access::Write => !self.write.patterns.is_empty() || !self.read.patterns.is_empty(),
         }
     }
 
@@ -182,5 +220,23 @@ mod tests {
         assert_eq!((denial.rule.as_str(), denial.origin), ("*.lock", Origin::Session));
         assert!(session.check(Path::new("sub/Cargo.lock"), Access::Write).is_ok());
         assert!(DenyRules::daemon(&["a/[".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn a_rule_holds_beneath_its_name_and_reads_denied_are_writes_denied() {
+        let rules = DenyRules::daemon(&["**/*.pem".into()], &["**/.git/**".into()]).unwrap();
+        let denial = rules.check(Path::new("certs/site.pem/inner.txt"), Access::Read).unwrap_err();
+        assert_eq!(denial.rule, "**/*.pem", "beneath a denied name");
+        let denial = rules.check(Path::new("site.pem"), Access::Write).unwrap_err();
+        assert_eq!((denial.rule.as_str(), denial.access), ("**/*.pem", Access::Read));
+        assert_eq!(rules.check(Path::new(".git/x"), Access::Write).unwrap_err().access, Access::Write);
+        assert!(rules.check(Path::new("src/main.rs"), Access::Write).is_ok());
+        assert!(
+            rules.denies(Path::new("a.pem"), Access::Write) && !rules.denies(Path::new("a"), Access::Read)
+        );
+        assert!(rules.applies(Access::Read) && rules.applies(Access::Write));
+        let writes_only = DenyRules::daemon(&[], &["**/.git/**".into()]).unwrap();
+        assert!(!writes_only.applies(Access::Read) && writes_only.applies(Access::Write));
+        assert!(!DenyRules::default().applies(Access::Write));
     }
 }
