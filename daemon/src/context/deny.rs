@@ -63,10 +63,12 @@ pub struct BadRule {
     pub source: globset::Error,
 }
 
-/// One list of patterns, compiled.
+/// One list of patterns, compiled: each as written and followed by `/**`, so that one match of
+/// a path also says whether it lies beneath a name the pattern matches.
 #[derive(Debug, Clone, Default)]
 struct RuleSet {
     patterns: Vec<(String, Origin)>,
+    /// Globs `2i` (pattern `i`) and `2i + 1` (what lies beneath it).
     set: GlobSet,
 }
 
@@ -75,17 +77,19 @@ impl RuleSet {
         let mut builder = GlobSetBuilder::new();
         for (pattern, _) in &patterns {
             builder.add(glob(pattern)?);
+            builder.add(glob(&format!("{}/**", pattern.trim_end_matches('/')))?);
         }
         let set = builder.build().map_err(|source| BadRule { pattern: String::new(), source })?;
         Ok(Self { patterns, set })
     }
 
+    /// The first pattern matching `rel` or a folder above it.
     fn first_match(&self, rel: &Path) -> Option<&(String, Origin)> {
         // The common answer (no rule, or none matches) allocates nothing.
         if self.patterns.is_empty() || !self.set.is_match(rel) {
             return None;
         }
-        self.set.matches(rel).into_iter().min().and_then(|i| self.patterns.get(i))
+        self.set.matches(rel).into_iter().min().and_then(|i| self.patterns.get(i / 2))
     }
 }
 
@@ -135,34 +139,19 @@ impl DenyRules {
     /// The rule refusing `access` to `rel` (a path relative to its root), if any: a rule of
     /// that access (for a write, a read rule as well) matching `rel` or a folder above it.
     pub fn check(&self, rel: &Path, access: Access) -> Result<(), Denial> {
-        if !self.applies(access) {
-            return Ok(());
-        }
-        for name in rel.ancestors().filter(|a| !a.as_os_str().is_empty()) {
-            if let Some(denial) = self.matching(name, access) {
-                return Err(denial);
-            }
-        }
-        Ok(())
-    }
-
-    /// The rule refusing `access` to the name `rel` itself (not what is above it), if any.
-    fn matching(&self, rel: &Path, access: Access) -> Option<Denial> {
         let sets: &[(&RuleSet, Access)] = match access {
             Access::Read => &[(&self.read, Access::Read)],
             Access::Write => &[(&self.write, Access::Write), (&self.read, Access::Read)],
         };
-        sets.iter().find_map(|(set, access)| {
-            set.first_match(rel).map(|(rule, origin)| Denial {
-                rule: rule.clone(),
-                access: *access,
-                origin: *origin,
-            })
-        })
+        let denial = sets.iter().find_map(|(set, access)| {
+            let (rule, origin) = set.first_match(rel)?;
+            Some(Denial { rule: rule.clone(), access: *access, origin: *origin })
+        });
+        denial.map_or(Ok(()), Err)
     }
 
-    /// Whether a rule refuses `access` to the name `rel` itself (what resolution asks of each
-    /// name it leads through, before looking at it).
+    /// Whether a rule refuses `access` to `rel` (what resolution asks of each name it leads
+    /// through, before looking at it).
     pub fn denies(&self, rel: &Path, access: Access) -> bool {
         match access {
             Access::Read => self.read.first_match(rel).is_some(),
