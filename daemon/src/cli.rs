@@ -25,9 +25,10 @@ Config file:
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, resume_grace,
-  max_parked_sessions, max_parked_bytes, max_snapshot_bytes, max_snapshot_file_bytes,
-  max_window_bytes, read_max_bytes, max_search_cache_bytes, no_gates, max_gate_intents,
-  gate_sessions). A flag beats the file; the file beats the default. An unknown key
+  max_parked_sessions, max_parked_bytes, max_session_observed_bytes, max_observed_bytes,
+  max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes, read_max_bytes,
+  max_search_cache_bytes, no_gates, max_gate_intents, gate_sessions). A flag beats the file;
+  the file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
 Sandbox:
@@ -219,6 +220,14 @@ pub struct Args {
     #[arg(long, value_name = "BYTES")]
     pub max_parked_bytes: Option<u64>,
 
+    /// Most bytes (estimated: paths twice, plus table slots) one session's records of what its owners read may hold; past it its largest owners forget their least recently used files, which must be read again before they are written [default: 32 MiB, at least 64 KiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_session_observed_bytes: Option<u64>,
+
+    /// Most bytes every session's records of what was read may hold together; past it the session holding the most forgets its least recently used files [default: 256 MiB, at least 64 KiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_observed_bytes: Option<u64>,
+
     /// Turn write-intent gates off: gate/register is refused (FS_PERMISSION_DENIED) and writes are never held for a gate [default: gates allowed]
     #[arg(long)]
     pub no_gates: bool,
@@ -321,6 +330,10 @@ pub struct FileConfig {
     pub max_parked_sessions: Option<u64>,
     /// See `--max-parked-bytes`.
     pub max_parked_bytes: Option<u64>,
+    /// See `--max-session-observed-bytes`.
+    pub max_session_observed_bytes: Option<u64>,
+    /// See `--max-observed-bytes`.
+    pub max_observed_bytes: Option<u64>,
     /// See `--no-gates`.
     pub no_gates: Option<bool>,
     /// See `--max-gate-intents`.
@@ -443,6 +456,10 @@ pub struct Settings {
     pub max_parked_sessions: u64,
     /// See [`Config::max_parked_bytes`].
     pub max_parked_bytes: u64,
+    /// See [`Config::max_session_observed_bytes`].
+    pub max_session_observed_bytes: u64,
+    /// See [`Config::max_observed_bytes`].
+    pub max_observed_bytes: u64,
     /// Whether write-intent gates are turned off.
     pub no_gates: bool,
     /// See [`Config::max_gate_intents`].
@@ -520,6 +537,21 @@ fn at_least_kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
     }
 }
 
+/// A byte cap of what sessions remember: at least 64 KiB (room for a few records of the longest
+/// paths).
+fn at_least_64kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
+    if value >= 64 * 1024 {
+        Ok(value)
+    } else {
+        Err(SettingsError::Value {
+            key,
+            value: value.to_string(),
+            origin: String::new(),
+            why: "must be at least 65536",
+        })
+    }
+}
+
 /// A timeout: more than zero (zero would close every connection at once), at most a day.
 fn timeout_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
     if value.is_finite() && value > 0.0 && value <= 86_400.0 {
@@ -582,6 +614,8 @@ impl Args {
             "max_owners" => self.max_owners.is_some(),
             "max_gate_intents" => self.max_gate_intents.is_some(),
             "gate_sessions" => self.gate_sessions.is_some(),
+            "max_session_observed_bytes" => self.max_session_observed_bytes.is_some(),
+            "max_observed_bytes" => self.max_observed_bytes.is_some(),
             "resume_grace" => self.resume_grace.is_some(),
             "max_parked_sessions" => self.max_parked_sessions.is_some(),
             "max_parked_bytes" => self.max_parked_bytes.is_some(),
@@ -783,6 +817,18 @@ impl Args {
                 .max_parked_bytes
                 .or(file.max_parked_bytes)
                 .unwrap_or(defaults.max_parked_bytes as u64),
+            max_session_observed_bytes: at_least_64kib(
+                "max_session_observed_bytes",
+                self.max_session_observed_bytes
+                    .or(file.max_session_observed_bytes)
+                    .unwrap_or(defaults.max_session_observed_bytes as u64),
+            )?,
+            max_observed_bytes: at_least_64kib(
+                "max_observed_bytes",
+                self.max_observed_bytes
+                    .or(file.max_observed_bytes)
+                    .unwrap_or(defaults.max_observed_bytes as u64),
+            )?,
             no_gates: self.no_gates || file.no_gates.unwrap_or(!defaults.gates),
             max_gate_intents: at_least_one(
                 "max_gate_intents",
@@ -894,6 +940,8 @@ impl Settings {
             resume_grace: Duration::from_secs_f64(self.resume_grace),
             max_parked_sessions: size(self.max_parked_sessions),
             max_parked_bytes: size(self.max_parked_bytes),
+            max_session_observed_bytes: size(self.max_session_observed_bytes),
+            max_observed_bytes: size(self.max_observed_bytes),
             gates: !self.no_gates,
             max_gate_intents: size(self.max_gate_intents),
             gate_sessions: self.gate_sessions,

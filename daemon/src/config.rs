@@ -48,6 +48,13 @@ pub struct Config {
     pub idle_exit: Option<Duration>,
     /// Most files one session remembers having read; past it the least recent must be re-read.
     pub max_observed_files: usize,
+    /// Most bytes one session's records (its owners' observations and dedup records) may hold;
+    /// past it its largest owners forget their least recently used observations (which must
+    /// then be read again before they are written).
+    pub max_session_observed_bytes: usize,
+    /// Most bytes every session's records may hold together; past it the session holding the
+    /// most forgets its least recently used observations.
+    pub max_observed_bytes: usize,
     /// Locks, caps, durability and cache bounds of the file service.
     pub files: FilesConfig,
     /// Folders session roots must lie in; empty: anywhere but `/` itself.
@@ -178,6 +185,8 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS),
             idle_exit: None,
             max_observed_files: crate::context::DEFAULT_MAX_OBSERVED,
+            max_session_observed_bytes: crate::context::ledger::DEFAULT_MAX_SESSION_OBSERVED_BYTES as usize,
+            max_observed_bytes: crate::context::ledger::DEFAULT_MAX_OBSERVED_BYTES as usize,
             files: FilesConfig::default(),
             allowed_roots: Vec::new(),
             deny_read: Vec::new(),

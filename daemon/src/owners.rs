@@ -5,7 +5,10 @@
 //!
 //! Bounded: at most `max_owners` named owners per session (an owner name is 1 to
 //! [`MAX_OWNER_BYTES`] bytes), each with observations bounded as a session's are and a dedup
-//! record of at most [`MAX_DELIVERED`] entries.
+//! record of at most [`MAX_DELIVERED`] entries; and in bytes: what an owner's records hold is
+//! counted in its account, charged to its session's ledger (see [`crate::context::ledger`]),
+//! and the largest owners give back their least recently used observations when the session
+//! or the daemon is over its byte cap.
 //!
 //! Each owner reports its observations to the watcher through a `Relay` that can be switched:
 //! a parked owner (its session ended, kept for a resume) reports to nobody, and its watcher
@@ -18,6 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use filectx_protocol::MAX_OWNER_BYTES;
 
+use crate::context::ledger::{Account, DELIVERED_ENTRY_BYTES, Holder, Ledger};
 use crate::context::{ObservationSink, Observations};
 use crate::stats::Stats;
 use crate::watch::WatchHub;
@@ -79,6 +83,8 @@ pub struct OwnerLimits {
 pub struct Delivered {
     max: usize,
     inner: Mutex<DeliveredMap>,
+    /// Where its bytes are counted ([`DELIVERED_ENTRY_BYTES`] an entry), if anywhere.
+    account: Option<Arc<Account>>,
 }
 
 #[derive(Debug, Default)]
@@ -91,7 +97,23 @@ struct DeliveredMap {
 impl Delivered {
     /// An empty record of at most `max` entries.
     pub fn new(max: usize) -> Self {
-        Self { max: max.max(1), inner: Mutex::default() }
+        Self { max: max.max(1), inner: Mutex::default(), account: None }
+    }
+
+    /// An empty record of at most `max` entries, counted in `account`.
+    fn with_account(max: usize, account: Arc<Account>) -> Self {
+        Self { account: Some(account), ..Self::new(max) }
+    }
+
+    /// Counts a change of `before` entries to `after`.
+    fn counted(&self, before: usize, after: usize) {
+        if let Some(account) = &self.account {
+            match after.cmp(&before) {
+                std::cmp::Ordering::Greater => account.add((after - before) * DELIVERED_ENTRY_BYTES),
+                std::cmp::Ordering::Less => account.sub((before - after) * DELIVERED_ENTRY_BYTES),
+                std::cmp::Ordering::Equal => {}
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DeliveredMap> {
@@ -101,27 +123,40 @@ impl Delivered {
     /// Whether `digest` was delivered (and not yet answered short); forgets it if so, so that
     /// asking again gets the text.
     pub fn take(&self, digest: u128) -> bool {
-        self.lock().entries.remove(&digest).is_some()
+        let taken = self.lock().entries.remove(&digest).is_some();
+        if taken {
+            self.counted(1, 0);
+        }
+        taken
     }
 
     /// Records that `digest` was delivered.
     pub fn record(&self, digest: u128) {
-        let mut map = self.lock();
-        map.tick += 1;
-        let tick = map.tick;
-        map.entries.insert(digest, tick);
-        if map.entries.len() > self.max {
-            let count = crate::lru::batch(map.entries.len()).min(map.entries.len() - 1);
-            for old in crate::lru::least_recent(&map.entries, count, |used| *used) {
-                map.entries.remove(&old);
+        let (before, after) = {
+            let mut map = self.lock();
+            let before = map.entries.len();
+            map.tick += 1;
+            let tick = map.tick;
+            map.entries.insert(digest, tick);
+            if map.entries.len() > self.max {
+                let count = crate::lru::batch(map.entries.len()).min(map.entries.len() - 1);
+                for old in crate::lru::least_recent(&map.entries, count, |used| *used) {
+                    map.entries.remove(&old);
+                }
             }
-        }
+            (before, map.entries.len())
+        };
+        self.counted(before, after);
     }
 
-    /// Forgets everything (the client's context was reset).
-    pub fn clear(&self) {
-        let mut map = self.lock();
-        map.entries = HashMap::new();
+    /// Forgets everything (the client's context was reset); returns the bytes freed.
+    pub fn clear(&self) -> usize {
+        let before = {
+            let mut map = self.lock();
+            std::mem::take(&mut map.entries).len()
+        };
+        self.counted(before, 0);
+        before * DELIVERED_ENTRY_BYTES
     }
 
     /// Entries recorded.
@@ -165,12 +200,13 @@ impl ObservationSink for Relay {
     }
 }
 
-/// One owner of a session: its observations and its dedup record.
+/// One owner of a session: its observations and its dedup record, counted in one account.
 pub struct Owner {
     name: Option<Arc<str>>,
     observations: Observations,
     delivered: Delivered,
     relay: Arc<Relay>,
+    account: Arc<Account>,
 }
 
 impl std::fmt::Debug for Owner {
@@ -184,14 +220,31 @@ impl std::fmt::Debug for Owner {
 }
 
 impl Owner {
-    fn new(name: Option<Arc<str>>, max_observed: usize, sink: Option<Arc<dyn ObservationSink>>) -> Self {
+    fn new(
+        name: Option<Arc<str>>,
+        max_observed: usize,
+        sink: Option<Arc<dyn ObservationSink>>,
+        ledger: Option<Arc<Ledger>>,
+    ) -> Arc<Self> {
         let relay = Arc::new(Relay { target: Mutex::new(sink) });
-        Self {
+        let account = Account::new(ledger.clone());
+        let owner = Arc::new(Self {
             name,
-            observations: Observations::with_sink(max_observed, relay.clone()),
-            delivered: Delivered::new(MAX_DELIVERED),
+            observations: Observations::with_account(max_observed, Some(relay.clone()), account.clone()),
+            delivered: Delivered::with_account(MAX_DELIVERED, account.clone()),
             relay,
+            account,
+        });
+        if let Some(ledger) = ledger {
+            ledger.join(owner.holder());
         }
+        owner
+    }
+
+    /// This owner as one of its session's holders (see [`Ledger::join`]).
+    fn holder(self: &Arc<Self>) -> std::sync::Weak<dyn Holder> {
+        let holder: Arc<dyn Holder> = self.clone();
+        Arc::downgrade(&holder)
     }
 
     /// The owner's name; `None` for the session's default owner.
@@ -210,7 +263,8 @@ impl Owner {
     }
 
     /// Parks the owner: its watcher registrations are dropped and it reports to nobody; its
-    /// dedup record is forgotten (a resumed session starts sending texts afresh).
+    /// dedup record is forgotten (a resumed session starts sending texts afresh); its bytes are
+    /// no longer charged to a session (the park store counts them).
     fn detach(&self) {
         if let Some(target) = self.relay.target() {
             for (path, _) in self.observations.entries() {
@@ -219,10 +273,20 @@ impl Owner {
         }
         self.relay.set(None);
         self.delivered.clear();
+        self.account.move_to(None);
     }
 
-    /// Attaches a parked owner to `sink` and tells it about every recorded file; returns them.
-    fn attach(&self, sink: Option<Arc<dyn ObservationSink>>) -> Vec<PathBuf> {
+    /// Attaches a parked owner to `sink` and `ledger` and tells the sink about every recorded
+    /// file; returns them.
+    fn attach(
+        self: &Arc<Self>,
+        sink: Option<Arc<dyn ObservationSink>>,
+        ledger: Option<&Arc<Ledger>>,
+    ) -> Vec<PathBuf> {
+        self.account.move_to(ledger.cloned());
+        if let Some(ledger) = ledger {
+            ledger.join(self.holder());
+        }
         self.relay.set(sink.clone());
         let entries = self.observations.entries();
         if let Some(sink) = sink {
@@ -238,7 +302,23 @@ impl Owner {
         std::mem::size_of::<Self>()
             + self.name.as_deref().map_or(0, str::len)
             + self.observations.approx_bytes()
-            + self.delivered.len() * 48
+            + self.delivered.len() * DELIVERED_ENTRY_BYTES
+    }
+}
+
+impl Holder for Owner {
+    fn held(&self) -> usize {
+        self.account.bytes()
+    }
+
+    /// Observations first (the least recently used; an evicted one only means a read before
+    /// the next write), then, when only its most recent observation is left, the dedup record.
+    fn give_back(&self, bytes: usize) -> usize {
+        let mut freed = self.observations.evict(bytes);
+        if freed < bytes {
+            freed += self.delivered.clear();
+        }
+        freed
     }
 }
 
@@ -248,6 +328,8 @@ pub struct Owners {
     limits: OwnerLimits,
     hub: Option<Arc<WatchHub>>,
     stats: Arc<Stats>,
+    /// The session's byte ledger, when it is bounded in bytes.
+    ledger: Option<Arc<Ledger>>,
     /// Made on first use, or taken over from an ended session at `initialize`.
     default: OnceLock<Arc<Owner>>,
     named: Mutex<HashMap<Arc<str>, Arc<Owner>>>,
@@ -262,7 +344,13 @@ impl std::fmt::Debug for Owners {
 impl Owners {
     /// The owners of session `session`, reporting observations to `hub` (when there is one).
     pub fn new(session: String, limits: OwnerLimits, hub: Option<Arc<WatchHub>>, stats: Arc<Stats>) -> Self {
-        Self { session, limits, hub, stats, default: OnceLock::new(), named: Mutex::default() }
+        Self { session, limits, hub, stats, ledger: None, default: OnceLock::new(), named: Mutex::default() }
+    }
+
+    /// The same owners, their records counted in `ledger` (the session's byte cap).
+    pub fn bounded(mut self, ledger: Arc<Ledger>) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     fn sink(&self, name: Option<&str>) -> Option<Arc<dyn ObservationSink>> {
@@ -275,7 +363,8 @@ impl Owners {
 
     /// The session's default owner.
     pub fn default_owner(&self) -> &Arc<Owner> {
-        self.default.get_or_init(|| Arc::new(Owner::new(None, self.limits.max_observed, self.sink(None))))
+        self.default
+            .get_or_init(|| Owner::new(None, self.limits.max_observed, self.sink(None), self.ledger.clone()))
     }
 
     /// The owner `name` (the default owner for `None`), made on first use.
@@ -293,7 +382,8 @@ impl Owners {
             return Err(OwnerError::TooMany { max: self.limits.max_owners });
         }
         let key: Arc<str> = Arc::from(name);
-        let owner = Arc::new(Owner::new(Some(key.clone()), self.limits.max_observed, self.sink(Some(name))));
+        let sink = self.sink(Some(name));
+        let owner = Owner::new(Some(key.clone()), self.limits.max_observed, sink, self.ledger.clone());
         named.insert(key, owner.clone());
         self.stats.owners.fetch_add(1, Ordering::Relaxed);
         Ok(owner)
@@ -340,7 +430,7 @@ impl Owners {
         for owner in parked {
             match owner.name.clone() {
                 None => {
-                    paths.extend(owner.attach(self.sink(None)));
+                    paths.extend(owner.attach(self.sink(None), self.ledger.as_ref()));
                     if let Err(owner) = self.default.set(owner) {
                         // Cannot happen (adopted before any use); the parked record is dropped.
                         tracing::warn!(session = %self.session, "default owner in use; resumed observations dropped");
@@ -348,12 +438,16 @@ impl Owners {
                     }
                 }
                 Some(name) => {
-                    paths.extend(owner.attach(self.sink(Some(&name))));
+                    paths.extend(owner.attach(self.sink(Some(&name)), self.ledger.as_ref()));
                     if self.lock().insert(name, owner).is_none() {
                         self.stats.owners.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
+        }
+        // What was parked may be more than this session's cap.
+        if let Some(ledger) = &self.ledger {
+            ledger.settle();
         }
         paths
     }
@@ -361,8 +455,13 @@ impl Owners {
 
 impl Drop for Owners {
     fn drop(&mut self) {
-        let named = self.named.get_mut().unwrap_or_else(PoisonError::into_inner).len();
-        self.stats.owners.fetch_sub(named as u64, Ordering::Relaxed);
+        let named: Vec<Arc<Owner>> =
+            self.named.get_mut().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, o)| o).collect();
+        self.stats.owners.fetch_sub(named.len() as u64, Ordering::Relaxed);
+        // The owners go first (their paths leave the watcher), then the session: the watcher
+        // gives back its tables' room once they are empty.
+        drop(named);
+        drop(self.default.take());
         if let Some(hub) = &self.hub {
             hub.unregister(&self.session);
         }
@@ -408,6 +507,52 @@ mod tests {
         assert_eq!(paths, vec![PathBuf::from("/f")]);
         assert_eq!(fresh.find(Some("a")).unwrap().observations().get(Path::new("/f")), Some(v));
         assert!(fresh.find(None).is_some());
+    }
+
+    #[test]
+    fn a_session_bounded_in_bytes_evicts_its_largest_owner_and_parks_uncounted() {
+        use crate::context::ledger::{Ledgers, observation_bytes};
+        let daemon = Ledgers::new(1 << 30, 64 * 1024);
+        let mut o = Owners::new(
+            "t".into(),
+            OwnerLimits { max_owners: 4, max_observed: 10_000 },
+            None,
+            Arc::new(Stats::new()),
+        )
+        .bounded(daemon.session());
+        let v = Version::of(b"x");
+        let path = |n: usize| PathBuf::from(format!("/{}/f{n}", "d".repeat(1000)));
+        let small = o.get(Some("small")).unwrap();
+        small.observations().record(&path(0), v, 1);
+        small.delivered().record(1);
+        let big = o.get(Some("big")).unwrap();
+        for n in 0..200 {
+            big.observations().record(&path(n), v, 1);
+            assert_eq!(big.observations().get(&path(n)), Some(v), "the record just made stays");
+        }
+        assert!(daemon.used() <= 64 * 1024, "{}", daemon.used());
+        assert!(big.observations().len() < 200 && big.observations().len() > 10);
+        assert_eq!(small.observations().get(&path(0)), Some(v), "the small owner kept its record");
+        assert_eq!(small.delivered().len(), 1);
+        assert!(daemon.evicted() > 0);
+        let held = small.observations().bytes() + big.observations().bytes() + DELIVERED_ENTRY_BYTES;
+        assert_eq!(daemon.used(), held);
+        assert_eq!(small.observations().bytes(), observation_bytes(&path(0)));
+        // Parked owners are counted by the park store, not here; adopted ones count again.
+        drop((small, big));
+        let parked = o.park_all();
+        assert_eq!(daemon.used(), 0);
+        let fresh = Owners::new(
+            "u".into(),
+            OwnerLimits { max_owners: 4, max_observed: 10_000 },
+            None,
+            Arc::new(Stats::new()),
+        )
+        .bounded(daemon.session());
+        fresh.adopt(parked);
+        assert!(daemon.used() > 0 && daemon.used() <= 64 * 1024);
+        drop(fresh);
+        assert_eq!(daemon.used(), 0, "an ended session gives everything back");
     }
 
     #[test]

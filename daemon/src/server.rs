@@ -26,6 +26,10 @@ use crate::watch::WatchHub;
 /// Blocking-pool threads beyond the file slots, for short blocking steps outside them.
 pub const SHORT_BLOCKING_THREADS: usize = 16;
 
+/// How long after a session that held much ends its freed memory is handed back to the system
+/// (the ends of sessions closing together make one trim).
+pub const TRIM_AFTER_END: Duration = Duration::from_millis(200);
+
 /// How long an idle blocking-pool thread lives (tokio's default: 10 s).
 pub const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(2);
 
@@ -107,7 +111,6 @@ pub async fn run(
     let stats = Arc::new(Stats::new());
     let files = crate::context::Files::new(config.files.clone());
     let watch = WatchHub::start(&files);
-    let sweeper = tokio::spawn(sweep_idle(files.clone(), stats.clone(), config.files.idle_release));
     let policy = crate::session::SessionPolicy {
         // Fenced by canonical folders (a folder that does not exist yet is kept as given).
         allowed_roots: config
@@ -119,9 +122,17 @@ pub async fn run(
         read_max_bytes: config.read_max_bytes,
         max_window_bytes: config.files.max_window_bytes,
     };
-    let handlers = crate::rpc::methods(config.clone(), stats.clone(), files, watch.clone(), policy)?;
-    let shared =
-        Arc::new(Shared::new(handlers.methods, Some(handlers.direct), config.clone(), stats.clone(), watch));
+    let handlers = crate::rpc::methods(config.clone(), stats.clone(), files.clone(), watch.clone(), policy)?;
+    let sweeper =
+        tokio::spawn(sweep_idle(files, stats.clone(), config.files.idle_release, handlers.records.clone()));
+    let shared = Arc::new(Shared::new(
+        handlers.methods,
+        Some(handlers.direct),
+        config.clone(),
+        stats.clone(),
+        watch,
+        handlers.records,
+    ));
     tracing::debug!(
         max_queued_bytes = config.max_queued_bytes,
         max_total_queued_bytes = config.max_total_queued_bytes,
@@ -215,14 +226,34 @@ pub async fn run(
 
 /// Every `period`, drops the file service's cached state that nobody used during the period before
 /// (open files, mappings, line indexes) and, when that or a session's end freed memory, hands
-/// the free heap back to the system, so a daemon whose agents went quiet shrinks back.
-async fn sweep_idle(files: crate::context::Files, stats: Arc<Stats>, period: Duration) {
+/// the free heap back to the system, so a daemon whose agents went quiet shrinks back. A session
+/// that held a MiB or more of records hands its memory back soon after it ends (within
+/// [`TRIM_AFTER_END`], coalesced), without waiting for the period.
+async fn sweep_idle(
+    files: crate::context::Files,
+    stats: Arc<Stats>,
+    period: Duration,
+    records: Arc<crate::context::ledger::Ledgers>,
+) {
     let mut ticks = tokio::time::interval(period.max(Duration::from_millis(100)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     let mut last_end = Stats::get(&stats.last_session_end_ms);
     loop {
-        ticks.tick().await;
+        let big_end = tokio::select! {
+            _ = ticks.tick() => false,
+            () = records.big_session_ended() => true,
+        };
+        if big_end {
+            // Sessions ending together (a client closing many) make one trim.
+            tokio::time::sleep(TRIM_AFTER_END).await;
+            last_end = Stats::get(&stats.last_session_end_ms);
+            let trimmed = tokio::task::spawn_blocking(crate::memory::release_free_memory).await;
+            if let Err(err) = trimmed {
+                tracing::warn!(%err, "giving memory back after a session's end failed");
+            }
+            continue;
+        }
         let files = files.clone();
         let ended = Stats::get(&stats.last_session_end_ms);
         let session_ended = std::mem::replace(&mut last_end, ended) != ended;
@@ -252,5 +283,5 @@ fn daemon_deny(config: &Config) -> Result<crate::context::deny::DenyRules, crate
         return Ok(rules);
     };
     let rule = vec![format!("**/{}", globset::escape(&name.to_string_lossy()))];
-    rules.with(&rule, &rule, Origin::Daemon)
+    rules.with(&rule, &rule, Origin::Private)
 }

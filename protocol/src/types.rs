@@ -253,6 +253,22 @@ pub struct DaemonStatus {
     /// asking session's, unless `daemon/status` carried the daemon's gate token).
     #[serde(default)]
     pub other_gates: u64,
+    /// Bytes (estimated) the open sessions' records of what they read hold: their owners'
+    /// observations (each path twice: the record and the watcher's copy) and dedup records.
+    #[serde(default)]
+    pub observed_bytes: u64,
+    /// The most `observed_bytes` may reach (`max_observed_bytes`): past it the session holding
+    /// the most forgets its least recently used observations.
+    #[serde(default)]
+    pub max_observed_bytes: u64,
+    /// The most one session's records may hold (`max_session_observed_bytes`): past it its
+    /// largest owners forget their least recently used observations.
+    #[serde(default)]
+    pub max_session_observed_bytes: u64,
+    /// Observations forgotten to stay within those caps since the daemon started (each such
+    /// file must be read again before it is written).
+    #[serde(default)]
+    pub observations_evicted: u64,
 }
 
 /// Params of `daemon/status` (optional, as is every field).

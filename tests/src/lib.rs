@@ -215,6 +215,19 @@ impl Daemon {
         command
     }
 
+    /// Starts the daemon with no deny rule at all (`deny_write = []` in a config file of its
+    /// own, replacing the default `**/.git/**`) and extra flags: files with several hard links
+    /// are then written in place, which any deny rule refuses (a rule holds for names, and a
+    /// second name gets around it).
+    pub fn start_without_deny_rules(extra: &[&str]) -> Daemon {
+        Self::start_configured(extra, |dir, mut command| {
+            let config = dir.join("no-deny-rules.toml");
+            std::fs::write(&config, "deny_write = []\n").unwrap();
+            command.arg("--config").arg(&config);
+            command
+        })
+    }
+
     /// Starts the daemon through a command of the test's making: `configure` gets the temp
     /// folder (to prepare before the start) and the usual `filectxd` command, and returns the
     /// command to run — the same one with environment variables added, or another that ends by

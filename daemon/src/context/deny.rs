@@ -1,7 +1,9 @@
 //! Deny rules: glob patterns (globset syntax) matched against a resolved path relative to the
 //! root that contains it, separately for reads and for writes. The daemon's own rules (config)
 //! and a session's (`initialize.deny`) are both applied; the first rule that matches names the
-//! refusal.
+//! refusal. A rule holds for what lies beneath a name it matches too (a path is denied when it
+//! or a folder above it matches), and a path that may not be read may not be written either
+//! (a write's answer would tell whether something is there).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -37,6 +39,10 @@ pub enum Origin {
     Daemon,
     /// The session's `initialize`.
     Session,
+    /// The daemon's own private file (its gate token): denied by name like any rule, but not a
+    /// rule of the project's, so it does not make files with several links refused (a link to
+    /// that file can only be made by someone who may read it already).
+    Private,
 }
 
 /// A rule that refused an operation.
@@ -61,10 +67,12 @@ pub struct BadRule {
     pub source: globset::Error,
 }
 
-/// One list of patterns, compiled.
+/// One list of patterns, compiled: each as written and followed by `/**`, so that one match of
+/// a path also says whether it lies beneath a name the pattern matches.
 #[derive(Debug, Clone, Default)]
 struct RuleSet {
     patterns: Vec<(String, Origin)>,
+    /// Globs `2i` (pattern `i`) and `2i + 1` (what lies beneath it).
     set: GlobSet,
 }
 
@@ -73,17 +81,19 @@ impl RuleSet {
         let mut builder = GlobSetBuilder::new();
         for (pattern, _) in &patterns {
             builder.add(glob(pattern)?);
+            builder.add(glob(&format!("{}/**", pattern.trim_end_matches('/')))?);
         }
         let set = builder.build().map_err(|source| BadRule { pattern: String::new(), source })?;
         Ok(Self { patterns, set })
     }
 
+    /// The first pattern matching `rel` or a folder above it.
     fn first_match(&self, rel: &Path) -> Option<&(String, Origin)> {
         // The common answer (no rule, or none matches) allocates nothing.
         if self.patterns.is_empty() || !self.set.is_match(rel) {
             return None;
         }
-        self.set.matches(rel).into_iter().min().and_then(|i| self.patterns.get(i))
+        self.set.matches(rel).into_iter().min().and_then(|i| self.patterns.get(i / 2))
     }
 }
 
@@ -130,15 +140,37 @@ impl DenyRules {
         Ok(Self { read: add(&self.read, read)?, write: add(&self.write, write)? })
     }
 
-    /// The rule refusing `access` to `rel` (a path relative to its root), if any.
+    /// The rule refusing `access` to `rel` (a path relative to its root), if any: a rule of
+    /// that access (for a write, a read rule as well) matching `rel` or a folder above it.
     pub fn check(&self, rel: &Path, access: Access) -> Result<(), Denial> {
-        let set = match access {
-            Access::Read => &self.read,
-            Access::Write => &self.write,
+        let sets: &[(&RuleSet, Access)] = match access {
+            Access::Read => &[(&self.read, Access::Read)],
+            Access::Write => &[(&self.write, Access::Write), (&self.read, Access::Read)],
         };
-        match set.first_match(rel) {
-            Some((rule, origin)) => Err(Denial { rule: rule.clone(), access, origin: *origin }),
-            None => Ok(()),
+        let denial = sets.iter().find_map(|(set, access)| {
+            let (rule, origin) = set.first_match(rel)?;
+            Some(Denial { rule: rule.clone(), access: *access, origin: *origin })
+        });
+        denial.map_or(Ok(()), Err)
+    }
+
+    /// Whether a rule refuses `access` to `rel` (what resolution asks of each name it leads
+    /// through, before looking at it).
+    pub fn denies(&self, rel: &Path, access: Access) -> bool {
+        match access {
+            Access::Read => self.read.first_match(rel).is_some(),
+            Access::Write => self.write.first_match(rel).is_some() || self.read.first_match(rel).is_some(),
+        }
+    }
+
+    /// Whether any rule governs `access` (for writes: a write or a read rule). While one does,
+    /// a file with several hard links is refused for that access: its other names might be
+    /// denied, and no rule can see them.
+    pub fn applies(&self, access: Access) -> bool {
+        let any = |set: &RuleSet| set.patterns.iter().any(|(_, origin)| *origin != Origin::Private);
+        match access {
+            Access::Read => any(&self.read),
+            Access::Write => any(&self.write) || any(&self.read),
         }
     }
 
@@ -182,5 +214,27 @@ mod tests {
         assert_eq!((denial.rule.as_str(), denial.origin), ("*.lock", Origin::Session));
         assert!(session.check(Path::new("sub/Cargo.lock"), Access::Write).is_ok());
         assert!(DenyRules::daemon(&["a/[".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn a_rule_holds_beneath_its_name_and_reads_denied_are_writes_denied() {
+        let rules = DenyRules::daemon(&["**/*.pem".into()], &["**/.git/**".into()]).unwrap();
+        let denial = rules.check(Path::new("certs/site.pem/inner.txt"), Access::Read).unwrap_err();
+        assert_eq!(denial.rule, "**/*.pem", "beneath a denied name");
+        let denial = rules.check(Path::new("site.pem"), Access::Write).unwrap_err();
+        assert_eq!((denial.rule.as_str(), denial.access), ("**/*.pem", Access::Read));
+        assert_eq!(rules.check(Path::new(".git/x"), Access::Write).unwrap_err().access, Access::Write);
+        assert!(rules.check(Path::new("src/main.rs"), Access::Write).is_ok());
+        assert!(
+            rules.denies(Path::new("a.pem"), Access::Write) && !rules.denies(Path::new("a"), Access::Read)
+        );
+        assert!(rules.applies(Access::Read) && rules.applies(Access::Write));
+        let writes_only = DenyRules::daemon(&[], &["**/.git/**".into()]).unwrap();
+        assert!(!writes_only.applies(Access::Read) && writes_only.applies(Access::Write));
+        assert!(!DenyRules::default().applies(Access::Write));
+        // The daemon's private file is denied by name, yet no project rule is in force.
+        let private = DenyRules::default().with(&["**/t".into()], &["**/t".into()], Origin::Private).unwrap();
+        assert!(private.check(Path::new("a/t"), Access::Read).is_err());
+        assert!(!private.applies(Access::Read) && !private.applies(Access::Write));
     }
 }

@@ -11,9 +11,13 @@ use super::{FileError, Version};
 pub enum ContextError {
     /// The provider refused or failed.
     #[error(transparent)]
-    File(#[from] FileError),
-    /// The session has no (remaining) record of reading this existing file.
-    #[error("{path} has not been read in this session")]
+    File(FileError),
+    /// The session has no (remaining) record of reading this existing file: it was never read,
+    /// or its record was forgotten to keep the session within its caps.
+    #[error(
+        "{path} has not been read in this session, or its record was dropped to keep the session's \
+         memory bounded: read it again, then retry"
+    )]
     NotObserved {
         /// The path as shown.
         path: String,
@@ -49,12 +53,24 @@ pub enum ContextError {
         path: String,
     },
     /// A deny rule (the daemon's or the session's) protects the path.
-    #[error("{path} is protected: {} matching `{}` are denied by the {}'s rules", if denial.access == Access::Read { "reads" } else { "writes" }, denial.rule, if denial.origin == deny::Origin::Daemon { "daemon" } else { "session" })]
+    #[error("{path} is protected: {} matching `{}` are denied by the {}'s rules", if denial.access == Access::Read { "reads" } else { "writes" }, denial.rule, if denial.origin == deny::Origin::Session { "session" } else { "daemon" })]
     Denied {
         /// The path as shown.
         path: String,
         /// The rule.
         denial: Denial,
+    },
+    /// A deny rule of this access applies to the session, and the file has several hard links:
+    /// its other names cannot be checked against the rules, so it is neither read (nor shown by
+    /// a search, nor its version given) nor written through this name.
+    #[error("{path} has {links} hard links, and this session has deny rules for {}: {}. The daemon's owner can give the file a single name (copy it, then move the copy over it){}", if *access == Access::Read { "reads" } else { "writes" }, if *access == Access::Read { "a file with several names is not read, since another name may be denied; nothing was read" } else { "a write through this name would change the file under its other names too, which may be denied; nothing was written" }, if *access == Access::Read { "" } else { ", or run filectxd with no deny rules (deny_write = [])" })]
+    Linked {
+        /// The path as shown.
+        path: String,
+        /// Its hard links.
+        links: u64,
+        /// What was refused.
+        access: Access,
     },
     /// The request was cancelled while it ran (a search stops between files).
     #[error("the search under {path} was cancelled")]
@@ -85,6 +101,17 @@ pub enum ContextError {
     },
 }
 
+impl From<FileError> for ContextError {
+    /// A provider failure; a write the provider refused because the file has several names
+    /// (it refuses them only for writes, when the context asked it to) is [`ContextError::Linked`].
+    fn from(err: FileError) -> Self {
+        match err {
+            FileError::Linked { path, links } => Self::Linked { path, links, access: Access::Write },
+            err => Self::File(err),
+        }
+    }
+}
+
 impl ContextError {
     /// The path the failure concerns.
     pub fn path(&self) -> &str {
@@ -95,6 +122,7 @@ impl ContextError {
             | Self::Exists { path }
             | Self::ReadOnly { path }
             | Self::Denied { path, .. }
+            | Self::Linked { path, .. }
             | Self::Cancelled { path }
             | Self::Gated { path }
             | Self::GateRefused { path, .. }

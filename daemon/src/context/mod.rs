@@ -11,6 +11,7 @@ use std::sync::Arc;
 pub mod deny;
 mod error;
 pub mod gate;
+pub mod ledger;
 mod observations;
 pub mod search;
 pub mod stale;
@@ -22,6 +23,7 @@ use self::gate::{GateStep, Passage};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::Change;
 pub use self::unrecorded::{RawExpectation, Unrecorded};
+use crate::provider::resolve::Fence;
 use crate::provider::{EditOutcome, Expectation, Lookup, Opened, OpenedRead, Provider, Resolved, Stat};
 
 /// Whether a write keeps the replaced file's BOM and CRLF endings.
@@ -262,15 +264,61 @@ impl<'a> FileContext<'a> {
         Self { gate: Some(step), ..self }
     }
 
-    fn resolve(&self, path: &str) -> Result<Resolved, ContextError> {
-        Ok(self.provider.resolve(path, self.scope)?)
+    /// Resolves `path` for `access`, never looking at or beneath a name the deny rules for it
+    /// refuse: such a path is [`ContextError::Denied`] whatever is there, or is not.
+    fn resolve(&self, path: &str, access: Access) -> Result<Resolved, ContextError> {
+        let deny = self.deny;
+        let fence = move |rel: &Path| deny.denies(rel, access);
+        let fence: Fence<'_> = if deny.applies(access) { Some(&fence) } else { None };
+        self.provider.resolve_fenced(path, self.scope, fence).map_err(|e| self.fenced(e, access))
     }
 
-    /// Resolves `path` and applies the deny rules for `access` (and read-only for writes).
+    /// [`FileContext::resolve`], handing back what the fast path opened unlooked at.
+    fn open(&self, path: &str, access: Access) -> Result<Lookup, ContextError> {
+        let deny = self.deny;
+        let fence = move |rel: &Path| deny.denies(rel, access);
+        let fence: Fence<'_> = if deny.applies(access) { Some(&fence) } else { None };
+        self.provider.open_fenced(path, self.scope, fence).map_err(|e| self.fenced(e, access))
+    }
+
+    /// A resolution's failure; one stopped by the deny rules names the rule.
+    fn fenced(&self, err: FileError, access: Access) -> ContextError {
+        match err {
+            FileError::Fenced { path, rel } => match self.deny.check(&rel, access) {
+                Err(denial) => ContextError::Denied { path, denial },
+                Ok(()) => FileError::Fenced { path, rel }.into(),
+            },
+            err => err.into(),
+        }
+    }
+
+    /// Resolves `path` and applies the deny rules for `access` (and read-only for writes). A
+    /// write target refuses a file with several hard links while deny rules apply (see
+    /// [`FileContext::one_name`]): at once when resolution saw its links, else where it is
+    /// written, on the locked file.
     fn target(&self, path: &str, access: Access) -> Result<Resolved, ContextError> {
-        let target = self.resolve(path)?;
+        let mut target = self.resolve(path, access)?;
         self.admit(&target.rel, &target.display, access)?;
+        if access == Access::Write && self.deny.applies(access) {
+            target.one_name = true;
+            if let Some(found) = target.file {
+                self.one_name(&target.display, found.links, access)?;
+            }
+        }
         Ok(target)
+    }
+
+    /// Refuses `access` to a file with several hard links (`links`, as seen on the descriptor
+    /// read or written) while a deny rule for that access applies to the session: a rule
+    /// holds for names, and another name of the file might be a denied one. Matching the
+    /// file's inode against every denied name instead would need every denied file found
+    /// (a walk of each `.git` folder, kept current), and could still miss a name made
+    /// meanwhile.
+    fn one_name(&self, display: &str, links: u64, access: Access) -> Result<(), ContextError> {
+        if links > 1 && self.deny.applies(access) {
+            return Err(ContextError::Linked { path: display.to_owned(), links, access });
+        }
+        Ok(())
     }
 
     /// Applies the deny rules for `access` (and read-only for writes) to the file at `rel`
@@ -289,7 +337,7 @@ impl<'a> FileContext<'a> {
     /// A file resolution opens is read warm when it can be ([`Provider::read_opened`]: looked
     /// at once, after the window is read), else as below.
     pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
-        let target = match self.provider.open(path, self.scope)? {
+        let target = match self.open(path, Access::Read)? {
             Lookup::Resolved(target) => {
                 self.admit(&target.rel, &target.display, Access::Read)?;
                 target
@@ -298,6 +346,7 @@ impl<'a> FileContext<'a> {
                 self.admit(&opened.rel, &opened.display, Access::Read)?;
                 match self.provider.read_opened(opened, path, request)? {
                     OpenedRead::Warm(outcome, opened) => {
+                        self.one_name(&opened.display, outcome.links, Access::Read)?;
                         self.observed.record(&opened.path, outcome.version, outcome.links);
                         let Opened { display, .. } = opened;
                         return Ok(ReadView { display, version: outcome.version, window: outcome.window });
@@ -316,6 +365,7 @@ impl<'a> FileContext<'a> {
                 }
             },
         };
+        self.one_name(&target.display, outcome.links, Access::Read)?;
         self.observed.record(&target.path, outcome.version, outcome.links);
         if let Some(bytes) = outcome.bytes {
             // Read whole anyway (a cold read of a small file): kept for a later stale diff.
@@ -456,6 +506,9 @@ impl<'a> FileContext<'a> {
     pub fn stat(&self, path: &str) -> Result<StatView, ContextError> {
         let target = self.target(path, Access::Read)?;
         let stat = self.provider.stat(&target)?;
+        if stat.kind == Kind::File {
+            self.one_name(&target.display, stat.links, Access::Read)?;
+        }
         Ok(StatView {
             observed: self.observed.get(&target.path),
             display: target.display,

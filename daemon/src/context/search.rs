@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::deny::Access;
-use super::{ContextError, FileContext};
+use super::{ContextError, FileContext, FileError};
 use crate::provider::grams::Grams;
 use crate::provider::resolve::display;
 use crate::provider::walk::{Contents, Listed, Seen};
@@ -138,18 +138,67 @@ impl FileContext<'_> {
         whole: bool,
     ) -> Result<Contents, ContextError> {
         let max = if whole { SEARCH_WHOLE_MAX_BYTES } else { 0 };
-        Ok(self.provider.open_listed(&files.root, &files.listed[file.index].rel, max, true, &file.display)?)
+        let contents = self.provider.open_listed(
+            &files.root,
+            &files.listed[file.index].rel,
+            max,
+            true,
+            &file.display,
+        )?;
+        self.one_name_opened(&file.display, &contents)?;
+        Ok(contents)
     }
 
     /// Opens `file` for a search that records nothing: read whole (unhashed) up to
-    /// [`SEARCH_WHOLE_MAX_BYTES`], bigger files as a stream.
+    /// [`SEARCH_WHOLE_MAX_BYTES`], bigger files as a stream. While deny rules for reads apply,
+    /// read whole is hashed too, for the links of the descriptor it was read from: a file with
+    /// several names is refused (see [`FileContext::one_name`]).
     pub fn open_search_bytes(
         &self,
         files: &SearchFiles,
         file: &SearchFile,
     ) -> Result<Contents, ContextError> {
         let rel = &files.listed[file.index].rel;
-        Ok(self.provider.open_listed(&files.root, rel, SEARCH_WHOLE_MAX_BYTES, false, &file.display)?)
+        let checked = self.deny.applies(Access::Read);
+        let contents =
+            self.provider.open_listed(&files.root, rel, SEARCH_WHOLE_MAX_BYTES, checked, &file.display)?;
+        if !checked {
+            return Ok(contents);
+        }
+        self.one_name_opened(&file.display, &contents)?;
+        Ok(match contents {
+            Contents::Whole { bytes, .. } => Contents::Bytes(bytes),
+            other => other,
+        })
+    }
+
+    /// Refuses a searched file with several hard links while deny rules for reads apply,
+    /// judged on the descriptor it was read from.
+    fn one_name_opened(&self, display: &str, contents: &Contents) -> Result<(), ContextError> {
+        if !self.deny.applies(Access::Read) {
+            return Ok(());
+        }
+        let links = match contents {
+            Contents::Whole { seen, .. } => seen.links,
+            Contents::Stream(file) => {
+                use std::os::unix::fs::MetadataExt as _;
+                let meta = file.metadata().map_err(|source| FileError::Io {
+                    path: display.to_owned(),
+                    op: "stat",
+                    source,
+                })?;
+                meta.nlink()
+            }
+            // Unhashed bytes carry no links: never asked for while the rules apply.
+            Contents::Bytes(_) => {
+                return Err(FileError::Refused {
+                    path: display.to_owned(),
+                    why: "its hard links could not be checked against the deny rules".into(),
+                }
+                .into());
+            }
+        };
+        self.one_name(display, links, Access::Read)
     }
 
     /// Whether `file` is still a regular file reached through no symlink (for listing it).

@@ -4,8 +4,8 @@
 use super::deny::Access;
 use super::gate::Passage;
 use super::{
-    ContextError, Conventions, EditView, FileContext, FileError, ReadView, Replacement, Resolved, Snapshot,
-    Stat, Version, WindowRequest, WriteView,
+    ContextError, Conventions, EditView, FileContext, FileError, Kind, ReadView, Replacement, Resolved,
+    Snapshot, Stat, Version, WindowRequest, WriteView,
 };
 use crate::provider::Expectation;
 
@@ -29,15 +29,21 @@ pub struct Unrecorded<'a> {
 }
 
 impl Unrecorded<'_> {
-    /// Resolves a path (no content is looked at, so no deny rule applies).
+    /// Resolves a path. The deny rules for reads apply: a denied path is refused whether or
+    /// not anything is there, so the answer never tells.
     pub fn resolve(&self, path: &str) -> Result<Resolved, ContextError> {
-        self.files.resolve(path)
+        let target = self.files.resolve(path, Access::Read)?;
+        self.files.admit(&target.rel, &target.display, Access::Read)?;
+        Ok(target)
     }
 
     /// Stat of a path.
     pub fn stat(&self, path: &str) -> Result<(Resolved, Stat), ContextError> {
         let target = self.files.target(path, Access::Read)?;
         let stat = self.files.provider.stat(&target)?;
+        if stat.kind == Kind::File {
+            self.files.one_name(&target.display, stat.links, Access::Read)?;
+        }
         Ok((target, stat))
     }
 
@@ -45,6 +51,7 @@ impl Unrecorded<'_> {
     pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
         let target = self.files.target(path, Access::Read)?;
         let outcome = self.files.provider.read(&target, request)?;
+        self.files.one_name(&target.display, outcome.links, Access::Read)?;
         Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
     }
 
@@ -52,6 +59,7 @@ impl Unrecorded<'_> {
     pub fn stream(&self, path: &str, offset: u64) -> Result<Snapshot, ContextError> {
         let target = self.files.target(path, Access::Read)?;
         let snapshot = self.files.provider.snapshot(&target)?;
+        self.files.one_name(&target.display, snapshot.links, Access::Read)?;
         let total = snapshot.total_lines();
         if offset == 0 || offset > total.max(1) {
             return Err(FileError::OffsetPastEnd { path: target.display, offset, total_lines: total }.into());

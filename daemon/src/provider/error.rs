@@ -147,6 +147,23 @@ pub enum ProviderError {
         /// What kept it busy.
         why: String,
     },
+    /// Resolution reached a name its caller fences off (the file context's deny rules):
+    /// nothing at or beneath it was looked at, so the answer is the same whether it exists.
+    #[error("{path} is fenced off")]
+    Fenced {
+        /// The path as given.
+        path: String,
+        /// The fenced name, relative to its root.
+        rel: std::path::PathBuf,
+    },
+    /// The file has several hard links, and the caller asked for a file with one name only.
+    #[error("{path} has {links} hard links")]
+    Linked {
+        /// The path.
+        path: String,
+        /// Its hard links.
+        links: u64,
+    },
     /// Any other failure of the filesystem.
     #[error("{op} {path}: {source}")]
     Io {
@@ -180,6 +197,8 @@ impl ProviderError {
             | Self::AlreadyExists { path }
             | Self::NulInContent { path, .. }
             | Self::Busy { path, .. }
+            | Self::Fenced { path, .. }
+            | Self::Linked { path, .. }
             | Self::Io { path, .. } => path,
         }
     }

@@ -121,4 +121,25 @@ impl Provider {
     pub fn open(&self, raw: &str, scope: Scope<'_>) -> Result<Lookup, ProviderError> {
         resolve::open(raw, scope)
     }
+
+    /// [`Provider::resolve`], never looking at or beneath a name `fence` refuses (see
+    /// [`resolve::resolve_fenced`]).
+    pub fn resolve_fenced(
+        &self,
+        raw: &str,
+        scope: Scope<'_>,
+        fence: resolve::Fence<'_>,
+    ) -> Result<Resolved, ProviderError> {
+        resolve::resolve_fenced(raw, scope, fence)
+    }
+
+    /// [`Provider::open`] with a fence (see [`resolve::resolve_fenced`]).
+    pub fn open_fenced(
+        &self,
+        raw: &str,
+        scope: Scope<'_>,
+        fence: resolve::Fence<'_>,
+    ) -> Result<Lookup, ProviderError> {
+        resolve::open_fenced(raw, scope, fence)
+    }
 }

@@ -74,6 +74,9 @@ pub struct Stat {
     pub mtime_ms: Option<i64>,
     /// Permission bits.
     pub mode: Option<u32>,
+    /// Hard links (for a file: of the very descriptor its version was taken from); 0 when
+    /// missing.
+    pub links: u64,
 }
 
 /// Result of [`Provider::read`](super::Provider::read).

@@ -91,6 +91,7 @@ impl Provider {
             dir: dir.clone(),
             rel: rel.to_owned(),
             file: None,
+            one_name: false,
         };
         let current = self.current_version(&target);
         #[cfg(feature = "failpoints")]
@@ -485,6 +486,7 @@ impl Provider {
                     version: None,
                     mtime_ms: None,
                     mode: None,
+                    links: 0,
                 });
             }
             Err(e) => return Err(io_error(&target.display, "stat", e)),
@@ -492,10 +494,19 @@ impl Provider {
         let mtime_ms = Some(meta.mtime() * 1000 + meta.mtime_nsec() / 1_000_000);
         let mode = Some(meta.mode() & 0o7777);
         if meta.is_dir() {
-            return Ok(Stat { kind: Kind::Directory, size: Some(meta.len()), version: None, mtime_ms, mode });
+            let links = meta.nlink();
+            return Ok(Stat {
+                kind: Kind::Directory,
+                size: Some(meta.len()),
+                version: None,
+                mtime_ms,
+                mode,
+                links,
+            });
         }
         if !meta.is_file() {
-            return Ok(Stat { kind: Kind::Other, size: None, version: None, mtime_ms, mode });
+            let links = meta.nlink();
+            return Ok(Stat { kind: Kind::Other, size: None, version: None, mtime_ms, mode, links });
         }
         let (file, meta) = self.open_file(target)?;
         let version = match self.version_of(target, &file, &meta) {
@@ -504,7 +515,7 @@ impl Provider {
             Err(ProviderError::TooLarge { .. }) => None,
             Err(e) => return Err(e),
         };
-        Ok(Stat { kind: Kind::File, size: Some(meta.len()), version, mtime_ms, mode })
+        Ok(Stat { kind: Kind::File, size: Some(meta.len()), version, mtime_ms, mode, links: meta.nlink() })
     }
 
     /// The current bytes of the regular file at `target`, their version and the file's hard

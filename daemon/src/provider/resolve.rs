@@ -48,6 +48,10 @@ pub struct Resolved {
     /// The regular file resolution found at `path` (from an `fstat` of the handle it opened),
     /// so that the provider's warm read needs no second `stat`; `None` for anything else.
     pub file: Option<Found>,
+    /// Whether a write must refuse the file when it has several hard links
+    /// ([`ProviderError::Linked`]) instead of rewriting it in place: set by a caller whose rules
+    /// hold for names, which a second name would get around. Resolution leaves it unset.
+    pub one_name: bool,
 }
 
 impl PartialEq for Resolved {
@@ -147,11 +151,22 @@ fn check_shape(raw: &str) -> Result<(), ProviderError> {
     Ok(())
 }
 
+/// Names a caller fences off (relative to their root): resolution never opens one, nor looks
+/// beneath it, and answers [`ProviderError::Fenced`] instead, the same whether or not anything
+/// is there. `None`: nothing is fenced.
+pub type Fence<'f> = Option<&'f (dyn Fn(&Path) -> bool + Sync)>;
+
 /// Resolves `raw` in `scope`. The path may not exist yet; its nearest existing ancestor decides
 /// where it lies. Any path that leaves the roots is `OutsideRoot`, and the error names nothing
 /// outside.
 pub fn resolve(raw: &str, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
-    match open(raw, scope)? {
+    resolve_fenced(raw, scope, None)
+}
+
+/// [`resolve`], never looking at or beneath a name `fence` refuses: every name the path leads
+/// through (after symlinks, as the walk places it) is asked before it is opened.
+pub fn resolve_fenced(raw: &str, scope: Scope<'_>, fence: Fence<'_>) -> Result<Resolved, ProviderError> {
+    match open_fenced(raw, scope, fence)? {
         Lookup::Opened(opened) => {
             let meta = opened.look(raw)?;
             Ok(opened.resolved(&meta))
@@ -206,6 +221,16 @@ impl Opened {
 /// Resolves `raw` in `scope` as [`resolve`] does, except that a path its fast path opens is
 /// handed back opened and not yet looked at ([`Lookup::Opened`]).
 pub fn open(raw: &str, scope: Scope<'_>) -> Result<Lookup, ProviderError> {
+    open_fenced(raw, scope, None)
+}
+
+/// The refusal of a fenced name `rel` reached by `raw`.
+fn fenced(raw: &str, rel: &Path) -> ProviderError {
+    ProviderError::Fenced { path: shorten(raw), rel: rel.to_path_buf() }
+}
+
+/// [`open`] with a fence (see [`resolve_fenced`]).
+pub fn open_fenced(raw: &str, scope: Scope<'_>, fence: Fence<'_>) -> Result<Lookup, ProviderError> {
     check_shape(raw)?;
     let given = Path::new(raw);
     let absolute = if given.is_absolute() { given.to_path_buf() } else { scope.cwd.join(given) };
@@ -215,6 +240,12 @@ pub fn open(raw: &str, scope: Scope<'_>) -> Result<Lookup, ProviderError> {
         // the way, which the kernel refuses for us.
         let lexical = super::beneath::normalize(&absolute);
         let (root, rel) = scope.locate(&lexical).ok_or_else(|| outside(raw))?;
+        // Without `..` or a symlink the names it leads through are its own prefixes.
+        if let Some(fence) = fence
+            && let Some(name) = rel.ancestors().filter(|a| !a.as_os_str().is_empty()).find(|a| fence(a))
+        {
+            return Err(fenced(raw, name));
+        }
         match root.open_path(rel) {
             Ok(handle) => {
                 let (path, display) = place(scope, root, rel);
@@ -231,7 +262,7 @@ pub fn open(raw: &str, scope: Scope<'_>) -> Result<Lookup, ProviderError> {
             Err(e) => return Err(fail(raw, e)),
         }
     }
-    walk(raw, &absolute, scope).map(Lookup::Resolved)
+    walk(raw, &absolute, scope, fence).map(Lookup::Resolved)
 }
 
 fn found(meta: &std::fs::Metadata) -> Option<Found> {
@@ -260,6 +291,7 @@ fn found_at(
     meta: Option<&std::fs::Metadata>,
 ) -> Resolved {
     Resolved {
+        one_name: false,
         display,
         dir,
         exists: meta.is_some(),
@@ -310,8 +342,9 @@ impl At {
     }
 }
 
-/// The slow path: one component at a time from a root's handle, following symlinks by hand.
-fn walk(raw: &str, absolute: &Path, scope: Scope<'_>) -> Result<Resolved, ProviderError> {
+/// The slow path: one component at a time from a root's handle, following symlinks by hand;
+/// each name is asked of `fence` where the walk places it, before anything is looked at there.
+fn walk(raw: &str, absolute: &Path, scope: Scope<'_>, fence: Fence<'_>) -> Result<Resolved, ProviderError> {
     let mut queue: VecDeque<OsString> = VecDeque::new();
     let mut at = start(raw, absolute, scope, &mut queue)?;
     // Trailing components that do not exist (none of them can be a link or have children).
@@ -333,6 +366,14 @@ fn walk(raw: &str, absolute: &Path, scope: Scope<'_>) -> Result<Resolved, Provid
             let parent = at.path().parent().map(Path::to_path_buf).ok_or_else(|| outside(raw))?;
             at = At::enter(raw, scope, &parent)?;
             continue;
+        }
+        if let Some(fence) = fence {
+            let mut next = at.rel.clone();
+            next.extend(&missing);
+            next.push(&name);
+            if fence(&next) {
+                return Err(fenced(raw, &next));
+            }
         }
         if leaf.is_some() {
             return Err(ProviderError::NotFound {
@@ -591,6 +632,39 @@ mod tests {
         assert_eq!(check(&f, &"a/".repeat(2100)), Err("InvalidPath".into()));
         assert_eq!(check(&f, &"x".repeat(256)), Err("InvalidPath".into()));
         assert_eq!(check(&f, &"x".repeat(255)), Ok(("x".repeat(255), false)));
+    }
+
+    #[test]
+    fn a_fenced_name_is_never_looked_at_nor_what_lies_beneath_it() {
+        let f = fixture();
+        std::fs::create_dir_all(f.root.join("src/keys")).unwrap();
+        std::fs::write(f.root.join("src/keys/k.pem"), "k").unwrap();
+        symlink(f.root.join("src/keys"), f.root.join("to-keys")).unwrap();
+        symlink(f.base.join("secret"), f.root.join("src/keys/out")).unwrap();
+        let roots = roots(&f);
+        let scope = Scope { roots: &roots, cwd: &f.root };
+        let fence = |rel: &Path| rel == Path::new("src/keys");
+        let fenced = |raw: &str| match resolve_fenced(raw, scope, Some(&fence)) {
+            Err(ProviderError::Fenced { path, rel }) => Some((path, rel)),
+            _ => None,
+        };
+        // Existing or not, below a file or not, through a symlink or not, out of the roots or
+        // not: the same answer, the name the fence refused.
+        for raw in [
+            "src/keys",
+            "src/keys/k.pem",
+            "src/keys/missing",
+            "src/keys/k.pem/x",
+            "src/keys/k.pem/..",
+            "src/keys/out",
+            "to-keys/k.pem",
+            "to-keys/missing",
+            "src/../src/keys/k.pem",
+        ] {
+            assert_eq!(fenced(raw), Some((raw.to_owned(), PathBuf::from("src/keys"))), "{raw}");
+        }
+        assert_eq!(resolve_fenced("src/lib.rs", scope, Some(&fence)).unwrap().rel, Path::new("src/lib.rs"));
+        assert_eq!(resolve("src/keys/k.pem", scope).unwrap().rel, Path::new("src/keys/k.pem"), "no fence");
     }
 
     #[test]

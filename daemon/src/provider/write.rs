@@ -470,6 +470,9 @@ impl Provider {
     ) -> Result<Landed, ProviderError> {
         let meta = &locked.meta;
         if meta.nlink() > 1 {
+            if target.one_name {
+                return Err(ProviderError::Linked { path: target.display.clone(), links: meta.nlink() });
+            }
             if self.config.refuse_multi_link_writes {
                 return Err(ProviderError::Refused {
                     path: target.display.clone(),

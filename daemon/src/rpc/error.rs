@@ -85,7 +85,10 @@ pub fn code(err: &ContextError) -> FsErrorCode {
             FileError::NotFound { .. } | FileError::OffsetPastEnd { .. } => FsErrorCode::NotFound,
             FileError::IsDirectory { .. } => FsErrorCode::NotRegularFile,
             FileError::NotRegularFile { .. } => FsErrorCode::NotRegularFile,
-            FileError::Refused { .. } | FileError::PermissionDenied { .. } => FsErrorCode::PermissionDenied,
+            FileError::Refused { .. }
+            | FileError::PermissionDenied { .. }
+            | FileError::Fenced { .. }
+            | FileError::Linked { .. } => FsErrorCode::PermissionDenied,
             FileError::NotText { .. } => FsErrorCode::NotText,
             FileError::TooLarge { .. } | FileError::LineTooLarge { .. } => FsErrorCode::TooLarge,
             FileError::StaleVersion { .. } => FsErrorCode::StaleVersion,
@@ -98,9 +101,10 @@ pub fn code(err: &ContextError) -> FsErrorCode {
         },
         ContextError::NotObserved { .. } | ContextError::Exists { .. } => FsErrorCode::NotObserved,
         ContextError::Stale { .. } => FsErrorCode::StaleVersion,
-        ContextError::ReadOnly { .. } | ContextError::Denied { .. } | ContextError::GateRefused { .. } => {
-            FsErrorCode::PermissionDenied
-        }
+        ContextError::ReadOnly { .. }
+        | ContextError::Denied { .. }
+        | ContextError::Linked { .. }
+        | ContextError::GateRefused { .. } => FsErrorCode::PermissionDenied,
         ContextError::Cold { .. } | ContextError::Gated { .. } => FsErrorCode::Busy,
         ContextError::Cancelled { .. } => FsErrorCode::Aborted,
     }
@@ -145,6 +149,10 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
         ContextError::Denied { denial, .. } => {
             map.insert("rule".into(), denial.rule.clone().into());
             map.insert("access".into(), denial.access.as_str().into());
+        }
+        ContextError::Linked { links, access, .. } => {
+            map.insert("links".into(), (*links).into());
+            map.insert("access".into(), access.as_str().into());
         }
         ContextError::GateRefused { refusal, .. } => {
             let outcome = match refusal.kind {

@@ -73,6 +73,8 @@ pub struct ServerContext {
     pub file_work: Arc<slots::FileSlots>,
     /// Ended resumable sessions, waiting for a `resume`.
     pub parked: Arc<ParkStore>,
+    /// The bytes sessions' records hold, against their caps.
+    pub records: Arc<crate::context::ledger::Ledgers>,
     /// The write-intent gates.
     pub(crate) gates: Arc<crate::gates::Gates>,
     /// Every request method in the table, sorted (filled right after the table is built).
@@ -384,6 +386,10 @@ fn status(
         gates,
         unmatched_responses: Stats::get(&stats.unmatched_responses),
         other_gates,
+        observed_bytes: ctx.records.used() as u64,
+        max_observed_bytes: ctx.records.cap() as u64,
+        max_session_observed_bytes: ctx.records.session_cap() as u64,
+        observations_evicted: ctx.records.evicted(),
     })
 }
 
@@ -395,6 +401,9 @@ pub struct Handlers {
     pub methods: Methods,
     /// The methods the driver calls itself (also in `methods`).
     pub direct: Direct,
+    /// The bytes sessions' records hold, against their caps (each connection's session gets
+    /// its ledger here).
+    pub records: Arc<crate::context::ledger::Ledgers>,
 }
 
 /// The methods the connection driver calls itself, past jsonrpsee's per-call wrapper: `file/read`,
@@ -441,7 +450,10 @@ pub fn methods(
         max_bytes: config.max_parked_bytes,
     });
     let gates = crate::gates::Gates::new(config.gates, config.max_gate_intents);
+    let records =
+        crate::context::ledger::Ledgers::new(config.max_observed_bytes, config.max_session_observed_bytes);
     let ctx = ServerContext {
+        records: records.clone(),
         gates,
         config,
         stats,
@@ -500,5 +512,5 @@ pub fn methods(
     names.sort();
     // Only fails if already set, which cannot happen on a fresh context.
     let _ = method_names.set(names);
-    Ok(Handlers { methods: module.into(), direct })
+    Ok(Handlers { methods: module.into(), direct, records })
 }

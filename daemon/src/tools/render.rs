@@ -12,6 +12,7 @@
 
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 
+use crate::context::deny::Access;
 use crate::context::gate::RefusalKind;
 use crate::context::{Change, ContextError, EditView, FileError, ReadView, WindowRequest, WriteView};
 
@@ -390,9 +391,19 @@ pub fn error(err: &ContextError, tool: &str) -> String {
             };
             format!("Refused by the supervisor's gate {}. The file is unchanged; {next}.", refusal.said())
         }
+        ContextError::Linked { links, access: Access::Read, .. } => format!(
+            "Refused: {path} has {links} hard links, and this session's deny rules for reads \
+             cannot see its other names, so it is not read and nothing of it was shown. If you \
+             need it, ask the user to give it a single name."
+        ),
+        ContextError::Linked { links, .. } => format!(
+            "Refused: {path} has {links} hard links, so changing it through this name would also \
+             change it under its other names, which this session's deny rules cannot see. The \
+             file is unchanged; ask the user to give it a single name if it should be changed."
+        ),
         ContextError::NotObserved { .. } => format!(
-            "File has not been read in this session: {path}. Read it first (any window is enough), \
-             then retry the {tool}."
+            "File has not been read in this session (or was read too long ago to be remembered): \
+             {path}. Read it first (any window is enough), then retry the {tool}."
         ),
         ContextError::Stale { current: None, .. }
         | ContextError::File(FileError::StaleVersion { current: None, .. }) => {
@@ -827,8 +838,13 @@ mod tests {
 
     #[test]
     fn error_texts_say_what_to_do_next() {
+        let linked = |access| ContextError::Linked { path: "a.txt".into(), links: 2, access };
+        expect!["Refused: a.txt has 2 hard links, and this session's deny rules for reads cannot see its other names, so it is not read and nothing of it was shown. If you need it, ask the user to give it a single name."]
+            .assert_eq(&error(&linked(Access::Read), "read"));
+        expect!["Refused: a.txt has 2 hard links, so changing it through this name would also change it under its other names, which this session's deny rules cannot see. The file is unchanged; ask the user to give it a single name if it should be changed."]
+            .assert_eq(&error(&linked(Access::Write), "write"));
         let not_read = ContextError::NotObserved { path: "a.txt".into() };
-        expect!["File has not been read in this session: a.txt. Read it first (any window is enough), then retry the edit."]
+        expect!["File has not been read in this session (or was read too long ago to be remembered): a.txt. Read it first (any window is enough), then retry the edit."]
             .assert_eq(&error(&not_read, "edit"));
         let stale =
             |change| ContextError::Stale { path: "a.txt".into(), current: Some(Version::of(b"x")), change };

@@ -67,6 +67,7 @@ use tracing::Instrument;
 use super::budget::{ConnBudget, Outgoing, OutgoingBudget, PartialBudget};
 use super::message::{self, Call, Incoming};
 use crate::config::Config;
+use crate::context::ledger::Ledgers;
 use crate::json::Json;
 use crate::owners::{OwnerLimits, Owners};
 use crate::session::{Phase, Session};
@@ -88,6 +89,8 @@ pub(crate) struct Shared {
     pub outgoing: Arc<OutgoingBudget>,
     /// Bytes of partly received frames, over all connections.
     pub partial: Arc<PartialBudget>,
+    /// The bytes sessions' records hold: each session's ledger comes from here.
+    pub records: Arc<Ledgers>,
 }
 
 impl Shared {
@@ -98,6 +101,7 @@ impl Shared {
         config: Config,
         stats: Arc<Stats>,
         watch: Arc<WatchHub>,
+        records: Arc<Ledgers>,
     ) -> Self {
         let outgoing = OutgoingBudget::new(
             config.max_total_queued_bytes,
@@ -114,6 +118,7 @@ impl Shared {
             watch,
             outgoing,
             partial,
+            records,
         }
     }
 }
@@ -586,7 +591,8 @@ async fn serve_inner(
     let forwarder = tokio::spawn(forward(sink_rx, out.clone()).in_current_span());
 
     let limits = OwnerLimits { max_owners: config.max_owners, max_observed: config.max_observed_files };
-    let owners = Owners::new(session_id.clone(), limits, Some(shared.watch.clone()), shared.stats.clone());
+    let owners = Owners::new(session_id.clone(), limits, Some(shared.watch.clone()), shared.stats.clone())
+        .bounded(shared.records.session());
     let session = Arc::new(Session::new(
         session_id.clone(),
         out.clone(),
@@ -1367,6 +1373,7 @@ mod tests {
             Config::default(),
             stats.clone(),
             WatchHub::start(&files),
+            Ledgers::new(1 << 20, 1 << 20),
         ));
         let (tx, _rx) = mpsc::channel(4);
         let (sink_tx, _sink_rx) = mpsc::channel(4);
@@ -1444,7 +1451,7 @@ mod tests {
             let handlers =
                 crate::rpc::methods(config.clone(), stats.clone(), files, watch.clone(), policy).unwrap();
             let direct = direct.then_some(handlers.direct);
-            Arc::new(Shared::new(handlers.methods, direct, config.clone(), stats, watch))
+            Arc::new(Shared::new(handlers.methods, direct, config.clone(), stats, watch, handlers.records))
         };
         let long = "x".repeat(400);
         std::fs::write(root.join("long.txt"), format!("{long}\n")).unwrap();

@@ -298,7 +298,12 @@ fn only_an_object_with_allow_true_allows() {
 
 #[test]
 fn a_hard_link_outside_the_gated_folder_goes_through_the_gate() {
-    let (daemon, root) = setup();
+    // With a deny rule for writes (the default `**/.git/**`), a file with several links is not
+    // written at all (attack_deny); without one it is, and then the gate must see it.
+    let daemon = Daemon::start_without_deny_rules(&[]);
+    let root = root_of(&daemon);
+    fs::create_dir(root.join("src")).unwrap();
+    fs::write(root.join("src/a.txt"), "one\ntwo\n").unwrap();
     fs::write(root.join("src/deploy.sh"), "echo deploy\n").unwrap();
     fs::create_dir(root.join("scratch")).unwrap();
     fs::hard_link(root.join("src/deploy.sh"), root.join("scratch/notes.txt")).unwrap();

@@ -17,7 +17,9 @@
 //! ([`filectx_tests::alone`]); the heavy tests of `large` take a lock of their own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod attack_deny;
 mod attack_gate;
+mod attack_memory;
 mod attack_screen;
 mod budgets;
 mod cancel;

@@ -418,12 +418,13 @@ fn swapping_a_folder_for_a_symlink_never_lets_a_write_out() {
 // 3. Hard links
 // ---------------------------------------------------------------------------------------------
 
-/// `root/hl.txt` has a second link inside the root, so writes rewrite it in place; the attacker
-/// swaps it with a symlink to an outside victim that also has two links, while the client
-/// reads, edits and writes `hl.txt` at every layer: the victim never changes.
+/// `root/hl.txt` has a second link inside the root, so writes rewrite it in place (the daemon
+/// has no deny rule, under which it would refuse them); the attacker swaps it with a symlink
+/// to an outside victim that also has two links, while the client reads, edits and writes
+/// `hl.txt` at every layer: the victim never changes.
 #[test]
 fn swapping_a_multi_link_file_never_lets_an_in_place_rewrite_out() {
-    let daemon = Daemon::start(&["--no-fsync"]);
+    let daemon = Daemon::start_without_deny_rules(&["--no-fsync"]);
     let sandbox = Sandbox::new("outside");
     fs::write(sandbox.root.join("hl.txt"), INSIDE).unwrap();
     fs::hard_link(sandbox.root.join("hl.txt"), sandbox.root.join("hl-second.txt")).unwrap();
@@ -502,14 +503,15 @@ fn swapping_a_multi_link_file_never_lets_an_in_place_rewrite_out() {
     );
 }
 
-/// `--refuse-multi-link-writes`: a write or an edit of a file with two links is refused at
-/// every layer with FS_PERMISSION_DENIED naming the setting, and the file is unchanged; without
-/// the setting the edit goes through in place and both links see it.
+/// With no deny rule (under one, any file with several names is refused: see `attack_deny`):
+/// `--refuse-multi-link-writes` refuses a write or an edit of a file with two links at every
+/// layer with FS_PERMISSION_DENIED naming the setting, and the file is unchanged; without the
+/// setting the edit goes through in place and both links see it.
 #[test]
 fn multi_link_writes_are_refused_when_configured_and_shared_otherwise() {
     for refuse in [true, false] {
         let flags: &[&str] = if refuse { &["--refuse-multi-link-writes"] } else { &[] };
-        let daemon = Daemon::start(flags);
+        let daemon = Daemon::start_without_deny_rules(flags);
         let sandbox = Sandbox::new("outside");
         let (first, second) = (sandbox.root.join("hl.txt"), sandbox.root.join("other-link.txt"));
         fs::write(&first, INSIDE).unwrap();

@@ -671,6 +671,12 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("resume_grace", secs(filectx_daemon::resume::DEFAULT_RESUME_GRACE_SECS as f64)),
         ("max_parked_sessions", filectx_daemon::resume::DEFAULT_MAX_PARKED_SESSIONS.to_string()),
         ("max_parked_bytes", filectx_daemon::resume::DEFAULT_MAX_PARKED_BYTES.to_string()),
+        // What sessions remember, in bytes.
+        (
+            "max_session_observed_bytes",
+            filectx_daemon::context::ledger::DEFAULT_MAX_SESSION_OBSERVED_BYTES.to_string(),
+        ),
+        ("max_observed_bytes", filectx_daemon::context::ledger::DEFAULT_MAX_OBSERVED_BYTES.to_string()),
         ("max_snapshot_bytes", provider.max_snapshot_bytes.to_string()),
         ("max_snapshot_file_bytes", provider.max_snapshot_file_bytes.to_string()),
         ("max_search_cache_bytes", provider.max_search_cache_bytes.to_string()),

@@ -250,6 +250,26 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     to 512 KiB), at most `--max-cache-bytes`.
     """
 
+    maxObservedBytes: int
+    """The most `observed_bytes` may reach (`max_observed_bytes`): past it the session holding
+    the most forgets its least recently used observations.
+    """
+
+    maxSessionObservedBytes: int
+    """The most one session's records may hold (`max_session_observed_bytes`): past it its
+    largest owners forget their least recently used observations.
+    """
+
+    observationsEvicted: int
+    """Observations forgotten to stay within those caps since the daemon started (each such
+    file must be read again before it is written).
+    """
+
+    observedBytes: int
+    """Bytes (estimated) the open sessions' records of what they read hold: their owners'
+    observations (each path twice: the record and the watcher's copy) and dedup records.
+    """
+
     openFiles: int
     """Cached files the provider keeps open (so warm reads need no `open`); released with
     their cache entries (least recently used, or idle for a while).

@@ -69,6 +69,16 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
             "search listings",
             format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes)),
         ),
+        (
+            "observed records",
+            format!(
+                "{}; caps {} a session, {} in all; {} evicted",
+                human_bytes(status.observed_bytes),
+                human_bytes(status.max_session_observed_bytes),
+                human_bytes(status.max_observed_bytes),
+                status.observations_evicted
+            ),
+        ),
         ("dropped notifications", status.notifications_dropped.to_string()),
         ("gates", gate_count(status)),
         ("unmatched responses", status.unmatched_responses.to_string()),
@@ -283,6 +293,10 @@ mod tests {
             gates: Vec::new(),
             unmatched_responses: 0,
             other_gates: 0,
+            observed_bytes: 4096,
+            max_observed_bytes: 1 << 28,
+            max_session_observed_bytes: 1 << 25,
+            observations_evicted: 3,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -291,7 +305,14 @@ mod tests {
         assert!(text.contains("search listings:       1 (512 B)\n"), "{text}");
         assert!(text.contains("line indexes:          2.0 KiB (2048)\n"), "{text}");
         assert!(text.contains("gates:                 0\n"), "{text}");
-        assert_eq!(text.lines().count(), 17);
+        assert!(
+            text.contains(
+                "observed records:      4.0 KiB (4096); caps 32.0 MiB (33554432) a session, 256.0 MiB \
+                 (268435456) in all; 3 evicted\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 18);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

@@ -415,6 +415,16 @@ export interface DaemonStatus {
    */
   mappedBytes: number;
   /**
+   * The most `observed_bytes` may reach (`max_observed_bytes`): past it the session holding
+   * the most forgets its least recently used observations.
+   */
+  maxObservedBytes?: number;
+  /**
+   * The most one session's records may hold (`max_session_observed_bytes`): past it its
+   * largest owners forget their least recently used observations.
+   */
+  maxSessionObservedBytes?: number;
+  /**
    * The cap on concurrent connections.
    */
   maxSessions: number;
@@ -422,6 +432,16 @@ export interface DaemonStatus {
    * Server→client notifications dropped because a client did not read them.
    */
   notificationsDropped: number;
+  /**
+   * Observations forgotten to stay within those caps since the daemon started (each such
+   * file must be read again before it is written).
+   */
+  observationsEvicted?: number;
+  /**
+   * Bytes (estimated) the open sessions' records of what they read hold: their owners'
+   * observations (each path twice: the record and the watcher's copy) and dedup records.
+   */
+  observedBytes?: number;
   /**
    * Cached files the provider keeps open (so warm reads need no `open`); released with
    * their cache entries (least recently used, or idle for a while).

@@ -213,6 +213,10 @@ pub fn status() -> DaemonStatus {
         gates: Vec::new(),
         unmatched_responses: 0,
         other_gates: 0,
+        observed_bytes: 0,
+        max_observed_bytes: 0,
+        max_session_observed_bytes: 0,
+        observations_evicted: 0,
     }
 }
 
