@@ -23,6 +23,7 @@ pub mod edit;
 mod error;
 pub mod grams;
 pub mod index;
+mod inplace;
 pub mod leftovers;
 pub mod listings;
 pub mod lock;
@@ -84,7 +85,7 @@ impl Provider {
     pub fn new(config: ProviderConfig) -> Self {
         Self {
             map_budget: MapBudget::new(config.max_mapped_bytes),
-            leftovers: Leftovers::new(config.staging_token.clone()),
+            leftovers: Leftovers::new(config.staging_token.clone()).with_patience(config.lock_patience),
             store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
             listings: Listings::new(config.max_search_cache_bytes),
             config,
