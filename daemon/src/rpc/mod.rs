@@ -341,6 +341,7 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
     let (parked_sessions, parked_bytes) = ctx.parked.usage();
     let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
+    let descriptors = ctx.policy.descriptors.usage();
     DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -368,6 +369,10 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         cached_listing_bytes: cached_listing_bytes as u64,
         gates: ctx.gates.infos(),
         unmatched_responses: Stats::get(&stats.unmatched_responses),
+        open_descriptors: crate::descriptors::open_now().unwrap_or(0) as u64,
+        descriptor_limit: descriptors.limit as u64,
+        descriptor_reserve: descriptors.reserve as u64,
+        roots_held: descriptors.roots as u64,
     }
 }
 

@@ -1,6 +1,9 @@
-//! Attacks on what the daemon stores (issue 26, class 4): a full disk, a quota and kill -9 in
-//! the middle of the in-place rewrite of a file with several hard links (old or new content,
-//! never a mix, under both names).
+//! Attacks on what the daemon stores and what it holds open (issue 26, classes 4 and 5): a
+//! full disk, a quota and kill -9 in the middle of the in-place rewrite of a file with several
+//! hard links (old or new content, never a mix, under both names), and clients that try to
+//! take every file descriptor (many roots, many connections, a daemon already out of them):
+//! other sessions keep reading and writing, new connections are answered, and what cannot be
+//! had is refused with a clear error.
 
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
@@ -8,8 +11,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use filectx_tests::{Daemon, Raw, fs_error, ok, root_of, rpc};
-use serde_json::json;
+use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc};
+use serde_json::{Value, json};
 
 use super::faults::{can_unshare_mounts, names, seen_by};
 
@@ -276,4 +279,266 @@ fn a_daemon_killed_inside_an_in_place_write_leaves_old_or_new_content() {
         "in-place crash safety: {} kills, {restored} torn files put back by the next daemon",
         IN_PLACE_KILLS.len()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Descriptors
+// ---------------------------------------------------------------------------------------------
+
+/// Whether `prlimit` (util-linux) is there to start the daemon under a small open-file limit.
+fn have_prlimit() -> bool {
+    Command::new("prlimit").arg("--version").output().is_ok_and(|out| out.status.success())
+}
+
+/// Starts the daemon with `extra` flags under an open-file limit of `nofile` (soft and hard).
+fn start_limited(nofile: u64, extra: &[&str]) -> Daemon {
+    Daemon::start_configured(extra, |_, filectxd| {
+        let mut command = Command::new("prlimit");
+        command
+            .arg(format!("--nofile={nofile}:{nofile}"))
+            .arg(filectxd.get_program())
+            .args(filectxd.get_args())
+            .env_remove("RUST_LOG");
+        command
+    })
+}
+
+/// `count` folders under `base`, as the strings `initialize` takes.
+fn folders(base: &Path, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|n| {
+            let folder = base.join(format!("r{n:05}"));
+            std::fs::create_dir_all(&folder).unwrap();
+            folder.display().to_string()
+        })
+        .collect()
+}
+
+/// The descriptors the daemon has open now, by number, seen from outside.
+fn fd_numbers(daemon: &Daemon) -> Vec<usize> {
+    let listing = std::fs::read_dir(format!("/proc/{}/fd", daemon.pid())).unwrap();
+    listing.map(|e| e.unwrap().file_name().to_string_lossy().parse().unwrap()).collect()
+}
+
+/// How many descriptors the daemon has open now, counted from outside.
+fn open_fds(daemon: &Daemon) -> usize {
+    fd_numbers(daemon).len()
+}
+
+/// An attacker's connection: `initialize` with as many of `roots` as it can get, asking for a
+/// tenth fewer after each refusal. Returns the connection, the roots it holds and the
+/// refusals it got.
+fn greedy(daemon: &Daemon, roots: &[String]) -> (Raw, usize, Vec<Value>) {
+    let mut raw = Raw::connect(&daemon.socket);
+    let mut refusals = Vec::new();
+    let mut n = roots.len();
+    while n > 0 {
+        let answer = raw.request("initialize", Some(json!({"roots": roots[..n]})));
+        if answer.get("error").is_none() {
+            return (raw, n, refusals);
+        }
+        refusals.push(answer);
+        n = n * 9 / 10;
+    }
+    (raw, 0, refusals)
+}
+
+/// The victim's proof of service: it reads a file it never read (a fresh open), writes one
+/// and reads it back.
+fn still_served(victim: &mut Raw, root: &Path, round: usize, when: &str) {
+    let fresh = root.join(format!("fresh-{round}.txt"));
+    std::fs::write(&fresh, format!("fresh {round}\n")).unwrap();
+    let read = rpc(victim, "file/read", json!({"path": fresh}));
+    assert!(read.get("error").is_none(), "{when}: the victim's read failed: {read}");
+    assert_eq!(read["result"]["lines"], json!([format!("fresh {round}")]), "{when}");
+    let written = root.join(format!("written-{round}.txt"));
+    let write = rpc(victim, "file/write", json!({"path": written, "content": format!("written {round}\n")}));
+    assert!(write.get("error").is_none(), "{when}: the victim's write failed: {write}");
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), format!("written {round}\n"), "{when}");
+}
+
+/// A new connection, answered within a few seconds (never left hanging): its `initialize`'s
+/// whole response.
+fn new_connection(daemon: &Daemon, root: &Path) -> (Raw, Value) {
+    let mut raw = Raw::connect(&daemon.socket);
+    // A refused connection may be closed before this is written: its refusal is still there.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"roots": [root]}});
+    let body = body.to_string();
+    let _ = std::io::Write::write_all(
+        &mut raw.stream,
+        format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes(),
+    );
+    let answer = raw.recv_within(Duration::from_secs(5));
+    let answer = answer.unwrap_or_else(|| {
+        panic!("a new connection was not answered within 5 s; the daemon's log:\n{}", daemon.log_text())
+    });
+    (raw, answer)
+}
+
+#[test]
+fn clients_with_many_roots_cannot_take_every_descriptor() {
+    if !have_prlimit() {
+        eprintln!("skipped: no prlimit to start the daemon under a small open-file limit");
+        return;
+    }
+    // Three attackers, as in the issue, each taking as many roots as it can get; the cap on
+    // roots per session is raised out of the way, so that only the sharing of descriptors
+    // stands between them and the limit.
+    let daemon = start_limited(256, &["--max-roots", "1000"]);
+    let root = root_of(&daemon);
+    let roots = folders(&root.join("roots"), 400);
+    let mut victim = daemon.session();
+    still_served(&mut victim, &root, 0, "before the attack");
+
+    let mut attackers = Vec::new();
+    let mut held = 0;
+    let mut refusals = Vec::new();
+    for n in 0..3 {
+        let (raw, got, refused) = greedy(&daemon, &roots);
+        eprintln!("attacker {n}: {got} roots after {} refusals", refused.len());
+        held += got;
+        refusals.extend(refused);
+        attackers.push(raw);
+    }
+    still_served(&mut victim, &root, 1, "after three attackers took what they could");
+    let (mut newcomer, answer) = new_connection(&daemon, &root);
+    assert!(answer.get("error").is_none(), "a new session is refused: {answer}");
+    still_served(&mut newcomer, &root, 2, "the new session");
+
+    // What was refused said why, and how to do with less.
+    let busy = refusals.iter().find(|r| r["error"]["data"]["code"] == "FS_BUSY");
+    let busy = busy.unwrap_or_else(|| panic!("no initialize was refused as FS_BUSY: {refusals:?}"));
+    let message = busy["error"]["message"].as_str().unwrap();
+    assert!(message.contains("descriptors") && message.contains("at most"), "{message}");
+    assert!(
+        refusals.iter().all(|r| r["error"]["data"]["code"] == "FS_BUSY"),
+        "every refusal is the descriptor rule's: {refusals:?}"
+    );
+
+    // daemon/status shows the bounds, and they hold.
+    let status = daemon.status();
+    assert_eq!(status["descriptorLimit"], 256, "{status}");
+    let reserve = status["descriptorReserve"].as_u64().unwrap();
+    assert!((32..=128).contains(&reserve), "{status}");
+    // The victim's root, the attackers', the newcomer's, and the status session's own.
+    assert_eq!(status["rootsHeld"].as_u64(), Some(held as u64 + 3), "{status}");
+    let open = status["openDescriptors"].as_u64().unwrap();
+    assert!(open + reserve <= 256 + 8, "the reserve is kept: {status}");
+    assert!(open_fds(&daemon) <= 256);
+    drop(attackers);
+}
+
+#[test]
+fn too_many_roots_are_refused_clearly() {
+    let daemon = Daemon::start(&[]);
+    let root = root_of(&daemon);
+    let roots = folders(&root.join("roots"), 65);
+    let mut raw = Raw::connect(&daemon.socket);
+    let answer = raw.request("initialize", Some(json!({"roots": roots})));
+    assert_eq!(fs_error(&answer), "FS_INVALID_ARGUMENT", "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("65") && message.contains("at most 64") && message.contains("max_roots"),
+        "{message}"
+    );
+    // The refusal leaves the session uninitialized: it may try again with fewer.
+    raw.call("initialize", Some(json!({"roots": roots[..64]})));
+    assert_eq!(daemon.status()["rootsHeld"], 64 + 1);
+}
+
+#[test]
+fn connections_past_the_descriptor_limit_are_answered_not_left_hanging() {
+    if !have_prlimit() {
+        eprintln!("skipped: no prlimit to start the daemon under a small open-file limit");
+        return;
+    }
+    let daemon = start_limited(256, &[]);
+    let root = root_of(&daemon);
+    let mut victim = daemon.session();
+    let mut open = Vec::new();
+    let refused = loop {
+        assert!(open.len() < 256, "256 sessions served under a limit of 256 descriptors");
+        let (raw, answer) = new_connection(&daemon, &root);
+        if answer.get("error").is_some() {
+            break answer;
+        }
+        open.push(raw);
+    };
+    eprintln!("{} sessions served, the next refused: {refused}", open.len());
+    assert_eq!(error_code(&refused), -32009, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("descriptors"), "{message}");
+    still_served(&mut victim, &root, 0, "with every connection taken");
+    // Sessions that end make room.
+    open.truncate(open.len() - 4);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (mut raw, answer) = new_connection(&daemon, &root);
+        if answer.get("error").is_none() {
+            still_served(&mut raw, &root, 1, "a session after others ended");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no room after sessions ended: {answer}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_daemon_out_of_descriptors_still_answers_new_connections() {
+    if !have_prlimit() {
+        eprintln!("skipped: no prlimit to change the daemon's open-file limit");
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let root = root_of(&daemon);
+    let mut victim = daemon.session();
+    still_served(&mut victim, &root, 0, "before");
+    // Something outside the daemon's accounting took every descriptor: its limit is lowered to
+    // the lowest descriptor number it has not taken (a new descriptor gets the lowest free
+    // number, which must be below the limit).
+    let pid = daemon.pid().to_string();
+    let limit = |soft: usize| {
+        let done =
+            Command::new("prlimit").args(["--pid", &pid, &format!("--nofile={soft}:")]).status().unwrap();
+        assert!(done.success(), "prlimit --pid {pid} failed");
+    };
+    let taken = fd_numbers(&daemon);
+    let lowest_free = (0..).find(|n| !taken.contains(n)).unwrap();
+    limit(lowest_free);
+    let before = taken.len().max(lowest_free);
+    for _ in 0..3 {
+        let (_raw, answer) = new_connection(&daemon, &root);
+        assert_eq!(error_code(&answer), -32009, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("descriptor"), "{message}");
+    }
+    // Descriptors again: new connections are served.
+    limit(before + 64);
+    let (mut raw, answer) = new_connection(&daemon, &root);
+    assert!(answer.get("error").is_none(), "{answer}");
+    still_served(&mut raw, &root, 1, "after the limit went back up");
+    still_served(&mut victim, &root, 2, "the victim after the limit went back up");
+}
+
+#[test]
+fn ten_thousand_roots_are_initialized_in_linear_time() {
+    // 7,000 root handles need a limit well above them (a session's roots beyond its first take
+    // at most half of what is left above the budget's last quarter); the daemon raises its soft
+    // limit to the hard one, which it inherits from here.
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    if hard.is_some_and(|hard| hard < 20_000) {
+        eprintln!("skipped: an open-file limit of {hard:?} leaves no room for 7,000 roots");
+        return;
+    }
+    let daemon = Daemon::start(&["--max-roots", "10000"]);
+    let root = root_of(&daemon);
+    let mut roots = folders(&root.join("roots"), 7_000);
+    // Duplicates (the same folders spelt again) are dropped, not opened twice, nor counted.
+    roots.extend((0..3_000).map(|n| format!("{}/roots/./r{n:05}", root.display())));
+    let start = std::time::Instant::now();
+    let mut raw = Raw::connect(&daemon.socket);
+    raw.call("initialize", Some(json!({"roots": roots})));
+    eprintln!("initialize with 10,000 roots (3,000 of them twice): {:?}", start.elapsed());
+    // Its roots and the status session's own.
+    assert_eq!(daemon.status()["rootsHeld"], 7_000 + 1);
 }

@@ -212,6 +212,10 @@ pub fn status() -> DaemonStatus {
         cached_listing_bytes: 0,
         gates: Vec::new(),
         unmatched_responses: 0,
+        open_descriptors: 21,
+        descriptor_limit: 1024,
+        descriptor_reserve: 128,
+        roots_held: 2,
     }
 }
 
