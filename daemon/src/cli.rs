@@ -24,11 +24,11 @@ Config file:
   frame_timeout, max_partial_frame_bytes,
   max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
   max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
-  allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, resume_grace,
-  max_parked_sessions, max_parked_bytes, max_session_observed_bytes, max_observed_bytes,
-  max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes, read_max_bytes,
-  max_search_cache_bytes, no_gates, max_gate_intents, gate_sessions). A flag beats the file;
-  the file beats the default. An unknown key
+  allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, max_roots,
+  resume_grace, max_parked_sessions, max_parked_bytes, max_session_observed_bytes,
+  max_observed_bytes, max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes,
+  read_max_bytes, max_search_cache_bytes, no_gates, max_gate_intents, gate_sessions). A flag
+  beats the file; the file beats the default. An unknown key
   or a wrong type is an error that names it. --print-config shows the result.
 
 Sandbox:
@@ -47,6 +47,16 @@ Gates:
   gate/register must carry it (gate_sessions = 'token', the default; 'any' drops that need).
   No session reads or writes that file through the daemon, and a read-only session is never a
   gate. A gate's timeout is at most 600 s; a session holds at most 4 gates, the daemon 64.
+
+Descriptors:
+  At start the soft open-file limit (RLIMIT_NOFILE) is raised to the hard one. An eighth of it
+  (64 to 1024) is kept in reserve for accepting, answering and the work in flight; connections,
+  session roots (max_roots per session) and cached open files share the rest, the budget. A
+  connection is refused (-32009) when there is no room for it and one root; past its first root
+  a session may take at most half of what is left above the budget's last quarter, which stays
+  for new connections (FS_BUSY beyond); cached files give way to both. A daemon out of
+  descriptors still answers new connections (-32009) instead of leaving them waiting. Raise the
+  limit with `ulimit -n` or systemd's LimitNOFILE=.
 
 Socket:
   Default path: $XDG_RUNTIME_DIR/filectx.sock, or /tmp/filectx-$UID/filectx.sock when
@@ -208,6 +218,10 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_owners: Option<u64>,
 
+    /// Most folders one session's initialize may name in `roots` (each is held open as a handle); more is refused with FS_INVALID_ARGUMENT. Roots also share the open-file budget: past its first root a session may take at most half of what is left above the budget's last quarter, else FS_BUSY [default: 64]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_roots: Option<u64>,
+
     /// Seconds an ended resumable session (initialize with resumable: true) is kept for a later initialize with its resumeToken [default: 600]
     #[arg(long, value_name = "SECS")]
     pub resume_grace: Option<f64>,
@@ -324,6 +338,8 @@ pub struct FileConfig {
     pub file_slots: Option<u64>,
     /// See `--max-owners`.
     pub max_owners: Option<u64>,
+    /// See `--max-roots`.
+    pub max_roots: Option<u64>,
     /// See `--resume-grace` (seconds).
     pub resume_grace: Option<f64>,
     /// See `--max-parked-sessions`.
@@ -450,6 +466,8 @@ pub struct Settings {
     pub file_slots: u64,
     /// See [`Config::max_owners`].
     pub max_owners: u64,
+    /// See [`Config::max_roots`].
+    pub max_roots: u64,
     /// See [`Config::resume_grace`], seconds.
     pub resume_grace: f64,
     /// See [`Config::max_parked_sessions`].
@@ -612,6 +630,7 @@ impl Args {
             "max_hash_bytes" => self.max_hash_bytes.is_some(),
             "file_slots" => self.file_slots.is_some(),
             "max_owners" => self.max_owners.is_some(),
+            "max_roots" => self.max_roots.is_some(),
             "max_gate_intents" => self.max_gate_intents.is_some(),
             "gate_sessions" => self.gate_sessions.is_some(),
             "max_session_observed_bytes" => self.max_session_observed_bytes.is_some(),
@@ -805,6 +824,10 @@ impl Args {
                 "max_owners",
                 self.max_owners.or(file.max_owners).unwrap_or(defaults.max_owners as u64),
             )?,
+            max_roots: at_least_one(
+                "max_roots",
+                self.max_roots.or(file.max_roots).unwrap_or(defaults.max_roots as u64),
+            )?,
             resume_grace: seconds(
                 "resume_grace",
                 self.resume_grace.or(file.resume_grace).unwrap_or(defaults.resume_grace.as_secs_f64()),
@@ -937,6 +960,7 @@ impl Settings {
             deny_write: self.deny_write.clone(),
             file_slots: size(self.file_slots),
             max_owners: size(self.max_owners),
+            max_roots: size(self.max_roots),
             resume_grace: Duration::from_secs_f64(self.resume_grace),
             max_parked_sessions: size(self.max_parked_sessions),
             max_parked_bytes: size(self.max_parked_bytes),

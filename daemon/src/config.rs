@@ -72,6 +72,10 @@ pub struct Config {
     /// Most named owners (`owner` on `tools/call` and `file/*`) per session; a new one past it
     /// is refused with `FS_INVALID_ARGUMENT`.
     pub max_owners: usize,
+    /// Most folders one session's `initialize` may name in `roots` (each is held open); more is
+    /// refused with `FS_INVALID_ARGUMENT`. Roots also share the daemon's descriptor budget (see
+    /// [`crate::descriptors`]).
+    pub max_roots: usize,
     /// How long an ended resumable session is kept for a `resume`.
     pub resume_grace: Duration,
     /// Most ended resumable sessions kept at once (oldest dropped first).
@@ -194,6 +198,7 @@ impl Default for Config {
             file_slots: default_file_slots(),
             read_max_bytes: filectx_protocol::tools::DEFAULT_READ_MAX_BYTES,
             max_owners: crate::owners::DEFAULT_MAX_OWNERS,
+            max_roots: crate::session::DEFAULT_MAX_ROOTS,
             resume_grace: Duration::from_secs(crate::resume::DEFAULT_RESUME_GRACE_SECS),
             max_parked_sessions: crate::resume::DEFAULT_MAX_PARKED_SESSIONS as usize,
             max_parked_bytes: crate::resume::DEFAULT_MAX_PARKED_BYTES as usize,

@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod descriptors;
 pub mod gate_token;
 pub(crate) mod gates;
 pub mod json;

@@ -76,16 +76,37 @@ impl Drop for SessionGauge {
     }
 }
 
-/// Tells a connection over the cap why it is being closed, then closes it.
-async fn refuse_over_cap(mut stream: UnixStream, max: usize) {
-    let error = ErrorObject::owned(
-        SERVER_BUSY,
-        format!(
-            "filectxd is already serving its maximum of {max} connections; close another session, \
-             try again later, or restart the daemon with a higher --max-connections"
-        ),
-        None::<()>,
-    );
+/// Refused connections kept open for a moment at once (see [`refuse`]); past it, one is closed
+/// right after its refusal is written.
+const LINGERING_REFUSALS: usize = 16;
+
+/// Why a connection over the cap is refused.
+fn over_cap(max: usize) -> String {
+    format!(
+        "filectxd is already serving its maximum of {max} connections; close another session, \
+         try again later, or restart the daemon with a higher --max-connections"
+    )
+}
+
+/// Refuses a connection with `message`: written, then the connection stays open for up to a
+/// second (so that the client's first request can still be written and the refusal read,
+/// rather than its write failing with EPIPE) — for at most [`LINGERING_REFUSALS`] connections
+/// at once, each holding a descriptor meanwhile; any more are closed right after the write.
+fn refuse(stream: UnixStream, message: String, lingering: &Arc<Semaphore>, tasks: &TaskTracker) {
+    match lingering.clone().try_acquire_owned() {
+        Ok(permit) => {
+            tasks.spawn(async move {
+                refuse_with(stream, message).await;
+                drop(permit);
+            });
+        }
+        Err(_) => refuse_now(&stream, &message),
+    }
+}
+
+/// Tells a connection why it is being closed, then closes it.
+async fn refuse_with(mut stream: UnixStream, message: String) {
+    let error = ErrorObject::owned(SERVER_BUSY, message, None::<()>);
     let json = message::error_response(Id::Null, error);
     let mut frame = bytes::BytesMut::new();
     let _ = LspCodec::default().encode(json.as_bytes(), &mut frame);
@@ -95,6 +116,70 @@ async fn refuse_over_cap(mut stream: UnixStream, max: usize) {
         let _ = stream.shutdown().await;
     })
     .await;
+}
+
+/// One descriptor held back (`/dev/null`, open for nothing) so that a daemon out of
+/// descriptors can still take a waiting connection to refuse it, instead of leaving it in the
+/// backlog while `accept` fails with EMFILE.
+struct Spare(Option<std::fs::File>);
+
+impl Spare {
+    fn open() -> Self {
+        Self(std::fs::File::open("/dev/null").ok())
+    }
+
+    /// Closes it; whether there was one.
+    fn release(&mut self) -> bool {
+        self.0.take().is_some()
+    }
+}
+
+/// Takes a connection already waiting in `listener`'s backlog, if any (never waits for one),
+/// and refuses it as the daemon has no descriptor for it; whether one was refused.
+fn refuse_waiting(listener: &UnixListener) -> bool {
+    let flags = rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK;
+    let Ok(fd) = rustix::net::accept_with(listener, flags) else { return false };
+    // Another user's connection is closed without a word (see `check_peer`).
+    let ours = rustix::process::geteuid();
+    if rustix::net::sockopt::socket_peercred(&fd).map(|cred| cred.uid) != Ok(ours) {
+        return false;
+    }
+    refuse_now(&fd, &no_descriptor_left());
+    true
+}
+
+/// Whether `accept` failed because this process (or the system) has no descriptor left.
+fn out_of_descriptors(err: &std::io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// The refusal of a connection the descriptor budget has no room for.
+fn at_descriptor_budget(usage: &crate::descriptors::Usage) -> String {
+    format!(
+        "filectxd has no file descriptors to spare for another session: its open-file limit is {}, of which {} are \
+         kept in reserve and the rest are held by the open sessions; close another session, try again later, or \
+         restart the daemon with a higher open-file limit (ulimit -n, systemd LimitNOFILE=)",
+        usage.limit, usage.reserve
+    )
+}
+
+/// The refusal of a connection taken with the spare descriptor.
+fn no_descriptor_left() -> String {
+    "filectxd has no file descriptor left to serve another session (Too many open files); close another session, \
+     try again later, or restart the daemon with a higher open-file limit (ulimit -n, systemd LimitNOFILE=)"
+        .to_owned()
+}
+
+/// Tells a connection why it is refused, and closes it, at once: one non-blocking write of the
+/// error (a fresh socket's buffer takes it), so that a refused connection never holds a
+/// descriptor for longer (many of them would eat the reserve).
+fn refuse_now(stream: impl std::os::fd::AsFd, message: &str) {
+    let error = ErrorObject::owned(SERVER_BUSY, message.to_owned(), None::<()>);
+    let json = message::error_response(Id::Null, error);
+    let mut frame = bytes::BytesMut::new();
+    let _ = LspCodec::default().encode(json.as_bytes(), &mut frame);
+    // The socket itself, not the runtime's readiness (a fresh socket has none recorded yet).
+    let _ = rustix::io::write(stream, &frame);
 }
 
 /// Serves `listener` until `shutdown` resolves, then stops accepting, gives in-flight requests
@@ -109,7 +194,9 @@ pub async fn run(
     }
     crate::memory::tune();
     let stats = Arc::new(Stats::new());
-    let files = crate::context::Files::new(config.files.clone());
+    // Counted before the watcher and the listener's spare take theirs (the reserve covers them).
+    let descriptors = crate::descriptors::Descriptors::of_this_process();
+    let files = crate::context::Files::with_descriptors(config.files.clone(), descriptors.clone());
     let watch = WatchHub::start(&files);
     let policy = crate::session::SessionPolicy {
         // Fenced by canonical folders (a folder that does not exist yet is kept as given).
@@ -121,6 +208,8 @@ pub async fn run(
         deny: daemon_deny(&config)?,
         read_max_bytes: config.read_max_bytes,
         max_window_bytes: config.files.max_window_bytes,
+        max_roots: config.max_roots,
+        descriptors: descriptors.clone(),
     };
     let handlers = crate::rpc::methods(config.clone(), stats.clone(), files.clone(), watch.clone(), policy)?;
     let sweeper =
@@ -141,12 +230,26 @@ pub async fn run(
         "transport budgets"
     );
     let slots = Arc::new(Semaphore::new(config.max_connections));
+    let usage = descriptors.usage();
+    if usage.budget / 2 < config.max_connections {
+        tracing::info!(
+            limit = usage.limit,
+            reserve = usage.reserve,
+            budget = usage.budget,
+            max_connections = config.max_connections,
+            "the open-file limit allows fewer connections than --max-connections (each needs a descriptor and a root's); raise it with ulimit -n or LimitNOFILE="
+        );
+    }
+    let mut spare = Spare::open();
+    let lingering = Arc::new(Semaphore::new(LINGERING_REFUSALS));
     let stop = CancellationToken::new();
     let connections = TaskTracker::new();
     let mut next_conn_id = 0usize;
     tracing::info!(
         max_connections = config.max_connections,
         max_frame_bytes = config.max_frame_bytes,
+        open_file_limit = usage.limit,
+        descriptor_budget = usage.budget,
         "filectxd {} serving",
         crate::rpc::VERSION
     );
@@ -180,8 +283,25 @@ pub async fn run(
                 idle_since = tokio::time::Instant::now();
                 stream
             }
+            Err(err) if out_of_descriptors(&err) => {
+                // A connection may wait in the backlog (accept fails before it looks): let go of
+                // the spare descriptor to take it, tell it why it is refused, close it, and take
+                // the spare again. Only one already waiting: by the time another comes,
+                // descriptors may be free again.
+                let refused = spare.release() && refuse_waiting(&listener);
+                spare = Spare::open();
+                if refused {
+                    Stats::bump(&stats.refused_connections);
+                    tracing::warn!("refused a connection: the daemon has no descriptor left");
+                } else {
+                    // Nothing was waiting, or no spare to let go of: back off instead of spinning.
+                    tracing::debug!(%err, "accept failed: no descriptor left; retrying shortly");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                continue;
+            }
             Err(err) => {
-                // EMFILE and friends: back off instead of spinning; the daemon keeps serving.
+                // Any other failure: back off instead of spinning; the daemon keeps serving.
                 tracing::warn!(%err, "accept failed; retrying shortly");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
@@ -192,10 +312,21 @@ pub async fn run(
             tracing::warn!(%why, "refused connection from another user");
             continue;
         }
+        let Some(descriptor) = descriptors.connection() else {
+            Stats::bump(&stats.refused_connections);
+            let usage = descriptors.usage();
+            tracing::warn!(
+                limit = usage.limit,
+                reserve = usage.reserve,
+                "connection refused: at the descriptor budget"
+            );
+            refuse(stream, at_descriptor_budget(&usage), &lingering, &connections);
+            continue;
+        };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             Stats::bump(&stats.refused_connections);
             tracing::warn!(max = config.max_connections, "connection refused: at the connection cap");
-            connections.spawn(refuse_over_cap(stream, config.max_connections));
+            refuse(stream, over_cap(config.max_connections), &lingering, &connections);
             continue;
         };
         next_conn_id += 1;
@@ -205,6 +336,7 @@ pub async fn run(
             serve.await;
             drop(gauge);
             drop(slot);
+            drop(descriptor);
         });
     }
 

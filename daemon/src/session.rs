@@ -7,6 +7,7 @@
 //! `Arc<Session>` inserted by the connection driver), never through a global table, so nothing
 //! one session holds can be reached from another session's request.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -14,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use crate::context::Observations;
 use crate::context::Root;
 use crate::context::deny::{DenyRules, Origin};
+use crate::descriptors::Descriptors;
 use crate::owners::Owners;
 use crate::resume::{Digest, ParkStore};
 use crate::stats::Stats;
@@ -47,6 +49,10 @@ pub struct SessionPolicy {
     pub read_max_bytes: u64,
     /// The most a session may ask for as its `readMaxBytes` (the daemon's window cap).
     pub max_window_bytes: u64,
+    /// Most folders one `initialize` may name in `roots`.
+    pub max_roots: usize,
+    /// The daemon's descriptor budget, which a session's root handles are paid from.
+    pub descriptors: Arc<Descriptors>,
 }
 
 impl Default for SessionPolicy {
@@ -56,9 +62,14 @@ impl Default for SessionPolicy {
             deny: DenyRules::default(),
             read_max_bytes: DEFAULT_READ_MAX_BYTES,
             max_window_bytes: crate::context::DEFAULT_MAX_WINDOW_BYTES,
+            max_roots: DEFAULT_MAX_ROOTS,
+            descriptors: Arc::default(),
         }
     }
 }
+
+/// Default of [`SessionPolicy::max_roots`] (`--max-roots`).
+pub const DEFAULT_MAX_ROOTS: usize = 64;
 
 /// What `initialize` established, validated and canonicalised.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +169,30 @@ pub enum SessionError {
     /// `initialize` was already answered on this connection.
     #[error("this session is already initialized; `initialize` may be sent once per connection")]
     AlreadyInitialized,
+    /// `roots` names more folders than the daemon allows a session.
+    #[error(
+        "`roots` names {given} folders, and this daemon allows at most {max} per session (max_roots): \
+         name fewer, such as a folder that holds them all"
+    )]
+    TooManyRoots {
+        /// Folders named.
+        given: usize,
+        /// The daemon's `max_roots`.
+        max: usize,
+    },
+    /// The daemon's file descriptors, shared among its sessions, leave this session fewer
+    /// roots than it asked for.
+    #[error(
+        "this session may hold at most {allowed} roots now, not {given}: the daemon's file descriptors are \
+         shared among its sessions and the others hold the rest; name fewer roots (such as a folder that \
+         holds them all), or try again when other sessions have ended"
+    )]
+    NoDescriptors {
+        /// Folders named.
+        given: usize,
+        /// The most this session could have now.
+        allowed: usize,
+    },
 }
 
 impl SessionError {
@@ -170,7 +205,12 @@ impl SessionError {
             | Self::CwdOutsideRoots { path }
             | Self::RootNotAllowed { path, .. }
             | Self::Io { path, .. } => Some(path),
-            Self::NoRoots | Self::AlreadyInitialized | Self::BadRule(_) | Self::ReadMaxBytes { .. } => None,
+            Self::NoRoots
+            | Self::AlreadyInitialized
+            | Self::BadRule(_)
+            | Self::ReadMaxBytes { .. }
+            | Self::TooManyRoots { .. }
+            | Self::NoDescriptors { .. } => None,
         }
     }
 }
@@ -221,17 +261,32 @@ impl SessionOptions {
     /// Validates `initialize` parameters against the filesystem. Blocking: call it off the
     /// async workers.
     pub fn from_params(params: InitializeParams, policy: &SessionPolicy) -> Result<Self, SessionError> {
-        if params.roots.is_empty() {
+        let given = params.roots.len();
+        if given == 0 {
             return Err(SessionError::NoRoots);
         }
-        let mut roots: Vec<Root> = Vec::with_capacity(params.roots.len());
+        // Before any work: the list's length is the client's to choose.
+        if given > policy.max_roots {
+            return Err(SessionError::TooManyRoots { given, max: policy.max_roots });
+        }
+        // Each folder once, in the order given (a set: linear in the number of roots).
+        let mut seen: HashSet<PathBuf> = HashSet::with_capacity(given);
+        let mut folders: Vec<(&String, PathBuf)> = Vec::with_capacity(given);
         for raw in &params.roots {
             let canonical = canonical_folder("root", raw)?;
             allowed(raw, &canonical, policy)?;
-            if roots.iter().any(|root| root.path() == canonical) {
-                continue;
+            if seen.insert(canonical.clone()) {
+                folders.push((raw, canonical));
             }
-            let root = crate::context::open_root(&canonical, Path::new(raw))
+        }
+        // A descriptor for each, from the daemon's budget (see `descriptors`).
+        let mut grant = policy
+            .descriptors
+            .roots(folders.len())
+            .map_err(|short| SessionError::NoDescriptors { given: folders.len(), allowed: short.allowed })?;
+        let mut roots: Vec<Root> = Vec::with_capacity(folders.len());
+        for (raw, canonical) in folders {
+            let root = crate::context::open_root(&canonical, Path::new(raw), grant.take())
                 .map_err(|source| SessionError::Io { what: "root", path: raw.clone(), source })?;
             roots.push(root);
         }
@@ -510,6 +565,29 @@ mod tests {
         let everything =
             SessionPolicy { allowed_roots: vec![PathBuf::from("/")], ..SessionPolicy::default() };
         assert!(SessionOptions::from_params(params(&["/"], None), &everything).is_ok());
+    }
+
+    #[test]
+    fn roots_are_capped_before_anything_is_looked_at_and_paid_for_once_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let policy = SessionPolicy { max_roots: 3, ..SessionPolicy::default() };
+        // Four names, none of which exists: refused for their number, not for a missing one.
+        let missing: Vec<String> = (0..4).map(|n| format!("{}/missing-{n}", base.display())).collect();
+        let names: Vec<&str> = missing.iter().map(String::as_str).collect();
+        let err = SessionOptions::from_params(params(&names, None), &policy).unwrap_err();
+        assert!(matches!(err, SessionError::TooManyRoots { given: 4, max: 3 }), "{err}");
+        // The same folder spelt three ways is one root, one handle, one descriptor of the budget.
+        let policy = SessionPolicy { descriptors: crate::descriptors::Descriptors::new(256, 16), ..policy };
+        let spellings =
+            [base.display().to_string(), format!("{}/.", base.display()), format!("{}/x/..", base.display())];
+        std::fs::create_dir(base.join("x")).unwrap();
+        let names: Vec<&str> = spellings.iter().map(String::as_str).collect();
+        let opts = SessionOptions::from_params(params(&names, None), &policy).unwrap();
+        assert_eq!(opts.roots.len(), 1);
+        assert_eq!(policy.descriptors.usage().roots, 1);
+        drop(opts);
+        assert_eq!(policy.descriptors.usage().roots, 0, "given back with the handle");
     }
 
     #[test]

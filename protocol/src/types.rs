@@ -269,6 +269,19 @@ pub struct DaemonStatus {
     /// file must be read again before it is written).
     #[serde(default)]
     pub observations_evicted: u64,
+    /// File descriptors the daemon has open now (counted when asked).
+    #[serde(default)]
+    pub open_descriptors: u64,
+    /// Its open-file limit (`RLIMIT_NOFILE`: the soft limit, raised to the hard one at start).
+    #[serde(default)]
+    pub descriptor_limit: u64,
+    /// Descriptors never handed to connections, roots or cached files: kept for accepting,
+    /// answering and the work in flight.
+    #[serde(default)]
+    pub descriptor_reserve: u64,
+    /// Root handles the open sessions hold (one descriptor each).
+    #[serde(default)]
+    pub roots_held: u64,
 }
 
 /// Params of `daemon/status` (optional, as is every field).

@@ -220,12 +220,7 @@ impl Daemon {
     /// are then written in place, which any deny rule refuses (a rule holds for names, and a
     /// second name gets around it).
     pub fn start_without_deny_rules(extra: &[&str]) -> Daemon {
-        Self::start_configured(extra, |dir, mut command| {
-            let config = dir.join("no-deny-rules.toml");
-            std::fs::write(&config, "deny_write = []\n").unwrap();
-            command.arg("--config").arg(&config);
-            command
-        })
+        Self::start_configured(extra, without_deny_rules)
     }
 
     /// Starts the daemon through a command of the test's making: `configure` gets the temp
@@ -347,6 +342,16 @@ impl Daemon {
         let params = self.with_gate_token(json!({}));
         raw.call("daemon/status", Some(params))
     }
+}
+
+/// `command` (a `filectxd` command in `dir`, the daemon's temp folder) with no deny rule at
+/// all: a config file of its own with `deny_write = []` (see
+/// [`Daemon::start_without_deny_rules`]), for the tests of in-place writes of hard-linked files.
+pub fn without_deny_rules(dir: &Path, mut command: Command) -> Command {
+    let config = dir.join("no-deny-rules.toml");
+    std::fs::write(&config, "deny_write = []\n").unwrap();
+    command.arg("--config").arg(&config);
+    command
 }
 
 impl Drop for Daemon {

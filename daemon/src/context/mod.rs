@@ -58,9 +58,13 @@ pub use crate::provider::mmap::install as install_sigbus_guard;
 pub use crate::provider::{Changed, Root, RootDir, Scope, Snapshot, WindowError};
 
 /// Opens a session root: a directory handle on the canonical folder `canonical`, which the
-/// client spelled `given`.
-pub fn open_root(canonical: &Path, given: &Path) -> std::io::Result<Root> {
-    crate::provider::resolve::open_root(canonical, given)
+/// client spelled `given`, paid for by `charge` from the daemon's descriptor budget.
+pub fn open_root(
+    canonical: &Path,
+    given: &Path,
+    charge: Option<crate::descriptors::Charge>,
+) -> std::io::Result<Root> {
+    crate::provider::resolve::open_root(canonical, given, charge)
 }
 
 /// Whether the folder or file at `path` is on a local filesystem (where the warm read path and
@@ -79,7 +83,20 @@ pub struct Files {
 impl Files {
     /// The service with an empty cache.
     pub fn new(config: FilesConfig) -> Self {
-        Self { provider: Arc::new(Provider::new(config)) }
+        Self::with_descriptors(config, Arc::default())
+    }
+
+    /// The service with an empty cache, whose open files count against `descriptors` (and are
+    /// given up when connections or sessions need the room).
+    pub fn with_descriptors(config: FilesConfig, descriptors: Arc<crate::descriptors::Descriptors>) -> Self {
+        let provider = Arc::new(Provider::with_descriptors(config, descriptors.clone()));
+        let weak = Arc::downgrade(&provider);
+        descriptors.on_pressure(Box::new(move |n| {
+            if let Some(provider) = weak.upgrade() {
+                provider.shed_open_files(n);
+            }
+        }));
+        Self { provider }
     }
 
     /// The provider, for the watcher (which invalidates its cache); nothing above the context

@@ -33,6 +33,8 @@ pub struct RootDir {
     dev: u64,
     /// Whether the folder is on a local filesystem (see [`super::mmap::mappable`]).
     local: bool,
+    /// Its descriptor's share of the daemon's budget, given back when the handle is closed.
+    _charge: Option<crate::descriptors::Charge>,
 }
 
 /// A shared root handle.
@@ -52,6 +54,15 @@ impl RootDir {
     /// root. `given` is the path as the client wrote it (lexically normalised); when it differs,
     /// absolute paths under it are accepted too (a root given through a symlinked folder).
     pub fn new(canonical: &Path, given: Option<&Path>) -> io::Result<Root> {
+        Self::charged(canonical, given, None)
+    }
+
+    /// [`RootDir::new`], its descriptor paid for by `charge` (kept as long as the handle).
+    pub fn charged(
+        canonical: &Path,
+        given: Option<&Path>,
+        charge: Option<crate::descriptors::Charge>,
+    ) -> io::Result<Root> {
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         // The canonical path has no symlinks; refusing them here means the handle is the folder
         // that path names now, not something a swap put there after canonicalisation.
@@ -59,7 +70,7 @@ impl RootDir {
         let alias = given.map(normalize).filter(|g| g != canonical);
         let dev = rustix::fs::fstat(&fd)?.st_dev;
         let local = super::mmap::mappable(&fd);
-        Ok(Arc::new(Self { path: canonical.to_owned(), alias, fd, dev, local }))
+        Ok(Arc::new(Self { path: canonical.to_owned(), alias, fd, dev, local, _charge: charge }))
     }
 
     /// The device the root folder is on.

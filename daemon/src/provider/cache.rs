@@ -50,7 +50,8 @@ impl Entry {
 }
 
 /// Cache of entries by canonical path, bounded by count, index bytes, mapped bytes and open
-/// files (least recently used evicted first).
+/// files (least recently used evicted first); its open files count against the daemon's
+/// descriptor budget.
 #[derive(Debug, Default)]
 pub(super) struct Cache {
     entries: HashMap<PathBuf, (Arc<Entry>, u64)>,
@@ -60,9 +61,32 @@ pub(super) struct Cache {
     open_files: usize,
     /// `tick` at the last idle sweep: entries not used since were idle for a whole period.
     swept_at: u64,
+    /// The daemon's descriptor budget, told how many files are held open.
+    descriptors: Arc<crate::descriptors::Descriptors>,
 }
 
 impl Cache {
+    /// An empty cache whose open files count against `descriptors`.
+    pub(super) fn new(descriptors: Arc<crate::descriptors::Descriptors>) -> Self {
+        Self { descriptors, ..Self::default() }
+    }
+
+    /// An empty cache like this one (same budget), keeping the clock.
+    fn emptied(&self) -> Self {
+        self.descriptors.set_cached(0);
+        Cache {
+            tick: self.tick,
+            swept_at: self.swept_at,
+            descriptors: self.descriptors.clone(),
+            ..Cache::default()
+        }
+    }
+
+    fn set_open(&mut self, open: usize) {
+        self.open_files = open;
+        self.descriptors.set_cached(open);
+    }
+
     fn get(&mut self, path: &Path) -> Option<Arc<Entry>> {
         self.tick += 1;
         let tick = self.tick;
@@ -82,14 +106,15 @@ impl Cache {
         config: &ProviderConfig,
     ) -> (Arc<Entry>, Vec<Arc<Entry>>) {
         let mut released: Vec<Arc<Entry>> = self.remove(&path).into_iter().collect();
-        if entry.file.is_some() && self.open_files >= config.max_open_files {
+        if entry.file.is_some() && (self.open_files >= config.max_open_files || !self.descriptors.may_cache())
+        {
             entry.file = None;
         }
         let entry = Arc::new(entry);
         self.tick += 1;
         self.index_bytes += entry.heap_bytes();
         self.mapped_bytes += entry.mapped_bytes();
-        self.open_files += usize::from(entry.file.is_some());
+        self.set_open(self.open_files + usize::from(entry.file.is_some()));
         self.entries.insert(path, (entry.clone(), self.tick));
         released.extend(self.shrink(config));
         (entry, released)
@@ -144,7 +169,7 @@ impl Cache {
     fn forget_sizes(&mut self, old: &Entry) {
         self.index_bytes -= old.heap_bytes();
         self.mapped_bytes -= old.mapped_bytes();
-        self.open_files -= usize::from(old.file.is_some());
+        self.set_open(self.open_files - usize::from(old.file.is_some()));
     }
 
     /// Takes out the least recently used entries that hold mappings until the cached mappings
@@ -167,6 +192,26 @@ impl Cache {
         released
     }
 
+    /// Takes out the `count` least recently used entries that hold their file open (see
+    /// [`Cache::insert`] on dropping them).
+    fn shed_open(&mut self, count: usize) -> Vec<Arc<Entry>> {
+        let mut open: Vec<(u64, PathBuf)> = self
+            .entries
+            .iter()
+            .filter(|(_, (entry, _))| entry.file.is_some())
+            .map(|(path, (_, used))| (*used, path.clone()))
+            .collect();
+        let count = count.min(open.len());
+        if count == 0 {
+            return Vec::new();
+        }
+        if count < open.len() {
+            open.select_nth_unstable(count - 1);
+        }
+        open.truncate(count);
+        open.iter().filter_map(|(_, path)| self.remove(path)).collect()
+    }
+
     /// Takes out the entries nobody used since the previous sweep (see [`Cache::insert`] on
     /// dropping them).
     fn sweep(&mut self) -> Vec<Arc<Entry>> {
@@ -181,7 +226,7 @@ impl Cache {
         let released: Vec<Arc<Entry>> = idle.iter().filter_map(|path| self.remove(path)).collect();
         if self.entries.is_empty() {
             // Give the table's memory back too, not just its entries.
-            *self = Cache { tick: self.tick, swept_at: self.swept_at, ..Cache::default() };
+            *self = self.emptied();
         }
         released
     }
@@ -278,7 +323,18 @@ impl Provider {
 
     /// Drops everything cached (the watcher lost events).
     pub fn forget_all(&self) {
-        let released = std::mem::take(&mut *self.cache.lock().unwrap_or_else(PoisonError::into_inner));
+        let released = {
+            let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            let emptied = cache.emptied();
+            std::mem::replace(&mut *cache, emptied)
+        };
+        drop(released);
+    }
+
+    /// Closes `count` of the cached files held open (the least recently used), for a
+    /// connection or a session that needs their descriptors: their entries go.
+    pub fn shed_open_files(&self, count: usize) {
+        let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).shed_open(count);
         drop(released);
     }
 }

@@ -229,3 +229,42 @@ fn reads_of_what_resolution_opened_are_warm_only_for_the_cached_file_unchanged()
         Warm(..) => panic!("a folder read warm"),
     }
 }
+
+#[test]
+fn cached_open_files_count_against_the_descriptor_budget_and_give_way() {
+    let (_dir, targets) = aged_files(&["a.txt", "b.txt", "c.txt", "d.txt"]);
+    // A budget of 8 (a limit of 16, half of it in reserve): the cache may hold files open only
+    // while fewer than 4 are held.
+    let budget = crate::descriptors::Descriptors::new(16, 0);
+    assert_eq!(budget.usage().budget, 8);
+    let provider = std::sync::Arc::new(Provider::with_descriptors(
+        ProviderConfig { fsync: false, ..ProviderConfig::default() },
+        budget.clone(),
+    ));
+    let weak = std::sync::Arc::downgrade(&provider);
+    budget.on_pressure(Box::new(move |n| {
+        if let Some(provider) = weak.upgrade() {
+            provider.shed_open_files(n);
+        }
+    }));
+    for target in &targets {
+        provider.read(target, &w(1, 1)).expect("read");
+    }
+    assert_eq!(provider.open_files(), 4, "the cache holds what it may");
+    assert_eq!(budget.usage().cached, 4);
+    // Sessions need the room: the least recently used files are closed for them.
+    let connection = budget.connection().expect("room for a connection");
+    let roots = budget.roots(budget.roots_allowed()).expect("roots");
+    assert_eq!(provider.open_files(), 4, "there was room without them");
+    let second = budget.connection().expect("room, counting the cache's files");
+    let usage = budget.usage();
+    assert!(usage.connections + usage.roots + usage.cached <= usage.budget, "{usage:?}");
+    assert!(provider.open_files() < 4, "the cache gave files up");
+    assert_eq!(budget.usage().cached, provider.open_files());
+    // Their entries went; reads still work (cold), without holding files open past the half.
+    provider.read(&targets[0], &w(1, 1)).expect("read");
+    assert_eq!(budget.usage().cached, provider.open_files());
+    drop((connection, roots, second));
+    provider.forget_all();
+    assert_eq!((provider.open_files(), budget.usage().cached), (0, 0));
+}

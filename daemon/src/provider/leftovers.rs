@@ -1,15 +1,20 @@
-//! Temporary files: how a write's staging file is created, and the removal of those a killed
-//! daemon left behind; also the crash points tests kill the daemon at.
+//! Temporary files: how a write's staging file (and the copy of an in-place rewrite's old
+//! content) is created, and what happens to those a killed daemon left behind; also the crash
+//! points tests kill the daemon at.
 //!
 //! A write stages its bytes in a new file next to the target, created with `O_EXCL` and mode
 //! 0600 beneath the folder's handle, named `.{name}.filectx-{token}-{boot}-{pid}-{start}-{random}.tmp`:
 //! `token` is a secret shared by this user's daemons (see [`staging_token`]), `boot`, `pid`
 //! and `start` say which process made it, and `random` makes the name impossible to guess. It
 //! is renamed over the target; a daemon killed in between leaves the temporary file (the target
-//! itself holds the old or the new content, never a mix). The first write in a folder after a
-//! start removes the temporary files there that carry this family's token, belong to the
-//! daemon's uid, and whose creator is provably gone (another boot, or no process with that pid
-//! and start time). Nothing else is ever deleted.
+//! itself holds the old or the new content, never a mix). A file with several hard links is
+//! rewritten in place instead, after its old content was copied aside into a file named the
+//! same way but ending in `.old` (see [`inplace`](super::inplace)). The first write in a folder
+//! after a start (or the first read there of a file with several links) removes the temporary
+//! files there that carry this family's token, belong to the daemon's uid, and whose creator is
+//! provably gone (another boot, or no process with that pid and start time); such a creator's
+//! copies are used to put back a file its death left torn, and then removed. Nothing else is
+//! ever deleted.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -17,6 +22,7 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, PoisonError};
+use std::time::Duration;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
@@ -138,9 +144,41 @@ impl Creator {
     }
 }
 
-/// The creator in a temporary file's name, when the name is one of this family's (`token`).
+/// What a file of this family is, by the end of its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Made {
+    /// A write's staging file (`.tmp`): renamed over its target, or removed.
+    Staging,
+    /// The old content of a file rewritten in place (`.old`, see [`inplace`](super::inplace)).
+    Copy,
+}
+
+impl Made {
+    fn suffix(self) -> &'static str {
+        match self {
+            Made::Staging => ".tmp",
+            Made::Copy => ".old",
+        }
+    }
+}
+
+/// The creator in a temporary file's name, and what the file is, when the name is one of this
+/// family's (`token`).
+fn made_by(name: &str, token: &str) -> Option<(Creator, Made)> {
+    [Made::Staging, Made::Copy]
+        .into_iter()
+        .find_map(|made| Some((creator_of(name.strip_suffix(made.suffix())?, token)?, made)))
+}
+
+/// The creator in a staging file's name (see [`made_by`] for the copies').
+#[cfg(test)]
 fn creator(name: &str, token: &str) -> Option<Creator> {
-    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    creator_of(name.strip_suffix(".tmp")?, token)
+}
+
+/// The creator in the part of a name before its suffix.
+fn creator_of(stem: &str, token: &str) -> Option<Creator> {
+    let rest = stem.strip_prefix('.')?;
     let (_, tail) = rest.rsplit_once(".filectx-")?;
     let mut parts = tail.split('-');
     let (t, boot, pid, start, random) =
@@ -213,6 +251,8 @@ pub fn staging_token() -> Option<String> {
 pub struct Leftovers {
     token: String,
     cleaned: Mutex<HashSet<PathBuf>>,
+    /// How long putting back a torn file waits for its lock.
+    patience: Duration,
 }
 
 impl Default for Leftovers {
@@ -221,20 +261,40 @@ impl Default for Leftovers {
     }
 }
 
+/// What cleaning a folder did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cleaned {
+    /// Leftover files removed (staging files, and copies no longer needed).
+    pub removed: usize,
+    /// Files put back to their old content from a dead daemon's copy (see
+    /// [`inplace`](super::inplace)).
+    pub restored: usize,
+}
+
 impl Leftovers {
     /// Staging with the family's `token` (a fresh random one when `None`).
     pub fn new(token: Option<String>) -> Self {
-        Self { token: token.unwrap_or_else(|| random_hex(8)), cleaned: Mutex::default() }
+        Self {
+            token: token.unwrap_or_else(|| random_hex(8)),
+            cleaned: Mutex::default(),
+            patience: Duration::from_secs(10),
+        }
     }
 
-    /// A name for a new temporary file for `name`, made by this process.
-    fn temp_name(&self, name: &str) -> String {
+    /// The same, waiting at most `patience` for a torn file's lock before putting it back.
+    pub fn with_patience(self, patience: Duration) -> Self {
+        Self { patience, ..self }
+    }
+
+    /// A name for a new file of this process for `name`.
+    fn temp_name(&self, name: &str, made: Made) -> String {
         let (boot, pid, start) = match me() {
             Some(me) => (me.boot.as_str(), me.pid, me.start),
             // Without /proc the creator cannot be named; such files are never cleaned.
             None => ("nobootid", 0, 0),
         };
-        format!(".{}.filectx-{}-{boot}-{pid}-{start}-{}.tmp", name_part(name), self.token, unguessable())
+        let (token, random, suffix) = (&self.token, unguessable(), made.suffix());
+        format!(".{}.filectx-{token}-{boot}-{pid}-{start}-{random}{suffix}", name_part(name))
     }
 
     /// Creates a new temporary file for `name` in `dir`: `O_EXCL`, mode 0600, never through a
@@ -246,10 +306,26 @@ impl Leftovers {
         name: &str,
         announce: &dyn Fn(&str),
     ) -> std::io::Result<(String, File)> {
+        self.create_made(dir, name, Made::Staging, announce)
+    }
+
+    /// [`Leftovers::create`] for a file of the given kind (opened for reading too: a copy is
+    /// read back when it is needed).
+    pub(super) fn create_made(
+        &self,
+        dir: &OwnedFd,
+        name: &str,
+        made: Made,
+        announce: &dyn Fn(&str),
+    ) -> std::io::Result<(String, File)> {
+        let access = match made {
+            Made::Staging => OFlags::WRONLY,
+            Made::Copy => OFlags::RDWR,
+        };
         loop {
-            let temp = self.temp_name(name);
+            let temp = self.temp_name(name, made);
             announce(&temp);
-            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             match rustix::fs::openat(dir, temp.as_str(), flags, Mode::from_raw_mode(0o600)) {
                 Ok(fd) => return Ok((temp, File::from(fd))),
                 Err(rustix::io::Errno::EXIST) => continue,
@@ -264,35 +340,39 @@ impl Leftovers {
         self.cleaned.lock().unwrap_or_else(PoisonError::into_inner).contains(path)
     }
 
-    /// Removes the temporary files in `dir` (at `path`) left by this family's daemons that are
-    /// gone, the first time a write goes to that folder; returns how many went.
-    pub fn clean_once(&self, dir: &OwnedFd, path: &Path) -> usize {
-        {
-            let mut cleaned = self.cleaned.lock().unwrap_or_else(PoisonError::into_inner);
-            if cleaned.contains(path) {
-                return 0;
-            }
-            if cleaned.len() >= MAX_REMEMBERED {
-                cleaned.clear();
-            }
-            cleaned.insert(path.to_owned());
+    /// Cleans `dir` (at `path`) of what this family's daemons that are gone left there (see
+    /// [`Leftovers::clean`]), the first time this daemon writes there (or reads a file with
+    /// several links there). The folder counts as cleaned only once a cleaning has finished, so
+    /// a request that comes meanwhile cleans too (putting back is idempotent under the file's
+    /// lock) rather than going ahead in a folder not cleaned yet.
+    pub fn clean_once(&self, dir: &OwnedFd, path: &Path) -> Cleaned {
+        if self.cleaned(path) {
+            return Cleaned::default();
         }
-        self.clean(dir, path)
+        let cleaned = self.clean(dir, path);
+        let mut remembered = self.cleaned.lock().unwrap_or_else(PoisonError::into_inner);
+        if remembered.len() >= MAX_REMEMBERED {
+            remembered.clear();
+        }
+        remembered.insert(path.to_owned());
+        cleaned
     }
 
-    /// Removes the temporary files in `dir` whose daemon is gone; returns how many went.
-    pub fn clean(&self, dir: &OwnedFd, path: &Path) -> usize {
+    /// Removes the temporary files in `dir` whose daemon is gone, and uses the copies of old
+    /// content such a daemon left to put back a file its death left torn (see
+    /// [`inplace::recover`](super::inplace::recover)).
+    pub fn clean(&self, dir: &OwnedFd, path: &Path) -> Cleaned {
+        let mut cleaned = Cleaned::default();
         let Ok(listing) =
             rustix::fs::openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         else {
-            return 0;
+            return cleaned;
         };
-        let Ok(mut entries) = rustix::fs::Dir::read_from(&listing) else { return 0 };
+        let Ok(mut entries) = rustix::fs::Dir::read_from(&listing) else { return cleaned };
         let uid = rustix::process::geteuid().as_raw();
-        let mut removed = 0;
         while let Some(Ok(entry)) = entries.next() {
             let Ok(name) = entry.file_name().to_str() else { continue };
-            let Some(creator) = creator(name, &self.token) else { continue };
+            let Some((creator, made)) = made_by(name, &self.token) else { continue };
             if Some(&creator) == me() || !creator.gone() {
                 continue;
             }
@@ -303,9 +383,30 @@ impl Leftovers {
             {
                 continue;
             }
+            if made == Made::Copy {
+                let folder = path.display();
+                match super::inplace::recover(dir, name, self.patience) {
+                    Ok(super::inplace::Recovered::Restored(file)) => {
+                        cleaned.restored += 1;
+                        cleaned.removed += 1;
+                        tracing::warn!(%folder, file, pid = creator.pid, "put back the old content of a file a daemon died writing in place");
+                    }
+                    Ok(super::inplace::Recovered::Removed(why)) => {
+                        cleaned.removed += 1;
+                        tracing::info!(%folder, name, pid = creator.pid, why, "removed the copy of an in-place write left by a daemon that died");
+                    }
+                    Ok(super::inplace::Recovered::Kept(why)) => {
+                        tracing::warn!(%folder, name, why, "kept the copy of an in-place write left by a daemon that died");
+                    }
+                    Err(err) => {
+                        tracing::warn!(%folder, name, %err, "could not use the copy of an in-place write left by a daemon that died");
+                    }
+                }
+                continue;
+            }
             match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
                 Ok(()) => {
-                    removed += 1;
+                    cleaned.removed += 1;
                     tracing::info!(folder = %path.display(), name, pid = creator.pid, "removed a temporary file left by a daemon that died");
                 }
                 Err(err) => {
@@ -313,8 +414,19 @@ impl Leftovers {
                 }
             }
         }
-        removed
+        cleaned
     }
+}
+
+/// A name of this family's for `name`, of the given kind, made by a process that is gone
+/// (another boot): for tests of what cleaning does with it.
+#[cfg(test)]
+pub(super) fn dead_name(name: &str, token: &str, made: Made) -> String {
+    let boot = match boot_id() {
+        Some(boot) if boot == "00000000" => "11111111",
+        _ => "00000000",
+    };
+    format!(".{name}.filectx-{token}-{boot}-42-7-{}{}", "0".repeat(32), made.suffix())
 }
 
 /// Test builds (`failpoints`): a point inside a write where a test can kill the daemon. When
@@ -343,6 +455,18 @@ pub fn arm() {
 #[cfg(feature = "failpoints")]
 pub fn armed() -> bool {
     ARMED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The error a test's fail point asks for by name (`return(EDQUOT)`; ENOSPC when unnamed).
+#[cfg(feature = "failpoints")]
+pub fn errno_named(name: Option<String>) -> std::io::Error {
+    let errno = match name.as_deref().map(str::trim) {
+        Some("EDQUOT") => libc::EDQUOT,
+        Some("EIO") => libc::EIO,
+        Some("EOPNOTSUPP") => libc::EOPNOTSUPP,
+        _ => libc::ENOSPC,
+    };
+    std::io::Error::from_raw_os_error(errno)
 }
 
 /// Kills this process with SIGKILL (see [`crash_point!`]).
@@ -399,13 +523,13 @@ mod tests {
         // A symlink with a removable name is not ours: left alone.
         let link = name(token, other_boot, 9, 9).replace(".a.rs.", ".b.rs.");
         std::os::unix::fs::symlink("/nonexistent", dir.path().join(&link)).unwrap();
-        assert_eq!(leftovers.clean_once(&fd, dir.path()), 3);
+        assert_eq!(leftovers.clean_once(&fd, dir.path()), Cleaned { removed: 3, restored: 0 });
         for (name, removed) in &cases {
             assert_eq!(!dir.path().join(name).exists(), *removed, "{name}");
         }
         assert!(dir.path().join(&link).symlink_metadata().is_ok());
         std::fs::write(dir.path().join(&cases[0].0), "x").unwrap();
-        assert_eq!(leftovers.clean_once(&fd, dir.path()), 0, "once per folder");
+        assert_eq!(leftovers.clean_once(&fd, dir.path()), Cleaned::default(), "once per folder");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod edit;
 mod error;
 pub mod grams;
 pub mod index;
+mod inplace;
 pub mod leftovers;
 pub mod listings;
 pub mod lock;
@@ -82,13 +83,22 @@ pub struct Provider {
 impl Provider {
     /// A provider with an empty cache.
     pub fn new(config: ProviderConfig) -> Self {
+        Self::with_descriptors(config, Arc::default())
+    }
+
+    /// A provider with an empty cache, whose open files count against `descriptors` (see
+    /// [`Provider::shed_open_files`]).
+    pub fn with_descriptors(
+        config: ProviderConfig,
+        descriptors: Arc<crate::descriptors::Descriptors>,
+    ) -> Self {
         Self {
             map_budget: MapBudget::new(config.max_mapped_bytes),
-            leftovers: Leftovers::new(config.staging_token.clone()),
+            leftovers: Leftovers::new(config.staging_token.clone()).with_patience(config.lock_patience),
             store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
             listings: Listings::new(config.max_search_cache_bytes),
             config,
-            cache: Mutex::default(),
+            cache: Mutex::new(Cache::new(descriptors)),
             locks: PathLocks::default(),
             hashed: AtomicU64::new(0),
             own: OwnWrites::default(),

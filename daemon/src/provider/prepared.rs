@@ -51,6 +51,7 @@ impl Provider {
         max_old: usize,
     ) -> Result<Prepared, ProviderError> {
         self.check_content(target, content)?;
+        self.settle_folder(target);
         let _guard = self.lock_path(target)?;
         match self.existing(target, expect)? {
             true => {
@@ -95,6 +96,7 @@ impl Provider {
         change: &Replacement<'_>,
         expected: Version,
     ) -> Result<Prepared, ProviderError> {
+        self.settle_folder(target);
         let _guard = self.lock_path(target)?;
         let locked = self.lock_edited(target)?;
         let edited = self.edited(target, &locked, change, expected)?;
@@ -116,6 +118,7 @@ impl Provider {
         expect: Expectation,
     ) -> Result<Committed, ProviderError> {
         let stale = |current| ProviderError::StaleVersion { path: target.display.clone(), current };
+        self.settle_folder(target);
         let _guard = self.lock_path(target)?;
         let existing = match target.dir.open_path(&target.rel).and_then(|f| f.metadata()) {
             Ok(meta) => Some(meta),

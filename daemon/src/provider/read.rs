@@ -285,6 +285,10 @@ impl Provider {
                     return Err(err);
                 }
             };
+            // A file with several links a killed daemon may have left torn: its folder first.
+            if meta.nlink() > 1 && self.settle_folder(target) {
+                continue;
+            }
             let file = Arc::new(file);
             let Some((entry, body)) = self.entry(target, &file, Some(&file), &meta, Need::Text)? else {
                 continue;
@@ -360,7 +364,10 @@ impl Provider {
             return Some(answer);
         }
         let found = target.file?;
-        (found.fingerprint.size <= AT_ONCE_READ_BYTES && found.fingerprint.dev == target.dir.dev())
+        // A file with several links in a folder not looked at yet may need putting back first
+        // (see `inplace`): that waits for a lock, so not on an async worker.
+        let settled = found.links == 1 || self.leftovers.cleaned(target.path.parent()?);
+        (settled && found.fingerprint.size <= AT_ONCE_READ_BYTES && found.fingerprint.dev == target.dir.dev())
             .then(|| self.read(target, request))
     }
 
@@ -508,7 +515,11 @@ impl Provider {
             let links = meta.nlink();
             return Ok(Stat { kind: Kind::Other, size: None, version: None, mtime_ms, mode, links });
         }
-        let (file, meta) = self.open_file(target)?;
+        let (file, meta) = match self.open_file(target)? {
+            // A file with several links a killed daemon may have left torn: its folder first.
+            (_, meta) if meta.nlink() > 1 && self.settle_folder(target) => self.open_file(target)?,
+            opened => opened,
+        };
         let version = match self.version_of(target, &file, &meta) {
             Ok(version) => Some(version),
             // Over the hash cap: everything but the version (a read would be FS_TOO_LARGE).

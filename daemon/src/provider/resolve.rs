@@ -499,8 +499,12 @@ fn push_front(queue: &mut VecDeque<OsString>, path: &Path) {
 }
 
 /// Opens a session's root (blocking): canonicalised, then held as a handle.
-pub fn open_root(canonical: &Path, given: &Path) -> std::io::Result<Root> {
-    RootDir::new(canonical, Some(given))
+pub fn open_root(
+    canonical: &Path,
+    given: &Path,
+    charge: Option<crate::descriptors::Charge>,
+) -> std::io::Result<Root> {
+    RootDir::charged(canonical, Some(given), charge)
 }
 
 #[cfg(test)]

@@ -165,6 +165,7 @@ impl Provider {
         conventions: Conventions,
     ) -> Result<WriteOutcome, ProviderError> {
         self.check_content(target, content)?;
+        self.settle_folder(target);
         let _guard = self.lock_path(target)?;
         let (created, landed, written) = match self.existing(target, expect)? {
             true => {
@@ -246,6 +247,7 @@ impl Provider {
         change: &Replacement<'_>,
         expected: Version,
     ) -> Result<EditOutcome, ProviderError> {
+        self.settle_folder(target);
         let _guard = self.lock_path(target)?;
         let locked = self.lock_edited(target)?;
         self.edit_locked(target, locked, change, expected)
@@ -377,7 +379,7 @@ impl Provider {
     /// The folder `target` lives in, opened beneath its root, with the target's own name. Only
     /// as a base of `*at` calls (`O_PATH`: opening it is no event for the folder's watchers)
     /// unless it is to be synced.
-    fn parent_of<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
+    pub(super) fn parent_of<'t>(&self, target: &'t Resolved) -> Result<(OwnedFd, &'t OsStr), ProviderError> {
         let name = file_name(target)?;
         let parent = target.rel.parent().unwrap_or(Path::new(""));
         let dir = if self.config.fsync {
@@ -461,7 +463,8 @@ impl Provider {
 
     /// Replaces an existing (locked) file's content: atomically by rename, or in place (under
     /// the locks) when the file has several hard links, so that it stays one file shared by all
-    /// of them. Returns where it landed.
+    /// of them (see [`inplace`](super::inplace): old or new content, never a mix). Returns
+    /// where it landed.
     pub(super) fn replace(
         &self,
         target: &Resolved,
@@ -483,34 +486,7 @@ impl Provider {
                     ),
                 });
             }
-            // Opened beneath the root, never through a symlink, and it must be the very inode
-            // that was locked and checked.
-            let file = target
-                .dir
-                .open(
-                    &target.rel,
-                    rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY,
-                    rustix::fs::Mode::empty(),
-                )
-                .map(File::from)
-                .map_err(|e| io_error(&target.display, "open", e))?;
-            let now = file.metadata().map_err(|e| io_error(&target.display, "stat", e))?;
-            if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
-                return Err(ProviderError::Busy {
-                    path: target.display.clone(),
-                    why: "it was replaced while being written".into(),
-                });
-            }
-            let written = (|| -> std::io::Result<()> {
-                file.write_all_at(bytes, 0)?;
-                file.set_len(bytes.len() as u64)?;
-                if self.config.fsync {
-                    file.sync_data()?;
-                }
-                Ok(())
-            })();
-            written.map_err(|e| io_error(&target.display, "write", e))?;
-            return Ok(Landed { renamed: false, links: now.nlink(), fingerprint: None });
+            return self.rewrite_in_place(target, locked, bytes);
         }
         let (dir, name) = self.parent_of(target)?;
         let dir_path = target.path.parent().unwrap_or(Path::new("/"));

@@ -23,9 +23,11 @@ fn session_code(err: &SessionError) -> FsErrorCode {
         SessionError::NoRoots | SessionError::NotAbsolute { .. } | SessionError::NotAFolder { .. } => {
             FsErrorCode::InvalidArgument
         }
-        SessionError::AlreadyInitialized | SessionError::BadRule(_) | SessionError::ReadMaxBytes { .. } => {
-            FsErrorCode::InvalidArgument
-        }
+        SessionError::AlreadyInitialized
+        | SessionError::BadRule(_)
+        | SessionError::ReadMaxBytes { .. }
+        | SessionError::TooManyRoots { .. } => FsErrorCode::InvalidArgument,
+        SessionError::NoDescriptors { .. } => FsErrorCode::Busy,
         SessionError::RootNotAllowed { .. } => FsErrorCode::PermissionDenied,
         SessionError::NotFound { .. } => FsErrorCode::NotFound,
         SessionError::CwdOutsideRoots { .. } => FsErrorCode::OutsideRoot,

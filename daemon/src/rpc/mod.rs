@@ -358,6 +358,7 @@ fn status(
     let (parked_sessions, parked_bytes) = ctx.parked.usage();
     let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
+    let descriptors = ctx.policy.descriptors.usage();
     Ok(DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -390,6 +391,10 @@ fn status(
         max_observed_bytes: ctx.records.cap() as u64,
         max_session_observed_bytes: ctx.records.session_cap() as u64,
         observations_evicted: ctx.records.evicted(),
+        open_descriptors: crate::descriptors::open_now().unwrap_or(0) as u64,
+        descriptor_limit: descriptors.limit as u64,
+        descriptor_reserve: descriptors.reserve as u64,
+        roots_held: descriptors.roots as u64,
     })
 }
 

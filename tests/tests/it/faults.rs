@@ -15,7 +15,7 @@ use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, rpc, wait_for_session
 use serde_json::{Value, json};
 
 /// The names in a folder, sorted.
-fn names(dir: &Path) -> Vec<String> {
+pub(crate) fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -30,7 +30,7 @@ fn is_root() -> bool {
 
 /// Whether this machine lets us make a private mount namespace and mount in it (root, or a
 /// user namespace); when not, the sub-cases that need it say so and are skipped.
-fn can_unshare_mounts() -> bool {
+pub(crate) fn can_unshare_mounts() -> bool {
     let probe = tempfile::tempdir().unwrap();
     let target = probe.path().display().to_string();
     Command::new("unshare")
@@ -55,7 +55,7 @@ fn start_unshared(setup: &str) -> Daemon {
 }
 
 /// A path as the daemon (in its mount namespace) sees it, reachable from outside.
-fn seen_by(daemon: &Daemon, path: &Path) -> std::path::PathBuf {
+pub(crate) fn seen_by(daemon: &Daemon, path: &Path) -> std::path::PathBuf {
     Path::new(&format!("/proc/{}/root", daemon.pid())).join(path.strip_prefix("/").unwrap())
 }
 

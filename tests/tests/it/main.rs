@@ -19,6 +19,7 @@
 
 mod attack_deny;
 mod attack_gate;
+mod attack_limits;
 mod attack_memory;
 mod attack_screen;
 mod budgets;

@@ -227,6 +227,14 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     cachedListings: int
     """Searched folders whose file lists are kept warm (a repeated `glob`/`grep` skips the walk)."""
 
+    descriptorLimit: int
+    """Its open-file limit (`RLIMIT_NOFILE`: the soft limit, raised to the hard one at start)."""
+
+    descriptorReserve: int
+    """Descriptors never handed to connections, roots or cached files: kept for accepting,
+    answering and the work in flight.
+    """
+
     fileSlots: int
     """File operations that may run at once (shared fairly between sessions)."""
 
@@ -270,6 +278,9 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     observations (each path twice: the record and the watcher's copy) and dedup records.
     """
 
+    openDescriptors: int
+    """File descriptors the daemon has open now (counted when asked)."""
+
     openFiles: int
     """Cached files the provider keeps open (so warm reads need no `open`); released with
     their cache entries (least recently used, or idle for a while).
@@ -288,6 +299,9 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
 
     parkedSessions: int
     """Ended resumable sessions kept for a `resume`."""
+
+    rootsHeld: int
+    """Root handles the open sessions hold (one descriptor each)."""
 
     snapshotBytes: int
     """Bytes those versions hold (at most `--max-snapshot-bytes`)."""

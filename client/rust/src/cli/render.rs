@@ -63,6 +63,16 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         ("line indexes", human_bytes(status.index_bytes)),
         ("mapped bytes", human_bytes(status.mapped_bytes)),
         ("open files", status.open_files.to_string()),
+        (
+            "descriptors",
+            format!(
+                "{} open, limit {} ({} kept in reserve), {} for session roots",
+                status.open_descriptors,
+                status.descriptor_limit,
+                status.descriptor_reserve,
+                status.roots_held
+            ),
+        ),
         ("watched paths", status.watched_paths.to_string()),
         ("snapshots", format!("{} ({})", status.snapshots, human_bytes(status.snapshot_bytes))),
         (
@@ -297,6 +307,10 @@ mod tests {
             max_observed_bytes: 1 << 28,
             max_session_observed_bytes: 1 << 25,
             observations_evicted: 3,
+            open_descriptors: 21,
+            descriptor_limit: 1024,
+            descriptor_reserve: 128,
+            roots_held: 1,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -312,7 +326,13 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(text.lines().count(), 18);
+        assert!(
+            text.contains(
+                "descriptors:           21 open, limit 1024 (128 kept in reserve), 1 for session roots\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 19);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

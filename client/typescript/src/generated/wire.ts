@@ -384,6 +384,15 @@ export interface DaemonStatus {
    */
   cachedListings?: number;
   /**
+   * Its open-file limit (`RLIMIT_NOFILE`: the soft limit, raised to the hard one at start).
+   */
+  descriptorLimit?: number;
+  /**
+   * Descriptors never handed to connections, roots or cached files: kept for accepting,
+   * answering and the work in flight.
+   */
+  descriptorReserve?: number;
+  /**
    * File operations that may run at once (shared fairly between sessions).
    */
   fileSlots?: number;
@@ -443,6 +452,10 @@ export interface DaemonStatus {
    */
   observedBytes?: number;
   /**
+   * File descriptors the daemon has open now (counted when asked).
+   */
+  openDescriptors?: number;
+  /**
    * Cached files the provider keeps open (so warm reads need no `open`); released with
    * their cache entries (least recently used, or idle for a while).
    */
@@ -476,6 +489,10 @@ export interface DaemonStatus {
    * Requests served since start (batch entries count one each).
    */
   requests: number;
+  /**
+   * Root handles the open sessions hold (one descriptor each).
+   */
+  rootsHeld?: number;
   /**
    * Connections (sessions) open now.
    */

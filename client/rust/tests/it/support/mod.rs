@@ -217,6 +217,10 @@ pub fn status() -> DaemonStatus {
         max_observed_bytes: 0,
         max_session_observed_bytes: 0,
         observations_evicted: 0,
+        open_descriptors: 21,
+        descriptor_limit: 1024,
+        descriptor_reserve: 128,
+        roots_held: 2,
     }
 }
 
