@@ -249,6 +249,23 @@ pub struct DaemonStatus {
     /// withdrawn or timed-out `gate/writeIntent`, say): dropped.
     #[serde(default)]
     pub unmatched_responses: u64,
+    /// Searches (`glob`, `grep`) that may run at once (`--search-slots`), in slots of their
+    /// own, apart from the file slots, shared fairly between sessions.
+    #[serde(default)]
+    pub search_slots: u64,
+    /// Searches running now.
+    #[serde(default)]
+    pub search_slots_busy: u64,
+    /// Searches waiting for a search slot now.
+    #[serde(default)]
+    pub search_slots_waiting: u64,
+    /// Most memory one search's regular expression may use (`--search-regex-bytes`).
+    #[serde(default)]
+    pub search_regex_bytes: u64,
+    /// Most memory all searches at once may hold: search slots × (the regex bound + the file
+    /// bytes one search holds at most).
+    #[serde(default)]
+    pub search_memory_bytes: u64,
 }
 
 /// What a gate watches for: a new file, a whole-file write over an existing one, an edit.

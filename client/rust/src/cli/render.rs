@@ -67,6 +67,16 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
             "search listings",
             format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes)),
         ),
+        (
+            "searches",
+            format!(
+                "{} of {} running, {} waiting (memory bound {})",
+                status.search_slots_busy,
+                status.search_slots,
+                status.search_slots_waiting,
+                human_bytes(status.search_memory_bytes)
+            ),
+        ),
         ("dropped notifications", status.notifications_dropped.to_string()),
         ("gates", status.gates.len().to_string()),
         ("unmatched responses", status.unmatched_responses.to_string()),
@@ -271,6 +281,11 @@ mod tests {
             cached_listing_bytes: 512,
             gates: Vec::new(),
             unmatched_responses: 0,
+            search_slots: 2,
+            search_slots_busy: 1,
+            search_slots_waiting: 0,
+            search_regex_bytes: 16 << 20,
+            search_memory_bytes: 96 << 20,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -279,7 +294,13 @@ mod tests {
         assert!(text.contains("search listings:       1 (512 B)\n"), "{text}");
         assert!(text.contains("line indexes:          2.0 KiB (2048)\n"), "{text}");
         assert!(text.contains("gates:                 0\n"), "{text}");
-        assert_eq!(text.lines().count(), 17);
+        assert!(
+            text.contains(
+                "searches:              1 of 2 running, 0 waiting (memory bound 96.0 MiB (100663296))\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 18);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

@@ -212,6 +212,11 @@ pub fn status() -> DaemonStatus {
         cached_listing_bytes: 0,
         gates: Vec::new(),
         unmatched_responses: 0,
+        search_slots: 2,
+        search_slots_busy: 0,
+        search_slots_waiting: 0,
+        search_regex_bytes: 16 << 20,
+        search_memory_bytes: 96 << 20,
     }
 }
 
