@@ -84,7 +84,8 @@ pub struct ServerContext {
 }
 
 /// A request's cancellation, as the connection driver attaches it to the request's
-/// `Extensions`: `$/cancelRequest` for the request's id cancels it. Handlers honour it while the request has not started its file work (waiting for
+/// `Extensions`: `$/cancelRequest` for the request's id cancels it, and so does its client
+/// going away. Handlers honour it while the request has not started its file work (waiting for
 /// a slot): work that started runs to its end and answers normally, so a cancelled write never
 /// lands unseen; a search is the exception, which stops at once (within a file too) and answers
 /// `FS_ABORTED`.

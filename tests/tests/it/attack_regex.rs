@@ -1,6 +1,7 @@
 //! Search budgets under attack: a regular expression that is expensive on its input
 //! (`[a-m][a-z]{24}[\x{100}-\x{10FFFF}]` over random letters, the example) must not
-//! starve other sessions' reads, must stop promptly when cancelled (within a file too), must stay within its memory bound, and must stop at its time
+//! starve other sessions' reads, must stop promptly when cancelled or when its client goes
+//! away (within a file too), must stay within its memory bound, and must stop at its time
 //! budget with an honest partial answer; a pattern too big for the regex bound is refused with
 //! advice.
 
@@ -167,6 +168,46 @@ fn a_cancelled_grep_answers_at_once_and_frees_its_slot() {
         (0, 0),
         "{status}"
     );
+}
+
+/// Waits until the daemon counts only `probe`'s own session: every other connection's task
+/// (which lives until its in-flight requests end) is gone.
+fn wait_until_alone(probe: &mut Raw, within: Duration, what: &str) {
+    until(what, within, || status_u64(&probe.call("daemon/status", None), "sessions") == 1);
+}
+
+#[test]
+fn a_client_that_disconnects_mid_grep_stops_its_search() {
+    let daemon = Daemon::start(&[]);
+    let root = project(&daemon, &[("letters.txt", letters(512 * 1024, 13))]);
+    let mut probe = daemon.session();
+    let mut raw = session(&daemon, &root);
+    send_grep(&mut raw, json!({"pattern": EXPENSIVE, "path": "letters.txt"}));
+    std::thread::sleep(START);
+    let gone = Instant::now();
+    drop(raw);
+    wait_until_alone(&mut probe, Duration::from_secs(3), "the disconnected client's grep stops");
+    eprintln!("a disconnected client's grep stopped within {:?}", gone.elapsed());
+    let status = probe.call("daemon/status", None);
+    assert_eq!(status_u64(&status, "searchSlotsBusy"), 0, "{status}");
+}
+
+#[test]
+fn a_client_that_floods_greps_and_disconnects_stops_them_all() {
+    // Two calls in flight per connection: the other greps wait unread in the socket, and the
+    // daemon is not reading when the client goes.
+    let daemon = Daemon::start(&["--max-concurrent-requests", "2"]);
+    let root = project(&daemon, &[("letters.txt", letters(512 * 1024, 17))]);
+    let mut probe = daemon.session();
+    let mut raw = session(&daemon, &root);
+    for _ in 0..6 {
+        send_grep(&mut raw, json!({"pattern": EXPENSIVE, "path": "letters.txt"}));
+    }
+    std::thread::sleep(START);
+    let gone = Instant::now();
+    drop(raw);
+    wait_until_alone(&mut probe, Duration::from_secs(3), "the flooding client's greps stop");
+    eprintln!("a flooding client's six greps stopped within {:?}", gone.elapsed());
 }
 
 /// The daemon's resident memory, in KiB.
