@@ -89,15 +89,24 @@ fn status_u64(status: &Value, field: &str) -> u64 {
 /// Time for greps just sent to have started their work.
 const START: Duration = Duration::from_millis(500);
 
+/// How soon a search must stop once cancelled or left: a piece of a file takes about 10 ms, but
+/// compiling the pattern (a few hundred ms in a debug build) cannot be interrupted, and the
+/// machine may be busy. Before the search budgets it took until the end of the file (18.8 s
+/// for 512 KiB of letters in a debug build).
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// Bytes of letters an expensive grep searches: long enough that it cannot end by itself within
+/// a test's deadlines, even on a machine several times faster than a CI core (here, in a debug
+/// build, bounded regex caches: about 2.6 µs a byte, 11 s).
+const LETTERS: usize = 4 << 20;
+
 #[test]
 fn expensive_greps_from_two_sessions_leave_a_third_sessions_read_at_once() {
     let _alone = alone();
     // Eight file slots, as on a 2-core machine by default: the issue's eight greps held them all.
     let daemon = Daemon::start(&["--file-slots", "8"]);
-    let root = project(
-        &daemon,
-        &[("letters.txt", letters(512 * 1024, 7)), ("notes.txt", "a note\n".repeat(20_000))],
-    );
+    let root =
+        project(&daemon, &[("letters.txt", letters(LETTERS, 7)), ("notes.txt", "a note\n".repeat(20_000))]);
     let mut greps: Vec<Raw> = (0..2).map(|_| session(&daemon, &root)).collect();
     for raw in &mut greps {
         for _ in 0..4 {
@@ -128,7 +137,7 @@ fn expensive_greps_from_two_sessions_leave_a_third_sessions_read_at_once() {
 #[test]
 fn a_cancelled_grep_answers_at_once_and_frees_its_slot() {
     let daemon = Daemon::start(&["--search-slots", "2"]);
-    let root = project(&daemon, &[("letters.txt", letters(512 * 1024, 11))]);
+    let root = project(&daemon, &[("letters.txt", letters(LETTERS, 11))]);
     let mut raw = session(&daemon, &root);
     let running = send_grep(&mut raw, json!({"pattern": EXPENSIVE, "path": "letters.txt"}));
     std::thread::sleep(START);
@@ -136,14 +145,14 @@ fn a_cancelled_grep_answers_at_once_and_frees_its_slot() {
     // Cancelled while it runs, in the middle of its one file.
     let asked = Instant::now();
     cancel(&mut raw, running);
-    let stopped = answer_within(&mut raw, running, Duration::from_secs(2), "a cancelled grep");
+    let stopped = answer_within(&mut raw, running, PROMPTLY, "a cancelled grep");
     eprintln!("a running grep answered its cancel in {:?}", asked.elapsed());
     assert_eq!(stopped["result"]["isError"], true, "{stopped}");
     assert_eq!(stopped["result"]["error"]["code"], "FS_ABORTED", "{stopped}");
 
     // Its slot is free: the next grep runs and answers.
     let next = send_grep(&mut raw, json!({"pattern": "zzzzzzzzzzzzzzzzzzzz", "path": "letters.txt"}));
-    let next = answer_within(&mut raw, next, Duration::from_secs(5), "the grep after the cancelled one");
+    let next = answer_within(&mut raw, next, PATIENCE, "the grep after the cancelled one");
     assert_eq!(
         (next["result"]["isError"].clone(), text_of(&next)),
         (json!(false), "No files found"),
@@ -157,11 +166,11 @@ fn a_cancelled_grep_answers_at_once_and_frees_its_slot() {
         status_u64(&daemon.status(), "searchSlotsWaiting") == 1
     });
     cancel(&mut raw, second);
-    let waited = answer_within(&mut raw, second, Duration::from_secs(2), "a grep cancelled while waiting");
+    let waited = answer_within(&mut raw, second, PROMPTLY, "a grep cancelled while waiting");
     assert_eq!(waited["result"]["error"]["code"], "FS_ABORTED", "{waited}");
     assert!(text_of(&waited).contains("cancelled before it ran"), "{waited}");
     cancel(&mut raw, first);
-    answer_within(&mut raw, first, Duration::from_secs(2), "the first grep, cancelled");
+    answer_within(&mut raw, first, PROMPTLY, "the first grep, cancelled");
     let status = daemon.status();
     assert_eq!(
         (status_u64(&status, "searchSlotsBusy"), status_u64(&status, "searchSlotsWaiting")),
@@ -179,14 +188,14 @@ fn wait_until_alone(probe: &mut Raw, within: Duration, what: &str) {
 #[test]
 fn a_client_that_disconnects_mid_grep_stops_its_search() {
     let daemon = Daemon::start(&[]);
-    let root = project(&daemon, &[("letters.txt", letters(512 * 1024, 13))]);
+    let root = project(&daemon, &[("letters.txt", letters(LETTERS, 13))]);
     let mut probe = daemon.session();
     let mut raw = session(&daemon, &root);
     send_grep(&mut raw, json!({"pattern": EXPENSIVE, "path": "letters.txt"}));
     std::thread::sleep(START);
     let gone = Instant::now();
     drop(raw);
-    wait_until_alone(&mut probe, Duration::from_secs(3), "the disconnected client's grep stops");
+    wait_until_alone(&mut probe, PROMPTLY, "the disconnected client's grep stops");
     eprintln!("a disconnected client's grep stopped within {:?}", gone.elapsed());
     let status = probe.call("daemon/status", None);
     assert_eq!(status_u64(&status, "searchSlotsBusy"), 0, "{status}");
@@ -197,7 +206,7 @@ fn a_client_that_floods_greps_and_disconnects_stops_them_all() {
     // Two calls in flight per connection: the other greps wait unread in the socket, and the
     // daemon is not reading when the client goes.
     let daemon = Daemon::start(&["--max-concurrent-requests", "2"]);
-    let root = project(&daemon, &[("letters.txt", letters(512 * 1024, 17))]);
+    let root = project(&daemon, &[("letters.txt", letters(LETTERS, 17))]);
     let mut probe = daemon.session();
     let mut raw = session(&daemon, &root);
     for _ in 0..6 {
@@ -206,7 +215,7 @@ fn a_client_that_floods_greps_and_disconnects_stops_them_all() {
     std::thread::sleep(START);
     let gone = Instant::now();
     drop(raw);
-    wait_until_alone(&mut probe, Duration::from_secs(3), "the flooding client's greps stop");
+    wait_until_alone(&mut probe, PROMPTLY, "the flooding client's greps stop");
     eprintln!("a flooding client's six greps stopped within {:?}", gone.elapsed());
 }
 
@@ -267,12 +276,12 @@ fn expensive_greps_stay_within_the_regex_memory_bound() {
 #[test]
 fn a_grep_past_its_time_budget_answers_what_it_found_with_a_footer() {
     let daemon = Daemon::start(&["--search-timeout", "1"]);
-    let root = project(&daemon, &[("a.txt", "NEEDLE one\n".to_owned()), ("b.txt", letters(512 * 1024, 19))]);
+    let root = project(&daemon, &[("a.txt", "NEEDLE one\n".to_owned()), ("b.txt", letters(LETTERS, 19))]);
     let mut raw = session(&daemon, &root);
     let pattern = format!("NEEDLE|{EXPENSIVE}");
     let asked = Instant::now();
     let id = send_grep(&mut raw, json!({"pattern": pattern, "output_mode": "content"}));
-    let answer = answer_within(&mut raw, id, Duration::from_secs(4), "a grep with a 1 s budget");
+    let answer = answer_within(&mut raw, id, PROMPTLY, "a grep with a 1 s budget");
     eprintln!("a grep with a 1 s budget answered in {:?}", asked.elapsed());
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     expect_test::expect![[r#"
@@ -284,7 +293,7 @@ fn a_grep_past_its_time_budget_answers_what_it_found_with_a_footer() {
     // The other modes say the same.
     for mode in ["files_with_matches", "count"] {
         let id = send_grep(&mut raw, json!({"pattern": pattern, "output_mode": mode}));
-        let answer = answer_within(&mut raw, id, Duration::from_secs(4), mode);
+        let answer = answer_within(&mut raw, id, PROMPTLY, mode);
         let text = text_of(&answer);
         assert!(text.starts_with(if mode == "count" { "a.txt:1\n" } else { "a.txt\n" }), "{text}");
         assert!(
