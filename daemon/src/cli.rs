@@ -27,9 +27,10 @@ Config file:
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, max_roots,
   resume_grace, max_parked_sessions, max_parked_bytes, max_session_observed_bytes,
   max_observed_bytes, max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes,
-  read_max_bytes, max_search_cache_bytes, no_gates, max_gate_intents, gate_sessions). A flag
-  beats the file; the file beats the default. An unknown key
-  or a wrong type is an error that names it. --print-config shows the result.
+  read_max_bytes, max_search_cache_bytes, no_gates, max_gate_intents, gate_sessions,
+  search_slots, search_timeout, search_regex_bytes). A flag beats the file; the file beats the
+  default. An unknown key or a wrong type is an error that names it. --print-config shows the
+  result.
 
 Sandbox:
   A session's roots are opened as directory handles and every file operation is done beneath
@@ -57,6 +58,17 @@ Descriptors:
   for new connections (FS_BUSY beyond); cached files give way to both. A daemon out of
   descriptors still answers new connections (-32009) instead of leaving them waiting. Raise the
   limit with `ulimit -n` or systemd's LimitNOFILE=.
+
+Searches:
+  glob and grep run in --search-slots slots of their own, shared fairly between sessions (one
+  session never holds them all), so they never take the file slots reads and writes need. A
+  search stops when its request is cancelled or its client disconnects, within a file too (it
+  is read in pieces), and at --search-timeout, when it answers what it found with a footer
+  saying how much was searched. --search-regex-bytes bounds one search's regex: a quarter for
+  its compiled program (forward and reverse), an eighth for each lazy DFA cache (forward and
+  reverse, on each of its two threads); a pattern whose program does not fit is refused.
+  daemon/status shows searchSlots, searchSlotsBusy and searchMemoryBytes, the bound over all
+  slots.
 
 Socket:
   Default path: $XDG_RUNTIME_DIR/filectx.sock, or /tmp/filectx-$UID/filectx.sock when
@@ -265,6 +277,18 @@ pub struct Args {
     #[arg(long, value_name = "BYTES")]
     pub max_search_cache_bytes: Option<u64>,
 
+    /// Most searches (glob, grep) running at once, apart from the file slots and shared fairly between sessions; one session never holds them all [default: 1 per core, at least 2]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub search_slots: Option<u64>,
+
+    /// Seconds one search may run; past it, it stops and answers what it found with a footer saying how much it searched [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub search_timeout: Option<f64>,
+
+    /// Most memory one search's regular expression may use, its compiled program and DFA caches; a pattern whose program needs more than a quarter of it is refused [default: 16 MiB, at least 1 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(crate::config::MIN_SEARCH_REGEX_BYTES..))]
+    pub search_regex_bytes: Option<u64>,
+
     /// Most bytes of line text one file/read, fs/readText or fs/streamText chunk returns: lines come whole, a window stops before this, and a single longer line is FS_TOO_LARGE (the read tool cuts long lines instead) [default: --max-frame-bytes / 8, 8 MiB; at least 1024, at most --max-frame-bytes]
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_window_bytes: Option<u64>,
@@ -366,6 +390,12 @@ pub struct FileConfig {
     pub max_window_bytes: Option<u64>,
     /// See `--read-max-bytes`.
     pub read_max_bytes: Option<u64>,
+    /// See `--search-slots`.
+    pub search_slots: Option<u64>,
+    /// See `--search-timeout` (seconds).
+    pub search_timeout: Option<f64>,
+    /// See `--search-regex-bytes`.
+    pub search_regex_bytes: Option<u64>,
 }
 
 /// Why the configuration could not be put together.
@@ -494,6 +524,12 @@ pub struct Settings {
     pub max_window_bytes: u64,
     /// The read tool's default budget, bytes.
     pub read_max_bytes: u64,
+    /// See [`Config::search_slots`].
+    pub search_slots: u64,
+    /// See [`Config::search_timeout`], seconds.
+    pub search_timeout: f64,
+    /// See [`Config::search_regex_bytes`].
+    pub search_regex_bytes: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -566,6 +602,20 @@ fn at_least_64kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
             value: value.to_string(),
             origin: String::new(),
             why: "must be at least 65536",
+        })
+    }
+}
+
+/// A search's regex bound: at least [`crate::config::MIN_SEARCH_REGEX_BYTES`].
+fn search_regex_bytes(value: u64) -> Result<u64, SettingsError> {
+    if value >= crate::config::MIN_SEARCH_REGEX_BYTES {
+        Ok(value)
+    } else {
+        Err(SettingsError::Value {
+            key: "search_regex_bytes",
+            value: value.to_string(),
+            origin: String::new(),
+            why: "must be at least 1048576 (1 MiB)",
         })
     }
 }
@@ -643,6 +693,9 @@ impl Args {
             "max_search_cache_bytes" => self.max_search_cache_bytes.is_some(),
             "max_window_bytes" => self.max_window_bytes.is_some(),
             "read_max_bytes" => self.read_max_bytes.is_some(),
+            "search_slots" => self.search_slots.is_some(),
+            "search_timeout" => self.search_timeout.is_some(),
+            "search_regex_bytes" => self.search_regex_bytes.is_some(),
             _ => false,
         }
     }
@@ -872,6 +925,19 @@ impl Args {
                 .unwrap_or(service.max_search_cache_bytes as u64),
             max_window_bytes,
             read_max_bytes,
+            search_slots: at_least_one(
+                "search_slots",
+                self.search_slots.or(file.search_slots).unwrap_or(defaults.search_slots as u64),
+            )?,
+            search_timeout: timeout_secs(
+                "search_timeout",
+                self.search_timeout.or(file.search_timeout).unwrap_or(defaults.search_timeout.as_secs_f64()),
+            )?,
+            search_regex_bytes: search_regex_bytes(
+                self.search_regex_bytes
+                    .or(file.search_regex_bytes)
+                    .unwrap_or(defaults.search_regex_bytes as u64),
+            )?,
             config_file,
         })
     }
@@ -970,6 +1036,9 @@ impl Settings {
             max_gate_intents: size(self.max_gate_intents),
             gate_sessions: self.gate_sessions,
             read_max_bytes: self.read_max_bytes,
+            search_slots: size(self.search_slots),
+            search_timeout: Duration::from_secs_f64(self.search_timeout),
+            search_regex_bytes: size(self.search_regex_bytes),
             ..defaults
         }
     }
@@ -1069,7 +1138,20 @@ mod tests {
         let err = Args { config: Some(path.clone()), ..Args::default() }.settings().unwrap_err();
         assert!(err.to_string().contains("max_connections"), "{err}");
         std::fs::write(&path, "max_batch = 0\n").unwrap();
-        let err = Args { config: Some(path), ..Args::default() }.settings().unwrap_err();
+        let err = Args { config: Some(path.clone()), ..Args::default() }.settings().unwrap_err();
         assert!(err.to_string().contains("max_batch"), "{err}");
+        for bad in ["search_regex_bytes = 4096", "search_slots = 0", "search_timeout = 0"] {
+            std::fs::write(&path, format!("{bad}\n")).unwrap();
+            let err = Args { config: Some(path.clone()), ..Args::default() }.settings().unwrap_err();
+            let key = bad.split(' ').next().unwrap();
+            assert!(err.to_string().contains(key), "{bad}: {err}");
+        }
+        std::fs::write(&path, "search_slots = 3\nsearch_timeout = 2.5\nsearch_regex_bytes = 2097152\n")
+            .unwrap();
+        let config = Args { config: Some(path), ..Args::default() }.settings().unwrap().config();
+        assert_eq!(
+            (config.search_slots, config.search_timeout, config.search_regex_bytes),
+            (3, Duration::from_millis(2500), 2 << 20)
+        );
     }
 }

@@ -92,6 +92,16 @@ pub struct Config {
     /// The secret `gate/register` must carry under [`GateSessions::Token`], and the file it is
     /// kept in; `None`: no session can present it (the binary keeps one next to its socket).
     pub gate_token: Option<GateToken>,
+    /// Most searches (`glob`, `grep`) running at once, shared fairly between sessions like the
+    /// file slots but apart from them: searches never hold the slots reads and writes need.
+    pub search_slots: usize,
+    /// How long one search may run; past it, it stops and answers what it found so far, saying
+    /// how much it searched.
+    pub search_timeout: Duration,
+    /// Most memory one search's regular expression may use: its compiled program and the lazy
+    /// DFA caches of the threads that run it (see `tools::search::RegexLimits`). A pattern whose
+    /// program does not fit is refused.
+    pub search_regex_bytes: usize,
 }
 
 /// Which sessions may register write-intent gates (`--gate-sessions`, config `gate_sessions`).
@@ -147,6 +157,18 @@ pub fn default_file_slots() -> usize {
     let cores = std::thread::available_parallelism().map(usize::from).unwrap_or(2);
     (cores * 4).max(8)
 }
+
+/// Default of [`Config::search_slots`]: one per core, at least two.
+pub fn default_search_slots() -> usize {
+    std::thread::available_parallelism().map(usize::from).unwrap_or(2).max(2)
+}
+
+/// Default of [`Config::search_timeout`], in seconds.
+pub const DEFAULT_SEARCH_TIMEOUT_SECS: u64 = 10;
+/// Default of [`Config::search_regex_bytes`]: 16 MiB.
+pub const DEFAULT_SEARCH_REGEX_BYTES: u64 = 16 * 1024 * 1024;
+/// Least [`Config::search_regex_bytes`]: 1 MiB (a program of 256 KiB: `\w{4}` with Unicode `\w` fits).
+pub const MIN_SEARCH_REGEX_BYTES: u64 = 1024 * 1024;
 
 /// Default of [`Config::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
@@ -206,6 +228,9 @@ impl Default for Config {
             max_gate_intents: crate::gates::DEFAULT_MAX_IN_FLIGHT,
             gate_sessions: GateSessions::Token,
             gate_token: None,
+            search_slots: default_search_slots(),
+            search_timeout: Duration::from_secs(DEFAULT_SEARCH_TIMEOUT_SECS),
+            search_regex_bytes: DEFAULT_SEARCH_REGEX_BYTES as usize,
         }
     }
 }

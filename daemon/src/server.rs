@@ -23,7 +23,7 @@ use crate::transport::connection::{self, Shared};
 use crate::transport::message;
 use crate::watch::WatchHub;
 
-/// Blocking-pool threads beyond the file slots, for short blocking steps outside them.
+/// Blocking-pool threads beyond the file and search slots, for short blocking steps outside them.
 pub const SHORT_BLOCKING_THREADS: usize = 16;
 
 /// How long after a session that held much ends its freed memory is handed back to the system
@@ -34,7 +34,7 @@ pub const TRIM_AFTER_END: Duration = Duration::from_millis(200);
 pub const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(2);
 
 /// Bounds the runtime's blocking pool as the daemon runs it: file work holds one of the
-/// `file_slots` slots, and the rest of the pool serves short blocking steps (a session's
+/// `file_slots` slots, a search one of the `search_slots`, and the rest of the pool serves short blocking steps (a session's
 /// `initialize`, sweeps). tokio's default of 512 threads let a burst of 1,000 connecting
 /// sessions start dozens of threads, each keeping its stack and its allocator cache for ten idle
 /// seconds.
@@ -43,7 +43,9 @@ pub fn bound_blocking_pool<'b>(
     config: &Config,
 ) -> &'b mut tokio::runtime::Builder {
     builder
-        .max_blocking_threads(config.file_slots.saturating_add(SHORT_BLOCKING_THREADS))
+        .max_blocking_threads(
+            config.file_slots.saturating_add(config.search_slots).saturating_add(SHORT_BLOCKING_THREADS),
+        )
         .thread_keep_alive(BLOCKING_KEEP_ALIVE)
 }
 

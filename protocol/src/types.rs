@@ -282,6 +282,23 @@ pub struct DaemonStatus {
     /// Root handles the open sessions hold (one descriptor each).
     #[serde(default)]
     pub roots_held: u64,
+    /// Searches (`glob`, `grep`) that may run at once (`--search-slots`), in slots of their
+    /// own, apart from the file slots, shared fairly between sessions.
+    #[serde(default)]
+    pub search_slots: u64,
+    /// Searches running now.
+    #[serde(default)]
+    pub search_slots_busy: u64,
+    /// Searches waiting for a search slot now.
+    #[serde(default)]
+    pub search_slots_waiting: u64,
+    /// Most memory one search's regular expression may use (`--search-regex-bytes`).
+    #[serde(default)]
+    pub search_regex_bytes: u64,
+    /// Most memory all searches at once may hold: search slots × (the regex bound + the file
+    /// bytes one search holds at most).
+    #[serde(default)]
+    pub search_memory_bytes: u64,
 }
 
 /// Params of `daemon/status` (optional, as is every field).

@@ -20,6 +20,7 @@ use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
+use super::slots::FileSlots;
 use super::{Prepared, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
     Conventions, FileContext, Files, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest,
@@ -59,6 +60,22 @@ where
     T: Send + 'static,
     F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
 {
+    in_slot(ctx, ext, &ctx.file_work, owner, work).await
+}
+
+/// Runs `work` with the session's file context on the blocking pool in one of `slots` (the
+/// file slots, or the search slots).
+async fn in_slot<T, F>(
+    ctx: &ServerContext,
+    ext: &Extensions,
+    slots: &Arc<FileSlots>,
+    owner: Option<Arc<Owner>>,
+    work: F,
+) -> Result<T, ErrorObjectOwned>
+where
+    T: Send + 'static,
+    F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+{
     let session = session_of(ext)?;
     let files = ctx.files.clone();
     // A cancelled request gives up its place in the queue; once it holds a slot, it runs.
@@ -66,9 +83,9 @@ where
         Some(super::Cancel(token)) => tokio::select! {
             biased;
             () = token.cancelled() => return Err(super::cancelled()),
-            slot = ctx.file_work.acquire(session.id()) => slot,
+            slot = slots.acquire(session.id()) => slot,
         },
-        None => ctx.file_work.acquire(session.id()).await,
+        None => slots.acquire(session.id()).await,
     };
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
@@ -302,6 +319,7 @@ async fn tool_call(
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
     let params_writes = params.name == ToolName::Write.as_str() || params.name == ToolName::Edit.as_str();
+    let is_search = params.name == ToolName::Glob.as_str() || params.name == ToolName::Grep.as_str();
     let session = session_of(&ext)?;
     let owner = match session.owners().get(params.owner.as_deref()) {
         Ok(owner) => owner,
@@ -313,18 +331,20 @@ async fn tool_call(
     let dedup = session.options().is_some_and(|o| o.dedup_reads).then(|| owner.clone());
     drop(session);
     let token = ext.get::<super::Cancel>().map(|c| c.0.clone());
+    let (timeout, regex_bytes) = (ctx.config.search_timeout, ctx.config.search_regex_bytes);
     // Only a read writes its text into the response itself.
     let slot = slot.filter(|_| is_read);
     let run = move |files: &FileContext<'_>, options: &SessionOptions| {
         let delivered = dedup.as_deref().map(Owner::delivered);
-        let stop = || token.as_ref().is_some_and(|t| t.is_cancelled());
+        let cancelled = || token.as_ref().is_some_and(|t| t.is_cancelled());
+        let limits = tools::search::Limits { cancelled: &cancelled, timeout, regex_bytes };
         let mut json = slot.as_ref().map(|slot| {
             let mut out = slot.start(TOOL_TEXT_START.len());
             out.extend_from_slice(TOOL_TEXT_START);
             out
         });
         let outcome =
-            tools::call(files, options, &params.name, &params.arguments, delivered, &stop, json.as_mut())
+            tools::call(files, options, &params.name, &params.arguments, delivered, &limits, json.as_mut())
                 .map_err(|e| invalid_params(e.to_string()))?;
         match outcome {
             Ok(tools::Text::Written) => match (slot.as_ref(), json) {
@@ -339,9 +359,12 @@ async fn tool_call(
             Err(failure) => Ok(Ready::Value(tool_result(Err(failure)))),
         }
     };
-    // Only reads may take the warm path; writes and edits always run on the blocking pool.
+    // Only reads may take the warm path; writes and edits always run on the blocking pool;
+    // searches in slots of their own.
     let answer = if is_read {
         with_warm_context(&ctx, &ext, Some(owner), run).await
+    } else if is_search {
+        in_slot(&ctx, &ext, &ctx.search_work, Some(owner), move |files, options| run(files, options)).await
     } else {
         let writes = params_writes;
         if writes {

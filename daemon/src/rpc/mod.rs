@@ -71,6 +71,10 @@ pub struct ServerContext {
     /// made every read slower); further requests wait their turn here instead, shared fairly
     /// between sessions (one session's slow requests never hold every slot).
     pub file_work: Arc<slots::FileSlots>,
+    /// The slots searches (`glob`, `grep`) run in, shared fairly between sessions the same way
+    /// and apart from `file_work`: a session's expensive greps never hold the slots another
+    /// session's first read needs.
+    pub search_work: Arc<slots::FileSlots>,
     /// Ended resumable sessions, waiting for a `resume`.
     pub parked: Arc<ParkStore>,
     /// The bytes sessions' records hold, against their caps.
@@ -82,9 +86,11 @@ pub struct ServerContext {
 }
 
 /// A request's cancellation, as the connection driver attaches it to the request's
-/// `Extensions`: `$/cancelRequest` for the request's id cancels it. Handlers honour it only
-/// while the request has not started its file work (waiting for a slot): work that started
-/// runs to its end and answers normally, so a cancelled write never lands unseen.
+/// `Extensions`: `$/cancelRequest` for the request's id cancels it, and so does its client
+/// going away. Handlers honour it while the request has not started its file work (waiting for
+/// a slot): work that started runs to its end and answers normally, so a cancelled write never
+/// lands unseen; a search is the exception, which stops at once (within a file too) and answers
+/// `FS_ABORTED`.
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(pub tokio_util::sync::CancellationToken);
 
@@ -355,6 +361,7 @@ fn status(
     let (gates, other_gates) = ctx.gates.infos(session.id(), owner);
     let stats = &ctx.stats;
     let slots = ctx.file_work.usage();
+    let searches = ctx.search_work.usage();
     let (parked_sessions, parked_bytes) = ctx.parked.usage();
     let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
@@ -395,6 +402,13 @@ fn status(
         descriptor_limit: descriptors.limit as u64,
         descriptor_reserve: descriptors.reserve as u64,
         roots_held: descriptors.roots as u64,
+        search_slots: searches.total as u64,
+        search_slots_busy: searches.busy as u64,
+        search_slots_waiting: searches.waiting as u64,
+        search_regex_bytes: ctx.config.search_regex_bytes as u64,
+        search_memory_bytes: (searches.total as u64).saturating_mul(
+            (ctx.config.search_regex_bytes as u64).saturating_add(tools::search::SEARCH_BUFFER_BYTES),
+        ),
     })
 }
 
@@ -449,6 +463,7 @@ pub fn methods(
 ) -> Result<Handlers, RegisterMethodError> {
     let method_names = Arc::new(OnceLock::new());
     let file_work = slots::FileSlots::new(config.file_slots);
+    let search_work = slots::FileSlots::new(config.search_slots);
     let parked = ParkStore::new(ParkLimits {
         grace: config.resume_grace,
         max_sessions: config.max_parked_sessions,
@@ -465,6 +480,7 @@ pub fn methods(
         files,
         watch,
         file_work,
+        search_work,
         parked,
         policy: Arc::new(policy),
         method_names: method_names.clone(),

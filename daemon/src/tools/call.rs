@@ -142,7 +142,7 @@ fn run(
     tool: ToolName,
     args: &Value,
     delivered: Option<&Delivered>,
-    stop: &(dyn Fn() -> bool + Sync),
+    limits: &search::Limits<'_>,
     json: Option<&mut Vec<u8>>,
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
@@ -201,7 +201,7 @@ fn run(
             let map = fields(tool, args, &["pattern", "path"])?;
             let pattern = string(map, "pattern")?;
             let path = optional(map, "path")?;
-            return searched(search::glob(ctx, pattern, path, options.read_max_bytes, stop), name);
+            return searched(search::glob(ctx, pattern, path, options.read_max_bytes, limits), name);
         }
         ToolName::Grep => {
             let map = fields(
@@ -245,7 +245,7 @@ fn run(
                 offset: count(map, "offset")?,
                 budget: options.read_max_bytes,
             };
-            return searched(search::grep(ctx, &request, stop), name);
+            return searched(search::grep(ctx, &request, limits), name);
         }
     };
     Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
@@ -253,8 +253,9 @@ fn run(
 
 /// Calls one of this session's tools. Blocking (it reads and writes files). With `delivered`
 /// (the owner's dedup record, when the session asked for `dedupReads`), a read of lines this
-/// owner already received unchanged answers one short line (see [`dedup`]). `stop` says when
-/// the request was cancelled: a search asks it between files and then fails as cancelled.
+/// owner already received unchanged answers one short line (see [`dedup`]). `limits` bound a
+/// search (`glob`, `grep`) and say when its request was cancelled: it then fails as cancelled,
+/// and at its time limit it answers what it found.
 /// With `json` (a buffer holding the caller's response up to the opening quote of the text), a
 /// successful read writes its text there JSON-escaped and answers [`Text::Written`]; every
 /// other answer is [`Text::Plain`] and leaves the buffer as it was.
@@ -264,7 +265,7 @@ pub fn call(
     name: &str,
     args: &Value,
     delivered: Option<&Delivered>,
-    stop: &(dyn Fn() -> bool + Sync),
+    limits: &search::Limits<'_>,
     json: Option<&mut Vec<u8>>,
 ) -> Result<Outcome, UnknownTool> {
     let tools = &options.tools;
@@ -274,7 +275,7 @@ pub fn call(
             available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
         });
     };
-    Ok(match run(ctx, options, tool, args, delivered, stop, json) {
+    Ok(match run(ctx, options, tool, args, delivered, limits, json) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })

@@ -4,6 +4,7 @@
 
 mod call;
 pub mod dedup;
+mod pieces;
 pub mod render;
 pub mod search;
 

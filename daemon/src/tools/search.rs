@@ -5,12 +5,18 @@
 //! already handled there), and every answer stays within the session's read budget with a
 //! footer saying what was left out. A `content` grep that shows lines of a file records it as
 //! read at the version searched.
+//!
+//! A search is bounded ([`Limits`]): its regex's memory ([`RegexLimits`]: a pattern too big for
+//! it is refused), and its time — it stops when its request is cancelled (answered
+//! `FS_ABORTED`) or when its time is up (answered with what it found and a footer saying how
+//! much it searched), within a file too (see [`super::pieces`]).
 
 use std::io;
+use std::time::{Duration, Instant};
 
 use filectx_protocol::tools::{GLOB_MAX_PATHS, READ_LINE_MAX_CHARS};
 use globset::GlobBuilder;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -18,12 +24,146 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 
+use super::pieces::{Pace, Paced, search_pieces};
 use super::render::CUT_SUFFIX;
-use crate::context::search::{Needles, SearchContents, SearchFile, SearchFiles};
+use crate::context::search::{Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles};
 use crate::context::{ContextError, FileContext};
 
 /// Bytes kept for the footer of a search answer.
 const FOOTER_ROOM: usize = 400;
+
+/// Most bytes a searcher buffers beyond its first 64 KiB: a line of a file searched as a
+/// stream, or a whole file a multiline search reads (files up to [`SEARCH_WHOLE_MAX_BYTES`]).
+const SEARCH_HEAP_BYTES: usize = SEARCH_WHOLE_MAX_BYTES as usize + (1 << 20);
+
+/// What a searcher's line buffer starts with (grep-searcher's default), before
+/// [`SEARCH_HEAP_BYTES`] more.
+const LINE_BUFFER_START: u64 = 64 * 1024;
+
+/// Most bytes of file contents one search holds at once: each of its two probing threads a
+/// file read whole (at most [`SEARCH_WHOLE_MAX_BYTES`]) or a stream's line buffer, or, while it
+/// shows a file's lines, that file whole and its line buffer. With the regex bound, what
+/// `daemon/status` reports one search may hold.
+pub const SEARCH_BUFFER_BYTES: u64 = 2 * (LINE_BUFFER_START + SEARCH_HEAP_BYTES as u64);
+
+/// What a search may spend, and how it learns that its request was cancelled.
+pub struct Limits<'a> {
+    /// Whether the request was cancelled (asked between files and between pieces of a file).
+    pub cancelled: &'a (dyn Fn() -> bool + Sync),
+    /// How long the search may run before it stops and answers what it found.
+    pub timeout: Duration,
+    /// Most memory its regular expression may use (see [`RegexLimits`]).
+    pub regex_bytes: usize,
+}
+
+/// How one search's regex bound is shared out. A search runs its regex on at most two threads
+/// (see [`probe_all`]), and the engine builds its program forward and reversed and gives each
+/// thread a lazy DFA cache for each direction; so a quarter each way for the program and an
+/// eighth each way and thread for the caches add up to the bound. The lazy DFA clears a full
+/// cache and, when that happens too often, hands over to a slower engine that needs no more;
+/// a pattern whose program does not fit is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegexLimits {
+    /// Most bytes of the compiled program, each way (grep-regex's `size_limit`).
+    pub program: usize,
+    /// Most bytes of one lazy DFA cache (grep-regex's `dfa_size_limit`).
+    pub dfa_cache: usize,
+}
+
+impl RegexLimits {
+    /// The shares of `bytes`.
+    pub fn of(bytes: usize) -> Self {
+        Self { program: bytes / 4, dfa_cache: bytes / 8 }
+    }
+}
+
+/// A search's clock and its cancellation.
+struct Budget<'a> {
+    cancelled: &'a (dyn Fn() -> bool + Sync),
+    timeout: Duration,
+    /// When it stops searching.
+    deadline: Instant,
+    /// When showing the lines of files it already found matching stops, past the deadline.
+    grace: Instant,
+    timed_out: AtomicBool,
+}
+
+impl<'a> Budget<'a> {
+    fn new(limits: &Limits<'a>) -> Self {
+        let now = Instant::now();
+        let deadline = now.checked_add(limits.timeout).unwrap_or(now + Duration::from_secs(86_400));
+        let grace = deadline.checked_add(limits.timeout / 4).unwrap_or(deadline);
+        Self {
+            cancelled: limits.cancelled,
+            timeout: limits.timeout,
+            deadline,
+            grace,
+            timed_out: AtomicBool::new(false),
+        }
+    }
+
+    fn past(&self, when: Instant) -> bool {
+        let past = Instant::now() >= when;
+        if past {
+            self.timed_out.store(true, Ordering::Relaxed);
+        }
+        past
+    }
+
+    /// Whether the search must stop now: cancelled, or out of time.
+    fn stop(&self) -> bool {
+        (self.cancelled)() || self.past(self.deadline)
+    }
+
+    /// Whether showing the lines of a file found matching must stop: cancelled, or past the
+    /// deadline's grace.
+    fn stop_showing(&self) -> bool {
+        (self.cancelled)() || self.past(self.grace)
+    }
+
+    fn cancelled(&self) -> bool {
+        (self.cancelled)()
+    }
+
+    fn timed_out(&self) -> bool {
+        self.timed_out.load(Ordering::Relaxed)
+    }
+
+    /// The time limit as the model reads it.
+    fn limit_text(&self) -> String {
+        format!("{} s", self.timeout.as_secs_f64())
+    }
+}
+
+/// The answer of a search whose time ran out while it listed the files under `base`.
+fn listing_timed_out(budget: &Budget<'_>, base: &str) -> String {
+    format!(
+        "The search stopped at its time limit of {} while listing the files under {base}: nothing was searched. Narrow the path.",
+        budget.limit_text()
+    )
+}
+
+/// The files of a search, or (`Ok(Err)`) the answer of a search whose time ran out listing
+/// them.
+fn listed(
+    ctx: &FileContext<'_>,
+    path: Option<&str>,
+    budget: &Budget<'_>,
+) -> Result<Result<SearchFiles, String>, SearchError> {
+    match ctx.search_files(path, &|| budget.stop()) {
+        Ok(files) => Ok(Ok(files)),
+        Err(ContextError::Cancelled { path }) if !budget.cancelled() && budget.timed_out() => {
+            Ok(Err(listing_timed_out(budget, &path)))
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Whether grep-regex refused a pattern for its compiled size (its text for that case, which
+/// a unit test pins).
+fn too_big(err: &grep_regex::Error) -> bool {
+    matches!(err.kind(), grep_regex::ErrorKind::Regex(text) if text.starts_with("compiled regex exceeds size limit"))
+}
 
 /// What grep shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,14 +251,18 @@ pub fn glob(
     pattern: &str,
     path: Option<&str>,
     budget: u64,
-    stop: &(dyn Fn() -> bool + Sync),
+    limits: &Limits<'_>,
 ) -> Result<String, SearchError> {
     let matcher = GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
         .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))?
         .compile_matcher();
-    let files = ctx.search_files(path, stop)?;
+    let clock = Budget::new(limits);
+    let files = match listed(ctx, path, &clock)? {
+        Ok(files) => files,
+        Err(answer) => return Ok(answer),
+    };
     let mut hits: Vec<SearchFile> = (0..files.len())
         .filter(|&i| matcher.is_match(files.under(i)))
         .filter_map(|i| ctx.search_file(&files, i))
@@ -129,7 +273,7 @@ pub fn glob(
     let mut shown = 0usize;
     let mut more = 0usize;
     for file in &hits {
-        if stop() {
+        if clock.cancelled() {
             return Err(cancelled(&files));
         }
         if shown >= GLOB_MAX_PATHS || text.len() + file.display.len() + 1 > room {
@@ -299,22 +443,47 @@ impl Sink for FileSink<'_> {
     }
 }
 
-/// `grep`: a regex search of the files under the request's path.
-pub fn grep(
-    ctx: &FileContext<'_>,
-    req: &GrepRequest<'_>,
-    stop: &(dyn Fn() -> bool + Sync),
-) -> Result<String, SearchError> {
+/// The MiB (or KiB) figure of `bytes`, as the model reads it.
+fn size_text(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes.div_ceil(1024))
+    }
+}
+
+/// The request's matcher, within `limits`.
+fn matcher(req: &GrepRequest<'_>, limits: RegexLimits) -> Result<RegexMatcher, SearchError> {
     let mut builder = RegexMatcherBuilder::new();
-    builder.case_insensitive(req.case_insensitive).multi_line(true);
+    builder
+        .case_insensitive(req.case_insensitive)
+        .multi_line(true)
+        .size_limit(limits.program)
+        .dfa_size_limit(limits.dfa_cache);
     if req.multiline {
         builder.dot_matches_new_line(true);
     } else {
         builder.line_terminator(Some(b'\n'));
     }
-    let matcher = builder
-        .build(req.pattern)
-        .map_err(|e| SearchError::Invalid(format!("The pattern is not a valid regular expression: {e}")))?;
+    builder.build(req.pattern).map_err(|e| {
+        if too_big(&e) {
+            SearchError::Invalid(format!(
+                "The pattern is too big: compiled, it exceeds the {} a search's pattern may take. Simplify it (smaller counted repetitions like {{n}}; ASCII classes such as [A-Za-z0-9_] instead of Unicode \\w) and search again.",
+                size_text(limits.program)
+            ))
+        } else {
+            SearchError::Invalid(format!("The pattern is not a valid regular expression: {e}"))
+        }
+    })
+}
+
+/// `grep`: a regex search of the files under the request's path, within `limits`.
+pub fn grep(
+    ctx: &FileContext<'_>,
+    req: &GrepRequest<'_>,
+    limits: &Limits<'_>,
+) -> Result<String, SearchError> {
+    let matcher = matcher(req, RegexLimits::of(limits.regex_bytes))?;
     let types = match req.file_type {
         None => None,
         Some(name) => {
@@ -327,7 +496,11 @@ pub fn grep(
             })?)
         }
     };
-    let files = ctx.search_files(req.path, stop)?;
+    let budget = Budget::new(limits);
+    let files = match listed(ctx, req.path, &budget)? {
+        Ok(files) => files,
+        Err(answer) => return Ok(answer),
+    };
     let overrides = match req.glob {
         None => None,
         Some(glob) => {
@@ -353,20 +526,28 @@ pub fn grep(
         .collect();
     let room = usize::try_from(req.budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
     let mut out = Out { room, offset: req.offset, head: req.head_limit, ..Out::default() };
-    let mut unreadable = 0u64;
+    let mut skipped = Skipped::default();
+    // Candidates searched to their end (a file whose lines were being shown when time ran out
+    // does not count).
+    let mut searched = 0usize;
     // files_with_matches: every matching file first, then listed newest first.
     let mut matching: Vec<SearchFile> = Vec::new();
     let mut lines = Lines::new(req);
     // Which files match is found on a few threads, a batch at a time; what they show is then
     // added in path order, so the answer is the same as one thread's.
     'batches: for batch in candidates.chunks(PROBE_BATCH) {
-        if stop() {
+        if budget.stop() {
+            break;
+        }
+        let probes = probe_all(ctx, &files, batch, &matcher, req.mode == Mode::Count, &budget);
+        if budget.cancelled() {
             return Err(cancelled(&files));
         }
-        let probes = probe_all(ctx, &files, batch, &matcher, req.mode == Mode::Count, stop);
         for (file, probe) in batch.iter().zip(probes) {
             match probe {
-                Probe::Unreadable => unreadable += 1,
+                Probe::Unsearched => continue,
+                Probe::Unreadable => skipped.unreadable += 1,
+                Probe::TooBig => skipped.too_big += 1,
                 Probe::Skip => {}
                 Probe::Matched(count) => match req.mode {
                     Mode::FilesWithMatches => matching.push(file.clone()),
@@ -375,19 +556,24 @@ pub fn grep(
                         out.entry(&format!("{}:{count}", file.display));
                         out.end_file();
                     }
-                    Mode::Content => match lines.show(ctx, &files, file, &matcher, &mut out) {
-                        Shown::Unreadable => unreadable += 1,
+                    Mode::Content => match lines.show(ctx, &files, file, &matcher, &mut out, &budget) {
+                        Shown::Unreadable => skipped.unreadable += 1,
                         Shown::Done => {}
-                        Shown::Stop => break 'batches,
+                        Shown::Stop => {
+                            searched += 1;
+                            break 'batches;
+                        }
+                        Shown::Stopped => break 'batches,
                     },
                 },
             }
+            searched += 1;
             if out.head_reached {
                 break 'batches;
             }
         }
     }
-    if stop() {
+    if budget.cancelled() {
         return Err(cancelled(&files));
     }
     files.fill_filters();
@@ -401,7 +587,14 @@ pub fn grep(
             out.end_file();
         }
     }
-    Ok(finish(out, req, unreadable, files.truncated))
+    // Out of time before every candidate was searched: say how much was.
+    let timed_out = (budget.timed_out() && searched < candidates.len() && !out.head_reached).then(|| {
+        // Every file the search would look at (the filters' skips count as searched).
+        let total = (0..files.len()).filter(|&i| wanted(i) && ctx.search_file(&files, i).is_some()).count();
+        let unsearched = candidates.len() - searched;
+        TimedOut { limit: budget.limit_text(), searched: total.saturating_sub(unsearched), total }
+    });
+    Ok(finish(out, req, &skipped, timed_out.as_ref(), files.truncated))
 }
 
 /// Files one probe batch holds: enough to keep the threads busy, few enough that a search
@@ -411,12 +604,31 @@ const PROBE_BATCH: usize = 256;
 /// Whether one file matches (and how many lines, when counting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Probe {
+    /// Not searched to its end: the search stopped first.
+    Unsearched,
     /// It could not be opened or read.
     Unreadable,
+    /// Too big for a multiline search, which reads each file whole.
+    TooBig,
     /// No match, or a binary file.
     Skip,
     /// It matches: lines counted when asked, else 1.
     Matched(u64),
+}
+
+/// Files a search skipped, by why.
+#[derive(Debug, Default)]
+struct Skipped {
+    unreadable: u64,
+    too_big: u64,
+}
+
+/// How far a search got before its time ran out.
+#[derive(Debug)]
+struct TimedOut {
+    limit: String,
+    searched: usize,
+    total: usize,
 }
 
 /// The searcher every grep uses to find matches (no context: a probe shows nothing).
@@ -425,33 +637,35 @@ fn probe_searcher(multiline: bool) -> Searcher {
         .binary_detection(BinaryDetection::quit(b'\x00'))
         .line_number(false)
         .multi_line(multiline)
+        .heap_limit(Some(SEARCH_HEAP_BYTES))
         .build()
 }
 
-/// Probes `batch` on up to two threads, in order.
+/// Probes `batch` on up to two threads, in order, until `budget` says stop.
 fn probe_all(
     ctx: &FileContext<'_>,
     files: &SearchFiles,
     batch: &[SearchFile],
     matcher: &RegexMatcher,
     count: bool,
-    stop: &(dyn Fn() -> bool + Sync),
+    budget: &Budget<'_>,
 ) -> Vec<Probe> {
     let multiline = matcher_multiline(matcher);
     let next = AtomicUsize::new(0);
-    let results: Vec<Mutex<Probe>> = batch.iter().map(|_| Mutex::new(Probe::Skip)).collect();
+    let results: Vec<Mutex<Probe>> = batch.iter().map(|_| Mutex::new(Probe::Unsearched)).collect();
     let work = || {
         let mut searcher = probe_searcher(multiline);
+        let mut pace = Pace::default();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(file) = batch.get(i) else { break };
             // Tests slow a search down here to cancel it midway.
             #[cfg(feature = "failpoints")]
             fail::fail_point!("search::file");
-            if stop() {
+            if budget.stop() {
                 break;
             }
-            let probe = probe(ctx, files, file, matcher, &mut searcher, count);
+            let probe = probe(ctx, files, file, matcher, &mut searcher, &mut pace, count, budget);
             *results[i].lock().unwrap_or_else(PoisonError::into_inner) = probe;
         }
     };
@@ -475,31 +689,53 @@ fn matcher_multiline(matcher: &RegexMatcher) -> bool {
     grep_matcher::Matcher::line_terminator(matcher).is_none()
 }
 
-/// Whether `file` matches: read whole or, when big, as a stream; a file with a NUL byte is
-/// binary and skipped.
+/// Whether `file` matches: read whole or, when big, as a stream, in pieces between which
+/// `budget` is asked; a file with a NUL byte is binary and skipped. A multiline search runs
+/// over the whole file at once (a match may span any lines), so it stops only between files,
+/// and skips files too big to read whole.
+#[allow(clippy::too_many_arguments)]
 fn probe(
     ctx: &FileContext<'_>,
     files: &SearchFiles,
     file: &SearchFile,
     matcher: &RegexMatcher,
     searcher: &mut Searcher,
+    pace: &mut Pace,
     count: bool,
+    budget: &Budget<'_>,
 ) -> Probe {
     let mut sink = ProbeSink { count, matched: 0, binary: false };
+    let stop = || budget.stop();
+    let multiline = searcher.multi_line_with_matcher(matcher);
     let searched = match ctx.open_search_bytes(files, file) {
         Err(_) => return Probe::Unreadable,
         Ok(SearchContents::Bytes(bytes) | SearchContents::Whole { bytes, .. }) => {
             if memchr::memchr(0, &bytes).is_some() {
                 return Probe::Skip;
             }
-            searcher.search_slice(matcher, &bytes, &mut sink)
+            if multiline {
+                searcher.search_slice(matcher, &bytes, &mut sink).map(|()| true)
+            } else {
+                search_pieces(searcher, matcher, &bytes, &mut sink, pace, &stop, |sink| {
+                    !sink.count && sink.matched > 0
+                })
+            }
         }
-        Ok(SearchContents::Stream(handle)) => searcher.search_file(matcher, &handle, &mut sink),
+        Ok(SearchContents::Stream(_)) if multiline => return Probe::TooBig,
+        Ok(SearchContents::Stream(handle)) => {
+            let mut paced = Paced::new(&handle, pace, &stop);
+            let searched = searcher.search_reader(matcher, &mut paced, &mut sink);
+            if paced.stopped() {
+                return Probe::Unsearched;
+            }
+            searched.map(|()| true)
+        }
     };
     match searched {
         Err(_) => Probe::Unreadable,
-        Ok(()) if sink.binary || sink.matched == 0 => Probe::Skip,
-        Ok(()) => Probe::Matched(sink.matched),
+        Ok(false) => Probe::Unsearched,
+        Ok(true) if sink.binary || sink.matched == 0 => Probe::Skip,
+        Ok(true) => Probe::Matched(sink.matched),
     }
 }
 
@@ -561,11 +797,15 @@ enum Shown {
     Unreadable,
     /// `head_limit` reached: stop.
     Stop,
+    /// The search had to stop while showing it (cancelled, or out of time): what was shown
+    /// stays.
+    Stopped,
 }
 
 /// The searcher that shows lines (with context), for `content` greps.
 struct Lines {
     searcher: Searcher,
+    pace: Pace,
     mode: Mode,
     context: usize,
 }
@@ -579,12 +819,29 @@ impl Lines {
             .multi_line(req.multiline)
             .before_context(context)
             .after_context(context)
+            .heap_limit(Some(SEARCH_HEAP_BYTES))
             .build();
-        Self { searcher, mode: req.mode, context }
+        Self { searcher, pace: Pace::default(), mode: req.mode, context }
+    }
+
+    /// Searches `source` (a file) into `sink`, read in pieces between which `budget` is asked
+    /// (a multiline search of bytes in memory runs over them at once); whether it was stopped.
+    fn search<R: io::Read>(
+        &mut self,
+        matcher: &RegexMatcher,
+        source: R,
+        sink: &mut FileSink<'_>,
+        budget: &Budget<'_>,
+    ) -> (Result<(), io::Error>, bool) {
+        let stop = || budget.stop_showing();
+        let mut paced = Paced::new(source, &mut self.pace, &stop);
+        let searched = self.searcher.search_reader(matcher, &mut paced, sink);
+        (searched, paced.stopped())
     }
 
     /// Adds the lines of `file` to `out`; when lines were shown, the file counts as read at
-    /// the version searched.
+    /// the version searched (also when the search stopped while showing it: the lines shown are
+    /// of that version).
     fn show(
         &mut self,
         ctx: &FileContext<'_>,
@@ -592,6 +849,7 @@ impl Lines {
         file: &SearchFile,
         matcher: &RegexMatcher,
         out: &mut Out,
+        budget: &Budget<'_>,
     ) -> Shown {
         // Read whole and hashed, to record what it showed as read.
         let Ok(contents) = ctx.open_search_file(files, file, true) else { return Shown::Unreadable };
@@ -610,36 +868,55 @@ impl Lines {
             binary: false,
             stopped: false,
         };
-        let (searched, whole) = match contents {
+        let multiline = self.searcher.multi_line_with_matcher(matcher);
+        let ((searched, interrupted), whole) = match contents {
             SearchContents::Whole { bytes, seen } => {
                 if memchr::memchr(0, &bytes).is_some() {
                     return Shown::Done;
                 }
-                (self.searcher.search_slice(matcher, &bytes, &mut sink), Some((bytes, seen)))
+                // A multiline search runs over the whole file at once: nothing to interrupt.
+                let searched = if multiline {
+                    (self.searcher.search_slice(matcher, &bytes, &mut sink), false)
+                } else {
+                    self.search(matcher, &bytes[..], &mut sink, budget)
+                };
+                (searched, Some((bytes, seen)))
             }
-            SearchContents::Bytes(bytes) => (self.searcher.search_slice(matcher, &bytes, &mut sink), None),
-            SearchContents::Stream(handle) => (self.searcher.search_file(matcher, &handle, &mut sink), None),
+            SearchContents::Bytes(bytes) => (self.search(matcher, &bytes[..], &mut sink, budget), None),
+            SearchContents::Stream(handle) => (self.search(matcher, &handle, &mut sink, budget), None),
         };
         let (binary, stopped) = (sink.binary, sink.stopped);
-        if searched.is_err() || binary {
+        if (searched.is_err() && !interrupted) || binary {
             // Undo what this file added: a binary file is skipped whole.
             let (len, before) = mark;
             let text = std::mem::take(&mut out.text);
             *out = before;
             out.text = text;
             out.text.truncate(len);
-            return if searched.is_err() { Shown::Unreadable } else { Shown::Done };
+            return if binary { Shown::Done } else { Shown::Unreadable };
         }
         out.end_file();
         if let Some((bytes, seen)) = whole.filter(|_| out.file_shown) {
             ctx.record_search(files, file, &seen, bytes);
         }
-        if stopped || out.head_reached { Shown::Stop } else { Shown::Done }
+        if interrupted {
+            Shown::Stopped
+        } else if stopped || out.head_reached {
+            Shown::Stop
+        } else {
+            Shown::Done
+        }
     }
 }
 
 /// The answer's text: the entries, then the footers.
-fn finish(out: Out, req: &GrepRequest<'_>, unreadable: u64, truncated: bool) -> String {
+fn finish(
+    out: Out,
+    req: &GrepRequest<'_>,
+    skipped: &Skipped,
+    timed_out: Option<&TimedOut>,
+    truncated: bool,
+) -> String {
     let unit = req.mode.unit();
     let mut text = out.text;
     if out.shown == 0 && !out.capped {
@@ -654,6 +931,11 @@ fn finish(out: Out, req: &GrepRequest<'_>, unreadable: u64, truncated: bool) -> 
     }
     let next = req.offset + out.shown;
     let mut footers = Vec::new();
+    if let Some(TimedOut { limit, searched, total }) = timed_out {
+        footers.push(format!(
+            "(The search stopped at its time limit of {limit} with {searched} of {total} files searched: more matches may exist. Narrow the path, glob or type, or simplify the pattern.)"
+        ));
+    }
     if out.capped {
         let files =
             if req.mode == Mode::Content { format!(" in {} files", out.hidden_files) } else { String::new() };
@@ -668,8 +950,15 @@ fn finish(out: Out, req: &GrepRequest<'_>, unreadable: u64, truncated: bool) -> 
             req.offset + 1
         ));
     }
-    if unreadable > 0 {
-        footers.push(format!("({unreadable} files could not be read and were skipped.)"));
+    if skipped.unreadable > 0 {
+        footers.push(format!("({} files could not be read and were skipped.)", skipped.unreadable));
+    }
+    if skipped.too_big > 0 {
+        footers.push(format!(
+            "({} files over {} MiB were not searched: a multiline search reads each file whole. Search them without multiline.)",
+            skipped.too_big,
+            SEARCH_WHOLE_MAX_BYTES >> 20
+        ));
     }
     if truncated {
         footers.push(
@@ -712,6 +1001,55 @@ mod tests {
         let long = "x".repeat(2500);
         let cut = line_text(long.as_bytes(), false);
         assert_eq!(cut, format!("{}{CUT_SUFFIX}", "x".repeat(2000)));
+    }
+
+    #[test]
+    fn a_pattern_over_its_program_bound_is_too_big_and_says_so() {
+        let build = |pattern: &str, bytes: usize| {
+            let limits = RegexLimits::of(bytes);
+            RegexMatcherBuilder::new()
+                .size_limit(limits.program)
+                .dfa_size_limit(limits.dfa_cache)
+                .build(pattern)
+        };
+        assert_eq!(RegexLimits::of(16 << 20), RegexLimits { program: 4 << 20, dfa_cache: 2 << 20 });
+        // grep-regex's text for the case, which `too_big` recognises.
+        let err = build(r"\w{200}", 16 << 20).unwrap_err();
+        assert!(too_big(&err), "{err}");
+        assert!(!too_big(&build("(", 16 << 20).unwrap_err()));
+        // The smallest bound still takes a few Unicode classes; the default one \w{50}.
+        assert!(build(r"\w{4}", crate::config::MIN_SEARCH_REGEX_BYTES as usize).is_ok());
+        assert!(build(r"\w{50}", crate::config::DEFAULT_SEARCH_REGEX_BYTES as usize).is_ok());
+        assert_eq!(size_text(4 << 20), "4 MiB");
+        assert_eq!(size_text(300 * 1024), "300 KiB");
+    }
+
+    #[test]
+    fn a_search_out_of_time_says_how_much_it_searched() {
+        let req = GrepRequest {
+            pattern: "x",
+            path: None,
+            glob: None,
+            file_type: None,
+            mode: Mode::Count,
+            case_insensitive: false,
+            context: 0,
+            multiline: true,
+            head_limit: None,
+            offset: 0,
+            budget: 1024,
+        };
+        let mut out = Out { room: 1000, ..Out::default() };
+        out.entry("a.txt:3");
+        let skipped = Skipped { unreadable: 0, too_big: 2 };
+        let timed_out = TimedOut { limit: "0.5 s".to_owned(), searched: 7, total: 9 };
+        expect_test::expect![[r#"
+            a.txt:3
+
+            (The search stopped at its time limit of 0.5 s with 7 of 9 files searched: more matches may exist. Narrow the path, glob or type, or simplify the pattern.)
+
+            (2 files over 16 MiB were not searched: a multiline search reads each file whole. Search them without multiline.)"#]]
+        .assert_eq(&finish(out, &req, &skipped, Some(&timed_out), false));
     }
 
     #[test]

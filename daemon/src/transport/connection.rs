@@ -31,6 +31,13 @@
 //! The first two close the connection (the slot goes back to honest clients); the last makes the
 //! connection wait unread, because closing would punish an honest client for sending a big
 //! write while others hold the budget, and stalled holders are closed by the frame timeout.
+//!
+//! A client that goes away (closes its end altogether, not only its writing half) can read no
+//! answer: its requests in flight are cancelled, as `$/cancelRequest` would (a search stops at
+//! once, a request waiting for a slot or a gate gives up, work that started runs to its end).
+//! The reader sees it at the end of the stream, and while it is not reading (every call in
+//! flight, or the connection at its byte budget) looks every [`GONE_POLL`]; so does the
+//! connection while it waits for a half-closed client's requests to finish.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -226,6 +233,16 @@ impl WriteSide {
         true
     }
 
+    /// Whether the client closed its end of the socket altogether (not only its writing half),
+    /// so that nobody can read an answer any more. A look that cannot be made says no.
+    fn peer_gone(&self) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(self.socket.as_ref(), PollFlags::empty())];
+        let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+        matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(ready) if ready > 0)
+            && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
+    }
+
     /// Whether the rest of a direct write waits for the writer.
     fn rest_pending(&self) -> bool {
         self.turn().is_some()
@@ -271,7 +288,15 @@ struct Conn {
     /// The cancellation of each request in flight, by id (as many as calls in flight):
     /// `$/cancelRequest` trips it, handlers look at it (see [`crate::rpc::Cancel`]).
     cancels: std::sync::Mutex<std::collections::HashMap<Id<'static>, CancellationToken>>,
+    /// Cancelled when the client is gone: every request's cancellation is a child of it (so a
+    /// request with a null or repeated id is cancelled too).
+    gone: CancellationToken,
 }
+
+/// How often a connection that is not reading its client (every call in flight, or at its
+/// byte budget), or waits for a half-closed client's requests to finish, looks whether the
+/// client has gone altogether.
+const GONE_POLL: Duration = Duration::from_millis(100);
 
 /// A response ready to be queued, and the subscription machinery's wish to hear when it was.
 struct Reply {
@@ -387,6 +412,8 @@ enum Admission {
 #[derive(Debug)]
 enum End {
     Eof,
+    /// The client closed its end altogether while the reader was not reading.
+    Gone,
     Exit,
     DaemonShutdown,
     Codec(CodecError),
@@ -612,6 +639,7 @@ async fn serve_inner(
         write_side,
         inflight: inflight.clone(),
         cancels: std::sync::Mutex::default(),
+        gone: CancellationToken::new(),
     });
     tracing::debug!("connection opened");
 
@@ -647,6 +675,8 @@ async fn serve_inner(
                     Err(_) => break End::DaemonShutdown,
                 },
                 () = conn.session.outbound().activated() => None,
+                // Every call in flight: the end of the stream is not read until one finishes.
+                () = conn.client_gone() => break End::Gone,
             };
             let Some(admitted) = admitted else { continue };
             permit = Some(admitted);
@@ -722,9 +752,15 @@ async fn serve_inner(
     // Requests the daemon sent this client fail now (a gate's pending intents are refused), so
     // that no request of this connection waits for an answer that can no longer come.
     conn.session.outbound().close();
+    // Whether the client may have gone: then its requests stop once it has (see the module
+    // docs); a client that only half-closed still reads their answers.
+    let may_be_gone = matches!(
+        end,
+        End::Eof | End::Gone | End::Codec(CodecError::Io(_) | CodecError::TruncatedFrame { .. })
+    );
     let mut kill = false;
     match &end {
-        End::Eof | End::Exit | End::DaemonShutdown => {
+        End::Eof | End::Gone | End::Exit | End::DaemonShutdown => {
             tracing::debug!(reason = ?end, "connection reader stopped")
         }
         End::InitializeTimeout => {
@@ -786,7 +822,11 @@ async fn serve_inner(
     // Let in-flight requests finish and their responses be queued; the daemon bounds this wait
     // on shutdown. Then the writer drains the queue and closes.
     tasks.close();
-    tasks.wait().await;
+    if may_be_gone {
+        conn.finish_unless_gone(&tasks).await;
+    } else {
+        tasks.wait().await;
+    }
     writer_stop.cancel();
     drop(conn);
     if let Err(err) = writer.await {
@@ -871,6 +911,33 @@ async fn write_loop(
 }
 
 impl Conn {
+    /// Resolves once the client has gone altogether (looked at every [`GONE_POLL`]).
+    async fn client_gone(&self) {
+        loop {
+            tokio::time::sleep(GONE_POLL).await;
+            if self.write_side.peer_gone() {
+                return;
+            }
+        }
+    }
+
+    /// Waits for the requests in flight to end; cancels them all once the client is gone.
+    async fn finish_unless_gone(&self, tasks: &TaskTracker) {
+        let finished = tasks.wait();
+        tokio::pin!(finished);
+        if !self.write_side.peer_gone() {
+            tokio::select! {
+                () = &mut finished => return,
+                () = self.client_gone() => {}
+            }
+        }
+        if !tasks.is_empty() {
+            tracing::debug!(requests = tasks.len(), "client gone: its requests in flight are cancelled");
+        }
+        self.gone.cancel();
+        finished.await;
+    }
+
     /// Waits until the connection is under its outgoing byte budget; `Some` when the reader
     /// must stop instead.
     async fn wait_below_budget(
@@ -890,6 +957,8 @@ impl Conn {
             () = shutdown.cancelled() => Some(End::DaemonShutdown),
             () = initialize_deadline(&self.session, initialize_by) => Some(End::InitializeTimeout),
             () = budget.wait_below_budget() => None,
+            // Not reading: the end of the stream is not seen until the client reads.
+            () = self.client_gone() => Some(End::Gone),
         }
     }
 
@@ -1270,10 +1339,10 @@ impl Conn {
         let params = Params::new(params.as_deref().map(RawValue::get)).into_owned();
         let mut extensions = Extensions::new();
         extensions.insert(self.session.clone());
+        let token = self.gone.child_token();
+        extensions.insert(crate::rpc::Cancel(token.clone()));
         let _cancel = (id != Id::Null).then(|| {
-            let token = CancellationToken::new();
-            self.cancels_lock().insert(id.clone(), token.clone());
-            extensions.insert(crate::rpc::Cancel(token));
+            self.cancels_lock().insert(id.clone(), token);
             CancelEntry { conn: self, id: id.clone() }
         });
         let max_response = self.shared.config.max_frame_bytes;
@@ -1393,6 +1462,7 @@ mod tests {
             write_side: Arc::new(WriteSide::new(write)),
             inflight,
             cancels: Default::default(),
+            gone: CancellationToken::new(),
         };
         let call = |method: &str| OwnedCall { id: Id::Number(1), method: method.to_owned(), params: None };
         for method in ["boom", "boom/async"] {

@@ -21,6 +21,7 @@ mod attack_deny;
 mod attack_gate;
 mod attack_limits;
 mod attack_memory;
+mod attack_regex;
 mod attack_screen;
 mod budgets;
 mod cancel;

@@ -685,6 +685,10 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("no_gates", "false".to_owned()),
         ("max_gate_intents", filectx_daemon::config::Config::default().max_gate_intents.to_string()),
         ("gate_sessions", "\"token\"".to_owned()),
+        // Searches.
+        ("search_slots", filectx_daemon::config::default_search_slots().to_string()),
+        ("search_timeout", secs(filectx_daemon::config::DEFAULT_SEARCH_TIMEOUT_SECS as f64)),
+        ("search_regex_bytes", filectx_daemon::config::DEFAULT_SEARCH_REGEX_BYTES.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

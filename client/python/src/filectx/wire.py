@@ -303,6 +303,25 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     rootsHeld: int
     """Root handles the open sessions hold (one descriptor each)."""
 
+    searchMemoryBytes: int
+    """Most memory all searches at once may hold: search slots × (the regex bound + the file
+    bytes one search holds at most).
+    """
+
+    searchRegexBytes: int
+    """Most memory one search's regular expression may use (`--search-regex-bytes`)."""
+
+    searchSlots: int
+    """Searches (`glob`, `grep`) that may run at once (`--search-slots`), in slots of their
+    own, apart from the file slots, shared fairly between sessions.
+    """
+
+    searchSlotsBusy: int
+    """Searches running now."""
+
+    searchSlotsWaiting: int
+    """Searches waiting for a search slot now."""
+
     snapshotBytes: int
     """Bytes those versions hold (at most `--max-snapshot-bytes`)."""
 

@@ -89,6 +89,16 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
                 status.observations_evicted
             ),
         ),
+        (
+            "searches",
+            format!(
+                "{} of {} running, {} waiting (memory bound {})",
+                status.search_slots_busy,
+                status.search_slots,
+                status.search_slots_waiting,
+                human_bytes(status.search_memory_bytes)
+            ),
+        ),
         ("dropped notifications", status.notifications_dropped.to_string()),
         ("gates", gate_count(status)),
         ("unmatched responses", status.unmatched_responses.to_string()),
@@ -311,6 +321,11 @@ mod tests {
             descriptor_limit: 1024,
             descriptor_reserve: 128,
             roots_held: 1,
+            search_slots: 2,
+            search_slots_busy: 1,
+            search_slots_waiting: 0,
+            search_regex_bytes: 16 << 20,
+            search_memory_bytes: 96 << 20,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -332,7 +347,14 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(text.lines().count(), 19);
+
+        assert!(
+            text.contains(
+                "searches:              1 of 2 running, 0 waiting (memory bound 96.0 MiB (100663296))\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 20);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

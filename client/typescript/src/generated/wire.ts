@@ -494,6 +494,28 @@ export interface DaemonStatus {
    */
   rootsHeld?: number;
   /**
+   * Most memory all searches at once may hold: search slots × (the regex bound + the file
+   * bytes one search holds at most).
+   */
+  searchMemoryBytes?: number;
+  /**
+   * Most memory one search's regular expression may use (`--search-regex-bytes`).
+   */
+  searchRegexBytes?: number;
+  /**
+   * Searches (`glob`, `grep`) that may run at once (`--search-slots`), in slots of their
+   * own, apart from the file slots, shared fairly between sessions.
+   */
+  searchSlots?: number;
+  /**
+   * Searches running now.
+   */
+  searchSlotsBusy?: number;
+  /**
+   * Searches waiting for a search slot now.
+   */
+  searchSlotsWaiting?: number;
+  /**
    * Connections (sessions) open now.
    */
   sessions: number;

@@ -221,6 +221,11 @@ pub fn status() -> DaemonStatus {
         descriptor_limit: 1024,
         descriptor_reserve: 128,
         roots_held: 2,
+        search_slots: 2,
+        search_slots_busy: 0,
+        search_slots_waiting: 0,
+        search_regex_bytes: 16 << 20,
+        search_memory_bytes: 96 << 20,
     }
 }
 
