@@ -105,6 +105,9 @@ impl FileContext<'_> {
     ) -> Result<SearchFiles, ContextError> {
         let target = self.target(path.unwrap_or("."), Access::Read)?;
         let listing = self.provider.list_files(&target, stop)?;
+        // Tests widen here the window in which a change drops the listing under the search.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("search::listed");
         if listing.stopped {
             return Err(ContextError::Cancelled { path: target.display });
         }

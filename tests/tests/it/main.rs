@@ -17,6 +17,7 @@
 //! ([`filectx_tests::alone`]); the heavy tests of `large` take a lock of their own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod attack_search;
 mod budgets;
 mod cancel;
 mod client;
