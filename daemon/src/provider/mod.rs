@@ -32,11 +32,13 @@ pub mod own;
 mod prepared;
 mod read;
 pub mod resolve;
+pub mod rules;
 mod snapshot;
 pub mod store;
 mod strategies;
 pub mod version;
 pub mod walk;
+pub mod walker;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -102,11 +102,11 @@ fn fifo_ignore_files_neither_hang_searches_nor_stall_other_sessions() {
     // Two sessions send greps one after the other without waiting: the root's, and a
     // subfolder's (whose parents' ignore files are read too).
     let mut attackers = [session(&daemon, &root), session(&daemon, &root)];
-    let mut sent = Vec::new();
-    for (n, raw) in attackers.iter_mut().enumerate() {
+    let mut sent = [Vec::new(), Vec::new()];
+    for (raw, ids) in attackers.iter_mut().zip(&mut sent) {
         for k in 0..4 {
             let path = if k % 2 == 0 { "." } else { "sub/inner" };
-            sent.push((n, raw.send_request("tools/call", call_args("grep", json!({"pattern": "needle", "path": path})))));
+            ids.push(raw.send_request("tools/call", call_args("grep", json!({"pattern": "needle", "path": path}))));
         }
     }
     // Another session's read is served meanwhile.
@@ -117,11 +117,17 @@ fn fifo_ignore_files_neither_hang_searches_nor_stall_other_sessions() {
     );
     let answer = answer_within(&mut reader, id, PROMPT, "a read while greps meet FIFO ignore files");
     assert!(tool_text(&answer, "read").contains("line"), "{answer}");
-    // Every grep answers, with the files a FIFO cannot change.
-    for (n, id) in sent {
-        let answer = answer_within(&mut attackers[n], id, PROMPT, "a grep over FIFO ignore files");
-        let text = tool_text(&answer, "grep");
-        assert!(text.contains("b.rs"), "{text}");
+    // Every grep answers (in any order), with the files a FIFO cannot change.
+    for (raw, mut ids) in attackers.iter_mut().zip(sent) {
+        let deadline = Instant::now() + PROMPT;
+        while !ids.is_empty() {
+            let answer = raw.recv_before(deadline).expect("a grep over FIFO ignore files answers");
+            let id = answer["id"].as_u64().unwrap_or_else(|| panic!("{answer}"));
+            assert!(ids.contains(&id), "{answer}");
+            ids.retain(|&sent| sent != id);
+            let text = tool_text(&answer, "grep");
+            assert!(text.contains("b.rs"), "{text}");
+        }
     }
     assert_eq!(
         sorted(&prompt_text(&mut reader, "glob", json!({"pattern": "**/*.rs"}))),
