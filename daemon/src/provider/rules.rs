@@ -131,7 +131,8 @@ pub fn rules_of(
     } else {
         Gitignore::empty()
     };
-    let exclude = if found.git { exclude(dir, rel, git).unwrap_or_else(Gitignore::empty) } else { Gitignore::empty() };
+    let exclude =
+        if found.git { exclude(dir, rel, git).unwrap_or_else(Gitignore::empty) } else { Gitignore::empty() };
     if ignore.is_empty() && gitignore.is_empty() && exclude.is_empty() {
         return parent;
     }
@@ -146,7 +147,9 @@ fn exclude(dir: BorrowedFd<'_>, rel: &Path, seen: &dyn GitSeen) -> Option<Gitign
     let info = rustix::fs::openat(&git, c"info", folder_flags(), Mode::empty()).ok()?;
     let info_rel = git_rel.join("info");
     seen.seen(&info_rel, std::os::fd::AsFd::as_fd(&info), true);
-    read_rules(std::os::fd::AsFd::as_fd(&info), c"exclude", rel, &|| info_rel.join("exclude").display().to_string())
+    read_rules(std::os::fd::AsFd::as_fd(&info), c"exclude", rel, &|| {
+        info_rel.join("exclude").display().to_string()
+    })
 }
 
 /// The rules of the ignore file `name` in `dir`, matched against paths under the folder `rel`;
@@ -311,12 +314,14 @@ mod tests {
             std::fs::remove_file(root.join(name)).unwrap();
         }
         // Too big, too many lines: no rules, not even the first ones.
-        std::fs::write(root.join(".gitignore"), format!("*.rs\n{}", "#\n".repeat(MAX_IGNORE_FILE_LINES))).unwrap();
+        std::fs::write(root.join(".gitignore"), format!("*.rs\n{}", "#\n".repeat(MAX_IGNORE_FILE_LINES)))
+            .unwrap();
         assert_eq!(verdicts(&root, &rs), ["none"], "too many lines");
         let big = format!("*.rs\n{}", "x".repeat(MAX_IGNORE_FILE_BYTES as usize));
         std::fs::write(root.join(".gitignore"), big).unwrap();
         assert_eq!(verdicts(&root, &rs), ["none"], "too big");
-        std::fs::write(root.join(".gitignore"), format!("*.rs\n{}", "#\n".repeat(MAX_IGNORE_FILE_LINES - 1))).unwrap();
+        std::fs::write(root.join(".gitignore"), format!("*.rs\n{}", "#\n".repeat(MAX_IGNORE_FILE_LINES - 1)))
+            .unwrap();
         assert_eq!(verdicts(&root, &rs), ["ignore"], "at the bound");
         std::fs::remove_file(root.join(".gitignore")).unwrap();
         // A `.git` that is a link or a file is not looked into.
@@ -326,12 +331,19 @@ mod tests {
         symlink(dir.path().join("gitdir"), root.join(".git")).unwrap();
         assert_eq!(verdicts(&root, &rs), ["none"], ".git as a link");
         std::fs::remove_file(root.join(".git")).unwrap();
-        std::fs::write(root.join(".git"), format!("gitdir: {}\n", dir.path().join("gitdir").display())).unwrap();
+        std::fs::write(root.join(".git"), format!("gitdir: {}\n", dir.path().join("gitdir").display()))
+            .unwrap();
         assert_eq!(verdicts(&root, &rs), ["none"], ".git as a file");
         // A FIFO neither blocks nor gives rules.
         std::fs::remove_file(root.join(".git")).unwrap();
-        rustix::fs::mknodat(rustix::fs::CWD, &root.join(".ignore"), rustix::fs::FileType::Fifo, Mode::from(0o644), 0)
-            .unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join(".ignore"),
+            rustix::fs::FileType::Fifo,
+            Mode::from(0o644),
+            0,
+        )
+        .unwrap();
         assert_eq!(verdicts(&root, &rs), ["none"], "a FIFO");
     }
 }

@@ -120,12 +120,24 @@ impl Provider {
                 if let Some(filling) = filling {
                     self.listings.abandon(filling);
                 }
+                // Resolution found a folder there: one that is no folder now (a link, a file)
+                // was replaced meanwhile.
+                let err = if err.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) {
+                    rustix::io::Errno::LOOP.into()
+                } else {
+                    err
+                };
                 return Err(io_error(&base.display, "open", err));
             }
         };
         let files = Arc::new(walked.files);
-        let mut listing =
-            Listing { root: root.clone(), files, truncated: walked.truncated, stopped: walked.stopped, grams: None };
+        let mut listing = Listing {
+            root: root.clone(),
+            files,
+            truncated: walked.truncated,
+            stopped: walked.stopped,
+            grams: None,
+        };
         if let Some(filling) = filling {
             if listing.truncated || listing.stopped {
                 self.listings.abandon(filling);

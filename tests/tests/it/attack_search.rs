@@ -49,7 +49,8 @@ fn call_args(name: &str, arguments: Value) -> Option<Value> {
 fn answer_within(raw: &mut Raw, id: u64, within: Duration, what: &str) -> Value {
     let deadline = Instant::now() + within;
     loop {
-        let frame = raw.recv_before(deadline).unwrap_or_else(|| panic!("{what}: no answer within {within:?}"));
+        let frame =
+            raw.recv_before(deadline).unwrap_or_else(|| panic!("{what}: no answer within {within:?}"));
         if frame.get("id") == Some(&json!(id)) {
             return frame;
         }
@@ -106,7 +107,9 @@ fn fifo_ignore_files_neither_hang_searches_nor_stall_other_sessions() {
     for (raw, ids) in attackers.iter_mut().zip(&mut sent) {
         for k in 0..4 {
             let path = if k % 2 == 0 { "." } else { "sub/inner" };
-            ids.push(raw.send_request("tools/call", call_args("grep", json!({"pattern": "needle", "path": path}))));
+            ids.push(
+                raw.send_request("tools/call", call_args("grep", json!({"pattern": "needle", "path": path}))),
+            );
         }
     }
     // Another session's read is served meanwhile.
@@ -197,7 +200,10 @@ fn an_ignore_file_linked_to_dev_urandom_neither_pins_a_slot_nor_ignores_cancella
         std::thread::sleep(Duration::from_millis(20));
     }
     // Not cancelled: the answer comes, with every file (no random rule applied).
-    assert_eq!(sorted(&prompt_text(&mut raw, "grep", json!({"pattern": "needle"}))), ["src/a.rs", "src/b.txt"]);
+    assert_eq!(
+        sorted(&prompt_text(&mut raw, "grep", json!({"pattern": "needle"}))),
+        ["src/a.rs", "src/b.txt"]
+    );
 }
 
 /// The files a session sees in a tree, as `glob **/*` lists them (relative to the root).
@@ -366,7 +372,7 @@ fn greps_whose_filters_are_retired_midway_always_answer() {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let path = root.join(format!("churn{}.txt", n % 8));
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     fs::write(&path, "needle\n").unwrap();
                 } else {
                     let _ = fs::remove_file(&path);
@@ -379,9 +385,9 @@ fn greps_whose_filters_are_retired_midway_always_answer() {
         })
     };
     let started = Instant::now();
-    let mut greps = 0;
+    let mut greps = 0u32;
     while started.elapsed() < Duration::from_secs(3) && greps < 100 {
-        let arguments = json!({"pattern": if greps % 2 == 0 { "needle" } else { "haystack" }});
+        let arguments = json!({"pattern": if greps.is_multiple_of(2) { "needle" } else { "haystack" }});
         let id = raw.send_request("tools/call", call_args("grep", arguments.clone()));
         let answer = answer_within(&mut raw, id, PROMPT, "a grep while files come and go");
         let text = tool_text(&answer, &format!("grep {arguments} (number {greps})"));
