@@ -249,6 +249,13 @@ pub struct DaemonStatus {
     /// withdrawn or timed-out `gate/writeIntent`, say): dropped.
     #[serde(default)]
     pub unmatched_responses: u64,
+    /// inotify watches the daemon holds now: warm search listings and the file watcher together.
+    #[serde(default)]
+    pub watches_held: u64,
+    /// The most inotify watches the daemon holds at once (`--max-watches`; search listings take
+    /// at most three quarters of them, the rest is the file watcher's).
+    #[serde(default)]
+    pub watches_cap: u64,
 }
 
 /// What a gate watches for: a new file, a whole-file write over an existing one, an edit.

@@ -5,15 +5,17 @@
 //! *before* the walk reads its entries or its ignore files, so any change during the walk
 //! discards the fresh list. A watch is added through the handle the walk opened the folder with
 //! (`/proc/self/fd/N`), so it is bound to the very folder read, never to whatever a name leads
-//! to later: a walk that cannot watch every folder it reads is not kept. Afterwards every event of a watched folder drops the listing (a
-//! create, delete or rename in it, a change of an ignore file, the folder itself moved or
-//! deleted, a lost event queue), except a content or metadata change of a file the listing
-//! holds: that file's size and modification time are re-read (beneath its root) at the next
-//! answer. The folders between the root and the searched one are watched too, where only their
-//! ignore files, their `.git` and the next folder on the way matter. Ignored and hidden folders are never
-//! walked, so a build writing into `target/` drops nothing; a walked folder's `.git` and
-//! `.git/info` are watched for `info` and `exclude` alone, the one ignore file kept there, so
-//! git writing its own files drops nothing either.
+//! to later; and each one is taken from the daemon's share of the user's watches
+//! ([`WatchBudget`]): a walk that cannot watch every folder it reads is not kept. Afterwards
+//! every event of a watched folder drops the listing (a create, delete or rename in it, a
+//! change of an ignore file, the folder itself moved or deleted, a lost event queue), except a
+//! content or metadata change of a file the listing holds: that file's size and modification
+//! time are re-read (beneath its root) at the next answer. The folders between the root and
+//! the searched one are watched too, where only their ignore files, their `.git` and the next
+//! folder on the way matter. Ignored and hidden folders are never walked, so a build writing
+//! into `target/` drops nothing; a walked folder's `.git` and `.git/info` are watched for
+//! `info` and `exclude` alone, the one ignore file kept there, so git writing its own files
+//! drops nothing either.
 //!
 //! Why not `notify` here (the file watcher uses it): each watch it adds is a round trip to its
 //! thread (a walk of 2,000 folders paid about 120 ms for them), and before notify 9 its mask
@@ -35,6 +37,7 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::beneath::Root;
+use super::budget::WatchBudget;
 use super::grams::{CacheBytes, Grams};
 use super::walk::{FolderHook, Listed, Watch, ns};
 
@@ -112,6 +115,8 @@ struct State {
     clock: u64,
     /// Bytes of the listings and their filters, against the cap.
     cache: Arc<CacheBytes>,
+    /// The daemon's share of inotify watches, one taken per watch held here.
+    budget: Arc<WatchBudget>,
 }
 
 impl State {
@@ -125,6 +130,7 @@ impl State {
             {
                 // Gone already when its folder was deleted: nothing to undo then.
                 let _ = watches.remove(watched.wd);
+                self.budget.give();
             }
         }
     }
@@ -249,8 +255,8 @@ pub struct Filling {
 impl Filling {
     /// What the walk calls for each folder it opens, before it reads anything in it: watches
     /// it through the handle the walk holds, so that any later change in it spoils this
-    /// listing. A folder that cannot be watched (too many for one listing, or an error) fails
-    /// the listing: it is not kept.
+    /// listing. A folder that cannot be watched (none left in the daemon's share, too many for
+    /// one listing, or an error) fails the listing: it is not kept.
     pub fn folder_hook(&self) -> FolderHook {
         let (id, state, failed) = (self.id, Arc::clone(&self.state), Arc::clone(&self.failed));
         let (watches, folders) = (self.watches.clone(), Arc::clone(&self.folders));
@@ -271,7 +277,8 @@ impl Filling {
             let mut watches = watches.clone();
             match watch(&state, &mut watches, id, folder, dir, role) {
                 Ok(()) => {}
-                Err(err) => {
+                Err(Unwatched::Budget) => failed.store(true, Ordering::Relaxed),
+                Err(Unwatched::Failed(err)) => {
                     tracing::debug!(%err, folder = %folder.display(), "cannot watch a searched folder; its searches walk cold");
                     failed.store(true, Ordering::Relaxed);
                 }
@@ -297,6 +304,15 @@ fn mask() -> WatchMask {
         | WatchMask::ONLYDIR
 }
 
+/// Why a folder is not watched.
+#[derive(Debug)]
+enum Unwatched {
+    /// The daemon holds its share of the user's watches.
+    Budget,
+    /// inotify refused.
+    Failed(std::io::Error),
+}
+
 /// Watches the folder open as `dir` (shown as `folder`) for listing (or walk) `id`. The watch
 /// is added and registered under the state's lock, so a release of the same watch by another
 /// listing cannot come in between and leave this one registered on a removed watch.
@@ -307,16 +323,31 @@ fn watch(
     folder: &Path,
     dir: BorrowedFd<'_>,
     role: Role,
-) -> std::io::Result<()> {
+) -> Result<(), Unwatched> {
     let mut guard = lock(state);
     let state = &mut *guard;
-    let wd = watches.add(format!("/proc/self/fd/{}", dir.as_raw_fd()), mask())?;
+    if !state.budget.take_for_listing() {
+        return Err(Unwatched::Budget);
+    }
+    let handle = format!("/proc/self/fd/{}", dir.as_raw_fd());
+    let wd = match watches.add(&handle, mask()) {
+        Ok(wd) => wd,
+        Err(err) => {
+            state.budget.give();
+            return Err(Unwatched::Failed(err));
+        }
+    };
     let number = wd.get_watch_descriptor_id();
-    let watched = state.watches.entry(number).or_insert_with(|| Watched {
-        wd,
-        folder: folder.to_path_buf(),
-        users: HashMap::new(),
-    });
+    let watched = match state.watches.entry(number) {
+        std::collections::hash_map::Entry::Occupied(shared) => {
+            // The folder was watched already (by another listing): no new watch was made.
+            state.budget.give();
+            shared.into_mut()
+        }
+        std::collections::hash_map::Entry::Vacant(new) => {
+            new.insert(Watched { wd, folder: folder.to_path_buf(), users: HashMap::new() })
+        }
+    };
     // A walk meets a folder once; should it meet one twice, the first role stays.
     if let std::collections::hash_map::Entry::Vacant(user) = watched.users.entry(id) {
         user.insert(role);
@@ -370,8 +401,9 @@ fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>) {
 }
 
 impl Listings {
-    /// No listings; at most `max_bytes` kept (0: none, every search walks cold).
-    pub fn new(max_bytes: usize) -> Self {
+    /// No listings; at most `max_bytes` kept (0: none, every search walks cold), their watches
+    /// taken from `budget`.
+    pub fn new(max_bytes: usize, budget: Arc<WatchBudget>) -> Self {
         let state = State {
             entries: HashMap::new(),
             keys: HashMap::new(),
@@ -381,6 +413,7 @@ impl Listings {
             next_id: 0,
             clock: 0,
             cache: Arc::new(CacheBytes::new(max_bytes)),
+            budget,
         };
         Self { state: Arc::new(Mutex::new(state)), max_bytes, watcher: OnceLock::new() }
     }

@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use self::beneath::{Root, RootDir};
-use self::budget::MapBudget;
+use self::budget::{MapBudget, WatchBudget};
 use self::cache::Cache;
 pub use self::config::{DEFAULT_MAX_WINDOW_BYTES, ProviderConfig};
 pub use self::error::ProviderError;
@@ -77,6 +77,9 @@ pub struct Provider {
     store: ContentStore,
     /// Warm listings of searched folders (see [`listings`]).
     listings: Listings,
+    /// The daemon's share of the user's inotify watches, shared by the listings and the
+    /// watcher (see [`budget`]).
+    watches: Arc<WatchBudget>,
     /// The daemon's own writes, for the watcher (see [`own`]).
     own: OwnWrites,
 }
@@ -84,11 +87,13 @@ pub struct Provider {
 impl Provider {
     /// A provider with an empty cache.
     pub fn new(config: ProviderConfig) -> Self {
+        let watches = WatchBudget::new(config.max_watches);
         Self {
             map_budget: MapBudget::new(config.max_mapped_bytes),
             leftovers: Leftovers::new(config.staging_token.clone()),
             store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
-            listings: Listings::new(config.max_search_cache_bytes),
+            listings: Listings::new(config.max_search_cache_bytes, Arc::clone(&watches)),
+            watches,
             config,
             cache: Mutex::default(),
             locks: PathLocks::default(),
@@ -106,6 +111,18 @@ impl Provider {
     /// version checks that missed the cache).
     pub fn hashed_bytes(&self) -> u64 {
         self.hashed.load(Ordering::Relaxed)
+    }
+
+    /// The daemon's share of the user's inotify watches, for the watcher (which takes one for
+    /// each path it watches).
+    pub fn watch_budget(&self) -> &WatchBudget {
+        &self.watches
+    }
+
+    /// Watches held now (warm listings and the watcher together) and the cap, for
+    /// `daemon/status`.
+    pub fn watches(&self) -> (usize, usize) {
+        (self.watches.held(), self.watches.cap())
     }
 
     /// The store of versions' bytes (filled by the file context with what its sessions saw).

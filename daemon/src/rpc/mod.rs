@@ -341,6 +341,7 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
     let (parked_sessions, parked_bytes) = ctx.parked.usage();
     let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
+    let (watches_held, watches_cap) = ctx.files.watches();
     DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -368,6 +369,8 @@ fn status(ctx: &ServerContext) -> DaemonStatus {
         cached_listing_bytes: cached_listing_bytes as u64,
         gates: ctx.gates.infos(),
         unmatched_responses: Stats::get(&stats.unmatched_responses),
+        watches_held: watches_held as u64,
+        watches_cap: watches_cap as u64,
     }
 }
 

@@ -62,6 +62,7 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         ("mapped bytes", human_bytes(status.mapped_bytes)),
         ("open files", status.open_files.to_string()),
         ("watched paths", status.watched_paths.to_string()),
+        ("inotify watches", format!("{} (max {})", status.watches_held, status.watches_cap)),
         ("snapshots", format!("{} ({})", status.snapshots, human_bytes(status.snapshot_bytes))),
         (
             "search listings",
@@ -271,6 +272,8 @@ mod tests {
             cached_listing_bytes: 512,
             gates: Vec::new(),
             unmatched_responses: 0,
+            watches_held: 3,
+            watches_cap: 16384,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -279,7 +282,8 @@ mod tests {
         assert!(text.contains("search listings:       1 (512 B)\n"), "{text}");
         assert!(text.contains("line indexes:          2.0 KiB (2048)\n"), "{text}");
         assert!(text.contains("gates:                 0\n"), "{text}");
-        assert_eq!(text.lines().count(), 17);
+        assert!(text.contains("inotify watches:       3 (max 16384)\n"), "{text}");
+        assert_eq!(text.lines().count(), 18);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

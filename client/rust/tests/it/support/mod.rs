@@ -212,6 +212,8 @@ pub fn status() -> DaemonStatus {
         cached_listing_bytes: 0,
         gates: Vec::new(),
         unmatched_responses: 0,
+        watches_held: 0,
+        watches_cap: 0,
     }
 }
 
