@@ -12,6 +12,13 @@
 //! opened beneath the folder's handle: a `.git` file (a worktree's `gitdir:` line) or a link is
 //! never followed.
 //!
+//! Compiled rules cost far more than their text: measured, about 1.5 KiB a literal line and up
+//! to 15 KiB a line with wildcards (globset compiles many of those one regex each), so one
+//! 10,000-line file of wildcards took 150 MB and over a second to build. Each rule line is
+//! therefore counted at an estimate ([`PLAIN_RULE_COST`] or [`PATTERN_RULE_COST`]) against the
+//! walk's [`RuleBytes`] for as long as the rules are in force (the folder, or one beneath it,
+//! is being walked): a file whose rules would take the walk past [`MAX_RULE_BYTES`] gives none.
+//!
 //! Precedence is the `ignore` crate's: for each kind of file the deepest folder with a match
 //! decides, and a `.ignore` match beats a `.gitignore` match, which beats an `exclude` match;
 //! within one file the last matching line wins (`!x` whitelists). The walk runs with
@@ -24,7 +31,7 @@ use std::io::Read;
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -35,6 +42,13 @@ use rustix::io::Errno;
 pub const MAX_IGNORE_FILE_BYTES: u64 = 1 << 20;
 /// Most lines of one ignore file; one with more gives no rules.
 pub const MAX_IGNORE_FILE_LINES: usize = 10_000;
+/// What a rule line without wildcards (a name, a path, `*.ext`) is counted as, compiled.
+pub const PLAIN_RULE_COST: usize = 2 << 10;
+/// What any other rule line is counted as, compiled.
+pub const PATTERN_RULE_COST: usize = 16 << 10;
+/// Most estimated bytes of compiled rules one walk holds at once (8,192 plain lines, or 1,024
+/// with wildcards).
+pub const MAX_RULE_BYTES: usize = 16 << 20;
 
 /// Whether an unusable ignore file was logged at `info` already (later ones go to `debug`).
 static TOLD: AtomicBool = AtomicBool::new(false);
@@ -47,6 +61,44 @@ pub struct Rules {
     /// `.ignore`, `.gitignore`, `.git/info/exclude`: first beats last.
     sets: [Gitignore; 3],
     parent: Option<Arc<Rules>>,
+    /// Their estimated bytes, held in the walk's [`RuleBytes`] while they are in force.
+    _held: Vec<Held>,
+}
+
+/// The estimated bytes of compiled rules one walk holds, against [`MAX_RULE_BYTES`].
+#[derive(Debug, Default)]
+pub struct RuleBytes {
+    held: AtomicUsize,
+}
+
+/// Bytes of a walk's [`RuleBytes`] held by one file's rules; given back when dropped.
+#[derive(Debug)]
+struct Held {
+    owner: Arc<RuleBytes>,
+    bytes: usize,
+}
+
+impl RuleBytes {
+    /// Holds `bytes` when they fit.
+    fn hold(self: &Arc<Self>, bytes: usize) -> Option<Held> {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|&total| total <= MAX_RULE_BYTES)
+            })
+            .ok()?;
+        Some(Held { owner: Arc::clone(self), bytes })
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.owner.held.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 /// Which ignore files a folder holds (known from its entries, or to be tried).
@@ -110,77 +162,102 @@ pub trait GitSeen {
 }
 
 /// The rules in force in the folder `rel` (relative to the root), open as `dir`: those of
-/// the ignore files it holds (`found`) on top of `parent`'s.
+/// the ignore files it holds (`found`) on top of `parent`'s, their estimated bytes held in
+/// `bytes` (the walk's) while they are in force.
 pub fn rules_of(
     dir: BorrowedFd<'_>,
     rel: &Path,
     found: Found,
     parent: Option<Arc<Rules>>,
+    bytes: &Arc<RuleBytes>,
     git: &dyn GitSeen,
 ) -> Option<Arc<Rules>> {
-    let read = |dir: BorrowedFd<'_>, name: &CStr, shown: &dyn Fn() -> String| {
-        read_rules(dir, name, rel, shown).unwrap_or_else(Gitignore::empty)
+    let mut held = Vec::new();
+    let mut keep = |read: Option<(Gitignore, Held)>| match read {
+        Some((set, bytes)) => {
+            held.push(bytes);
+            set
+        }
+        None => Gitignore::empty(),
     };
-    let ignore = if found.ignore {
-        read(dir, c".ignore", &|| rel.join(".ignore").display().to_string())
-    } else {
-        Gitignore::empty()
-    };
-    let gitignore = if found.gitignore {
-        read(dir, c".gitignore", &|| rel.join(".gitignore").display().to_string())
-    } else {
-        Gitignore::empty()
-    };
-    let exclude =
-        if found.git { exclude(dir, rel, git).unwrap_or_else(Gitignore::empty) } else { Gitignore::empty() };
+    let ignore = found.ignore.then(|| read_rules(dir, c".ignore", rel, bytes, &|| rel.join(".ignore")));
+    let ignore = keep(ignore.flatten());
+    let gitignore =
+        found.gitignore.then(|| read_rules(dir, c".gitignore", rel, bytes, &|| rel.join(".gitignore")));
+    let gitignore = keep(gitignore.flatten());
+    let exclude = keep(found.git.then(|| exclude(dir, rel, bytes, git)).flatten());
     if ignore.is_empty() && gitignore.is_empty() && exclude.is_empty() {
         return parent;
     }
-    Some(Arc::new(Rules { sets: [ignore, gitignore, exclude], parent }))
+    Some(Arc::new(Rules { sets: [ignore, gitignore, exclude], parent, _held: held }))
 }
 
 /// The rules of `rel`'s `.git/info/exclude`, when `.git` and `info` are folders.
-fn exclude(dir: BorrowedFd<'_>, rel: &Path, seen: &dyn GitSeen) -> Option<Gitignore> {
+fn exclude(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    bytes: &Arc<RuleBytes>,
+    seen: &dyn GitSeen,
+) -> Option<(Gitignore, Held)> {
     let git = rustix::fs::openat(dir, c".git", folder_flags(), Mode::empty()).ok()?;
     let git_rel = rel.join(".git");
     seen.seen(&git_rel, std::os::fd::AsFd::as_fd(&git), false);
     let info = rustix::fs::openat(&git, c"info", folder_flags(), Mode::empty()).ok()?;
     let info_rel = git_rel.join("info");
     seen.seen(&info_rel, std::os::fd::AsFd::as_fd(&info), true);
-    read_rules(std::os::fd::AsFd::as_fd(&info), c"exclude", rel, &|| {
-        info_rel.join("exclude").display().to_string()
-    })
+    read_rules(std::os::fd::AsFd::as_fd(&info), c"exclude", rel, bytes, &|| info_rel.join("exclude"))
 }
 
-/// The rules of the ignore file `name` in `dir`, matched against paths under the folder `rel`;
-/// `None` when it is absent, unusable (see the module documentation) or holds no rule.
-fn read_rules(dir: BorrowedFd<'_>, name: &CStr, rel: &Path, shown: &dyn Fn() -> String) -> Option<Gitignore> {
-    let bytes = match read_bounded(dir, name) {
-        Ok(Some(bytes)) => bytes,
+/// The rules of the ignore file `name` in `dir`, matched against paths under the folder `rel`,
+/// and their estimated bytes, held in `bytes`; `None` when it is absent, unusable (see the
+/// module documentation), holds no rule, or its rules do not fit the walk's bytes. `shown`
+/// names it (relative to the root) in the log.
+fn read_rules(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    rel: &Path,
+    bytes: &Arc<RuleBytes>,
+    shown: &dyn Fn() -> std::path::PathBuf,
+) -> Option<(Gitignore, Held)> {
+    let text = match read_bounded(dir, name) {
+        Ok(Some(text)) => text,
         Ok(None) => return None,
         Err(why) => {
             unusable(&shown(), why);
             return None;
         }
     };
+    let Some(cost) = cost(&text) else {
+        unusable(&shown(), "has more than 10,000 lines");
+        return None;
+    };
+    if cost == 0 {
+        return None;
+    }
+    let Some(held) = bytes.hold(cost) else {
+        unusable(&shown(), "holds more rules than one search takes at once (16 MiB of them, compiled)");
+        return None;
+    };
     // The root's own folder is `.`: the matcher then strips nothing from a path.
     let root = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
     let mut builder = GitignoreBuilder::new(root);
-    if !add_lines(&mut builder, &bytes) {
-        unusable(&shown(), "has more than 10,000 lines");
-        return None;
+    for line in lines(&text).flatten() {
+        // A bad glob is skipped, as the crate skips it.
+        let _ = builder.add_line(None, line);
     }
     // A set that does not build gives no rules, as for the `ignore` crate.
-    builder.build().ok().filter(|set| !set.is_empty())
+    let set = builder.build().ok().filter(|set| !set.is_empty())?;
+    Some((set, held))
 }
 
 /// Says (once at `info`, then at `debug`) that an ignore file gives no rules, and why.
-fn unusable(shown: &str, why: &str) {
+fn unusable(shown: &Path, why: &str) {
+    let file = shown.display();
     if TOLD.swap(true, Ordering::Relaxed) {
-        tracing::debug!(file = shown, "an ignore file {why}: searches do not apply it");
+        tracing::debug!(%file, "an ignore file {why}: searches do not apply it");
     } else {
         tracing::info!(
-            file = shown,
+            %file,
             "an ignore file {why}: searches do not apply it (only regular files of at most 1 MiB and 10,000 lines are read, never through a link; later ones are logged at debug)"
         );
     }
@@ -212,14 +289,16 @@ fn read_bounded(dir: BorrowedFd<'_>, name: &CStr) -> Result<Option<Vec<u8>>, &'s
     Ok(Some(bytes))
 }
 
-/// Adds the lines of an ignore file to `builder` as `GitignoreBuilder::add` reads a file: lines
-/// end at `\n` (a `\r` before it is dropped), a line that is not UTF-8 is skipped, a BOM
-/// opening the first line is dropped, a line that is not a valid glob is skipped. `false`
-/// (and nothing to be used) when there are more than [`MAX_IGNORE_FILE_LINES`].
-fn add_lines(builder: &mut GitignoreBuilder, bytes: &[u8]) -> bool {
-    let mut rest = bytes;
-    let mut index = 0usize;
-    while !rest.is_empty() {
+/// The lines of an ignore file as `GitignoreBuilder::add` reads a file: lines end at `\n` (a
+/// `\r` before it is dropped), a line that is not UTF-8 is `None` (skipped), a BOM opening the
+/// first line is dropped.
+fn lines(text: &[u8]) -> impl Iterator<Item = Option<&str>> {
+    let mut rest = text;
+    let mut first = true;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
         let (line, next) = match memchr::memchr(b'\n', rest) {
             Some(end) => {
                 let line = &rest[..end];
@@ -228,17 +307,39 @@ fn add_lines(builder: &mut GitignoreBuilder, bytes: &[u8]) -> bool {
             None => (rest, &rest[rest.len()..]),
         };
         rest = next;
+        let line = std::str::from_utf8(line)
+            .ok()
+            .map(|line| if first { line.trim_start_matches('\u{feff}') } else { line });
+        first = false;
+        Some(line)
+    })
+}
+
+/// The estimated bytes the rules of an ignore file take compiled; `None` when it has more
+/// than [`MAX_IGNORE_FILE_LINES`] lines.
+fn cost(text: &[u8]) -> Option<usize> {
+    let mut cost = 0;
+    for (index, line) in lines(text).enumerate() {
         if index == MAX_IGNORE_FILE_LINES {
-            return false;
+            return None;
         }
-        if let Ok(line) = std::str::from_utf8(line) {
-            let line = if index == 0 { line.trim_start_matches('\u{feff}') } else { line };
-            // A bad glob is skipped, as the crate skips it.
-            let _ = builder.add_line(None, line);
-        }
-        index += 1;
+        cost += line.map_or(0, rule_cost);
     }
-    true
+    Some(cost)
+}
+
+/// What one line is counted as once compiled: nothing for a blank line or a comment,
+/// [`PLAIN_RULE_COST`] for a name or path without wildcards or a bare `*.ext`, else
+/// [`PATTERN_RULE_COST`].
+fn rule_cost(line: &str) -> usize {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return 0;
+    }
+    let glob = line.trim_start_matches('!').trim_start_matches('/').trim_end_matches('/');
+    let wild = |text: &str| text.contains(['*', '?', '[', '{', '\\']);
+    let plain_extension = glob.strip_prefix("*.").is_some_and(|ext| !wild(ext) && !ext.contains('/'));
+    if !wild(glob) || plain_extension { PLAIN_RULE_COST } else { PATTERN_RULE_COST }
 }
 
 #[cfg(test)]
@@ -260,7 +361,7 @@ mod tests {
     /// The verdicts of `paths` under the rules of the folder `dir`.
     fn verdicts(dir: &Path, paths: &[(&str, bool)]) -> Vec<&'static str> {
         let fd = open(dir);
-        let rules = rules_of(fd.as_fd(), Path::new(""), Found::ALL, None, &Nobody);
+        let rules = rules_of(fd.as_fd(), Path::new(""), Found::ALL, None, &Arc::default(), &Nobody);
         paths
             .iter()
             .map(|(path, is_dir)| match verdict(rules.as_ref(), Path::new(path), *is_dir) {
@@ -345,5 +446,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(verdicts(&root, &rs), ["none"], "a FIFO");
+    }
+
+    #[test]
+    fn compiled_rules_are_counted_against_the_walk() {
+        assert_eq!(
+            ["", "# x", "target", "/a/b/", "!keep.txt", "*.rs", "*.r?", "src/*.rs", "**/x", "a[bc]", "*"]
+                .map(rule_cost),
+            [0, 0, 2048, 2048, 2048, 2048, 16384, 16384, 16384, 16384, 16384]
+        );
+        let wild = |n: usize| (0..n).map(|i| format!("**/w{i}*\n")).collect::<String>();
+        assert_eq!(cost(wild(3).as_bytes()), Some(3 * PATTERN_RULE_COST));
+        assert_eq!(cost("#\n".repeat(MAX_IGNORE_FILE_LINES + 1).as_bytes()), None);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        let bytes = Arc::new(RuleBytes::default());
+        let rules_in = |rel: &str, parent: Option<Arc<Rules>>| {
+            let fd = open(&dir.path().join(rel));
+            rules_of(fd.as_fd(), Path::new(rel), Found::ALL, parent, &bytes, &Nobody)
+        };
+        // One file over the whole budget gives nothing.
+        std::fs::write(dir.path().join(".gitignore"), wild(MAX_RULE_BYTES / PATTERN_RULE_COST + 1)).unwrap();
+        assert!(rules_in("", None).is_none());
+        assert_eq!(bytes.held(), 0);
+        // Two that fit alone but not together: the deeper one gives nothing while the first is
+        // in force, and everything comes back once they are done.
+        let half = MAX_RULE_BYTES / PATTERN_RULE_COST * 2 / 3;
+        std::fs::write(dir.path().join(".gitignore"), wild(half)).unwrap();
+        std::fs::write(dir.path().join("a/.gitignore"), wild(half)).unwrap();
+        let top = rules_in("", None).unwrap();
+        assert_eq!(bytes.held(), half * PATTERN_RULE_COST);
+        let below = rules_in("a", Some(Arc::clone(&top))).unwrap();
+        assert!(Arc::ptr_eq(&top, &below), "a/.gitignore did not fit: the parent's rules are the folder's");
+        drop((top, below));
+        assert_eq!(bytes.held(), 0);
+        assert!(rules_in("a", None).is_some());
     }
 }

@@ -16,7 +16,8 @@
 //! parent's handle; past [`MAX_HELD_FOLDERS`] handles, further subfolders are opened beneath the
 //! root's handle by their path instead (`openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, just as
 //! confined, one lookup per component). The walk is bounded: files and bytes listed, bytes of
-//! one folder's entries, bytes of the folders waiting; past a bound it stops (`truncated`).
+//! one folder's entries, bytes of the folders waiting (past a bound it stops: `truncated`), and
+//! the estimated bytes of the ignore rules in force (past it a file gives no rules).
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -28,7 +29,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use rustix::fs::{AtFlags, FileType, Mode, RawDir};
 
 use super::beneath::RootDir;
-use super::rules::{self, Found, GitSeen, Rules};
+use super::rules::{self, Found, GitSeen, RuleBytes, Rules};
 use super::walk::{Listed, ns};
 
 /// Most files one listing holds; a walk that finds more stops there.
@@ -133,6 +134,8 @@ struct Walk<'a> {
     /// Bytes of the folders waiting.
     waiting: AtomicUsize,
     held: Arc<AtomicUsize>,
+    /// Estimated bytes of the compiled ignore rules in force (see [`rules`]).
+    rule_bytes: Arc<RuleBytes>,
     truncated: AtomicBool,
     stopped: AtomicBool,
 }
@@ -190,6 +193,7 @@ pub fn walk(
         bytes: AtomicUsize::new(0),
         waiting: AtomicUsize::new(0),
         held: Arc::default(),
+        rule_bytes: Arc::default(),
         truncated: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
     };
@@ -243,7 +247,7 @@ impl Walk<'_> {
                 return Err(rustix::io::Errno::XDEV.into());
             };
             self.tell(&here, fd.as_fd(), Watch::OnTheWay(name));
-            rules = rules::rules_of(fd.as_fd(), &here, Found::ALL, rules, self);
+            rules = rules::rules_of(fd.as_fd(), &here, Found::ALL, rules, &self.rule_bytes, self);
             fd = rustix::fs::openat(&fd, name, rules::folder_flags(), Mode::empty())?;
             here.push(name);
         }
@@ -355,7 +359,7 @@ impl Walk<'_> {
         }
         self.tell(&rel, fd.as_fd(), Watch::Walked);
         let Some(found) = self.entries(fd.as_fd(), scratch) else { return Vec::new() };
-        let rules = rules::rules_of(fd.as_fd(), &rel, found, inherited, self);
+        let rules = rules::rules_of(fd.as_fd(), &rel, found, inherited, &self.rule_bytes, self);
         let mut subfolders: Vec<OsString> = Vec::new();
         let Scratch { names, entries, path, files, seen, .. } = scratch;
         for entry in entries.iter() {

@@ -212,6 +212,54 @@ fn listed(raw: &mut Raw, path: &str) -> Vec<String> {
     if text == "No files found" { Vec::new() } else { sorted(&text) }
 }
 
+/// Ignore files full of wildcard patterns (each compiles to up to 15 KiB, and a nested chain of
+/// them is in force at once) cost the daemon a bounded amount of memory: past the walk's budget
+/// of compiled rules a file gives none, and the answer lists the files it would have hidden.
+#[test]
+fn ignore_files_full_of_wildcards_cost_bounded_memory() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    // 900 wildcard lines (about 13 MiB compiled each: globset compiles one regex per glob that
+    // needs a given extension), in twelve nested folders.
+    let rules: String = (0..900).map(|i| format!("w{i}/*.q\n")).collect();
+    let mut folder = root.clone();
+    for depth in 0..12 {
+        put(&folder, &[("f.txt", "x\n")]);
+        fs::write(folder.join(".gitignore"), &rules).unwrap();
+        folder = folder.join(format!("d{depth}"));
+    }
+    put(&folder, &[("f.txt", "x\n")]);
+    put(&root, &[("w1/hidden-by-the-root.q", "x\n")]);
+    let mut raw = session(&daemon, &root);
+    let before = daemon.rss_kib();
+    let id = raw.send_request("tools/call", call_args("glob", json!({"pattern": "**/*"})));
+    let deadline = Instant::now() + PROMPT;
+    let answer = loop {
+        if let Some(frame) = raw.recv_within(Duration::from_millis(20)) {
+            break frame;
+        }
+        let rss = daemon.rss_kib();
+        assert!(
+            rss < before + 96 * 1024,
+            "the daemon grew from {} MiB to {} MiB compiling ignore rules",
+            before / 1024,
+            rss / 1024
+        );
+        assert!(Instant::now() < deadline, "no answer within {PROMPT:?}");
+    };
+    assert_eq!(answer["id"], json!(id), "{answer}");
+    let listed = sorted(&tool_text(&answer, "glob"));
+    // The root's rules apply (they fit); the thirteen f.txt are listed.
+    assert_eq!(listed.len(), 13, "{listed:?}");
+    assert!(listed.iter().all(|path| path.ends_with("f.txt")), "{listed:?}");
+    assert!(daemon.rss_kib() < before + 96 * 1024);
+    assert!(
+        daemon.log_text().contains("holds more rules than one search takes at once"),
+        "{}",
+        daemon.log_text()
+    );
+}
+
 /// Ignore files that are links to a file outside the roots are not read: its lines never
 /// become rules (which would tell a session, by what a search leaves out, what the outside file
 /// says). The answers are those of the same tree without the links.
