@@ -27,10 +27,10 @@ Config file:
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, max_roots,
   resume_grace, max_parked_sessions, max_parked_bytes, max_session_observed_bytes,
   max_observed_bytes, max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes,
-  read_max_bytes, max_search_cache_bytes, no_gates, max_gate_intents, gate_sessions,
-  search_slots, search_timeout, search_regex_bytes). A flag beats the file; the file beats the
-  default. An unknown key or a wrong type is an error that names it. --print-config shows the
-  result.
+  read_max_bytes, max_search_cache_bytes, max_watches, no_gates, max_gate_intents,
+  gate_sessions, search_slots, search_timeout, search_regex_bytes). A flag beats the file; the
+  file beats the default. An unknown key or a wrong type is an error that names it.
+  --print-config shows the result.
 
 Sandbox:
   A session's roots are opened as directory handles and every file operation is done beneath
@@ -289,6 +289,10 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(crate::config::MIN_SEARCH_REGEX_BYTES..))]
     pub search_regex_bytes: Option<u64>,
 
+    /// Most inotify watches the daemon holds at once, the search listings and the file watcher together (listings take at most three quarters): a search needing more walks every time instead of being kept warm, and a read file in a folder that cannot be watched is checked when next used instead of notified. Keep it well below fs.inotify.max_user_watches, which all the user's programs share; 0 holds none [default: a quarter of fs.inotify.max_user_watches, at most 65536]
+    #[arg(long, value_name = "N")]
+    pub max_watches: Option<u64>,
+
     /// Most bytes of line text one file/read, fs/readText or fs/streamText chunk returns: lines come whole, a window stops before this, and a single longer line is FS_TOO_LARGE (the read tool cuts long lines instead) [default: --max-frame-bytes / 8, 8 MiB; at least 1024, at most --max-frame-bytes]
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_window_bytes: Option<u64>,
@@ -386,6 +390,8 @@ pub struct FileConfig {
     pub max_snapshot_file_bytes: Option<u64>,
     /// See `--max-search-cache-bytes`.
     pub max_search_cache_bytes: Option<u64>,
+    /// See `--max-watches`.
+    pub max_watches: Option<u64>,
     /// See `--max-window-bytes`.
     pub max_window_bytes: Option<u64>,
     /// See `--read-max-bytes`.
@@ -520,6 +526,8 @@ pub struct Settings {
     pub max_snapshot_file_bytes: u64,
     /// Bytes of searched folders' file lists kept warm.
     pub max_search_cache_bytes: u64,
+    /// Most inotify watches held at once.
+    pub max_watches: u64,
     /// Most bytes of line text in one window of whole lines.
     pub max_window_bytes: u64,
     /// The read tool's default budget, bytes.
@@ -691,6 +699,7 @@ impl Args {
             "max_snapshot_bytes" => self.max_snapshot_bytes.is_some(),
             "max_snapshot_file_bytes" => self.max_snapshot_file_bytes.is_some(),
             "max_search_cache_bytes" => self.max_search_cache_bytes.is_some(),
+            "max_watches" => self.max_watches.is_some(),
             "max_window_bytes" => self.max_window_bytes.is_some(),
             "read_max_bytes" => self.read_max_bytes.is_some(),
             "search_slots" => self.search_slots.is_some(),
@@ -923,6 +932,7 @@ impl Args {
                 .max_search_cache_bytes
                 .or(file.max_search_cache_bytes)
                 .unwrap_or(service.max_search_cache_bytes as u64),
+            max_watches: self.max_watches.or(file.max_watches).unwrap_or(service.max_watches as u64),
             max_window_bytes,
             read_max_bytes,
             search_slots: at_least_one(
@@ -1018,6 +1028,7 @@ impl Settings {
                 max_snapshot_bytes: size(self.max_snapshot_bytes),
                 max_snapshot_file_bytes: size(self.max_snapshot_file_bytes),
                 max_search_cache_bytes: size(self.max_search_cache_bytes),
+                max_watches: size(self.max_watches),
                 max_window_bytes: self.max_window_bytes,
                 ..defaults.files.clone()
             },

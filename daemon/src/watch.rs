@@ -259,24 +259,32 @@ impl WatchHub {
     fn watch(&self, path: &Path) {
         let mut watcher = self.watcher.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(watcher) = watcher.as_mut() else { return };
-        let watched = watcher.watch(path, RecursiveMode::NonRecursive);
+        // Each watch is taken from the daemon's share of the user's watches (which logs, once,
+        // when it is used up): past it the path is not watched, and its files are checked when
+        // next used, as every file is.
+        let budget = self.provider.watch_budget();
+        let watched = budget.take_for_watcher().then(|| watcher.watch(path, RecursiveMode::NonRecursive));
         // What the daemon told about its writes there was recorded while their events (and
         // anyone else's) went unseen: forgotten once the watch holds (or failed), so that a
         // rename landing before the watch took hold is never trusted.
         self.provider.own_writes().forget_in(path);
         match watched {
-            Ok(()) => {
-                self.lock().active.insert(path.to_owned());
-            }
-            Err(err) if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) => {
-                if !self.warned_limit.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        path = %path.display(),
-                        "out of inotify watches: changes in some folders will not be notified (they are still detected on access); raise the limit with `sysctl fs.inotify.max_user_watches=524288`"
-                    );
+            // Watched already: no new watch.
+            Some(Ok(())) if !self.lock().active.insert(path.to_owned()) => budget.give(),
+            None | Some(Ok(())) => {}
+            Some(Err(err)) => {
+                budget.give();
+                if matches!(err.kind, notify::ErrorKind::MaxFilesWatch) {
+                    if !self.warned_limit.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            path = %path.display(),
+                            "out of inotify watches: changes in some folders will not be notified (they are still detected on access); raise the limit with `sysctl fs.inotify.max_user_watches=524288`"
+                        );
+                    }
+                } else {
+                    tracing::debug!(path = %path.display(), %err, "cannot watch");
                 }
             }
-            Err(err) => tracing::debug!(path = %path.display(), %err, "cannot watch"),
         }
     }
 
@@ -286,7 +294,9 @@ impl WatchHub {
             // Fails when the kernel already dropped the watch (the folder was deleted): fine.
             let _ = watcher.unwatch(path);
         }
-        self.lock().active.remove(path);
+        if self.lock().active.remove(path) {
+            self.provider.watch_budget().give();
+        }
     }
 
     fn observed(&self, session: &Observer, path: &Path, links: u64) {

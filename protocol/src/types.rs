@@ -299,6 +299,13 @@ pub struct DaemonStatus {
     /// bytes one search holds at most).
     #[serde(default)]
     pub search_memory_bytes: u64,
+    /// inotify watches the daemon holds now: warm search listings and the file watcher together.
+    #[serde(default)]
+    pub watches_held: u64,
+    /// The most inotify watches the daemon holds at once (`--max-watches`; search listings take
+    /// at most three quarters of them, the rest is the file watcher's).
+    #[serde(default)]
+    pub watches_cap: u64,
 }
 
 /// Params of `daemon/status` (optional, as is every field).

@@ -147,6 +147,11 @@ impl Files {
         self.provider.cached_listings()
     }
 
+    /// inotify watches the daemon holds (warm listings and the watcher together), and its cap.
+    pub fn watches(&self) -> (usize, usize) {
+        self.provider.watches()
+    }
+
     /// Bytes hashed by reads and stats since the start.
     pub fn hashed_bytes(&self) -> u64 {
         self.provider.hashed_bytes()

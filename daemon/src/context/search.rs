@@ -67,12 +67,13 @@ impl SearchFiles {
     }
 
     /// For each listed file, whether a search needing `needles` must read it: `None` when the
-    /// listing has no filters (or `needles` is empty) and every file must be read.
+    /// listing has no filters (or `needles` is empty) and every file must be read. When it is
+    /// `Some`, it has exactly [`len`](Self::len) entries.
     pub fn must_read(&self, needles: &Needles) -> Option<Vec<bool>> {
         if needles.0.is_empty() {
             return None;
         }
-        Some(self.grams.as_ref()?.must_read(&needles.0))
+        Some(self.grams.as_ref()?.must_read(&needles.0)).filter(|m| m.len() == self.listed.len())
     }
 
     /// Starts building, off the request path, the trigram filters a later search of this
@@ -105,6 +106,9 @@ impl FileContext<'_> {
     ) -> Result<SearchFiles, ContextError> {
         let target = self.target(path.unwrap_or("."), Access::Read)?;
         let listing = self.provider.list_files(&target, stop)?;
+        // Tests widen here the window in which a change drops the listing under the search.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("search::listed");
         if listing.stopped {
             return Err(ContextError::Cancelled { path: target.display });
         }

@@ -46,6 +46,11 @@ pub struct ProviderConfig {
     /// Most bytes of searched folders' file lists kept warm (least recently used out first; a
     /// list over it alone is never kept); 0 keeps none: every search walks.
     pub max_search_cache_bytes: usize,
+    /// Most inotify watches the daemon holds at once, warm listings and the file watcher
+    /// together (listings up to three quarters of it); see
+    /// [`WatchBudget`](super::budget::WatchBudget). 0 holds none: every search walks, and
+    /// changes are found when files are next used.
+    pub max_watches: usize,
 }
 
 /// Default of [`ProviderConfig::max_window_bytes`]: 8 MiB, an eighth of the default frame cap
@@ -71,6 +76,7 @@ impl Default for ProviderConfig {
             max_snapshot_file_bytes: 1024 * 1024,
             max_window_bytes: DEFAULT_MAX_WINDOW_BYTES,
             max_search_cache_bytes: 64 * 1024 * 1024,
+            max_watches: super::budget::default_max_watches(),
         }
     }
 }

@@ -136,6 +136,8 @@ pub enum Refused {
 #[derive(Debug)]
 pub struct Grams {
     filters: RwLock<Vec<Option<GramFilter>>>,
+    /// Files of the listing: every answer about them has this many entries, retired or not.
+    files: usize,
     /// Bumped by every reported change of a listed file: a filter built from bytes read
     /// before a bump is not kept.
     generation: AtomicU64,
@@ -152,6 +154,7 @@ impl Grams {
     pub fn new(files: usize, cache: Arc<CacheBytes>) -> Self {
         Self {
             filters: RwLock::new(vec![None; files]),
+            files,
             generation: AtomicU64::new(0),
             bytes: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
@@ -251,9 +254,14 @@ impl Grams {
     }
 
     /// For each file, whether a search for `needles` must read it: no filter, or its filter
-    /// may contain, for every group of `needles`, one of the group's literals.
+    /// may contain, for every group of `needles`, one of the group's literals. Always one
+    /// entry per file of the listing: once the listing is dropped (its filters retired while a
+    /// search still holds it), every file must be read.
     pub fn must_read(&self, needles: &[Vec<Vec<u8>>]) -> Vec<bool> {
         let filters = self.filters.read().unwrap_or_else(PoisonError::into_inner);
+        if filters.len() != self.files {
+            return vec![true; self.files];
+        }
         filters
             .iter()
             .map(|filter| {
@@ -321,6 +329,7 @@ mod tests {
         assert!(grams.keep(1, GramFilter::of(b"abcdef"), grams.generation()).is_ok());
         grams.retire();
         assert_eq!(cache.used(), 0, "a dropped listing gives its filters' bytes back");
+        assert_eq!(grams.must_read(&[vec![b"xyz".to_vec()]]), [true, true], "retired: every file is read");
         assert_eq!(grams.keep(0, GramFilter::of(b"abcdef"), grams.generation()), Err(Refused::Gone));
     }
 }

@@ -3,15 +3,19 @@
 //!
 //! inotify is a hint, never the truth, so invalidation is conservative. Each folder is watched
 //! *before* the walk reads its entries or its ignore files, so any change during the walk
-//! discards the fresh list. Afterwards every event of a watched folder drops the listing (a
-//! create, delete or rename in it, a change of an ignore file, the folder itself moved or
-//! deleted, a lost event queue), except a content or metadata change of a file the listing
-//! holds: that file's size and modification time are re-read (beneath its root) at the next
-//! answer. The folders between the root and the searched one are watched too, where only their
-//! ignore files and the next folder on the way matter. Ignored and hidden folders are never
-//! walked, so a build writing into `target/` drops nothing; a walked folder's `.git` and
-//! `.git/info` are watched for `info` and `exclude` alone, the one ignore file kept there, so
-//! git writing its own files drops nothing either.
+//! discards the fresh list. A watch is added through the handle the walk opened the folder with
+//! (`/proc/self/fd/N`), so it is bound to the very folder read, never to whatever a name leads
+//! to later; and each one is taken from the daemon's share of the user's watches
+//! ([`WatchBudget`]): a walk that cannot watch every folder it reads is not kept. Afterwards
+//! every event of a watched folder drops the listing (a create, delete or rename in it, a
+//! change of an ignore file, the folder itself moved or deleted, a lost event queue), except a
+//! content or metadata change of a file the listing holds: that file's size and modification
+//! time are re-read (beneath its root) at the next answer. The folders between the root and
+//! the searched one are watched too, where only their ignore files, their `.git` and the next
+//! folder on the way matter. Ignored and hidden folders are never walked, so a build writing
+//! into `target/` drops nothing; a walked folder's `.git` and `.git/info` are watched for
+//! `info` and `exclude` alone, the one ignore file kept there, so git writing its own files
+//! drops nothing either.
 //!
 //! Why not `notify` here (the file watcher uses it): each watch it adds is a round trip to its
 //! thread (a walk of 2,000 folders paid about 120 ms for them), and before notify 9 its mask
@@ -24,6 +28,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -32,8 +37,9 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::beneath::Root;
+use super::budget::WatchBudget;
 use super::grams::{CacheBytes, Grams};
-use super::walk::{FolderHook, Listed, ns};
+use super::walk::{FolderHook, Listed, Watch, ns};
 
 /// Most listings kept at once.
 pub const MAX_LISTINGS: usize = 16;
@@ -54,9 +60,25 @@ type Key = (PathBuf, PathBuf);
 enum Role {
     /// A folder the walk entered: every event matters.
     Walked,
-    /// A folder between the root and the searched one: only its ignore files and this entry
-    /// (the next folder on the way) matter.
+    /// A folder between the root and the searched one: only its ignore files, its `.git` and
+    /// this entry (the next folder on the way) matter.
     OnTheWay(OsString),
+    /// A `.git` folder (for its `info`) or a `.git/info` folder (for its `exclude`): only this
+    /// entry matters.
+    Only(&'static str),
+}
+
+impl Role {
+    /// Whether an event about the entry `name` of the folder can change the listing.
+    fn cares(&self, name: &OsStr) -> bool {
+        match self {
+            Self::Walked => true,
+            Self::OnTheWay(next) => {
+                name == next.as_os_str() || name == ".gitignore" || name == ".ignore" || name == ".git"
+            }
+            Self::Only(only) => name == *only,
+        }
+    }
 }
 
 /// One inotify watch and the listings (or walks) using it.
@@ -79,7 +101,6 @@ struct Entry {
     used: u64,
 }
 
-#[derive(Default)]
 struct State {
     entries: HashMap<Key, Entry>,
     /// Listing id → its key (kept listings only).
@@ -94,6 +115,8 @@ struct State {
     clock: u64,
     /// Bytes of the listings and their filters, against the cap.
     cache: Arc<CacheBytes>,
+    /// The daemon's share of inotify watches, one taken per watch held here.
+    budget: Arc<WatchBudget>,
 }
 
 impl State {
@@ -107,6 +130,7 @@ impl State {
             {
                 // Gone already when its folder was deleted: nothing to undo then.
                 let _ = watches.remove(watched.wd);
+                self.budget.give();
             }
         }
     }
@@ -170,11 +194,7 @@ impl State {
         ) && name.is_some();
         let users: Vec<(u64, Role)> = watched.users.iter().map(|(id, role)| (*id, role.clone())).collect();
         for (id, role) in users {
-            if let (Role::OnTheWay(next), Some(name)) = (&role, name)
-                && name != next.as_os_str()
-                && name != ".gitignore"
-                && name != ".ignore"
-            {
+            if name.is_some_and(|name| !role.cares(name)) {
                 continue;
             }
             if !content || self.filling.contains_key(&id) || role != Role::Walked {
@@ -233,12 +253,14 @@ pub struct Filling {
 }
 
 impl Filling {
-    /// What the walk calls for each folder it is about to read: watches it, so that any later
-    /// change in it spoils this listing.
+    /// What the walk calls for each folder it opens, before it reads anything in it: watches
+    /// it through the handle the walk holds, so that any later change in it spoils this
+    /// listing. A folder that cannot be watched (none left in the daemon's share, too many for
+    /// one listing, or an error) fails the listing: it is not kept.
     pub fn folder_hook(&self) -> FolderHook {
         let (id, state, failed) = (self.id, Arc::clone(&self.state), Arc::clone(&self.failed));
         let (watches, folders) = (self.watches.clone(), Arc::clone(&self.folders));
-        Box::new(move |folder: &Path| {
+        Box::new(move |folder: &Path, dir: BorrowedFd<'_>, what: Watch<'_>| {
             if failed.load(Ordering::Relaxed) {
                 return;
             }
@@ -246,14 +268,17 @@ impl Filling {
                 failed.store(true, Ordering::Relaxed);
                 return;
             }
+            let role = match what {
+                Watch::Walked => Role::Walked,
+                Watch::OnTheWay(next) => Role::OnTheWay(next.to_owned()),
+                Watch::Git => Role::Only("info"),
+                Watch::GitInfo => Role::Only("exclude"),
+            };
             let mut watches = watches.clone();
-            let watched = watch(&state, &mut watches, id, folder, Role::Walked)
-                .and_then(|()| watch_git_exclude(&state, &mut watches, id, folder));
-            match watched {
-                Ok(more) => {
-                    folders.fetch_add(more, Ordering::Relaxed);
-                }
-                Err(err) => {
+            match watch(&state, &mut watches, id, folder, dir, role) {
+                Ok(()) => {}
+                Err(Unwatched::Budget) => failed.store(true, Ordering::Relaxed),
+                Err(Unwatched::Failed(err)) => {
                     tracing::debug!(%err, folder = %folder.display(), "cannot watch a searched folder; its searches walk cold");
                     failed.store(true, Ordering::Relaxed);
                 }
@@ -263,7 +288,9 @@ impl Filling {
 }
 
 /// The events a listing needs: entries coming and going, content and metadata changes, the
-/// folder itself going. Never opens or reads, so searches reading files queue nothing.
+/// folder itself going. Never opens or reads, so searches reading files queue nothing. The
+/// watch is added through `/proc/self/fd/N`, a link that must be followed to the folder the
+/// walk holds open (so no `DONT_FOLLOW`; `ONLYDIR` still checks it is a folder).
 fn mask() -> WatchMask {
     WatchMask::CREATE
         | WatchMask::DELETE
@@ -275,58 +302,58 @@ fn mask() -> WatchMask {
         | WatchMask::DELETE_SELF
         | WatchMask::MOVE_SELF
         | WatchMask::ONLYDIR
-        | WatchMask::DONT_FOLLOW
 }
 
-/// Watches `folder` for listing (or walk) `id`.
+/// Why a folder is not watched.
+#[derive(Debug)]
+enum Unwatched {
+    /// The daemon holds its share of the user's watches.
+    Budget,
+    /// inotify refused.
+    Failed(std::io::Error),
+}
+
+/// Watches the folder open as `dir` (shown as `folder`) for listing (or walk) `id`. The watch
+/// is added and registered under the state's lock, so a release of the same watch by another
+/// listing cannot come in between and leave this one registered on a removed watch.
 fn watch(
     state: &Mutex<State>,
     watches: &mut Watches,
     id: u64,
     folder: &Path,
+    dir: BorrowedFd<'_>,
     role: Role,
-) -> std::io::Result<()> {
-    let wd = watches.add(folder, mask())?;
-    let number = wd.get_watch_descriptor_id();
+) -> Result<(), Unwatched> {
     let mut guard = lock(state);
     let state = &mut *guard;
-    let watched = state.watches.entry(number).or_insert_with(|| Watched {
-        wd,
-        folder: folder.to_path_buf(),
-        users: HashMap::new(),
-    });
+    if !state.budget.take_for_listing() {
+        return Err(Unwatched::Budget);
+    }
+    let handle = format!("/proc/self/fd/{}", dir.as_raw_fd());
+    let wd = match watches.add(&handle, mask()) {
+        Ok(wd) => wd,
+        Err(err) => {
+            state.budget.give();
+            return Err(Unwatched::Failed(err));
+        }
+    };
+    let number = wd.get_watch_descriptor_id();
+    let watched = match state.watches.entry(number) {
+        std::collections::hash_map::Entry::Occupied(shared) => {
+            // The folder was watched already (by another listing): no new watch was made.
+            state.budget.give();
+            shared.into_mut()
+        }
+        std::collections::hash_map::Entry::Vacant(new) => {
+            new.insert(Watched { wd, folder: folder.to_path_buf(), users: HashMap::new() })
+        }
+    };
     // A walk meets a folder once; should it meet one twice, the first role stays.
     if let std::collections::hash_map::Entry::Vacant(user) = watched.users.entry(id) {
         user.insert(role);
         state.uses.entry(id).or_default().push(number);
     }
     Ok(())
-}
-
-/// Watches where the walk reads `folder`'s `.git/info/exclude`, one of its ignore files, when
-/// `folder` has a `.git` folder of its own: `.git` for `info` (made, removed or renamed) and
-/// `.git/info` for `exclude`. Git writes in `.git` all the time, so there only those names
-/// drop the listing. `.git` is watched before `info` is looked for, so an `info` made in
-/// between is seen. A `.git` file (a worktree's, pointing elsewhere) or link is not followed.
-/// How many folders it watched.
-fn watch_git_exclude(
-    state: &Mutex<State>,
-    watches: &mut Watches,
-    id: u64,
-    folder: &Path,
-) -> std::io::Result<usize> {
-    let is_dir = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
-    let git = folder.join(".git");
-    if !is_dir(&git) {
-        return Ok(0);
-    }
-    watch(state, watches, id, &git, Role::OnTheWay(OsString::from("info")))?;
-    let info = git.join("info");
-    if !is_dir(&info) {
-        return Ok(1);
-    }
-    watch(state, watches, id, &info, Role::OnTheWay(OsString::from("exclude")))?;
-    Ok(2)
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -374,9 +401,20 @@ fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>) {
 }
 
 impl Listings {
-    /// No listings; at most `max_bytes` kept (0: none, every search walks cold).
-    pub fn new(max_bytes: usize) -> Self {
-        let state = State { cache: Arc::new(CacheBytes::new(max_bytes)), ..State::default() };
+    /// No listings; at most `max_bytes` kept (0: none, every search walks cold), their watches
+    /// taken from `budget`.
+    pub fn new(max_bytes: usize, budget: Arc<WatchBudget>) -> Self {
+        let state = State {
+            entries: HashMap::new(),
+            keys: HashMap::new(),
+            filling: HashMap::new(),
+            watches: HashMap::new(),
+            uses: HashMap::new(),
+            next_id: 0,
+            clock: 0,
+            cache: Arc::new(CacheBytes::new(max_bytes)),
+            budget,
+        };
         Self { state: Arc::new(Mutex::new(state)), max_bytes, watcher: OnceLock::new() }
     }
 
@@ -438,15 +476,15 @@ impl Listings {
         Some((entry.files.clone(), entry.grams.clone()))
     }
 
-    /// Starts a walk whose listing may be kept: watches the folders from the root down to
-    /// `rel` beneath `root` (each alone); the walk then watches each folder it enters through
-    /// [`Filling::folder_hook`]. `None`: it cannot be kept (none are kept, no inotify, or a
-    /// watch failed): walk cold.
+    /// Starts a walk whose listing may be kept: the walk then watches each folder it opens,
+    /// from the root down to `rel` beneath `root` and every folder it reads, through
+    /// [`Filling::folder_hook`]. `None`: it cannot be kept (none are kept, or no inotify): walk
+    /// cold.
     pub fn start(&self, root: &Root, rel: &Path) -> Option<Filling> {
         if self.max_bytes == 0 {
             return None;
         }
-        let mut watches = self.watcher()?.watches.clone();
+        let watches = self.watcher()?.watches.clone();
         let key = (root.path().to_path_buf(), rel.to_path_buf());
         let id = {
             let mut state = lock(&self.state);
@@ -455,34 +493,14 @@ impl Listings {
             state.filling.insert(id, false);
             id
         };
-        let mut folder = root.path().to_path_buf();
-        let mut watched = Ok(());
-        for name in rel.components() {
-            watched =
-                watch(&self.state, &mut watches, id, &folder, Role::OnTheWay(name.as_os_str().to_owned()));
-            if watched.is_err() {
-                break;
-            }
-            folder.push(name);
-        }
-        let watched = watched.and_then(|()| watch(&self.state, &mut watches, id, &folder, Role::Walked));
-        let watched = watched.and_then(|()| watch_git_exclude(&self.state, &mut watches, id, &folder));
-        let filling = Filling {
+        Some(Filling {
             key,
             id,
             state: Arc::clone(&self.state),
             watches,
             failed: Arc::default(),
             folders: Arc::default(),
-        };
-        match watched {
-            Ok(_) => Some(filling),
-            Err(err) => {
-                tracing::debug!(%err, folder = %folder.display(), "cannot watch a searched folder; its searches walk cold");
-                self.abandon(filling);
-                None
-            }
-        }
+        })
     }
 
     /// Keeps the listing `files` that the walk begun by `filling` found, unless an event

@@ -33,18 +33,20 @@ pub mod own;
 mod prepared;
 mod read;
 pub mod resolve;
+pub mod rules;
 mod snapshot;
 pub mod store;
 mod strategies;
 pub mod version;
 pub mod walk;
+pub mod walker;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use self::beneath::{Root, RootDir};
-use self::budget::MapBudget;
+use self::budget::{MapBudget, WatchBudget};
 use self::cache::Cache;
 pub use self::config::{DEFAULT_MAX_WINDOW_BYTES, ProviderConfig};
 pub use self::error::ProviderError;
@@ -76,6 +78,9 @@ pub struct Provider {
     store: ContentStore,
     /// Warm listings of searched folders (see [`listings`]).
     listings: Listings,
+    /// The daemon's share of the user's inotify watches, shared by the listings and the
+    /// watcher (see [`budget`]).
+    watches: Arc<WatchBudget>,
     /// The daemon's own writes, for the watcher (see [`own`]).
     own: OwnWrites,
 }
@@ -92,11 +97,13 @@ impl Provider {
         config: ProviderConfig,
         descriptors: Arc<crate::descriptors::Descriptors>,
     ) -> Self {
+        let watches = WatchBudget::new(config.max_watches);
         Self {
             map_budget: MapBudget::new(config.max_mapped_bytes),
             leftovers: Leftovers::new(config.staging_token.clone()).with_patience(config.lock_patience),
             store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
-            listings: Listings::new(config.max_search_cache_bytes),
+            listings: Listings::new(config.max_search_cache_bytes, Arc::clone(&watches)),
+            watches,
             config,
             cache: Mutex::new(Cache::new(descriptors)),
             locks: PathLocks::default(),
@@ -114,6 +121,18 @@ impl Provider {
     /// version checks that missed the cache).
     pub fn hashed_bytes(&self) -> u64 {
         self.hashed.load(Ordering::Relaxed)
+    }
+
+    /// The daemon's share of the user's inotify watches, for the watcher (which takes one for
+    /// each path it watches).
+    pub fn watch_budget(&self) -> &WatchBudget {
+        &self.watches
+    }
+
+    /// Watches held now (warm listings and the watcher together) and the cap, for
+    /// `daemon/status`.
+    pub fn watches(&self) -> (usize, usize) {
+        (self.watches.held(), self.watches.cap())
     }
 
     /// The store of versions' bytes (filled by the file context with what its sessions saw).

@@ -1,37 +1,32 @@
-//! Listing the regular files under a folder of a root as ripgrep would search them (the `ignore`
-//! crate's walker: `.gitignore`, `.ignore` and `.git/info/exclude` honoured, also outside a git
-//! repository; hidden files and folders skipped; symlinks never followed), and opening a listed
-//! file for reading beneath its root's handle, so that a symlink swapped in after the walk is
-//! refused, never followed.
+//! Listing the regular files under a folder of a root as ripgrep would search them
+//! (`.gitignore`, `.ignore` and `.git/info/exclude` honoured, also outside a git repository;
+//! hidden files and folders skipped; symlinks never followed), walked beneath the root's
+//! handle (see [`walker`](super::walker)), and opening a listed file for reading beneath its
+//! root's handle, so that a symlink swapped in after the walk is refused, never followed.
 //!
 //! [`Provider::list_files`] is the one place a search learns which files exist: a folder's
 //! listing is kept warm (see [`listings`](super::listings)) and answers repeated searches
 //! without a walk, as long as its watcher saw nothing that could change it.
 //!
-//! Ignore files are read by the walker, by path, only at or below the session's root: the ones
-//! of the folders between the root and the searched folder are added explicitly, and none
-//! above the root (nor the user's global git excludes) is ever read.
+//! Ignore files are read beneath the handle of the folder holding them, only at or below the
+//! session's root: the ones of the folders between the root and the searched folder apply, and
+//! none above the root (nor the user's global git excludes) is ever read (see
+//! [`rules`](super::rules)).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use super::beneath::{Root, RootDir};
 use super::error::io_error;
 use super::grams::Grams;
 use super::listings::Filling;
 use super::resolve::Resolved;
+pub use super::walker::{FolderHook, MAX_LISTED_BYTES, MAX_LISTED_FILES, Watch};
 use super::{Fingerprint, Provider, ProviderError, Version};
-
-/// Most files one listing holds; a walk that finds more stops there.
-pub const MAX_LISTED_FILES: usize = 200_000;
-/// Most bytes of paths one listing holds; a walk that reaches it stops there.
-pub const MAX_LISTED_BYTES: usize = 32 << 20;
-/// How many walked entries pass between two looks at the caller's stop flag.
-const STOP_EVERY: usize = 64;
 
 /// One regular file of a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,80 +81,6 @@ pub struct Seen {
     pub links: u64,
 }
 
-/// Told of each folder a walk enters (see [`Provider::walk`]).
-pub type FolderHook = Box<dyn Fn(&Path) + Send + Sync>;
-
-/// Threads of one walk: the walk is mostly system calls, so two already gain most of what
-/// more would, and a daemon serving many sessions keeps its other cores for them.
-fn walk_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(2))
-}
-
-/// What the walk's threads share: the files found, and the bounds.
-struct Gather<'a> {
-    root: &'a Path,
-    stop: &'a (dyn Fn() -> bool + Sync),
-    found: Mutex<Vec<Listed>>,
-    files: AtomicUsize,
-    bytes: AtomicUsize,
-    truncated: AtomicBool,
-    stopped: AtomicBool,
-}
-
-struct GatherBuilder<'s, 'a>(&'s Gather<'a>);
-
-impl<'s> ignore::ParallelVisitorBuilder<'s> for GatherBuilder<'s, '_> {
-    fn build(&mut self) -> Box<dyn ignore::ParallelVisitor + 's> {
-        Box::new(Gatherer { shared: self.0, files: Vec::new(), seen: 0 })
-    }
-}
-
-/// One walk thread: gathers its files, handed over when it ends.
-struct Gatherer<'s, 'a> {
-    shared: &'s Gather<'a>,
-    files: Vec<Listed>,
-    seen: usize,
-}
-
-impl ignore::ParallelVisitor for Gatherer<'_, '_> {
-    fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> ignore::WalkState {
-        use ignore::WalkState::{Continue, Quit};
-        let shared = self.shared;
-        let look = self.seen.is_multiple_of(STOP_EVERY);
-        self.seen += 1;
-        if look && (shared.stopped.load(Ordering::Relaxed) || (shared.stop)()) {
-            shared.stopped.store(true, Ordering::Relaxed);
-            return Quit;
-        }
-        let Ok(entry) = entry else { return Continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            return Continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(shared.root) else { return Continue };
-        let Ok(meta) = entry.metadata() else { return Continue };
-        let cost = rel.as_os_str().len() + std::mem::size_of::<Listed>();
-        let bytes = shared.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
-        let files = shared.files.fetch_add(1, Ordering::Relaxed) + 1;
-        if files > MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
-            shared.truncated.store(true, Ordering::Relaxed);
-            return Quit;
-        }
-        self.files.push(Listed {
-            rel: rel.to_path_buf(),
-            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
-            size: meta.len(),
-        });
-        Continue
-    }
-}
-
-impl Drop for Gatherer<'_, '_> {
-    fn drop(&mut self) {
-        let mut found = self.shared.found.lock().unwrap_or_else(PoisonError::into_inner);
-        found.append(&mut self.files);
-    }
-}
-
 pub(super) fn ns(secs: i64, nsec: i64) -> i128 {
     i128::from(secs) * 1_000_000_000 + i128::from(nsec)
 }
@@ -192,7 +113,31 @@ impl Provider {
         // Each folder is watched before it is read: whatever changes during the walk spoils
         // the listing.
         let filling = self.listings.start(&root, &base.rel);
-        let mut listing = self.walk(&root, &base.rel, stop, filling.as_ref().map(Filling::folder_hook));
+        let hook = filling.as_ref().map(Filling::folder_hook);
+        let walked = match super::walker::walk(&root, &base.rel, stop, hook.as_ref()) {
+            Ok(walked) => walked,
+            Err(err) => {
+                if let Some(filling) = filling {
+                    self.listings.abandon(filling);
+                }
+                // Resolution found a folder there: one that is no folder now (a link, a file)
+                // was replaced meanwhile.
+                let err = if err.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) {
+                    rustix::io::Errno::LOOP.into()
+                } else {
+                    err
+                };
+                return Err(io_error(&base.display, "open", err));
+            }
+        };
+        let files = Arc::new(walked.files);
+        let mut listing = Listing {
+            root: root.clone(),
+            files,
+            truncated: walked.truncated,
+            stopped: walked.stopped,
+            grams: None,
+        };
         if let Some(filling) = filling {
             if listing.truncated || listing.stopped {
                 self.listings.abandon(filling);
@@ -216,70 +161,6 @@ impl Provider {
     /// Drops every warm listing (events were lost).
     pub fn forget_all_listings(&self) {
         self.listings.forget_all();
-    }
-
-    /// Walks the folder `rel` beneath `root`, on a few threads. `on_folder` is told of each
-    /// folder the walk will enter, before the walk reads that folder's entries or ignore files
-    /// (a warm listing watches it there).
-    fn walk(
-        &self,
-        root: &Root,
-        rel: &Path,
-        stop: &(dyn Fn() -> bool + Sync),
-        on_folder: Option<FolderHook>,
-    ) -> Listing {
-        let start = root.path().join(rel);
-        let mut walk = ignore::WalkBuilder::new(&start);
-        walk.standard_filters(true)
-            .hidden(true)
-            .parents(false)
-            .git_global(false)
-            .require_git(false)
-            .follow_links(false)
-            .threads(walk_threads());
-        if let Some(hook) = on_folder {
-            // The walker asks this while it reads a folder's entries, before it reads a
-            // subfolder's ignore files or entries, and only for entries it does not skip.
-            walk.filter_entry(move |entry| {
-                if entry.file_type().is_some_and(|t| t.is_dir()) {
-                    hook(entry.path());
-                }
-                true
-            });
-        }
-        // The ignore files of the folders from the root down to the searched one (exclusive):
-        // what `parents(true)` would read, without ever looking above the root.
-        let mut folder = root.path().to_path_buf();
-        for name in rel.components() {
-            for file in [".gitignore", ".ignore"] {
-                let candidate = folder.join(file);
-                if candidate.is_file() {
-                    // A malformed line is skipped, as the walker itself does.
-                    let _ = walk.add_ignore(candidate);
-                }
-            }
-            folder.push(name);
-        }
-        let shared = Gather {
-            root: root.path(),
-            stop,
-            found: Mutex::new(Vec::new()),
-            files: AtomicUsize::new(0),
-            bytes: AtomicUsize::new(0),
-            truncated: AtomicBool::new(false),
-            stopped: AtomicBool::new(false),
-        };
-        walk.build_parallel().visit(&mut GatherBuilder(&shared));
-        let Gather { found, truncated, stopped, .. } = shared;
-        let mut files = found.into_inner().unwrap_or_else(PoisonError::into_inner);
-        files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
-        Listing {
-            root: root.clone(),
-            files: Arc::new(files),
-            truncated: truncated.into_inner(),
-            stopped: stopped.into_inner(),
-            grams: None,
-        }
     }
 
     /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the

@@ -366,6 +366,7 @@ fn status(
     let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
     let descriptors = ctx.policy.descriptors.usage();
+    let (watches_held, watches_cap) = ctx.files.watches();
     Ok(DaemonStatus {
         version: VERSION.to_owned(),
         pid: std::process::id(),
@@ -409,6 +410,8 @@ fn status(
         search_memory_bytes: (searches.total as u64).saturating_mul(
             (ctx.config.search_regex_bytes as u64).saturating_add(tools::search::SEARCH_BUFFER_BYTES),
         ),
+        watches_held: watches_held as u64,
+        watches_cap: watches_cap as u64,
     })
 }
 

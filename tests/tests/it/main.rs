@@ -23,6 +23,7 @@ mod attack_limits;
 mod attack_memory;
 mod attack_regex;
 mod attack_screen;
+mod attack_search;
 mod budgets;
 mod cancel;
 mod client;

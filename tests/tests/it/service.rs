@@ -681,6 +681,7 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("max_snapshot_bytes", provider.max_snapshot_bytes.to_string()),
         ("max_snapshot_file_bytes", provider.max_snapshot_file_bytes.to_string()),
         ("max_search_cache_bytes", provider.max_search_cache_bytes.to_string()),
+        ("max_watches", provider.max_watches.to_string()),
         // Write-intent gates.
         ("no_gates", "false".to_owned()),
         ("max_gate_intents", filectx_daemon::config::Config::default().max_gate_intents.to_string()),

@@ -333,6 +333,14 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     withdrawn or timed-out `gate/writeIntent`, say): dropped.
     """
 
+    watchesCap: int
+    """The most inotify watches the daemon holds at once (`--max-watches`; search listings take
+    at most three quarters of them, the rest is the file watcher's).
+    """
+
+    watchesHeld: int
+    """inotify watches the daemon holds now: warm search listings and the file watcher together."""
+
 
 class DaemonStatusParams(TypedDict, total=False):
     """Params of `daemon/status` (optional, as is every field)."""

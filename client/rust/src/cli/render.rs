@@ -74,6 +74,7 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
             ),
         ),
         ("watched paths", status.watched_paths.to_string()),
+        ("inotify watches", format!("{} (max {})", status.watches_held, status.watches_cap)),
         ("snapshots", format!("{} ({})", status.snapshots, human_bytes(status.snapshot_bytes))),
         (
             "search listings",
@@ -326,6 +327,8 @@ mod tests {
             search_slots_waiting: 0,
             search_regex_bytes: 16 << 20,
             search_memory_bytes: 96 << 20,
+            watches_held: 3,
+            watches_cap: 16384,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -347,14 +350,14 @@ mod tests {
             ),
             "{text}"
         );
-
         assert!(
             text.contains(
                 "searches:              1 of 2 running, 0 waiting (memory bound 96.0 MiB (100663296))\n"
             ),
             "{text}"
         );
-        assert_eq!(text.lines().count(), 20);
+        assert!(text.contains("inotify watches:       3 (max 16384)\n"), "{text}");
+        assert_eq!(text.lines().count(), 21);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 

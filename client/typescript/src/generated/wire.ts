@@ -544,6 +544,15 @@ export interface DaemonStatus {
    * Paths the watcher watches.
    */
   watchedPaths: number;
+  /**
+   * The most inotify watches the daemon holds at once (`--max-watches`; search listings take
+   * at most three quarters of them, the rest is the file watcher's).
+   */
+  watchesCap?: number;
+  /**
+   * inotify watches the daemon holds now: warm search listings and the file watcher together.
+   */
+  watchesHeld?: number;
 }
 /**
  * One gate, as `daemon/status` lists it.

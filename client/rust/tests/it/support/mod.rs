@@ -226,6 +226,8 @@ pub fn status() -> DaemonStatus {
         search_slots_waiting: 0,
         search_regex_bytes: 16 << 20,
         search_memory_bytes: 96 << 20,
+        watches_held: 0,
+        watches_cap: 0,
     }
 }
 
