@@ -393,11 +393,15 @@ impl Raw {
     /// Reads one frame; `None` when the daemon closed the connection.
     pub fn recv_opt(&mut self) -> Option<Value> {
         let mut first = [0u8; 1];
-        match self.stream.read(&mut first) {
-            Ok(0) => None,
-            Ok(_) => self.recv_rest(first[0]),
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => None,
-            Err(e) => panic!("reading a frame header: {e}"),
+        loop {
+            // A signal (the test process has children) may interrupt the read: read again.
+            return match self.stream.read(&mut first) {
+                Ok(0) => None,
+                Ok(_) => self.recv_rest(first[0]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => None,
+                Err(e) => panic!("reading a frame header: {e}"),
+            };
         }
     }
 
@@ -462,7 +466,10 @@ impl Raw {
     pub fn recv_within(&mut self, wait: Duration) -> Option<Value> {
         let mut first = [0u8; 1];
         self.stream.set_read_timeout(Some(wait.max(Duration::from_millis(1)))).unwrap();
-        let got = self.stream.read(&mut first);
+        let mut got = self.stream.read(&mut first);
+        while got.as_ref().is_err_and(|e| e.kind() == ErrorKind::Interrupted) {
+            got = self.stream.read(&mut first);
+        }
         self.stream.set_read_timeout(Some(PATIENCE)).unwrap();
         match got {
             Ok(0) => None,
@@ -481,6 +488,7 @@ impl Raw {
             match self.stream.read(&mut byte) {
                 Ok(0) => return None,
                 Ok(_) => header.push(byte[0]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::ConnectionReset => return None,
                 Err(e) => panic!("reading a frame header: {e}"),
             }

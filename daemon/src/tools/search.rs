@@ -520,7 +520,7 @@ pub fn grep(
     let needles = needles(req);
     let must_read = files.must_read(&needles);
     let candidates: Vec<SearchFile> = (0..files.len())
-        .filter(|&i| must_read.as_ref().is_none_or(|m| m[i]))
+        .filter(|&i| must_read.as_ref().is_none_or(|m| m.get(i).copied().unwrap_or(true)))
         .filter(|&i| wanted(i))
         .filter_map(|i| ctx.search_file(&files, i))
         .collect();

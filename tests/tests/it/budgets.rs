@@ -263,6 +263,8 @@ fn many_sockets_that_never_read_cannot_pin_memory_or_crowd_out_an_honest_client(
     let small = daemon.dir.path().join("small.txt");
     write_lines(&small, 100, 100);
     let mut observer = Observer::new(&daemon);
+    // The readiness probe's slot must be free before all eight are taken.
+    wait_for_sessions(&mut observer.raw, 1);
     let mut hostile: Vec<Raw> = (0..6).map(|_| daemon.session()).collect();
     let before = observer.settled();
     for raw in &mut hostile {
@@ -294,6 +296,9 @@ fn many_sockets_that_never_read_cannot_pin_memory_or_crowd_out_an_honest_client(
 fn silent_connections_are_closed_at_the_initialize_deadline() {
     let daemon = Daemon::start(&["--max-connections", "4", "--initialize-timeout", "1"]);
     let mut idle = daemon.session();
+    // The readiness probe's connection holds a slot until its task has ended: wait for that
+    // before taking the last three (under load it could still count, and refuse one).
+    wait_for_sessions(&mut idle, 1);
     let mut silent: Vec<Raw> = (0..2).map(|_| Raw::connect(&daemon.socket)).collect();
     let mut flooder = Raw::connect(&daemon.socket);
     let flood: Vec<u8> = (1..=20_000)
