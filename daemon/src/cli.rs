@@ -559,87 +559,50 @@ fn read_config(path: &Path) -> Result<FileConfig, SettingsError> {
         .map_err(|e| SettingsError::Parse { path: path.to_owned(), message: e.to_string().trim().to_owned() })
 }
 
-fn seconds(key: &'static str, value: f64) -> Result<f64, SettingsError> {
-    if value.is_finite() && (0.0..=86_400.0).contains(&value) {
+/// `value` when it `fits`; else the error saying `why` it does not.
+fn checked<T: std::fmt::Display>(
+    key: &'static str,
+    value: T,
+    fits: bool,
+    why: &'static str,
+) -> Result<T, SettingsError> {
+    if fits {
         Ok(value)
     } else {
-        Err(SettingsError::Value {
-            key,
-            value: value.to_string(),
-            origin: String::new(),
-            why: "must be a number of seconds from 0 to 86400",
-        })
+        Err(SettingsError::Value { key, value: value.to_string(), origin: String::new(), why })
     }
 }
 
+fn seconds(key: &'static str, value: f64) -> Result<f64, SettingsError> {
+    let fits = value.is_finite() && (0.0..=86_400.0).contains(&value);
+    checked(key, value, fits, "must be a number of seconds from 0 to 86400")
+}
+
 fn at_least_one(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    if value >= 1 {
-        Ok(value)
-    } else {
-        Err(SettingsError::Value {
-            key,
-            value: value.to_string(),
-            origin: String::new(),
-            why: "must be at least 1",
-        })
-    }
+    checked(key, value, value >= 1, "must be at least 1")
 }
 
 /// A byte budget: at least 1 KiB (a smaller one would only make every message wait).
 fn at_least_kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    if value >= 1024 {
-        Ok(value)
-    } else {
-        Err(SettingsError::Value {
-            key,
-            value: value.to_string(),
-            origin: String::new(),
-            why: "must be at least 1024",
-        })
-    }
+    checked(key, value, value >= 1024, "must be at least 1024")
 }
 
 /// A byte cap of what sessions remember: at least 64 KiB (room for a few records of the longest
 /// paths).
 fn at_least_64kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    if value >= 64 * 1024 {
-        Ok(value)
-    } else {
-        Err(SettingsError::Value {
-            key,
-            value: value.to_string(),
-            origin: String::new(),
-            why: "must be at least 65536",
-        })
-    }
+    checked(key, value, value >= 64 * 1024, "must be at least 65536")
 }
 
 /// A search's regex bound: at least [`crate::config::MIN_SEARCH_REGEX_BYTES`].
 fn search_regex_bytes(value: u64) -> Result<u64, SettingsError> {
-    if value >= crate::config::MIN_SEARCH_REGEX_BYTES {
-        Ok(value)
-    } else {
-        Err(SettingsError::Value {
-            key: "search_regex_bytes",
-            value: value.to_string(),
-            origin: String::new(),
-            why: "must be at least 1048576 (1 MiB)",
-        })
-    }
+    let fits = value >= crate::config::MIN_SEARCH_REGEX_BYTES;
+    checked("search_regex_bytes", value, fits, "must be at least 1048576 (1 MiB)")
 }
 
 /// A timeout: more than zero (zero would close every connection at once), at most a day.
 fn timeout_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
-    if value.is_finite() && value > 0.0 && value <= 86_400.0 {
-        Ok(value)
-    } else {
-        Err(SettingsError::Value {
-            key,
-            value: value.to_string(),
-            origin: String::new(),
-            why: "must be a number of seconds above 0, at most 86400",
-        })
-    }
+    let fits = value.is_finite() && value > 0.0 && value <= 86_400.0;
+    checked(key, value, fits, "must be a number of seconds above 0, at most 86400")
 }
 
 impl Args {

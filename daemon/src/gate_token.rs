@@ -9,6 +9,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::config::GateToken;
+use crate::random;
 
 /// Bytes of randomness in a token (shown as twice as many hex digits).
 const TOKEN_BYTES: usize = 32;
@@ -25,9 +26,9 @@ pub fn file_for(socket: &Path) -> PathBuf {
 /// whole token, old or new. Call it while holding the socket's lock.
 pub fn keep(socket: &Path) -> std::io::Result<GateToken> {
     let file = file_for(socket);
-    let secret = random_hex(TOKEN_BYTES)?;
+    let secret = random::hex(TOKEN_BYTES)?;
     let mut staging = file.as_os_str().to_owned();
-    staging.push(format!(".{}.tmp", random_hex(8)?));
+    staging.push(format!(".{}.tmp", random::hex(8)?));
     let staging = PathBuf::from(staging);
     let written = (|| -> std::io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt as _;
@@ -48,20 +49,6 @@ pub fn remove(token: &GateToken) {
     if std::fs::read_to_string(token.file()).is_ok_and(|text| token.matches(text.trim())) {
         let _ = std::fs::remove_file(token.file());
     }
-}
-
-/// `bytes` random bytes (`getrandom(2)`) as hex.
-fn random_hex(bytes: usize) -> std::io::Result<String> {
-    let mut buf = vec![0u8; bytes];
-    let mut filled = 0;
-    while filled < buf.len() {
-        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]

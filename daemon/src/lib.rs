@@ -13,6 +13,7 @@ pub mod lru;
 pub mod memory;
 pub mod owners;
 pub mod provider;
+pub mod random;
 pub mod resume;
 pub mod rpc;
 pub mod session;

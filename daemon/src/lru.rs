@@ -18,11 +18,21 @@ pub fn least_recent<K: Clone + Eq + Hash, V>(
     count: usize,
     used: impl Fn(&V) -> u64,
 ) -> Vec<K> {
-    let count = count.min(map.len());
+    least_recent_of(map.iter(), count, used)
+}
+
+/// [`least_recent`] among some of a map's entries only (those `entries` yields, e.g. a filter
+/// of its iterator).
+pub fn least_recent_of<'a, K: Clone + 'a, V: 'a>(
+    entries: impl Iterator<Item = (&'a K, &'a V)>,
+    count: usize,
+    used: impl Fn(&V) -> u64,
+) -> Vec<K> {
+    let mut ticks: Vec<(u64, &K)> = entries.map(|(k, v)| (used(v), k)).collect();
+    let count = count.min(ticks.len());
     if count == 0 {
         return Vec::new();
     }
-    let mut ticks: Vec<(u64, &K)> = map.iter().map(|(k, v)| (used(v), k)).collect();
     if count < ticks.len() {
         ticks.select_nth_unstable_by_key(count - 1, |(tick, _)| *tick);
     }
@@ -42,6 +52,11 @@ mod tests {
         assert_eq!(oldest, ["b", "d"]);
         assert_eq!(least_recent(&map, 10, |t| *t).len(), 4);
         assert!(least_recent(&map, 0, |t| *t).is_empty());
+        let past_two = map.iter().filter(|(_, t)| **t > 2);
+        let mut oldest = least_recent_of(past_two, 2, |t| *t);
+        oldest.sort_unstable();
+        assert_eq!(oldest, ["a", "d"]);
+        assert!(least_recent_of(map.iter().filter(|_| false), 3, |t| *t).is_empty());
         assert_eq!((batch(1), batch(32), batch(4096)), (1, 2, 256));
     }
 }

@@ -42,16 +42,7 @@ pub fn digest(token: &str) -> Digest {
 /// When the kernel gives no randomness (then no token is made: a guessable one would let any
 /// process of the user take the session over, which is the same user, but still).
 pub fn new_token() -> std::io::Result<(String, Digest)> {
-    let mut buf = [0u8; TOKEN_BYTES];
-    let mut filled = 0;
-    while filled < buf.len() {
-        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(err) => return Err(err.into()),
-        }
-    }
-    let token: String = buf.iter().map(|b| format!("{b:02x}")).collect();
+    let token = crate::random::hex(TOKEN_BYTES)?;
     let digest = digest(&token);
     Ok((token, digest))
 }

@@ -240,6 +240,24 @@ impl Daemon {
         daemon
     }
 
+    /// Starts the daemon with the fail points `spec` armed (`FILECTX_FAILPOINTS`, in the `fail`
+    /// crate's syntax) and checks that this `filectxd` has them (see [`Daemon::require_feature`]).
+    pub fn start_failing(spec: &str) -> Daemon {
+        Self::start_failing_configured(spec, |_, command| command)
+    }
+
+    /// [`Daemon::start_failing`] through a command of the test's making, as
+    /// [`Daemon::start_configured`] starts one.
+    pub fn start_failing_configured(spec: &str, configure: impl FnOnce(&Path, Command) -> Command) -> Daemon {
+        let daemon = Self::start_configured(&[], |dir, command| {
+            let mut command = configure(dir, command);
+            command.env("FILECTX_FAILPOINTS", spec);
+            command
+        });
+        daemon.require_feature("fail point configured", "failpoints");
+        daemon
+    }
+
     fn wait_ready(&self) {
         let deadline = Instant::now() + PATIENCE;
         while Instant::now() < deadline {
@@ -299,6 +317,22 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(10));
         }
         panic!("daemon did not exit; its log:\n{}", self.log_text());
+    }
+
+    /// Fails with a clear message when this `filectxd` was built without the test-only cargo
+    /// `feature` (its log lacks `log_line`, which the feature logs at start): features are
+    /// unified only when the whole workspace is built, so `cargo test -p filectx-tests` alone may
+    /// run a `filectxd` built without them.
+    pub fn require_feature(&self, log_line: &str, feature: &str) {
+        // Once a request is answered, start-up (and its logging) is over.
+        self.status();
+        assert!(
+            self.log_text().contains(log_line),
+            "{} was built without the `{feature}` feature; run the tests with `cargo test --workspace` \
+             (which builds it with the features filectx-tests enables). Its log:\n{}",
+            bin("filectxd").display(),
+            self.log_text()
+        );
     }
 
     /// A raw client that has already initialized a session rooted at the daemon's temp folder.
@@ -441,6 +475,26 @@ impl Raw {
         loop {
             let frame = self.recv();
             if frame.get("id").is_none() && frame.get("method").is_some() {
+                continue;
+            }
+            assert_eq!(frame["id"], json!(id), "{frame}");
+            return frame;
+        }
+    }
+
+    /// Sends a `tools/call` of tool `name` with `arguments` without waiting for its answer;
+    /// returns its id.
+    pub fn send_tool(&mut self, name: &str, arguments: Value) -> u64 {
+        self.send_request("tools/call", Some(json!({"name": name, "arguments": arguments})))
+    }
+
+    /// The response to request `id`, which must be the next frame with an id: server
+    /// notifications (and requests, such as a gate's `gate/writeIntent`) that come first are
+    /// skipped.
+    pub fn response(&mut self, id: u64) -> Value {
+        loop {
+            let frame = self.recv();
+            if frame.get("id").is_none() {
                 continue;
             }
             assert_eq!(frame["id"], json!(id), "{frame}");

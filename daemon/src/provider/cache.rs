@@ -195,21 +195,9 @@ impl Cache {
     /// Takes out the `count` least recently used entries that hold their file open (see
     /// [`Cache::insert`] on dropping them).
     fn shed_open(&mut self, count: usize) -> Vec<Arc<Entry>> {
-        let mut open: Vec<(u64, PathBuf)> = self
-            .entries
-            .iter()
-            .filter(|(_, (entry, _))| entry.file.is_some())
-            .map(|(path, (_, used))| (*used, path.clone()))
-            .collect();
-        let count = count.min(open.len());
-        if count == 0 {
-            return Vec::new();
-        }
-        if count < open.len() {
-            open.select_nth_unstable(count - 1);
-        }
-        open.truncate(count);
-        open.iter().filter_map(|(_, path)| self.remove(path)).collect()
+        let open = self.entries.iter().filter(|(_, (entry, _))| entry.file.is_some());
+        let oldest = crate::lru::least_recent_of(open, count, |(_, used)| *used);
+        oldest.iter().filter_map(|path| self.remove(path)).collect()
     }
 
     /// Takes out the entries nobody used since the previous sweep (see [`Cache::insert`] on

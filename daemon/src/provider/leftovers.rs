@@ -45,32 +45,18 @@ pub static UMASK: LazyLock<u32> = LazyLock::new(|| {
         .unwrap_or(0o022)
 });
 
-/// Random bytes as hex (`getrandom(2)`).
+/// Random bytes as hex (`getrandom(2)`, see [`crate::random::hex`]); with no entropy source at
+/// all, bytes from the clock and the pid instead (still never the same twice for one process,
+/// which is what uniqueness needs; `O_EXCL` does the rest).
 pub fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    let mut filled = 0;
-    while filled < buf.len() {
-        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => continue,
-            // No entropy source at all: fall back to the clock and the pid (still never the
-            // same twice for one process, which is what uniqueness needs; O_EXCL does the rest).
-            Err(_) => {
-                let seed = format!("{:?}{}{filled}", std::time::SystemTime::now(), std::process::id());
-                let hash = blake3::hash(seed.as_bytes());
-                let take = (buf.len() - filled).min(32);
-                buf[filled..filled + take].copy_from_slice(&hash.as_bytes()[..take]);
-                filled += take;
-            }
+    crate::random::hex(bytes).unwrap_or_else(|_| {
+        let mut buf = vec![0u8; bytes];
+        for (n, chunk) in buf.chunks_mut(32).enumerate() {
+            let seed = format!("{:?}{}{}", std::time::SystemTime::now(), std::process::id(), n * 32);
+            chunk.copy_from_slice(&blake3::hash(seed.as_bytes()).as_bytes()[..chunk.len()]);
         }
-    }
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes * 2);
-    for b in buf {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
-    out
+        crate::random::hex_of(&buf)
+    })
 }
 
 /// 32 hex digits nobody can guess, without a system call each time: the keyed blake3 hash of

@@ -8,8 +8,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use filectx_tests::{Daemon, Raw, fs_error, ok, rpc};
+use filectx_tests::{Daemon, Raw, ok, rpc};
 use serde_json::{Value, json};
+
+use crate::sandbox::{outcome, tool, tool_text};
 
 /// What the denied file holds: any answer containing it is a leak.
 const SECRET: &str = "TOPSECRET-7f3a9 api key\n";
@@ -48,30 +50,6 @@ impl Tree {
         }
         daemon.session_with(params)
     }
-}
-
-fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
-    rpc(raw, "tools/call", json!({"name": name, "arguments": arguments}))
-}
-
-fn tool_text(response: &Value) -> String {
-    response["result"]["content"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a tool result: {response}"))
-        .iter()
-        .map(|b| b["text"].as_str().unwrap_or_default())
-        .collect()
-}
-
-/// `"ok"`, or the `FS_*` code of an error response or of a failed tool result.
-fn outcome(response: &Value) -> String {
-    if response.get("error").is_some() {
-        return fs_error(response).to_owned();
-    }
-    if response["result"]["isError"] == true {
-        return response["result"]["error"]["code"].as_str().unwrap_or("no code").to_owned();
-    }
-    "ok".to_owned()
 }
 
 /// The answer of `fs/streamText` (its subscription id, or the error), without its chunks.

@@ -14,7 +14,7 @@ use std::time::Duration;
 use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc, without_deny_rules};
 use serde_json::{Value, json};
 
-use super::faults::{can_unshare_mounts, names, seen_by};
+use super::faults::{can_unshare_mounts, names, seen_by, unshared};
 
 /// About 8 KiB of old content, with a marker in the middle for edits.
 fn old_text() -> String {
@@ -35,24 +35,8 @@ fn start_unshared_with(prepare: impl FnOnce(&Path), setup: &str) -> Daemon {
     Daemon::start_configured(&[], |dir, filectxd| {
         let filectxd = without_deny_rules(dir, filectxd);
         prepare(dir);
-        let mut command = Command::new("unshare");
-        command
-            .args(["-m", "--", "sh", "-euc", &format!("{setup}\nshift; exec \"$@\""), "sh"])
-            .arg(dir)
-            .arg(filectxd.get_program())
-            .args(filectxd.get_args())
-            .env_remove("RUST_LOG");
-        command
+        unshared(dir, &filectxd, setup)
     })
-}
-
-/// Fails with a clear message when the spawned `filectxd` lacks the fail points.
-fn require_failpoints(daemon: &Daemon) {
-    daemon.status();
-    assert!(
-        daemon.log_text().contains("fail point configured"),
-        "filectxd was built without the `failpoints` feature; run `cargo test --workspace`"
-    );
 }
 
 /// Both names of the linked file hold exactly `expected`, are still one file (same inode, two
@@ -145,12 +129,7 @@ fn a_quota_hit_during_an_in_place_write_changes_nothing() {
     let (old, big) = (old_text(), new_text());
     // EDQUOT halfway through writing the file in place, then when reserving its new length.
     for point in ["provider::inplace::write", "provider::inplace::reserve"] {
-        let daemon = Daemon::start_configured(&[], |dir, command| {
-            let mut command = without_deny_rules(dir, command);
-            command.env("FILECTX_FAILPOINTS", format!("{point}=return(EDQUOT)"));
-            command
-        });
-        require_failpoints(&daemon);
+        let daemon = Daemon::start_failing_configured(&format!("{point}=return(EDQUOT)"), without_deny_rules);
         let folder = root_of(&daemon).join("quota");
         std::fs::create_dir(&folder).unwrap();
         std::fs::write(folder.join("keep.txt"), &old).unwrap();
@@ -223,12 +202,7 @@ fn a_daemon_killed_inside_an_in_place_write_leaves_old_or_new_content() {
         std::fs::write(&keep, &old).unwrap();
         std::fs::hard_link(&keep, &twin).unwrap();
 
-        let mut daemon = Daemon::start_configured(&[], |dir, command| {
-            let mut command = without_deny_rules(dir, command);
-            command.env("FILECTX_FAILPOINTS", format!("{point}=return"));
-            command
-        });
-        require_failpoints(&daemon);
+        let mut daemon = Daemon::start_failing_configured(&format!("{point}=return"), without_deny_rules);
         let mut raw = daemon.session_with(json!({"roots": [root]}));
         ok(&mut raw, "file/read", json!({"path": keep, "limit": 1}));
         let (method, params, new) = match op {

@@ -7,7 +7,7 @@
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,34 +15,11 @@ use std::time::{Duration, Instant};
 use filectx_tests::{Daemon, Raw, ok, root_of};
 use serde_json::{Value, json};
 
+use super::search::{project, put, session};
+
 /// How long an answer may take before the test calls it a hang (every answer here takes
 /// milliseconds when nothing holds it).
 const PROMPT: Duration = Duration::from_secs(5);
-
-/// A project folder `proj` (the session's root) and a sibling `outside` in the daemon's temp dir.
-fn project(daemon: &Daemon) -> (PathBuf, PathBuf) {
-    let base = root_of(daemon);
-    let (root, outside) = (base.join("proj"), base.join("outside"));
-    fs::create_dir_all(&root).unwrap();
-    fs::create_dir_all(&outside).unwrap();
-    (root, outside)
-}
-
-fn put(root: &Path, files: &[(&str, &str)]) {
-    for (path, content) in files {
-        let path = root.join(path);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, content).unwrap();
-    }
-}
-
-fn session(daemon: &Daemon, root: &Path) -> Raw {
-    daemon.session_with(json!({"roots": [root], "tools": ["read", "write", "edit", "glob", "grep"]}))
-}
-
-fn call_args(name: &str, arguments: Value) -> Option<Value> {
-    Some(json!({"name": name, "arguments": arguments}))
-}
 
 /// The answer to request `id`, which must begin to arrive within `within`; notifications are
 /// skipped.
@@ -58,6 +35,35 @@ fn answer_within(raw: &mut Raw, id: u64, within: Duration, what: &str) -> Value 
     }
 }
 
+/// The answer to request `id`, the next frame, which must come within [`PROMPT`] while the
+/// daemon's resident memory stays below `before_kib + growth_kib` (looked at every 20 ms until
+/// it comes).
+fn answer_below(
+    daemon: &Daemon,
+    raw: &mut Raw,
+    id: u64,
+    before_kib: u64,
+    growth_kib: u64,
+    what: &str,
+) -> Value {
+    let deadline = Instant::now() + PROMPT;
+    let answer = loop {
+        if let Some(frame) = raw.recv_within(Duration::from_millis(20)) {
+            break frame;
+        }
+        let rss = daemon.rss_kib();
+        assert!(
+            rss < before_kib + growth_kib,
+            "{what}: the daemon grew from {} MiB to {} MiB",
+            before_kib / 1024,
+            rss / 1024
+        );
+        assert!(Instant::now() < deadline, "{what}: no answer within {PROMPT:?}");
+    };
+    assert_eq!(answer["id"], json!(id), "{answer}");
+    answer
+}
+
 /// The text of a successful tools/call answer.
 fn tool_text(answer: &Value, what: &str) -> String {
     assert!(answer.get("error").is_none(), "{what}: {answer}");
@@ -69,7 +75,7 @@ fn tool_text(answer: &Value, what: &str) -> String {
 /// A tools/call that must answer (successfully) within [`PROMPT`].
 fn prompt_text(raw: &mut Raw, name: &str, arguments: Value) -> String {
     let what = format!("{name} {arguments}");
-    let id = raw.send_request("tools/call", call_args(name, arguments));
+    let id = raw.send_tool(name, arguments);
     let answer = answer_within(raw, id, PROMPT, &what);
     tool_text(&answer, &what)
 }
@@ -107,17 +113,12 @@ fn fifo_ignore_files_neither_hang_searches_nor_stall_other_sessions() {
     for (raw, ids) in attackers.iter_mut().zip(&mut sent) {
         for k in 0..4 {
             let path = if k % 2 == 0 { "." } else { "sub/inner" };
-            ids.push(
-                raw.send_request("tools/call", call_args("grep", json!({"pattern": "needle", "path": path}))),
-            );
+            ids.push(raw.send_tool("grep", json!({"pattern": "needle", "path": path})));
         }
     }
     // Another session's read is served meanwhile.
     let mut reader = session(&daemon, &root);
-    let id = reader.send_request(
-        "tools/call",
-        call_args("read", json!({"file_path": root.join("big.txt"), "limit": 2})),
-    );
+    let id = reader.send_tool("read", json!({"file_path": root.join("big.txt"), "limit": 2}));
     let answer = answer_within(&mut reader, id, PROMPT, "a read while greps meet FIFO ignore files");
     assert!(tool_text(&answer, "read").contains("line"), "{answer}");
     // Every grep answers (in any order), with the files a FIFO cannot change.
@@ -154,22 +155,9 @@ fn an_ignore_file_linked_to_dev_zero_costs_no_memory() {
         (json!({"pattern": "**/*.rs"}), vec!["deep/er/b.rs", "src/a.rs"]),
         (json!({"pattern": "**/*.rs", "path": "deep/er"}), vec!["deep/er/b.rs"]),
     ] {
-        let id = raw.send_request("tools/call", call_args("glob", arguments.clone()));
-        let deadline = Instant::now() + PROMPT;
-        let answer = loop {
-            if let Some(frame) = raw.recv_within(Duration::from_millis(20)) {
-                break frame;
-            }
-            let rss = daemon.rss_kib();
-            assert!(
-                rss < before + 128 * 1024,
-                "glob {arguments}: the daemon grew from {} MiB to {} MiB reading /dev/zero",
-                before / 1024,
-                rss / 1024
-            );
-            assert!(Instant::now() < deadline, "glob {arguments}: no answer within {PROMPT:?}");
-        };
-        assert_eq!(answer["id"], json!(id), "{answer}");
+        let id = raw.send_tool("glob", arguments.clone());
+        let what = format!("glob {arguments} over /dev/zero");
+        let answer = answer_below(&daemon, &mut raw, id, before, 128 * 1024, &what);
         assert_eq!(sorted(&tool_text(&answer, "glob")), expected, "{arguments}");
     }
     let after = daemon.rss_kib();
@@ -186,7 +174,7 @@ fn an_ignore_file_linked_to_dev_urandom_neither_pins_a_slot_nor_ignores_cancella
     symlink("/dev/urandom", root.join(".gitignore")).unwrap();
     let mut raw = session(&daemon, &root);
     // Cancelled at once: answered (cancelled, or done already) within the deadline.
-    let id = raw.send_request("tools/call", call_args("grep", json!({"pattern": "needle"})));
+    let id = raw.send_tool("grep", json!({"pattern": "needle"}));
     raw.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
     let answer = answer_within(&mut raw, id, PROMPT, "a cancelled grep over /dev/urandom rules");
     let result = &answer["result"];
@@ -212,6 +200,16 @@ fn listed(raw: &mut Raw, path: &str) -> Vec<String> {
     if text == "No files found" { Vec::new() } else { sorted(&text) }
 }
 
+/// Each folder of `paths` lists for `raw` the files it lists for `control` (a session of the
+/// same tree without the attack), and some.
+fn assert_lists_alike(raw: &mut Raw, control: &mut Raw, paths: &[&str]) {
+    for path in paths {
+        let expected = listed(control, path);
+        assert!(!expected.is_empty(), "{path}");
+        assert_eq!(listed(raw, path), expected, "a search of {path:?}");
+    }
+}
+
 /// Ignore files full of wildcard patterns (each compiles to up to 15 KiB, and a nested chain of
 /// them is in force at once) cost the daemon a bounded amount of memory: past the walk's budget
 /// of compiled rules a file gives none, and the answer lists the files it would have hidden.
@@ -232,22 +230,8 @@ fn ignore_files_full_of_wildcards_cost_bounded_memory() {
     put(&root, &[("w1/hidden-by-the-root.q", "x\n")]);
     let mut raw = session(&daemon, &root);
     let before = daemon.rss_kib();
-    let id = raw.send_request("tools/call", call_args("glob", json!({"pattern": "**/*"})));
-    let deadline = Instant::now() + PROMPT;
-    let answer = loop {
-        if let Some(frame) = raw.recv_within(Duration::from_millis(20)) {
-            break frame;
-        }
-        let rss = daemon.rss_kib();
-        assert!(
-            rss < before + 96 * 1024,
-            "the daemon grew from {} MiB to {} MiB compiling ignore rules",
-            before / 1024,
-            rss / 1024
-        );
-        assert!(Instant::now() < deadline, "no answer within {PROMPT:?}");
-    };
-    assert_eq!(answer["id"], json!(id), "{answer}");
+    let id = raw.send_tool("glob", json!({"pattern": "**/*"}));
+    let answer = answer_below(&daemon, &mut raw, id, before, 96 * 1024, "compiling ignore rules");
     let listed = sorted(&tool_text(&answer, "glob"));
     // The root's rules apply (they fit); the thirteen f.txt are listed.
     assert_eq!(listed.len(), 13, "{listed:?}");
@@ -285,11 +269,7 @@ fn ignore_files_linked_outside_the_roots_give_no_rules() {
     symlink("../../../outside/rules", root.join("deep/er/.gitignore")).unwrap();
     let mut raw = session(&daemon, &root);
     let mut seen = session(&daemon, &control);
-    for path in [".", "sub", "sub/inner", "deep/er/est", "deep"] {
-        let expected = listed(&mut seen, path);
-        assert!(!expected.is_empty(), "{path}");
-        assert_eq!(listed(&mut raw, path), expected, "a search of {path:?}");
-    }
+    assert_lists_alike(&mut raw, &mut seen, &[".", "sub", "sub/inner", "deep/er/est", "deep"]);
     let grep = prompt_text(&mut raw, "grep", json!({"pattern": "x", "output_mode": "count"}));
     assert_eq!(grep.lines().count(), tree.len(), "{grep}");
 }
@@ -322,11 +302,7 @@ fn a_dot_git_pointing_outside_is_never_followed() {
     symlink(outside.join("rules"), root.join("v4/.git/info/exclude")).unwrap();
     let mut raw = session(&daemon, &root);
     let mut seen = session(&daemon, &control);
-    for path in [".", "v1", "v1/sub", "v2", "v3", "v4", "v4/sub"] {
-        let expected = listed(&mut seen, path);
-        assert!(!expected.is_empty(), "{path}");
-        assert_eq!(listed(&mut raw, path), expected, "a search of {path:?}");
-    }
+    assert_lists_alike(&mut raw, &mut seen, &[".", "v1", "v1/sub", "v2", "v3", "v4", "v4/sub"]);
 }
 
 /// The unreadable-files count in a grep answer's footer (0 without one).
@@ -394,15 +370,7 @@ fn a_folder_swapped_for_a_link_outside_mid_search_shows_nothing_outside() {
 fn greps_whose_filters_are_retired_midway_always_answer() {
     // Each grep pauses between its listing and its use of the listing's filters, as a grep on a
     // busy machine does: the change that drops the listing comes right then.
-    let daemon = Daemon::start_configured(&[], |_, mut command| {
-        command.env("FILECTX_FAILPOINTS", "search::listed=sleep(20)");
-        command
-    });
-    daemon.status();
-    assert!(
-        daemon.log_text().contains("fail point configured"),
-        "filectxd was built without `failpoints`; run the tests with `cargo test --workspace`"
-    );
+    let daemon = Daemon::start_failing("search::listed=sleep(20)");
     let (root, _) = project(&daemon);
     for n in 0..50 {
         put(&root, &[(&format!("f{n:02}.txt"), "a needle in a haystack\n")]);
@@ -436,7 +404,7 @@ fn greps_whose_filters_are_retired_midway_always_answer() {
     let mut greps = 0u32;
     while started.elapsed() < Duration::from_secs(3) && greps < 100 {
         let arguments = json!({"pattern": if greps.is_multiple_of(2) { "needle" } else { "haystack" }});
-        let id = raw.send_request("tools/call", call_args("grep", arguments.clone()));
+        let id = raw.send_tool("grep", arguments.clone());
         let answer = answer_within(&mut raw, id, PROMPT, "a grep while files come and go");
         let text = tool_text(&answer, &format!("grep {arguments} (number {greps})"));
         assert!(text.contains("f49.txt"), "{text}");

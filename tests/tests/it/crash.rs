@@ -69,15 +69,7 @@ fn a_daemon_killed_inside_a_write_leaves_old_or_new_content_and_a_restart_cleans
             std::fs::write(&file, &old).unwrap();
         }
 
-        let mut daemon = Daemon::start_configured(&[], |_, mut command| {
-            command.env("FILECTX_FAILPOINTS", format!("{point}=return"));
-            command
-        });
-        daemon.status();
-        assert!(
-            daemon.log_text().contains("fail point configured"),
-            "filectxd was built without the `failpoints` feature; run `cargo test --workspace`"
-        );
+        let mut daemon = Daemon::start_failing(&format!("{point}=return"));
         let mut raw = daemon.session_with(json!({"roots": [root]}));
         if op != Op::Create {
             ok(&mut raw, "file/read", json!({"path": file, "limit": 1}));

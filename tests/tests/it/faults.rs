@@ -42,16 +42,21 @@ pub(crate) fn can_unshare_mounts() -> bool {
 /// Starts a daemon inside a private mount namespace, after running `setup` (shell, `$1` is the
 /// daemon's temp folder) there; the daemon's view of its files is `/proc/<pid>/root/…`.
 fn start_unshared(setup: &str) -> Daemon {
-    Daemon::start_configured(&[], |dir, filectxd| {
-        let mut command = Command::new("unshare");
-        command
-            .args(["-m", "--", "sh", "-euc", &format!("{setup}\nshift; exec \"$@\""), "sh"])
-            .arg(dir)
-            .arg(filectxd.get_program())
-            .args(filectxd.get_args())
-            .env_remove("RUST_LOG");
-        command
-    })
+    Daemon::start_configured(&[], |dir, filectxd| unshared(dir, &filectxd, setup))
+}
+
+/// `filectxd` (a command from [`Daemon::start_configured`], whose temp folder is `dir`) run in a
+/// private mount namespace after `setup` (shell, `$1` is `dir`), by `exec`, so that the pid
+/// stays the daemon's.
+pub(crate) fn unshared(dir: &Path, filectxd: &Command, setup: &str) -> Command {
+    let mut command = Command::new("unshare");
+    command
+        .args(["-m", "--", "sh", "-euc", &format!("{setup}\nshift; exec \"$@\""), "sh"])
+        .arg(dir)
+        .arg(filectxd.get_program())
+        .args(filectxd.get_args())
+        .env_remove("RUST_LOG");
+    command
 }
 
 /// A path as the daemon (in its mount namespace) sees it, reachable from outside.
@@ -63,27 +68,12 @@ pub(crate) fn seen_by(daemon: &Daemon, path: &Path) -> std::path::PathBuf {
 // A panic in one handler
 // ---------------------------------------------------------------------------------------------
 
-/// Fails with a clear message when the spawned binary lacks a test-only feature: features are
-/// unified only when the whole workspace is built, so `cargo test -p filectx-tests` alone may
-/// run a `filectxd` built without them.
-fn require_feature(daemon: &Daemon, log_line: &str, feature: &str) {
-    // Once a request is answered, start-up (and its logging) is over.
-    daemon.status();
-    assert!(
-        daemon.log_text().contains(log_line),
-        "{} was built without the `{feature}` feature; run the tests with `cargo test --workspace` \
-         (which builds it with the features filectx-tests enables). Its log:\n{}",
-        filectx_tests::bin("filectxd").display(),
-        daemon.log_text()
-    );
-}
-
 fn hooked_daemon() -> Daemon {
     let daemon = Daemon::start_configured(&[], |_, mut command| {
         command.env("FILECTX_TEST_HOOKS", "1");
         command
     });
-    require_feature(&daemon, "test hooks enabled", "test-hooks");
+    daemon.require_feature("test hooks enabled", "test-hooks");
     daemon
 }
 
@@ -278,11 +268,7 @@ fn a_full_tmpfs_answers_fs_io_and_keeps_the_original() {
 
 #[test]
 fn enospc_from_the_fail_point_answers_fs_io_and_removes_the_temp_file() {
-    let daemon = Daemon::start_configured(&[], |_, mut command| {
-        command.env("FILECTX_FAILPOINTS", "provider::stage::write=return");
-        command
-    });
-    require_feature(&daemon, "fail point configured", "failpoints");
+    let daemon = Daemon::start_failing("provider::stage::write=return");
     let folder = daemon.dir.path().canonicalize().unwrap().join("full");
     std::fs::create_dir(&folder).unwrap();
     std::fs::write(folder.join("keep.txt"), "original\n").unwrap();
@@ -298,11 +284,7 @@ fn enospc_from_the_fail_point_answers_fs_io_and_removes_the_temp_file() {
 
 #[test]
 fn a_failed_mmap_degrades_to_positional_reads_logged_once() {
-    let daemon = Daemon::start_configured(&[], |_, mut command| {
-        command.env("FILECTX_FAILPOINTS", "provider::map=return");
-        command
-    });
-    require_feature(&daemon, "fail point configured", "failpoints");
+    let daemon = Daemon::start_failing("provider::map=return");
     let root = filectx_tests::root_of(&daemon);
     // Two files past the map threshold (4 MiB): each would be mapped, and each mmap fails.
     let body: String = (1..=400_000).map(|n| format!("line {n:07}\n")).collect();
@@ -330,11 +312,7 @@ fn a_failed_mmap_degrades_to_positional_reads_logged_once() {
 /// the file settled at, never `null`.
 #[test]
 fn a_file_busy_under_the_watchers_recheck_is_notified_with_its_settled_version() {
-    let daemon = Daemon::start_configured(&[], |_, mut command| {
-        command.env("FILECTX_FAILPOINTS", "provider::recheck=1*off->2*return");
-        command
-    });
-    require_feature(&daemon, "fail point configured", "failpoints");
+    let daemon = Daemon::start_failing("provider::recheck=1*off->2*return");
     let file = filectx_tests::root_of(&daemon).join("hot.txt");
     std::fs::write(&file, "before\n").unwrap();
     let mut raw = daemon.session();

@@ -107,12 +107,12 @@ fn file_state(path: &Path) -> (String, u64, u64, (i64, i64), (i64, i64)) {
 }
 
 /// A `tools/call` request's whole response.
-fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
+pub(crate) fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
     rpc(raw, "tools/call", json!({"name": name, "arguments": arguments}))
 }
 
 /// The text of a `tools/call` result.
-fn tool_text(response: &Value) -> String {
+pub(crate) fn tool_text(response: &Value) -> String {
     response["result"]["content"]
         .as_array()
         .unwrap_or_else(|| panic!("not a tool result: {response}"))
@@ -123,7 +123,7 @@ fn tool_text(response: &Value) -> String {
 
 /// How a response ended: `"ok"`, or the `FS_*` code of a JSON-RPC error or of a failed
 /// `tools/call` result.
-fn outcome(response: &Value) -> String {
+pub(crate) fn outcome(response: &Value) -> String {
     if response.get("error").is_some() {
         return fs_error(response).to_owned();
     }

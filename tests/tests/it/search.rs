@@ -14,7 +14,7 @@ use filectx_tests::{Daemon, Raw, ok, root_of};
 use serde_json::{Value, json};
 
 /// A project folder `proj` (the session's root) and a sibling `outside` in the daemon's temp dir.
-fn project(daemon: &Daemon) -> (PathBuf, PathBuf) {
+pub(crate) fn project(daemon: &Daemon) -> (PathBuf, PathBuf) {
     let base = root_of(daemon);
     let (root, outside) = (base.join("proj"), base.join("outside"));
     fs::create_dir_all(&root).unwrap();
@@ -22,7 +22,8 @@ fn project(daemon: &Daemon) -> (PathBuf, PathBuf) {
     (root, outside)
 }
 
-fn put(root: &Path, files: &[(&str, &str)]) {
+/// Writes each `(path, content)` of `files` below `root`, making their folders.
+pub(crate) fn put(root: &Path, files: &[(&str, &str)]) {
     for (path, content) in files {
         let path = root.join(path);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -30,7 +31,8 @@ fn put(root: &Path, files: &[(&str, &str)]) {
     }
 }
 
-fn session(daemon: &Daemon, root: &Path) -> Raw {
+/// A session rooted at `root` with the search tools (and read, write, edit).
+pub(crate) fn session(daemon: &Daemon, root: &Path) -> Raw {
     daemon.session_with(json!({"roots": [root], "tools": ["read", "write", "edit", "glob", "grep"]}))
 }
 
@@ -377,15 +379,7 @@ fn cli_glob_and_grep_print_the_tool_text() {
 /// early and answers `FS_ABORTED`.
 #[test]
 fn a_cancelled_search_stops_between_files() {
-    let daemon = Daemon::start_configured(&[], |_, mut command| {
-        command.env("FILECTX_FAILPOINTS", "search::file=sleep(100)");
-        command
-    });
-    daemon.status();
-    assert!(
-        daemon.log_text().contains("fail point configured"),
-        "filectxd was built without `failpoints`; run the tests with `cargo test --workspace`"
-    );
+    let daemon = Daemon::start_failing("search::file=sleep(100)");
     let (root, _) = project(&daemon);
     for n in 0..100 {
         fs::write(root.join(format!("f{n:03}.txt")), "needle\n").unwrap();
