@@ -216,16 +216,7 @@ impl Provider {
         let new_len = bytes.len() as u64;
         let grows = new_len > copy.old_len;
         if grows {
-            let reserved = (|| -> rustix::io::Result<()> {
-                // Tests: a full disk or a quota when reserving (`=return(EDQUOT)`).
-                #[cfg(feature = "failpoints")]
-                fail::fail_point!("provider::inplace::reserve", |errno| {
-                    let errno = super::leftovers::errno_named(errno).raw_os_error().unwrap_or(libc::ENOSPC);
-                    Err(rustix::io::Errno::from_raw_os_error(errno))
-                });
-                rustix::fs::fallocate(&file, FallocateFlags::KEEP_SIZE, copy.old_len, new_len - copy.old_len)
-            })();
-            match reserved {
+            match reserve(&file, copy.old_len, new_len - copy.old_len) {
                 Ok(()) => {}
                 Err(errno) if cannot_reserve(errno) => {}
                 Err(errno) => {
@@ -441,6 +432,18 @@ pub(super) fn recover(dir: &OwnedFd, name: &str, patience: Duration) -> std::io:
     put_back(&copy, &file, header.old_len, true)?;
     rustix::fs::unlinkat(dir, name, AtFlags::empty())?;
     Ok(Recovered::Restored(target_name.to_string_lossy().into_owned()))
+}
+
+/// Reserves `len` bytes of `file` from `from` without changing its size (`fallocate` with
+/// `FALLOC_FL_KEEP_SIZE`), so that a full disk or a quota shows before a byte changes.
+fn reserve(file: &File, from: u64, len: u64) -> rustix::io::Result<()> {
+    // Tests: a full disk or a quota when reserving (`=return(EDQUOT)`).
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("provider::inplace::reserve", |errno| {
+        let errno = super::leftovers::errno_named(errno).raw_os_error().unwrap_or(libc::ENOSPC);
+        Err(rustix::io::Errno::from_raw_os_error(errno))
+    });
+    rustix::fs::fallocate(file, FallocateFlags::KEEP_SIZE, from, len)
 }
 
 #[cfg(test)]
