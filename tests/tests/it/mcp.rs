@@ -536,6 +536,25 @@ fn a_lost_daemon_is_reported_on_each_call_and_in_the_exit_code() {
 }
 
 #[test]
+fn a_client_slower_to_initialize_than_the_daemon_waits_still_gets_its_session() {
+    // The bridge connects at start but opens its session only at the client's initialize; the
+    // daemon closes a connection that opens none in time, so the bridge connects again.
+    let daemon = Daemon::start(&["--initialize-timeout", "1"]);
+    let root = daemon.dir.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    std::thread::sleep(Duration::from_millis(1800));
+    bridge.initialize("2025-06-18");
+    let read = bridge.tool("read", json!({"file_path": "a.txt"}));
+    assert_eq!(read["isError"], false, "{read}");
+    assert!(text(&read).contains("\tone"), "{read}");
+    let (status, stderr) = bridge.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("lost"), "{stderr}");
+}
+
+#[test]
 fn no_daemon_at_start_is_exit_3_with_nothing_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let mut bridge = Bridge::start(&dir.path().join("none.sock"), dir.path(), &[]);

@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc::Outcome;
 use super::notices::{LEVELS, lost_text};
+use super::open::{self, Plan};
 use super::session::{ArgumentNames, Shared};
-use super::{PROTOCOL_VERSIONS, Setup, open};
-use crate::ClientError;
+use super::{PROTOCOL_VERSIONS, Setup};
+use crate::{Client, ClientError};
 
 /// First version with tool `annotations`.
 const ANNOTATIONS_SINCE: &str = "2025-03-26";
@@ -52,20 +53,14 @@ pub(super) async fn initialize(shared: &Shared, params: &Value) -> Outcome {
     let version = negotiate(requested);
     let instructions = match shared.take_setup() {
         Some(Setup::Opened(instructions)) => instructions,
-        Some(Setup::Deferred(plan)) => {
-            let diagnose = |message: &str| shared.diagnose(message);
-            match open::open(&shared.client, &plan, params.get("clientInfo"), &diagnose).await {
-                Ok(session) => {
-                    shared.lock_state().session_open = true;
-                    session.instructions
-                }
-                Err(error) => {
-                    let answer = refusal(&error);
-                    shared.refused(error);
-                    return Err(answer);
-                }
+        Some(Setup::Deferred(plan)) => match open_session(shared, &plan, params.get("clientInfo")).await {
+            Ok(instructions) => instructions,
+            Err(error) => {
+                let answer = refusal(&error);
+                shared.refused(error);
+                return Err(answer);
             }
-        }
+        },
         None => return Err((INTERNAL_ERROR, "Internal error: the session was already set up".to_owned())),
     };
     shared.lock_state().version = Some(version);
@@ -79,6 +74,35 @@ pub(super) async fn initialize(shared: &Shared, params: &Value) -> Outcome {
         "serverInfo": server_info,
         "instructions": instructions,
     }))
+}
+
+/// Opens the daemon session for the MCP client of `client_info` and returns its instructions:
+/// on the connection made at the start while it is up, else (the daemon closes a connection
+/// that opens no session within its `--initialize-timeout`, and the MCP client may take its
+/// time) on a new one, as also when the first connection breaks during the opening.
+async fn open_session(
+    shared: &Shared,
+    plan: &Plan,
+    client_info: Option<&Value>,
+) -> Result<String, ClientError> {
+    let diagnose = |message: &str| shared.diagnose(message);
+    let probe = shared.take_probe().filter(Client::is_connected);
+    let reused = probe.is_some();
+    let mut client = match probe {
+        Some(client) => client,
+        None => Client::connect(&shared.socket).await?,
+    };
+    let session = match open::open(&client, plan, client_info, &diagnose).await {
+        Err(ClientError::Transport(_)) if reused => {
+            client = Client::connect(&shared.socket).await?;
+            open::open(&client, plan, client_info, &diagnose).await?
+        }
+        other => other?,
+    };
+    // Nothing is observed before the first tool call, so no change notice can be missed.
+    let changes = client.notifications(methods::FILE_DID_CHANGE).await?;
+    shared.opened(client, changes);
+    Ok(session.instructions)
 }
 
 /// The `initialize` error for a session the daemon would not open: its own code and words.
@@ -123,8 +147,8 @@ pub(super) async fn tools_list(shared: &Shared, version: &str, cancel: &Cancella
 
 /// The daemon session's tool descriptors.
 async fn daemon_tools(shared: &Shared, cancel: &CancellationToken) -> Result<Vec<Value>, (i32, String)> {
-    let result: Value = shared
-        .client
+    let Some(client) = shared.client() else { return Err(no_session()) };
+    let result: Value = client
         .request_cancellable(methods::TOOLS_LIST, (), cancel.cancelled())
         .await
         .map_err(|error| rpc_error(shared, error))?;
@@ -218,7 +242,8 @@ pub(super) async fn tools_call(
     };
     let call = json!({"name": name, "arguments": arguments});
     let progress_token = params.get("_meta").and_then(|meta| meta.get("progressToken")).cloned();
-    let answer = shared.client.request_cancellable::<Value>(methods::TOOLS_CALL, call, cancel.cancelled());
+    let Some(client) = shared.client() else { return Err(no_session()) };
+    let answer = client.request_cancellable::<Value>(methods::TOOLS_CALL, call, cancel.cancelled());
     let answer = match progress_token {
         Some(token) => with_progress(shared, version, token, cancel, answer).await,
         None => answer.await,
@@ -240,6 +265,11 @@ pub(super) async fn tools_call(
             Ok(failure_result(&text, version, structured))
         }
     }
+}
+
+/// The error of a tool request without a daemon session (never once `initialize` succeeded).
+fn no_session() -> (i32, String) {
+    (INTERNAL_ERROR, "Internal error: no daemon session is open".to_owned())
 }
 
 /// The tools' argument names: known from an earlier `tools/list`, else asked of the daemon now.

@@ -13,8 +13,9 @@
 //! **Lifecycle.** `initialize` negotiates the version: the client's when it is one of
 //! [`PROTOCOL_VERSIONS`], else the newest of them. With [`McpOptions::open_session`] it also
 //! opens the daemon session, shaped by the client's `clientInfo` (the agent's name, and the read
-//! budget of a client known to cut long results); a session the daemon refuses answers
-//! `initialize` with the daemon's error and stops the server. Before `initialize` only `ping`
+//! budget of a client known to cut long results), on the connection made at the start or, when
+//! the daemon closed that one (its `--initialize-timeout`), on a new one; a session the daemon
+//! refuses answers `initialize` with the daemon's error and stops the server. Before `initialize` only `ping`
 //! is served (everything else: -32600 "not initialized"); a second `initialize` is -32600.
 //! Requests are served as soon as `initialize` is answered, but notifications to the client
 //! start only after `notifications/initialized`. The input reaching its end stops the server:
@@ -253,12 +254,16 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let McpOptions { setup, structured, max_line_bytes, diagnostics } = options;
-    // Subscribed before anything is read, so no change notice can be missed.
-    let changes = client.notifications(wire::FILE_DID_CHANGE).await?;
+    // A session already opened: subscribed before anything is read, so no change notice can be
+    // missed. (A session opened at `initialize` is subscribed to there.)
+    let changes = match setup {
+        Setup::Opened(_) => Some(client.notifications(wire::FILE_DID_CHANGE).await?),
+        Setup::Deferred(_) => None,
+    };
     let (sender, receiver) = mpsc::channel(OUTGOING_QUEUE);
     let mut writer = tokio::spawn(write_lines(receiver, output, Arc::clone(&diagnostics)));
     let shared = Arc::new(Shared::new(client, setup, structured, sender, diagnostics));
-    let relay = tokio::spawn(notices::relay_changes(Arc::clone(&shared), changes));
+    let mut relay = changes.map(|changes| tokio::spawn(notices::relay_changes(Arc::clone(&shared), changes)));
 
     let mut input = input;
     let mut line = Vec::new();
@@ -283,6 +288,10 @@ where
         if let Some(refused) = shared.take_refusal() {
             break Err(McpError::Client(refused));
         }
+        // The session was just opened at `initialize`: relay its change notices.
+        if let Some(changes) = shared.take_pending_changes() {
+            relay = Some(tokio::spawn(notices::relay_changes(Arc::clone(&shared), changes)));
+        }
     };
 
     // Let the requests already running answer, within bounds.
@@ -293,17 +302,19 @@ where
         shared.diagnose(&format!("stdin ended; requests still running after {DRAIN_TIMEOUT:?} were dropped"));
         tasks.abort_all();
     }
-    relay.abort();
+    if let Some(relay) = &relay {
+        relay.abort();
+    }
     let (lost, open) = {
         let state = shared.lock_state();
         (state.lost.clone(), state.session_open)
     };
-    if open && lost.is_none() && shared.client.is_connected() {
+    if let Some(client) = shared.client().filter(|client| open && lost.is_none() && client.is_connected()) {
         // Best effort, bounded: the daemon ends the session on hang-up anyway.
         shared.lock_state().closing = true;
         let close = async {
-            let _ = shared.client.shutdown().await;
-            let _ = shared.client.exit().await;
+            let _ = client.shutdown().await;
+            let _ = client.exit().await;
         };
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, close).await;
     }

@@ -1,16 +1,17 @@
-//! The state the MCP server's handlers share: the daemon session (or how to open it), the
-//! outgoing queue, the negotiated version and log level, the lost connection, the tools'
-//! argument names, and the running tool calls.
+//! The state the MCP server's handlers share: the daemon session (or how to open it, and the
+//! connection made at the start), the outgoing queue, the negotiated version and log level, the
+//! lost connection, the tools' argument names, and the running tool calls.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Diagnostics, Setup};
-use crate::{Client, ClientError};
+use crate::{Client, ClientError, Notifications};
 
 /// Most dropped argument names remembered (and so reported), so a client sending ever new
 /// names cannot grow the set without bound.
@@ -21,7 +22,16 @@ pub(super) type ArgumentNames = Arc<HashMap<String, HashSet<String>>>;
 
 /// What the request handlers share.
 pub(super) struct Shared {
-    pub(super) client: Client,
+    /// The daemon session's connection: from the start when the caller opened the session,
+    /// else once `initialize` opened it.
+    client: OnceLock<Client>,
+    /// Until `initialize` opens the session: the connection made at the start (which the daemon
+    /// closes when no session is opened on it in time; another is made then).
+    probe: Mutex<Option<Client>>,
+    /// The daemon's socket.
+    pub(super) socket: PathBuf,
+    /// The change notices of a session `initialize` just opened, for the server to relay.
+    pending_changes: Mutex<Option<Notifications>>,
     /// Where the session comes from, until `initialize` takes it.
     setup: Mutex<Option<Setup>>,
     /// Whether results carry `structuredContent` (and tools their `outputSchema`).
@@ -71,8 +81,16 @@ impl Shared {
         diagnostics: Diagnostics,
     ) -> Self {
         let state = State { session_open: matches!(setup, Setup::Opened(_)), ..State::default() };
+        let socket = client.socket().to_path_buf();
+        let (opened, probe) = match setup {
+            Setup::Opened(_) => (OnceLock::from(client), None),
+            Setup::Deferred(_) => (OnceLock::new(), Some(client)),
+        };
         Self {
-            client,
+            client: opened,
+            probe: Mutex::new(probe),
+            socket,
+            pending_changes: Mutex::new(None),
             setup: Mutex::new(Some(setup)),
             structured,
             out,
@@ -83,6 +101,29 @@ impl Shared {
             running: Mutex::new(HashMap::new()),
             diagnostics,
         }
+    }
+
+    /// The daemon session's connection, once there is a session.
+    pub(super) fn client(&self) -> Option<&Client> {
+        self.client.get()
+    }
+
+    /// The connection made at the start, taken by the `initialize` that opens the session.
+    pub(super) fn take_probe(&self) -> Option<Client> {
+        self.probe.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Keeps the connection of the session `initialize` opened, and its change notices for the
+    /// server to relay.
+    pub(super) fn opened(&self, client: Client, changes: Notifications) {
+        let _ = self.client.set(client);
+        *self.pending_changes.lock().unwrap_or_else(PoisonError::into_inner) = Some(changes);
+        self.lock_state().session_open = true;
+    }
+
+    /// The change notices of a session just opened, once.
+    pub(super) fn take_pending_changes(&self) -> Option<Notifications> {
+        self.pending_changes.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
     /// Where the session comes from, taken by the one `initialize` that uses it.
