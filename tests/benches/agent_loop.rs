@@ -9,11 +9,17 @@
 //! It talks to a real `filectxd` (by default `target/release/filectxd`; `FILECTX_FILECTXD_BIN`
 //! picks another build, e.g. an older one for a before/after comparison):
 //! `cargo build --release -p filectx-daemon && cargo bench -p filectx-tests --bench agent_loop`.
+//! Each agent runs twice: on a daemon session of its own (`tools/call`), and through `filectx
+//! mcp` started as its README registration line starts it, for a client named like Claude Code
+//! (`target/release/filectx`, or `FILECTX_FILECTX_BIN`): there the model gets what Claude Code
+//! hands it, `JSON.stringify(structuredContent)` when a result carries it, else its text.
 //! Prints every call with the characters it cost, then the totals. Also checks that every outside
 //! change was noticed (refused or shown) and that the file ends with every change in it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use filectx_tests::{Daemon, Raw};
 use serde_json::{Value, json};
@@ -32,9 +38,117 @@ fn line(n: usize) -> String {
     }
 }
 
+/// `filectx mcp` as a harness runs it: one JSON-RPC message a line on its stdin and stdout.
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Mcp {
+    /// Starts `filectx --socket SOCK mcp --root ROOT` and initializes it as Claude Code does.
+    fn start(daemon: &Daemon, root: &Path) -> Mcp {
+        let mut child = Command::new(filectx_tests::bin("filectx"))
+            .arg("--socket")
+            .arg(&daemon.socket)
+            .args(["--no-autostart", "mcp", "--root"])
+            .arg(root)
+            .current_dir(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = Mcp { child, stdin, stdout, next_id: 1 };
+        let client = json!({"name": "claude-code", "version": "2.1.332"});
+        let init = mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}),
+        );
+        assert!(init.get("result").is_some(), "{init}");
+        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp
+    }
+
+    fn send(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The response to one request (notifications in between are skipped).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "filectx mcp ended");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How the agent reaches the tools.
+enum Tools {
+    /// The daemon's own `tools/call`, on a session of its own.
+    Daemon(Raw),
+    /// Through `filectx mcp`.
+    Mcp(Box<Mcp>),
+}
+
+/// A tool result as the agent reads it: its text, whether it failed and with what code, and
+/// how many characters of it the model got.
+struct Answer {
+    text: String,
+    is_error: bool,
+    code: Option<String>,
+    shown: usize,
+}
+
+impl Tools {
+    fn call(&mut self, tool: &str, arguments: Value) -> Answer {
+        let params = json!({"name": tool, "arguments": arguments});
+        let result = match self {
+            Tools::Daemon(raw) => raw.call("tools/call", Some(params)),
+            Tools::Mcp(mcp) => {
+                let response = mcp.request("tools/call", params);
+                response.get("result").cloned().unwrap_or_else(|| panic!("{response}"))
+            }
+        };
+        let text: String =
+            result["content"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap_or("")).collect();
+        let code = [
+            &result["error"]["code"],
+            &result["_meta"]["filectx"]["code"],
+            &result["structuredContent"]["error"]["code"],
+        ]
+        .into_iter()
+        .find_map(|code| code.as_str().map(str::to_owned));
+        // What Claude Code hands its model: structuredContent as JSON when there is some.
+        let shown = match result.get("structuredContent") {
+            Some(structured) => structured.to_string().chars().count(),
+            None => text.chars().count(),
+        };
+        Answer { text, is_error: result["isError"] == true, code, shown }
+    }
+}
+
 /// The model's side: every call, and what it cost.
 struct Agent {
-    raw: Raw,
+    tools: Tools,
     calls: usize,
     sent: usize,
     received: usize,
@@ -45,34 +159,27 @@ struct Agent {
 }
 
 impl Agent {
-    fn call(&mut self, what: &str, tool: &str, arguments: Value) -> Value {
+    fn call(&mut self, what: &str, tool: &str, arguments: Value) -> Answer {
         let args = arguments.to_string();
-        let response = self.raw.call("tools/call", Some(json!({"name": tool, "arguments": arguments})));
-        let text: String = response["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["text"].as_str().unwrap_or(""))
-            .collect();
+        let answer = self.tools.call(tool, arguments);
         self.calls += 1;
         self.sent += args.chars().count();
-        self.received += text.chars().count();
-        let first = text.lines().next().unwrap_or("");
+        self.received += answer.shown;
+        let first = answer.text.lines().next().unwrap_or("");
         self.log.push(format!(
             "{:>2}. {what:<34} {tool:<5} in {:>6} out {:>6}  {}",
             self.calls,
             args.chars().count(),
-            text.chars().count(),
+            answer.shown,
             first.chars().take(70).collect::<String>()
         ));
-        response
+        answer
     }
 
     fn read_all(&mut self, what: &str, path: &str) {
         let mut offset = 1;
         loop {
-            let response = self.call(what, "read", json!({"file_path": path, "offset": offset}));
-            let text = response["content"][0]["text"].as_str().unwrap().to_owned();
+            let text = self.call(what, "read", json!({"file_path": path, "offset": offset})).text;
             // Follow the footer's "Use offset=N to continue." until the end of the file.
             match text
                 .rsplit_once("offset=")
@@ -89,10 +196,10 @@ impl Agent {
     /// text to be (from its reads), for checking the result.
     fn edit(&mut self, what: &str, path: &str, line: u64, old: &str, new: &str) {
         for attempt in 0..3 {
-            let response =
+            let answer =
                 self.call(what, "edit", json!({"file_path": path, "old_string": old, "new_string": new}));
-            if response["isError"] != true {
-                let text = response["content"][0]["text"].as_str().unwrap_or("");
+            let text = answer.text;
+            if !answer.is_error {
                 let shows_lines = text
                     .lines()
                     .any(|l| l.trim_start().split_once('\t').is_some_and(|(n, _)| n.parse::<u64>().is_ok()));
@@ -106,8 +213,7 @@ impl Agent {
                 }
                 return;
             }
-            let text = response["content"][0]["text"].as_str().unwrap().to_owned();
-            assert_eq!(response["error"]["code"], "FS_STALE_VERSION", "{text}");
+            assert_eq!(answer.code.as_deref(), Some("FS_STALE_VERSION"), "{text}");
             if attempt == 0 {
                 self.noticed += 1;
             }
@@ -144,11 +250,13 @@ fn outside_change(path: &Path, from: &str, to: &str) {
 
 fn main() {
     for verify in [false, true] {
-        run(verify);
+        for mcp in [false, true] {
+            run(verify, mcp);
+        }
     }
 }
 
-fn run(verify: bool) {
+fn run(verify: bool, mcp: bool) {
     let daemon = Daemon::start(&["--no-fsync"]);
     let root = daemon.dir.path().canonicalize().unwrap();
     let file = root.join("src.rs");
@@ -162,7 +270,13 @@ fn run(verify: bool) {
         .as_array()
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
-    let mut agent = Agent { raw, calls: 0, sent: 0, received: 0, noticed: 0, log: Vec::new(), verify };
+    let tools = if mcp {
+        drop(raw);
+        Tools::Mcp(Box::new(Mcp::start(&daemon, &root)))
+    } else {
+        Tools::Daemon(raw)
+    };
+    let mut agent = Agent { tools, calls: 0, sent: 0, received: 0, noticed: 0, log: Vec::new(), verify };
     let path = "src.rs";
 
     agent.read_all("read the file", path);
@@ -184,7 +298,7 @@ fn run(verify: bool) {
     for _ in 0..2 {
         let window =
             agent.call("re-read a window", "read", json!({"file_path": path, "offset": 590, "limit": 30}));
-        assert_eq!(window["isError"], false);
+        assert!(!window.is_error, "{}", window.text);
     }
     outside_change(&file, "    let y = x + 901;", "    let y = x + 901; // outside");
     agent.edit(
@@ -209,8 +323,16 @@ fn run(verify: bool) {
     assert_eq!(agent.noticed, 2, "both outside changes before an edit were noticed");
 
     println!();
+    let through = if mcp {
+        format!(
+            "through {} mcp (defaults; the model gets what Claude Code shows)",
+            filectx_tests::bin("filectx").display()
+        )
+    } else {
+        "through the daemon's tools/call".to_owned()
+    };
     println!(
-        "daemon: {}; agent {}",
+        "daemon: {}; agent {}; {through}",
         filectx_tests::bin("filectxd").display(),
         if verify { "looks at the lines of each edit" } else { "does not check its edits" }
     );

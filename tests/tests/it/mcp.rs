@@ -179,6 +179,16 @@ pub(crate) fn text(result: &Value) -> String {
     result["content"].as_array().unwrap().iter().filter_map(|block| block["text"].as_str()).collect()
 }
 
+/// The `FS_*` code of a failed `CallToolResult`, checked to be flagged, in `_meta` and first in
+/// its text (`Error (FS_CODE): `), with no `structuredContent`.
+pub(crate) fn error_code(result: &Value) -> String {
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(result.get("structuredContent").is_none(), "{result}");
+    let code = result["_meta"]["filectx"]["code"].as_str().unwrap_or_else(|| panic!("no code: {result}"));
+    assert!(text(result).starts_with(&format!("Error ({code}): ")), "{result}");
+    code.to_owned()
+}
+
 /// A daemon and a project folder inside its temp folder.
 fn project() -> (Daemon, std::path::PathBuf) {
     let daemon = Daemon::start(&[]);
@@ -223,7 +233,9 @@ fn initialize_negotiates_the_version_and_lists_the_tools() {
     assert_eq!(tools[0]["annotations"]["readOnlyHint"], true);
     for tool in tools {
         assert!(tool["description"].as_str().unwrap().contains("read"), "{tool}");
-        assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
+        // Text results, and schemas that let a harness add arguments of its own.
+        assert!(tool.get("outputSchema").is_none(), "{tool}");
+        assert!(tool["inputSchema"].get("additionalProperties").is_none(), "{tool}");
     }
     // An unknown method, and a tool this server does not have.
     assert_eq!(bridge.err("resources/list", json!({})), -32601);
@@ -247,6 +259,20 @@ fn initialize_negotiates_the_version_and_lists_the_tools() {
     assert!(read.get("structuredContent").is_none(), "{read}");
     assert_eq!(read["isError"], false);
     bridge.finish_ok();
+
+    // --structured: output schemas and structured content, as before the text default.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--structured"]);
+    bridge.initialize("2025-06-18");
+    let list = bridge.ok("tools/list", json!({}));
+    for tool in list["tools"].as_array().unwrap() {
+        assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
+    }
+    let read = bridge.tool("read", json!({"file_path": "a.txt"}));
+    assert_eq!(read["structuredContent"]["text"], text(&read).as_str(), "{read}");
+    let missing = bridge.tool("read", json!({"file_path": "missing.txt"}));
+    assert_eq!(missing["structuredContent"]["error"]["code"], "FS_NOT_FOUND", "{missing}");
+    assert!(text(&missing).starts_with("Error (FS_NOT_FOUND): "), "{missing}");
+    bridge.finish_ok();
 }
 
 #[test]
@@ -261,14 +287,14 @@ fn read_edit_then_an_outside_change_is_announced_and_a_stale_edit_refused() {
     let early =
         bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "beta", "new_string": "B"}));
     assert_eq!(early["isError"], true, "{early}");
-    assert_eq!(early["structuredContent"]["error"]["code"], "FS_NOT_OBSERVED", "{early}");
+    assert_eq!(error_code(&early), "FS_NOT_OBSERVED", "{early}");
 
     let read = bridge.tool("read", json!({"file_path": "notes.txt"}));
     assert_eq!(read["isError"], false, "{read}");
     let shown = text(&read);
     assert!(shown.starts_with("     1\talpha\n     2\tbeta\n     3\tgamma\n"), "{shown:?}");
     assert_eq!(read["content"][0]["type"], "text");
-    assert_eq!(read["structuredContent"]["text"], shown.as_str());
+    assert!(read.get("structuredContent").is_none(), "{read}");
 
     let edit =
         bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "beta", "new_string": "BETA"}));
@@ -295,7 +321,7 @@ fn read_edit_then_an_outside_change_is_announced_and_a_stale_edit_refused() {
     let stale =
         bridge.tool("edit", json!({"file_path": "notes.txt", "old_string": "alpha", "new_string": "A"}));
     assert_eq!(stale["isError"], true, "{stale}");
-    assert_eq!(stale["structuredContent"]["error"]["code"], "FS_STALE_VERSION", "{stale}");
+    assert_eq!(error_code(&stale), "FS_STALE_VERSION", "{stale}");
     // The refusal shows what changed (a diff), so no read is needed before the retry.
     assert!(text(&stale).contains("modified since you last read it"), "{stale}");
     assert!(text(&stale).contains("+delta\n"), "{stale}");
@@ -313,10 +339,10 @@ fn read_edit_then_an_outside_change_is_announced_and_a_stale_edit_refused() {
     std::fs::write(&outside, "secret\n").unwrap();
     let refused = bridge.tool("read", json!({"file_path": outside.to_str().unwrap()}));
     assert_eq!(refused["isError"], true, "{refused}");
-    assert_eq!(refused["structuredContent"]["error"]["code"], "FS_OUTSIDE_ROOT", "{refused}");
+    assert_eq!(error_code(&refused), "FS_OUTSIDE_ROOT", "{refused}");
     assert!(!text(&refused).contains("secret"));
     let escape = bridge.tool("write", json!({"file_path": "../outside.txt", "content": "x"}));
-    assert_eq!(escape["structuredContent"]["error"]["code"], "FS_OUTSIDE_ROOT", "{escape}");
+    assert_eq!(error_code(&escape), "FS_OUTSIDE_ROOT", "{escape}");
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret\n");
     bridge.finish_ok();
 }
@@ -336,7 +362,7 @@ fn set_level_above_warning_silences_change_notices() {
     assert!(bridge.notification("notifications/message", Duration::from_millis(1500)).is_none());
     // The change is still enforced.
     let stale = bridge.tool("edit", json!({"file_path": "a.txt", "old_string": "one", "new_string": "1"}));
-    assert_eq!(stale["structuredContent"]["error"]["code"], "FS_STALE_VERSION", "{stale}");
+    assert_eq!(error_code(&stale), "FS_STALE_VERSION", "{stale}");
     bridge.finish_ok();
 }
 
@@ -365,9 +391,9 @@ fn read_only_and_tools_options_shape_the_session() {
     assert_eq!(tool_names(&bridge.ok("tools/list", json!({}))), ["read", "write", "edit"]);
     bridge.tool("read", json!({"file_path": "a.txt"}));
     let edit = bridge.tool("edit", json!({"file_path": "a.txt", "old_string": "one", "new_string": "1"}));
-    assert_eq!(edit["structuredContent"]["error"]["code"], "FS_PERMISSION_DENIED", "{edit}");
+    assert_eq!(error_code(&edit), "FS_PERMISSION_DENIED", "{edit}");
     let write = bridge.tool("write", json!({"file_path": "b.txt", "content": "x"}));
-    assert_eq!(write["structuredContent"]["error"]["code"], "FS_PERMISSION_DENIED", "{write}");
+    assert_eq!(error_code(&write), "FS_PERMISSION_DENIED", "{write}");
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "one\n");
     assert!(!root.join("b.txt").exists());
     bridge.finish_ok();
@@ -467,9 +493,9 @@ fn two_bridges_are_isolated_sessions() {
     // A's read does not let B edit.
     assert_eq!(a.tool("read", json!({"file_path": "shared.txt"}))["isError"], false);
     let refused = b.tool("edit", json!({"file_path": "shared.txt", "old_string": "one", "new_string": "1"}));
-    assert_eq!(refused["structuredContent"]["error"]["code"], "FS_NOT_OBSERVED", "{refused}");
+    assert_eq!(error_code(&refused), "FS_NOT_OBSERVED", "{refused}");
     let overwrite = b.tool("write", json!({"file_path": "shared.txt", "content": "gone\n"}));
-    assert_eq!(overwrite["structuredContent"]["error"]["code"], "FS_NOT_OBSERVED", "{overwrite}");
+    assert_eq!(error_code(&overwrite), "FS_NOT_OBSERVED", "{overwrite}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\ntwo\n");
 
     // B reads and edits; A hears of it and its own edit is refused as stale.
@@ -479,7 +505,7 @@ fn two_bridges_are_isolated_sessions() {
     let notice = a.notification("notifications/message", PATIENCE).expect("A hears of B's edit");
     assert_eq!(notice["params"]["data"]["displayPath"], "shared.txt");
     let stale = a.tool("edit", json!({"file_path": "shared.txt", "old_string": "one", "new_string": "1"}));
-    assert_eq!(stale["structuredContent"]["error"]["code"], "FS_STALE_VERSION", "{stale}");
+    assert_eq!(error_code(&stale), "FS_STALE_VERSION", "{stale}");
     // B is not told of its own change.
     assert!(b.notification("notifications/message", Duration::from_millis(500)).is_none());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n2\n");
@@ -510,6 +536,25 @@ fn a_lost_daemon_is_reported_on_each_call_and_in_the_exit_code() {
 }
 
 #[test]
+fn a_client_slower_to_initialize_than_the_daemon_waits_still_gets_its_session() {
+    // The bridge connects at start but opens its session only at the client's initialize; the
+    // daemon closes a connection that opens none in time, so the bridge connects again.
+    let daemon = Daemon::start(&["--initialize-timeout", "1"]);
+    let root = daemon.dir.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    std::thread::sleep(Duration::from_millis(1800));
+    bridge.initialize("2025-06-18");
+    let read = bridge.tool("read", json!({"file_path": "a.txt"}));
+    assert_eq!(read["isError"], false, "{read}");
+    assert!(text(&read).contains("\tone"), "{read}");
+    let (status, stderr) = bridge.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("lost"), "{stderr}");
+}
+
+#[test]
 fn no_daemon_at_start_is_exit_3_with_nothing_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let mut bridge = Bridge::start(&dir.path().join("none.sock"), dir.path(), &[]);
@@ -521,28 +566,104 @@ fn no_daemon_at_start_is_exit_3_with_nothing_on_stdout() {
 }
 
 #[test]
-fn dedup_reads_is_off_unless_the_flag_turns_it_on() {
+fn dedup_reads_is_on_unless_no_dedup_reads_turns_it_off() {
     let (daemon, root) = project();
     let content: String =
         (1..=40).map(|i| format!("line {i} with enough text to be worth a short answer\n")).collect();
     std::fs::write(root.join("long.txt"), content).unwrap();
     let read = json!({"file_path": "long.txt"});
 
-    let mut plain = Bridge::start(&daemon.socket, &root, &[]);
+    let mut plain = Bridge::start(&daemon.socket, &root, &["--no-dedup-reads"]);
     plain.initialize("2025-06-18");
     let first = text(&plain.tool("read", read.clone()));
-    assert_eq!(text(&plain.tool("read", read.clone())), first, "off by default");
+    assert_eq!(text(&plain.tool("read", read.clone())), first, "off with --no-dedup-reads");
     plain.finish_ok();
 
-    let mut dedup = Bridge::start(&daemon.socket, &root, &["--dedup-reads"]);
-    dedup.initialize("2025-06-18");
-    assert_eq!(text(&dedup.tool("read", read.clone())), first);
-    let short = text(&dedup.tool("read", read.clone()));
-    assert!(short.starts_with("(Unchanged:") && short.contains("long.txt"), "{short}");
-    assert_eq!(text(&dedup.tool("read", read)), first, "asked again: the text");
-    let (status, stderr) = dedup.finish();
+    // On by default; --dedup-reads, of old command lines, is accepted (and the last flag wins).
+    for extra in [&[][..], &["--dedup-reads"], &["--no-dedup-reads", "--dedup-reads"]] {
+        let mut dedup = Bridge::start(&daemon.socket, &root, extra);
+        dedup.initialize("2025-06-18");
+        assert_eq!(text(&dedup.tool("read", read.clone())), first);
+        let short = text(&dedup.tool("read", read.clone()));
+        assert!(short.starts_with("(Unchanged:") && short.contains("long.txt"), "{extra:?}: {short}");
+        assert_eq!(text(&dedup.tool("read", read.clone())), first, "asked again: the text");
+        let (status, stderr) = dedup.finish();
+        assert_eq!(status.code(), Some(0), "{stderr}");
+        assert!(!stderr.contains("dedup"), "a daemon with dedupReads draws no note: {stderr}");
+    }
+}
+
+#[test]
+fn arguments_no_schema_names_are_ignored() {
+    let (daemon, root) = project();
+    std::fs::write(root.join("a.txt"), "one\ntwo\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    bridge.initialize("2025-06-18");
+    // Gemini CLI adds wait_for_previous to every call it makes.
+    let read = bridge.tool("read", json!({"file_path": "a.txt", "wait_for_previous": true}));
+    assert_eq!(read["isError"], false, "{read}");
+    assert!(text(&read).contains("\tone\n"), "{read}");
+    let edit = bridge.tool(
+        "edit",
+        json!({"file_path": "a.txt", "old_string": "two", "new_string": "2", "wait_for_previous": true}),
+    );
+    assert_eq!(edit["isError"], false, "{edit}");
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "one\n2\n");
+    // A known argument of the wrong type is still the daemon's to refuse.
+    let wrong = bridge.tool("read", json!({"file_path": "a.txt", "offset": "two"}));
+    assert_eq!(error_code(&wrong), "FS_INVALID_ARGUMENT");
+    let (status, stderr) = bridge.finish();
     assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("dedup"), "a daemon with dedupReads draws no note: {stderr}");
+    // Said once per tool, on stderr.
+    assert_eq!(stderr.matches("wait_for_previous").count(), 2, "{stderr}");
+
+    // The daemon itself still refuses an unknown argument.
+    let mut raw = filectx_tests::Raw::connect(&daemon.socket);
+    raw.initialize(&root);
+    let refused = raw.call(
+        "tools/call",
+        Some(json!({"name": "read", "arguments": {"file_path": "a.txt", "wait_for_previous": true}})),
+    );
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(refused["error"]["code"], "FS_INVALID_ARGUMENT", "{refused}");
+    assert!(refused["content"][0]["text"].as_str().unwrap().contains("wait_for_previous"), "{refused}");
+}
+
+#[test]
+fn a_client_that_cuts_results_gets_answers_within_its_budget() {
+    let (daemon, root) = project();
+    let content: String = (1..=1200).map(|i| format!("    let value_{i} = compute(\"{i}\");\n")).collect();
+    std::fs::write(root.join("big.rs"), &content).unwrap();
+    // Codex keeps 10,000 bytes of a result's JSON, escapes included.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    bridge.ok(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "codex-mcp-client", "version": "0.169.0"}}),
+    );
+    let read = bridge.tool("read", json!({"file_path": "big.rs"}));
+    let shown = text(&read);
+    let as_codex_sees_it = serde_json::to_string(&read["content"]).unwrap();
+    assert!(as_codex_sees_it.len() <= 10_000, "{} bytes", as_codex_sees_it.len());
+    let next = shown.rsplit_once("offset=").map(|(_, rest)| rest).unwrap_or_else(|| panic!("{shown}"));
+    let next: u64 = next.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap();
+    assert!(next > 100, "{shown}");
+    // The footer's offset continues right after the last line shown.
+    let last = shown.lines().rfind(|line| line.contains('\t')).unwrap();
+    assert!(last.contains(&format!("value_{} ", next - 1)), "{last}");
+    let grep = bridge.tool("grep", json!({"pattern": "compute", "output_mode": "content"}));
+    assert!(serde_json::to_string(&grep["content"]).unwrap().len() <= 10_000);
+    bridge.finish_ok();
+
+    // --max-output for a client filectx does not know; Claude Code keeps far more by default.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--max-output", "4000"]);
+    bridge.initialize("2025-06-18");
+    let read = text(&bridge.tool("read", json!({"file_path": "big.rs"})));
+    assert!(read.len() <= 3800 && read.contains("offset="), "{} bytes", read.len());
+    bridge.finish_ok();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    bridge.initialize("2025-06-18");
+    assert!(text(&bridge.tool("read", json!({"file_path": "big.rs"}))).len() > 40_000);
+    bridge.finish_ok();
 }
 
 /// A daemon with test hooks and one file-work slot (so a `debug/hold` of another session makes

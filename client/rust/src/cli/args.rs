@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
+use filectx_client::mcp::MIN_MAX_OUTPUT;
 use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
 
@@ -265,13 +266,26 @@ pub(crate) struct McpArgs {
     /// read, glob and grep with --read-only]
     #[arg(long, value_name = "TOOLS", value_delimiter = ',', value_parser = parse_tool, num_args = 1..)]
     pub(crate) tools: Option<Vec<ToolName>>,
-    /// Answer a repeated read of unchanged lines with one short line instead of the text (the
-    /// next identical read gets the text); only for MCP clients that keep every tool result in
-    /// the model's context. Without daemon support: a note on stderr, then served without it
-    #[arg(long)]
+    /// Send a repeated read of unchanged lines in full every time, instead of one short line
+    /// saying the model already has them (the default: dedupReads)
+    #[arg(long, overrides_with = "dedup_reads")]
+    pub(crate) no_dedup_reads: bool,
+    /// The default, kept for old command lines: a repeated read of unchanged lines is answered
+    /// with one short line (the next identical read gets the text)
+    #[arg(long, overrides_with = "no_dedup_reads")]
     pub(crate) dedup_reads: bool,
+    /// Results also carry structuredContent, and tools/list declares their outputSchema (from
+    /// MCP 2025-06-18) [default: text content only, which is what clients show their model]
+    #[arg(long)]
+    pub(crate) structured: bool,
+    /// The most characters of one tool result the MCP client keeps for its model: read, glob
+    /// and grep answers are sized to fit, footer included [default: by the client's
+    /// clientInfo.name: 10000 for Codex, 40000 for Gemini CLI; else no limit of the client's,
+    /// the daemon's 51200-byte budget]
+    #[arg(long, value_name = "CHARS", value_parser = clap::value_parser!(u64).range(MIN_MAX_OUTPUT..))]
+    pub(crate) max_output: Option<u64>,
     /// The agent's name, as the daemon knows the session (clientInfo.name; `filectx gate` shows
-    /// it with each write) [default: filectx mcp]
+    /// it with each write) [default: the MCP client's clientInfo.name, else filectx mcp]
     #[arg(long, value_name = "NAME")]
     pub(crate) name: Option<String>,
     #[command(flatten)]

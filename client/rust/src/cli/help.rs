@@ -154,15 +154,16 @@ Exit codes:
 
 /// Help of `mcp`, after its one-line summary.
 pub(crate) const MCP_LONG_ABOUT: &str = "\
-Serve the file tools to an MCP client (Claude Code, Codex, Cursor, …) over stdio: one daemon \
-session for the life of the process
+Serve the file tools to an MCP client (Claude Code, Codex, Cursor, Gemini CLI, …) over stdio: \
+one daemon session for the life of the process
 
-An MCP client starts `filectx mcp` as a stdio server. It opens one session with the daemon \
-(starting the daemon when none answers, as every command does; --no-autostart refuses) and \
-offers that session's tools, read, write and edit, to the client's model. Everything the model \
-reads is recorded in that session, so an edit or overwrite of a file it has not read, or that \
-changed since it read it, is refused with a message telling it to read the file again. Sessions \
-are isolated: two `filectx mcp` processes (two agents) never authorize each other's edits.
+An MCP client starts `filectx mcp` as a stdio server. It connects to the daemon (starting it \
+when none answers, as every command does; --no-autostart refuses) and, when the client's \
+initialize arrives, opens one session, named after the client, and offers that session's \
+tools, read, write, edit, glob and grep, to the client's model. Everything the model reads is \
+recorded in that session, so an edit or overwrite of a file it has not read, or that changed \
+since it read it, is refused with a message telling it what to do. Sessions are isolated: two \
+`filectx mcp` processes (two agents) never authorize each other's edits.
 
 The session's roots are the --root folders, else the current folder (where the MCP client \
 starts the server; give --root to be sure). Relative paths resolve against the current folder \
@@ -177,13 +178,28 @@ of a file the session read (by another program or agent) is sent as notification
 level warning, logger filectx, data {path, displayPath, version, message}; logging/setLevel \
 above warning silences them.
 
-notifications/cancelled cancels the call at the daemon too ($/cancelRequest): a call still waiting for its turn never runs, and no answer is sent. A tools/call with _meta.progressToken that waits more than a second (a write gate may be reviewing the change) gets notifications/progress every 3 s until it is answered.
+Results are text: the tool's text content, isError on a failure, and a failure's text starts \
+with Error (FS_CODE): (Error: for one made here, e.g. a lost daemon), its code also in \
+_meta.filectx.code. --structured adds structuredContent {text, error?} and the tools' \
+outputSchema (from 2025-06-18), which Claude Code and Codex show their model as JSON instead of \
+the text. Arguments a tool's schema does not name (a harness's own, e.g. wait_for_previous) are \
+dropped, and stderr names each once.
 
---dedup-reads: a read of exactly the lines this session already received, of the same \
-version, is answered with one short line (saying so, and that asking again returns the text); \
-the next identical read, any change of the file and any other window get the text. Off by \
-default: use it only with a client that keeps every tool result in the model's context. A \
-daemon without it (an older filectxd) gets a note on stderr and the session runs without it.
+Re-reads: a read of exactly the lines this session already received, of the same version, is \
+answered with one short line (saying so, and that asking again returns the text); the next \
+identical read, any change of the file and any other window get the text. --no-dedup-reads \
+sends the text every time (for a client that drops old tool results from the model's context); \
+--dedup-reads is the default, kept for old command lines. A daemon without it (an older \
+filectxd) gets a note on stderr and the session runs without it.
+
+--max-output CHARS: clients cut a longer tool result out of the middle (Codex keeps 10000 bytes \
+of its JSON unless tool_output_token_limit is raised: then 4 bytes a token; Gemini CLI 40000 \
+characters), so read, glob and grep answers are sized to fit, ending with filectx's own footer \
+(e.g. Use offset=N to continue) instead of a hole: CHARS less 5 % for what the client adds (15 \
+% for Codex, whose count includes the JSON escapes). Without it, a client named like Codex or \
+Gemini CLI (clientInfo.name) gets its own default, and others the daemon's budget (51200 bytes).
+
+notifications/cancelled cancels the call at the daemon too ($/cancelRequest): a call still waiting for its turn never runs, and no answer is sent. A tools/call with _meta.progressToken that waits more than a second (a write gate may be reviewing the change) gets notifications/progress every 3 s until it is answered.
 
 If the daemon connection is lost, the server keeps running: every tool call is answered with \
 an isError result saying so (restart the MCP server), and stderr says why.
@@ -193,11 +209,17 @@ Exit codes:
   1  a local failure (e.g. a --root that is not a folder, stdin unreadable)
   2  usage error
   3  the daemon is not reachable at start-up, or the connection to it was lost while serving
-  4  the daemon refused the session (e.g. a root it cannot use)
+  4  the daemon refused the session (e.g. a root it cannot use): the client's initialize is
+     answered with its error, then the server stops
   5  the socket was refused: another user may control it (see `filectx --help`, Security)
 
-Example (Claude Code):
-  claude mcp add filectx -- filectx mcp --root /path/to/project";
+Examples:
+  claude mcp add filectx -- filectx mcp --root /path/to/project
+  codex: in ~/.codex/config.toml,
+    [mcp_servers.filectx]
+    command = \"filectx\"
+    args = [\"mcp\", \"--root\", \"/path/to/project\"]
+    default_tools_approval_mode = \"approve\"";
 
 /// Help of `gate`, after its one-line summary.
 pub(crate) const GATE_LONG_ABOUT: &str = "\

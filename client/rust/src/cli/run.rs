@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use filectx_client::mcp::{self, McpError, McpOptions};
-use filectx_client::{Client, ClientError, SpawnOptions};
+use filectx_client::{Client, SpawnOptions};
 use filectx_protocol::{
-    ClientInfo, EditParams, InitializeParams, InitializeResult, ReadParams, StreamTextParams, ToolName,
-    WriteParams, features,
+    ClientInfo, EditParams, InitializeParams, ReadParams, StreamTextParams, ToolName, WriteParams,
 };
 
 use serde_json::Map;
@@ -24,14 +23,16 @@ use super::commands::{Job, execute};
 /// `watch` ended with Ctrl-C) for the whole request timeout.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `filectx mcp`: opens the one daemon session (roots as for every command; the tools and
-/// read-only flag from the options), then serves MCP on stdin/stdout until stdin ends.
+/// `filectx mcp`: connects to the daemon (starting it when none answers), then serves MCP on
+/// stdin/stdout until stdin ends. The one daemon session (roots as for every command; the
+/// tools, read-only flag and deduplicated re-reads from the options) is opened when the MCP
+/// client's `initialize` arrives, so its name and read budget can fit that client.
 pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow::Result<()> {
     let mut params = Session::new(&cli.roots())?.params;
-    params.client_info = Some(ClientInfo {
-        name: args.name.clone().unwrap_or_else(|| "filectx mcp".to_owned()),
-        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
-    });
+    params.client_info = args
+        .name
+        .clone()
+        .map(|name| ClientInfo { name, version: Some(env!("CARGO_PKG_VERSION").to_owned()) });
     params.tools = match &args.tools {
         Some(tools) => Some(tools.clone()),
         // A read-only session lists only what it can do.
@@ -39,75 +40,23 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
         None => Some(ToolName::ALL.to_vec()),
     };
     params.read_only = args.read_only.then_some(true);
-    params.dedup_reads = args.dedup_reads.then_some(true);
+    // On unless --no-dedup-reads (the last of --dedup-reads and --no-dedup-reads wins).
+    params.dedup_reads = (!args.no_dedup_reads).then_some(true);
     let client = if cli.no_autostart {
         Client::connect(socket).await?
     } else {
         Client::connect_or_spawn(socket, SpawnOptions::default()).await?
     };
-    let session = initialize_mcp(&client, params, args.tools.is_some()).await?;
-    let options = McpOptions::new(session.instructions);
+    let options = McpOptions::open_session(params)
+        .fixed_tools(args.tools.is_some())
+        .max_output(args.max_output)
+        .structured(args.structured);
     let input = tokio::io::BufReader::new(tokio::io::stdin());
     mcp::serve(client, options, input, tokio::io::stdout()).await.map_err(|error| match error {
         McpError::Input(error) => anyhow::Error::new(error).context("cannot read stdin"),
         McpError::Client(error) => error.into(),
         other => other.into(),
     })
-}
-
-/// Opens the `filectx mcp` session. A daemon of an older build (kept alive by socket
-/// activation) is told nothing it does not know: without `dedupReads` the session is opened
-/// without it, and without the search tools (feature `search`: it refuses `glob` and `grep` in
-/// `tools`, -32602 unknown variant) with the other tools, unless `--tools` named them; stderr
-/// says which.
-async fn initialize_mcp(
-    client: &Client,
-    mut params: InitializeParams,
-    explicit_tools: bool,
-) -> anyhow::Result<InitializeResult> {
-    let search = [ToolName::Glob, ToolName::Grep];
-    // Each retry drops one thing the daemon refused, so three attempts cover both.
-    for _ in 0..3 {
-        let offers_search = params.tools.as_ref().is_some_and(|t| t.iter().any(|t| search.contains(t)));
-        match client.initialize(params.clone()).await {
-            Ok(session) => return warn_dedup(client, &params, session),
-            Err(ClientError::Unsupported { feature })
-                if feature == features::DEDUP_READS && params.dedup_reads.is_some() =>
-            {
-                eprintln!(
-                    "filectx mcp: the daemon does not support --dedup-reads (an older filectxd?); serving \
-                     without it (restart the daemon to get it)"
-                );
-                params.dedup_reads = None;
-            }
-            Err(ClientError::Rpc { code: filectx_protocol::error::INVALID_PARAMS, message, .. })
-                if !explicit_tools
-                    && offers_search
-                    && (message.contains("`glob`") || message.contains("`grep`")) =>
-            {
-                eprintln!(
-                    "filectx mcp: the daemon does not offer glob and grep (an older filectxd?); serving \
-                     the other tools (restart the daemon to get them)"
-                );
-                params.tools = params.tools.map(|t| t.into_iter().filter(|t| !search.contains(t)).collect());
-            }
-            Err(other) => return Err(other.into()),
-        }
-    }
-    Ok(client.initialize(params).await?)
-}
-
-/// Says on stderr when `--dedup-reads` was asked for but the daemon does not announce it.
-fn warn_dedup(
-    client: &Client,
-    params: &InitializeParams,
-    session: InitializeResult,
-) -> anyhow::Result<InitializeResult> {
-    let wanted = params.dedup_reads == Some(true);
-    if wanted && client.features().is_some_and(|all| !all.iter().any(|f| f == features::DEDUP_READS)) {
-        eprintln!("filectx mcp: the daemon does not announce dedupReads; repeated reads may be sent in full");
-    }
-    Ok(session)
 }
 
 /// Runs the command and returns what to print on stdout.

@@ -18,7 +18,8 @@ use super::session::Shared;
 const BATCH_VERSION: &str = "2025-03-26";
 
 /// Parses and serves one input line. `tools/*` requests run as tasks in `tasks`; the rest is
-/// answered before the next line is read, so `initialize` takes effect in order.
+/// answered before the next line is read, so `initialize` (which may open the daemon session)
+/// takes effect in order.
 pub(super) async fn handle_line(shared: &Arc<Shared>, line: &[u8], tasks: &mut JoinSet<()>) {
     if line.iter().all(u8::is_ascii_whitespace) {
         return;
@@ -147,7 +148,7 @@ async fn request(
         ("initialize", _) if in_batch => {
             Err((INVALID_REQUEST, "Invalid Request: initialize cannot be part of a batch".to_owned()))
         }
-        ("initialize", None) => methods::initialize(shared, &params),
+        ("initialize", None) => methods::initialize(shared, &params).await,
         ("initialize", Some(_)) => Err((INVALID_REQUEST, "Invalid Request: already initialized".to_owned())),
         (_, None) => Err((
             INVALID_REQUEST,

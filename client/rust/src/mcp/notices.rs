@@ -60,7 +60,7 @@ impl Shared {
         self.diagnose(&format!(
             "the connection to the daemon at {} was lost: {reason}; tool calls now fail until this \
              MCP server is restarted",
-            self.client.socket().display()
+            self.socket.display()
         ));
         self.log(LOST_LEVEL, json!({"message": lost_text(&reason)}));
     }
@@ -88,7 +88,8 @@ pub(super) async fn relay_changes(shared: Arc<Shared>, mut changes: Notification
         shared.diagnose("change notices arrived faster than they could be relayed; later ones are lost");
         return;
     }
-    let reason = match shared.client.disconnected().await {
+    let Some(client) = shared.client() else { return };
+    let reason = match client.disconnected().await {
         ClientError::Transport(reason) => reason,
         other => other.to_string(),
     };

@@ -1,24 +1,50 @@
-//! The state the MCP server's handlers share: the daemon session, the outgoing queue, the
-//! negotiated version and log level, the lost connection, and the running tool calls.
+//! The state the MCP server's handlers share: the daemon session (or how to open it, and the
+//! connection made at the start), the outgoing queue, the negotiated version and log level, the
+//! lost connection, the tools' argument names, and the running tool calls.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Diagnostics;
-use crate::Client;
+use super::{Diagnostics, Setup};
+use crate::{Client, ClientError, Notifications};
+
+/// Most dropped argument names remembered (and so reported), so a client sending ever new
+/// names cannot grow the set without bound.
+const MAX_REPORTED_DROPS: usize = 64;
+
+/// Each tool's argument names, from the daemon's `tools/list`.
+pub(super) type ArgumentNames = Arc<HashMap<String, HashSet<String>>>;
 
 /// What the request handlers share.
 pub(super) struct Shared {
-    pub(super) client: Client,
-    /// The daemon session's `instructions`.
-    pub(super) instructions: String,
+    /// The daemon session's connection: from the start when the caller opened the session,
+    /// else once `initialize` opened it.
+    client: OnceLock<Client>,
+    /// Until `initialize` opens the session: the connection made at the start (which the daemon
+    /// closes when no session is opened on it in time; another is made then).
+    probe: Mutex<Option<Client>>,
+    /// The daemon's socket.
+    pub(super) socket: PathBuf,
+    /// The change notices of a session `initialize` just opened, for the server to relay.
+    pending_changes: Mutex<Option<Notifications>>,
+    /// Where the session comes from, until `initialize` takes it.
+    setup: Mutex<Option<Setup>>,
+    /// Whether results carry `structuredContent` (and tools their `outputSchema`).
+    pub(super) structured: bool,
     /// Serialized messages for the output.
     pub(super) out: mpsc::Sender<String>,
     state: Mutex<State>,
+    /// Why the session could not be opened at `initialize`: the server stops.
+    refusal: Mutex<Option<ClientError>>,
+    /// The daemon tools' argument names, once known (arguments no schema names are dropped).
+    arguments: Mutex<Option<ArgumentNames>>,
+    /// The `tool.argument` names already reported as dropped (each is reported once).
+    dropped_arguments: Mutex<HashSet<String>>,
     /// Running `tools/*` requests by their request id (as JSON text): `notifications/cancelled`
     /// takes one out and fires its token; a request still found here when done is answered.
     running: Mutex<HashMap<String, CancellationToken>>,
@@ -37,6 +63,8 @@ pub(super) struct State {
     pub(super) min_level: usize,
     /// Why the daemon connection was lost, once it was.
     pub(super) lost: Option<String>,
+    /// Whether the daemon session is open (it is closed politely at the end).
+    pub(super) session_open: bool,
     /// Set while closing the session at the end: the hang-up that follows is no loss.
     pub(super) closing: bool,
     /// Change notices dropped because the output was not read fast enough.
@@ -47,18 +75,97 @@ impl Shared {
     /// The state of a server that has read nothing yet.
     pub(super) fn new(
         client: Client,
-        instructions: String,
+        setup: Setup,
+        structured: bool,
         out: mpsc::Sender<String>,
         diagnostics: Diagnostics,
     ) -> Self {
+        let state = State { session_open: matches!(setup, Setup::Opened(_)), ..State::default() };
+        let socket = client.socket().to_path_buf();
+        let (opened, probe) = match setup {
+            Setup::Opened(_) => (OnceLock::from(client), None),
+            Setup::Deferred(_) => (OnceLock::new(), Some(client)),
+        };
         Self {
-            client,
-            instructions,
+            client: opened,
+            probe: Mutex::new(probe),
+            socket,
+            pending_changes: Mutex::new(None),
+            setup: Mutex::new(Some(setup)),
+            structured,
             out,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
+            refusal: Mutex::new(None),
+            arguments: Mutex::new(None),
+            dropped_arguments: Mutex::new(HashSet::new()),
             running: Mutex::new(HashMap::new()),
             diagnostics,
         }
+    }
+
+    /// The daemon session's connection, once there is a session.
+    pub(super) fn client(&self) -> Option<&Client> {
+        self.client.get()
+    }
+
+    /// The connection made at the start, taken by the `initialize` that opens the session.
+    pub(super) fn take_probe(&self) -> Option<Client> {
+        self.probe.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Keeps the connection of the session `initialize` opened, and its change notices for the
+    /// server to relay.
+    pub(super) fn opened(&self, client: Client, changes: Notifications) {
+        let _ = self.client.set(client);
+        *self.pending_changes.lock().unwrap_or_else(PoisonError::into_inner) = Some(changes);
+        self.lock_state().session_open = true;
+    }
+
+    /// The change notices of a session just opened, once.
+    pub(super) fn take_pending_changes(&self) -> Option<Notifications> {
+        self.pending_changes.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Where the session comes from, taken by the one `initialize` that uses it.
+    pub(super) fn take_setup(&self) -> Option<Setup> {
+        self.setup.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Records that the session could not be opened: the server stops.
+    pub(super) fn refused(&self, error: ClientError) {
+        *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+    }
+
+    /// Why the session could not be opened, once.
+    pub(super) fn take_refusal(&self) -> Option<ClientError> {
+        self.refusal.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// The tools' argument names, if known yet.
+    pub(super) fn argument_names(&self) -> Option<ArgumentNames> {
+        self.arguments.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Keeps the tools' argument names from a daemon `tools/list` result.
+    pub(super) fn learn_arguments(&self, tools: &[Value]) -> ArgumentNames {
+        let names: HashMap<String, HashSet<String>> = tools
+            .iter()
+            .filter_map(|tool| {
+                let name = tool.get("name")?.as_str()?;
+                let properties = tool.get("inputSchema")?.get("properties")?.as_object()?;
+                Some((name.to_owned(), properties.keys().cloned().collect()))
+            })
+            .collect();
+        let names = Arc::new(names);
+        *self.arguments.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&names));
+        names
+    }
+
+    /// Whether dropping `argument` of `tool` is worth a diagnostic: the first time, for at most
+    /// [`MAX_REPORTED_DROPS`] names.
+    pub(super) fn first_drop(&self, tool: &str, argument: &str) -> bool {
+        let mut reported = self.dropped_arguments.lock().unwrap_or_else(PoisonError::into_inner);
+        reported.len() < MAX_REPORTED_DROPS && reported.insert(format!("{tool}.{argument}"))
     }
 
     pub(super) fn lock_state(&self) -> MutexGuard<'_, State> {

@@ -36,9 +36,10 @@ enum Push {
     HangUp,
 }
 
-/// A fake daemon serving one connection: it answers `shutdown`, `tools/list` (the real tool
-/// descriptors) and `tools/call` (a text result; never for a tool named `slow`), refuses any
-/// other request with -32601, records every message it receives, and ends at `exit`.
+/// A fake daemon serving one connection: it answers `initialize` (refused for a root named
+/// `/refused`), `shutdown`, `tools/list` (the real tool descriptors) and `tools/call` (a text
+/// result that echoes the arguments' names; never for a tool named `slow`), refuses any other
+/// request with -32601, records every message it receives, and ends at `exit`.
 struct FakeDaemon {
     socket: PathBuf,
     push: mpsc::UnboundedSender<Push>,
@@ -113,23 +114,45 @@ impl FakeDaemon {
 
     /// The method of every message the fake daemon received, once its connection ended.
     async fn received(self) -> TestResult<Vec<String>> {
-        let seen = timeout(PATIENCE, self.task).await???;
+        let seen = self.messages().await?;
         Ok(seen.iter().map(|message| message["method"].as_str().unwrap_or("?").to_owned()).collect())
+    }
+
+    /// Every message the fake daemon received, once its connection ended.
+    async fn messages(self) -> TestResult<Vec<Value>> {
+        timeout(PATIENCE, self.task).await??
     }
 }
 
 /// The fake daemon's answer to one message, if any.
 fn answer(message: &Value) -> Option<Value> {
     let id = message.get("id")?.clone();
+    let params = &message["params"];
     let result = match message["method"].as_str() {
+        Some(methods::INITIALIZE) if params["roots"] == json!(["/refused"]) => {
+            let error = json!({
+                "code": -31007,
+                "message": "root /refused is outside what this daemon serves",
+                "data": {"code": "FS_OUTSIDE_ROOT"},
+            });
+            return Some(json!({"jsonrpc": "2.0", "id": id, "error": error}));
+        }
+        Some(methods::INITIALIZE) => initialize_result(),
         Some(methods::SHUTDOWN) => Value::Null,
         Some(methods::TOOLS_LIST) => {
             let tools: Vec<_> = ToolName::ALL.into_iter().map(tools::descriptor).collect();
             json!({"tools": tools})
         }
-        Some(methods::TOOLS_CALL) if message["params"]["name"] == "slow" => return None,
+        Some(methods::TOOLS_CALL) if params["name"] == "slow" => return None,
+        Some(methods::TOOLS_CALL) if params["name"] == "failing" => json!({
+            "content": [{"type": "text", "text": "You have not read a.txt yet. Read it first."}],
+            "isError": true,
+            "error": {"name": "FsError", "code": "FS_NOT_OBSERVED"},
+        }),
         Some(methods::TOOLS_CALL) => {
-            json!({"content": [{"type": "text", "text": "1\tok\n"}], "isError": false})
+            let names: Vec<&str> =
+                params["arguments"].as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+            json!({"content": [{"type": "text", "text": format!("1\tok {}\n", names.join(","))}], "isError": false})
         }
         _ => {
             let error = json!({"code": -32601, "message": "no such method"});
@@ -137,6 +160,32 @@ fn answer(message: &Value) -> Option<Value> {
         }
     };
     Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// What the fake daemon answers `initialize` with.
+fn initialize_result() -> Value {
+    json!({
+        "serverInfo": {"name": "filectxd", "version": "9.9.9"},
+        "protocolVersion": 1,
+        "sessionId": "s-1",
+        "instructions": "Opened by the server.",
+        "capabilities": {
+            "tools": ["read", "write", "edit", "glob", "grep"],
+            "readOnly": false,
+            "methods": ["initialize"],
+            "batches": true,
+            "features": ["dedupReads", "readMaxBytes"],
+        },
+        "limits": {
+            "readLineLimit": 2000,
+            "readLineMaxChars": 2000,
+            "readMaxBytes": 8500,
+            "maxWindowBytes": 8_388_608,
+            "maxFrameBytes": 67_108_864,
+            "maxBatchLen": 100,
+            "maxConcurrentRequests": 16,
+        },
+    })
 }
 
 /// [`serve`] running in a task over the fake daemon's session, and the MCP client's ends of its
@@ -157,12 +206,21 @@ impl Mcp {
         daemon: &FakeDaemon,
         configure: impl FnOnce(McpOptions) -> McpOptions,
     ) -> TestResult<Self> {
+        Self::start_opening(daemon, McpOptions::new(INSTRUCTIONS), configure).await
+    }
+
+    /// [`serve`] with `options` as `configure` leaves them (and the diagnostics collected).
+    async fn start_opening(
+        daemon: &FakeDaemon,
+        options: McpOptions,
+        configure: impl FnOnce(McpOptions) -> McpOptions,
+    ) -> TestResult<Self> {
         let client = Client::connect(&daemon.socket).await?;
         let (input, server_input) = tokio::io::duplex(1 << 16);
         let (server_output, output) = tokio::io::duplex(1 << 16);
         let diagnostics = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&diagnostics);
-        let options = configure(McpOptions::new(INSTRUCTIONS)).diagnostics(move |message| {
+        let options = configure(options).diagnostics(move |message| {
             sink.lock().unwrap_or_else(PoisonError::into_inner).push(message.to_owned());
         });
         let server = tokio::spawn(serve(client, options, BufReader::new(server_input), server_output));
@@ -198,7 +256,13 @@ impl Mcp {
 
     /// `initialize` with `version`; returns its result.
     async fn initialize(&mut self, version: &str) -> TestResult<Value> {
-        let params = json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test"}});
+        self.initialize_as(version, "test").await
+    }
+
+    /// `initialize` with `version` by a client named `name`; returns its result.
+    async fn initialize_as(&mut self, version: &str, name: &str) -> TestResult<Value> {
+        let client_info = json!({"name": name, "version": "0.169.0"});
+        let params = json!({"protocolVersion": version, "capabilities": {}, "clientInfo": client_info});
         let answer = self.call(0, "initialize", params).await?;
         Ok(answer["result"].clone())
     }
@@ -343,7 +407,7 @@ async fn batches_are_refused_except_in_2025_03_26() -> TestResult {
 }
 
 #[tokio::test]
-async fn tools_are_forwarded_with_what_the_version_adds() -> TestResult {
+async fn tools_are_forwarded_as_text_without_the_arguments_no_schema_names() -> TestResult {
     let daemon = FakeDaemon::start()?;
     let mut mcp = Mcp::start(&daemon).await?;
     mcp.initialize("2025-06-18").await?;
@@ -355,16 +419,156 @@ async fn tools_are_forwarded_with_what_the_version_adds() -> TestResult {
     assert_eq!(tools[4]["annotations"]["readOnlyHint"], true);
     assert_eq!(tools[3]["title"], "Find files");
     assert_eq!(tools[2]["title"], "Edit file");
-    assert_eq!(tools[1]["outputSchema"]["required"], json!(["text"]));
+    for tool in tools {
+        // Text only, and schemas that let a harness add its own arguments.
+        assert!(tool.get("outputSchema").is_none(), "{tool}");
+        assert!(tool["inputSchema"].get("additionalProperties").is_none(), "{tool}");
+        assert!(tool["inputSchema"]["properties"].is_object(), "{tool}");
+    }
 
-    let call = mcp.call(2, "tools/call", json!({"name": "read", "arguments": {"file_path": "a"}})).await?;
-    assert_eq!(call["result"]["isError"], false, "{call}");
-    assert_eq!(call["result"]["structuredContent"], json!({"text": "1\tok\n"}));
-    let nameless = mcp.call(3, "tools/call", json!({"arguments": {}})).await?;
+    let arguments = json!({"file_path": "a", "wait_for_previous": true, "offset": 2});
+    let call = mcp.call(2, "tools/call", json!({"name": "read", "arguments": arguments})).await?;
+    assert_eq!(
+        call["result"],
+        json!({"content": [{"type": "text", "text": "1\tok file_path,offset\n"}], "isError": false})
+    );
+    // Said once, however often the harness adds it.
+    let again = json!({"name": "grep", "arguments": {"pattern": "x", "wait_for_previous": false}});
+    assert_eq!(
+        mcp.call(3, "tools/call", again.clone()).await?["result"]["content"][0]["text"],
+        "1\tok pattern\n"
+    );
+    mcp.call(4, "tools/call", again).await?;
+    let failed = mcp.call(5, "tools/call", json!({"name": "failing", "arguments": {"x": 1}})).await?;
+    assert_eq!(
+        failed["result"],
+        json!({
+            "content": [{"type": "text", "text": "Error (FS_NOT_OBSERVED): You have not read a.txt yet. Read it first."}],
+            "isError": true,
+            "_meta": {"filectx": {"code": "FS_NOT_OBSERVED"}},
+        })
+    );
+    let nameless = mcp.call(6, "tools/call", json!({"arguments": {}})).await?;
     assert_eq!(code(&nameless), Some(-32602), "{nameless}");
 
+    let (result, _, diagnostics) = mcp.finish().await?;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(
+        diagnostics,
+        [
+            "ignoring the argument \"wait_for_previous\" of read, which its schema does not name (the MCP client added it)",
+            "ignoring the argument \"wait_for_previous\" of grep, which its schema does not name (the MCP client added it)",
+        ]
+    );
+    let received = daemon.received().await?;
+    assert_eq!(
+        received,
+        ["tools/list", "tools/call", "tools/call", "tools/call", "tools/call", "shutdown", "exit"]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_call_before_any_tools_list_learns_the_schemas_first() -> TestResult {
+    let daemon = FakeDaemon::start()?;
+    let mut mcp = Mcp::start(&daemon).await?;
+    mcp.initialize("2025-03-26").await?;
+    let arguments = json!({"file_path": "a", "wait_for_previous": true});
+    let call = mcp.call(1, "tools/call", json!({"name": "read", "arguments": arguments})).await?;
+    assert_eq!(call["result"]["content"][0]["text"], "1\tok file_path\n", "{call}");
     assert!(mcp.finish().await?.0.is_ok());
     assert_eq!(daemon.received().await?, ["tools/list", "tools/call", "shutdown", "exit"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn structured_brings_back_structured_content_and_output_schemas() -> TestResult {
+    let daemon = FakeDaemon::start()?;
+    let mut mcp = Mcp::start_with(&daemon, |options| options.structured(true)).await?;
+    mcp.initialize("2025-06-18").await?;
+    let list = mcp.call(1, "tools/list", json!({})).await?;
+    let tools = list["result"]["tools"].as_array().ok_or("tools/list answers tools")?;
+    assert!(tools.iter().all(|tool| tool["outputSchema"]["required"] == json!(["text"])), "{list}");
+    let call = mcp.call(2, "tools/call", json!({"name": "read", "arguments": {"file_path": "a"}})).await?;
+    assert_eq!(call["result"]["structuredContent"], json!({"text": "1\tok file_path\n"}));
+    let failed = mcp.call(3, "tools/call", json!({"name": "failing", "arguments": {}})).await?;
+    let shown = &failed["result"]["structuredContent"];
+    assert_eq!(shown["error"], json!({"name": "FsError", "code": "FS_NOT_OBSERVED"}), "{failed}");
+    assert!(shown["text"].as_str().unwrap_or_default().starts_with("Error (FS_NOT_OBSERVED): "), "{failed}");
+    assert!(mcp.finish().await?.0.is_ok());
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_session_opened_at_initialize_fits_the_client() -> TestResult {
+    let daemon = FakeDaemon::start()?;
+    let mut params = filectx_protocol::InitializeParams::new(vec!["/project".to_owned()]);
+    params.dedup_reads = Some(true);
+    let mut mcp = Mcp::start_opening(&daemon, McpOptions::open_session(params), |options| options).await?;
+    // Nothing reaches the daemon before initialize.
+    assert_eq!(mcp.call(1, "ping", json!({})).await?["result"], json!({}));
+    let result = mcp.initialize_as("2025-06-18", "codex-mcp-client").await?;
+    assert_eq!(result["instructions"], "Opened by the server.", "{result}");
+    let (result, _, diagnostics) = mcp.finish().await?;
+    assert!(result.is_ok(), "{result:?}");
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let messages = daemon.messages().await?;
+    let methods: Vec<_> = messages.iter().map(|m| m["method"].as_str().unwrap_or("?")).collect();
+    assert_eq!(methods, ["initialize", "shutdown", "exit"]);
+    let opened = &messages[0]["params"];
+    // Codex keeps 10,000 bytes of a result's JSON: 8,500 of text leave room for its escapes.
+    assert_eq!(opened["readMaxBytes"], 8500, "{opened}");
+    assert_eq!(opened["clientInfo"], json!({"name": "codex-mcp-client", "version": "0.169.0"}));
+    assert_eq!(opened["dedupReads"], true);
+
+    // --max-output, for a client that cuts at another length.
+    let daemon = FakeDaemon::start()?;
+    let options =
+        McpOptions::open_session(filectx_protocol::InitializeParams::new(vec!["/project".to_owned()]));
+    let mut mcp = Mcp::start_opening(&daemon, options, |options| options.max_output(Some(20_000))).await?;
+    mcp.initialize_as("2025-06-18", "claude-code").await?;
+    assert!(mcp.finish().await?.0.is_ok());
+    let messages = daemon.messages().await?;
+    assert_eq!(messages[0]["params"]["readMaxBytes"], 19_000, "{}", messages[0]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_session_the_daemon_refuses_answers_initialize_and_stops_the_server() -> TestResult {
+    let daemon = FakeDaemon::start()?;
+    let options =
+        McpOptions::open_session(filectx_protocol::InitializeParams::new(vec!["/refused".to_owned()]));
+    let mut mcp = Mcp::start_opening(&daemon, options, |options| options).await?;
+    let params = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}});
+    let answer = mcp.call(1, "initialize", params).await?;
+    assert_eq!(code(&answer), Some(-31007), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        message,
+        "filectx could not open its daemon session: FS_OUTSIDE_ROOT: root /refused is outside what this daemon serves"
+    );
+    // The server stopped by itself, with the refusal.
+    let Mcp { input: _input, output: _output, server, .. } = mcp;
+    let result = timeout(PATIENCE, server).await??;
+    let refused = matches!(&result, Err(McpError::Client(error)) if error.fs_code().is_some());
+    assert!(refused, "{result:?}");
+    // No session, so nothing to close.
+    assert_eq!(daemon.received().await?, ["initialize"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_input_that_ends_before_initialize_opens_no_session() -> TestResult {
+    let daemon = FakeDaemon::start()?;
+    let options =
+        McpOptions::open_session(filectx_protocol::InitializeParams::new(vec!["/project".to_owned()]));
+    let mcp = Mcp::start_opening(&daemon, options, |options| options).await?;
+    let (result, rest, diagnostics) = mcp.finish().await?;
+    assert!(
+        result.is_ok() && rest.is_empty() && diagnostics.is_empty(),
+        "{result:?} {rest:?} {diagnostics:?}"
+    );
+    assert!(daemon.received().await?.is_empty());
     Ok(())
 }
 
@@ -386,7 +590,8 @@ async fn a_cancelled_call_is_never_answered() -> TestResult {
     assert!(rest.is_empty(), "{rest:?}");
     // It was dropped when cancelled, not left running until the end of the input.
     assert!(diagnostics.is_empty(), "{diagnostics:?}");
-    assert_eq!(daemon.received().await?, ["tools/call", "shutdown", "exit"]);
+    // (The first call learns the tools' argument names.)
+    assert_eq!(daemon.received().await?, ["tools/list", "tools/call", "shutdown", "exit"]);
     Ok(())
 }
 
@@ -447,8 +652,8 @@ async fn a_lost_daemon_fails_each_call_and_serve_returns_the_loss() -> TestResul
 
     let call = mcp.call(2, "tools/call", json!({"name": "read", "arguments": {"file_path": "a"}})).await?;
     assert_eq!(call["result"]["isError"], true, "{call}");
-    assert_eq!(call["result"]["content"][0]["text"], lost.as_str());
-    assert_eq!(call["result"]["structuredContent"]["text"], lost.as_str());
+    assert_eq!(call["result"]["content"][0]["text"], format!("Error: {lost}"));
+    assert!(call["result"].get("structuredContent").is_none(), "{call}");
     let list = mcp.call(3, "tools/list", json!({})).await?;
     assert_eq!(code(&list), Some(-32603), "{list}");
 

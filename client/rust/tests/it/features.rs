@@ -1,8 +1,9 @@
 //! Protocol-2 features in the library and `filectx mcp`, against a fake daemon: `owner`,
 //! `session/contextReset` and the `initialize` options go on the wire only when the daemon
 //! announces their feature; an older daemon that refuses an unknown `initialize` field is a typed
-//! `ClientError::Unsupported` (and the session can still be opened without it); `filectx mcp
-//! --dedup-reads` on such a daemon says so on stderr and serves without it.
+//! `ClientError::Unsupported` (and the session can still be opened without it); `filectx mcp`
+//! (deduplicated re-reads on by default, a read budget for a client that cuts) on such a daemon
+//! says so on stderr and serves without them.
 
 use filectx_client::{Client, ClientError};
 use filectx_protocol::{InitializeParams, ReadParams, features};
@@ -184,11 +185,12 @@ fn a_refused_resume_is_recognisable() {
 }
 
 #[tokio::test]
-async fn mcp_dedup_reads_on_an_old_daemon_says_so_and_serves_without_it() -> TestResult {
+async fn mcp_on_an_old_daemon_says_what_it_lacks_and_serves_without_it() -> TestResult {
     let daemon = old_daemon()?;
     let cwd = tempfile::tempdir()?;
+    // Codex: a read budget is asked for.
     let input = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "codex-mcp-client", "version": "0"}}}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read", "arguments": {"file_path": "a.rs"}}}),
     ]
     .iter()
@@ -230,20 +232,26 @@ async fn mcp_dedup_reads_on_an_old_daemon_says_so_and_serves_without_it() -> Tes
     .await??;
     let stderr = text(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    assert!(stderr.contains("does not support --dedup-reads") && stderr.contains("without it"), "{stderr}");
+    assert!(stderr.contains("does not support dedupReads") && stderr.contains("without it"), "{stderr}");
+    assert!(stderr.contains("does not support readMaxBytes"), "{stderr}");
     assert!(stderr.contains("does not offer glob and grep"), "{stderr}");
     let stdout = text(&output.stdout);
     assert!(stdout.contains("fn main() {}"), "the read was served: {stdout}");
     let received = daemon.received().await?;
     let inits: Vec<&Value> = received.iter().filter(|m| m["method"] == "initialize").collect();
-    // Refused for its search tools, then for dedupReads, then opened with neither.
-    assert_eq!(inits.len(), 3, "{received:?}");
+    // Refused for its search tools, then for dedupReads, then for readMaxBytes, then opened
+    // with none of them.
+    assert_eq!(inits.len(), 4, "{received:?}");
     assert_eq!(inits[0]["params"]["dedupReads"], true);
+    assert_eq!(inits[0]["params"]["readMaxBytes"], 8500);
     assert_eq!(inits[0]["params"]["tools"], json!(["read", "write", "edit", "glob", "grep"]));
     assert_eq!(inits[1]["params"]["tools"], json!(["read", "write", "edit"]));
     assert!(inits[2]["params"].get("dedupReads").is_none(), "{}", inits[2]);
-    assert_eq!(inits[2]["params"]["tools"], json!(["read", "write", "edit"]));
+    assert_eq!(inits[2]["params"]["readMaxBytes"], 8500);
+    let last = &inits[3]["params"];
+    assert!(last.get("dedupReads").is_none() && last.get("readMaxBytes").is_none(), "{last}");
+    assert_eq!(last["tools"], json!(["read", "write", "edit"]));
     // --name is the agent's name at the daemon (what a write gate shows).
-    assert_eq!(inits[2]["params"]["clientInfo"]["name"], "claude-code");
+    assert_eq!(last["clientInfo"]["name"], "claude-code");
     Ok(())
 }
