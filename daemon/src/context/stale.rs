@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use similar::{Algorithm, DiffTag};
+use similar::{Algorithm, DiffOp, DiffTag};
 
 use crate::provider::edit::BOM;
 
@@ -49,7 +49,7 @@ impl Change {
 
 /// Lines as `read` shows them (BOM hidden, no terminator, no trailing `\r`); `None` when the
 /// bytes are not text.
-fn lines(bytes: &[u8]) -> Option<Vec<&str>> {
+pub(super) fn lines(bytes: &[u8]) -> Option<Vec<&str>> {
     let bytes = bytes.strip_prefix(BOM).unwrap_or(bytes);
     if memchr::memchr(0, bytes).is_some() {
         return None;
@@ -60,6 +60,13 @@ fn lines(bytes: &[u8]) -> Option<Vec<&str>> {
     }
     let body = text.strip_suffix('\n').unwrap_or(text);
     Some(body.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line)).collect())
+}
+
+/// The line diff from `old` to `new` (lines as [`lines`] gives them): Myers, and past
+/// [`DIFF_TIME`] a coarser one that is still correct (it may show more lines as changed, never
+/// fewer).
+pub(super) fn ops(old: &[&str], new: &[&str]) -> Vec<DiffOp> {
+    similar::capture_diff_slices_deadline(Algorithm::Myers, old, new, Some(Instant::now() + DIFF_TIME))
 }
 
 /// A hunk header's range: 1-based start and length; an empty range starts at the line before.
@@ -80,9 +87,7 @@ pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]
     let (Some(old), Some(new)) = (lines(old), lines(new)) else {
         return Change::Unknown;
     };
-    let ops =
-        similar::capture_diff_slices_deadline(Algorithm::Myers, &old, &new, Some(Instant::now() + DIFF_TIME));
-    let groups = similar::group_diff_ops(ops, CONTEXT_LINES);
+    let groups = similar::group_diff_ops(ops(&old, &new), CONTEXT_LINES);
     if groups.is_empty() {
         return Change::Shown(String::new());
     }
