@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use filectx_tests::{Daemon, Raw, fs_error, ok, rpc};
 use serde_json::{Value, json};
 
+use crate::mcp::{Bridge, text};
+
 /// A session rooted at the daemon's folder, merging stale edits or not.
 fn session(daemon: &Daemon, merge: bool) -> Raw {
     let mut params = json!({"roots": [daemon.dir.path()], "clientInfo": {"name": "filectx-tests"}});
@@ -293,6 +295,32 @@ fn write_file_edit_and_default_sessions_never_merge() {
         rpc(&mut raw, "file/edit", json!({"path": path, "oldString": "line 15\n", "newString": "x\n"}));
     assert_eq!(fs_error(&response), "FS_STALE_VERSION", "{response}");
     assert_eq!(contents(&path), outside);
+}
+
+#[test]
+fn filectx_mcp_merges_only_with_its_flag() {
+    let daemon = Daemon::start(&[]);
+    let root = daemon.dir.path().canonicalize().unwrap();
+    let start = lines(|_, l| l);
+    let outside = lines(|i, l| if i == 2 { "two\n".into() } else { l });
+    for flag in [false, true] {
+        let path = file(&daemon, "m.txt", &start);
+        let extra: &[&str] = if flag { &["--merge-stale-edits"] } else { &[] };
+        let mut bridge = Bridge::start(&daemon.socket, &root, extra);
+        bridge.initialize("2025-06-18");
+        assert_eq!(bridge.tool("read", json!({"file_path": "m.txt"}))["isError"], false);
+        std::fs::write(&path, &outside).unwrap();
+        let result = bridge
+            .tool("edit", json!({"file_path": "m.txt", "old_string": "line 15\n", "new_string": "x\n"}));
+        let said = text(&result);
+        assert_eq!(result["isError"], json!(!flag), "{result}");
+        assert_eq!(said.contains("Applied over an outside change"), flag, "{said}");
+        assert_eq!(contents(&path).contains("x\n"), flag);
+        assert!(contents(&path).contains("two\n"), "the outside change is kept");
+        let (status, stderr) = bridge.finish();
+        assert_eq!(status.code(), Some(0), "{stderr}");
+        assert!(!stderr.contains("merge"), "a daemon with staleEdits draws no note: {stderr}");
+    }
 }
 
 /// Waits (at most a minute) until `path` exists.

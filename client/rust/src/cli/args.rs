@@ -270,6 +270,11 @@ pub(crate) struct McpArgs {
     /// the model's context. Without daemon support: a note on stderr, then served without it
     #[arg(long)]
     pub(crate) dedup_reads: bool,
+    /// Apply an edit whose file changed since it was read when the change keeps away from the
+    /// edited lines (staleEdits "merge"), saying so and showing the change, instead of refusing
+    /// it; a change in or next to them is still refused
+    #[arg(long)]
+    pub(crate) merge_stale_edits: bool,
     /// The agent's name, as the daemon knows the session (clientInfo.name; `filectx gate` shows
     /// it with each write) [default: filectx mcp]
     #[arg(long, value_name = "NAME")]

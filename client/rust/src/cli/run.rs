@@ -10,8 +10,8 @@ use anyhow::{Context as _, bail};
 use filectx_client::mcp::{self, McpError, McpOptions};
 use filectx_client::{Client, ClientError, SpawnOptions};
 use filectx_protocol::{
-    ClientInfo, EditParams, InitializeParams, InitializeResult, ReadParams, StreamTextParams, ToolName,
-    WriteParams, features,
+    ClientInfo, EditParams, InitializeParams, InitializeResult, ReadParams, StaleEdits, StreamTextParams,
+    ToolName, WriteParams, features,
 };
 
 use serde_json::Map;
@@ -40,6 +40,7 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
     };
     params.read_only = args.read_only.then_some(true);
     params.dedup_reads = args.dedup_reads.then_some(true);
+    params.stale_edits = args.merge_stale_edits.then_some(StaleEdits::Merge);
     let client = if cli.no_autostart {
         Client::connect(socket).await?
     } else {
@@ -79,6 +80,15 @@ async fn initialize_mcp(
                      without it (restart the daemon to get it)"
                 );
                 params.dedup_reads = None;
+            }
+            Err(ClientError::Unsupported { feature })
+                if feature == features::STALE_EDITS && params.stale_edits.is_some() =>
+            {
+                eprintln!(
+                    "filectx mcp: the daemon does not support --merge-stale-edits (an older filectxd?); \
+                     serving without it: stale edits are refused (restart the daemon to get it)"
+                );
+                params.stale_edits = None;
             }
             Err(ClientError::Rpc { code: filectx_protocol::error::INVALID_PARAMS, message, .. })
                 if !explicit_tools
