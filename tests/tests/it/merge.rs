@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use filectx_tests::{Daemon, Raw, fs_error, ok, rpc};
 use serde_json::{Value, json};
 
+use crate::gate::{answer, gate, intent_within, src};
 use crate::mcp::{Bridge, text};
 
 /// A session rooted at the daemon's folder, merging stale edits or not.
@@ -320,6 +321,48 @@ fn filectx_mcp_merges_only_with_its_flag() {
         let (status, stderr) = bridge.finish();
         assert_eq!(status.code(), Some(0), "{stderr}");
         assert!(!stderr.contains("merge"), "a daemon with staleEdits draws no note: {stderr}");
+    }
+}
+
+#[test]
+fn under_a_gate_the_merged_edit_is_asked_and_committed_only_onto_the_version_it_was_made_for() {
+    let daemon = Daemon::start(&[]);
+    let root = filectx_tests::root_of(&daemon);
+    std::fs::create_dir(root.join("src")).unwrap();
+    let (mut gatekeeper, _) = gate(&daemon, json!({"paths": [src(&root)]}));
+    let path = root.join("src/g.txt").display().to_string();
+    let outside = lines(|i, l| if i == 2 { "two\n".into() } else { l });
+    for again in [false, true] {
+        std::fs::write(&path, lines(|_, l| l)).unwrap();
+        let mut raw = session(&daemon, true);
+        read(&mut raw, &path);
+        std::fs::write(&path, &outside).unwrap();
+        let id = raw.send_tool("edit", edit_args(&path, "line 15\n", "fifteen\n"));
+        let asked = intent_within(&mut gatekeeper, Duration::from_secs(30)).expect("the gate is asked");
+        // What the gate sees is the merged edit: from the file as it is, to that plus the edit.
+        let diff = asked["params"]["diff"].as_str().unwrap();
+        assert!(diff.contains("-line 15\n+fifteen\n") && !diff.contains("line 2\n"), "{diff}");
+        let second = lines(|i, l| if i == 2 || i == 3 { format!("second {l}") } else { l });
+        if again {
+            std::fs::write(&path, &second).unwrap();
+        }
+        answer(&mut gatekeeper, &asked, json!({"allow": true}));
+        let result = raw.response(id)["result"].clone();
+        if again {
+            assert_eq!(result["error"]["code"], json!("FS_STALE_VERSION"), "{result}");
+            assert_eq!(contents(&path), second, "the change made while the gate looked is kept");
+        } else {
+            assert_eq!(result["isError"], json!(false), "{result}");
+            assert!(text(&result).contains("Applied over an outside change"), "{result}");
+            assert_eq!(
+                contents(&path),
+                lines(|i, l| match i {
+                    2 => "two\n".into(),
+                    15 => "fifteen\n".into(),
+                    _ => l,
+                })
+            );
+        }
     }
 }
 
