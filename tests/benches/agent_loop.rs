@@ -3,8 +3,10 @@
 //! twice, another outside change, edit. The agent follows the tools' own texts: after a stale
 //! refusal it reads the whole file again when the refusal asks for that, and retries at once
 //! otherwise. It turns `dedupReads` on where the daemon offers it. The loop runs
-//! twice: as is, and with an agent that checks each edit by looking at the edited lines (from the
-//! edit's own answer when it shows them, else by reading a few lines around the edit).
+//! three times: as is; with an agent that checks each edit by looking at the edited lines (from
+//! the edit's own answer when it shows them, else by reading a few lines around the edit); and
+//! as is in a session that merges stale edits (`staleEdits: "merge"`, where the daemon offers
+//! it: an edit over an outside change elsewhere is applied, and its answer shows that change).
 //!
 //! It talks to a real `filectxd` (by default `target/release/filectxd`; `FILECTX_FILECTXD_BIN`
 //! picks another build, e.g. an older one for a before/after comparison):
@@ -93,6 +95,9 @@ impl Agent {
                 self.call(what, "edit", json!({"file_path": path, "old_string": old, "new_string": new}));
             if response["isError"] != true {
                 let text = response["content"][0]["text"].as_str().unwrap_or("");
+                if attempt == 0 && text.contains("Applied over an outside change") {
+                    self.noticed += 1;
+                }
                 let shows_lines = text
                     .lines()
                     .any(|l| l.trim_start().split_once('\t').is_some_and(|(n, _)| n.parse::<u64>().is_ok()));
@@ -120,16 +125,20 @@ impl Agent {
     }
 }
 
-fn session(daemon: &Daemon, root: &Path, dedup: bool) -> (Raw, Value) {
+fn session(daemon: &Daemon, root: &Path, dedup: bool, merge: bool) -> (Raw, Value) {
     let mut raw = Raw::connect(&daemon.socket);
     let mut params = json!({"roots": [root], "clientInfo": {"name": "agent-loop"}});
     if dedup {
         params["dedupReads"] = json!(true);
     }
+    if merge {
+        params["staleEdits"] = json!("merge");
+    }
     let answer = raw.request("initialize", Some(params.clone()));
     if answer.get("error").is_some() {
-        // An older daemon refuses the unknown field: the session starts without it.
+        // An older daemon refuses the unknown fields: the session starts without them.
         params.as_object_mut().unwrap().remove("dedupReads");
+        params.as_object_mut().unwrap().remove("staleEdits");
         let answer = raw.request("initialize", Some(params));
         return (raw, answer["result"].clone());
     }
@@ -143,12 +152,12 @@ fn outside_change(path: &Path, from: &str, to: &str) {
 }
 
 fn main() {
-    for verify in [false, true] {
-        run(verify);
+    for (verify, merge) in [(false, false), (true, false), (false, true)] {
+        run(verify, merge);
     }
 }
 
-fn run(verify: bool) {
+fn run(verify: bool, merge: bool) {
     let daemon = Daemon::start(&["--no-fsync"]);
     let root = daemon.dir.path().canonicalize().unwrap();
     let file = root.join("src.rs");
@@ -157,7 +166,7 @@ fn run(verify: bool) {
     // Past the racy window, as a repository's files are.
     std::thread::sleep(std::time::Duration::from_millis(2100));
 
-    let (raw, init) = session(&daemon, &root, true);
+    let (raw, init) = session(&daemon, &root, true, merge);
     let features: Vec<String> = init["capabilities"]["features"]
         .as_array()
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
@@ -170,7 +179,7 @@ fn run(verify: bool) {
     outside_change(&file, "    let y = x + 301;", "    let y = x.wrapping_add(301);");
     agent.edit("edit again (after a formatter)", path, 13, "    let y = x + 13;", "    let y = x + 13 + 1;");
     {
-        let (mut mate, _) = session(&daemon, &root, false);
+        let (mut mate, _) = session(&daemon, &root, false, false);
         mate.call(
             "tools/call",
             Some(json!({"name": "read", "arguments": {"file_path": path, "offset": 600, "limit": 5}})),
@@ -214,6 +223,9 @@ fn run(verify: bool) {
         filectx_tests::bin("filectxd").display(),
         if verify { "looks at the lines of each edit" } else { "does not check its edits" }
     );
+    if merge {
+        println!("session with staleEdits \"merge\" (if the daemon offers it)");
+    }
     println!("protocol {} features {:?}", init["protocolVersion"], features);
     for line in &agent.log {
         println!("{line}");
