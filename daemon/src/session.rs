@@ -22,7 +22,7 @@ use crate::stats::Stats;
 use crate::transport::budget::{Outgoing, Refused};
 use crate::transport::outbound::Outbound;
 use filectx_protocol::tools::{DEFAULT_READ_MAX_BYTES, MIN_READ_MAX_BYTES};
-use filectx_protocol::{ClientInfo, InitializeParams, ToolName};
+use filectx_protocol::{ClientInfo, InitializeParams, StaleEdits, ToolName};
 use jsonrpsee::core::server::BoundedSubscriptions;
 use serde::Serialize;
 
@@ -94,6 +94,8 @@ pub struct SessionOptions {
     pub read_max_bytes: u64,
     /// Whether the `read` tool answers a repeated read of unchanged lines with one short line.
     pub dedup_reads: bool,
+    /// What an `edit` tool call whose observation is stale does (`staleEdits`; default refuse).
+    pub stale_edits: StaleEdits,
 }
 
 /// Why `initialize` was refused.
@@ -331,6 +333,7 @@ impl SessionOptions {
             client: params.client_info,
             read_max_bytes,
             dedup_reads: params.dedup_reads.unwrap_or(false),
+            stale_edits: params.stale_edits.unwrap_or_default(),
         })
     }
 }

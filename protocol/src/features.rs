@@ -48,3 +48,8 @@ pub const SEARCH: &str = "search";
 /// `gate/writeIntent` every write or edit under a gate's paths waits for. Absent when the
 /// daemon runs with gates turned off (`--no-gates`).
 pub const GATE: &str = "gate";
+
+/// `initialize` takes `staleEdits: "refuse" | "merge"`: with `merge`, an `edit` tool call whose
+/// observation is stale is applied over the outside change when that change does not touch or
+/// adjoin what it replaces (docs/protocol.md, "Merged stale edits").
+pub const STALE_EDITS: &str = "staleEdits";

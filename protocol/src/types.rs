@@ -60,6 +60,25 @@ pub struct InitializeParams {
     /// already received exactly those lines of the same version (feature `dedupReads`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup_reads: Option<bool>,
+    /// What an `edit` tool call whose observation is stale does: `refuse` (the default) answers
+    /// `FS_STALE_VERSION`; `merge` applies it to the current version when the outside change
+    /// does not touch what it replaces (feature `staleEdits`; docs/protocol.md, "Merged stale
+    /// edits"). Never for `write`, `file/*` or `fs/*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_edits: Option<StaleEdits>,
+}
+
+/// What an `edit` tool call whose observation is stale does (`initialize` `staleEdits`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum StaleEdits {
+    /// Refused with `FS_STALE_VERSION` (and the change shown, as always).
+    #[default]
+    Refuse,
+    /// Applied to the current version when its `old_string` matches there as many times as in
+    /// the version last seen and no changed line touches or adjoins a match; else refused.
+    Merge,
 }
 
 impl InitializeParams {
@@ -78,6 +97,7 @@ impl InitializeParams {
             resumable: None,
             resume: None,
             dedup_reads: None,
+            stale_edits: None,
         }
     }
 }

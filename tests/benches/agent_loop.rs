@@ -3,25 +3,30 @@
 //! twice, another outside change, edit. The agent follows the tools' own texts: after a stale
 //! refusal it reads the whole file again when the refusal asks for that, and retries at once
 //! otherwise. It turns `dedupReads` on where the daemon offers it. The loop runs
-//! twice: as is, and with an agent that checks each edit by looking at the edited lines (from the
-//! edit's own answer when it shows them, else by reading a few lines around the edit).
+//! three times: as is; with an agent that checks each edit by looking at the edited lines (from
+//! the edit's own answer when it shows them, else by reading a few lines around the edit); and
+//! as is in a session that merges stale edits (`staleEdits: "merge"`, where the daemon offers
+//! it: an edit over an outside change elsewhere is applied, and its answer shows that change).
+//!
+//! The first two run twice more through `filectx mcp` (the MCP bridge) in its default
+//! configuration (`--root` only), counting the characters as Claude Code hands them to its
+//! model: a successful result that carries `structuredContent` reaches the model as
+//! `JSON.stringify(structuredContent)` (its `content` dropped), anything else as its `content`
+//! text. An agent given JSON un-escapes it to copy its next `old_string`.
 //!
 //! It talks to a real `filectxd` (by default `target/release/filectxd`; `FILECTX_FILECTXD_BIN`
-//! picks another build, e.g. an older one for a before/after comparison):
-//! `cargo build --release -p filectx-daemon && cargo bench -p filectx-tests --bench agent_loop`.
-//! Each agent runs twice: on a daemon session of its own (`tools/call`), and through `filectx
-//! mcp` started as its README registration line starts it, for a client named like Claude Code
-//! (`target/release/filectx`, or `FILECTX_FILECTX_BIN`): there the model gets what Claude Code
-//! hands it, `JSON.stringify(structuredContent)` when a result carries it, else its text.
+//! picks another build, e.g. an older one for a before/after comparison) and, for the bridge
+//! rows, a real `filectx` (`target/release/filectx`; `FILECTX_FILECTX_BIN`):
+//! `cargo build --release -p filectx-daemon -p filectx-client && cargo bench -p filectx-tests --bench agent_loop`.
 //! Prints every call with the characters it cost, then the totals. Also checks that every outside
 //! change was noticed (refused or shown) and that the file ends with every change in it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 
-use filectx_tests::{Daemon, Raw};
+use filectx_tests::{Daemon, PATIENCE, Piped, Raw};
 use serde_json::{Value, json};
 
 const LINES: usize = 1200;
@@ -38,111 +43,138 @@ fn line(n: usize) -> String {
     }
 }
 
-/// `filectx mcp` as a harness runs it: one JSON-RPC message a line on its stdin and stdout.
-struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+/// How the agent reaches the tools: the daemon's own `tools/call`, or `filectx mcp`.
+enum Tools {
+    Daemon(Raw),
+    Bridge(Bridge),
+}
+
+/// One `filectx mcp` process, spoken to as an MCP client does (newline-delimited JSON-RPC).
+struct Bridge {
+    io: Piped,
     next_id: u64,
 }
 
-impl Mcp {
-    /// Starts `filectx --socket SOCK mcp --root ROOT` and initializes it as Claude Code does.
-    fn start(daemon: &Daemon, root: &Path) -> Mcp {
-        let mut child = Command::new(filectx_tests::bin("filectx"))
-            .arg("--socket")
-            .arg(&daemon.socket)
-            .args(["--no-autostart", "mcp", "--root"])
-            .arg(root)
-            .current_dir(root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut mcp = Mcp { child, stdin, stdout, next_id: 1 };
-        let client = json!({"name": "claude-code", "version": "2.1.332"});
-        let init = mcp.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}),
+impl Bridge {
+    /// `filectx --socket SOCK --no-autostart mcp --root ROOT`, then `initialize` (MCP
+    /// 2025-06-18, as Claude Code asks) and `notifications/initialized`; returns it and the
+    /// `initialize` result.
+    fn start(socket: &Path, root: &Path) -> (Bridge, Value) {
+        let io = Piped::spawn(
+            Command::new(filectx_tests::bin("filectx"))
+                .arg("--socket")
+                .arg(socket)
+                .arg("--no-autostart")
+                .arg("mcp")
+                .arg("--root")
+                .arg(root)
+                .current_dir(root),
         );
-        assert!(init.get("result").is_some(), "{init}");
-        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        mcp
+        let mut bridge = Bridge { io, next_id: 1 };
+        let init = bridge.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "agent-loop", "version": "0"}}),
+        );
+        bridge.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        (bridge, init)
     }
 
     fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.io.stdin.as_mut().unwrap();
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
     }
 
-    /// The response to one request (notifications in between are skipped).
+    /// Sends a request; returns its `result` (skipping the server's notifications).
     fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
-            let mut line = String::new();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "filectx mcp ended");
+            let line = self.io.lines.recv_timeout(PATIENCE).expect("filectx mcp answered in time");
             let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == id {
-                return message;
+            if message["id"] == json!(id) && message.get("method").is_none() {
+                assert!(message.get("error").is_none(), "{method} failed: {message}");
+                return message["result"].clone();
             }
         }
     }
 }
 
-impl Drop for Mcp {
+impl Drop for Bridge {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // Closing stdin ends the server (exit 0); kill it if it lingers.
+        drop(self.io.stdin.take());
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while self.io.child.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = self.io.child.kill();
+        let _ = self.io.child.wait();
     }
 }
 
-/// How the agent reaches the tools.
-enum Tools {
-    /// The daemon's own `tools/call`, on a session of its own.
-    Daemon(Raw),
-    /// Through `filectx mcp`.
-    Mcp(Box<Mcp>),
-}
-
-/// A tool result as the agent reads it: its text, whether it failed and with what code, and
-/// how many characters of it the model got.
+/// One tool result as the model got it.
 struct Answer {
+    /// The characters the harness handed the model.
+    seen: String,
+    /// What the model reads in them (`seen`, or the `text` of the JSON it was given).
     text: String,
     is_error: bool,
+    /// The error's `FS_*` code, where the result names one.
     code: Option<String>,
-    shown: usize,
 }
 
 impl Tools {
     fn call(&mut self, tool: &str, arguments: Value) -> Answer {
-        let params = json!({"name": tool, "arguments": arguments});
-        let result = match self {
-            Tools::Daemon(raw) => raw.call("tools/call", Some(params)),
-            Tools::Mcp(mcp) => {
-                let response = mcp.request("tools/call", params);
-                response.get("result").cloned().unwrap_or_else(|| panic!("{response}"))
+        match self {
+            Tools::Daemon(raw) => {
+                let response = tool_call(raw, json!({"name": tool, "arguments": arguments}));
+                let text: String = response["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["text"].as_str().unwrap_or(""))
+                    .collect();
+                Answer {
+                    seen: text.clone(),
+                    text,
+                    is_error: response["isError"] == true,
+                    code: response["error"]["code"].as_str().map(str::to_owned),
+                }
             }
-        };
-        let text: String =
-            result["content"].as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap_or("")).collect();
-        let code = [
-            &result["error"]["code"],
-            &result["_meta"]["filectx"]["code"],
-            &result["structuredContent"]["error"]["code"],
-        ]
-        .into_iter()
-        .find_map(|code| code.as_str().map(str::to_owned));
-        // What Claude Code hands its model: structuredContent as JSON when there is some.
-        let shown = match result.get("structuredContent") {
-            Some(structured) => structured.to_string().chars().count(),
-            None => text.chars().count(),
-        };
-        Answer { text, is_error: result["isError"] == true, code, shown }
+            Tools::Bridge(bridge) => {
+                let result = bridge.request("tools/call", json!({"name": tool, "arguments": arguments}));
+                let content: String = result["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["text"].as_str().unwrap_or(""))
+                    .collect();
+                let is_error = result["isError"] == true;
+                let structured = result.get("structuredContent").filter(|s| !s.is_null());
+                // Claude Code (and Codex) hand a success's structuredContent over as JSON.
+                let (seen, text) = match structured {
+                    Some(structured) if !is_error => {
+                        (structured.to_string(), structured["text"].as_str().unwrap_or(&content).to_owned())
+                    }
+                    _ => (content.clone(), content),
+                };
+                // The code: in structuredContent (MCP 2025-06-18 before Protocol 3), in
+                // `_meta`, or in the text's own marker `Error (FS_…): ` (Protocol 3).
+                let code = structured
+                    .and_then(|s| s["error"]["code"].as_str())
+                    .or_else(|| result["_meta"]["error"]["code"].as_str())
+                    .or_else(|| result["_meta"]["code"].as_str())
+                    .map(str::to_owned)
+                    .or_else(|| {
+                        text.strip_prefix("Error (")
+                            .and_then(|rest| rest.split_once(')'))
+                            .map(|(code, _)| code.to_owned())
+                    });
+                Answer { seen, text, is_error, code }
+            }
+        }
     }
 }
 
@@ -164,13 +196,13 @@ impl Agent {
         let answer = self.tools.call(tool, arguments);
         self.calls += 1;
         self.sent += args.chars().count();
-        self.received += answer.shown;
-        let first = answer.text.lines().next().unwrap_or("");
+        self.received += answer.seen.chars().count();
+        let first = answer.seen.lines().next().unwrap_or("");
         self.log.push(format!(
             "{:>2}. {what:<34} {tool:<5} in {:>6} out {:>6}  {}",
             self.calls,
             args.chars().count(),
-            answer.shown,
+            answer.seen.chars().count(),
             first.chars().take(70).collect::<String>()
         ));
         answer
@@ -198,8 +230,11 @@ impl Agent {
         for attempt in 0..3 {
             let answer =
                 self.call(what, "edit", json!({"file_path": path, "old_string": old, "new_string": new}));
-            let text = answer.text;
             if !answer.is_error {
+                let text = &answer.text;
+                if attempt == 0 && text.contains("Applied over an outside change") {
+                    self.noticed += 1;
+                }
                 let shows_lines = text
                     .lines()
                     .any(|l| l.trim_start().split_once('\t').is_some_and(|(n, _)| n.parse::<u64>().is_ok()));
@@ -213,6 +248,7 @@ impl Agent {
                 }
                 return;
             }
+            let text = answer.text;
             assert_eq!(answer.code.as_deref(), Some("FS_STALE_VERSION"), "{text}");
             if attempt == 0 {
                 self.noticed += 1;
@@ -226,16 +262,28 @@ impl Agent {
     }
 }
 
-fn session(daemon: &Daemon, root: &Path, dedup: bool) -> (Raw, Value) {
+/// A `tools/call` on a raw session; returns its result. The session's `file/didChange`
+/// notifications (an outside change of a file it read) may come first: they are skipped.
+fn tool_call(raw: &mut Raw, params: Value) -> Value {
+    let response = raw.request_skipping_notifications("tools/call", Some(params));
+    assert!(response.get("error").is_none(), "tools/call failed: {response}");
+    response["result"].clone()
+}
+
+fn session(daemon: &Daemon, root: &Path, dedup: bool, merge: bool) -> (Raw, Value) {
     let mut raw = Raw::connect(&daemon.socket);
     let mut params = json!({"roots": [root], "clientInfo": {"name": "agent-loop"}});
     if dedup {
         params["dedupReads"] = json!(true);
     }
+    if merge {
+        params["staleEdits"] = json!("merge");
+    }
     let answer = raw.request("initialize", Some(params.clone()));
     if answer.get("error").is_some() {
-        // An older daemon refuses the unknown field: the session starts without it.
+        // An older daemon refuses the unknown fields: the session starts without them.
         params.as_object_mut().unwrap().remove("dedupReads");
+        params.as_object_mut().unwrap().remove("staleEdits");
         let answer = raw.request("initialize", Some(params));
         return (raw, answer["result"].clone());
     }
@@ -249,14 +297,19 @@ fn outside_change(path: &Path, from: &str, to: &str) {
 }
 
 fn main() {
-    for verify in [false, true] {
-        for mcp in [false, true] {
-            run(verify, mcp);
-        }
+    // (through filectx mcp, the agent checks its edits, the session merges stale edits)
+    for (bridge, verify, merge) in [
+        (false, false, false),
+        (false, true, false),
+        (false, false, true),
+        (true, false, false),
+        (true, true, false),
+    ] {
+        run(bridge, verify, merge);
     }
 }
 
-fn run(verify: bool, mcp: bool) {
+fn run(bridge: bool, verify: bool, merge: bool) {
     let daemon = Daemon::start(&["--no-fsync"]);
     let root = daemon.dir.path().canonicalize().unwrap();
     let file = root.join("src.rs");
@@ -265,17 +318,17 @@ fn run(verify: bool, mcp: bool) {
     // Past the racy window, as a repository's files are.
     std::thread::sleep(std::time::Duration::from_millis(2100));
 
-    let (raw, init) = session(&daemon, &root, true);
+    let (tools, init) = if bridge {
+        let (bridge, init) = Bridge::start(&daemon.socket, &root);
+        (Tools::Bridge(bridge), init)
+    } else {
+        let (raw, init) = session(&daemon, &root, true, merge);
+        (Tools::Daemon(raw), init)
+    };
     let features: Vec<String> = init["capabilities"]["features"]
         .as_array()
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
-    let tools = if mcp {
-        drop(raw);
-        Tools::Mcp(Box::new(Mcp::start(&daemon, &root)))
-    } else {
-        Tools::Daemon(raw)
-    };
     let mut agent = Agent { tools, calls: 0, sent: 0, received: 0, noticed: 0, log: Vec::new(), verify };
     let path = "src.rs";
 
@@ -284,14 +337,14 @@ fn run(verify: bool, mcp: bool) {
     outside_change(&file, "    let y = x + 301;", "    let y = x.wrapping_add(301);");
     agent.edit("edit again (after a formatter)", path, 13, "    let y = x + 13;", "    let y = x + 13 + 1;");
     {
-        let (mut mate, _) = session(&daemon, &root, false);
-        mate.call(
-            "tools/call",
-            Some(json!({"name": "read", "arguments": {"file_path": path, "offset": 600, "limit": 5}})),
+        let (mut mate, _) = session(&daemon, &root, false, false);
+        tool_call(
+            &mut mate,
+            json!({"name": "read", "arguments": {"file_path": path, "offset": 600, "limit": 5}}),
         );
-        let done = mate.call(
-            "tools/call",
-            Some(json!({"name": "edit", "arguments": {"file_path": path, "old_string": "    let y = x + 601;", "new_string": "    let y = x + 601; // mate"}})),
+        let done = tool_call(
+            &mut mate,
+            json!({"name": "edit", "arguments": {"file_path": path, "old_string": "    let y = x + 601;", "new_string": "    let y = x + 601; // mate"}}),
         );
         assert_eq!(done["isError"], false, "{done}");
     }
@@ -323,20 +376,30 @@ fn run(verify: bool, mcp: bool) {
     assert_eq!(agent.noticed, 2, "both outside changes before an edit were noticed");
 
     println!();
-    let through = if mcp {
-        format!(
-            "through {} mcp (defaults; the model gets what Claude Code shows)",
-            filectx_tests::bin("filectx").display()
-        )
-    } else {
-        "through the daemon's tools/call".to_owned()
-    };
     println!(
-        "daemon: {}; agent {}; {through}",
+        "daemon: {}; {}; agent {}",
         filectx_tests::bin("filectxd").display(),
+        if bridge {
+            format!(
+                "through {} mcp --root ROOT (its defaults; counted as Claude Code hands results over)",
+                filectx_tests::bin("filectx").display()
+            )
+        } else {
+            "the daemon's own tools/call (dedupReads on where offered)".to_owned()
+        },
         if verify { "looks at the lines of each edit" } else { "does not check its edits" }
     );
-    println!("protocol {} features {:?}", init["protocolVersion"], features);
+    if merge {
+        println!("session with staleEdits \"merge\" (if the daemon offers it)");
+    }
+    if bridge {
+        println!(
+            "MCP {} server {} {}",
+            init["protocolVersion"], init["serverInfo"]["name"], init["serverInfo"]["version"]
+        );
+    } else {
+        println!("protocol {} features {:?}", init["protocolVersion"], features);
+    }
     for line in &agent.log {
         println!("{line}");
     }

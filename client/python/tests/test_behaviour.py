@@ -247,6 +247,29 @@ async def test_dedup_reads_sends_the_same_text_once_per_owner(daemon: Daemon) ->
         assert len((await s.file.read("dedup.txt", owner="a"))["lines"]) == 30
 
 
+async def test_stale_edits_merge_applies_an_edit_over_a_change_elsewhere(daemon: Daemon) -> None:
+    def lines(**changed: str) -> str:
+        return "".join(changed.get(f"l{i}", f"line {i}") + "\n" for i in range(1, 21))
+
+    path = daemon.root / "merge.txt"
+    outside = lines(l2="two")
+    for stale_edits in ("refuse", "merge"):
+        async with await session(daemon, stale_edits=stale_edits) as s:
+            assert filectx.Features.STALE_EDITS in s.features
+            path.write_text(lines())
+            await s.tools.call("read", {"file_path": "merge.txt"})
+            path.write_text(outside)
+            edit = await s.tools.call("edit", {"file_path": "merge.txt", "old_string": "line 15\n", "new_string": "fifteen\n"})
+            text = edit["content"][0]["text"]
+            if stale_edits == "merge":
+                assert not edit["isError"], text
+                assert "\nApplied over an outside change since your last read" in text
+                assert path.read_text() == lines(l2="two", l15="fifteen")
+            else:
+                assert edit["isError"], text
+                assert path.read_text() == outside
+
+
 async def test_two_sessions_are_isolated(daemon: Daemon) -> None:
     path = daemon.root / "iso.txt"
     path.write_text("a\n")

@@ -23,7 +23,8 @@
 //! [`Client::file_edit`] and [`Client::file_stat_as`] (feature `owners`: sub-agents sharing a
 //! session keep their own observations), [`Client::context_reset`] (`contextReset`), and the
 //! `initialize` options `resumable` / `resume` (`resume`: take an ended session's observations
-//! over after a reconnect, see [`Client::resume_token`]) and `dedupReads` (`dedupReads`).
+//! over after a reconnect, see [`Client::resume_token`]), `dedupReads` (`dedupReads`) and
+//! `staleEdits` (`staleEdits`).
 //!
 //! [`Client::request_cancellable`] calls a request off: the daemon (feature `cancelRequest`) is
 //! sent `$/cancelRequest` naming it, so a write still waiting for its turn never lands.
@@ -189,11 +190,12 @@ struct SessionInfo {
 }
 
 /// The `initialize` options that need a feature: (field on the wire, feature).
-const INITIALIZE_FEATURES: [(&str, &str); 4] = [
+const INITIALIZE_FEATURES: [(&str, &str); 5] = [
     ("resumable", features::RESUME),
     ("resume", features::RESUME),
     ("dedupReads", features::DEDUP_READS),
     ("readMaxBytes", features::READ_MAX_BYTES),
+    ("staleEdits", features::STALE_EDITS),
 ];
 
 /// The feature `params` relies on, if the daemon refused `initialize` for not knowing one of its
@@ -206,6 +208,7 @@ fn refused_feature(params: &InitializeParams, error: &ClientError) -> Option<&'s
         "resumable" => params.resumable.is_some(),
         "resume" => params.resume.is_some(),
         "readMaxBytes" => params.read_max_bytes.is_some(),
+        "staleEdits" => params.stale_edits.is_some(),
         _ => params.dedup_reads.is_some(),
     };
     INITIALIZE_FEATURES
@@ -334,7 +337,10 @@ impl Client {
     /// (within the daemon's grace period; a file changed meanwhile is still refused as stale);
     /// `dedup_reads: Some(true)` makes the `read` tool answer a repeated read of unchanged lines
     /// with one short line; `read_max_bytes: Some(n)` sets the session's `read` tool budget
-    /// (the result's `limits.read_max_bytes` says what it got).
+    /// (the result's `limits.read_max_bytes` says what it got). Protocol 3: `stale_edits:
+    /// Some(StaleEdits::Merge)` applies an `edit` tool call whose observation is stale over an
+    /// outside change that keeps away from what it replaces (docs/protocol.md, "Merged stale
+    /// edits").
     ///
     /// # Errors
     /// [`ClientError::Unsupported`] when the daemon refused one of those options because it does

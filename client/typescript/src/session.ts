@@ -30,6 +30,7 @@ import type {
   ReadParams,
   ReadResult,
   ResolveResult,
+  StaleEdits,
   StreamTextParams,
   SubscriptionId,
   ToolName,
@@ -54,6 +55,7 @@ export const FEATURES = {
   wholeLines: 'wholeLines',
   search: 'search',
   gate: 'gate',
+  staleEdits: 'staleEdits',
 } as const;
 
 /** What `connect` needs: where the daemon is, and the session's `initialize` options. */
@@ -78,6 +80,11 @@ export interface ConnectOptions {
   resume?: string;
   /** The `read` tool answers one short line for text this owner already has (feature `dedupReads`). */
   dedupReads?: boolean;
+  /**
+   * What an `edit` tool call whose observation is stale does (feature `staleEdits`): `'merge'`
+   * applies it over an outside change that keeps away from what it replaces; default `'refuse'`.
+   */
+  staleEdits?: StaleEdits;
   /** Who is connecting (shows in the daemon's logs). */
   clientInfo?: ClientInfo;
   /** Most chunks a stream buffers for a slow reader before it is cancelled (default 256). */
@@ -114,6 +121,7 @@ const INIT_FEATURES: ReadonlyArray<readonly [keyof ConnectOptions, string]> = [
   ['resume', FEATURES.resume],
   ['dedupReads', FEATURES.dedupReads],
   ['readMaxBytes', FEATURES.readMaxBytes],
+  ['staleEdits', FEATURES.staleEdits],
 ];
 
 const CLIENT_NAME = 'filectx-ts';
@@ -147,6 +155,7 @@ export async function connect(options: ConnectOptions): Promise<Session> {
   if (options.resumable !== undefined) params.resumable = options.resumable;
   if (options.resume !== undefined) params.resume = options.resume;
   if (options.dedupReads !== undefined) params.dedupReads = options.dedupReads;
+  if (options.staleEdits !== undefined) params.staleEdits = options.staleEdits;
   let info: InitializeResult;
   try {
     info = await channel.request<InitializeResult>('initialize', params);

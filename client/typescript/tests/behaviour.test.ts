@@ -218,6 +218,34 @@ test('dedupReads: the same text of the same version is not sent twice to one own
   }
 });
 
+test('staleEdits merge: an edit tool call is applied over an outside change elsewhere', async () => {
+  const lines = (change: (i: number) => string | undefined) =>
+    Array.from({ length: 20 }, (_, k) => `${change(k + 1) ?? `line ${k + 1}`}\n`).join('');
+  const path = join(daemon.root, 'merge.txt');
+  const outside = lines((i) => (i === 2 ? 'two' : undefined));
+  for (const staleEdits of ['refuse', 'merge'] as const) {
+    const s = await session({ staleEdits });
+    try {
+      assert.ok(s.hasFeature('staleEdits'));
+      await writeFile(path, lines(() => undefined));
+      await s.tools.call('read', { file_path: 'merge.txt' });
+      await writeFile(path, outside);
+      const edit = await s.tools.call('edit', { file_path: 'merge.txt', old_string: 'line 15\n', new_string: 'fifteen\n' });
+      const text = edit.content[0]?.text ?? '';
+      if (staleEdits === 'merge') {
+        assert.equal(edit.isError, false, text);
+        assert.match(text, /\nApplied over an outside change since your last read/);
+        assert.equal(await readFile(path, 'utf8'), lines((i) => (i === 2 ? 'two' : i === 15 ? 'fifteen' : undefined)));
+      } else {
+        assert.equal(edit.isError, true, text);
+        assert.equal(await readFile(path, 'utf8'), outside);
+      }
+    } finally {
+      await s.close();
+    }
+  }
+});
+
 test('two sessions are isolated: reads, roots and notifications', async () => {
   const a = await session();
   const b = await session();

@@ -282,6 +282,13 @@ impl super::FileContext<'_> {
         })
     }
 
+    /// The version the intent the gates approved for `target` on this call's first run was
+    /// prepared against (`Some(None)`: a create), if the step holds one; it stays there.
+    pub(super) fn approved_base(&self, target: &Resolved) -> Option<Option<Version>> {
+        let approved = self.gate?.approved.lock().unwrap_or_else(PoisonError::into_inner);
+        approved.as_ref().filter(|intent| intent.path == target.path).map(|intent| intent.prepared.base)
+    }
+
     /// Runs the gate step (if any) of a write or edit of `target` that `prepare` would prepare
     /// and `expect` guards.
     pub(super) fn through_gate(

@@ -12,6 +12,7 @@ pub mod deny;
 mod error;
 pub mod gate;
 pub mod ledger;
+pub mod merge;
 mod observations;
 pub mod search;
 pub mod stale;
@@ -24,6 +25,7 @@ pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations
 pub use self::stale::Change;
 pub use self::unrecorded::{RawExpectation, Unrecorded};
 use crate::provider::resolve::Fence;
+use crate::provider::store::Content;
 use crate::provider::{EditOutcome, Expectation, Lookup, Opened, OpenedRead, Provider, Resolved, Stat};
 
 /// Whether a write keeps the replaced file's BOM and CRLF endings.
@@ -199,6 +201,17 @@ pub struct EditView {
     pub version: Version,
     /// The first edited places of the new version, with context lines.
     pub regions: Vec<EditRegion>,
+}
+
+/// A successful edit of a session that merges stale edits (see [`FileContext::edit_merging`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergedView {
+    /// The edit.
+    pub edit: EditView,
+    /// Set when the edit was applied over an outside change: that change, as a unified diff
+    /// from the version last seen to the one edited (bounded as a stale refusal's; empty when
+    /// no line differs). It now counts as read, with the edit.
+    pub outside: Option<String>,
 }
 
 /// Stat plus the session's observation.
@@ -445,31 +458,56 @@ impl<'a> FileContext<'a> {
     /// version shown, so that a retry that is still right goes ahead without a read; otherwise
     /// nothing moves.
     fn stale(&self, target: &Resolved, seen: Version, current: Option<Version>) -> ContextError {
-        let path = target.display.clone();
-        let store = self.provider.store();
-        let now = current.and_then(|_| {
-            let old = store.get(&seen)?;
-            // Read again (the refusal came from a version check that may not have read it);
-            // what is shown and recorded is exactly what was read here.
-            let (version, bytes, links) =
-                self.provider.current_bytes(target, store.max_file_bytes()).ok().flatten()?;
-            let change = stale::diff(&target.display, &old, &bytes);
-            Some((version, bytes, links, change))
-        });
-        match now {
-            Some((version, bytes, links, change)) => {
-                if change.reauthorized() {
-                    self.observed.record(&target.path, version, links);
-                    store.put(version, bytes.into());
-                }
-                ContextError::Stale { path, current: Some(version), change }
+        match self.since(target, seen, current) {
+            Some((old, now)) => {
+                let change = stale::diff(&target.display, &old, &now.bytes);
+                self.refused(target, now, change)
             }
-            None => ContextError::Stale { path, current, change: Change::Unknown },
+            None => ContextError::Stale { path: target.display.clone(), current, change: Change::Unknown },
         }
+    }
+
+    /// What a stale write or edit of `target` is measured against: the bytes of `seen` (the
+    /// version last seen, from the store) and the file as it is now, read again (the refusal
+    /// came from a version check that may not have read it; what is shown and recorded is
+    /// exactly what was read here). `None` when the file is gone (`current` is `None`), the
+    /// version seen is not stored, or the file cannot be read whole within the store's cap.
+    fn since(&self, target: &Resolved, seen: Version, current: Option<Version>) -> Option<(Content, Now)> {
+        current?;
+        let store = self.provider.store();
+        let old = store.get(&seen)?;
+        let (version, bytes, links) =
+            self.provider.current_bytes(target, store.max_file_bytes()).ok().flatten()?;
+        Some((old, Now { version, bytes, links }))
+    }
+
+    /// The stale refusal that shows `change` (to `now`, the file as read); when the change was
+    /// shown whole, the session's record moves to the version shown.
+    fn refused(&self, target: &Resolved, now: Now, change: Change) -> ContextError {
+        if change.reauthorized() {
+            self.observed.record(&target.path, now.version, now.links);
+            self.provider.store().put(now.version, now.bytes.into());
+        }
+        ContextError::Stale { path: target.display.clone(), current: Some(now.version), change }
     }
 
     /// Makes `change`; needs a current observation. Records the new version.
     pub fn edit(&self, path: &str, change: &Replacement<'_>) -> Result<EditView, ContextError> {
+        self.edit_as(path, change, false).map(|merged| merged.edit)
+    }
+
+    /// [`FileContext::edit`] for a session that merges stale edits (`staleEdits: "merge"`;
+    /// only the `edit` tool asks for it): an edit whose observation is stale is applied to the
+    /// current version instead when [`merge::check`] allows it and the change since the
+    /// version seen can be shown whole ([`stale::diff`]); it is computed against that one
+    /// version and written only if the file is still at it (the provider's version guard), so
+    /// a file that changed again meanwhile is refused as stale. Anything else is refused as
+    /// [`FileContext::edit`] refuses it. Records the new version.
+    pub fn edit_merging(&self, path: &str, change: &Replacement<'_>) -> Result<MergedView, ContextError> {
+        self.edit_as(path, change, true)
+    }
+
+    fn edit_as(&self, path: &str, change: &Replacement<'_>, merge: bool) -> Result<MergedView, ContextError> {
         let target = self.target(path, Access::Write)?;
         let _writing = self.observed.writing(&target.path);
         let Some(observed) = self.observed.get(&target.path) else {
@@ -481,47 +519,96 @@ impl<'a> FileContext<'a> {
             }
             return Err(ContextError::NotObserved { path: target.display });
         };
-        let expect = Expectation::version(observed);
-        let cold = |target: Resolved| {
+        // The gates allowed a merged edit (one prepared against a later version than the one
+        // observed) on this call's first run: the merge below commits it, and an attempt
+        // against the observed version first would only use that approval up.
+        let approved_merge = merge && self.approved_base(&target).is_some_and(|base| base != Some(observed));
+        let current = if approved_merge {
+            self.provider.current_version(&target)?
+        } else {
+            match self.attempt(&target, change, observed)? {
+                Ok(outcome) => return Ok(self.edited(target, change, outcome, None)),
+                Err(FileError::StaleVersion { current, .. }) => current,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if !merge {
+            return Err(self.stale(&target, observed, current));
+        }
+        let Some((old, now)) = self.since(&target, observed, current) else {
+            return Err(self.stale(&target, observed, current));
+        };
+        let labels = ("as you last saw it", "before this edit");
+        let shown = stale::diff_labelled(&target.display, labels, &old, &now.bytes);
+        let outside = match (shown, merge::check(&old, &now.bytes, change)) {
+            (Change::Shown(diff), Ok(())) => diff,
+            (_, unmerged) => {
+                tracing::debug!(path = %target.display, ?unmerged, "stale edit not merged");
+                let change = stale::diff(&target.display, &old, &now.bytes);
+                return Err(self.refused(&target, now, change));
+            }
+        };
+        #[cfg(feature = "failpoints")]
+        merge::checked();
+        match self.attempt(&target, change, now.version)? {
+            Ok(outcome) => Ok(self.edited(target, change, outcome, Some(outside))),
+            Err(FileError::StaleVersion { current, .. }) => Err(self.stale(&target, observed, current)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// One attempt at `change` of `target` if it is at `expected`, through the gate step: `Err`
+    /// when it did not run to its end here (cold, asking a gate, refused by one), else what the
+    /// provider did.
+    fn attempt(
+        &self,
+        target: &Resolved,
+        change: &Replacement<'_>,
+        expected: Version,
+    ) -> Result<Result<EditOutcome, FileError>, ContextError> {
+        let expect = Expectation::version(expected);
+        let cold = || {
             if let Some(cold) = self.cold {
                 cold.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            Err(ContextError::Cold { path: target.display })
+            ContextError::Cold { path: target.display.clone() }
         };
-        let edited = match self
-            .through_gate(&target, expect, || self.provider.prepare_edit(&target, change, observed))
-        {
+        Ok(match self.through_gate(target, expect, || self.provider.prepare_edit(target, change, expected)) {
             Ok(Passage::Direct) if self.cold.is_some() => {
-                match self.provider.edit_at_once(&target, change, observed) {
+                match self.provider.edit_at_once(target, change, expected) {
                     // A stale edit's answer reads the current file for its diff: not here.
-                    None | Some(Err(FileError::StaleVersion { .. })) => return cold(target),
+                    None | Some(Err(FileError::StaleVersion { .. })) => return Err(cold()),
                     Some(edited) => edited,
                 }
             }
-            Ok(Passage::Direct) => self.provider.edit(&target, change, observed),
+            Ok(Passage::Direct) => self.provider.edit(target, change, expected),
             Ok(Passage::Done(prepared, done)) => Ok(committed_edit(prepared, done)),
-            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display }),
+            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display.clone() }),
             Ok(Passage::Refused(refusal)) => {
-                return Err(ContextError::GateRefused { path: target.display, refusal });
+                return Err(ContextError::GateRefused { path: target.display.clone(), refusal });
             }
             Err(e) => Err(e),
-        };
-        let outcome = match edited {
-            Ok(outcome) => outcome,
-            Err(FileError::StaleVersion { current, .. }) => {
-                return Err(self.stale(&target, observed, current));
-            }
-            Err(e) => return Err(e.into()),
-        };
+        })
+    }
+
+    /// A made edit: the new version recorded for this session, its bytes stored.
+    fn edited(
+        &self,
+        target: Resolved,
+        change: &Replacement<'_>,
+        outcome: EditOutcome,
+        outside: Option<String>,
+    ) -> MergedView {
         self.observed.record(&target.path, outcome.version, outcome.links);
         self.provider.store().put(outcome.version, outcome.written.into());
-        Ok(EditView {
+        let edit = EditView {
             display: target.display,
             replacements: outcome.replacements,
             replace_all: change.all(),
             version: outcome.version,
             regions: outcome.regions,
-        })
+        };
+        MergedView { edit, outside }
     }
 
     /// Stat, plus this session's observation of the file.
@@ -544,6 +631,13 @@ impl<'a> FileContext<'a> {
     pub fn read_only(&self) -> bool {
         self.read_only
     }
+}
+
+/// The file as a stale refusal or a merge read it.
+struct Now {
+    version: Version,
+    bytes: Vec<u8>,
+    links: u64,
 }
 
 /// The outcome of an edit committed through the gate step.

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use similar::{Algorithm, DiffTag};
+use similar::{Algorithm, DiffOp, DiffTag};
 
 use crate::provider::edit::BOM;
 
@@ -49,7 +49,7 @@ impl Change {
 
 /// Lines as `read` shows them (BOM hidden, no terminator, no trailing `\r`); `None` when the
 /// bytes are not text.
-fn lines(bytes: &[u8]) -> Option<Vec<&str>> {
+pub(super) fn lines(bytes: &[u8]) -> Option<Vec<&str>> {
     let bytes = bytes.strip_prefix(BOM).unwrap_or(bytes);
     if memchr::memchr(0, bytes).is_some() {
         return None;
@@ -60,6 +60,35 @@ fn lines(bytes: &[u8]) -> Option<Vec<&str>> {
     }
     let body = text.strip_suffix('\n').unwrap_or(text);
     Some(body.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line)).collect())
+}
+
+/// The line diff from `old` to `new` (lines as [`lines`] gives them): Myers, and past
+/// [`DIFF_TIME`] a coarser one that is still correct (it may show more lines as changed, never
+/// fewer). Each op's positions are where the ops before it end: `similar` can place a
+/// deletion's empty range in the new lines (an insertion's in the old ones) elsewhere (from
+/// `y x` to `x x`: a deletion "at" new line 1 before an unchanged line at new line 0), which
+/// would number a hunk wrong; its order and lengths are right, so positions are counted again
+/// from them.
+pub(super) fn ops(old: &[&str], new: &[&str]) -> Vec<DiffOp> {
+    let found =
+        similar::capture_diff_slices_deadline(Algorithm::Myers, old, new, Some(Instant::now() + DIFF_TIME));
+    let (mut old_index, mut new_index) = (0, 0);
+    found
+        .into_iter()
+        .map(|op| {
+            let placed = match op {
+                DiffOp::Equal { len, .. } => DiffOp::Equal { old_index, new_index, len },
+                DiffOp::Delete { old_len, .. } => DiffOp::Delete { old_index, old_len, new_index },
+                DiffOp::Insert { new_len, .. } => DiffOp::Insert { old_index, new_index, new_len },
+                DiffOp::Replace { old_len, new_len, .. } => {
+                    DiffOp::Replace { old_index, old_len, new_index, new_len }
+                }
+            };
+            old_index += op.old_range().len();
+            new_index += op.new_range().len();
+            placed
+        })
+        .collect()
 }
 
 /// A hunk header's range: 1-based start and length; an empty range starts at the line before.
@@ -80,9 +109,7 @@ pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]
     let (Some(old), Some(new)) = (lines(old), lines(new)) else {
         return Change::Unknown;
     };
-    let ops =
-        similar::capture_diff_slices_deadline(Algorithm::Myers, &old, &new, Some(Instant::now() + DIFF_TIME));
-    let groups = similar::group_diff_ops(ops, CONTEXT_LINES);
+    let groups = similar::group_diff_ops(ops(&old, &new), CONTEXT_LINES);
     if groups.is_empty() {
         return Change::Shown(String::new());
     }
@@ -127,6 +154,31 @@ pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hunk_that_starts_with_a_deletion_is_numbered_right() {
+        // `similar` puts the deletion of `y` at new line 1, after the `x` it keeps at line 0.
+        expect_test::expect![[r#"
+            --- a.txt (as you last saw it)
+            +++ a.txt (now)
+            @@ -1,2 +1,2 @@
+            -y
+             x
+            +x
+        "#]]
+        .assert_eq(diff("a.txt", b"y\nx\n", b"x\nx\n").diff().unwrap());
+        expect_test::expect![[r#"
+            --- a.txt (as you last saw it)
+            +++ a.txt (now)
+            @@ -1,2 +1,4 @@
+            -xx
+             x
+            +x
+            +y
+            +x
+        "#]]
+        .assert_eq(diff("a.txt", b"xx\nx\n", b"x\nx\ny\nx\n").diff().unwrap());
+    }
 
     #[test]
     fn numbered_as_the_current_version() {

@@ -209,16 +209,30 @@ pub struct Applied {
     pub spans: Vec<std::ops::Range<usize>>,
 }
 
+/// `old` and `new` as they are matched and written in `content`: in a CRLF file (see
+/// [`is_crlf`]) `\n` stands for `\r\n`, so the file keeps its endings.
+fn as_in<'t>(content: &str, edit: &Replacement<'t>) -> (Cow<'t, str>, Cow<'t, str>) {
+    if is_crlf(content) {
+        (Cow::Owned(to_crlf(edit.old)), Cow::Owned(to_crlf(edit.new)))
+    } else {
+        (Cow::Borrowed(edit.old), Cow::Borrowed(edit.new))
+    }
+}
+
+/// Where `edit`'s old text occurs in `content` (which has no BOM), as [`apply`] finds it: the
+/// byte offsets of every non-overlapping occurrence, in order, and the length of each (the old
+/// text as matched there: `\n` is `\r\n` in a CRLF file).
+pub fn occurrences(content: &str, edit: &Replacement<'_>) -> (Vec<usize>, usize) {
+    let (old, _) = as_in(content, edit);
+    (memchr::memmem::find_iter(content.as_bytes(), old.as_bytes()).collect(), old.len())
+}
+
 /// Replaces `old` by `new` in `content` (which has no BOM). In a CRLF file, `\n` in `old` and
 /// `new` stands for `\r\n`, so the file keeps its endings. Returns the new text, the number
 /// of replacements and where the first ones landed.
 pub fn apply(content: &str, edit: &Replacement<'_>) -> Result<Applied, Miss> {
-    let (old, new, replace_all) = (edit.old, edit.new, edit.all);
-    let (old, new) = if is_crlf(content) {
-        (std::borrow::Cow::Owned(to_crlf(old)), std::borrow::Cow::Owned(to_crlf(new)))
-    } else {
-        (std::borrow::Cow::Borrowed(old), std::borrow::Cow::Borrowed(new))
-    };
+    let replace_all = edit.all;
+    let (old, new) = as_in(content, edit);
     // One pass finds every (non-overlapping) occurrence; the new text is built from them.
     let hits: Vec<usize> = memchr::memmem::find_iter(content.as_bytes(), old.as_bytes()).collect();
     match hits.len() {

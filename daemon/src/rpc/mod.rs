@@ -48,6 +48,7 @@ pub const FEATURES: &[&str] = &[
     features::WHOLE_LINES,
     features::SEARCH,
     features::GATE,
+    features::STALE_EDITS,
 ];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.

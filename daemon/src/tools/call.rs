@@ -2,8 +2,8 @@
 //! and the text the model sees. Every failure, invalid arguments included, is a [`Failure`]
 //! with a text the model can act on (the rpc layer turns it into an `isError` result).
 
-use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
+use filectx_protocol::{StaleEdits, ToolName};
 use serde_json::{Map, Value};
 
 use super::search::{self, GrepRequest, Mode, SearchError};
@@ -195,7 +195,15 @@ fn run(
                     "new_string has a NUL byte (\\0) at {at}: files are text. Remove it and retry the edit."
                 )),
             })?;
-            ctx.edit(path, &change).map(|view| Text::Plain(render::edit(&view)))
+            match options.stale_edits {
+                StaleEdits::Refuse => ctx.edit(path, &change).map(|view| Text::Plain(render::edit(&view))),
+                StaleEdits::Merge => ctx.edit_merging(path, &change).map(|merged| {
+                    Text::Plain(match &merged.outside {
+                        Some(outside) => render::edit_over(&merged.edit, outside),
+                        None => render::edit(&merged.edit),
+                    })
+                }),
+            }
         }
         ToolName::Glob => {
             let map = fields(tool, args, &["pattern", "path"])?;

@@ -130,6 +130,7 @@ mod tests {
             local_roots: true,
             read_max_bytes: filectx_protocol::tools::DEFAULT_READ_MAX_BYTES,
             dedup_reads: false,
+            stale_edits: filectx_protocol::StaleEdits::Refuse,
         }
     }
 

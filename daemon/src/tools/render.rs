@@ -378,6 +378,26 @@ pub fn edit(view: &EditView) -> String {
     out
 }
 
+/// The text of an edit applied over an outside change (a merged stale edit, `staleEdits:
+/// "merge"`): the edit's own text, then that change, as a stale refusal shows it (`outside`:
+/// its diff, empty when no line differs).
+pub fn edit_over(view: &EditView, outside: &str) -> String {
+    let mut out = edit(view);
+    if outside.is_empty() {
+        out.push_str(
+            "\nApplied over an outside change since your last read that changed no line (only line \
+             endings, the byte-order mark or the final newline).",
+        );
+        return out;
+    }
+    out.push_str(
+        "\nApplied over an outside change since your last read (kept, and now counted as read; +N,M \
+         are line numbers before this edit):\n",
+    );
+    out.push_str(outside.strip_suffix('\n').unwrap_or(outside));
+    out
+}
+
 /// An error text that says what went wrong and what to do next.
 pub fn error(err: &ContextError, tool: &str) -> String {
     let path = err.path();

@@ -37,6 +37,7 @@ mod huge;
 mod large;
 mod lifecycle;
 mod mcp;
+mod merge;
 mod owners;
 mod policy;
 mod projection;

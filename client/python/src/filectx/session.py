@@ -48,6 +48,7 @@ from .wire import (
     InitializeResult,
     ReadResult,
     ResolveResult,
+    StaleEdits,
     SubscriptionId,
     TextChunkNotification,
     ToolName,
@@ -77,6 +78,7 @@ class Features:
     WHOLE_LINES: Final = "wholeLines"
     SEARCH: Final = "search"
     GATE: Final = "gate"
+    STALE_EDITS: Final = "staleEdits"
 
 
 # The `initialize` options that need a feature: (field on the wire, feature). An older daemon
@@ -86,6 +88,7 @@ _INIT_FEATURES: Final = (
     ("resume", Features.RESUME),
     ("dedupReads", Features.DEDUP_READS),
     ("readMaxBytes", Features.READ_MAX_BYTES),
+    ("staleEdits", Features.STALE_EDITS),
 )
 
 DEFAULT_STREAM_BUFFER_CHUNKS: Final = 256
@@ -106,6 +109,7 @@ async def connect(
     resumable: bool | None = None,
     resume: str | None = None,
     dedup_reads: bool | None = None,
+    stale_edits: StaleEdits | None = None,
     client_info: ClientInfo | None = None,
     stream_buffer_chunks: int = DEFAULT_STREAM_BUFFER_CHUNKS,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
@@ -122,7 +126,9 @@ async def connect(
     model-facing tools; ``glob``/``grep`` need feature ``search``), ``read_only``, ``deny``
     (rules added to the daemon's), ``read_max_bytes`` (the ``read`` tool's budget),
     ``resumable`` (ask for a :attr:`Session.resume_token`), ``resume`` (take over an ended
-    resumable session's observations), ``dedup_reads``.
+    resumable session's observations), ``dedup_reads``, ``stale_edits`` (``"merge"``: an ``edit``
+    tool call whose observation is stale is applied over an outside change that keeps away from
+    what it replaces; default ``"refuse"``).
 
     Raises :class:`~filectx.UntrustedSocketError` when the socket or its folder could be another
     user's, :class:`~filectx.TransportError` when no daemon answers, :class:`~filectx.FsError`
@@ -148,6 +154,7 @@ async def connect(
         "resumable": resumable,
         "resume": resume,
         "dedupReads": dedup_reads,
+        "staleEdits": stale_edits,
     }
     params.update({key: value for key, value in optional.items() if value is not None})
     try:

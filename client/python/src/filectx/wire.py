@@ -652,6 +652,10 @@ class GateUnregisterParams(TypedDict):
     """A gate this session registered."""
 
 
+StaleEdits: TypeAlias = Literal["refuse", "merge"]
+"""What an `edit` tool call whose observation is stale does (`initialize` `staleEdits`)."""
+
+
 class _InitializeParamsRequired(TypedDict):
     roots: list[str]
     """Absolute folders the session may touch; at least one."""
@@ -693,6 +697,13 @@ class InitializeParams(_InitializeParamsRequired, total=False):
     resume: str | None
     """A `resumeToken` of an ended session: this session takes over its observations (all
     owners). Single use; refused (-32602) when unknown, already used or past the grace period.
+    """
+
+    staleEdits: StaleEdits | None
+    """What an `edit` tool call whose observation is stale does: `refuse` (the default) answers
+    `FS_STALE_VERSION`; `merge` applies it to the current version when the outside change
+    does not touch what it replaces (feature `staleEdits`; docs/protocol.md, "Merged stale
+    edits"). Never for `write`, `file/*` or `fs/*`.
     """
 
     tools: list[ToolName] | None

@@ -284,6 +284,11 @@ pub(crate) struct McpArgs {
     /// the daemon's 51200-byte budget]
     #[arg(long, value_name = "CHARS", value_parser = clap::value_parser!(u64).range(MIN_MAX_OUTPUT..))]
     pub(crate) max_output: Option<u64>,
+    /// Apply an edit whose file changed since it was read when the change keeps away from the
+    /// edited lines (staleEdits "merge"), saying so and showing the change, instead of refusing
+    /// it; a change in or next to them is still refused
+    #[arg(long)]
+    pub(crate) merge_stale_edits: bool,
     /// The agent's name, as the daemon knows the session (clientInfo.name; `filectx gate` shows
     /// it with each write) [default: the MCP client's clientInfo.name, else filectx mcp]
     #[arg(long, value_name = "NAME")]

@@ -201,6 +201,14 @@ Gemini CLI (clientInfo.name) gets its own default, and others the daemon's budge
 
 notifications/cancelled cancels the call at the daemon too ($/cancelRequest): a call still waiting for its turn never runs, and no answer is sent. A tools/call with _meta.progressToken that waits more than a second (a write gate may be reviewing the change) gets notifications/progress every 3 s until it is answered.
 
+--merge-stale-edits: an edit whose file changed since the session read it (another program, \
+an editor, a formatter) is applied anyway when its old_string matches as many times as it did \
+in the version read and no changed line is in or next to a matched place; the answer says so \
+and shows the change, which then counts as read. Any other stale edit is refused as without \
+it (the change shown); write is never merged. It trades a refusal and a retry for a check by \
+lines only: a change elsewhere that the edit depends on in meaning (a rename, a moved \
+definition) is not caught, only shown in the answer. Off by default.
+
 If the daemon connection is lost, the server keeps running: every tool call is answered with \
 an isError result saying so (restart the MCP server), and stderr says why.
 

@@ -10,7 +10,7 @@ use anyhow::{Context as _, bail};
 use filectx_client::mcp::{self, McpError, McpOptions};
 use filectx_client::{Client, SpawnOptions};
 use filectx_protocol::{
-    ClientInfo, EditParams, InitializeParams, ReadParams, StreamTextParams, ToolName, WriteParams,
+    ClientInfo, EditParams, InitializeParams, ReadParams, StaleEdits, StreamTextParams, ToolName, WriteParams,
 };
 
 use serde_json::Map;
@@ -42,6 +42,7 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
     params.read_only = args.read_only.then_some(true);
     // On unless --no-dedup-reads (the last of --dedup-reads and --no-dedup-reads wins).
     params.dedup_reads = (!args.no_dedup_reads).then_some(true);
+    params.stale_edits = args.merge_stale_edits.then_some(StaleEdits::Merge);
     let client = if cli.no_autostart {
         Client::connect(socket).await?
     } else {

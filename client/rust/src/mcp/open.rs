@@ -96,7 +96,7 @@ fn params_for(plan: &Plan, client_info: Option<&Value>) -> InitializeParams {
 
 /// Opens the session for the MCP client of `client_info`. A daemon of an older build (kept
 /// alive by socket activation) is told nothing it does not know: without `dedupReads`, without
-/// `readMaxBytes`, and without the search tools (it refuses `glob` and `grep` in `tools`, -32602
+/// `readMaxBytes`, without `staleEdits`, and without the search tools (it refuses `glob` and `grep` in `tools`, -32602
 /// unknown variant) unless the tool list is fixed; `diagnose` says which.
 ///
 /// # Errors
@@ -109,8 +109,8 @@ pub(super) async fn open(
 ) -> Result<InitializeResult, ClientError> {
     let mut params = params_for(plan, client_info);
     let search = [ToolName::Glob, ToolName::Grep];
-    // Each retry drops one thing the daemon refused, so four attempts cover all three.
-    for _ in 0..3 {
+    // Each retry drops one thing the daemon refused, so five attempts cover all four.
+    for _ in 0..4 {
         let offers_search = params.tools.as_ref().is_some_and(|t| t.iter().any(|t| search.contains(t)));
         match client.initialize(params.clone()).await {
             Ok(session) => {
@@ -139,6 +139,15 @@ pub(super) async fn open(
                      budget, which the MCP client may cut (restart the daemon to size them)",
                 );
                 params.read_max_bytes = None;
+            }
+            Err(ClientError::Unsupported { feature })
+                if feature == features::STALE_EDITS && params.stale_edits.is_some() =>
+            {
+                diagnose(
+                    "the daemon does not support staleEdits (an older filectxd?); serving without it, \
+                     so stale edits are refused (restart the daemon to get it)",
+                );
+                params.stale_edits = None;
             }
             Err(ClientError::Rpc { code: filectx_protocol::error::INVALID_PARAMS, message, .. })
                 if !plan.fixed_tools

@@ -123,6 +123,13 @@ export type IntentWithdrawal = 'cancelled' | 'timeout';
  */
 export type GateOutcome = 'denied' | 'timeout' | 'disconnected';
 /**
+ * What an `edit` tool call whose observation is stale does (`initialize` `staleEdits`).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StaleEdits".
+ */
+export type StaleEdits = 'refuse' | 'merge';
+/**
  * Params of `fs/streamCancel`: a one-element array holding the subscription id.
  *
  * @minItems 1
@@ -201,6 +208,7 @@ export interface WireTypes {
   RequestId: RequestId;
   ResolveResult: ResolveResult;
   ServerInfo: ServerInfo;
+  StaleEdits: StaleEdits;
   StreamCancelParams: StreamCancelParams;
   StreamCancelResult: StreamCancelResult;
   StreamTextParams: StreamTextParams;
@@ -998,6 +1006,13 @@ export interface InitializeParams {
    * Absolute folders the session may touch; at least one.
    */
   roots: string[];
+  /**
+   * What an `edit` tool call whose observation is stale does: `refuse` (the default) answers
+   * `FS_STALE_VERSION`; `merge` applies it to the current version when the outside change
+   * does not touch what it replaces (feature `staleEdits`; docs/protocol.md, "Merged stale
+   * edits"). Never for `write`, `file/*` or `fs/*`.
+   */
+  staleEdits?: StaleEdits | null;
   /**
    * The tools this session gets; all three when absent.
    */
