@@ -158,7 +158,9 @@ async fn daemon_tools(shared: &Shared, cancel: &CancellationToken) -> Result<Vec
 /// A daemon tool descriptor as an MCP `Tool`: its input schema no longer forbids other
 /// arguments (harnesses add their own, and the server drops them); annotations from 2025-03-26;
 /// a title from 2025-06-18, and then, when `structured`, the output schema of the
-/// `structuredContent` this server adds.
+/// `structuredContent` this server adds. From 2025-06-18 (which defines a tool's `_meta`) each
+/// tool also asks Claude Code to load it up front (`anthropic/alwaysLoad`): otherwise it defers
+/// MCP tools behind its ToolSearch, and the model spends a turn finding its file tools.
 fn mcp_tool(mut tool: Value, version: &str, structured: bool) -> Value {
     if let Some(schema) = tool.get_mut("inputSchema").and_then(Value::as_object_mut) {
         schema.remove("additionalProperties");
@@ -186,12 +188,17 @@ fn mcp_tool(mut tool: Value, version: &str, structured: bool) -> Value {
     }
     if at_least(version, STRUCTURED_SINCE) {
         object.insert("title".to_owned(), json!(title));
+        object.insert("_meta".to_owned(), json!({ALWAYS_LOAD: true}));
         if structured {
             object.insert("outputSchema".to_owned(), output_schema());
         }
     }
     tool
 }
+
+/// The tool `_meta` key by which Claude Code loads an MCP tool with its own instead of deferring
+/// it behind ToolSearch.
+const ALWAYS_LOAD: &str = "anthropic/alwaysLoad";
 
 /// The schema of the `structuredContent` of every tool result (2025-06-18 and later, with
 /// `--structured`).
@@ -496,10 +503,12 @@ mod tests {
         let mid = mcp_tool(read.clone(), "2025-03-26", true);
         assert_eq!(mid["annotations"]["readOnlyHint"], true);
         assert!(mid.get("outputSchema").is_none() && mid.get("title").is_none());
+        assert!(mid.get("_meta").is_none(), "{mid}");
         let edit = json!({"name": "edit", "description": "Edit.", "inputSchema": {"type": "object"}});
         let text = mcp_tool(edit.clone(), "2025-06-18", false);
         assert_eq!(text["annotations"]["destructiveHint"], true);
         assert_eq!(text["title"], "Edit file");
+        assert_eq!(text["_meta"], json!({"anthropic/alwaysLoad": true}));
         assert!(text.get("outputSchema").is_none(), "{text}");
         let new = mcp_tool(edit, "2025-06-18", true);
         assert_eq!(new["outputSchema"]["required"], json!(["text"]));
