@@ -142,38 +142,52 @@ impl Sink for JsonText<'_> {
 }
 
 /// A line number's digits, counted up in place from one line to the next rather than
-/// formatted for each.
+/// formatted for each, kept with what the JSON projection writes around them: the escaped
+/// newline before (`\\n`) and the escaped tab after (`\\t`), so that a line break is one copy.
 struct Number {
-    /// The digits at the end, spaces before them.
-    text: [u8; 20],
-    /// Where the digits start.
+    /// Spaces, `\\n`, the digits (ending at byte 22), `\\t`.
+    text: [u8; 24],
+    /// Where the digits start (at least 2: twenty digits hold every `u64`, and the last line
+    /// number has no next).
     first: usize,
 }
 
 impl Number {
     fn new(n: u64) -> Self {
-        let (mut text, first) = crate::json::decimal(n);
-        text[..first].fill(b' ');
+        let (digits, at) = crate::json::decimal(n);
+        let mut text = [b' '; 24];
+        text[2 + at..22].copy_from_slice(&digits[at..]);
+        text[22..].copy_from_slice(b"\\t");
+        let first = 2 + at;
+        text[first - 2..first].copy_from_slice(b"\\n");
         Self { text, first }
     }
 
     /// The number's digits.
     fn shown(&self) -> &[u8] {
-        &self.text[self.first..]
+        &self.text[self.first..22]
     }
 
-    /// The next number (twenty digits hold every `u64`, and line numbers are `u64`s).
+    /// The escaped newline, the digits and the escaped tab: what the JSON projection writes
+    /// between a line and the next.
+    fn gap(&self) -> &[u8] {
+        &self.text[self.first - 2..]
+    }
+
+    /// The next number (line numbers are `u64`s; the last one has no next line).
     fn next(&mut self) {
-        for at in (0..self.text.len()).rev() {
+        for at in (2..22).rev() {
             match self.text[at] {
                 b'9' => self.text[at] = b'0',
-                b' ' => {
-                    self.text[at] = b'1';
-                    self.first = at;
+                b'0'..=b'8' => {
+                    self.text[at] += 1;
                     return;
                 }
-                digit => {
-                    self.text[at] = digit + 1;
+                _ => {
+                    // One digit more: it takes the place of the `n` of the escaped newline.
+                    self.text[at] = b'1';
+                    self.first = at;
+                    self.text[at - 2..at].copy_from_slice(b"\\n");
                     return;
                 }
             }
@@ -230,11 +244,10 @@ fn project_whole_lines(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -
     sink.tab();
     number.next();
     crate::json::escape_each_into(sink.out, text, bounds, |out| {
-        let shown = number.shown();
-        len += shown.len() + 2;
-        out.extend_from_slice(b"\\n");
-        out.extend_from_slice(shown);
-        out.extend_from_slice(b"\\t");
+        let gap = number.gap();
+        // The text's own newline, the digits and tab (escaped: two bytes each).
+        len += gap.len() - 2;
+        out.extend_from_slice(gap);
         number.next();
     });
     // The last line's newline, and the blank line.
@@ -552,10 +565,12 @@ mod tests {
             assert_eq!(out, n.to_string());
         }
         // Counted up in place, across every change of width.
-        for start in [1, 9, 95, 99_990, 999_990, 9_999_990, 99_999_999_999_999_990] {
+        for start in [1, 9, 95, 99_990, 999_990, 9_999_990, 99_999_999_999_999_990, 9_999_999_999_999_999_990]
+        {
             let mut number = Number::new(start);
             for n in start..start + 20 {
                 assert_eq!(std::str::from_utf8(number.shown()).unwrap(), n.to_string());
+                assert_eq!(std::str::from_utf8(number.gap()).unwrap(), format!("\\n{n}\\t"));
                 number.next();
             }
         }
@@ -752,11 +767,9 @@ mod tests {
         let text = edit(&edited("a\nb\n", "b", &format!("{long}\n").repeat(40), false));
         assert!(text.len() < 2600, "{} bytes", text.len());
         assert!(text.contains("…"), "long lines are cut");
-        expect!["(Rest not shown: read from offset=11.)"]
-            .assert_eq(text.lines().last().unwrap());
+        expect!["(Rest not shown: read from offset=11.)"].assert_eq(text.lines().last().unwrap());
         let many = edit(&edited("a\n", "a", &"n\n".repeat(100), false));
-        expect!["(More edited lines: read from offset=25.)"]
-            .assert_eq(many.lines().last().unwrap());
+        expect!["(More edited lines: read from offset=25.)"].assert_eq(many.lines().last().unwrap());
     }
 
     #[test]

@@ -954,7 +954,7 @@ fn finish(
         let files =
             if req.mode == Mode::Content { format!(" in {} files", out.hidden_files) } else { String::new() };
         footers.push(format!(
-            "(Output capped at {}: {} more {unit}{files} not shown. Narrow the pattern, path, glob or type, or use head_limit and offset (offset={next} continues).)",
+            "(Output capped at {}: {} more {unit}{files} not shown. Narrow the pattern, path, glob or type, or continue with offset={next}.)",
             budget_text(req.budget),
             out.hidden,
         ));
