@@ -142,55 +142,75 @@ impl Sink for JsonText<'_> {
 }
 
 /// A line number's digits, counted up in place from one line to the next rather than
-/// formatted for each, kept with what the JSON projection writes around them: the escaped
-/// newline before (`\\n`) and the escaped tab after (`\\t`), so that a line break is one copy.
+/// formatted for each, kept with what the JSON projection writes around them (the escaped
+/// newline before, the escaped tab after), so that a line break is one copy of a fixed size,
+/// then cut to its length (as [`crate::json::escape_each_into`] copies short lines).
 struct Number {
-    /// Spaces, `\\n`, the digits (ending at byte 22), `\\t`.
+    /// `\\n`, the digits, `\\t`, then bytes never shown.
     text: [u8; 24],
-    /// Where the digits start (at least 2: twenty digits hold every `u64`, and the last line
-    /// number has no next).
-    first: usize,
+    /// Bytes of `text` shown: the digits and the four around them.
+    len: usize,
 }
 
 impl Number {
     fn new(n: u64) -> Self {
         let (digits, at) = crate::json::decimal(n);
-        let mut text = [b' '; 24];
-        text[2 + at..22].copy_from_slice(&digits[at..]);
-        text[22..].copy_from_slice(b"\\t");
-        let first = 2 + at;
-        text[first - 2..first].copy_from_slice(b"\\n");
-        Self { text, first }
+        let mut text = [0; 24];
+        let len = digits.len() - at + 4;
+        text[..2].copy_from_slice(b"\\n");
+        text[2..len - 2].copy_from_slice(&digits[at..]);
+        text[len - 2..len].copy_from_slice(b"\\t");
+        Self { text, len }
     }
 
     /// The number's digits.
     fn shown(&self) -> &[u8] {
-        &self.text[self.first..22]
+        &self.text[2..self.len - 2]
     }
 
     /// The escaped newline, the digits and the escaped tab: what the JSON projection writes
     /// between a line and the next.
+    #[cfg(test)]
     fn gap(&self) -> &[u8] {
-        &self.text[self.first - 2..]
+        &self.text[..self.len]
+    }
+
+    /// Appends [`Number::gap`]: all of `text`, then cut back.
+    #[inline]
+    fn push_gap(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.text);
+        out.truncate(out.len() - self.text.len() + self.len);
     }
 
     /// The next number (line numbers are `u64`s; the last one has no next line).
+    #[inline]
     fn next(&mut self) {
-        for at in (2..22).rev() {
-            match self.text[at] {
-                b'9' => self.text[at] = b'0',
-                b'0'..=b'8' => {
-                    self.text[at] += 1;
-                    return;
-                }
-                _ => {
-                    // One digit more: it takes the place of the `n` of the escaped newline.
-                    self.text[at] = b'1';
-                    self.first = at;
-                    self.text[at - 2..at].copy_from_slice(b"\\n");
-                    return;
-                }
+        // Nine lines in ten only raise the last digit.
+        let last = self.len - 3;
+        if self.text[last] < b'9' {
+            self.text[last] += 1;
+            return;
+        }
+        self.carry();
+    }
+
+    /// [`Number::next`] when the last digit is a 9 (one line in ten: out of the way of the others).
+    #[cold]
+    fn carry(&mut self) {
+        for at in (2..self.len - 2).rev() {
+            if self.text[at] == b'9' {
+                self.text[at] = b'0';
+            } else {
+                self.text[at] += 1;
+                return;
             }
+        }
+        // Every digit was a 9: one digit more, a 1 and zeros.
+        if self.len < self.text.len() {
+            self.text[2] = b'1';
+            self.text[3..self.len - 1].fill(b'0');
+            self.len += 1;
+            self.text[self.len - 2..self.len].copy_from_slice(b"\\t");
         }
     }
 }
@@ -244,10 +264,9 @@ fn project_whole_lines(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -
     sink.tab();
     number.next();
     crate::json::escape_each_into(sink.out, text, bounds, |out| {
-        let gap = number.gap();
         // The text's own newline, the digits and tab (escaped: two bytes each).
-        len += gap.len() - 2;
-        out.extend_from_slice(gap);
+        len += number.len - 2;
+        number.push_gap(out);
         number.next();
     });
     // The last line's newline, and the blank line.

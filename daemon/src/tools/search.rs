@@ -820,7 +820,6 @@ struct Lines {
     searcher: Searcher,
     pace: Pace,
     mode: Mode,
-    context: usize,
 }
 
 impl Lines {
@@ -834,7 +833,7 @@ impl Lines {
             .after_context(context)
             .heap_limit(Some(SEARCH_HEAP_BYTES))
             .build();
-        Self { searcher, pace: Pace::default(), mode: req.mode, context }
+        Self { searcher, pace: Pace::default(), mode: req.mode }
     }
 
     /// Searches `source` (a file) into `sink`, read in pieces between which `budget` is asked
