@@ -156,7 +156,7 @@ fn a_small_window_authorizes_an_edit_anywhere_in_the_file() {
     // The same through the tools, in another session, with an absolute path.
     let mut agent = daemon.session();
     let text = tool_ok(&mut agent, "read", json!({"file_path": s(&path), "offset": 100, "limit": 51}));
-    assert!(text.starts_with(&"100\tline 100\n"), "{text}");
+    assert!(text.starts_with("100\tline 100\n"), "{text}");
     let text = tool_ok(
         &mut agent,
         "edit",
