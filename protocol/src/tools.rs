@@ -21,7 +21,7 @@ pub const GLOB_MAX_PATHS: usize = 200;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ToolName {
-    /// Read a window of a text file, `cat -n` style.
+    /// Read a window of a text file, as numbered lines.
     Read,
     /// Create a file or replace its whole content.
     Write,
@@ -82,8 +82,8 @@ pub struct ToolDescriptor {
     pub input_schema: Value,
 }
 
-const READ_DESCRIPTION: &str = "Read a text file. Each line is shown as spaces, its 1-based line \
-number, a tab, then the line itself: everything after that first tab is the file's text (copy \
+const READ_DESCRIPTION: &str = "Read a text file. Each line is shown as its 1-based line number, a \
+tab, then the line itself: everything after that first tab is the file's text (copy \
 `old_string` from there, never the number or the tab). A footer says which lines were shown and \
 the `offset` to continue with. One read returns at most 2000 lines (larger `limit`s are capped) \
 and at most the session's output budget (50 KiB by default), stopping at the last line that \
@@ -104,7 +104,7 @@ read, write or edit of it: your own writes and edits keep it current, so you can
 without re-reading. If it changed, the error shows what changed; when it says the change counts \
 as read, retry if your edit still fits. `old_string` must match exactly once (whitespace and \
 indentation included) unless `replace_all` is true; add surrounding lines to make it unique. \
-Copy it from read's output without the line prefix (spaces, number, tab). `new_string` must \
+Copy it from read's output without the line prefix (number, tab). `new_string` must \
 differ from `old_string`. The answer shows the edited lines, numbered as read numbers them.";
 
 const GLOB_DESCRIPTION: &str = "Find files by name with a glob pattern, such as `**/*.rs` or \
@@ -120,8 +120,9 @@ syntax, like ripgrep). Searches the files under `path` (the session's working fo
 default; a file path searches that file), skipping files ignored by .gitignore or .ignore, \
 hidden files and folders, and binary files. Narrow the files with `glob` (e.g. `*.rs`, \
 `src/**/*.ts`) or `type` (ripgrep's file types: rust, py, js, ...). `output_mode`: \
-`files_with_matches` (default) lists matching files, newest first; `content` shows matching \
-lines as `path:line:text` (context lines as `path-line-text`, groups separated by `--`); \
+`files_with_matches` (default) lists matching files, newest first; `content` shows each \
+file's path on a line of its own, then its matching lines as read shows lines: the line \
+number, a tab, then the line (context lines alike; `--` between groups that do not adjoin); \
 `count` shows `path:N` per file. `head_limit` keeps only the first N entries (lines, files or \
 counts) and `offset` skips the first N. Lines longer than 2000 characters are cut and end with \
 `... (line truncated to 2000 chars)`. The answer stays within the session's output budget (50 \
@@ -220,14 +221,13 @@ mod tests {
         let rules: [(&str, &[&str], &str); 9] = [
             (
                 "the read prefix, exactly",
-                &["spaces, its 1-based line number, a tab", "everything after that first tab"],
+                &[
+                    "shown as its 1-based line number, a tab, then the line",
+                    "everything after that first tab",
+                ],
                 &read,
             ),
-            (
-                "the prefix is not part of old_string",
-                &["without the line prefix (spaces, number, tab)"],
-                &edit,
-            ),
+            ("the prefix is not part of old_string", &["without the line prefix (number, tab)"], &edit),
             ("any window counts", &["any window"], &read),
             ("any window counts", &["any window"], &edit),
             ("own changes keep the file observed", &["your own writes and edits keep it current"], &edit),
@@ -269,8 +269,8 @@ mod tests {
         }
         for phrase in [
             "files_with_matches",
-            "path:line:text",
-            "path-line-text",
+            "path on a line of its own",
+            "the line number, a tab, then the line",
             "`--`",
             "path:N",
             "head_limit",

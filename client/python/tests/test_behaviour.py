@@ -235,14 +235,14 @@ async def test_dedup_reads_sends_the_same_text_once_per_owner(daemon: Daemon) ->
             result = await s.tools.call("read", {"file_path": "dedup.txt"}, owner=owner)
             return result["content"][0]["text"]
 
-        assert re.match(r"^\s+1\ta fairly long line", await text("a"))
+        assert re.match(r"^1\ta fairly long line", await text("a"))
         assert (await text("a")).startswith("(Unchanged: you already have this text of dedup.txt from line 1.")
         # Another owner has not received it.
-        assert re.match(r"^\s+1\ta fairly long line", await text("b"))
+        assert re.match(r"^1\ta fairly long line", await text("b"))
         # After a context reset the text is sent again.
         assert (await text("b")).startswith("(Unchanged")
         await s.context_reset("b")
-        assert re.match(r"^\s+1\ta fairly long line", await text("b"))
+        assert re.match(r"^1\ta fairly long line", await text("b"))
         # file/read, the harness's layer, is never deduplicated.
         assert len((await s.file.read("dedup.txt", owner="a"))["lines"]) == 30
 

@@ -52,7 +52,7 @@ def test_the_readme_has_an_async_and_a_sync_example() -> None:
 def test_the_async_example_runs(project: Daemon) -> None:
     out = run(EXAMPLES[0], project)
     assert "a line with teh typo" in out  # what it read, before its edit
-    assert "     1\ta line with the typo" in out  # the read tool, after it
+    assert "1\ta line with the typo" in out  # the read tool, after it
     assert (project.root / "README.md").read_text() == "a line with the typo\n"
 
 

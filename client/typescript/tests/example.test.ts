@@ -17,7 +17,7 @@ test('the quickstart example runs', async () => {
       { env: { ...process.env, FILECTX_SOCKET: daemon.socket }, timeout: 30_000 },
     );
     assert.match(stdout, /\[ 'hello', 'world' \]/);
-    assert.match(stdout, /^\s+2\tfilectx$/m);
+    assert.match(stdout, /^2\tfilectx$/m);
     assert.match(stdout, /this agent must read first/);
     assert.match(stdout, /edited: 1/);
     assert.equal(await readFile(join(daemon.root, 'notes.txt'), 'utf8'), 'hi\nfilectx\n');

@@ -60,7 +60,7 @@ test('tools/list and tools/call, with an owner', async () => {
     await writeFile(join(daemon.root, 'tool.txt'), 'alpha\nbeta\n');
     const read = await s.tools.call('read', { file_path: 'tool.txt' }, { owner: 'sub-1' });
     assert.equal(read.isError, false);
-    assert.match(read.content[0]?.text ?? '', /^\s+1\talpha\n\s+2\tbeta\n/);
+    assert.match(read.content[0]?.text ?? '', /^1\talpha\n2\tbeta\n/);
     // The read authorized sub-1's edit, not the default owner's.
     const denied = await s.tools.call('edit', { file_path: 'tool.txt', old_string: 'beta', new_string: 'gamma' });
     assert.equal(denied.isError, true);

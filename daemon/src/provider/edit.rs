@@ -162,7 +162,8 @@ fn squash(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Removes `cat -n` style prefixes (spaces, digits, a tab) that models copy from read output.
+/// Removes line-number prefixes (digits and a tab, maybe spaces before: older reads padded the
+/// number) that models copy from read output.
 fn strip_line_numbers(text: &str) -> Option<String> {
     let mut stripped = Vec::new();
     for line in text.split('\n') {

@@ -630,7 +630,7 @@ mod tests {
 
     #[test]
     fn a_tool_text_written_by_hand_is_what_serde_json_writes() {
-        let text = "     1\tfn \"x\"\n\n(End of file - total 1 lines)";
+        let text = "1\tfn \"x\"\n\n(End of file - total 1 lines)";
         let mut ours = TOOL_TEXT_START.to_vec();
         crate::json::escape_into(&mut ours, text);
         ours.extend_from_slice(TOOL_TEXT_END);

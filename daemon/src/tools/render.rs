@@ -1,4 +1,5 @@
-//! Model-facing projections: the `cat -n` view of a read with its pagination footer, concise
+//! Model-facing projections: the numbered view of a read (each line as its number, a tab, the
+//! line) with its pagination footer, concise
 //! success texts, and error texts that say what to do next. Pure functions of the file-context
 //! results; snapshot-tested.
 //!
@@ -30,29 +31,25 @@ const LIMIT_CAPPED: &str = " Limit capped at 2000 lines.";
 const FOOTER_ROOM: u64 =
     1 + ("(Showing lines -  of . Use offset= to continue.)".len() + LIMIT_CAPPED.len() + 4 * 20) as u64;
 
-/// Width of a line number's column (`cat -n`: at least six, right-aligned).
+/// Digits of a line number as the projection writes it (no padding: `7`, `104`).
 fn number_width(n: u64) -> u64 {
-    if n < 1_000_000 {
-        return 6;
-    }
     u64::from(n.checked_ilog10().unwrap_or(0) + 1)
 }
 
-/// What a line's projection adds to its text: the number column, a tab, a newline, and the cut
-/// suffix (at its longest).
+/// What a line's projection adds to its text: the number, a tab, a newline, and the cut suffix
+/// (at its longest).
 fn line_overhead(n: u64, cut: bool) -> u64 {
     number_width(n) + 2 + if cut { CUT_SUFFIX.len() as u64 } else { 0 }
 }
 
-/// [`line_overhead`] of the whole lines `first..=last`, added up a column width at a time.
+/// [`line_overhead`] of the whole lines `first..=last`, added up a number width at a time.
 fn lines_overhead(first: u64, last: u64) -> u64 {
     let mut sum = 0u64;
     let mut n = first;
     while n <= last {
         let width = number_width(n);
-        // The last number of this width (six covers everything below 1,000,000).
-        let widest =
-            if width <= 6 { 999_999 } else { 10u64.checked_pow(width as u32).map_or(u64::MAX, |p| p - 1) };
+        // The last number of this width.
+        let widest = 10u64.checked_pow(width as u32).map_or(u64::MAX, |p| p - 1);
         let to = widest.min(last);
         sum = sum.saturating_add((to - n + 1).saturating_mul(width + 2));
         if to == u64::MAX {
@@ -144,72 +141,88 @@ impl Sink for JsonText<'_> {
     }
 }
 
-/// A line number right-aligned in its column (`cat -n`: six wide at least), counted up in
-/// place from one line to the next rather than formatted for each.
-struct Column {
-    /// The digits at the end, spaces before them.
-    text: [u8; 20],
-    /// Where the digits start.
-    first: usize,
+/// A line number's digits, counted up in place from one line to the next rather than
+/// formatted for each, kept with what the JSON projection writes around them (the escaped
+/// newline before, the escaped tab after), so that a line break is one copy of a fixed size,
+/// then cut to its length (as [`crate::json::escape_each_into`] copies short lines).
+struct Number {
+    /// `\\n`, the digits, `\\t`, then bytes never shown.
+    text: [u8; 24],
+    /// Bytes of `text` shown: the digits and the four around them.
+    len: usize,
 }
 
-impl Column {
+impl Number {
     fn new(n: u64) -> Self {
-        let (mut text, first) = crate::json::decimal(n);
-        text[..first].fill(b' ');
-        Self { text, first }
+        let (digits, at) = crate::json::decimal(n);
+        let mut text = [0; 24];
+        let len = digits.len() - at + 4;
+        text[..2].copy_from_slice(b"\\n");
+        text[2..len - 2].copy_from_slice(&digits[at..]);
+        text[len - 2..len].copy_from_slice(b"\\t");
+        Self { text, len }
     }
 
-    /// The number in its column.
+    /// The number's digits.
     fn shown(&self) -> &[u8] {
-        &self.text[self.first.min(self.text.len() - 6)..]
+        &self.text[2..self.len - 2]
     }
 
-    /// The next number (twenty digits hold every `u64`, and line numbers are `u64`s).
+    /// The escaped newline, the digits and the escaped tab: what the JSON projection writes
+    /// between a line and the next.
+    #[cfg(test)]
+    fn gap(&self) -> &[u8] {
+        &self.text[..self.len]
+    }
+
+    /// Appends [`Number::gap`]: all of `text`, then cut back.
+    #[inline]
+    fn push_gap(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.text);
+        out.truncate(out.len() - self.text.len() + self.len);
+    }
+
+    /// The next number (line numbers are `u64`s; the last one has no next line).
+    #[inline]
     fn next(&mut self) {
-        for at in (0..self.text.len()).rev() {
-            match self.text[at] {
-                b'9' => self.text[at] = b'0',
-                b' ' => {
-                    self.text[at] = b'1';
-                    self.first = at;
-                    return;
-                }
-                digit => {
-                    self.text[at] = digit + 1;
-                    return;
-                }
+        // Nine lines in ten only raise the last digit.
+        let last = self.len - 3;
+        if self.text[last] < b'9' {
+            self.text[last] += 1;
+            return;
+        }
+        self.carry();
+    }
+
+    /// [`Number::next`] when the last digit is a 9 (one line in ten: out of the way of the others).
+    #[cold]
+    fn carry(&mut self) {
+        for at in (2..self.len - 2).rev() {
+            if self.text[at] == b'9' {
+                self.text[at] = b'0';
+            } else {
+                self.text[at] += 1;
+                return;
             }
+        }
+        // Every digit was a 9: one digit more, a 1 and zeros.
+        if self.len < self.text.len() {
+            self.text[2] = b'1';
+            self.text[3..self.len - 1].fill(b'0');
+            self.len += 1;
+            self.text[self.len - 2..self.len].copy_from_slice(b"\\t");
         }
     }
 }
 
-/// The word of an escaped newline (bytes 0 and 1) and a number right-aligned in the six bytes
-/// after it (spaces before its digits; its last digit the word's highest byte) with the number
-/// one more, without a branch: the `9`s it ends with become `0`s and the byte before them goes
-/// up by one, from a space to `1` or from a digit to the next. (999,999 has no next number of
-/// six digits; what it gives is not a number, and is never written.)
-fn count_up(word: u64) -> u64 {
-    const LOW: u64 = u64::from_le_bytes([0x7F; 8]);
-    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
-    let x = word ^ u64::from_le_bytes([b'9'; 8]);
-    // The high bit of each byte that is not a `9`: byte 1 (`n`) is one, so the `9`s at the top
-    // are at most six bytes, and the byte to raise is byte 1 or above.
-    let not_nine = (((x & LOW) + LOW) | x) & HIGH;
-    let nines = not_nine.leading_zeros() / 8;
-    let at = 8 * (7 - nines);
-    let zeroed = word - (u64::MAX.checked_shl(64 - 8 * nines).unwrap_or(0) & u64::from_le_bytes([9; 8]));
-    let raised = if (zeroed >> at) & 0xFF == u64::from(b' ') { 0x11 } else { 1 };
-    zeroed + (raised << at)
-}
-
-/// Appends `n` right-aligned in its column.
+/// Appends `n` as the projection writes it.
 #[cfg(test)]
 fn push_number(out: &mut impl Sink, n: u64) {
-    out.plain(Column::new(n).shown());
+    out.plain(Number::new(n).shown());
 }
 
-/// The `cat -n` view of a window, then a blank line and a footer. `limit_capped`: the call
+/// The numbered view of a window (each line as its number, a tab, the line), then a blank
+/// line and a footer. `limit_capped`: the call
 /// asked for more than 2000 lines.
 pub fn read(view: &ReadView, limit_capped: bool) -> String {
     let w = &view.window;
@@ -243,39 +256,19 @@ pub fn read_json(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -> usiz
 /// next line's number.
 fn project_whole_lines(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -> usize {
     let w = &view.window;
-    let mut number = Column::new(w.start_line);
+    let mut number = Number::new(w.start_line);
     let mut len = w.lines.text_len();
     let (text, bounds) = w.lines.parts();
     let mut sink = JsonText { out, len: 0 };
     sink.plain(number.shown());
     sink.tab();
     number.next();
-    let lines = bounds.len() as u64;
-    if w.start_line.saturating_add(lines) <= 1_000_000 {
-        // Every number six wide: the escaped newline and the next number are one word, kept in
-        // a register and counted up there ([`count_up`]), so that no line reads back bytes
-        // just stored one by one.
-        let mut gap = *b"\\n      ";
-        gap[2..8].copy_from_slice(number.shown());
-        let mut gap = u64::from_le_bytes(gap);
-        crate::json::escape_each_into(sink.out, text, bounds, |out| {
-            out.extend_from_slice(&gap.to_le_bytes());
-            out.extend_from_slice(b"\\t");
-            // Nine lines in ten only raise the last digit (one add, a branch taken every tenth
-            // line, which is foreseen); `count_up`'s longer chain only at a carry.
-            gap = if gap >> 56 == u64::from(b'9') { count_up(gap) } else { gap + (1 << 56) };
-        });
-        len += (lines as usize).saturating_sub(1) * 8;
-    } else {
-        crate::json::escape_each_into(sink.out, text, bounds, |out| {
-            let shown = number.shown();
-            len += shown.len() + 2;
-            out.extend_from_slice(b"\\n");
-            out.extend_from_slice(shown);
-            out.extend_from_slice(b"\\t");
-            number.next();
-        });
-    }
+    crate::json::escape_each_into(sink.out, text, bounds, |out| {
+        // The text's own newline, the digits and tab (escaped: two bytes each).
+        len += number.len - 2;
+        number.push_gap(out);
+        number.next();
+    });
     // The last line's newline, and the blank line.
     sink.newline();
     sink.newline();
@@ -287,7 +280,7 @@ fn project_whole_lines(view: &ReadView, limit_capped: bool, out: &mut Vec<u8>) -
 fn project(view: &ReadView, limit_capped: bool, out: &mut impl Sink) {
     let w = &view.window;
     let mut cut = w.truncated.iter().peekable();
-    let mut number = Column::new(w.start_line);
+    let mut number = Number::new(w.start_line);
     for (n, line) in (w.start_line..).zip(w.lines.iter()) {
         out.plain(number.shown());
         number.next();
@@ -328,32 +321,31 @@ fn footer(w: &crate::context::Lines, limit_capped: bool, out: &mut impl Sink) {
 
 /// The text of a successful write.
 pub fn write(view: &WriteView) -> String {
-    if view.created {
-        format!("Created {} (new file).", view.display)
-    } else {
-        format!("Updated {} (whole file replaced).", view.display)
-    }
+    if view.created { format!("Created {}.", view.display) } else { format!("Overwrote {}.", view.display) }
 }
 
-/// The text of a successful edit: the count, then the edited places of the new version with
-/// two lines of context, numbered as `read` numbers them (at most three places, about 2 KiB).
+/// The text of a successful edit: the count (when more than one), then the edited places of the
+/// new version with two lines of context, numbered as `read` numbers them (at most three places,
+/// about 2 KiB).
 pub fn edit(view: &EditView) -> String {
-    let s = if view.replacements == 1 { "" } else { "s" };
-    let mut out = format!("Edited {}: {} replacement{s}.", view.display, view.replacements);
+    let mut out = match view.replacements {
+        1 => format!("Edited {}.", view.display),
+        n => format!("Edited {}: {n} replacements.", view.display),
+    };
     if view.regions.is_empty() {
         out.push_str(" The file is now empty.");
         return out;
     }
-    out.push_str(" The edited lines now read:\n");
+    out.push_str(" Lines now:\n");
     let (mut used, mut shown) = (0, 0);
     for (i, region) in view.regions.iter().enumerate() {
         if i > 0 {
-            out.push_str("   ...\n");
+            out.push_str("...\n");
         }
         for (n, line) in (region.start_line..).zip(&region.lines) {
-            let numbered = format!("{n:>6}\t{line}\n");
+            let numbered = format!("{n}\t{line}\n");
             if used + numbered.len() > EDIT_SHOWN_BYTES {
-                out.push_str(&format!("(The rest is not shown: read from offset={n} to see it.)"));
+                out.push_str(&format!("(Rest not shown: read from offset={n}.)"));
                 return out;
             }
             used += numbered.len();
@@ -362,7 +354,7 @@ pub fn edit(view: &EditView) -> String {
         shown += region.replacements;
         if region.cut {
             let next = region.start_line + region.lines.len() as u64;
-            out.push_str(&format!("(More edited lines follow: read from offset={next} to see them.)\n"));
+            out.push_str(&format!("(More edited lines: read from offset={next}.)\n"));
         }
     }
     if shown < view.replacements {
@@ -422,53 +414,49 @@ pub fn error(err: &ContextError, tool: &str) -> String {
              file is unchanged; ask the user to give it a single name if it should be changed."
         ),
         ContextError::NotObserved { .. } => format!(
-            "File has not been read in this session (or was read too long ago to be remembered): \
-             {path}. Read it first (any window is enough), then retry the {tool}."
+            "{path} was not read in this session (or too long ago to be remembered). Read it (any \
+             window), then retry the {tool}."
         ),
         ContextError::Stale { current: None, .. }
         | ContextError::File(FileError::StaleVersion { current: None, .. }) => {
             format!(
-                "{path} no longer exists: it was deleted since you last read it. Check whether it should \
-             still be changed; write creates a new file."
+                "{path} was deleted since you last read it. Check whether it should still be \
+                 changed; write creates a new file."
             )
         }
         ContextError::Stale { change: Change::Shown(diff), .. } if diff.is_empty() => format!(
-            "{path} has been modified since you last read it, but no line differs: only its line \
-             endings, byte-order mark or final newline changed. Retry your {tool} as it is."
+            "{path} changed since you last read it, but only its line endings, byte-order mark or \
+             final newline. Retry your {tool} as it is."
         ),
         ContextError::Stale { change: Change::Shown(diff), .. } => {
             let retry = if tool == "write" {
-                "a write replaces the whole file: retry only with content that keeps these changes"
+                "retry the write only with content that keeps these changes"
             } else {
-                "if your edit still fits, retry it as is; otherwise adapt it"
+                "retry your edit as is if it still fits, else adapt it"
             };
             format!(
-                "{path} has been modified since you last read it. What changed (+N,M are its line \
-                 numbers now):\n{diff}This change counts as read; {retry}."
+                "{path} changed since you last read it (+N,M: its line numbers now):\n{diff}This counts as read: {retry}."
             )
         }
         ContextError::Stale { change: Change::TooLarge, .. } => format!(
-            "{path} has been modified since you last read it (by someone else, an editor or a \
-             formatter), too much to show here. Read it again, then redo your {tool} against its \
-             current content."
+            "{path} changed since you last read it, too much to show here. Read it again, then redo \
+             your {tool} on its current content."
         ),
         ContextError::Stale { .. } | ContextError::File(FileError::StaleVersion { .. }) => format!(
-            "{path} has been modified since you last read it (by someone else, an editor or a \
-             formatter). Read it again, then redo your {tool} against its current content."
+            "{path} was changed by someone else since you last read it. Read it again, then redo \
+             your {tool} on its current content."
         ),
         ContextError::File(FileError::NulInContent { at, .. }) => format!(
             "The content for {path} has a NUL byte (\\0) at {at}: files written by these tools are \
              text. Remove it and retry the {tool}."
         ),
         ContextError::File(FileError::AmbiguousMatch { matches, .. }) => format!(
-            "Found {matches} matches of old_string in {path}, but replace_all is false. Add more \
-             surrounding lines to old_string to make it unique, or set replace_all to true to \
-             replace every occurrence."
+            "old_string occurs {matches} times in {path}. Add surrounding lines to make it unique, or \
+             set replace_all to change all {matches}."
         ),
         ContextError::File(FileError::NoMatch { hint, .. }) => {
             let mut text = format!(
-                "old_string was not found in {path}. It must match the file exactly, including \
-                 whitespace and indentation."
+                "old_string was not found in {path}; it must match exactly, whitespace and indentation included."
             );
             match hint {
                 Some(hint) => text.push_str(&format!(" Hint: {hint}.")),
@@ -534,14 +522,14 @@ mod tests {
     #[test]
     fn read_projection_pages_and_ends() {
         expect![[r#"
-               100	fn main() {
-               101	    println!("hi");
+            100	fn main() {
+            101	    println!("hi");
 
             (Showing lines 100-101 of 5000. Use offset=102 to continue.)"#]]
         .assert_eq(&read(&view(100, &["fn main() {", "    println!(\"hi\");"], 5000, vec![]), false));
         expect![[r#"
-                 1	a
-                 2	b
+            1	a
+            2	b
 
             (End of file - total 2 lines)"#]]
         .assert_eq(&read(&view(1, &["a", "b"], 2, vec![]), false));
@@ -563,13 +551,13 @@ mod tests {
     fn cut_lines_end_with_the_suffix_and_a_capped_limit_is_said() {
         let long = "é".repeat(2000);
         expect![[r#"
-                 7	éééééééééé... (line truncated to 2000 chars)
+            7	éééééééééé... (line truncated to 2000 chars)
 
             (Showing lines 7-7 of 9. Use offset=8 to continue.)"#]]
         .assert_eq(&read(&view(7, &[&long], 9, vec![7]), false).replace(&long, "éééééééééé"));
         // A first line cut shorter to fit the budget says how much it kept.
         expect![[r#"
-                 1	abc... (line truncated to 3 chars)
+            1	abc... (line truncated to 3 chars)
 
             (End of file - total 1 lines)"#]]
         .assert_eq(&read(&view(1, &["abc"], 1, vec![1]), false));
@@ -580,20 +568,6 @@ mod tests {
             .assert_eq(text.rsplit_once("\n\n").unwrap().1);
         let text = read(&view(1, &lines[..1999], 3000, vec![]), true);
         assert!(text.ends_with("Use offset=2000 to continue.)"), "not capped by the limit: {text}");
-    }
-
-    #[test]
-    fn a_gap_word_counts_up_as_its_number() {
-        let word = |n: u64| {
-            let mut gap = *b"\\n      ";
-            gap[2..8].copy_from_slice(Column::new(n).shown());
-            u64::from_le_bytes(gap)
-        };
-        let mut gap = word(1);
-        for n in 2..1_000_000u64 {
-            gap = count_up(gap);
-            assert_eq!(gap, word(n), "{n}");
-        }
     }
 
     #[test]
@@ -608,7 +582,8 @@ mod tests {
             }
         }
         assert_eq!(lines_overhead(5, 4), 0);
-        assert_eq!(lines_overhead(1, 2000), 2000 * 8);
+        // Numbers 1-9 take one digit, 10-99 two, and so on; each line adds a tab and a newline.
+        assert_eq!(lines_overhead(1, 2000), 9 * 3 + 90 * 4 + 900 * 5 + 1001 * 6);
     }
 
     #[test]
@@ -619,20 +594,23 @@ mod tests {
         let text = read(&huge, true);
         let footer = text.rsplit_once('\n').unwrap().1;
         assert!((footer.len() as u64) < FOOTER_ROOM, "{footer}");
+        assert_eq!(line_overhead(7, false), 3);
         assert_eq!(line_overhead(999_999, false), 8);
         assert_eq!(line_overhead(1_000_000, true), 9 + CUT_SUFFIX.len() as u64);
         let mut out = String::new();
         for n in [0, 1, 42, 999_999, 1_000_000, u64::MAX] {
             out.clear();
             push_number(&mut out, n);
-            assert_eq!(out, format!("{n:>6}"));
+            assert_eq!(out, n.to_string());
         }
         // Counted up in place, across every change of width.
-        for start in [1, 9, 95, 99_990, 999_990, 9_999_990, 99_999_999_999_999_990] {
-            let mut column = Column::new(start);
+        for start in [1, 9, 95, 99_990, 999_990, 9_999_990, 99_999_999_999_999_990, 9_999_999_999_999_999_990]
+        {
+            let mut number = Number::new(start);
             for n in start..start + 20 {
-                assert_eq!(std::str::from_utf8(column.shown()).unwrap(), format!("{n:>6}"));
-                column.next();
+                assert_eq!(std::str::from_utf8(number.shown()).unwrap(), n.to_string());
+                assert_eq!(std::str::from_utf8(number.gap()).unwrap(), format!("\\n{n}\\t"));
+                number.next();
             }
         }
     }
@@ -718,8 +696,8 @@ mod tests {
     fn success_texts() {
         let v = Version::of(b"");
         let w = |created| WriteView { display: "a.txt".into(), created, version: v };
-        expect!["Created a.txt (new file)."].assert_eq(&write(&w(true)));
-        expect!["Updated a.txt (whole file replaced)."].assert_eq(&write(&w(false)));
+        expect!["Created a.txt."].assert_eq(&write(&w(true)));
+        expect!["Overwrote a.txt."].assert_eq(&write(&w(false)));
         let e = |replacements| EditView {
             display: "a.txt".into(),
             replacements,
@@ -727,7 +705,7 @@ mod tests {
             version: v,
             regions: Vec::new(),
         };
-        expect!["Edited a.txt: 1 replacement. The file is now empty."].assert_eq(&edit(&e(1)));
+        expect!["Edited a.txt. The file is now empty."].assert_eq(&edit(&e(1)));
     }
 
     /// A real edit (through a file context, in a temporary folder) of `content`.
@@ -749,39 +727,39 @@ mod tests {
     fn edit_shows_the_edited_lines_numbered_as_read() {
         let file: String = (1..=30).map(|i| format!("line {i}\n")).collect();
         expect![[r#"
-            Edited src/lib.rs: 1 replacement. The edited lines now read:
-                 8	line 8
-                 9	line 9
-                10	line ten
-                11	and a new line
-                12	line 11
-                13	line 12"#]]
+            Edited src/lib.rs. Lines now:
+            8	line 8
+            9	line 9
+            10	line ten
+            11	and a new line
+            12	line 11
+            13	line 12"#]]
         .assert_eq(&edit(&edited(&file, "line 10\n", "line ten\nand a new line\n", false)));
         // At the start and the end of the file; a deleted line.
         expect![[r#"
-            Edited src/lib.rs: 1 replacement. The edited lines now read:
-                 1	line 2
-                 2	line 3"#]]
+            Edited src/lib.rs. Lines now:
+            1	line 2
+            2	line 3"#]]
         .assert_eq(&edit(&edited("line 1\nline 2\nline 3\n", "line 1\n", "", false)));
         expect![[r#"
-            Edited src/lib.rs: 1 replacement. The edited lines now read:
-                 1	a
-                 2	b
-                 3	last"#]]
+            Edited src/lib.rs. Lines now:
+            1	a
+            2	b
+            3	last"#]]
         .assert_eq(&edit(&edited("a\nb\nc", "c", "last", false)));
         // An empty last line keeps its tab, trailing blanks stay.
         expect![[r#"
-            Edited src/lib.rs: 1 replacement. The edited lines now read:
-                 1	a  
-                 2	B
-                 3	"#]]
+            Edited src/lib.rs. Lines now:
+            1	a  
+            2	B
+            3	"#]]
         .assert_eq(&edit(&edited("a  \nb\n\n", "b", "B", false)));
         // CRLF and a BOM are not shown, as read does not show them.
         expect![[r#"
-            Edited src/lib.rs: 1 replacement. The edited lines now read:
-                 1	one
-                 2	TWO
-                 3	three"#]]
+            Edited src/lib.rs. Lines now:
+            1	one
+            2	TWO
+            3	three"#]]
         .assert_eq(&edit(&edited("one\r\ntwo\r\nthree\r\n", "two", "TWO", false)));
     }
 
@@ -790,35 +768,35 @@ mod tests {
         let file: String =
             (1..=100).map(|i| format!("{}\n", if i % 10 == 0 { "x = old" } else { "y" })).collect();
         expect![[r#"
-            Edited src/lib.rs: 10 replacements. The edited lines now read:
-                 8	y
-                 9	y
-                10	x = new
-                11	y
-                12	y
-               ...
-                18	y
-                19	y
-                20	x = new
-                21	y
-                22	y
-               ...
-                28	y
-                29	y
-                30	x = new
-                31	y
-                32	y
+            Edited src/lib.rs: 10 replacements. Lines now:
+            8	y
+            9	y
+            10	x = new
+            11	y
+            12	y
+            ...
+            18	y
+            19	y
+            20	x = new
+            21	y
+            22	y
+            ...
+            28	y
+            29	y
+            30	x = new
+            31	y
+            32	y
             (7 more replacements not shown.)"#]]
         .assert_eq(&edit(&edited(&file, "old", "new", true)));
         // Neighbouring places merge into one region.
         expect![[r#"
-            Edited src/lib.rs: 3 replacements. The edited lines now read:
-                 1	b
-                 2	x
-                 3	b
-                 4	x
-                 5	b
-                 6	x"#]]
+            Edited src/lib.rs: 3 replacements. Lines now:
+            1	b
+            2	x
+            3	b
+            4	x
+            5	b
+            6	x"#]]
         .assert_eq(&edit(&edited("a\nx\na\nx\na\nx\n", "a", "b", true)));
     }
 
@@ -828,11 +806,9 @@ mod tests {
         let text = edit(&edited("a\nb\n", "b", &format!("{long}\n").repeat(40), false));
         assert!(text.len() < 2600, "{} bytes", text.len());
         assert!(text.contains("…"), "long lines are cut");
-        expect![[r#"(The rest is not shown: read from offset=11 to see it.)"#]]
-            .assert_eq(text.lines().last().unwrap());
+        expect!["(Rest not shown: read from offset=11.)"].assert_eq(text.lines().last().unwrap());
         let many = edit(&edited("a\n", "a", &"n\n".repeat(100), false));
-        expect![[r#"(More edited lines follow: read from offset=25 to see them.)"#]]
-            .assert_eq(many.lines().last().unwrap());
+        expect!["(More edited lines: read from offset=25.)"].assert_eq(many.lines().last().unwrap());
     }
 
     #[test]
@@ -864,17 +840,17 @@ mod tests {
         expect!["Refused: a.txt has 2 hard links, so changing it through this name would also change it under its other names, which this session's deny rules cannot see. The file is unchanged; ask the user to give it a single name if it should be changed."]
             .assert_eq(&error(&linked(Access::Write), "write"));
         let not_read = ContextError::NotObserved { path: "a.txt".into() };
-        expect!["File has not been read in this session (or was read too long ago to be remembered): a.txt. Read it first (any window is enough), then retry the edit."]
+        expect!["a.txt was not read in this session (or too long ago to be remembered). Read it (any window), then retry the edit."]
             .assert_eq(&error(&not_read, "edit"));
         let stale =
             |change| ContextError::Stale { path: "a.txt".into(), current: Some(Version::of(b"x")), change };
-        expect!["a.txt has been modified since you last read it (by someone else, an editor or a formatter). Read it again, then redo your edit against its current content."]
+        expect!["a.txt was changed by someone else since you last read it. Read it again, then redo your edit on its current content."]
             .assert_eq(&error(&stale(Change::Unknown), "edit"));
-        expect!["a.txt has been modified since you last read it (by someone else, an editor or a formatter), too much to show here. Read it again, then redo your edit against its current content."]
+        expect!["a.txt changed since you last read it, too much to show here. Read it again, then redo your edit on its current content."]
             .assert_eq(&error(&stale(Change::TooLarge), "edit"));
         let diff = crate::context::stale::diff("a.txt", b"a\nb\nc\n", b"a\nB\nc\n");
         expect![[r#"
-            a.txt has been modified since you last read it. What changed (+N,M are its line numbers now):
+            a.txt changed since you last read it (+N,M: its line numbers now):
             --- a.txt (as you last saw it)
             +++ a.txt (now)
             @@ -1,3 +1,3 @@
@@ -882,10 +858,10 @@ mod tests {
             -b
             +B
              c
-            This change counts as read; if your edit still fits, retry it as is; otherwise adapt it."#]]
+            This counts as read: retry your edit as is if it still fits, else adapt it."#]]
         .assert_eq(&error(&stale(diff.clone()), "edit"));
         expect![[r#"
-            a.txt has been modified since you last read it. What changed (+N,M are its line numbers now):
+            a.txt changed since you last read it (+N,M: its line numbers now):
             --- a.txt (as you last saw it)
             +++ a.txt (now)
             @@ -1,3 +1,3 @@
@@ -893,9 +869,9 @@ mod tests {
             -b
             +B
              c
-            This change counts as read; a write replaces the whole file: retry only with content that keeps these changes."#]]
+            This counts as read: retry the write only with content that keeps these changes."#]]
         .assert_eq(&error(&stale(diff), "write"));
-        expect!["a.txt has been modified since you last read it, but no line differs: only its line endings, byte-order mark or final newline changed. Retry your edit as it is."]
+        expect!["a.txt changed since you last read it, but only its line endings, byte-order mark or final newline. Retry your edit as it is."]
             .assert_eq(&error(&stale(Change::Shown(String::new())), "edit"));
         let nul = ContextError::File(FileError::NulInContent {
             path: "a.txt".into(),
@@ -904,7 +880,7 @@ mod tests {
         expect!["The content for a.txt has a NUL byte (\\0) at line 2, column 3 (byte offset 7): files written by these tools are text. Remove it and retry the write."]
             .assert_eq(&error(&nul, "write"));
         let gone = ContextError::Stale { path: "a.txt".into(), current: None, change: Change::Unknown };
-        expect!["a.txt no longer exists: it was deleted since you last read it. Check whether it should still be changed; write creates a new file."]
+        expect!["a.txt was deleted since you last read it. Check whether it should still be changed; write creates a new file."]
             .assert_eq(&error(&gone, "write"));
     }
 }

@@ -344,6 +344,12 @@ struct Out {
 impl Out {
     /// Adds one entry; false once `head_limit` is reached (stop searching).
     fn entry(&mut self, line: &str) -> bool {
+        self.entry_under(None, line)
+    }
+
+    /// Adds one entry, after `heading` (a line of its own) when it is the first of its file
+    /// shown; false once `head_limit` is reached (stop searching).
+    fn entry_under(&mut self, heading: Option<&str>, line: &str) -> bool {
         self.seen += 1;
         if self.seen <= self.offset {
             return true;
@@ -352,8 +358,10 @@ impl Out {
             self.head_reached = true;
             return false;
         }
-        let separator = if self.pending_break && self.shown > 0 { 3 } else { 0 };
-        if self.capped || self.text.len() + separator + line.len() + 1 > self.room {
+        let heading = heading.filter(|_| !self.file_shown);
+        let separator = if self.pending_break && self.file_shown { 3 } else { 0 };
+        let heading_len = heading.map_or(0, |h| h.len() + 1);
+        if self.capped || self.text.len() + separator + heading_len + line.len() + 1 > self.room {
             self.capped = true;
             self.hidden += 1;
             self.file_hidden = true;
@@ -361,6 +369,10 @@ impl Out {
         }
         if separator > 0 {
             self.text.push_str("--\n");
+        }
+        if let Some(heading) = heading {
+            self.text.push_str(heading);
+            self.text.push('\n');
         }
         self.pending_break = false;
         self.text.push_str(line);
@@ -394,9 +406,10 @@ struct FileSink<'o> {
 }
 
 impl FileSink<'_> {
-    fn line(&mut self, number: u64, bytes: &[u8], sep: char) -> bool {
-        let line = format!("{}{sep}{number}{sep}{}", self.display, line_text(bytes, number == 1));
-        let go_on = self.out.entry(&line);
+    /// Adds one line as read shows it (its number, a tab, the line), under the file's path.
+    fn line(&mut self, number: u64, bytes: &[u8]) -> bool {
+        let line = format!("{number}\t{}", line_text(bytes, number == 1));
+        let go_on = self.out.entry_under(Some(self.display), &line);
         self.stopped |= !go_on;
         go_on
     }
@@ -416,7 +429,7 @@ impl Sink for FileSink<'_> {
             Mode::Content => {
                 let first = mat.line_number().unwrap_or(1);
                 for (i, line) in mat.lines().enumerate() {
-                    if !self.line(first + i as u64, line, ':') {
+                    if !self.line(first + i as u64, line) {
                         return Ok(false);
                     }
                 }
@@ -429,7 +442,7 @@ impl Sink for FileSink<'_> {
         if self.mode != Mode::Content {
             return Ok(true);
         }
-        Ok(self.line(ctx.line_number().unwrap_or(0), ctx.bytes(), '-'))
+        Ok(self.line(ctx.line_number().unwrap_or(0), ctx.bytes()))
     }
 
     fn context_break(&mut self, _: &Searcher) -> Result<bool, io::Error> {
@@ -807,7 +820,6 @@ struct Lines {
     searcher: Searcher,
     pace: Pace,
     mode: Mode,
-    context: usize,
 }
 
 impl Lines {
@@ -821,7 +833,7 @@ impl Lines {
             .after_context(context)
             .heap_limit(Some(SEARCH_HEAP_BYTES))
             .build();
-        Self { searcher, pace: Pace::default(), mode: req.mode, context }
+        Self { searcher, pace: Pace::default(), mode: req.mode }
     }
 
     /// Searches `source` (a file) into `sink`, read in pieces between which `budget` is asked
@@ -858,7 +870,8 @@ impl Lines {
         let mark = (text.len(), out.clone());
         out.text = text;
         out.start_file();
-        out.pending_break |= self.context > 0 && out.shown > 0;
+        // A file's lines follow its path: no break before its first group.
+        out.pending_break = false;
         let mut sink = FileSink {
             out,
             mode: self.mode,
@@ -940,7 +953,7 @@ fn finish(
         let files =
             if req.mode == Mode::Content { format!(" in {} files", out.hidden_files) } else { String::new() };
         footers.push(format!(
-            "(Output capped at {}: {} more {unit}{files} not shown. Narrow the pattern, path, glob or type, or use head_limit and offset (offset={next} continues).)",
+            "(Output capped at {}: {} more {unit}{files} not shown. Narrow the pattern, path, glob or type, or continue with offset={next}.)",
             budget_text(req.budget),
             out.hidden,
         ));

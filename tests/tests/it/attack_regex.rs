@@ -285,7 +285,8 @@ fn a_grep_past_its_time_budget_answers_what_it_found_with_a_footer() {
     eprintln!("a grep with a 1 s budget answered in {:?}", asked.elapsed());
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     expect_test::expect![[r#"
-        a.txt:1:NEEDLE one
+        a.txt
+        1	NEEDLE one
 
         (The search stopped at its time limit of 1 s with 1 of 2 files searched: more matches may exist. Narrow the path, glob or type, or simplify the pattern.)"#]]
     .assert_eq(text_of(&answer));

@@ -110,7 +110,7 @@ fn says_stale(text: &str) -> bool {
 }
 
 fn numbered(lines: impl IntoIterator<Item = (u64, String)>) -> String {
-    lines.into_iter().map(|(n, line)| format!("{n:>6}\t{line}")).collect::<Vec<_>>().join("\n")
+    lines.into_iter().map(|(n, line)| format!("{n}\t{line}")).collect::<Vec<_>>().join("\n")
 }
 
 /// `n` lines `line 1`, `line 2`, … each ending in `\n`.
@@ -156,7 +156,7 @@ fn a_small_window_authorizes_an_edit_anywhere_in_the_file() {
     // The same through the tools, in another session, with an absolute path.
     let mut agent = daemon.session();
     let text = tool_ok(&mut agent, "read", json!({"file_path": s(&path), "offset": 100, "limit": 51}));
-    assert!(text.starts_with(&format!("{:>6}\tline 100\n", 100)), "{text}");
+    assert!(text.starts_with("100\tline 100\n"), "{text}");
     let text = tool_ok(
         &mut agent,
         "edit",
@@ -734,19 +734,19 @@ fn read_tool_projection() {
     let read_text = |raw: &mut Raw, args: Value| tool_ok(raw, "read", args).trim_end().to_owned();
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt"})),
-        "     1\talpha\n     2\tbeta\n     3\tgamma\n     4\tdelta\n     5\tepsilon\n\n(End of file - total 5 lines)"
+        "1\talpha\n2\tbeta\n3\tgamma\n4\tdelta\n5\tepsilon\n\n(End of file - total 5 lines)"
     );
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt", "offset": 2, "limit": 2})),
-        "     2\tbeta\n     3\tgamma\n\n(Showing lines 2-3 of 5. Use offset=4 to continue.)"
+        "2\tbeta\n3\tgamma\n\n(Showing lines 2-3 of 5. Use offset=4 to continue.)"
     );
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt", "offset": 4, "limit": 2})),
-        "     4\tdelta\n     5\tepsilon\n\n(End of file - total 5 lines)"
+        "4\tdelta\n5\tepsilon\n\n(End of file - total 5 lines)"
     );
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt", "offset": 5})),
-        "     5\tepsilon\n\n(End of file - total 5 lines)"
+        "5\tepsilon\n\n(End of file - total 5 lines)"
     );
     // A limit above 2000 is capped, not refused, and the footer says so.
     fs::write(root.join("long.txt"), lines_text(3000)).unwrap();
@@ -759,7 +759,7 @@ fn read_tool_projection() {
     assert!(read_text(&mut raw, json!({"file_path": "long.txt"})) == first_2000);
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "long.txt", "offset": 2999})),
-        "  2999\tline 2999\n  3000\tline 3000\n\n(End of file - total 3000 lines)"
+        "2999\tline 2999\n3000\tline 3000\n\n(End of file - total 3000 lines)"
     );
 
     // Offset past the end: FS_NOT_FOUND, with a text that says how long the file is.
@@ -789,10 +789,10 @@ fn read_tool_projection() {
     assert_eq!(window.truncated_lines, [2, 3]);
     let text = tool_ok(&mut raw, "read", json!({"file_path": "wide.txt"}));
     let shown: Vec<&str> = text.lines().collect();
-    assert_eq!(shown[0], "     1\tshort");
-    assert_eq!(shown[1], format!("     2\t{}... (line truncated to 2000 chars)", "a".repeat(2000)));
-    assert_eq!(shown[2], format!("     3\t{}... (line truncated to 2000 chars)", "é".repeat(2000)));
-    assert_eq!(shown[3], format!("     4\t{exact}"), "a line of exactly 2000 characters is not cut");
+    assert_eq!(shown[0], "1\tshort");
+    assert_eq!(shown[1], format!("2\t{}... (line truncated to 2000 chars)", "a".repeat(2000)));
+    assert_eq!(shown[2], format!("3\t{}... (line truncated to 2000 chars)", "é".repeat(2000)));
+    assert_eq!(shown[3], format!("4\t{exact}"), "a line of exactly 2000 characters is not cut");
 }
 
 /// Paging with `offset=` from each footer until the end of the file shows every line once.
@@ -887,7 +887,7 @@ fn write_and_edit_texts_and_match_counting() {
     // The session's own write recorded the version: writing again is an update, no read needed.
     let text =
         tool_ok(&mut raw, "write", json!({"file_path": "notes.txt", "content": "foo\nbar foo\nbaz foo\n"}));
-    assert!(mentions(&text, &["updated"]), "{text}");
+    assert!(mentions(&text, &["overwrote"]), "{text}");
 
     let (code, text) = tool_err(
         &mut raw,

@@ -1069,10 +1069,10 @@ fn generation_files_have_the_shape_the_checks_expect() {
     let mut zeros = lines[..3].to_vec();
     zeros[2] = "\0".repeat(LINE_CHARS);
     assert!(check_window(1, 3, 1, &zeros, 3, 70).is_err());
-    let tool = "    68\tx\n    69\ty\n\n(Showing lines 68-69 of 70. Use offset=70 to continue.)";
+    let tool = "68\tx\n69\ty\n\n(Showing lines 68-69 of 70. Use offset=70 to continue.)";
     assert_eq!(parse_tool_read(tool), Ok((Some(68), vec!["x".into(), "y".into()], Some(70))));
     assert_eq!(parse_tool_read("\n(End of file - total 0 lines)"), Ok((None, vec![], Some(0))));
-    let capped = "    68\tx\n\n(Output capped. Showing lines 68-68. Use offset=69 to continue.)";
+    let capped = "68\tx\n\n(Output capped. Showing lines 68-68. Use offset=69 to continue.)";
     assert_eq!(parse_tool_read(capped), Ok((Some(68), vec!["x".into()], None)));
     let seen = Seen { generation: Some(17), total: 10, last_line: Some(cut[9].clone()), answers: 1 };
     let mut base = generation_bytes(0, 70);

@@ -292,7 +292,7 @@ fn read_edit_then_an_outside_change_is_announced_and_a_stale_edit_refused() {
     let read = bridge.tool("read", json!({"file_path": "notes.txt"}));
     assert_eq!(read["isError"], false, "{read}");
     let shown = text(&read);
-    assert!(shown.starts_with("     1\talpha\n     2\tbeta\n     3\tgamma\n"), "{shown:?}");
+    assert!(shown.starts_with("1\talpha\n2\tbeta\n3\tgamma\n"), "{shown:?}");
     assert_eq!(read["content"][0]["type"], "text");
     assert!(read.get("structuredContent").is_none(), "{read}");
 
@@ -323,7 +323,7 @@ fn read_edit_then_an_outside_change_is_announced_and_a_stale_edit_refused() {
     assert_eq!(stale["isError"], true, "{stale}");
     assert_eq!(error_code(&stale), "FS_STALE_VERSION", "{stale}");
     // The refusal shows what changed (a diff), so no read is needed before the retry.
-    assert!(text(&stale).contains("modified since you last read it"), "{stale}");
+    assert!(text(&stale).contains("changed since you last read it"), "{stale}");
     assert!(text(&stale).contains("+delta\n"), "{stale}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "alpha\nBETA\nG\ndelta\n");
 
@@ -377,7 +377,7 @@ fn read_only_and_tools_options_shape_the_session() {
     assert!(init["instructions"].as_str().unwrap().contains("read-only"), "{init}");
     assert_eq!(tool_names(&bridge.ok("tools/list", json!({}))), ["read", "glob", "grep"]);
     let found = bridge.tool("grep", json!({"pattern": "one", "output_mode": "content"}));
-    assert_eq!(found["content"][0]["text"], "a.txt:1:one", "{found}");
+    assert_eq!(found["content"][0]["text"], "a.txt\n1\tone", "{found}");
     assert_eq!(bridge.tool("read", json!({"file_path": "a.txt"}))["isError"], false);
     let refused = bridge
         .call("tools/call", json!({"name": "write", "arguments": {"file_path": "b.txt", "content": "x"}}));
@@ -470,7 +470,7 @@ fn malformed_input_gets_json_rpc_errors_and_batches_follow_the_version() {
     assert_eq!(answers.len(), 4, "{answers:?}");
     let by_id = |id: u64| answers.iter().find(|a| a["id"] == id).unwrap().clone();
     assert_eq!(by_id(10)["result"], json!({}));
-    assert!(text(&by_id(11)["result"]).starts_with("     1\tone"), "{answers:?}");
+    assert!(text(&by_id(11)["result"]).starts_with("1\tone"), "{answers:?}");
     // 2025-03-26 has annotations but no structured content.
     assert!(by_id(11)["result"].get("structuredContent").is_none());
     assert_eq!(by_id(12)["error"]["code"], -32601);

@@ -154,10 +154,7 @@ fn a_long_line_is_whole_below_the_projection_and_cut_by_the_tool() {
     let text = read_text(&mut raw, json!({"file_path": "long.txt"}));
     assert_eq!(
         text,
-        format!(
-            "     1\tshort\n     2\t{}{SUFFIX}\n     3\tend\n\n(End of file - total 3 lines)",
-            "a".repeat(2000)
-        )
+        format!("1\tshort\n2\t{}{SUFFIX}\n3\tend\n\n(End of file - total 3 lines)", "a".repeat(2000))
     );
 
     let read = read_result(&mut raw, "file/read", json!({"path": "long.txt", "maxLineChars": 2001}));
@@ -234,7 +231,7 @@ fn a_minified_file_is_cut_by_the_tool_and_too_large_below_it() {
 
     let text = read_text(&mut raw, json!({"file_path": "min.js"}));
     assert!(text.len() <= 51_200, "{} bytes", text.len());
-    assert_eq!(text, format!("     1\t{}{SUFFIX}\n\n(End of file - total 1 lines)", "m".repeat(2000)));
+    assert_eq!(text, format!("1\t{}{SUFFIX}\n\n(End of file - total 1 lines)", "m".repeat(2000)));
     let status = raw.call("daemon/status", None);
     assert!(status["mappedBytes"].as_u64().unwrap() >= size as u64, "read from its mapping: {status}");
     // Again, warm, and quickly: nothing of the line beyond its prefix is copied.
@@ -267,7 +264,7 @@ fn a_minified_file_is_cut_by_the_tool_and_too_large_below_it() {
     let text = read_text(&mut raw, json!({"file_path": "two.js"}));
     assert_eq!(
         text,
-        format!("     1\t// header\n     2\t{}{SUFFIX}\n\n(End of file - total 2 lines)", "m".repeat(2000))
+        format!("1\t// header\n2\t{}{SUFFIX}\n\n(End of file - total 2 lines)", "m".repeat(2000))
     );
 
     let sub = subscribe(&mut raw, json!({"path": "two.js"})).unwrap();
@@ -380,19 +377,19 @@ fn the_three_footers_exactly() {
 
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt", "offset": 4})),
-        "     4\tfour\n     5\tfive\n\n(End of file - total 5 lines)"
+        "4\tfour\n5\tfive\n\n(End of file - total 5 lines)"
     );
     assert_eq!(
         read_text(&mut raw, json!({"file_path": "five.txt", "offset": 2, "limit": 2})),
-        "     2\ttwo\n     3\tthree\n\n(Showing lines 2-3 of 5. Use offset=4 to continue.)"
+        "2\ttwo\n3\tthree\n\n(Showing lines 2-3 of 5. Use offset=4 to continue.)"
     );
     // 1024 bytes: lines of 107 bytes each, eight of them and the footer.
     let text = read_text(&mut raw, json!({"file_path": "wide.txt"}));
-    let expected: String = (1..=8).map(|i| format!("{i:>6}\t{i:02} {}\n", "w".repeat(96))).collect();
+    let expected: String = (1..=8).map(|i| format!("{i}\t{i:02} {}\n", "w".repeat(96))).collect();
     assert_eq!(text, format!("{expected}\n(Output capped. Showing lines 1-8. Use offset=9 to continue.)"));
     assert!(text.len() <= 1024);
     let text = read_text(&mut raw, json!({"file_path": "wide.txt", "offset": 9}));
-    assert!(text.starts_with("     9\t09 ") && text.ends_with("Use offset=17 to continue.)"), "{text}");
+    assert!(text.starts_with("9\t09 ") && text.ends_with("Use offset=17 to continue.)"), "{text}");
 
     // A first line longer than the budget is cut shorter to fit, and says how much it kept.
     let text = read_text(&mut raw, json!({"file_path": "one.txt"}));

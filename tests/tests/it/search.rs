@@ -133,7 +133,7 @@ fn symlinks_are_never_followed_out_of_the_roots() {
 
     assert_eq!(text(&mut raw, "glob", json!({"pattern": "**/*"})), "src/a.rs");
     let content = text(&mut raw, "grep", json!({"pattern": "needle", "output_mode": "content"}));
-    assert_eq!(content, "src/a.rs:1:needle in");
+    assert_eq!(content, "src/a.rs\n1\tneedle in");
     assert!(!content.contains("out"), "{content}");
     for path in ["dir_out", "../outside", "/", outside.to_str().unwrap()] {
         assert_eq!(
@@ -160,7 +160,7 @@ fn deny_rules_filter_what_is_listed_and_searched() {
     assert_eq!(text(&mut raw, "glob", json!({"pattern": "**/*"})), "notes.txt");
     assert_eq!(
         text(&mut raw, "grep", json!({"pattern": "needle", "output_mode": "content"})),
-        "notes.txt:1:needle"
+        "notes.txt\n1\tneedle"
     );
     // A denied folder lists nothing; a denied file named outright is refused.
     assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "path": "secrets"})), "No files found");
@@ -200,9 +200,20 @@ fn every_output_mode() {
         "grep",
         json!({"pattern": "beta", "output_mode": "content", "path": "old.txt", "context": 1}),
     );
+    assert_eq!(content, "old.txt\n1\talpha\n2\tbeta\n3\tgamma\n--\n6\tzeta\n7\tbeta again");
+    // Across files: each file's path once, above its lines; no `--` between files.
+    let content = text(
+        &mut raw,
+        "grep",
+        json!({"pattern": "beta", "output_mode": "content", "glob": "*.txt", "context": 1}),
+    );
     assert_eq!(
         content,
-        "old.txt-1-alpha\nold.txt:2:beta\nold.txt-3-gamma\n--\nold.txt-6-zeta\nold.txt:7:beta again"
+        format!(
+            "long.txt\n1\tbeta {}... (line truncated to 2000 chars)\nnew.txt\n1\tbeta first\n2\tsecond\n\
+             old.txt\n1\talpha\n2\tbeta\n3\tgamma\n--\n6\tzeta\n7\tbeta again",
+            "x".repeat(1995)
+        )
     );
     // No BOM, no \r; long lines cut like read's.
     let content = text(
@@ -211,7 +222,7 @@ fn every_output_mode() {
         json!({"pattern": "^beta", "output_mode": "content", "glob": "{new,long}.txt"}),
     );
     let expected = format!(
-        "long.txt:1:beta {}... (line truncated to 2000 chars)\nnew.txt:1:beta first",
+        "long.txt\n1\tbeta {}... (line truncated to 2000 chars)\nnew.txt\n1\tbeta first",
         "x".repeat(1995)
     );
     assert_eq!(content, expected);
@@ -221,7 +232,7 @@ fn every_output_mode() {
             "grep",
             json!({"pattern": "BETA A", "output_mode": "content", "case_insensitive": true})
         ),
-        "old.txt:7:beta again"
+        "old.txt\n7\tbeta again"
     );
     assert_eq!(
         text(
@@ -229,7 +240,7 @@ fn every_output_mode() {
             "grep",
             json!({"pattern": "zeta\\nbeta", "output_mode": "content", "multiline": true})
         ),
-        "old.txt:6:zeta\nold.txt:7:beta again"
+        "old.txt\n6\tzeta\n7\tbeta again"
     );
     assert_eq!(text(&mut raw, "grep", json!({"pattern": "nothing at all"})), "No files found");
     assert_eq!(
@@ -259,17 +270,19 @@ fn the_answer_stays_within_the_budget_with_a_footer() {
     let mut raw = daemon.session_with(json!({"roots": [root], "tools": tools, "readMaxBytes": 1024}));
     let content = text(&mut raw, "grep", json!({"pattern": "match", "output_mode": "content"}));
     assert!(content.len() <= 1024, "{}", content.len());
-    let shown = content.lines().filter(|l| l.starts_with("a.txt:")).count();
+    // Only a.txt's lines fit: its path, then its lines as read shows them.
+    assert!(content.starts_with("a.txt\n1\tmatch number 1\n2\tmatch number 2\n"), "{content}");
+    let shown = content.lines().filter(|l| l.contains('\t')).count();
     let footer = content.lines().last().unwrap();
     assert_eq!(
         footer,
         format!(
-            "(Output capped at 1 KiB: {} more lines in 2 files not shown. Narrow the pattern, path, glob or type, or use head_limit and offset (offset={shown} continues).)",
+            "(Output capped at 1 KiB: {} more lines in 2 files not shown. Narrow the pattern, path, glob or type, or continue with offset={shown}.)",
             400 - shown
         )
     );
     let next = text(&mut raw, "grep", json!({"pattern": "match", "output_mode": "content", "offset": shown}));
-    assert!(next.starts_with(&format!("a.txt:{}:match number {}\n", shown + 1, shown + 1)), "{next}");
+    assert!(next.starts_with(&format!("a.txt\n{}\tmatch number {}\n", shown + 1, shown + 1)), "{next}");
 
     let names: Vec<String> = (0..300).map(|n| format!("f{n:03}.rs")).collect();
     for name in &names {
@@ -299,7 +312,7 @@ fn a_content_grep_counts_as_a_read_until_the_file_changes() {
     // A content grep that shows its lines does.
     let found =
         text(&mut raw, "grep", json!({"pattern": "two", "output_mode": "content", "path": "notes.txt"}));
-    assert_eq!(found, "notes.txt:2:two");
+    assert_eq!(found, "notes.txt\n2\ttwo");
     text(&mut raw, "edit", edit);
     assert_eq!(fs::read_to_string(root.join("notes.txt")).unwrap(), "one\nTWO\nthree\n");
 
@@ -348,7 +361,7 @@ fn sessions_get_the_search_tools_when_they_ask() {
         .collect();
     expect_test::expect![[r#"
         glob(path, pattern): Find files by name with a glob pattern, such as `**/*.rs` or `src/**/*.{ts,tsx}`. The pattern is matched against each file's path relative to `path` (the session's working folder by default); `*` stays within one folder, `**` crosses folders. Returns matching file paths, newest first (by modification time), one per line, written as `read` accepts them; at most 200 paths, then a footer saying how many more matched (narrow the pattern or path). Files ignored by .gitignore or .ignore, and hidden files and folders, are skipped; symbolic links are not followed. Listing files does not count as reading them.
-        grep(case_insensitive, context, glob, head_limit, multiline, offset, output_mode, path, pattern, type): Search file contents with a regular expression (Rust regex syntax, like ripgrep). Searches the files under `path` (the session's working folder by default; a file path searches that file), skipping files ignored by .gitignore or .ignore, hidden files and folders, and binary files. Narrow the files with `glob` (e.g. `*.rs`, `src/**/*.ts`) or `type` (ripgrep's file types: rust, py, js, ...). `output_mode`: `files_with_matches` (default) lists matching files, newest first; `content` shows matching lines as `path:line:text` (context lines as `path-line-text`, groups separated by `--`); `count` shows `path:N` per file. `head_limit` keeps only the first N entries (lines, files or counts) and `offset` skips the first N. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. The answer stays within the session's output budget (50 KiB by default); a footer says what was left out and how to narrow. A `content` search that shows lines of a file counts as a read of that file: you may then edit it without a read, until someone else changes it.
+        grep(case_insensitive, context, glob, head_limit, multiline, offset, output_mode, path, pattern, type): Search file contents with a regular expression (Rust regex syntax, like ripgrep). Searches the files under `path` (the session's working folder by default; a file path searches that file), skipping files ignored by .gitignore or .ignore, hidden files and folders, and binary files. Narrow the files with `glob` (e.g. `*.rs`, `src/**/*.ts`) or `type` (ripgrep's file types: rust, py, js, ...). `output_mode`: `files_with_matches` (default) lists matching files, newest first; `content` shows each file's path on a line of its own, then its matching lines as read shows lines: the line number, a tab, then the line (context lines alike; `--` between groups that do not adjoin); `count` shows `path:N` per file. `head_limit` keeps only the first N entries (lines, files or counts) and `offset` skips the first N. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. The answer stays within the session's output budget (50 KiB by default); a footer says what was left out and how to narrow. A `content` search that shows lines of a file counts as a read of that file: you may then edit it without a read, until someone else changes it.
     "#]].assert_eq(&described);
 }
 
@@ -371,7 +384,7 @@ fn cli_glob_and_grep_print_the_tool_text() {
         String::from_utf8(out.stdout).unwrap()
     };
     assert_eq!(run(&["glob", "**/*.rs"]), "src/a.rs\n");
-    assert_eq!(run(&["grep", "needle", "--content", "-g", "*.txt"]), "notes.txt:2:needle two\n");
+    assert_eq!(run(&["grep", "needle", "--content", "-g", "*.txt"]), "notes.txt\n2\tneedle two\n");
     assert_eq!(run(&["grep", "NEEDLE", "src", "-i", "--count"]), "src/a.rs:1\n");
 }
 

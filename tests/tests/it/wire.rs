@@ -277,7 +277,7 @@ fn large_answers_serialized_by_their_handlers_stay_within_the_frame_limit() {
     let tool = filectx_tests::rpc(&mut raw, "tools/call", call);
     assert_eq!(tool["id"], 3, "{tool}");
     let text = tool["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("     1\ta line of \"text\"\t\u{e9}\n     2\t"), "{text}");
+    assert!(text.starts_with("1\ta line of \"text\"\t\u{e9}\n2\t"), "{text}");
     assert!(serde_json::to_string(&tool).unwrap().len() <= 4096);
 }
 
@@ -310,7 +310,7 @@ fn answers_written_by_their_handlers_carry_every_character_under_any_id() {
     raw.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call}));
     let tool = raw.recv();
     assert_eq!(tool["id"], id, "{tool}");
-    let numbered: String = lines.iter().zip(1..).map(|(line, n)| format!("{n:>6}\t{line}\n")).collect();
+    let numbered: String = lines.iter().zip(1..).map(|(line, n)| format!("{n}\t{line}\n")).collect();
     let expected = format!("{numbered}\n(End of file - total 6 lines)");
     assert_eq!(tool["result"]["content"][0]["text"], expected.as_str(), "{tool}");
     assert_eq!(tool["result"]["isError"], false, "{tool}");
@@ -323,7 +323,7 @@ fn answers_written_by_their_handlers_carry_every_character_under_any_id() {
     assert_eq!(batch[0]["id"], 7, "{batch}");
     assert_eq!(batch[0]["result"]["lines"], json!([lines[1]]), "{batch}");
     assert_eq!(batch[1]["id"], 8, "{batch}");
-    let text = format!("     3\t{}\n\n(Showing lines 3-3 of 6. Use offset=4 to continue.)", lines[2]);
+    let text = format!("3\t{}\n\n(Showing lines 3-3 of 6. Use offset=4 to continue.)", lines[2]);
     assert_eq!(batch[1]["result"]["content"][0]["text"], text.as_str(), "{batch}");
 }
 

@@ -88,7 +88,7 @@ fn a_write_keeps_the_files_bom_and_crlf_endings() {
     let mut raw = daemon.session();
 
     let shown = tool_ok(&mut raw, "read", json!({"file_path": "tool.txt"}));
-    assert!(shown.starts_with("     1\tone\n     2\ttwo\n     3\tthree\n"), "{shown:?}");
+    assert!(shown.starts_with("1\tone\n2\ttwo\n3\tthree\n"), "{shown:?}");
     tool_ok(&mut raw, "write", json!({"file_path": "tool.txt", "content": "one\nTWO\nthree\n"}));
     assert_eq!(bytes(&root, "tool.txt"), windows(&["one", "TWO", "three"]));
 
@@ -269,7 +269,7 @@ fn a_stale_edit_shows_the_change_and_its_retry_needs_no_read() {
     assert!(said.contains("counts as read"), "{said}");
     assert_eq!(fs::read_to_string(&path).unwrap(), changed, "refused: nothing written");
     let done = tool_ok(&mut raw, "edit", tool_edit("code.txt", "line 15\n", "line fifteen\n"));
-    assert!(done.contains("    16\tline fifteen"), "numbered as the current file: {done}");
+    assert!(done.contains("16\tline fifteen"), "numbered as the current file: {done}");
 
     // file/edit: data.diff and data.reauthorized; the current version is the one shown.
     fs::write(&path, fs::read_to_string(&path).unwrap().replace("line 3\n", "line three\n")).unwrap();
@@ -381,17 +381,17 @@ fn the_edit_text_shows_the_edited_lines_numbered_as_read() {
     tool_ok(&mut raw, "read", json!({"file_path": "notes.txt", "limit": 1}));
     let said = tool_ok(&mut raw, "edit", tool_edit("notes.txt", "d\ne\n", "D\nnew\nE\n"));
     let expected = "\
-Edited notes.txt: 1 replacement. The edited lines now read:
-     2\tb
-     3\tc
-     4\tD
-     5\tnew
-     6\tE
-     7\tf
-     8\tg";
+Edited notes.txt. Lines now:
+2\tb
+3\tc
+4\tD
+5\tnew
+6\tE
+7\tf
+8\tg";
     assert_eq!(said, expected);
     let shown = tool_ok(&mut raw, "read", json!({"file_path": "notes.txt", "offset": 2, "limit": 7}));
-    assert!(shown.starts_with(&format!("{}\n", &expected[expected.find("     2").unwrap()..])), "{shown}");
+    assert!(shown.starts_with(&format!("{}\n", &expected[expected.find("\n2\t").unwrap() + 1..])), "{shown}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -158,7 +158,7 @@ pub(crate) struct GrepArgs {
     pub(crate) pattern: String,
     /// The file or folder to search [default: the current folder]
     pub(crate) path: Option<String>,
-    /// Show matching lines (`path:line:text`) instead of matching files
+    /// Show matching lines, under each file's path and numbered as `read` numbers them
     #[arg(long, conflicts_with = "count")]
     pub(crate) content: bool,
     /// Show the number of matching lines per file (`path:N`)

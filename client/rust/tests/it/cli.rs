@@ -313,12 +313,12 @@ async fn read_prints_the_tool_text_exactly() -> TestResult {
     let daemon = FakeDaemon::start(|request| match request["method"].as_str() {
         Some("tools/call") => vec![support::result(
             request,
-            json!({"content": [{"type": "text", "text": "     1\tx\n(End of file)\n"}], "isError": false}),
+            json!({"content": [{"type": "text", "text": "1\tx\n(End of file)\n"}], "isError": false}),
         )],
         _ => support::standard(request),
     })?;
     let out = against(&daemon, &["read", "/abs/x"], cwd.path()).await?;
-    assert_eq!(text(&out.stdout), "     1\tx\n(End of file)\n");
+    assert_eq!(text(&out.stdout), "1\tx\n(End of file)\n");
     let received = daemon.received().await?;
     assert_eq!(params_of(&received, "tools/call")["arguments"], json!({"file_path": "/abs/x"}));
     Ok(())

@@ -237,7 +237,7 @@ pub const VERSION: &str = "b3-0123abcd";
 pub const NEW_VERSION: &str = "b3-4567ef01";
 /// The canned text of the `read` tool.
 /// (As the daemon renders it: numbered lines, a blank line, a footer without a final newline.)
-pub const READ_TEXT: &str = "     1\tfn main() {}\n     2\t\n\n(End of file - total 2 lines)";
+pub const READ_TEXT: &str = "1\tfn main() {}\n2\t\n\n(End of file - total 2 lines)";
 
 /// `file/read` / `fs/readText` of `path`: one line of two.
 pub fn read_result(path: &str) -> ReadResult {
