@@ -9,7 +9,7 @@
 // Code. `FILECTX_MCP_ARGS` (JSON array) replaces the bridge's options after `--root ROOT` (the
 // recommended configuration below by default), to measure another one.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -43,12 +43,30 @@ twice, create src/farewell.py, overwrite config/settings.toml with the new setti
 result, then find greet_7, greet_77 and greet_147 and list the Python files.`;
 
 /**
- * The bridge options beyond `--root`, as the README recommends them (grep and glob included: the
- * built-in file tools are off, so filectx's must do the searching too).
+ * What this `filectx mcp` offers, from its `--help`: `protocol3` (plain text by default, with
+ * `--structured` to bring `structuredContent` back), `mergeStaleEdits` (`--merge-stale-edits`).
+ * The test asserts Protocol 3's plain text only against a bridge that has it, so that it runs
+ * against older builds (a before/after measurement) too.
  */
-export function mcpArgs() {
+export function bridgeFeatures(filectx = binaries().filectx) {
+  const help = spawnSync(filectx, ['mcp', '--help'], { encoding: 'utf8' });
+  if (help.status !== 0) throw new Error(`${filectx} mcp --help failed: ${help.stderr}`);
+  return {
+    protocol3: /--structured\b/.test(help.stdout),
+    mergeStaleEdits: /--merge-stale-edits\b/.test(help.stdout),
+  };
+}
+
+/**
+ * The bridge options beyond `--root`: `FILECTX_MCP_ARGS` (a JSON array) when set, else the
+ * configuration recommended for Claude Code: its name, and `--merge-stale-edits` where the
+ * bridge has it (Claude Code's own Edit applies an edit whose text still matches after an
+ * outside change, so its users expect it; filectx does it only when the change is elsewhere).
+ * Everything else is the bridge's default (all five tools; `dedupReads` on from Protocol 3).
+ */
+export function mcpArgs(features = bridgeFeatures()) {
   if (process.env.FILECTX_MCP_ARGS) return JSON.parse(process.env.FILECTX_MCP_ARGS);
-  return ['--tools', 'read,write,edit,glob,grep', '--name', 'claude-code'];
+  return ['--name', 'claude-code', ...(features.mergeStaleEdits ? ['--merge-stale-edits'] : [])];
 }
 
 /** The two toolsets: tool names and argument shapes as each offers them. */
@@ -109,7 +127,7 @@ async function startDaemon(filectxd, dir) {
 }
 
 /** Claude Code's command line for a toolset. */
-function claudeArgs(toolset, { filectx, socket, root, alwaysLoad }) {
+function claudeArgs(toolset, { filectx, socket, root, alwaysLoad, bridgeArgs }) {
   const common = ['-p', PROMPT, '--output-format', 'json', '--no-session-persistence', '--strict-mcp-config'];
   if (toolset === 'builtin') {
     const tools = BUILTIN_FILE_TOOLS.slice(0, 5).join(',');
@@ -117,7 +135,7 @@ function claudeArgs(toolset, { filectx, socket, root, alwaysLoad }) {
   }
   const server = {
     command: filectx,
-    args: ['--socket', socket, '--no-autostart', 'mcp', '--root', root, ...mcpArgs()],
+    args: ['--socket', socket, '--no-autostart', 'mcp', '--root', root, ...bridgeArgs],
   };
   if (alwaysLoad) server.alwaysLoad = true;
   return [
@@ -182,7 +200,7 @@ export const chars = (text) => [...text].length;
 /**
  * One run of the task through Claude Code with `toolset` ('filectx' or 'builtin'). Returns
  * `{toolset, title, calls: [{step, tool, chars, isError, text}], toolChars, turns, notes,
- * steps, sideRequests, stray, errors, harnessNotes, claude, mcpArgs, toolsOffered}`.
+ * steps, sideRequests, stray, errors, harnessNotes, claude, mcpArgs, features, toolsOffered}`.
  */
 export async function runTask(toolset, { keep = false, alwaysLoad = true } = {}) {
   const bins = binaries();
@@ -193,12 +211,14 @@ export async function runTask(toolset, { keep = false, alwaysLoad = true } = {})
   fs.mkdirSync(root);
   makeProject(root);
   const set = TOOLSETS[toolset];
+  const features = toolset === 'filectx' ? bridgeFeatures(bins.filectx) : undefined;
+  const bridgeArgs = features ? mcpArgs(features) : undefined;
   const script = agent(root);
   const daemon = toolset === 'filectx' ? await startDaemon(bins.filectxd, dir) : undefined;
   const model = await startModel({ script, marker: MARKER, toolName: set.toolName, toolArgs: set.toolArgs, tools: TOOLS });
   let claude;
   try {
-    const args = claudeArgs(toolset, { filectx: bins.filectx, socket: daemon?.socket, root, alwaysLoad });
+    const args = claudeArgs(toolset, { filectx: bins.filectx, socket: daemon?.socket, root, alwaysLoad, bridgeArgs });
     claude = await run(bins.claude, args, { cwd: root, env: claudeEnv(home, model.url) }, 180_000);
   } finally {
     await model.close();
@@ -244,7 +264,8 @@ export async function runTask(toolset, { keep = false, alwaysLoad = true } = {})
     harnessNotes,
     toolsOffered: (state.last?.tools ?? []).map((t) => t.name),
     claude: { code: claude.code, signal: claude.signal, stdout: claude.stdout, stderr: claude.stderr },
-    mcpArgs: toolset === 'filectx' ? mcpArgs() : undefined,
+    mcpArgs: bridgeArgs,
+    features,
     daemonLog: daemon?.log(),
     dir,
     lastRequest: keep ? state.last : undefined,
