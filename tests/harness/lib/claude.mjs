@@ -198,11 +198,15 @@ function run(command, args, options, timeoutMs) {
 export const chars = (text) => [...text].length;
 
 /**
- * One run of the task through Claude Code with `toolset` ('filectx' or 'builtin'). Returns
+ * One run of the task through Claude Code with `toolset` ('filectx' or 'builtin'). Options:
+ * `keep` (leave the run's folder), `alwaysLoad` (the MCP server's tools offered up front, as
+ * `"alwaysLoad": true` in its Claude Code configuration does; else Claude Code defers them and
+ * the model loads them with ToolSearch first), `args` (the bridge's options beyond `--root`;
+ * default `mcpArgs()`). Returns
  * `{toolset, title, calls: [{step, tool, chars, isError, text}], toolChars, turns, notes,
  * steps, sideRequests, stray, errors, harnessNotes, claude, mcpArgs, features, toolsOffered}`.
  */
-export async function runTask(toolset, { keep = false, alwaysLoad = true } = {}) {
+export async function runTask(toolset, { keep = false, alwaysLoad = true, args: givenArgs } = {}) {
   const bins = binaries();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `filectx-harness-${toolset}-`));
   const root = path.join(dir, 'project');
@@ -212,7 +216,7 @@ export async function runTask(toolset, { keep = false, alwaysLoad = true } = {})
   makeProject(root);
   const set = TOOLSETS[toolset];
   const features = toolset === 'filectx' ? bridgeFeatures(bins.filectx) : undefined;
-  const bridgeArgs = features ? mcpArgs(features) : undefined;
+  const bridgeArgs = features ? (givenArgs ?? mcpArgs(features)) : undefined;
   const script = agent(root);
   const daemon = toolset === 'filectx' ? await startDaemon(bins.filectxd, dir) : undefined;
   const model = await startModel({ script, marker: MARKER, toolName: set.toolName, toolArgs: set.toolArgs, tools: TOOLS });
