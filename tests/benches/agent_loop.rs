@@ -6,16 +6,25 @@
 //! twice: as is, and with an agent that checks each edit by looking at the edited lines (from the
 //! edit's own answer when it shows them, else by reading a few lines around the edit).
 //!
+//! Both loops run twice more through `filectx mcp` (the MCP bridge) in its default
+//! configuration (`--root` only), counting the characters as Claude Code hands them to its
+//! model: a successful result that carries `structuredContent` reaches the model as
+//! `JSON.stringify(structuredContent)` (its `content` dropped), anything else as its `content`
+//! text. An agent given JSON un-escapes it to copy its next `old_string`.
+//!
 //! It talks to a real `filectxd` (by default `target/release/filectxd`; `FILECTX_FILECTXD_BIN`
-//! picks another build, e.g. an older one for a before/after comparison):
-//! `cargo build --release -p filectx-daemon && cargo bench -p filectx-tests --bench agent_loop`.
+//! picks another build, e.g. an older one for a before/after comparison) and, for the bridge
+//! rows, a real `filectx` (`target/release/filectx`; `FILECTX_FILECTX_BIN`):
+//! `cargo build --release -p filectx-daemon -p filectx-client && cargo bench -p filectx-tests --bench agent_loop`.
 //! Prints every call with the characters it cost, then the totals. Also checks that every outside
 //! change was noticed (refused or shown) and that the file ends with every change in it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::Write as _;
 use std::path::Path;
+use std::process::Command;
 
-use filectx_tests::{Daemon, Raw};
+use filectx_tests::{Daemon, PATIENCE, Piped, Raw};
 use serde_json::{Value, json};
 
 const LINES: usize = 1200;
@@ -32,9 +41,144 @@ fn line(n: usize) -> String {
     }
 }
 
+/// How the agent reaches the tools: the daemon's own `tools/call`, or `filectx mcp`.
+enum Tools {
+    Daemon(Raw),
+    Bridge(Bridge),
+}
+
+/// One `filectx mcp` process, spoken to as an MCP client does (newline-delimited JSON-RPC).
+struct Bridge {
+    io: Piped,
+    next_id: u64,
+}
+
+impl Bridge {
+    /// `filectx --socket SOCK --no-autostart mcp --root ROOT`, then `initialize` (MCP
+    /// 2025-06-18, as Claude Code asks) and `notifications/initialized`; returns it and the
+    /// `initialize` result.
+    fn start(socket: &Path, root: &Path) -> (Bridge, Value) {
+        let io = Piped::spawn(
+            Command::new(filectx_tests::bin("filectx"))
+                .arg("--socket")
+                .arg(socket)
+                .arg("--no-autostart")
+                .arg("mcp")
+                .arg("--root")
+                .arg(root)
+                .current_dir(root),
+        );
+        let mut bridge = Bridge { io, next_id: 1 };
+        let init = bridge.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "agent-loop", "version": "0"}}),
+        );
+        bridge.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        (bridge, init)
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.io.stdin.as_mut().unwrap();
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a request; returns its `result` (skipping the server's notifications).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.io.lines.recv_timeout(PATIENCE).expect("filectx mcp answered in time");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == json!(id) && message.get("method").is_none() {
+                assert!(message.get("error").is_none(), "{method} failed: {message}");
+                return message["result"].clone();
+            }
+        }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        // Closing stdin ends the server (exit 0); kill it if it lingers.
+        drop(self.io.stdin.take());
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while self.io.child.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = self.io.child.kill();
+        let _ = self.io.child.wait();
+    }
+}
+
+/// One tool result as the model got it.
+struct Answer {
+    /// The characters the harness handed the model.
+    seen: String,
+    /// What the model reads in them (`seen`, or the `text` of the JSON it was given).
+    text: String,
+    is_error: bool,
+    /// The error's `FS_*` code, where the result names one.
+    code: Option<String>,
+}
+
+impl Tools {
+    fn call(&mut self, tool: &str, arguments: Value) -> Answer {
+        match self {
+            Tools::Daemon(raw) => {
+                let response = raw.call("tools/call", Some(json!({"name": tool, "arguments": arguments})));
+                let text: String = response["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["text"].as_str().unwrap_or(""))
+                    .collect();
+                Answer {
+                    seen: text.clone(),
+                    text,
+                    is_error: response["isError"] == true,
+                    code: response["error"]["code"].as_str().map(str::to_owned),
+                }
+            }
+            Tools::Bridge(bridge) => {
+                let result = bridge.request("tools/call", json!({"name": tool, "arguments": arguments}));
+                let content: String = result["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["text"].as_str().unwrap_or(""))
+                    .collect();
+                let is_error = result["isError"] == true;
+                let structured = result.get("structuredContent").filter(|s| !s.is_null());
+                // Claude Code (and Codex) hand a success's structuredContent over as JSON.
+                let (seen, text) = match structured {
+                    Some(structured) if !is_error => {
+                        (structured.to_string(), structured["text"].as_str().unwrap_or(&content).to_owned())
+                    }
+                    _ => (content.clone(), content),
+                };
+                // The code: in structuredContent (MCP 2025-06-18 before Protocol 3), in
+                // `_meta`, or in the text's own marker `Error (FS_…): ` (Protocol 3).
+                let code = structured
+                    .and_then(|s| s["error"]["code"].as_str())
+                    .or_else(|| result["_meta"]["error"]["code"].as_str())
+                    .or_else(|| result["_meta"]["code"].as_str())
+                    .map(str::to_owned)
+                    .or_else(|| {
+                        text.strip_prefix("Error (")
+                            .and_then(|rest| rest.split_once(')'))
+                            .map(|(code, _)| code.to_owned())
+                    });
+                Answer { seen, text, is_error, code }
+            }
+        }
+    }
+}
+
 /// The model's side: every call, and what it cost.
 struct Agent {
-    raw: Raw,
+    tools: Tools,
     calls: usize,
     sent: usize,
     received: usize,
@@ -45,34 +189,27 @@ struct Agent {
 }
 
 impl Agent {
-    fn call(&mut self, what: &str, tool: &str, arguments: Value) -> Value {
+    fn call(&mut self, what: &str, tool: &str, arguments: Value) -> Answer {
         let args = arguments.to_string();
-        let response = self.raw.call("tools/call", Some(json!({"name": tool, "arguments": arguments})));
-        let text: String = response["content"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["text"].as_str().unwrap_or(""))
-            .collect();
+        let answer = self.tools.call(tool, arguments);
         self.calls += 1;
         self.sent += args.chars().count();
-        self.received += text.chars().count();
-        let first = text.lines().next().unwrap_or("");
+        self.received += answer.seen.chars().count();
+        let first = answer.seen.lines().next().unwrap_or("");
         self.log.push(format!(
             "{:>2}. {what:<34} {tool:<5} in {:>6} out {:>6}  {}",
             self.calls,
             args.chars().count(),
-            text.chars().count(),
+            answer.seen.chars().count(),
             first.chars().take(70).collect::<String>()
         ));
-        response
+        answer
     }
 
     fn read_all(&mut self, what: &str, path: &str) {
         let mut offset = 1;
         loop {
-            let response = self.call(what, "read", json!({"file_path": path, "offset": offset}));
-            let text = response["content"][0]["text"].as_str().unwrap().to_owned();
+            let text = self.call(what, "read", json!({"file_path": path, "offset": offset})).text;
             // Follow the footer's "Use offset=N to continue." until the end of the file.
             match text
                 .rsplit_once("offset=")
@@ -89,10 +226,10 @@ impl Agent {
     /// text to be (from its reads), for checking the result.
     fn edit(&mut self, what: &str, path: &str, line: u64, old: &str, new: &str) {
         for attempt in 0..3 {
-            let response =
+            let answer =
                 self.call(what, "edit", json!({"file_path": path, "old_string": old, "new_string": new}));
-            if response["isError"] != true {
-                let text = response["content"][0]["text"].as_str().unwrap_or("");
+            if !answer.is_error {
+                let text = &answer.text;
                 let shows_lines = text
                     .lines()
                     .any(|l| l.trim_start().split_once('\t').is_some_and(|(n, _)| n.parse::<u64>().is_ok()));
@@ -106,8 +243,8 @@ impl Agent {
                 }
                 return;
             }
-            let text = response["content"][0]["text"].as_str().unwrap().to_owned();
-            assert_eq!(response["error"]["code"], "FS_STALE_VERSION", "{text}");
+            let text = answer.text;
+            assert_eq!(answer.code.as_deref(), Some("FS_STALE_VERSION"), "{text}");
             if attempt == 0 {
                 self.noticed += 1;
             }
@@ -143,12 +280,14 @@ fn outside_change(path: &Path, from: &str, to: &str) {
 }
 
 fn main() {
-    for verify in [false, true] {
-        run(verify);
+    for bridge in [false, true] {
+        for verify in [false, true] {
+            run(bridge, verify);
+        }
     }
 }
 
-fn run(verify: bool) {
+fn run(bridge: bool, verify: bool) {
     let daemon = Daemon::start(&["--no-fsync"]);
     let root = daemon.dir.path().canonicalize().unwrap();
     let file = root.join("src.rs");
@@ -157,12 +296,18 @@ fn run(verify: bool) {
     // Past the racy window, as a repository's files are.
     std::thread::sleep(std::time::Duration::from_millis(2100));
 
-    let (raw, init) = session(&daemon, &root, true);
+    let (tools, init) = if bridge {
+        let (bridge, init) = Bridge::start(&daemon.socket, &root);
+        (Tools::Bridge(bridge), init)
+    } else {
+        let (raw, init) = session(&daemon, &root, true);
+        (Tools::Daemon(raw), init)
+    };
     let features: Vec<String> = init["capabilities"]["features"]
         .as_array()
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
-    let mut agent = Agent { raw, calls: 0, sent: 0, received: 0, noticed: 0, log: Vec::new(), verify };
+    let mut agent = Agent { tools, calls: 0, sent: 0, received: 0, noticed: 0, log: Vec::new(), verify };
     let path = "src.rs";
 
     agent.read_all("read the file", path);
@@ -184,7 +329,7 @@ fn run(verify: bool) {
     for _ in 0..2 {
         let window =
             agent.call("re-read a window", "read", json!({"file_path": path, "offset": 590, "limit": 30}));
-        assert_eq!(window["isError"], false);
+        assert!(!window.is_error, "{}", window.text);
     }
     outside_change(&file, "    let y = x + 901;", "    let y = x + 901; // outside");
     agent.edit(
@@ -210,11 +355,26 @@ fn run(verify: bool) {
 
     println!();
     println!(
-        "daemon: {}; agent {}",
+        "daemon: {}; {}; agent {}",
         filectx_tests::bin("filectxd").display(),
+        if bridge {
+            format!(
+                "through {} mcp --root ROOT (its defaults; counted as Claude Code hands results over)",
+                filectx_tests::bin("filectx").display()
+            )
+        } else {
+            "the daemon's own tools/call (dedupReads on where offered)".to_owned()
+        },
         if verify { "looks at the lines of each edit" } else { "does not check its edits" }
     );
-    println!("protocol {} features {:?}", init["protocolVersion"], features);
+    if bridge {
+        println!(
+            "MCP {} server {} {}",
+            init["protocolVersion"], init["serverInfo"]["name"], init["serverInfo"]["version"]
+        );
+    } else {
+        println!("protocol {} features {:?}", init["protocolVersion"], features);
+    }
     for line in &agent.log {
         println!("{line}");
     }
