@@ -126,27 +126,60 @@ async function startDaemon(filectxd, dir) {
   };
 }
 
-/** Claude Code's command line for a toolset. */
-function claudeArgs(toolset, { filectx, socket, root, alwaysLoad, bridgeArgs }) {
-  const common = ['-p', PROMPT, '--output-format', 'json', '--no-session-persistence', '--strict-mcp-config'];
-  if (toolset === 'builtin') {
-    const tools = BUILTIN_FILE_TOOLS.slice(0, 5).join(',');
-    return [...common, '--tools', tools, '--allowedTools', tools];
-  }
+/** The filectx MCP server's entry in Claude Code's configuration. */
+function serverEntry({ filectx, socket, root, alwaysLoad, bridgeArgs }) {
   const server = {
+    type: 'stdio',
     command: filectx,
     args: ['--socket', socket, '--no-autostart', 'mcp', '--root', root, ...bridgeArgs],
   };
   if (alwaysLoad) server.alwaysLoad = true;
+  return server;
+}
+
+/**
+ * Claude Code's settings that make filectx its file tools: its own file tools denied (so they
+ * are not offered at all) and filectx's allowed without a prompt.
+ */
+export const SETTINGS = {
+  permissions: { allow: ['mcp__filectx'], deny: BUILTIN_FILE_TOOLS },
+};
+
+/**
+ * Claude Code's command line for a toolset. `register`: 'user' (filectx registered beforehand
+ * with `claude mcp add-json --scope user` and SETTINGS in ~/.claude/settings.json, as a user
+ * sets it up once) or 'flags' (all of it on this command line).
+ */
+function claudeArgs(toolset, options) {
+  const common = ['-p', PROMPT, '--output-format', 'json', '--no-session-persistence'];
+  if (toolset === 'builtin') {
+    const tools = BUILTIN_FILE_TOOLS.slice(0, 5).join(',');
+    return [...common, '--strict-mcp-config', '--tools', tools, '--allowedTools', tools];
+  }
+  if (options.register === 'user') return common;
   return [
     ...common,
+    '--strict-mcp-config',
     '--mcp-config',
-    JSON.stringify({ mcpServers: { filectx: server } }),
+    JSON.stringify({ mcpServers: { filectx: serverEntry(options) } }),
     '--disallowedTools',
     BUILTIN_FILE_TOOLS.join(','),
     '--allowedTools',
     'mcp__filectx',
   ];
+}
+
+/** Registers filectx for the user `home` as the README says: `claude mcp add-json --scope user`, and SETTINGS. */
+async function registerUser(claudeBin, home, env, options) {
+  const added = await run(
+    claudeBin,
+    ['mcp', 'add-json', '--scope', 'user', 'filectx', JSON.stringify(serverEntry(options))],
+    { cwd: home, env },
+    60_000,
+  );
+  if (added.code !== 0) throw new Error(`claude mcp add-json failed (${added.code}): ${added.stderr}${added.stdout}`);
+  fs.mkdirSync(path.join(home, '.claude'), { recursive: true });
+  fs.writeFileSync(path.join(home, '.claude/settings.json'), `${JSON.stringify(SETTINGS, null, 2)}\n`);
 }
 
 /** Claude Code's environment: nothing of ours but PATH and a home of its own, every nonessential traffic off. */
@@ -202,11 +235,12 @@ export const chars = (text) => [...text].length;
  * `keep` (leave the run's folder), `alwaysLoad` (the MCP server's tools offered up front, as
  * `"alwaysLoad": true` in its Claude Code configuration does; else Claude Code defers them and
  * the model loads them with ToolSearch first), `args` (the bridge's options beyond `--root`;
- * default `mcpArgs()`). Returns
+ * default `mcpArgs()`), `register` ('user': registered once with `claude mcp add-json --scope
+ * user` and settings, as the README says; 'flags': on Claude Code's command line). Returns
  * `{toolset, title, calls: [{step, tool, chars, isError, text}], toolChars, turns, notes,
  * steps, sideRequests, stray, errors, harnessNotes, claude, mcpArgs, features, toolsOffered}`.
  */
-export async function runTask(toolset, { keep = false, alwaysLoad = true, args: givenArgs } = {}) {
+export async function runTask(toolset, { keep = false, alwaysLoad = true, args: givenArgs, register = 'user' } = {}) {
   const bins = binaries();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `filectx-harness-${toolset}-`));
   const root = path.join(dir, 'project');
@@ -222,8 +256,10 @@ export async function runTask(toolset, { keep = false, alwaysLoad = true, args: 
   const model = await startModel({ script, marker: MARKER, toolName: set.toolName, toolArgs: set.toolArgs, tools: TOOLS });
   let claude;
   try {
-    const args = claudeArgs(toolset, { filectx: bins.filectx, socket: daemon?.socket, root, alwaysLoad, bridgeArgs });
-    claude = await run(bins.claude, args, { cwd: root, env: claudeEnv(home, model.url) }, 180_000);
+    const options = { filectx: bins.filectx, socket: daemon?.socket, root, alwaysLoad, bridgeArgs, register };
+    const env = claudeEnv(home, model.url);
+    if (toolset === 'filectx' && register === 'user') await registerUser(bins.claude, home, env, options);
+    claude = await run(bins.claude, claudeArgs(toolset, options), { cwd: root, env }, 180_000);
   } finally {
     await model.close();
   }
