@@ -17,7 +17,7 @@ test('Claude Code with filectx mcp: every step of the task correct, plain text, 
   const features = bridgeFeatures(binaries().filectx);
   const result = await runTask('filectx');
   console.log(report(result));
-  console.log(`bridge: filectx mcp --root ROOT ${result.mcpArgs.join(' ')}`);
+  console.log(`bridge: ${['filectx mcp --root ROOT', ...result.mcpArgs].join(' ')}`);
 
   const context = () =>
     `claude exited ${result.claude.code}${result.claude.signal ? ` (${result.claude.signal})` : ''}\n` +

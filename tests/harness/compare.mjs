@@ -19,7 +19,7 @@ const configs = [
     options: { alwaysLoad: false, args: [] },
   },
   {
-    label: `filectx over MCP, recommended ("alwaysLoad": true; filectx mcp --root ROOT ${mcpArgs(features).join(' ')})`,
+    label: `filectx over MCP, recommended ("alwaysLoad": true; ${['filectx mcp --root ROOT', ...mcpArgs(features)].join(' ')})`,
     toolset: 'filectx',
     options: { alwaysLoad: true },
   },

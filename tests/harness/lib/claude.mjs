@@ -59,14 +59,15 @@ export function bridgeFeatures(filectx = binaries().filectx) {
 
 /**
  * The bridge options beyond `--root`: `FILECTX_MCP_ARGS` (a JSON array) when set, else the
- * configuration recommended for Claude Code: its name, and `--merge-stale-edits` where the
- * bridge has it (Claude Code's own Edit applies an edit whose text still matches after an
- * outside change, so its users expect it; filectx does it only when the change is elsewhere).
- * Everything else is the bridge's default (all five tools; `dedupReads` on from Protocol 3).
+ * configuration recommended for Claude Code: `--merge-stale-edits` where the bridge has it
+ * (Claude Code's own Edit applies an edit whose text still matches after an outside change, so
+ * its users expect it; filectx does it only when the change is elsewhere). Everything else is
+ * the bridge's default: all five tools, and from Protocol 3 plain text, `dedupReads` on and the
+ * session named after the client (`claude-code`).
  */
 export function mcpArgs(features = bridgeFeatures()) {
   if (process.env.FILECTX_MCP_ARGS) return JSON.parse(process.env.FILECTX_MCP_ARGS);
-  return ['--name', 'claude-code', ...(features.mergeStaleEdits ? ['--merge-stale-edits'] : [])];
+  return features.mergeStaleEdits ? ['--merge-stale-edits'] : [];
 }
 
 /** The two toolsets: tool names and argument shapes as each offers them. */
