@@ -124,9 +124,12 @@ export function continueAt(text) {
   return m ? Number(m[1]) : undefined;
 }
 
-const STALE = /changed since|modified since|has been modified|newer|stale/i;
-const READ_AGAIN = /read it again|read the file again|read it first|has not been read|not been read yet|read it before/i;
-const AMBIGUOUS = /(\d+) (?:matches|occurrences|times)|more than once|not unique|multiple/i;
+// How the agent understands a refusal, as a model would: by its code where the text starts with
+// one (`Error (FS_…): `, Protocol 3), else by its words (older filectx, Claude Code's own tools).
+const STALE = /FS_STALE_VERSION|changed since|modified since|has been modified|newer|stale/i;
+const READ_AGAIN =
+  /FS_NOT_OBSERVED|read it again|read the file again|read it first|has not been read|not been read yet|was not read|read it before|Read it \(/i;
+const AMBIGUOUS = /FS_AMBIGUOUS_EDIT|(\d+) (?:matches|occurrences|times)|more than once|not unique|multiple/i;
 
 /**
  * The agent. `t.call(step, tool, args)` makes one tool call (tools: read, edit, write, grep,
