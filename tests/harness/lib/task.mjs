@@ -124,12 +124,22 @@ export function continueAt(text) {
   return m ? Number(m[1]) : undefined;
 }
 
-// How the agent understands a refusal, as a model would: by its code where the text starts with
+// How the agent understands a refusal, as a model would: by its code when the text starts with
 // one (`Error (FS_…): `, Protocol 3), else by its words (older filectx, Claude Code's own tools).
-const STALE = /FS_STALE_VERSION|changed since|modified since|has been modified|newer|stale/i;
-const READ_AGAIN =
-  /FS_NOT_OBSERVED|read it again|read the file again|read it first|has not been read|not been read yet|was not read|read it before|Read it \(/i;
-const AMBIGUOUS = /FS_AMBIGUOUS_EDIT|(\d+) (?:matches|occurrences|times)|more than once|not unique|multiple/i;
+const STALE = /changed since|modified since|has been modified|newer|stale/i;
+const READ_AGAIN = /read it again|read the file again|read it first|has not been read|not been read yet|read it before/i;
+const AMBIGUOUS = /(\d+) (?:matches|occurrences|times)|more than once|not unique|multiple/i;
+const CODES = { FS_STALE_VERSION: 'stale', FS_NOT_OBSERVED: 'read', FS_AMBIGUOUS_EDIT: 'ambiguous' };
+
+/** What a refusal asks of the agent: 'stale' (retry or adapt), 'read' (read, then retry), 'ambiguous', or 'other'. */
+export function refusal(text) {
+  const marked = /^Error \((FS_[A-Z_]+)\)/.exec(text);
+  if (marked) return CODES[marked[1]] ?? 'other';
+  if (STALE.test(text)) return READ_AGAIN.test(text) ? 'read' : 'stale';
+  if (AMBIGUOUS.test(text)) return 'ambiguous';
+  if (READ_AGAIN.test(text)) return 'read';
+  return 'other';
+}
 
 /**
  * The agent. `t.call(step, tool, args)` makes one tool call (tools: read, edit, write, grep,
@@ -221,13 +231,14 @@ export function agent(root) {
           mine.forEach((text, i) => lines?.set(at - context + i, text));
           return results;
         }
-        if (AMBIGUOUS.test(result.text) && !STALE.test(result.text)) {
+        const kind = refusal(result.text);
+        if (kind === 'ambiguous') {
           // As many lines before it as make it unique in what the agent read.
           const [bare, , line] = pick();
           context = uniqueContext(file, line, bare);
-        } else if (READ_AGAIN.test(result.text)) {
+        } else if (kind === 'read') {
           readAll(`${step}: read again`, file);
-        } else if (!STALE.test(result.text)) {
+        } else if (kind !== 'stale') {
           return results;
         }
       }
@@ -270,7 +281,7 @@ export function agent(root) {
     const settings = abs('config/settings.toml');
     const unread = call('7 overwrite a file never read', 'write', { file_path: settings, content: SETTINGS_NEW });
     note('overwrite', unread);
-    if (unread.isError && READ_AGAIN.test(unread.text)) {
+    if (unread.isError && refusal(unread.text) === 'read') {
       note('settingsSeen', read('7 overwrite: read it first', settings).text);
       note('overwriteAfterRead', call('7 overwrite: write after the read', 'write', { file_path: settings, content: SETTINGS_NEW }));
     }
