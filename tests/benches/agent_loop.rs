@@ -3,10 +3,12 @@
 //! twice, another outside change, edit. The agent follows the tools' own texts: after a stale
 //! refusal it reads the whole file again when the refusal asks for that, and retries at once
 //! otherwise. It turns `dedupReads` on where the daemon offers it. The loop runs
-//! twice: as is, and with an agent that checks each edit by looking at the edited lines (from the
-//! edit's own answer when it shows them, else by reading a few lines around the edit).
+//! three times: as is; with an agent that checks each edit by looking at the edited lines (from
+//! the edit's own answer when it shows them, else by reading a few lines around the edit); and
+//! as is in a session that merges stale edits (`staleEdits: "merge"`, where the daemon offers
+//! it: an edit over an outside change elsewhere is applied, and its answer shows that change).
 //!
-//! Both loops run twice more through `filectx mcp` (the MCP bridge) in its default
+//! The first two run twice more through `filectx mcp` (the MCP bridge) in its default
 //! configuration (`--root` only), counting the characters as Claude Code hands them to its
 //! model: a successful result that carries `structuredContent` reaches the model as
 //! `JSON.stringify(structuredContent)` (its `content` dropped), anything else as its `content`
@@ -127,7 +129,7 @@ impl Tools {
     fn call(&mut self, tool: &str, arguments: Value) -> Answer {
         match self {
             Tools::Daemon(raw) => {
-                let response = raw.call("tools/call", Some(json!({"name": tool, "arguments": arguments})));
+                let response = tool_call(raw, json!({"name": tool, "arguments": arguments}));
                 let text: String = response["content"]
                     .as_array()
                     .unwrap()
@@ -230,6 +232,9 @@ impl Agent {
                 self.call(what, "edit", json!({"file_path": path, "old_string": old, "new_string": new}));
             if !answer.is_error {
                 let text = &answer.text;
+                if attempt == 0 && text.contains("Applied over an outside change") {
+                    self.noticed += 1;
+                }
                 let shows_lines = text
                     .lines()
                     .any(|l| l.trim_start().split_once('\t').is_some_and(|(n, _)| n.parse::<u64>().is_ok()));
@@ -257,16 +262,28 @@ impl Agent {
     }
 }
 
-fn session(daemon: &Daemon, root: &Path, dedup: bool) -> (Raw, Value) {
+/// A `tools/call` on a raw session; returns its result. The session's `file/didChange`
+/// notifications (an outside change of a file it read) may come first: they are skipped.
+fn tool_call(raw: &mut Raw, params: Value) -> Value {
+    let response = raw.request_skipping_notifications("tools/call", Some(params));
+    assert!(response.get("error").is_none(), "tools/call failed: {response}");
+    response["result"].clone()
+}
+
+fn session(daemon: &Daemon, root: &Path, dedup: bool, merge: bool) -> (Raw, Value) {
     let mut raw = Raw::connect(&daemon.socket);
     let mut params = json!({"roots": [root], "clientInfo": {"name": "agent-loop"}});
     if dedup {
         params["dedupReads"] = json!(true);
     }
+    if merge {
+        params["staleEdits"] = json!("merge");
+    }
     let answer = raw.request("initialize", Some(params.clone()));
     if answer.get("error").is_some() {
-        // An older daemon refuses the unknown field: the session starts without it.
+        // An older daemon refuses the unknown fields: the session starts without them.
         params.as_object_mut().unwrap().remove("dedupReads");
+        params.as_object_mut().unwrap().remove("staleEdits");
         let answer = raw.request("initialize", Some(params));
         return (raw, answer["result"].clone());
     }
@@ -280,14 +297,19 @@ fn outside_change(path: &Path, from: &str, to: &str) {
 }
 
 fn main() {
-    for bridge in [false, true] {
-        for verify in [false, true] {
-            run(bridge, verify);
-        }
+    // (through filectx mcp, the agent checks its edits, the session merges stale edits)
+    for (bridge, verify, merge) in [
+        (false, false, false),
+        (false, true, false),
+        (false, false, true),
+        (true, false, false),
+        (true, true, false),
+    ] {
+        run(bridge, verify, merge);
     }
 }
 
-fn run(bridge: bool, verify: bool) {
+fn run(bridge: bool, verify: bool, merge: bool) {
     let daemon = Daemon::start(&["--no-fsync"]);
     let root = daemon.dir.path().canonicalize().unwrap();
     let file = root.join("src.rs");
@@ -300,7 +322,7 @@ fn run(bridge: bool, verify: bool) {
         let (bridge, init) = Bridge::start(&daemon.socket, &root);
         (Tools::Bridge(bridge), init)
     } else {
-        let (raw, init) = session(&daemon, &root, true);
+        let (raw, init) = session(&daemon, &root, true, merge);
         (Tools::Daemon(raw), init)
     };
     let features: Vec<String> = init["capabilities"]["features"]
@@ -315,14 +337,14 @@ fn run(bridge: bool, verify: bool) {
     outside_change(&file, "    let y = x + 301;", "    let y = x.wrapping_add(301);");
     agent.edit("edit again (after a formatter)", path, 13, "    let y = x + 13;", "    let y = x + 13 + 1;");
     {
-        let (mut mate, _) = session(&daemon, &root, false);
-        mate.call(
-            "tools/call",
-            Some(json!({"name": "read", "arguments": {"file_path": path, "offset": 600, "limit": 5}})),
+        let (mut mate, _) = session(&daemon, &root, false, false);
+        tool_call(
+            &mut mate,
+            json!({"name": "read", "arguments": {"file_path": path, "offset": 600, "limit": 5}}),
         );
-        let done = mate.call(
-            "tools/call",
-            Some(json!({"name": "edit", "arguments": {"file_path": path, "old_string": "    let y = x + 601;", "new_string": "    let y = x + 601; // mate"}})),
+        let done = tool_call(
+            &mut mate,
+            json!({"name": "edit", "arguments": {"file_path": path, "old_string": "    let y = x + 601;", "new_string": "    let y = x + 601; // mate"}}),
         );
         assert_eq!(done["isError"], false, "{done}");
     }
@@ -367,6 +389,9 @@ fn run(bridge: bool, verify: bool) {
         },
         if verify { "looks at the lines of each edit" } else { "does not check its edits" }
     );
+    if merge {
+        println!("session with staleEdits \"merge\" (if the daemon offers it)");
+    }
     if bridge {
         println!(
             "MCP {} server {} {}",
