@@ -1,6 +1,7 @@
 // filectx end to end through a real harness: Claude Code (from npm, this package's
 // node_modules) runs the issue-27 task against the scripted model on loopback, with `filectx mcp`
-// registered as its only file tools (its own Read/Edit/Write/Grep/Glob turned off). Asserts every
+// registered as a user sets it up (`claude mcp add-json --scope user`, and ~/.claude/settings.json
+// denying its own Read/Edit/Write/Grep/Glob and allowing filectx's tools). Asserts every
 // step's outcome on disk and in what the model was told (the unread overwrite refused, the
 // outside change kept), that Claude Code asked nothing of the network but the model, and that
 // the bridge's results reached the model as plain text. Prints the characters and turns.
