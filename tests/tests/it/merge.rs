@@ -121,9 +121,9 @@ fn a_change_elsewhere_is_merged_and_shown_and_counts_as_read() {
     // An editor saves a change four lines above the edit (a new inode, as editors write).
     save_as_editor(&path, &lines(|i, l| if i == 6 { "line six, changed outside\n".into() } else { l }));
     let text = tool_ok(&mut raw, "edit", edit_args(&path, "line 10\n", "line ten\n"));
-    assert!(text.starts_with("Edited a.txt: 1 replacement."), "{text}");
-    let notice = "Applied over an outside change since your last read (kept, and now counted as read; +N,M \
-         are line numbers before this edit):\n\
+    assert!(text.starts_with("Edited a.txt. Lines now:"), "{text}");
+    let notice = "Applied over an outside change since your last read (now counted as read; +N,M: line \
+         numbers before this edit):\n\
          --- a.txt (as you last saw it)\n+++ a.txt (before this edit)\n\
          @@ -3,7 +3,7 @@\n line 3\n line 4\n line 5\n-line 6\n+line six, changed outside\n line 7\n line 8\n line 9";
     assert!(text.ends_with(notice), "{text}");
@@ -208,7 +208,7 @@ fn a_deleted_or_replaced_file_is_refused() {
         |path| std::fs::remove_file(path).unwrap(),
         ("line 5\n", "x\n", false),
     );
-    assert!(text.contains("no longer exists"), "{text}");
+    assert!(text.contains("was deleted since you last read it"), "{text}");
     // Another file renamed over it (a new inode), whose lines are all different.
     let other = |path: &str| save_as_editor(path, "fn main() {\n    println!(\"another file\");\n}\n");
     refused_as_by_default(&daemon, &start, other, ("line 5\n", "x\n", false));
@@ -273,7 +273,7 @@ fn write_file_edit_and_default_sessions_never_merge() {
         std::fs::write(&path, &outside).unwrap();
         let (error, text) = tool(&mut raw, "edit", edit_args(&path, "line 15\n", "x\n"));
         assert_eq!(error, !merge, "{text}");
-        assert_eq!(text.contains("has been modified since you last read it"), !merge, "{text}");
+        assert_eq!(text.contains("changed since you last read it (+N,M"), !merge, "{text}");
         assert_eq!(contents(&path) == outside, !merge);
     }
 
@@ -284,7 +284,7 @@ fn write_file_edit_and_default_sessions_never_merge() {
     std::fs::write(&path, &outside).unwrap();
     let (error, text) = tool(&mut raw, "write", json!({"file_path": path, "content": "new\n"}));
     assert!(error, "{text}");
-    assert!(text.contains("has been modified since you last read it"), "{text}");
+    assert!(text.contains("changed since you last read it (+N,M"), "{text}");
     assert_eq!(contents(&path), outside);
 
     // `file/edit` in a merging session (its observation from `file/read`).
