@@ -1,6 +1,6 @@
 // filectx end to end through a real harness: Claude Code (from npm, this package's
 // node_modules) runs the issue-27 task against the scripted model on loopback, with `filectx mcp`
-// registered as a user sets it up (`claude mcp add-json --scope user`, and ~/.claude/settings.json
+// registered as README.md says (`claude mcp add --scope user filectx -- filectx mcp …`, and ~/.claude/settings.json
 // denying its own Read/Edit/Write/Grep/Glob and allowing filectx's tools). Asserts every
 // step's outcome on disk and in what the model was told (the unread overwrite refused, the
 // outside change kept), that Claude Code asked nothing of the network but the model, and that
@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 
 import { bridgeFeatures, binaries, report, runTask } from './lib/claude.mjs';
+import { TOOL_SEARCH } from './lib/model.mjs';
 
 test('Claude Code with filectx mcp: every step of the task correct, plain text, nothing leaves loopback', async (t) => {
   const features = bridgeFeatures(binaries().filectx);
@@ -66,6 +67,13 @@ test('Claude Code with filectx mcp: every step of the task correct, plain text, 
       unmarked.map((c) => `${c.step}: ${c.text.slice(0, 80)}`),
       [],
       'error results whose text does not start with "Error (FS_…): "',
+    );
+    // Registered with the README's plain `claude mcp add`, the tools are loaded up front (the
+    // bridge's `_meta` `anthropic/alwaysLoad`): no turn goes to finding them with ToolSearch.
+    assert.deepEqual(
+      result.calls.filter((c) => c.tool === TOOL_SEARCH).map((c) => c.step),
+      [],
+      'turns spent loading the tools with ToolSearch',
     );
   };
   if (features.protocol3) {

@@ -1,6 +1,6 @@
 // The comparison of issue 27, measured from outside: the same scripted task through Claude Code
-// with its own Read/Edit/Write/Grep/Glob and with filectx over MCP (as the README registers it
-// today, and in the recommended configuration), printing per step the characters of tool
+// with its own Read/Edit/Write/Grep/Glob and with filectx over MCP (its defaults, and the
+// configuration README.md recommends), printing per step the characters of tool
 // results the model got, the model turns, and whether every step was correct.
 //
 //   npm run compare                        # target/debug/filectx and filectxd
@@ -14,14 +14,14 @@ const features = bridgeFeatures();
 const configs = [
   { label: 'Claude Code built-ins', toolset: 'builtin' },
   {
-    label: 'filectx over MCP, registered as README.md says (`claude mcp add filectx -- filectx mcp --root ROOT`)',
+    label: 'filectx over MCP, its defaults (`claude mcp add --scope user filectx -- filectx mcp --root ROOT`)',
     toolset: 'filectx',
-    options: { alwaysLoad: false, args: [] },
+    options: { args: [] },
   },
   {
-    label: `filectx over MCP, recommended ("alwaysLoad": true; ${['filectx mcp --root ROOT', ...mcpArgs(features)].join(' ')})`,
+    label: `filectx over MCP, as README.md recommends (\`claude mcp add --scope user filectx -- ${['filectx mcp --root ROOT', ...mcpArgs(features)].join(' ')}\`)`,
     toolset: 'filectx',
-    options: { alwaysLoad: true },
+    options: {},
   },
 ];
 

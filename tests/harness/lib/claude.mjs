@@ -170,15 +170,18 @@ function claudeArgs(toolset, options) {
   ];
 }
 
-/** Registers filectx for the user `home` as the README says: `claude mcp add-json --scope user`, and SETTINGS. */
+/**
+ * Registers filectx for the user `home` as the README says: `claude mcp add --scope user filectx
+ * -- filectx mcp …` (with `alwaysLoad`, `claude mcp add-json`, which alone can set it), and
+ * SETTINGS in ~/.claude/settings.json.
+ */
 async function registerUser(claudeBin, home, env, options) {
-  const added = await run(
-    claudeBin,
-    ['mcp', 'add-json', '--scope', 'user', 'filectx', JSON.stringify(serverEntry(options))],
-    { cwd: home, env },
-    60_000,
-  );
-  if (added.code !== 0) throw new Error(`claude mcp add-json failed (${added.code}): ${added.stderr}${added.stdout}`);
+  const entry = serverEntry(options);
+  const args = options.alwaysLoad
+    ? ['mcp', 'add-json', '--scope', 'user', 'filectx', JSON.stringify(entry)]
+    : ['mcp', 'add', '--scope', 'user', 'filectx', '--', entry.command, ...entry.args];
+  const added = await run(claudeBin, args, { cwd: home, env }, 60_000);
+  if (added.code !== 0) throw new Error(`claude ${args.slice(0, 2).join(' ')} failed (${added.code}): ${added.stderr}${added.stdout}`);
   fs.mkdirSync(path.join(home, '.claude'), { recursive: true });
   fs.writeFileSync(path.join(home, '.claude/settings.json'), `${JSON.stringify(SETTINGS, null, 2)}\n`);
 }
@@ -233,15 +236,16 @@ export const chars = (text) => [...text].length;
 
 /**
  * One run of the task through Claude Code with `toolset` ('filectx' or 'builtin'). Options:
- * `keep` (leave the run's folder), `alwaysLoad` (the MCP server's tools offered up front, as
- * `"alwaysLoad": true` in its Claude Code configuration does; else Claude Code defers them and
- * the model loads them with ToolSearch first), `args` (the bridge's options beyond `--root`;
- * default `mcpArgs()`), `register` ('user': registered once with `claude mcp add-json --scope
- * user` and settings, as the README says; 'flags': on Claude Code's command line). Returns
+ * `keep` (leave the run's folder), `alwaysLoad` (`"alwaysLoad": true` in the server's Claude Code
+ * configuration, which loads its tools up front; without it, and without the bridge's own
+ * `_meta` `anthropic/alwaysLoad` on each tool, Claude Code defers them and the model loads them
+ * with ToolSearch first), `args` (the bridge's options beyond `--root`;
+ * default `mcpArgs()`), `register` ('user': registered once with `claude mcp add --scope user`
+ * and settings, as the README says; 'flags': on Claude Code's command line). Returns
  * `{toolset, title, calls: [{step, tool, chars, isError, text}], toolChars, turns, notes,
  * steps, sideRequests, stray, errors, harnessNotes, claude, mcpArgs, features, toolsOffered}`.
  */
-export async function runTask(toolset, { keep = false, alwaysLoad = true, args: givenArgs, register = 'user' } = {}) {
+export async function runTask(toolset, { keep = false, alwaysLoad = false, args: givenArgs, register = 'user' } = {}) {
   const bins = binaries();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `filectx-harness-${toolset}-`));
   const root = path.join(dir, 'project');
