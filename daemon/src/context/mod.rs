@@ -372,6 +372,35 @@ impl<'a> FileContext<'a> {
     /// A file resolution opens is read warm when it can be ([`Provider::read_opened`]: looked
     /// at once, after the window is read), else as below.
     pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
+        self.read_keeping(path, request, |_| true).map(|(view, _)| view)
+    }
+
+    /// [`FileContext::read`] of a window that records the file's version only when the window
+    /// holds the whole file, every line uncut (`None` otherwise: nothing recorded), for a text
+    /// that shows the model the file whole.
+    pub fn read_if_whole(
+        &self,
+        path: &str,
+        request: &WindowRequest,
+    ) -> Result<Option<ReadView>, ContextError> {
+        let whole = |w: &Lines| {
+            w.start_line == 1
+                && w.lines.len() as u64 == w.total_lines
+                && !w.capped
+                && w.oversized.is_none()
+                && w.truncated.is_empty()
+        };
+        self.read_keeping(path, request, whole).map(|(view, kept)| kept.then_some(view))
+    }
+
+    /// [`FileContext::read`], recording the version only when `keep` accepts the window read;
+    /// says whether it did.
+    fn read_keeping(
+        &self,
+        path: &str,
+        request: &WindowRequest,
+        keep: impl Fn(&Lines) -> bool,
+    ) -> Result<(ReadView, bool), ContextError> {
         let target = match self.open(path, Access::Read)? {
             Lookup::Resolved(target) => {
                 self.admit(&target.rel, &target.display, Access::Read)?;
@@ -382,9 +411,13 @@ impl<'a> FileContext<'a> {
                 match self.provider.read_opened(opened, path, request)? {
                     OpenedRead::Warm(outcome, opened) => {
                         self.one_name(&opened.display, outcome.links, Access::Read)?;
-                        self.observed.record(&opened.path, outcome.version, outcome.links);
+                        let kept = keep(&outcome.window);
+                        if kept {
+                            self.observed.record(&opened.path, outcome.version, outcome.links);
+                        }
                         let Opened { display, .. } = opened;
-                        return Ok(ReadView { display, version: outcome.version, window: outcome.window });
+                        let view = ReadView { display, version: outcome.version, window: outcome.window };
+                        return Ok((view, kept));
                     }
                     OpenedRead::Cold(target) => target,
                 }
@@ -401,12 +434,15 @@ impl<'a> FileContext<'a> {
             },
         };
         self.one_name(&target.display, outcome.links, Access::Read)?;
-        self.observed.record(&target.path, outcome.version, outcome.links);
-        if let Some(bytes) = outcome.bytes {
-            // Read whole anyway (a cold read of a small file): kept for a later stale diff.
-            self.provider.store().put(outcome.version, bytes.into());
+        let kept = keep(&outcome.window);
+        if kept {
+            self.observed.record(&target.path, outcome.version, outcome.links);
+            if let Some(bytes) = outcome.bytes {
+                // Read whole anyway (a cold read of a small file): kept for a later stale diff.
+                self.provider.store().put(outcome.version, bytes.into());
+            }
         }
-        Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
+        Ok((ReadView { display: target.display, version: outcome.version, window: outcome.window }, kept))
     }
 
     /// Writes a whole file: a new file needs nothing; an existing one needs a current

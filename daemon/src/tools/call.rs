@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::search::{self, GrepRequest, Mode, SearchError};
 use super::{dedup, render};
-use crate::context::{ContextError, FileContext, InvalidEdit, Replacement};
+use crate::context::{ContextError, FileContext, InvalidEdit, ReadView, Replacement};
 use crate::owners::Delivered;
 use crate::session::SessionOptions;
 
@@ -256,7 +256,29 @@ fn run(
             return searched(search::grep(ctx, &request, limits), name);
         }
     };
+    if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool) {
+        let file_path = args.get("file_path").and_then(Value::as_str).unwrap_or_default();
+        if let Some(shown) = unread_shown(ctx, file_path, options.read_max_bytes) {
+            let text = render::not_read_shown(name, &shown);
+            return Ok(outcome.map_err(|err| Failure { text, cause: Cause::File(err) }));
+        }
+    }
     Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
+}
+
+/// The most lines of an unread file a refused write or edit shows (as a stale refusal's diff).
+const UNREAD_SHOWN_LINES: u64 = 200;
+/// The most bytes of that text (as a stale refusal's diff), within the session's read budget.
+const UNREAD_SHOWN_BYTES: u64 = 16 * 1024;
+
+/// A file that a write or edit tool call was refused for, as not read in this session, read
+/// whole when it is small ([`UNREAD_SHOWN_LINES`], [`UNREAD_SHOWN_BYTES`], no line cut): its
+/// read projection, recorded for the session as a read is, so that a retry that still fits goes
+/// ahead without a turn spent reading. `None` (nothing recorded; the refusal asks for a read)
+/// when it is larger, not text, or cannot be read.
+fn unread_shown(ctx: &FileContext<'_>, path: &str, budget: u64) -> Option<ReadView> {
+    let request = render::read_request(1, UNREAD_SHOWN_LINES, budget.min(UNREAD_SHOWN_BYTES));
+    ctx.read_if_whole(path, &request).ok()?
 }
 
 /// Calls one of this session's tools. Blocking (it reads and writes files). With `delivered`

@@ -390,6 +390,27 @@ pub fn edit_over(view: &EditView, outside: &str) -> String {
     out
 }
 
+/// The refusal of a `tool` call (write or edit) for a file this session had not read, with the
+/// file shown whole (`view`: a read of all of it, every line uncut), which now counts as read:
+/// its lines numbered as [`read`] numbers them, without the footer (the text says it is whole).
+pub fn not_read_shown(tool: &str, view: &ReadView) -> String {
+    let retry = if tool == "write" {
+        "Retry the write only with content that keeps what should stay"
+    } else {
+        "Retry your edit if it still fits, else adapt it"
+    };
+    let path = &view.display;
+    let lines = &view.window.lines;
+    if lines.is_empty() {
+        return format!("{path} was not read in this session; it is empty, now counted as read. {retry}.");
+    }
+    let mut out = format!("{path} was not read in this session; here it is, now counted as read. {retry}:");
+    for (n, line) in (view.window.start_line..).zip(lines.iter()) {
+        out.push_str(&format!("\n{n}\t{line}"));
+    }
+    out
+}
+
 /// An error text that says what went wrong and what to do next.
 pub fn error(err: &ContextError, tool: &str) -> String {
     let path = err.path();

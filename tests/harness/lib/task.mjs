@@ -129,6 +129,8 @@ export function continueAt(text) {
 const STALE = /changed since|modified since|has been modified|newer|stale/i;
 const READ_AGAIN = /read it again|read the file again|read it first|has not been read|not been read yet|read it before/i;
 const AMBIGUOUS = /(\d+) (?:matches|occurrences|times)|more than once|not unique|multiple/i;
+// A refusal that shows the file and counts as a read of it (filectx, a small unread file).
+const SHOWN_AS_READ = /here it is, now counted as read/;
 const CODES = { FS_STALE_VERSION: 'stale', FS_NOT_OBSERVED: 'read', FS_AMBIGUOUS_EDIT: 'ambiguous' };
 
 /** What a refusal asks of the agent: 'stale' (retry or adapt), 'read' (read, then retry), 'ambiguous', or 'other'. */
@@ -277,12 +279,14 @@ export function agent(root) {
     // 6. Create a file.
     note('create', call('6 create a file', 'write', { file_path: abs('src/farewell.py'), content: FAREWELL }));
 
-    // 7. Overwrite a file never read; when refused, read it, then overwrite it.
+    // 7. Overwrite a file never read; when refused, read it (unless the refusal showed it and
+    // says that counts as read), then overwrite it.
     const settings = abs('config/settings.toml');
     const unread = call('7 overwrite a file never read', 'write', { file_path: settings, content: SETTINGS_NEW });
     note('overwrite', unread);
     if (unread.isError && refusal(unread.text) === 'read') {
-      note('settingsSeen', read('7 overwrite: read it first', settings).text);
+      const shown = SHOWN_AS_READ.test(unread.text);
+      note('settingsSeen', shown ? unread.text : read('7 overwrite: read it first', settings).text);
       note('overwriteAfterRead', call('7 overwrite: write after the read', 'write', { file_path: settings, content: SETTINGS_NEW }));
     }
 

@@ -249,13 +249,13 @@ fn sessions_are_isolated_and_reconnecting_forgets() {
         fails(&mut b, "file/write", json!({"path": "shared.txt", "content": "x\n"})),
         "FS_NOT_OBSERVED"
     );
+    assert_eq!(ok(&mut b, "file/stat", json!({"path": "shared.txt"}))["fresh"], false);
+    // The tools' refusal shows B the (small) file, which then counts as B's own read.
     let (code, text) =
         tool_err(&mut b, "edit", json!({"file_path": "shared.txt", "old_string": "beta", "new_string": "B"}));
     assert_eq!(code, "FS_NOT_OBSERVED");
-    assert!(mentions(&text, &["read"]), "{text}");
-    let (code, _) = tool_err(&mut b, "write", json!({"file_path": "shared.txt", "content": "x\n"}));
-    assert_eq!(code, "FS_NOT_OBSERVED");
-    assert_eq!(ok(&mut b, "file/stat", json!({"path": "shared.txt"}))["fresh"], false);
+    assert!(text.contains("now counted as read") && text.contains("\n2\tbeta\n3\tgamma"), "{text}");
+    assert_eq!(ok(&mut b, "file/stat", json!({"path": "shared.txt"}))["fresh"], true);
     assert_eq!(fs::read_to_string(&path).unwrap(), "alpha\nbeta\ngamma\n");
 
     // A edits twice without re-reading: its own edit recorded the new version.
@@ -305,6 +305,67 @@ fn sessions_are_isolated_and_reconnecting_forgets() {
 /// The provider layer records nothing: neither `fs/readText` nor `fs/editText` lets a later
 /// `file/edit` or tool edit through.
 #[test]
+fn a_refused_write_or_edit_of_a_small_unread_file_shows_it_and_counts_as_read() {
+    let daemon = Daemon::start(&[]);
+    let root = root_of(&daemon);
+    fs::write(root.join("settings.toml"), "# do not overwrite\nmode = 1\n").unwrap();
+    fs::write(root.join("app.py"), "x = 1\ny = 2\n").unwrap();
+    let mut raw = daemon.session();
+    let mut other = daemon.session();
+
+    // The write is refused and changes nothing, but the refusal shows the whole file, numbered
+    // as read numbers it: the model has seen it, so the retry goes through without a read.
+    let (code, text) =
+        tool_err(&mut raw, "write", json!({"file_path": "settings.toml", "content": "mode = 2\n"}));
+    assert_eq!(code, "FS_NOT_OBSERVED");
+    assert_eq!(
+        text,
+        "settings.toml was not read in this session; here it is, now counted as read. Retry the write \
+         only with content that keeps what should stay:\n1\t# do not overwrite\n2\tmode = 1"
+    );
+    assert_eq!(fs::read_to_string(root.join("settings.toml")).unwrap(), "# do not overwrite\nmode = 1\n");
+    // What one session was shown authorizes no other.
+    let (code, _) = tool_err(&mut other, "write", json!({"file_path": "settings.toml", "content": "z\n"}));
+    assert_eq!(code, "FS_NOT_OBSERVED");
+    let written = tool_ok(&mut raw, "write", json!({"file_path": "settings.toml", "content": "mode = 2\n"}));
+    assert_eq!(written, "Overwrote settings.toml.");
+
+    // The same for an edit.
+    let edit_args = json!({"file_path": "app.py", "old_string": "y = 2", "new_string": "y = 3"});
+    let (code, text) = tool_err(&mut raw, "edit", edit_args.clone());
+    assert_eq!(code, "FS_NOT_OBSERVED");
+    assert!(text.ends_with("Retry your edit if it still fits, else adapt it:\n1\tx = 1\n2\ty = 2"), "{text}");
+    assert!(tool_ok(&mut raw, "edit", edit_args).starts_with("Edited app.py."));
+    assert_eq!(fs::read_to_string(root.join("app.py")).unwrap(), "x = 1\ny = 3\n");
+
+    // A file it cannot show whole (over 200 lines, or a line cut at 2000 characters) is refused
+    // as before, and nothing is recorded: the retry is refused too.
+    fs::write(root.join("long.txt"), lines_text(201)).unwrap();
+    fs::write(root.join("wide.txt"), format!("{}\n", "w".repeat(2001))).unwrap();
+    for name in ["long.txt", "wide.txt"] {
+        for _ in 0..2 {
+            let (code, text) = tool_err(&mut raw, "write", json!({"file_path": name, "content": "gone\n"}));
+            assert_eq!(code, "FS_NOT_OBSERVED");
+            assert!(text.ends_with("Read it (any window), then retry the write."), "{text}");
+        }
+        let stat = ok(&mut raw, "file/stat", json!({"path": name}));
+        assert_eq!(stat["fresh"], false, "{name}: {stat}");
+    }
+    assert_eq!(fs::read_to_string(root.join("long.txt")).unwrap(), lines_text(201));
+
+    // Below the tools nothing is shown or recorded: file/write and file/edit stay refused.
+    fs::write(root.join("plain.txt"), "one\n").unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            fails(&mut raw, "file/write", json!({"path": "plain.txt", "content": "x\n"})),
+            "FS_NOT_OBSERVED"
+        );
+        assert_eq!(edit_err(&mut raw, "plain.txt", "one", "1"), "FS_NOT_OBSERVED");
+    }
+    assert_eq!(fs::read_to_string(root.join("plain.txt")).unwrap(), "one\n");
+}
+
+#[test]
 fn fs_read_text_records_nothing() {
     let daemon = Daemon::start(&[]);
     let path = root_of(&daemon).join("provider.txt");
@@ -319,12 +380,6 @@ fn fs_read_text_records_nothing() {
     assert_eq!(window.version, version_of(&mut raw, "provider.txt"));
 
     assert_eq!(edit_err(&mut raw, "provider.txt", "two", "2"), "FS_NOT_OBSERVED");
-    let (code, _) = tool_err(
-        &mut raw,
-        "edit",
-        json!({"file_path": "provider.txt", "old_string": "two", "new_string": "2"}),
-    );
-    assert_eq!(code, "FS_NOT_OBSERVED");
     assert_eq!(
         fails(&mut raw, "file/write", json!({"path": "provider.txt", "content": "x"})),
         "FS_NOT_OBSERVED"
@@ -351,6 +406,16 @@ fn fs_read_text_records_nothing() {
         ),
         "FS_STALE_VERSION"
     );
+    assert_eq!(fs::read_to_string(&path).unwrap(), "one\n2\nthree\n");
+    // Nor does it authorize the tools: their refusal shows the file (the tools' own read, which
+    // is what then counts), not what fs/readText returned.
+    let (code, text) = tool_err(
+        &mut raw,
+        "edit",
+        json!({"file_path": "provider.txt", "old_string": "2", "new_string": "two"}),
+    );
+    assert_eq!(code, "FS_NOT_OBSERVED");
+    assert!(text.contains("now counted as read") && text.ends_with(":\n1\tone\n2\t2\n3\tthree"), "{text}");
     assert_eq!(fs::read_to_string(&path).unwrap(), "one\n2\nthree\n");
 }
 

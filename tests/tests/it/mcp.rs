@@ -490,12 +490,13 @@ fn two_bridges_are_isolated_sessions() {
     a.initialize("2025-06-18");
     b.initialize("2025-06-18");
 
-    // A's read does not let B edit.
+    // A's read does not let B overwrite (B's refusal shows B the file, which then counts as
+    // B's own read; a file it cannot show stays refused: `files::` tests that).
     assert_eq!(a.tool("read", json!({"file_path": "shared.txt"}))["isError"], false);
-    let refused = b.tool("edit", json!({"file_path": "shared.txt", "old_string": "one", "new_string": "1"}));
-    assert_eq!(error_code(&refused), "FS_NOT_OBSERVED", "{refused}");
     let overwrite = b.tool("write", json!({"file_path": "shared.txt", "content": "gone\n"}));
     assert_eq!(error_code(&overwrite), "FS_NOT_OBSERVED", "{overwrite}");
+    let shown = overwrite["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(shown.contains("now counted as read") && shown.ends_with(":\n1\tone\n2\ttwo"), "{overwrite}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\ntwo\n");
 
     // B reads and edits; A hears of it and its own edit is refused as stale.

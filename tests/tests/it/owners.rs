@@ -103,9 +103,38 @@ fn initialize_announces_the_features() {
 }
 
 #[test]
+fn a_refusal_that_shows_an_unread_file_counts_for_its_owner_alone() {
+    let daemon = Daemon::start(&[]);
+    let f = file(&daemon, "small.txt", "alpha\nbeta\n");
+    let (mut raw, _) = session(&daemon, json!({}));
+
+    let refused = edit_tool(&mut raw, Some("planner"), &f, "alpha", "ALPHA");
+    assert_eq!(refused["error"]["code"], "FS_NOT_OBSERVED", "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("now counted as read") && text.ends_with(":\n1\talpha\n2\tbeta"), "{text}");
+    // The coder and the connection's default owner were shown nothing: still refused at every
+    // layer (file/* first: the tools' refusal would show them the file in turn).
+    for owner in [Some("coder"), None] {
+        assert_eq!(
+            fs_error(&file_edit(&mut raw, owner, &f, "alpha", "ALPHA")),
+            "FS_NOT_OBSERVED",
+            "{owner:?}"
+        );
+    }
+    assert_eq!(ok(&mut raw, "file/stat", json!({"path": s(&f), "owner": "coder"}))["fresh"], false);
+    // The planner's retry goes through.
+    let edited = edit_tool(&mut raw, Some("planner"), &f, "alpha", "ALPHA");
+    assert_eq!(edited["isError"], false, "{edited}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "ALPHA\nbeta\n");
+}
+
+#[test]
 fn two_owners_of_one_session_do_not_authorize_each_other() {
     let daemon = Daemon::start(&[]);
-    let f = file(&daemon, "a.txt", "alpha\nbeta\n");
+    // Over 200 lines, so that the tools' refusal of an unread file does not show it (showing it
+    // would count as that owner's own read).
+    let body = format!("alpha\nbeta\n{}", "filler\n".repeat(200));
+    let f = file(&daemon, "a.txt", &body);
     let (mut raw, _) = session(&daemon, json!({}));
 
     read_tool(&mut raw, Some("planner"), &f, json!({}));
@@ -127,7 +156,7 @@ fn two_owners_of_one_session_do_not_authorize_each_other() {
     assert_eq!(fs_error(&file_edit(&mut raw, None, &f, "alpha", "ALPHA")), "FS_NOT_OBSERVED");
     let result = edit_tool(&mut raw, Some("coder"), &f, "alpha", "ALPHA");
     assert_eq!(result["isError"], false, "{result}");
-    assert_eq!(std::fs::read_to_string(&f).unwrap(), "ALPHA\nbeta\n");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), body.replacen("alpha", "ALPHA", 1));
     // fs/readText records nothing, and so takes no owner.
     let refused = rpc(&mut raw, "fs/readText", json!({"path": s(&f), "owner": "coder"}));
     assert_eq!(error_code(&refused), -32602, "{refused}");
