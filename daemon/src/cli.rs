@@ -81,7 +81,7 @@ Socket:
 systemd:
   Sends READY=1 once serving, STOPPING=1 on shutdown, and WATCHDOG=1 when WatchdogSec is set
   (NOTIFY_SOCKET). With --idle-exit, a socket-activated daemon exits when idle and systemd
-  starts it again on the next connection. See systemd/ and the README.
+  starts it again on the next connection. See systemd/ and docs/service.md.
 
 Logging:
   Logs go to stderr. --log-level takes a level (error, warn, info, debug, trace) or a full

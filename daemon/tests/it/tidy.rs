@@ -1,4 +1,4 @@
-//! Tidy checks that keep the README's invariants true where a text check can see them: which
+//! Tidy checks that keep the invariants of docs/architecture.md true where a text check can see them: which
 //! layer may name which (provider, context, rpc, session, tools, protocol), where `unsafe` may
 //! live and that each block says why it is sound, who builds a write `Expectation`, and that
 //! every Rust file says what lives in it.
@@ -160,7 +160,7 @@ fn the_protocol_crate_does_no_io() {
     );
 }
 
-/// Where the README says `unsafe` may live.
+/// Where docs/architecture.md says `unsafe` may live.
 const UNSAFE_ALLOWED: [&str; 2] = ["daemon/src/provider/mmap.rs", "daemon/src/memory.rs"];
 
 #[test]
