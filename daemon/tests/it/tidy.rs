@@ -1,7 +1,7 @@
-//! Tidy checks that keep the invariants of docs/architecture.md true where a text check can see them: which
-//! layer may name which (provider, context, rpc, session, tools, protocol), where `unsafe` may
-//! live and that each block says why it is sound, who builds a write `Expectation`, and that
-//! every Rust file says what lives in it.
+//! Tidy checks that keep the invariants of docs/architecture.md true where a text check can see
+//! them: which layer may name which (provider, context, rpc, session, tools, protocol), where
+//! `unsafe` may live and that each block says why it is sound, who builds a write `Expectation`,
+//! and that every Rust file says what lives in it.
 
 use std::path::{Path, PathBuf};
 
