@@ -1,5 +1,7 @@
 """Test harness: starts a real ``filectxd`` in a temp folder on its own socket (the binary from
-env ``FILECTXD``, else ``../../target/debug/filectxd`` relative to the package), and stops it."""
+env ``FILECTXD``, else ``../../target/debug/filectxd`` relative to the package), and stops it.
+Also the one decision on the tests marked ``plays_another_user`` (they act as uid ``NOBODY``,
+which needs root): skipped and recorded in the file ``FILECTX_SKIPPED_LOG`` names unless root."""
 
 from __future__ import annotations
 
@@ -16,6 +18,33 @@ import pytest
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 PATIENCE = 10.0
+
+NOBODY = 65534
+"""The uid and gid of the other local user the ``plays_another_user`` tests play (``nobody``)."""
+
+SKIPPED_LOG_ENV = "FILECTX_SKIPPED_LOG"
+"""Names the file (set by tests/run) where each test skipped for want of root appends one line."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"plays_another_user: acts as another local user (uid {NOBODY}), which needs root; "
+        "skipped and recorded otherwise",
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skips a ``plays_another_user`` test unless this runs as root, and records it in the
+    ``FILECTX_SKIPPED_LOG`` file (from which tests/run counts the skipped tests)."""
+    if item.get_closest_marker("plays_another_user") is None or os.geteuid() == 0:
+        return
+    log = os.environ.get(SKIPPED_LOG_ENV)
+    if log:
+        # One append of one line: the lines of tests running at once do not mix.
+        with open(log, "a", encoding="utf-8") as record:
+            record.write(f"python filectx {item.nodeid}\n")
+    pytest.skip(f"it plays another local user (uid {NOBODY}), which needs root")
 
 
 def daemon_binary() -> str:

@@ -14,7 +14,7 @@ import pytest
 import filectx
 from filectx.trust import check_folder, default_socket_path, judge_folder, peer_credentials
 
-from .conftest import Daemon
+from .conftest import NOBODY, Daemon
 
 US = 1000
 
@@ -107,14 +107,15 @@ def test_the_peer_of_our_daemon_is_us(daemon: Daemon) -> None:
 
 
 def listen_as_nobody(bound: socket.socket) -> tuple[int, int]:
-    """Forks a child that calls listen() on ``bound`` as uid 65534 (the listener's credentials
-    are what SO_PEERCRED reports); returns its pid and a pipe that says when it listens."""
+    """Forks a child that calls listen() on ``bound`` as uid ``NOBODY`` (the listener's
+    credentials are what SO_PEERCRED reports); returns its pid and a pipe that says when it
+    listens."""
     ready, told = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: nothing but system calls, then out
         try:
-            os.setgid(65534)
-            os.setuid(65534)
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
             bound.listen(4)
             os.write(told, b"l")
             time.sleep(30)
@@ -124,32 +125,36 @@ def listen_as_nobody(bound: socket.socket) -> tuple[int, int]:
     return pid, ready
 
 
-async def test_a_socket_file_that_is_not_ours_or_not_a_socket_is_refused(tmp_path: Path) -> None:
+async def test_a_socket_file_that_is_not_a_socket_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
     plain = folder / "plain.sock"
     plain.write_text("")
     with pytest.raises(filectx.UntrustedSocketError, match="it is not a socket"):
         await filectx.connect(socket=plain, roots=[str(tmp_path)])
-    if os.geteuid() != 0:
-        return  # giving a file away needs root
+
+
+@pytest.mark.plays_another_user
+async def test_a_socket_file_of_another_user_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
     path = folder / "filectx.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen(1)
     server.setblocking(False)
     try:
-        os.chown(path, 65534, 65534)
+        os.chown(path, NOBODY, NOBODY)
         with pytest.raises(filectx.UntrustedSocketError) as refused:
             await filectx.connect(socket=path, roots=[str(tmp_path)])
-        assert "it belongs to uid 65534, not to you (uid 0)" in refused.value.reason
+        assert f"it belongs to uid {NOBODY}, not to you (uid 0)" in refused.value.reason
         with pytest.raises(BlockingIOError):
             server.accept()  # nothing connected
     finally:
         server.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a listener as another user")
+@pytest.mark.plays_another_user
 async def test_a_socket_served_by_another_user_is_refused_before_sending(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
@@ -161,7 +166,7 @@ async def test_a_socket_served_by_another_user_is_refused_before_sending(tmp_pat
         assert os.read(ready, 1) == b"l"
         with pytest.raises(filectx.UntrustedSocketError) as refused:
             await filectx.connect(socket=path, roots=[str(tmp_path)])
-        assert f"runs as uid 65534 (pid {pid}), not as you (uid 0)" in refused.value.reason
+        assert f"runs as uid {NOBODY} (pid {pid}), not as you (uid 0)" in refused.value.reason
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)

@@ -2,27 +2,15 @@
 // uid 65534 (`nobody`) owns, an impostor server run as that uid that records every connection
 // and every byte it receives, and a swapper run as that uid that keeps renaming folders in its
 // own folder. Running a process as another user needs root, which CI has: the tests that use
-// this fail (never skip) without it.
+// this ask canPlayAnotherUser (another-user.ts) first, and are skipped and recorded without it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createConnection } from 'node:net';
 import { chmod, chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-
-/** The other user's uid and gid. */
-export const NOBODY = 65534;
+import { NOBODY } from './another-user.js';
 
 /** How long a test waits for anything that should happen promptly. */
 const PATIENCE_MS = 10_000;
-
-/** Fails unless this runs as root (which running a process as another user needs). */
-export function requireRoot(): void {
-  if (process.geteuid?.() !== 0) {
-    throw new Error(
-      'these tests run an impostor daemon as another user, which needs root (CI runs as root); ' +
-        'they are never skipped',
-    );
-  }
-}
 
 /**
  * A temp folder under /tmp that uid 65534 may enter, holding `theirs/` (owned by 65534, mode
@@ -38,9 +26,8 @@ export interface Scene {
   remove(): Promise<void>;
 }
 
-/** Makes a {@link Scene}; fails unless this runs as root. */
+/** Makes a {@link Scene} (giving `theirs/` away needs root: ask canPlayAnotherUser first). */
 export async function scene(): Promise<Scene> {
-  requireRoot();
   const dir = await mkdtemp('/tmp/filectx-ts-impostor-');
   await chmod(dir, 0o755);
   const theirs = join(dir, 'theirs');

@@ -3,13 +3,14 @@
 // when it swaps the socket's folder while the client connects, nor at the prefix Node would cut
 // a long socket path to. Our own socket is still reached (through a symlinked folder of ours
 // too, and at a path longer than a Unix socket address). These tests need root (to run the
-// impostor as another user) and fail without it.
+// impostor as another user): without it they are skipped and recorded (another-user.ts).
 import assert from 'node:assert/strict';
 import { chmod, chown, lchown, mkdir, open, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { connect, TransportError, UntrustedSocketError } from '../src/index.js';
-import { NOBODY, scene, startImpostor, startSwapper, type Impostor, type Scene } from './impostor.js';
+import { canPlayAnotherUser, NOBODY } from './another-user.js';
+import { scene, startImpostor, startSwapper, type Impostor, type Scene } from './impostor.js';
 import { scriptedPeer } from './peer.js';
 
 /** How many times the race test connects while the folders are swapped. */
@@ -34,7 +35,9 @@ async function untouched(impostor: Impostor): Promise<void> {
   await impostor.proveLive();
 }
 
-async function inScene(fn: (s: Scene) => Promise<void>): Promise<void> {
+/** Runs `fn` in a new scene, then removes it; skips the test `t` when it cannot play another user. */
+async function inScene(t: TestContext, fn: (s: Scene) => Promise<void>): Promise<void> {
+  if (!canPlayAnotherUser(t)) return;
   const s = await scene();
   try {
     await fn(s);
@@ -43,8 +46,8 @@ async function inScene(fn: (s: Scene) => Promise<void>): Promise<void> {
   }
 }
 
-test('a socket in a folder another user owns is refused before connecting', async () => {
-  await inScene(async (s) => {
+test('a socket in a folder another user owns is refused before connecting', async (t) => {
+  await inScene(t, async (s) => {
     const impostor = await startImpostor(join(s.theirs, 'filectx.sock'));
     try {
       await refused(impostor.socket, [s.work], /its folder \S+theirs belongs to uid 65534, not to you \(uid 0\)/);
@@ -55,8 +58,8 @@ test('a socket in a folder another user owns is refused before connecting', asyn
   });
 });
 
-test('a folder of ours that others may write is refused before connecting, sticky bit or not', async () => {
-  await inScene(async (s) => {
+test('a folder of ours that others may write is refused before connecting, sticky bit or not', async (t) => {
+  await inScene(t, async (s) => {
     const folder = await s.ourFolder(join(s.dir, 'open'), 0o777);
     const impostor = await startImpostor(join(folder, 'filectx.sock'));
     try {
@@ -72,8 +75,8 @@ test('a folder of ours that others may write is refused before connecting, stick
   });
 });
 
-test("a socket another user bound in a folder of ours, or a link to one, is refused before connecting", async () => {
-  await inScene(async (s) => {
+test("a socket another user bound in a folder of ours, or a link to one, is refused before connecting", async (t) => {
+  await inScene(t, async (s) => {
     // The folder let others write while the impostor bound its socket, and no longer does: the
     // socket stays, owned by its binder.
     const folder = await s.ourFolder(join(s.dir, 'ours'), 0o777);
@@ -98,7 +101,7 @@ test("a socket another user bound in a folder of ours, or a link to one, is refu
 
 const SWAP_TEST = "an impostor that keeps swapping the socket's folder for its own never receives a byte";
 test(SWAP_TEST, { timeout: 60_000 }, async (t) => {
-  await inScene(async (s) => {
+  await inScene(t, async (s) => {
     // theirs/run is our folder (0700, our peer inside); theirs/evil is the impostor's. Both live in
     // the other user's folder, so that user may rename them: it keeps putting its own folder at
     // theirs/run while the client connects to theirs/run/filectx.sock, again and again.
@@ -149,8 +152,8 @@ test(SWAP_TEST, { timeout: 60_000 }, async (t) => {
   });
 });
 
-test('a socket path longer than a socket address reaches that socket, never a prefix of its path', async () => {
-  await inScene(async (s) => {
+test('a socket path longer than a socket address reaches that socket, never a prefix of its path', async (t) => {
+  await inScene(t, async (s) => {
     // Our folder theirs/ddd…d (0700) has a path so long that the socket's path in it exceeds the
     // 108 bytes of a socket address; its first 108 bytes name theirs/ddd… one folder up, where the
     // other user may bind.
@@ -187,8 +190,8 @@ test('a socket path longer than a socket address reaches that socket, never a pr
   });
 });
 
-test('a symlinked folder is followed when the link is ours and leads to a folder of ours', async () => {
-  await inScene(async (s) => {
+test('a symlinked folder is followed when the link is ours and leads to a folder of ours', async (t) => {
+  await inScene(t, async (s) => {
     const real = await s.ourFolder(join(s.dir, 'real'), 0o700);
     const peer = await scriptedPeer([], { socket: join(real, 'filectx.sock') });
     const link = join(s.dir, 'link');

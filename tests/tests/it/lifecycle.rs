@@ -8,6 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use filectx_tests::another_user::{NOBODY, can_play_another_user};
 use filectx_tests::{Daemon, PATIENCE, Raw, bin, error_code, test_name, wait_for_sessions};
 use rustix::process::Signal;
 use serde_json::json;
@@ -119,7 +120,7 @@ fn the_connection_over_the_cap_is_refused_clearly() {
 const FOREIGN_SOCKET_ENV: &str = "FILECTX_TEST_FOREIGN_SOCKET";
 
 /// Not a test of its own: the raw client of another uid that
-/// [`a_peer_of_another_uid_is_refused_and_logged`] runs (this binary, as uid 65534). It sends
+/// [`a_peer_of_another_uid_is_refused_and_logged`] runs (this binary, as uid [`NOBODY`]). It sends
 /// `initialize` and fails if any byte comes back before the daemon hangs up. Our own CLI cannot
 /// play this part: it refuses a daemon of another user before sending anything.
 #[test]
@@ -142,8 +143,7 @@ fn foreign_peer() {
 
 #[test]
 fn a_peer_of_another_uid_is_refused_and_logged() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: switching to another uid needs root");
+    if !can_play_another_user() {
         return;
     }
     let daemon = Daemon::start(&[]);
@@ -154,7 +154,7 @@ fn a_peer_of_another_uid_is_refused_and_logged() {
     open(daemon.dir.path(), 0o755);
     open(daemon.socket.parent().unwrap(), 0o755);
     open(&daemon.socket, 0o666);
-    // Copies of the CLI and of this test binary that uid 65534 can execute (the build folder
+    // Copies of the CLI and of this test binary that uid NOBODY can execute (the build folder
     // may be private), made by `cp`: no descriptor of them is ever open in this process, where
     // another test's concurrent fork could inherit it and make their exec fail with ETXTBSY.
     let tools = tempfile::tempdir().unwrap();
@@ -174,13 +174,14 @@ fn a_peer_of_another_uid_is_refused_and_logged() {
         .arg(&daemon.socket)
         .arg("status")
         .current_dir("/")
-        .uid(65534)
-        .gid(65534)
+        .uid(NOBODY)
+        .gid(NOBODY)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(5), "{out:?}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("belongs to uid 0, not to you (uid 65534)"),
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("belongs to uid 0, not to you (uid {NOBODY})")),
         "{out:?}"
     );
 
@@ -189,8 +190,8 @@ fn a_peer_of_another_uid_is_refused_and_logged() {
         .args(["--exact", &test_name(module_path!(), "foreign_peer"), "--nocapture", "--test-threads=1"])
         .env(FOREIGN_SOCKET_ENV, &daemon.socket)
         .current_dir("/")
-        .uid(65534)
-        .gid(65534)
+        .uid(NOBODY)
+        .gid(NOBODY)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -201,7 +202,7 @@ fn a_peer_of_another_uid_is_refused_and_logged() {
         assert!(Instant::now() < deadline, "refusal not logged:\n{}", daemon.log_text());
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(daemon.log_text().contains("peer uid 65534"));
+    assert!(daemon.log_text().contains(&format!("peer uid {NOBODY}")));
     assert_eq!(daemon.status()["refusedConnections"], 1);
 }
 

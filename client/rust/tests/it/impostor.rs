@@ -8,8 +8,9 @@
 //! The impostor is this very test binary, run again as uid/gid 65534 (`nobody`) with
 //! [`IMPOSTOR_SOCKET_ENV`] set, so that [`impostor_daemon`] serves instead of returning at once.
 //! It binds the socket, answers every request with an `IMPOSTOR` text and records every
-//! connection and message in a file. Running a process as another user needs root, which CI
-//! has: these tests fail (never skip) when they cannot.
+//! connection and message in a file. Running a process as another user (or giving it a
+//! folder) needs root, which CI has: without it these tests are skipped and recorded (see
+//! [`can_play_another_user`]), except [`our_own_daemon_is_trusted`], which needs no other user.
 
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
@@ -22,10 +23,8 @@ use filectx_client::{Client, ClientError, SpawnOptions, Untrusted};
 use filectx_protocol::InitializeParams;
 use serde_json::{Value, json};
 
+use crate::support::another_user::{NOBODY, can_play_another_user};
 use crate::support::{self, TestResult, daemon_bin, text, write_script};
-
-/// The impostor's uid and gid.
-const NOBODY: u32 = 65534;
 
 /// Set (to the socket path) in the impostor's environment only.
 const IMPOSTOR_SOCKET_ENV: &str = "FILECTX_TEST_IMPOSTOR_SOCKET";
@@ -150,12 +149,7 @@ impl Impostor {
             .uid(NOBODY)
             .gid(NOBODY)
             .spawn()
-            .map_err(|e| {
-                format!(
-                    "cannot run the impostor as uid {NOBODY}: {e}; these tests need root (CI runs as \
-                     root) and are never skipped"
-                )
-            })?;
+            .map_err(|e| format!("cannot run the impostor as uid {NOBODY}: {e}"))?;
         let mut impostor = Self { child, socket: socket.to_owned(), record: record.to_owned() };
         impostor.wait_for("it to listen", |lines| lines.iter().any(|l| l == "ready"))?;
         Ok(impostor)
@@ -250,27 +244,33 @@ fn reachable_by_others(exe: &Path) -> std::io::Result<bool> {
 // The scene
 // ---------------------------------------------------------------------------------------------
 
-/// A temp folder under `/tmp` that uid 65534 may enter, with: `theirs/` (owned by 65534, mode
-/// 0755; the impostor's record lives there), `ours/` (ours, 0700), `work/` (the CLI's current
-/// folder and session root) and `bin/` (scripts standing in for the daemon).
+/// A temp folder under `/tmp` that uid [`NOBODY`] may enter, with: `theirs/` (owned by
+/// [`NOBODY`], mode 0755; the impostor's record lives there), `ours/` (ours, 0700), `work/` (the
+/// CLI's current folder and session root) and `bin/` (scripts standing in for the daemon).
 struct Scene {
     dir: tempfile::TempDir,
 }
 
 impl Scene {
-    fn new() -> TestResult<Self> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("these tests run a fake daemon as another user, which needs root (CI runs as \
-                        root); they are never skipped"
-                .into());
+    /// The scene, `theirs/` included; `None` when this process cannot play another user (the
+    /// test is then skipped, see [`can_play_another_user`], and returns at once).
+    fn with_another_user() -> TestResult<Option<Self>> {
+        if !can_play_another_user() {
+            return Ok(None);
         }
-        let dir = tempfile::Builder::new().prefix("filectx-impostor-").tempdir_in("/tmp")?;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
-        let scene = Self { dir };
+        let scene = Self::ours_only()?;
         let theirs = scene.theirs();
         std::fs::create_dir(&theirs)?;
         std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY))?;
         std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755))?;
+        Ok(Some(scene))
+    }
+
+    /// The scene without `theirs/`, for a test that needs no other user (nor root).
+    fn ours_only() -> TestResult<Self> {
+        let dir = tempfile::Builder::new().prefix("filectx-impostor-").tempdir_in("/tmp")?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+        let scene = Self { dir };
         for (name, mode) in [("ours", 0o700), ("work", 0o700), ("bin", 0o755)] {
             let path = scene.path(name);
             std::fs::create_dir(&path)?;
@@ -407,7 +407,7 @@ async fn every_client_refuses(
 /// there): every client refuses on the folder's owner, without even connecting.
 #[tokio::test]
 async fn a_socket_in_another_users_folder_is_refused() -> TestResult {
-    let scene = Scene::new()?;
+    let Some(scene) = Scene::with_another_user()? else { return Ok(()) };
     let socket = scene.theirs().join("filectx.sock");
     let mut impostor = scene.impostor(&socket)?;
     every_client_refuses(
@@ -425,10 +425,10 @@ async fn a_socket_in_another_users_folder_is_refused() -> TestResult {
 /// there: refused on the folder's mode, without connecting.
 #[tokio::test]
 async fn a_socket_in_a_folder_others_can_write_is_refused_sticky_or_not() -> TestResult {
-    let scene = Scene::new()?;
+    let Some(scene) = Scene::with_another_user()? else { return Ok(()) };
     for (name, mode) in [("open", 0o777), ("sticky", 0o1777), ("group", 0o770)] {
         let folder = scene.our_folder(name, mode)?;
-        // uid 65534 cannot write a 0770 folder of root's: bind there while it is open, as
+        // uid NOBODY cannot write a 0770 folder of root's: bind there while it is open, as
         // anyone could have, then close it to the group-only mode.
         std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777))?;
         let socket = folder.join("filectx.sock");
@@ -454,7 +454,7 @@ async fn a_socket_in_a_folder_others_can_write_is_refused_sticky_or_not() -> Tes
 /// uid, and hangs up without sending a byte. The impostor sees the connections and no message.
 #[tokio::test]
 async fn a_socket_another_user_serves_is_refused_after_connecting() -> TestResult {
-    let scene = Scene::new()?;
+    let Some(scene) = Scene::with_another_user()? else { return Ok(()) };
     let planted = scene.theirs().join("filectx.sock");
     let mut impostor = scene.impostor(&planted)?;
     let socket = scene.path("ours/filectx.sock");
@@ -477,12 +477,12 @@ async fn a_socket_another_user_serves_is_refused_after_connecting() -> TestResul
 /// nothing (library and CLI): the refusal comes before any start.
 #[tokio::test]
 async fn autostart_starts_nothing_in_a_folder_others_control() -> TestResult {
-    let scene = Scene::new()?;
+    let Some(scene) = Scene::with_another_user()? else { return Ok(()) };
     let open = scene.our_folder("open", 0o1777)?;
-    for (socket, needle) in [
-        (open.join("filectx.sock"), "chmod go-w"),
-        (scene.theirs().join("filectx.sock"), "belongs to uid 65534"),
-    ] {
+    let theirs = format!("belongs to uid {NOBODY}");
+    for (socket, needle) in
+        [(open.join("filectx.sock"), "chmod go-w"), (scene.theirs().join("filectx.sock"), theirs.as_str())]
+    {
         let (daemon, started) = scene.daemon_script("")?;
         let options = SpawnOptions::default().daemon(&daemon).log(scene.path("state/filectxd.log"));
         let reason = refusal(Client::connect_or_spawn(&socket, options).await, &socket)?;
@@ -503,7 +503,7 @@ async fn autostart_starts_nothing_in_a_folder_others_control() -> TestResult {
 /// probe then refuses the socket on the peer's uid instead of connecting to it.
 #[tokio::test]
 async fn the_readiness_probe_refuses_a_socket_another_user_serves() -> TestResult {
-    let scene = Scene::new()?;
+    let Some(scene) = Scene::with_another_user()? else { return Ok(()) };
     let planted = scene.theirs().join("filectx.sock");
     let mut impostor = scene.impostor(&planted)?;
     let socket = scene.path("ours/filectx.sock");
@@ -523,7 +523,7 @@ async fn the_readiness_probe_refuses_a_socket_another_user_serves() -> TestResul
 /// others may read but not write (0755), serves the library and the CLI.
 #[tokio::test]
 async fn our_own_daemon_is_trusted() -> TestResult {
-    let scene = Scene::new()?;
+    let scene = Scene::ours_only()?;
     let folder = scene.our_folder("shared-read", 0o755)?;
     let socket = folder.join("filectx.sock");
     let options = SpawnOptions::default().daemon(daemon_bin()?).log(scene.path("state/filectxd.log"));

@@ -1,9 +1,14 @@
 //! A tiny fake daemon for the client's tests: it accepts one connection on a tempdir Unix socket,
 //! speaks the LSP codec, records every message it receives and answers through a script; a test
 //! can also push messages (e.g. the chunks of a stream) at a moment of its choosing. Also the
-//! helpers several test modules share: the real daemon binary, scripts, output as text.
+//! helpers several test modules share: the real daemon binary, scripts, output as text, and
+//! [`another_user`], the workspace's one decision on the tests that play another local user
+//! (the file of `filectx_tests`, compiled here too).
 
 #![allow(dead_code, missing_docs)]
+
+#[path = "../../../../../tests/src/another_user.rs"]
+pub mod another_user;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
