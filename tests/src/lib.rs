@@ -685,6 +685,59 @@ pub fn ok(raw: &mut Raw, method: &str, params: Value) -> Value {
     response["result"].clone()
 }
 
+/// A `tools/call` result (a JSON-RPC success by contract), for `owner` when given, checked for
+/// the shape every tool result has: text blocks, `isError`, and on an error the daemon's
+/// `{name: "FsError", code}` with a known `FS_*` code.
+pub fn tool_as(raw: &mut Raw, owner: Option<&str>, name: &str, arguments: Value) -> Value {
+    let mut params = json!({"name": name, "arguments": arguments});
+    if let Some(owner) = owner {
+        params["owner"] = json!(owner);
+    }
+    let result = ok(raw, "tools/call", params.clone());
+    let content = result["content"].as_array().unwrap_or_else(|| panic!("{params}: {result}"));
+    assert!(!content.is_empty(), "{params}: {result}");
+    for block in content {
+        assert_eq!(block["type"], "text", "{params}: {result}");
+        assert!(block["text"].is_string(), "{params}: {result}");
+    }
+    let is_error = result["isError"].as_bool().unwrap_or_else(|| panic!("{params}: {result}"));
+    if is_error {
+        assert_eq!(result["error"]["name"], "FsError", "{params}: {result}");
+        let code = result["error"]["code"].as_str().unwrap_or_else(|| panic!("{params}: {result}"));
+        let known = serde_json::from_value::<filectx_protocol::FsErrorCode>(json!(code));
+        assert!(known.is_ok(), "{params}: {result}");
+    } else {
+        assert!(result.get("error").is_none(), "{params}: {result}");
+    }
+    result
+}
+
+/// [`tool_as`] for the connection's default owner.
+pub fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
+    tool_as(raw, None, name, arguments)
+}
+
+/// The text of a tool result (its text blocks, joined).
+pub fn tool_text(result: &Value) -> String {
+    let blocks = result["content"].as_array().unwrap_or_else(|| panic!("no content: {result}"));
+    blocks.iter().map(|b| b["text"].as_str().unwrap_or_else(|| panic!("not text: {result}"))).collect()
+}
+
+/// A tool call that must succeed; its text.
+pub fn tool_ok(raw: &mut Raw, name: &str, arguments: Value) -> String {
+    let result = tool(raw, name, arguments.clone());
+    assert_eq!(result["isError"], false, "{name} {arguments}: {result}");
+    tool_text(&result)
+}
+
+/// A tool call that must fail; its `FS_*` code and its text.
+pub fn tool_err(raw: &mut Raw, name: &str, arguments: Value) -> (String, String) {
+    let result = tool(raw, name, arguments.clone());
+    assert_eq!(result["isError"], true, "{name} {arguments}: {result}");
+    let code = result["error"]["code"].as_str().unwrap_or_else(|| panic!("no code: {result}"));
+    (code.to_owned(), tool_text(&result))
+}
+
 /// The `FS_*` identifier of a failed `file/*` or `fs/*` response; checks that the numeric
 /// JSON-RPC code is the one the table gives for it.
 pub fn fs_error(response: &Value) -> &str {

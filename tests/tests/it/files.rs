@@ -7,8 +7,8 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 
-use filectx_protocol::{FsErrorCode, ReadResult};
-use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc};
+use filectx_protocol::ReadResult;
+use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc, tool_err, tool_ok};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -55,45 +55,6 @@ fn edit_ok(raw: &mut Raw, path: &str, old: &str, new: &str) -> Value {
 /// `file/edit` that must fail; returns its `FS_*` identifier.
 fn edit_err(raw: &mut Raw, path: &str, old: &str, new: &str) -> String {
     fs_error(&edit(raw, path, old, new)).to_owned()
-}
-
-/// A `tools/call` result (a JSON-RPC success by contract), shape-checked.
-fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
-    let params = json!({"name": name, "arguments": arguments});
-    let result = ok(raw, "tools/call", params.clone());
-    let content = result["content"].as_array().unwrap_or_else(|| panic!("{params}: {result}"));
-    assert!(!content.is_empty(), "{params}: {result}");
-    for block in content {
-        assert_eq!(block["type"], "text", "{params}: {result}");
-        assert!(block["text"].is_string(), "{params}: {result}");
-    }
-    let is_error = result["isError"].as_bool().unwrap_or_else(|| panic!("{params}: {result}"));
-    if is_error {
-        assert_eq!(result["error"]["name"], "FsError", "{params}: {result}");
-        let code = result["error"]["code"].as_str().unwrap_or_else(|| panic!("{params}: {result}"));
-        assert!(serde_json::from_value::<FsErrorCode>(json!(code)).is_ok(), "{params}: {result}");
-    } else {
-        assert!(result.get("error").is_none(), "{params}: {result}");
-    }
-    result
-}
-
-fn tool_text(result: &Value) -> String {
-    result["content"].as_array().unwrap().iter().map(|b| b["text"].as_str().unwrap()).collect()
-}
-
-/// A tool call that must succeed; returns its text.
-fn tool_ok(raw: &mut Raw, name: &str, arguments: Value) -> String {
-    let result = tool(raw, name, arguments.clone());
-    assert_eq!(result["isError"], false, "{name} {arguments}: {result}");
-    tool_text(&result)
-}
-
-/// A tool call that must fail; returns its `FS_*` identifier and its text.
-fn tool_err(raw: &mut Raw, name: &str, arguments: Value) -> (String, String) {
-    let result = tool(raw, name, arguments.clone());
-    assert_eq!(result["isError"], true, "{name} {arguments}: {result}");
-    (result["error"]["code"].as_str().unwrap().to_owned(), tool_text(&result))
 }
 
 /// Whether `text` mentions every one of `words`, case-insensitively.

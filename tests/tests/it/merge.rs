@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use filectx_tests::{Daemon, Raw, fs_error, ok, rpc};
+use filectx_tests::{Daemon, Raw, fs_error, ok, rpc, tool, tool_ok, tool_text};
 use serde_json::{Value, json};
 
 use crate::gate::{answer, gate, intent_within, src};
@@ -25,18 +25,9 @@ fn session(daemon: &Daemon, merge: bool) -> Raw {
     daemon.session_with(params)
 }
 
-/// A `tools/call`'s result: whether it is an error, and its text.
-fn tool(raw: &mut Raw, name: &str, arguments: Value) -> (bool, String) {
-    let result = ok(raw, "tools/call", json!({"name": name, "arguments": arguments}));
-    let text = result["content"].as_array().unwrap().iter().map(|b| b["text"].as_str().unwrap()).collect();
-    (result["isError"].as_bool().unwrap(), text)
-}
-
-/// A tool call that must succeed; its text.
-fn tool_ok(raw: &mut Raw, name: &str, arguments: Value) -> String {
-    let (error, text) = tool(raw, name, arguments.clone());
-    assert!(!error, "{name} {arguments}: {text}");
-    text
+/// A tool result as whether it is an error, and its text.
+fn outcome(result: Value) -> (bool, String) {
+    (result["isError"] == true, tool_text(&result))
 }
 
 /// Reads `path` whole through the `read` tool.
@@ -90,8 +81,8 @@ fn refused_as_by_default(
     let after = std::fs::read_to_string(&path).ok();
     let mut args = edit_args(&path, edit.0, edit.1);
     args["replace_all"] = json!(edit.2);
-    let (merged_error, merged_text) = tool(&mut merging, "edit", args.clone());
-    let (plain_error, plain_text) = tool(&mut plain, "edit", args);
+    let (merged_error, merged_text) = outcome(tool(&mut merging, "edit", args.clone()));
+    let (plain_error, plain_text) = outcome(tool(&mut plain, "edit", args));
     assert!(plain_error, "the default session refuses: {plain_text}");
     assert!(merged_error, "not merged: {merged_text}");
     assert_eq!(merged_text, plain_text, "refused as a default session is");
@@ -271,7 +262,7 @@ fn write_file_edit_and_default_sessions_never_merge() {
         let mut raw = session(&daemon, merge);
         read(&mut raw, &path);
         std::fs::write(&path, &outside).unwrap();
-        let (error, text) = tool(&mut raw, "edit", edit_args(&path, "line 15\n", "x\n"));
+        let (error, text) = outcome(tool(&mut raw, "edit", edit_args(&path, "line 15\n", "x\n")));
         assert_eq!(error, !merge, "{text}");
         assert_eq!(text.contains("changed since you last read it (+N,M"), !merge, "{text}");
         assert_eq!(contents(&path) == outside, !merge);
@@ -282,7 +273,7 @@ fn write_file_edit_and_default_sessions_never_merge() {
     let mut raw = session(&daemon, true);
     read(&mut raw, &path);
     std::fs::write(&path, &outside).unwrap();
-    let (error, text) = tool(&mut raw, "write", json!({"file_path": path, "content": "new\n"}));
+    let (error, text) = outcome(tool(&mut raw, "write", json!({"file_path": path, "content": "new\n"})));
     assert!(error, "{text}");
     assert!(text.contains("changed since you last read it (+N,M"), "{text}");
     assert_eq!(contents(&path), outside);

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc};
+use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc, tool_as};
 use serde_json::{Value, json};
 
 const DID_CHANGE: &str = "file/didChange";
@@ -42,15 +42,6 @@ fn session(daemon: &Daemon, extra: Value) -> (Raw, Value) {
     (raw, result)
 }
 
-/// `tools/call` as `owner` (`None`: the default owner); the whole result.
-fn tool(raw: &mut Raw, owner: Option<&str>, name: &str, arguments: Value) -> Value {
-    let mut params = json!({"name": name, "arguments": arguments});
-    if let Some(owner) = owner {
-        params["owner"] = json!(owner);
-    }
-    ok(raw, "tools/call", params)
-}
-
 fn text(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
@@ -60,13 +51,13 @@ fn read_tool(raw: &mut Raw, owner: Option<&str>, path: &Path, window: Value) -> 
     if let (Some(arguments), Some(window)) = (arguments.as_object_mut(), window.as_object()) {
         arguments.extend(window.clone());
     }
-    let result = tool(raw, owner, "read", arguments);
+    let result = tool_as(raw, owner, "read", arguments);
     assert_eq!(result["isError"], false, "{result}");
     text(&result)
 }
 
 fn edit_tool(raw: &mut Raw, owner: Option<&str>, path: &Path, old: &str, new: &str) -> Value {
-    tool(raw, owner, "edit", json!({"file_path": s(path), "old_string": old, "new_string": new}))
+    tool_as(raw, owner, "edit", json!({"file_path": s(path), "old_string": old, "new_string": new}))
 }
 
 /// `file/*` params with an optional owner.
@@ -220,7 +211,7 @@ fn owner_names_and_counts_are_bounded() {
     let (mut raw, _) = session(&daemon, json!({}));
     let long = "o".repeat(129);
     for bad in [long.as_str(), ""] {
-        let result = tool(&mut raw, Some(bad), "read", json!({"file_path": s(&f)}));
+        let result = tool_as(&mut raw, Some(bad), "read", json!({"file_path": s(&f)}));
         assert_eq!(
             (result["isError"].clone(), result["error"]["code"].clone()),
             (json!(true), json!("FS_INVALID_ARGUMENT"))
@@ -231,7 +222,7 @@ fn owner_names_and_counts_are_bounded() {
     }
     read_tool(&mut raw, Some(&"o".repeat(128)), &f, json!({}));
     read_tool(&mut raw, Some("second"), &f, json!({}));
-    let result = tool(&mut raw, Some("third"), "read", json!({"file_path": s(&f)}));
+    let result = tool_as(&mut raw, Some("third"), "read", json!({"file_path": s(&f)}));
     assert_eq!(result["error"]["code"], "FS_INVALID_ARGUMENT", "{result}");
     assert!(text(&result).contains("2 owners"), "{result}");
     assert_eq!(

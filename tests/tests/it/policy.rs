@@ -6,18 +6,13 @@
 use std::fs;
 use std::path::Path;
 
-use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc};
+use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc, tool};
 use serde_json::{Value, json};
 
 /// The names `tools/list` gives.
 fn listed(raw: &mut Raw) -> Vec<String> {
     let list = ok(raw, "tools/list", json!({}));
     list["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
-}
-
-/// The result of a `tools/call` that the daemon answered (successfully or as a tool failure).
-fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
-    ok(raw, "tools/call", json!({"name": name, "arguments": arguments}))
 }
 
 /// The `FS_*` identifier of a `tools/call` that must fail as a tool (an `isError` result).

@@ -105,12 +105,12 @@ fn file_state(path: &Path) -> (String, u64, u64, (i64, i64), (i64, i64)) {
 }
 
 /// A `tools/call` request's whole response.
-pub(crate) fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
+pub(crate) fn tool_response(raw: &mut Raw, name: &str, arguments: Value) -> Value {
     rpc(raw, "tools/call", json!({"name": name, "arguments": arguments}))
 }
 
 /// The text of a `tools/call` result.
-pub(crate) fn tool_text(response: &Value) -> String {
+pub(crate) fn response_text(response: &Value) -> String {
     response["result"]["content"]
         .as_array()
         .unwrap_or_else(|| panic!("not a tool result: {response}"))
@@ -258,7 +258,7 @@ fn read_round(raw: &mut Raw, path: &str, tally: &mut Tally, seen: &mut Vec<Value
     for response in [
         rpc(raw, "fs/readText", json!({"path": path})),
         rpc(raw, "file/read", json!({"path": path})),
-        tool(raw, "read", json!({"file_path": path})),
+        tool_response(raw, "read", json!({"file_path": path})),
         rpc(raw, "fs/stat", json!({"path": path})),
         rpc(raw, "file/stat", json!({"path": path})),
     ] {
@@ -354,7 +354,7 @@ fn swapping_a_folder_for_a_symlink_never_lets_a_write_out() {
             "fs/writeText",
             json!({"path": fresh, "content": "pwned\n", "expect": {"kind": "any"}}),
         ));
-        tally.count(&tool(
+        tally.count(&tool_response(
             &mut raw,
             "write",
             json!({"file_path": format!("dir/tool-{round}.txt"), "content": "pwned\n"}),
@@ -364,17 +364,17 @@ fn swapping_a_folder_for_a_symlink_never_lets_a_write_out() {
             "file/write",
             json!({"path": format!("dir/file-{round}.txt"), "content": "pwned\n"}),
         ));
-        let read = tool(&mut raw, "read", json!({"file_path": "dir/f.txt"}));
+        let read = tool_response(&mut raw, "read", json!({"file_path": "dir/f.txt"}));
         tally.count(&read);
         if outcome(&read) == "ok" {
-            tally.count(&tool(
+            tally.count(&tool_response(
                 &mut raw,
                 "write",
                 json!({"file_path": "dir/f.txt", "content": "overwritten\n"}),
             ));
-            let read = tool(&mut raw, "read", json!({"file_path": "dir/f.txt"}));
+            let read = tool_response(&mut raw, "read", json!({"file_path": "dir/f.txt"}));
             if outcome(&read) == "ok" {
-                tally.count(&tool(
+                tally.count(&tool_response(
                     &mut raw,
                     "edit",
                     json!({"file_path": "dir/f.txt", "old_string": "overwritten", "new_string": "edited"}),
@@ -463,10 +463,10 @@ fn swapping_a_multi_link_file_never_lets_an_in_place_rewrite_out() {
                 json!({"path": "hl.txt", "content": format!("write {round}\n")}),
             ));
         }
-        let read = tool(&mut raw, "read", json!({"file_path": "hl.txt"}));
+        let read = tool_response(&mut raw, "read", json!({"file_path": "hl.txt"}));
         tally.count(&read);
         if outcome(&read) == "ok" {
-            tally.count(&tool(
+            tally.count(&tool_response(
                 &mut raw,
                 "write",
                 json!({"file_path": "hl.txt", "content": format!("tool {round}\n")}),
@@ -516,7 +516,7 @@ fn multi_link_writes_are_refused_when_configured_and_shared_otherwise() {
         fs::hard_link(&first, &second).unwrap();
         let mut raw = sandbox.session(&daemon);
         ok(&mut raw, "file/read", json!({"path": "hl.txt"}));
-        assert_eq!(outcome(&tool(&mut raw, "read", json!({"file_path": "hl.txt"}))), "ok");
+        assert_eq!(outcome(&tool_response(&mut raw, "read", json!({"file_path": "hl.txt"}))), "ok");
         if refuse {
             let version = ok(&mut raw, "fs/stat", json!({"path": "hl.txt"}))["version"].clone();
             for response in [
@@ -542,15 +542,15 @@ fn multi_link_writes_are_refused_when_configured_and_shared_otherwise() {
                 assert!(message.contains("refuse_multi_link_writes"), "{response}");
             }
             for response in [
-                tool(&mut raw, "write", json!({"file_path": "hl.txt", "content": "changed\n"})),
-                tool(
+                tool_response(&mut raw, "write", json!({"file_path": "hl.txt", "content": "changed\n"})),
+                tool_response(
                     &mut raw,
                     "edit",
                     json!({"file_path": "hl.txt", "old_string": "inside", "new_string": "changed"}),
                 ),
             ] {
                 assert_eq!(outcome(&response), "FS_PERMISSION_DENIED", "{response}");
-                assert!(tool_text(&response).contains("refuse_multi_link_writes"), "{response}");
+                assert!(response_text(&response).contains("refuse_multi_link_writes"), "{response}");
             }
             assert_eq!(fs::read_to_string(&first).unwrap(), INSIDE);
             assert_eq!(fs::read_to_string(&second).unwrap(), INSIDE);
@@ -730,7 +730,7 @@ fn refusals_name_nothing_outside_and_all_look_alike() {
             assert_eq!(outcome(&response), "FS_OUTSIDE_ROOT", "{method} {case}: {response}");
             let shape = if method == "tools/call" {
                 let mut result = response["result"].clone();
-                let text = tool_text(&response).replace(case.as_str(), "<PATH>");
+                let text = response_text(&response).replace(case.as_str(), "<PATH>");
                 result["content"] = json!(text);
                 result
             } else {
@@ -852,7 +852,7 @@ fn assert_denied(response: &Value, rule: &str, what: &str) {
     if response.get("error").is_some() {
         assert_eq!(response["error"]["data"]["rule"], json!(rule), "{what}: {response}");
     } else {
-        assert!(tool_text(response).contains(rule), "{what}: {response}");
+        assert!(response_text(response).contains(rule), "{what}: {response}");
     }
 }
 
@@ -880,7 +880,7 @@ fn deny_rules_hold_at_every_layer() {
         // Reading is allowed, and authorizes nothing that the rule refuses.
         let read = ok(&mut raw, "file/read", json!({"path": path}));
         let first = read["lines"][0].as_str().unwrap().to_owned();
-        assert_eq!(outcome(&tool(&mut raw, "read", json!({"file_path": path}))), "ok");
+        assert_eq!(outcome(&tool_response(&mut raw, "read", json!({"file_path": path}))), "ok");
         ok(&mut raw, "fs/readText", json!({"path": path}));
         let version = read["version"].clone();
         for (what, response) in [
@@ -905,10 +905,13 @@ fn deny_rules_hold_at_every_layer() {
                     json!({"path": path, "oldString": first, "newString": "pwned", "expectedVersion": version}),
                 ),
             ),
-            ("write tool", tool(&mut raw, "write", json!({"file_path": path, "content": "pwned\n"}))),
+            (
+                "write tool",
+                tool_response(&mut raw, "write", json!({"file_path": path, "content": "pwned\n"})),
+            ),
             (
                 "edit tool",
-                tool(
+                tool_response(
                     &mut raw,
                     "edit",
                     json!({"file_path": path, "old_string": first, "new_string": "pwned"}),
@@ -934,7 +937,7 @@ fn deny_rules_hold_at_every_layer() {
             ("fs/readText", rpc(&mut raw, "fs/readText", json!({"path": path}))),
             ("fs/stat", rpc(&mut raw, "fs/stat", json!({"path": path}))),
             ("file/stat", rpc(&mut raw, "file/stat", json!({"path": path}))),
-            ("read tool", tool(&mut raw, "read", json!({"file_path": path}))),
+            ("read tool", tool_response(&mut raw, "read", json!({"file_path": path}))),
         ] {
             assert_denied(&response, rule, &format!("{what} {path}"));
             assert!(

@@ -10,7 +10,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use filectx_tests::{Daemon, Raw, ok, root_of};
+use filectx_tests::{Daemon, Raw, ok, root_of, tool, tool_ok};
 use serde_json::{Value, json};
 
 /// A project folder `proj` (the session's root) and a sibling `outside` in the daemon's temp dir.
@@ -34,18 +34,6 @@ pub(crate) fn put(root: &Path, files: &[(&str, &str)]) {
 /// A session rooted at `root` with the search tools (and read, write, edit).
 pub(crate) fn session(daemon: &Daemon, root: &Path) -> Raw {
     daemon.session_with(json!({"roots": [root], "tools": ["read", "write", "edit", "glob", "grep"]}))
-}
-
-/// The result of a tools/call.
-fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
-    ok(raw, "tools/call", json!({"name": name, "arguments": arguments}))
-}
-
-/// The text of a tools/call that must succeed.
-fn text(raw: &mut Raw, name: &str, arguments: Value) -> String {
-    let result = tool(raw, name, arguments.clone());
-    assert_eq!(result["isError"], false, "{name} {arguments}: {result}");
-    result["content"][0]["text"].as_str().unwrap().to_owned()
 }
 
 /// The `FS_*` code of a tools/call that must fail as a tool.
@@ -90,23 +78,27 @@ fn ignore_files_hidden_folders_and_binary_files() {
 
     // No .git anywhere: .gitignore applies all the same; hidden entries are skipped.
     assert_eq!(
-        lines(&text(&mut raw, "glob", json!({"pattern": "**/*"}))),
+        lines(&tool_ok(&mut raw, "glob", json!({"pattern": "**/*"}))),
         ["blob.bin", "src/a.rs", "src/b.txt"]
     );
-    assert_eq!(lines(&text(&mut raw, "glob", json!({"pattern": "**/*.rs"}))), ["src/a.rs"]);
-    assert_eq!(text(&mut raw, "glob", json!({"pattern": "*.rs"})), "No files found", "* stays in one folder");
+    assert_eq!(lines(&tool_ok(&mut raw, "glob", json!({"pattern": "**/*.rs"}))), ["src/a.rs"]);
+    assert_eq!(
+        tool_ok(&mut raw, "glob", json!({"pattern": "*.rs"})),
+        "No files found",
+        "* stays in one folder"
+    );
     // Binary files are listed but never searched.
-    assert_eq!(lines(&text(&mut raw, "grep", json!({"pattern": "needle"}))), ["src/a.rs", "src/b.txt"]);
+    assert_eq!(lines(&tool_ok(&mut raw, "grep", json!({"pattern": "needle"}))), ["src/a.rs", "src/b.txt"]);
     // The root's .gitignore applies to a search of a subfolder too.
     assert_eq!(
-        lines(&text(&mut raw, "grep", json!({"pattern": "needle", "path": "src"}))),
+        lines(&tool_ok(&mut raw, "grep", json!({"pattern": "needle", "path": "src"}))),
         ["src/a.rs", "src/b.txt"]
     );
-    assert_eq!(text(&mut raw, "glob", json!({"pattern": "**/*.rs", "path": "src"})), "src/a.rs");
+    assert_eq!(tool_ok(&mut raw, "glob", json!({"pattern": "**/*.rs", "path": "src"})), "src/a.rs");
     // glob and type narrow a grep.
-    assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "glob": "*.rs"})), "src/a.rs");
-    assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "type": "rust"})), "src/a.rs");
-    assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "glob": "!*.rs"})), "src/b.txt");
+    assert_eq!(tool_ok(&mut raw, "grep", json!({"pattern": "needle", "glob": "*.rs"})), "src/a.rs");
+    assert_eq!(tool_ok(&mut raw, "grep", json!({"pattern": "needle", "type": "rust"})), "src/a.rs");
+    assert_eq!(tool_ok(&mut raw, "grep", json!({"pattern": "needle", "glob": "!*.rs"})), "src/b.txt");
     assert_eq!(
         fails(&mut raw, "grep", json!({"pattern": "needle", "type": "nosuchtype"})),
         "FS_INVALID_ARGUMENT"
@@ -114,7 +106,7 @@ fn ignore_files_hidden_folders_and_binary_files() {
     assert_eq!(fails(&mut raw, "grep", json!({"pattern": "("})), "FS_INVALID_ARGUMENT");
     // A file named explicitly is searched.
     assert_eq!(
-        text(&mut raw, "grep", json!({"pattern": "needle", "path": "src/b.txt", "output_mode": "count"})),
+        tool_ok(&mut raw, "grep", json!({"pattern": "needle", "path": "src/b.txt", "output_mode": "count"})),
         "src/b.txt:1"
     );
 }
@@ -131,8 +123,8 @@ fn symlinks_are_never_followed_out_of_the_roots() {
     symlink(root.join("src"), root.join("src_link")).unwrap();
     let mut raw = session(&daemon, &root);
 
-    assert_eq!(text(&mut raw, "glob", json!({"pattern": "**/*"})), "src/a.rs");
-    let content = text(&mut raw, "grep", json!({"pattern": "needle", "output_mode": "content"}));
+    assert_eq!(tool_ok(&mut raw, "glob", json!({"pattern": "**/*"})), "src/a.rs");
+    let content = tool_ok(&mut raw, "grep", json!({"pattern": "needle", "output_mode": "content"}));
     assert_eq!(content, "src/a.rs\n1\tneedle in");
     assert!(!content.contains("out"), "{content}");
     for path in ["dir_out", "../outside", "/", outside.to_str().unwrap()] {
@@ -157,13 +149,13 @@ fn deny_rules_filter_what_is_listed_and_searched() {
     let tools = ["read", "write", "edit", "glob", "grep"];
     let mut raw =
         daemon.session_with(json!({"roots": [root], "tools": tools, "deny": {"read": ["secrets/**"]}}));
-    assert_eq!(text(&mut raw, "glob", json!({"pattern": "**/*"})), "notes.txt");
+    assert_eq!(tool_ok(&mut raw, "glob", json!({"pattern": "**/*"})), "notes.txt");
     assert_eq!(
-        text(&mut raw, "grep", json!({"pattern": "needle", "output_mode": "content"})),
+        tool_ok(&mut raw, "grep", json!({"pattern": "needle", "output_mode": "content"})),
         "notes.txt\n1\tneedle"
     );
     // A denied folder lists nothing; a denied file named outright is refused.
-    assert_eq!(text(&mut raw, "grep", json!({"pattern": "needle", "path": "secrets"})), "No files found");
+    assert_eq!(tool_ok(&mut raw, "grep", json!({"pattern": "needle", "path": "secrets"})), "No files found");
     for path in ["secrets/key.txt", "key.pem"] {
         assert_eq!(
             fails(&mut raw, "grep", json!({"pattern": "needle", "path": path})),
@@ -189,20 +181,20 @@ fn every_output_mode() {
     let mut raw = session(&daemon, &root);
 
     // Newest first.
-    assert_eq!(text(&mut raw, "grep", json!({"pattern": "beta"})), "new.txt\nlong.txt\nold.txt");
-    assert_eq!(text(&mut raw, "glob", json!({"pattern": "*.txt"})), "new.txt\nlong.txt\nold.txt");
+    assert_eq!(tool_ok(&mut raw, "grep", json!({"pattern": "beta"})), "new.txt\nlong.txt\nold.txt");
+    assert_eq!(tool_ok(&mut raw, "glob", json!({"pattern": "*.txt"})), "new.txt\nlong.txt\nold.txt");
     assert_eq!(
-        text(&mut raw, "grep", json!({"pattern": "beta", "output_mode": "count"})),
+        tool_ok(&mut raw, "grep", json!({"pattern": "beta", "output_mode": "count"})),
         "long.txt:1\nnew.txt:1\nold.txt:2"
     );
-    let content = text(
+    let content = tool_ok(
         &mut raw,
         "grep",
         json!({"pattern": "beta", "output_mode": "content", "path": "old.txt", "context": 1}),
     );
     assert_eq!(content, "old.txt\n1\talpha\n2\tbeta\n3\tgamma\n--\n6\tzeta\n7\tbeta again");
     // Across files: each file's path once, above its lines; no `--` between files.
-    let content = text(
+    let content = tool_ok(
         &mut raw,
         "grep",
         json!({"pattern": "beta", "output_mode": "content", "glob": "*.txt", "context": 1}),
@@ -216,7 +208,7 @@ fn every_output_mode() {
         )
     );
     // No BOM, no \r; long lines cut like read's.
-    let content = text(
+    let content = tool_ok(
         &mut raw,
         "grep",
         json!({"pattern": "^beta", "output_mode": "content", "glob": "{new,long}.txt"}),
@@ -227,7 +219,7 @@ fn every_output_mode() {
     );
     assert_eq!(content, expected);
     assert_eq!(
-        text(
+        tool_ok(
             &mut raw,
             "grep",
             json!({"pattern": "BETA A", "output_mode": "content", "case_insensitive": true})
@@ -235,16 +227,16 @@ fn every_output_mode() {
         "old.txt\n7\tbeta again"
     );
     assert_eq!(
-        text(
+        tool_ok(
             &mut raw,
             "grep",
             json!({"pattern": "zeta\\nbeta", "output_mode": "content", "multiline": true})
         ),
         "old.txt\n6\tzeta\n7\tbeta again"
     );
-    assert_eq!(text(&mut raw, "grep", json!({"pattern": "nothing at all"})), "No files found");
+    assert_eq!(tool_ok(&mut raw, "grep", json!({"pattern": "nothing at all"})), "No files found");
     assert_eq!(
-        text(&mut raw, "grep", json!({"pattern": "nothing", "output_mode": "content"})),
+        tool_ok(&mut raw, "grep", json!({"pattern": "nothing", "output_mode": "content"})),
         "No matches found"
     );
     // head_limit and offset page through entries.
@@ -252,8 +244,11 @@ fn every_output_mode() {
         new.txt
 
         (Showing files 1-1; more follow: use offset=1 to continue.)"#]]
-    .assert_eq(&text(&mut raw, "grep", json!({"pattern": "beta", "head_limit": 1})));
-    assert_eq!(text(&mut raw, "grep", json!({"pattern": "beta", "head_limit": 1, "offset": 2})), "old.txt");
+    .assert_eq(&tool_ok(&mut raw, "grep", json!({"pattern": "beta", "head_limit": 1})));
+    assert_eq!(
+        tool_ok(&mut raw, "grep", json!({"pattern": "beta", "head_limit": 1, "offset": 2})),
+        "old.txt"
+    );
     assert_eq!(
         fails(&mut raw, "grep", json!({"pattern": "beta", "output_mode": "lines"})),
         "FS_INVALID_ARGUMENT"
@@ -268,7 +263,7 @@ fn the_answer_stays_within_the_budget_with_a_footer() {
     put(&root, &[("a.txt", &many), ("b.txt", &many)]);
     let tools = ["read", "write", "edit", "glob", "grep"];
     let mut raw = daemon.session_with(json!({"roots": [root], "tools": tools, "readMaxBytes": 1024}));
-    let content = text(&mut raw, "grep", json!({"pattern": "match", "output_mode": "content"}));
+    let content = tool_ok(&mut raw, "grep", json!({"pattern": "match", "output_mode": "content"}));
     assert!(content.len() <= 1024, "{}", content.len());
     // Only a.txt's lines fit: its path, then its lines as read shows them.
     assert!(content.starts_with("a.txt\n1\tmatch number 1\n2\tmatch number 2\n"), "{content}");
@@ -281,14 +276,15 @@ fn the_answer_stays_within_the_budget_with_a_footer() {
             400 - shown
         )
     );
-    let next = text(&mut raw, "grep", json!({"pattern": "match", "output_mode": "content", "offset": shown}));
+    let next =
+        tool_ok(&mut raw, "grep", json!({"pattern": "match", "output_mode": "content", "offset": shown}));
     assert!(next.starts_with(&format!("a.txt\n{}\tmatch number {}\n", shown + 1, shown + 1)), "{next}");
 
     let names: Vec<String> = (0..300).map(|n| format!("f{n:03}.rs")).collect();
     for name in &names {
         fs::write(root.join(name), "").unwrap();
     }
-    let listed = text(&mut raw, "glob", json!({"pattern": "*.rs"}));
+    let listed = tool_ok(&mut raw, "glob", json!({"pattern": "*.rs"}));
     assert!(listed.len() <= 1024, "{}", listed.len());
     assert!(
         listed.ends_with(
@@ -306,18 +302,18 @@ fn a_content_grep_counts_as_a_read_until_the_file_changes() {
     let mut raw = session(&daemon, &root);
 
     // files_with_matches shows no lines: no read recorded.
-    assert_eq!(lines(&text(&mut raw, "grep", json!({"pattern": "two"}))), ["notes.txt", "other.txt"]);
+    assert_eq!(lines(&tool_ok(&mut raw, "grep", json!({"pattern": "two"}))), ["notes.txt", "other.txt"]);
     let edit = json!({"file_path": "notes.txt", "old_string": "two", "new_string": "TWO"});
     assert_eq!(fails(&mut raw, "edit", edit.clone()), "FS_NOT_OBSERVED");
     // A content grep that shows its lines does.
     let found =
-        text(&mut raw, "grep", json!({"pattern": "two", "output_mode": "content", "path": "notes.txt"}));
+        tool_ok(&mut raw, "grep", json!({"pattern": "two", "output_mode": "content", "path": "notes.txt"}));
     assert_eq!(found, "notes.txt\n2\ttwo");
-    text(&mut raw, "edit", edit);
+    tool_ok(&mut raw, "edit", edit);
     assert_eq!(fs::read_to_string(root.join("notes.txt")).unwrap(), "one\nTWO\nthree\n");
 
     // Grep again, then someone else changes the file: the edit is refused as stale.
-    text(&mut raw, "grep", json!({"pattern": "three", "output_mode": "content"}));
+    tool_ok(&mut raw, "grep", json!({"pattern": "three", "output_mode": "content"}));
     fs::write(root.join("notes.txt"), "one\nTWO\nthree\nfour\n").unwrap();
     let edit = json!({"file_path": "notes.txt", "old_string": "three", "new_string": "3"});
     assert_eq!(fails(&mut raw, "edit", edit), "FS_STALE_VERSION");
@@ -439,28 +435,28 @@ fn a_repeated_search_is_warm_and_sees_every_change() {
     let mut raw = session(&daemon, &root);
     let glob = json!({"pattern": "**/*.rs"});
     assert_eq!(cached_listings(&mut raw), 0);
-    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs"]);
+    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs"]);
     assert_eq!(cached_listings(&mut raw), 1, "the walk's list is kept");
     let status = raw.call("daemon/status", None);
     assert!(status["cachedListingBytes"].as_u64().unwrap() > 0, "{status}");
-    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs"]);
+    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs"]);
     assert_eq!(cached_listings(&mut raw), 1, "answered warm");
 
     fs::write(root.join("src/c.rs"), "c\n").unwrap();
     until_forgotten(&mut raw);
-    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs", "src/c.rs"]);
+    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs", "src/c.rs"]);
 
     fs::remove_file(root.join("src/a.rs")).unwrap();
     until_forgotten(&mut raw);
-    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/b.rs", "src/c.rs"]);
+    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/b.rs", "src/c.rs"]);
 
     fs::rename(root.join("src/b.rs"), root.join("src/d.rs")).unwrap();
     until_forgotten(&mut raw);
-    assert_eq!(lines(&text(&mut raw, "glob", glob.clone())), ["src/c.rs", "src/d.rs"]);
+    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/c.rs", "src/d.rs"]);
 
     fs::write(root.join("src/.gitignore"), "c.rs\n").unwrap();
     until_forgotten(&mut raw);
-    assert_eq!(text(&mut raw, "glob", glob.clone()), "src/d.rs");
+    assert_eq!(tool_ok(&mut raw, "glob", glob.clone()), "src/d.rs");
     assert_eq!(cached_listings(&mut raw), 1);
 }
 
@@ -486,7 +482,7 @@ fn a_warm_grep_skips_files_by_their_trigrams_and_never_misses_a_change() {
     let cold_daemon = Daemon::start(&["--max-search-cache-bytes", "0"]);
     let mut cold = session(&cold_daemon, &root);
     let glob = json!({"pattern": "**/*.rs"});
-    text(&mut warm, "glob", glob);
+    tool_ok(&mut warm, "glob", glob);
     let listed = cached_bytes(&mut warm);
     let patterns = [
         json!({"pattern": "fn poll_ready"}),
@@ -498,8 +494,8 @@ fn a_warm_grep_skips_files_by_their_trigrams_and_never_misses_a_change() {
     ];
     for round in 0..2 {
         for pattern in &patterns {
-            let answer = text(&mut warm, "grep", pattern.clone());
-            assert_eq!(answer, text(&mut cold, "grep", pattern.clone()), "round {round}: {pattern}");
+            let answer = tool_ok(&mut warm, "grep", pattern.clone());
+            assert_eq!(answer, tool_ok(&mut cold, "grep", pattern.clone()), "round {round}: {pattern}");
         }
     }
     // The first grep started building the files' trigram filters, off the request path.
@@ -510,12 +506,12 @@ fn a_warm_grep_skips_files_by_their_trigrams_and_never_misses_a_change() {
     }
     for pattern in &patterns {
         assert_eq!(
-            text(&mut warm, "grep", pattern.clone()),
-            text(&mut cold, "grep", pattern.clone()),
+            tool_ok(&mut warm, "grep", pattern.clone()),
+            tool_ok(&mut cold, "grep", pattern.clone()),
             "{pattern}"
         );
     }
-    assert_eq!(text(&mut warm, "grep", json!({"pattern": "fn poll_ready"})), "src/poll.rs");
+    assert_eq!(tool_ok(&mut warm, "grep", json!({"pattern": "fn poll_ready"})), "src/poll.rs");
 
     // A file whose filter said "no" gains the literal: the change drops its filter, and the
     // next grep reads it again.
@@ -527,7 +523,7 @@ fn a_warm_grep_skips_files_by_their_trigrams_and_never_misses_a_change() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(cached_listings(&mut warm), 1, "a content change keeps the listing");
-    let found = text(&mut warm, "grep", json!({"pattern": "fn poll_ready"}));
+    let found = tool_ok(&mut warm, "grep", json!({"pattern": "fn poll_ready"}));
     assert_eq!(lines(&found), ["src/m07.rs", "src/poll.rs"]);
-    assert_eq!(found, text(&mut cold, "grep", json!({"pattern": "fn poll_ready"})));
+    assert_eq!(found, tool_ok(&mut cold, "grep", json!({"pattern": "fn poll_ready"})));
 }

@@ -7,33 +7,10 @@
 use std::fs;
 use std::path::Path;
 
-use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc};
+use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc, tool_err, tool_ok};
 use serde_json::{Value, json};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
-
-/// A tool call's result (a JSON-RPC success by contract).
-fn tool(raw: &mut Raw, name: &str, arguments: Value) -> Value {
-    ok(raw, "tools/call", json!({"name": name, "arguments": arguments}))
-}
-
-fn text(result: &Value) -> String {
-    result["content"].as_array().unwrap().iter().map(|b| b["text"].as_str().unwrap()).collect()
-}
-
-/// A tool call that must succeed; its text.
-fn tool_ok(raw: &mut Raw, name: &str, arguments: Value) -> String {
-    let result = tool(raw, name, arguments.clone());
-    assert_eq!(result["isError"], false, "{name} {arguments}: {result}");
-    text(&result)
-}
-
-/// A tool call that must fail; its `FS_*` code and text.
-fn tool_err(raw: &mut Raw, name: &str, arguments: Value) -> (String, String) {
-    let result = tool(raw, name, arguments.clone());
-    assert_eq!(result["isError"], true, "{name} {arguments}: {result}");
-    (result["error"]["code"].as_str().unwrap().to_owned(), text(&result))
-}
 
 fn read(raw: &mut Raw, path: &str) -> Value {
     ok(raw, "file/read", json!({"path": path}))
