@@ -44,9 +44,9 @@ pub fn escape_text(text: &str) -> Cow<'_, str> {
 }
 
 /// Serialized JSON with the characters a terminal acts on that serde_json leaves raw (DEL, C1,
-/// the bidi controls, U+2028, U+2029; it escapes C0 itself) written as `\uXXXX` escapes: the
-/// same JSON value, safe to print. They can only stand inside strings, where the escape means
-/// the same character.
+/// the bidi controls, U+2028, U+2029; it escapes C0 itself) written as JSON `\u` escapes (CSI
+/// as `\u009b`): the same JSON value, safe to print. They can only stand inside strings, where
+/// the escape means the same character.
 pub fn escape_json(json: &str) -> Cow<'_, str> {
     // C0 stays: serde_json escapes it inside strings, and outside them it is whitespace.
     let raw = |c: char| u32::from(c) >= 0x7f && needs_escape(c);

@@ -31,7 +31,13 @@ pub enum Unmerged {
     Touched,
     /// A match now is not the occurrence seen (the same count, but not the same places).
     Moved,
+    /// More than [`MAX_PLACES`] places: not checked one by one.
+    Many,
 }
+
+/// The most places a merged `replace_all` edit checks (each costs a position kept for both
+/// versions; a one-character old text could otherwise keep one per byte of the file).
+pub const MAX_PLACES: usize = 1000;
 
 /// The text of a version as an edit matches it: the BOM left out; `None` when it is not text.
 fn text(bytes: &[u8]) -> Option<&str> {
@@ -58,12 +64,15 @@ fn line_of(starts: &[usize], at: usize) -> usize {
 /// current version) instead, as one edit of the same occurrences.
 pub fn check(seen_bytes: &[u8], now_bytes: &[u8], change: &Replacement<'_>) -> Result<(), Unmerged> {
     let (Some(seen), Some(now)) = (text(seen_bytes), text(now_bytes)) else { return Err(Unmerged::NotText) };
-    let (seen_hits, _) = edit::occurrences(seen, change);
+    let (seen_hits, _) = edit::occurrences(seen, change, MAX_PLACES);
     let count = seen_hits.len();
     if count == 0 || (count > 1 && !change.all()) {
         return Err(Unmerged::Unfit);
     }
-    let (now_hits, len) = edit::occurrences(now, change);
+    if count > MAX_PLACES {
+        return Err(Unmerged::Many);
+    }
+    let (now_hits, len) = edit::occurrences(now, change, MAX_PLACES);
     if now_hits.len() != count {
         return Err(Unmerged::Count { seen: count, now: now_hits.len() });
     }
@@ -129,6 +138,19 @@ mod tests {
 
     fn check(seen: &str, now: &str, old: &str, new: &str, all: bool) -> Result<(), Unmerged> {
         super::check(seen.as_bytes(), now.as_bytes(), &Replacement::new(old, new, all).unwrap())
+    }
+
+    #[test]
+    fn more_places_than_are_checked_are_refused() {
+        // The outside change (line 1) keeps away from every `x` line.
+        let versions = |places: usize| {
+            let xs = "x\n".repeat(places);
+            (format!("a\nb\nc\n{xs}"), format!("A\nb\nc\n{xs}"))
+        };
+        let (seen, now) = versions(MAX_PLACES);
+        assert_eq!(check(&seen, &now, "x", "y", true), Ok(()));
+        let (seen, now) = versions(MAX_PLACES + 1);
+        assert_eq!(check(&seen, &now, "x", "y", true), Err(Unmerged::Many));
     }
 
     /// Ten lines `l1`…`l10`, with `f` applied to each (line number, text).

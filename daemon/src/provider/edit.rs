@@ -221,11 +221,13 @@ fn as_in<'t>(content: &str, edit: &Replacement<'t>) -> (Cow<'t, str>, Cow<'t, st
 }
 
 /// Where `edit`'s old text occurs in `content` (which has no BOM), as [`apply`] finds it: the
-/// byte offsets of every non-overlapping occurrence, in order, and the length of each (the old
-/// text as matched there: `\n` is `\r\n` in a CRLF file).
-pub fn occurrences(content: &str, edit: &Replacement<'_>) -> (Vec<usize>, usize) {
+/// byte offsets of the first `most` non-overlapping occurrences, in order (one more when there
+/// are more, so a caller can tell), and the length of each (the old text as matched there:
+/// `\n` is `\r\n` in a CRLF file).
+pub fn occurrences(content: &str, edit: &Replacement<'_>, most: usize) -> (Vec<usize>, usize) {
     let (old, _) = as_in(content, edit);
-    (memchr::memmem::find_iter(content.as_bytes(), old.as_bytes()).collect(), old.len())
+    let found = memchr::memmem::find_iter(content.as_bytes(), old.as_bytes()).take(most.saturating_add(1));
+    (found.collect(), old.len())
 }
 
 /// Replaces `old` by `new` in `content` (which has no BOM). In a CRLF file, `\n` in `old` and
