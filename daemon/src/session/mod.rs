@@ -6,11 +6,19 @@
 //! Method handlers reach their session through jsonrpsee's request `Extensions` (an
 //! `Arc<Session>` inserted by the connection driver), never through a global table, so nothing
 //! one session holds can be reached from another session's request.
+//!
+//! Beneath the transport, which uses it and is never used by it. Its parts: this file (the
+//! session itself), `owners.rs` (who inside a session observed what), `resume.rs` (resume
+//! tokens and parked sessions), the outgoing sink the session and the gates push into
+//! (`budget.rs`: the per-connection queue and the byte budgets; `outbound.rs`: requests the
+//! daemon sends a client and the routing of their answers), and `watched.rs` (how a session
+//! and its owners meet the watcher, which names no session).
 
 pub(crate) mod budget;
 pub(crate) mod outbound;
 pub mod owners;
 pub mod resume;
+mod watched;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
