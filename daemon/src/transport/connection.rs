@@ -71,11 +71,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use super::incoming::PartialBudget;
 use super::message::{self, Call, Incoming};
 use crate::config::Config;
 use crate::context::ledger::Ledgers;
 use crate::json::Json;
-use crate::session::budget::{ConnBudget, Outgoing, OutgoingBudget, PartialBudget};
+use crate::session::budget::{ConnBudget, Outgoing, OutgoingBudget};
 use crate::session::owners::{OwnerLimits, Owners};
 use crate::session::{Phase, Session};
 use crate::stats::Stats;

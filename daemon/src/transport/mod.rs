@@ -3,4 +3,5 @@
 //! notifications through one bounded outgoing queue per connection.
 
 pub(crate) mod connection;
+pub(crate) mod incoming;
 pub(crate) mod message;
