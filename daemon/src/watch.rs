@@ -274,7 +274,7 @@ impl WatchHub {
     /// The observation sink of one owner of a session (`None`: its default owner).
     pub fn owner_sink(self: &Arc<Self>, session_id: &str, owner: Option<&str>) -> Arc<dyn ObservationSink> {
         let observer = Observer { session: Arc::from(session_id), owner: owner.map(Arc::from) };
-        Arc::new(SessionSink { hub: Arc::downgrade(self), observer })
+        Arc::new(OwnerSink { hub: Arc::downgrade(self), observer })
     }
 
     /// Checks `paths` against their observers soon (a resumed session's files: they may have
@@ -552,12 +552,12 @@ impl WatchHub {
 }
 
 /// One owner's view of the hub, as its observation sink.
-struct SessionSink {
+struct OwnerSink {
     hub: Weak<WatchHub>,
     observer: Observer,
 }
 
-impl ObservationSink for SessionSink {
+impl ObservationSink for OwnerSink {
     fn observed(&self, path: &Path, links: u64) {
         if let Some(hub) = self.hub.upgrade() {
             hub.observed(&self.observer, path, links);
