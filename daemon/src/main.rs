@@ -124,7 +124,7 @@ async fn serve(
     // only the daemon's user, who can read it, may register write-intent gates.
     if config.gates {
         let socket = listener.local_addr().ok().and_then(|addr| addr.as_pathname().map(Path::to_path_buf));
-        match socket.map(|socket| filectx_daemon::gate_token::keep(&socket)) {
+        match socket.map(|socket| filectx_daemon::gate::token::keep(&socket)) {
             Some(Ok(token)) => config.gate_token = Some(token),
             Some(Err(err)) => tracing::warn!(
                 %err,
@@ -138,7 +138,7 @@ async fn serve(
     let gate_token = config.gate_token.clone();
     let served = filectx_daemon::run(listener, config, shutdown).await;
     if let Some(token) = &gate_token {
-        filectx_daemon::gate_token::remove(token);
+        filectx_daemon::gate::token::remove(token);
     }
     served?;
     // Whether a signal or --idle-exit ended it: the daemon is stopping now.

@@ -19,6 +19,10 @@
 //! of hashing the file. A file that keeps changing while it is re-checked (a burst of outside
 //! writes) is looked at again an interval later, never reported gone. notify's thread gathers paths in one inbox and wakes the processing
 //! task only when the inbox was empty: one wake-up per coalescing interval, not one per event.
+//!
+//! The watcher names no session: a session registers itself as a [`StaleSink`] (what it must
+//! offer to be told that a file it observed went stale), and its owners report what they
+//! observe through the [`ObservationSink`]s the hub makes for them.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,16 +31,14 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use filectx_protocol::FileDidChange;
-use filectx_protocol::methods::FILE_DID_CHANGE;
 use notify::event::{AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind, RenameMode};
 use notify::{Config, RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::context::Files;
-use crate::context::{ObservationSink, Version};
+use crate::context::{ObservationSink, Root, Version};
 use crate::provider::own::{OwnWrites, Touch};
 use crate::provider::resolve::display;
 use crate::provider::{Provider, ProviderError};
-use crate::session::Session;
 
 /// Changes to one file within this interval yield at most one round of notifications.
 pub const COALESCE: Duration = Duration::from_millis(50);
@@ -99,6 +101,36 @@ impl Inbox {
     }
 }
 
+/// What a session offers the watcher, registered with [`WatchHub::register`]: where its files
+/// are looked at, what each of its owners recorded, and the way to tell it that a file one of
+/// its owners observed is no longer at the recorded version.
+pub trait StaleSink: Send + Sync {
+    /// The session's roots, beneath which a changed file is looked at (`None` before
+    /// `initialize`).
+    fn roots(&self) -> Option<Vec<Root>>;
+
+    /// The folder the paths told to the session are shown relative to (empty before
+    /// `initialize`).
+    fn cwd(&self) -> PathBuf;
+
+    /// What owner `owner` (`None`: the default owner) recorded of `path`.
+    fn recorded(&self, owner: Option<&str>, path: &Path) -> Recorded;
+
+    /// Tells the session that a file one of its owners observed changed (`file/didChange`).
+    fn stale(&self, change: &FileDidChange);
+}
+
+/// What an owner of a registered session recorded of a file, as [`StaleSink::recorded`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// No such owner, or no record of the file: nothing to tell.
+    Nothing,
+    /// The owner's own write of the file is landing: its record is about to catch up.
+    Writing,
+    /// The version the owner was last shown.
+    Version(Version),
+}
+
 /// Who holds an observation: a session's owner (`None`: its default owner).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Observer {
@@ -109,7 +141,7 @@ struct Observer {
 #[derive(Debug, Default)]
 struct State {
     /// Live sessions, by id.
-    sessions: HashMap<String, Weak<Session>>,
+    sessions: HashMap<String, Weak<dyn StaleSink>>,
     /// Canonical path → the observers holding an observation of it.
     observers: HashMap<PathBuf, HashSet<Observer>>,
     /// Watched folder → number of observed paths in it.
@@ -229,7 +261,8 @@ impl WatchHub {
     }
 
     /// Registers a live session so it can be told about changes.
-    pub fn register(&self, id: &str, session: Weak<Session>) {
+    pub fn register<S: StaleSink + 'static>(&self, id: &str, session: Weak<S>) {
+        let session: Weak<dyn StaleSink> = session;
         self.lock().sessions.insert(id.to_owned(), session);
     }
 
@@ -241,7 +274,7 @@ impl WatchHub {
     /// The observation sink of one owner of a session (`None`: its default owner).
     pub fn owner_sink(self: &Arc<Self>, session_id: &str, owner: Option<&str>) -> Arc<dyn ObservationSink> {
         let observer = Observer { session: Arc::from(session_id), owner: owner.map(Arc::from) };
-        Arc::new(SessionSink { hub: Arc::downgrade(self), observer })
+        Arc::new(OwnerSink { hub: Arc::downgrade(self), observer })
     }
 
     /// Checks `paths` against their observers soon (a resumed session's files: they may have
@@ -425,7 +458,7 @@ impl WatchHub {
     fn check(&self, paths: HashSet<PathBuf>) -> Vec<PathBuf> {
         let mut later = Vec::new();
         for path in paths {
-            let observers: Vec<(Observer, Arc<Session>)> = {
+            let observers: Vec<(Observer, Arc<dyn StaleSink>)> = {
                 let state = self.lock();
                 let Some(ids) = state.observers.get(&path) else { continue };
                 ids.iter()
@@ -438,7 +471,7 @@ impl WatchHub {
                 continue;
             }
             // Looked at beneath a root of a session that observed it (never by name from `/`).
-            let Some(roots) = observers.iter().find_map(|(_, s)| s.options().map(|o| o.roots.clone())) else {
+            let Some(roots) = observers.iter().find_map(|(_, s)| s.roots()) else {
                 continue;
             };
             // What the daemon told about its own write is used only in a folder watched now
@@ -463,13 +496,15 @@ impl WatchHub {
                 }
             };
             for (id, session) in observers {
-                let Some(owner) = session.owners().find(id.owner.as_deref()) else { continue };
-                if owner.observations().is_writing(&path) {
-                    // Its own write is landing: the record is about to catch up. Look again.
-                    later.push(path.clone());
-                    continue;
-                }
-                let Some(recorded) = owner.observations().peek(&path) else { continue };
+                let recorded = match session.recorded(id.owner.as_deref(), &path) {
+                    Recorded::Nothing => continue,
+                    Recorded::Writing => {
+                        // Its own write is landing: the record is about to catch up. Look again.
+                        later.push(path.clone());
+                        continue;
+                    }
+                    Recorded::Version(recorded) => recorded,
+                };
                 if Some(recorded) == current {
                     let mut state = self.lock();
                     if let Some(sessions) = state.notified.get_mut(&path) {
@@ -485,14 +520,14 @@ impl WatchHub {
                     }
                     sessions.insert(id.clone(), recorded);
                 }
-                let cwd = session.options().map(|o| o.cwd.clone()).unwrap_or_default();
+                let cwd = session.cwd();
                 let change = FileDidChange {
                     path: path.display().to_string(),
                     display_path: display(&path, &cwd),
                     version: current.map(|v| v.to_string()),
                     owner: id.owner.as_deref().map(str::to_owned),
                 };
-                session.notify(FILE_DID_CHANGE, &change);
+                session.stale(&change);
             }
         }
         later.dedup();
@@ -517,12 +552,12 @@ impl WatchHub {
 }
 
 /// One owner's view of the hub, as its observation sink.
-struct SessionSink {
+struct OwnerSink {
     hub: Weak<WatchHub>,
     observer: Observer,
 }
 
-impl ObservationSink for SessionSink {
+impl ObservationSink for OwnerSink {
     fn observed(&self, path: &Path, links: u64) {
         if let Some(hub) = self.hub.upgrade() {
             hub.observed(&self.observer, path, links);

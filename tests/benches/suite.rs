@@ -731,7 +731,7 @@ impl Daemon {
         let bound =
             listen::bind(&socket, FolderPolicy::AsGiven).ctx(|| format!("bind {}", socket.display()))?;
         // A gate token next to the socket, as the binary keeps one (the gate rows register with it).
-        let gate_token = filectx_daemon::gate_token::keep(&socket).ok();
+        let gate_token = filectx_daemon::gate::token::keep(&socket).ok();
         let config = filectx_daemon::Config { shutdown_grace: Duration::from_secs(2), gate_token, ..config };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()

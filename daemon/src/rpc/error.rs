@@ -7,9 +7,9 @@ use jsonrpsee::types::ErrorObjectOwned;
 
 use crate::context::gate::RefusalKind;
 use crate::context::{ContextError, FileError, InvalidEdit, NulAt};
-use crate::gates::GateError;
-use crate::owners::OwnerError;
+use crate::gate::GateError;
 use crate::session::SessionError;
+use crate::session::owners::OwnerError;
 
 /// A JSON-RPC error carrying an `FS_*` code.
 pub fn fs_error(code: FsErrorCode, message: impl Into<String>, path: Option<&str>) -> ErrorObjectOwned {

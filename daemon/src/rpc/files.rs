@@ -25,7 +25,7 @@ use super::{Prepared, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
     Conventions, FileContext, Files, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest,
 };
-use crate::owners::Owner;
+use crate::session::owners::Owner;
 use crate::session::{Session, SessionOptions};
 use crate::tools;
 

@@ -13,9 +13,9 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use super::{ServerContext, internal, parse_params, session_of};
 use crate::config::GateSessions;
 use crate::context::{FileContext, Kind};
-use crate::gates::{self, Carried, GateError, GateSpec, Gates, Ran, Verdict, Writer};
-use crate::owners::Owner;
+use crate::gate::{self as gates, Carried, GateError, GateSpec, Gates, Ran, Verdict, Writer};
 use crate::session::SessionOptions;
+use crate::session::owners::Owner;
 
 /// `gate/register`: this session becomes a gate for `paths` (inside its roots, readable by it).
 pub async fn register(

@@ -28,7 +28,7 @@ use jsonrpsee::{Extensions, types::error::INTERNAL_ERROR_CODE};
 use crate::config::Config;
 use crate::context::Files;
 use crate::json::Json;
-use crate::resume::{ParkLimits, ParkStore};
+use crate::session::resume::{ParkLimits, ParkStore};
 use crate::session::{Session, SessionError, SessionOptions, SessionPolicy};
 use crate::stats::Stats;
 use crate::tools;
@@ -81,7 +81,7 @@ pub struct ServerContext {
     /// The bytes sessions' records hold, against their caps.
     pub records: Arc<crate::context::ledger::Ledgers>,
     /// The write-intent gates.
-    pub(crate) gates: Arc<crate::gates::Gates>,
+    pub(crate) gates: Arc<crate::gate::Gates>,
     /// Every request method in the table, sorted (filled right after the table is built).
     method_names: Arc<OnceLock<Vec<String>>>,
 }
@@ -289,15 +289,18 @@ async fn initialize(
         .await
         .map_err(internal)??;
     let token = match resumable {
-        true => Some(crate::resume::new_token().map_err(internal)?),
+        true => Some(crate::session::resume::new_token().map_err(internal)?),
         false => None,
     };
     // Taken only once everything else is valid (a token works once); `initialize` runs alone, in
     // the connection's reader, so nothing else installs options meanwhile.
     let parked = match &resume {
-        Some(token) => {
-            Some(ctx.parked.take(token, crate::resume::RESUME_WAIT).await.ok_or_else(error::cannot_resume)?)
-        }
+        Some(token) => Some(
+            ctx.parked
+                .take(token, crate::session::resume::RESUME_WAIT)
+                .await
+                .ok_or_else(error::cannot_resume)?,
+        ),
         None => None,
     };
     let options = session.install(options)?;
@@ -333,7 +336,7 @@ fn context_reset(params: &Params<'_>, session: &Session) -> Result<(), ErrorObje
     };
     let owners = match params.owner.as_deref() {
         Some(name) => {
-            crate::owners::check_name(name)?;
+            crate::session::owners::check_name(name)?;
             session.owners().find(Some(name)).into_iter().collect()
         }
         None => session.owners().all(),
@@ -473,7 +476,7 @@ pub fn methods(
         max_sessions: config.max_parked_sessions,
         max_bytes: config.max_parked_bytes,
     });
-    let gates = crate::gates::Gates::new(config.gates, config.max_gate_intents);
+    let gates = crate::gate::Gates::new(config.gates, config.max_gate_intents);
     let records =
         crate::context::ledger::Ledgers::new(config.max_observed_bytes, config.max_session_observed_bytes);
     let ctx = ServerContext {

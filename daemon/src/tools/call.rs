@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use super::search::{self, GrepRequest, Mode, SearchError};
 use super::{dedup, render};
 use crate::context::{ContextError, FileContext, InvalidEdit, ReadView, Replacement};
-use crate::owners::Delivered;
 use crate::session::SessionOptions;
+use crate::session::owners::Delivered;
 
 /// The tool is not one this session has.
 #[derive(Debug, thiserror::Error)]

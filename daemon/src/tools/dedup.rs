@@ -6,7 +6,7 @@
 //! line delivered, whether the output was cut, and every projection setting.
 
 use crate::context::ReadView;
-use crate::owners::Delivered;
+use crate::session::owners::Delivered;
 
 /// The dedup key of a delivered read (`escaped`: its text, JSON-escaped).
 fn digest(view: &ReadView, escaped: &[u8]) -> u128 {

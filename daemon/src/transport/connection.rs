@@ -21,7 +21,7 @@
 //! `max_concurrent_requests` calls of one connection are in flight, batch entries included (the
 //! reader waits for a permit before reading the next frame), and the outgoing queue is bounded
 //! in messages (`max_queued_messages`) and in bytes, per connection and daemon-wide (see
-//! [`super::budget`]): a response waits for room, a notification is dropped, and a connection
+//! [`crate::session::budget`]): a response waits for room, a notification is dropped, and a connection
 //! at its byte budget is not read until its client reads. A client that never reads therefore
 //! stalls only itself, and the kernel's socket buffer throttles its writes.
 //!
@@ -71,12 +71,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::budget::{ConnBudget, Outgoing, OutgoingBudget, PartialBudget};
+use super::incoming::PartialBudget;
 use super::message::{self, Call, Incoming};
 use crate::config::Config;
 use crate::context::ledger::Ledgers;
 use crate::json::Json;
-use crate::owners::{OwnerLimits, Owners};
+use crate::session::budget::{ConnBudget, Outgoing, OutgoingBudget};
+use crate::session::owners::{OwnerLimits, Owners};
 use crate::session::{Phase, Session};
 use crate::stats::Stats;
 use crate::watch::WatchHub;
@@ -964,7 +965,7 @@ impl Conn {
 
     /// Hands a client's response to the daemon's request it answers; one that matches none is
     /// dropped and counted.
-    fn route(&self, id: Option<String>, answer: super::outbound::Answer) {
+    fn route(&self, id: Option<String>, answer: crate::session::outbound::Answer) {
         let matched = id.as_deref().is_some_and(|id| self.session.outbound().answer(id, answer));
         if !matched {
             tracing::debug!(?id, "a response that matches no request of the daemon was dropped");

@@ -197,8 +197,8 @@ pub fn parse_call(raw: &RawValue) -> Call<'_> {
 /// A response from the client (an object with `id` and `result` or `error`, and no `method`):
 /// the id when it is a string (the daemon's own requests use string ids), and the answer.
 /// `None` when the body is not a single response.
-pub fn response(body: &[u8]) -> Option<(Option<String>, super::outbound::Answer)> {
-    use super::outbound::Answer;
+pub fn response(body: &[u8]) -> Option<(Option<String>, crate::session::outbound::Answer)> {
+    use crate::session::outbound::Answer;
     #[derive(serde::Deserialize)]
     struct ErrorShape {
         code: i64,
@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn responses_are_told_from_calls() {
-        use super::super::outbound::Answer;
+        use crate::session::outbound::Answer;
         let got = |body: &str| match response(body.as_bytes()) {
             None => "not a response".to_owned(),
             Some((id, Answer::Result(raw))) => format!("{id:?} result {}", raw.get()),

@@ -2,7 +2,6 @@
 //! phase, runs them against the jsonrpsee method table, and writes responses and
 //! notifications through one bounded outgoing queue per connection.
 
-pub(crate) mod budget;
 pub(crate) mod connection;
+pub(crate) mod incoming;
 pub(crate) mod message;
-pub(crate) mod outbound;

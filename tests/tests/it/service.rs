@@ -667,11 +667,11 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("max_window_bytes", provider.max_window_bytes.to_string()),
         ("read_max_bytes", filectx_protocol::tools::DEFAULT_READ_MAX_BYTES.to_string()),
         // Owners and resume.
-        ("max_owners", filectx_daemon::owners::DEFAULT_MAX_OWNERS.to_string()),
+        ("max_owners", filectx_daemon::session::owners::DEFAULT_MAX_OWNERS.to_string()),
         ("max_roots", filectx_daemon::session::DEFAULT_MAX_ROOTS.to_string()),
-        ("resume_grace", secs(filectx_daemon::resume::DEFAULT_RESUME_GRACE_SECS as f64)),
-        ("max_parked_sessions", filectx_daemon::resume::DEFAULT_MAX_PARKED_SESSIONS.to_string()),
-        ("max_parked_bytes", filectx_daemon::resume::DEFAULT_MAX_PARKED_BYTES.to_string()),
+        ("resume_grace", secs(filectx_daemon::session::resume::DEFAULT_RESUME_GRACE_SECS as f64)),
+        ("max_parked_sessions", filectx_daemon::session::resume::DEFAULT_MAX_PARKED_SESSIONS.to_string()),
+        ("max_parked_bytes", filectx_daemon::session::resume::DEFAULT_MAX_PARKED_BYTES.to_string()),
         // What sessions remember, in bytes.
         (
             "max_session_observed_bytes",

@@ -10,7 +10,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::owners::Owner;
+use crate::session::owners::Owner;
 
 /// Default of [`crate::Config::resume_grace`]: 10 minutes.
 pub const DEFAULT_RESUME_GRACE_SECS: u64 = 600;
@@ -210,7 +210,7 @@ impl ParkStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::owners::{OwnerLimits, Owners};
+    use crate::session::owners::{OwnerLimits, Owners};
     use crate::stats::Stats;
 
     fn parked(files: usize) -> Vec<Arc<Owner>> {

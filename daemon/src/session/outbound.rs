@@ -201,7 +201,7 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::budget::OutgoingBudget;
+    use crate::session::budget::OutgoingBudget;
 
     fn outbound() -> (Arc<Outbound>, tokio::sync::mpsc::Receiver<Json>) {
         let (tx, rx) = tokio::sync::mpsc::channel(8);

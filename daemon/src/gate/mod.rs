@@ -18,6 +18,8 @@
 //! a place in arrival order (a fair semaphore), within the same timeout. A waiting write holds
 //! its prepared bytes (no more than its request already did) and a diff of at most 16 KiB.
 
+pub mod token;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -36,7 +38,7 @@ use crate::context::deny::{Access, DenyRules};
 use crate::context::gate::{
     GateRefusal, GateStep, Gatekeeper, Intent, Operation, RefusalKind, Shown, Subject, hostile, quoted,
 };
-use crate::transport::outbound::{Answer, Outbound, OutboundError};
+use crate::session::outbound::{Answer, Outbound, OutboundError};
 
 /// Default answer timeout of a gate, in milliseconds: under the 60 s request timeout of common
 /// MCP clients.

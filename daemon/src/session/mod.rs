@@ -6,6 +6,19 @@
 //! Method handlers reach their session through jsonrpsee's request `Extensions` (an
 //! `Arc<Session>` inserted by the connection driver), never through a global table, so nothing
 //! one session holds can be reached from another session's request.
+//!
+//! Beneath the transport, which uses it and is never used by it. Its parts: this file (the
+//! session itself), `owners.rs` (who inside a session observed what), `resume.rs` (resume
+//! tokens and parked sessions), the outgoing sink the session and the gates push into
+//! (`budget.rs`: the per-connection queue and the byte budgets; `outbound.rs`: requests the
+//! daemon sends a client and the routing of their answers), and `watched.rs` (how a session
+//! and its owners meet the watcher, which names no session).
+
+pub(crate) mod budget;
+pub(crate) mod outbound;
+pub mod owners;
+pub mod resume;
+mod watched;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -16,11 +29,11 @@ use crate::context::Observations;
 use crate::context::Root;
 use crate::context::deny::{DenyRules, Origin};
 use crate::descriptors::Descriptors;
-use crate::owners::Owners;
-use crate::resume::{Digest, ParkStore};
+use crate::session::budget::{Outgoing, Refused};
+use crate::session::outbound::Outbound;
+use crate::session::owners::Owners;
+use crate::session::resume::{Digest, ParkStore};
 use crate::stats::Stats;
-use crate::transport::budget::{Outgoing, Refused};
-use crate::transport::outbound::Outbound;
 use filectx_protocol::tools::{DEFAULT_READ_MAX_BYTES, MIN_READ_MAX_BYTES};
 use filectx_protocol::{ClientInfo, InitializeParams, StaleEdits, ToolName};
 use jsonrpsee::core::server::BoundedSubscriptions;
@@ -597,8 +610,8 @@ mod tests {
     fn notifications_never_wait_and_are_counted_when_dropped() {
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
         let stats = Arc::new(Stats::new());
-        let budget = crate::transport::budget::OutgoingBudget::new(1 << 20, 1 << 20, 1).open();
-        let limits = crate::owners::OwnerLimits { max_owners: 4, max_observed: 16 };
+        let budget = crate::session::budget::OutgoingBudget::new(1 << 20, 1 << 20, 1).open();
+        let limits = crate::session::owners::OwnerLimits { max_owners: 4, max_observed: 16 };
         let owners = Owners::new("t".into(), limits, None, stats.clone());
         let session = Session::new("t".into(), Outgoing::new(tx, budget), 4, owners, stats.clone());
         assert!(session.notify("file/didChange", serde_json::json!({"path": "/a"})));

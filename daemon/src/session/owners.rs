@@ -13,6 +13,8 @@
 //! Each owner reports its observations to the watcher through a `Relay` that can be switched:
 //! a parked owner (its session ended, kept for a resume) reports to nobody, and its watcher
 //! registrations are dropped; a resumed one is attached to its new session's watcher sink.
+//! The owners know the watcher only as an [`ObservationHub`] (the session module makes the
+//! watcher one), so they name nothing of it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -24,7 +26,6 @@ use filectx_protocol::MAX_OWNER_BYTES;
 use crate::context::ledger::{Account, DELIVERED_ENTRY_BYTES, Holder, Ledger};
 use crate::context::{ObservationSink, Observations};
 use crate::stats::Stats;
-use crate::watch::WatchHub;
 
 /// Most entries in one owner's dedup record; past it the least recently delivered are
 /// forgotten (their next read sends the text, which is never wrong).
@@ -322,11 +323,21 @@ impl Holder for Owner {
     }
 }
 
+/// Where a session's owners report what they observe: one [`ObservationSink`] per owner, and
+/// the word that the session ended (the watcher, when there is one).
+pub trait ObservationHub: Send + Sync {
+    /// The sink of owner `owner` (`None`: the default owner) of session `session`.
+    fn sink_for(self: Arc<Self>, session: &str, owner: Option<&str>) -> Arc<dyn ObservationSink>;
+
+    /// Forgets session `session`, which ended (its owners were dropped or parked first).
+    fn session_ended(&self, session: &str);
+}
+
 /// A session's owners: the default owner and at most `max_owners` named ones.
 pub struct Owners {
     session: String,
     limits: OwnerLimits,
-    hub: Option<Arc<WatchHub>>,
+    hub: Option<Arc<dyn ObservationHub>>,
     stats: Arc<Stats>,
     /// The session's byte ledger, when it is bounded in bytes.
     ledger: Option<Arc<Ledger>>,
@@ -343,7 +354,12 @@ impl std::fmt::Debug for Owners {
 
 impl Owners {
     /// The owners of session `session`, reporting observations to `hub` (when there is one).
-    pub fn new(session: String, limits: OwnerLimits, hub: Option<Arc<WatchHub>>, stats: Arc<Stats>) -> Self {
+    pub fn new(
+        session: String,
+        limits: OwnerLimits,
+        hub: Option<Arc<dyn ObservationHub>>,
+        stats: Arc<Stats>,
+    ) -> Self {
         Self { session, limits, hub, stats, ledger: None, default: OnceLock::new(), named: Mutex::default() }
     }
 
@@ -354,7 +370,7 @@ impl Owners {
     }
 
     fn sink(&self, name: Option<&str>) -> Option<Arc<dyn ObservationSink>> {
-        self.hub.as_ref().map(|hub| hub.owner_sink(&self.session, name))
+        self.hub.as_ref().map(|hub| Arc::clone(hub).sink_for(&self.session, name))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Owner>>> {
@@ -463,7 +479,7 @@ impl Drop for Owners {
         drop(named);
         drop(self.default.take());
         if let Some(hub) = &self.hub {
-            hub.unregister(&self.session);
+            hub.session_ended(&self.session);
         }
     }
 }

@@ -1,7 +1,8 @@
-//! Byte budgets of the transport: what one connection and the whole daemon may hold in outgoing
-//! messages nobody has read yet, and in frames that have only partly arrived.
+//! The outgoing sink's byte budgets: what one connection and the whole daemon may hold in
+//! outgoing messages nobody has read yet (the budget of frames that have only partly arrived is
+//! the transport's, in `transport/incoming.rs`).
 //!
-//! Outgoing: every message enters a connection's queue only after its bytes are admitted by
+//! Every message enters a connection's queue only after its bytes are admitted by
 //! [`ConnBudget`], and the writer gives them back once they are written to the socket. A
 //! connection holds at most its own budget (one message is always admitted into an empty queue,
 //! so a response larger than the budget is still delivered, alone). Daemon-wide, every open
@@ -9,11 +10,6 @@
 //! come from a common pool, and once the pool is more than half used only connections that hold
 //! no more than an even split of it may take more: the biggest holders wait first, and a client
 //! with many sockets cannot crowd out the others.
-//!
-//! Incoming: a frame whose body is larger than [`UNCOUNTED_FRAME_BYTES`] reserves its declared
-//! length from the daemon-wide [`PartialBudget`] before its body is read, and gives it back when
-//! the frame is complete (or the connection ends). While the budget is taken, the connection is
-//! simply not read: its bytes stay in the kernel, not in the daemon.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,10 +17,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::json::Json;
-
-/// Frames with bodies up to this many bytes are read without a reservation: every connection may
-/// always have one such frame arriving, so ordinary requests never wait on someone's big upload.
-pub(crate) const UNCOUNTED_FRAME_BYTES: usize = 64 * 1024;
 
 /// The daemon-wide outgoing budget, shared by every connection.
 #[derive(Debug)]
@@ -406,47 +398,6 @@ impl Outgoing {
                 }
             }
         }
-    }
-}
-
-/// The daemon-wide budget for bytes of frames that have only partly arrived.
-#[derive(Debug)]
-pub(crate) struct PartialBudget {
-    permits: Arc<Semaphore>,
-    limit: u32,
-}
-
-impl PartialBudget {
-    /// A budget of `limit` bytes (capped at 4 GiB, the semaphore's unit).
-    pub(crate) fn new(limit: usize) -> Arc<Self> {
-        let limit = u32::try_from(limit).unwrap_or(u32::MAX).max(1);
-        Arc::new(Self { permits: Arc::new(Semaphore::new(limit as usize)), limit })
-    }
-
-    /// Whether a body of `length` bytes needs a reservation before it is read.
-    pub(crate) fn counts(length: usize) -> bool {
-        length > UNCOUNTED_FRAME_BYTES
-    }
-
-    /// Reserves room for a body of `length` bytes, waiting in line for it. A body larger than
-    /// the whole budget takes all of it, so it is read alone. `None` only if the budget were
-    /// closed, which it never is.
-    pub(crate) async fn reserve(&self, length: usize) -> Option<OwnedSemaphorePermit> {
-        let n = u32::try_from(length).unwrap_or(u32::MAX).min(self.limit);
-        if self.permits.available_permits() < n as usize {
-            tracing::debug!(
-                length,
-                in_use = self.in_use(),
-                limit = self.limit,
-                "large frame waits, unread, for the budget of partly received bytes"
-            );
-        }
-        self.permits.clone().acquire_many_owned(n).await.ok()
-    }
-
-    /// Bytes reserved right now.
-    fn in_use(&self) -> usize {
-        (self.limit as usize).saturating_sub(self.permits.available_permits())
     }
 }
 
