@@ -314,3 +314,29 @@ pub struct Args {
 fn negated<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
     Ok(Option::<bool>::deserialize(deserializer)?.map(|fsync| !fsync))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys the config file takes, as serde lists them when refusing an unknown one.
+    fn file_keys() -> Vec<String> {
+        let Err(err) = toml::from_str::<Args>("not_a_setting = 1\n") else {
+            panic!("an unknown key was taken")
+        };
+        let message = err.to_string();
+        let (_, listed) = message.split_once("expected one of ").expect("serde lists the keys");
+        listed.trim().split(", ").map(|key| key.trim_matches('`').to_owned()).collect()
+    }
+
+    #[test]
+    fn the_help_names_every_config_key_and_no_other() {
+        let (_, after) = AFTER_HELP.split_once("with '_' for '-' (").expect("the help lists the keys");
+        let (listed, _) = after.split_once(')').expect("the list ends");
+        let mut in_help: Vec<&str> = listed.split(',').map(str::trim).collect();
+        let mut keys = file_keys();
+        in_help.sort_unstable();
+        keys.sort_unstable();
+        assert_eq!(in_help, keys);
+    }
+}
