@@ -8,11 +8,11 @@ use filectx_client::mcp::MIN_MAX_OUTPUT;
 use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
 
-use super::gate::{OnTimeoutArg, compile_glob, parse_seconds};
 use super::help::{
     AFTER_HELP, CAT_LONG_ABOUT, EDIT_LONG_ABOUT, GATE_AFTER_HELP, GATE_LONG_ABOUT, MCP_AFTER_HELP,
     MCP_LONG_ABOUT, WATCH_AFTER_HELP, WATCH_LONG_ABOUT, WRITE_LONG_ABOUT, socket_help,
 };
+use super::values::{OnTimeoutArg, compile_glob, parse_seconds};
 
 /// Environment variable that turns autostart off, as `--no-autostart` does (`1`, `true`, `yes`,
 /// `on`; `0`, `false`, `no`, `off` or empty leave it on).

@@ -7,8 +7,8 @@
 use std::borrow::Cow;
 use std::io::{IsTerminal as _, Write as _};
 
+use filectx_client::Client;
 use filectx_client::terminal::{escape_field, escape_json, escape_line, escape_text};
-use filectx_client::{Client, ClientError};
 use filectx_protocol::{
     DaemonStatusParams, EditParams, FsErrorCode, PathParams, ReadParams, StreamTextParams, ToolName,
     WriteOperation, WriteParams, methods,
@@ -16,6 +16,7 @@ use filectx_protocol::{
 use futures::StreamExt as _;
 use serde_json::Value;
 
+use super::observe::observe;
 use super::render::{render_stat, render_status, render_tools};
 use super::watch::watch;
 
@@ -156,15 +157,6 @@ async fn cat(client: &Client, params: StreamTextParams) -> anyhow::Result<()> {
             Err(error) => break Err(anyhow::Error::new(error).context("cannot write to stdout")),
         }
     }
-}
-
-/// Records the file's current version for this session: a one-line `file/read` (any window
-/// counts), so that the write or edit that follows is allowed.
-pub(crate) async fn observe(client: &Client, path: &str) -> Result<(), ClientError> {
-    client
-        .file_read(ReadParams { path: path.to_owned(), limit: Some(1), ..ReadParams::default() })
-        .await
-        .map(drop)
 }
 
 /// `file/stat`; `file/read` (one line) when the file exists; then `file/write`.

@@ -17,7 +17,7 @@ use filectx_client::gate::{
 };
 use filectx_client::terminal::{escape_field, escape_json, escape_line};
 use filectx_client::{Client, ClientError, SpawnOptions};
-use globset::{GlobBuilder, GlobMatcher};
+use globset::GlobMatcher;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
@@ -25,7 +25,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
 use super::args::{Cli, GateArgs};
-use super::run::canonical_root;
+use super::values::{canonical_root, compile_glob};
 
 /// The daemon's default wait for a decision, when `--timeout` does not set one.
 const DAEMON_DEFAULT_TIMEOUT: Duration = Duration::from_secs(50);
@@ -184,16 +184,6 @@ impl Rule {
         }
         relative_to_gate(folders, path).is_some_and(|(_, relative)| self.matcher.is_match(relative))
     }
-}
-
-/// Compiles a `--deny` or `--auto-allow` glob: `*` and `?` stay within one path component, `**`
-/// spans folders.
-pub(crate) fn compile_glob(glob: &str) -> Result<GlobMatcher, String> {
-    GlobBuilder::new(glob)
-        .literal_separator(true)
-        .build()
-        .map(|glob| glob.compile_matcher())
-        .map_err(|error| format!("invalid glob {glob:?}: {error}"))
 }
 
 impl Rules {
@@ -717,35 +707,6 @@ impl Person {
     }
 }
 
-/// `--on-timeout` as the command line spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum OnTimeoutArg {
-    /// Refuse the write
-    Deny,
-    /// Let the write land
-    Allow,
-}
-
-impl From<OnTimeoutArg> for OnTimeout {
-    fn from(arg: OnTimeoutArg) -> Self {
-        match arg {
-            OnTimeoutArg::Deny => OnTimeout::Deny,
-            OnTimeoutArg::Allow => OnTimeout::Allow,
-        }
-    }
-}
-
-/// The longest `--timeout` the daemon accepts, in seconds (its gates wait at most 10 minutes).
-const MAX_TIMEOUT_SECS: f64 = 600.0;
-
-/// `--timeout SECONDS` (a whole or decimal number of seconds, more than 0, at most 600).
-pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
-    match text.trim().parse::<f64>() {
-        Ok(seconds) if seconds > 0.0 && seconds <= MAX_TIMEOUT_SECS => Ok(Duration::from_secs_f64(seconds)),
-        _ => Err(format!("{text:?} is not a number of seconds above 0 and at most 600 (e.g. 30 or 2.5)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -798,15 +759,6 @@ mod tests {
         let reason =
             rules.decide(&folders, &intent("/p/Cargo.lock", Operation::Edit)).and_then(|(d, _)| d.reason);
         assert_eq!(reason.as_deref(), Some("denied by the gate's rule --deny *.lock"));
-    }
-
-    #[test]
-    fn seconds_and_globs_are_checked() {
-        assert_eq!(parse_seconds("2.5"), Ok(Duration::from_millis(2500)));
-        assert!(
-            parse_seconds("0").is_err() && parse_seconds("soon").is_err() && parse_seconds("-1").is_err()
-        );
-        assert!(compile_glob("src/[a").is_err());
     }
 
     #[test]

@@ -6,6 +6,8 @@ pub(crate) mod commands;
 pub(crate) mod exit;
 pub(crate) mod gate;
 pub(crate) mod help;
+pub(crate) mod observe;
 pub(crate) mod render;
 pub(crate) mod run;
+pub(crate) mod values;
 pub(crate) mod watch;

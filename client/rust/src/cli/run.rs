@@ -17,6 +17,7 @@ use serde_json::Map;
 
 use super::args::{Cli, Command, McpArgs, WriteArgs};
 use super::commands::{Job, execute};
+use super::values::canonical_root;
 
 /// How long leaving politely (`shutdown`, `exit`, the daemon hanging up) may take before the
 /// command leaves anyway: a daemon that stopped answering does not hold the command (or a
@@ -134,16 +135,6 @@ impl Session {
         }
         Ok(())
     }
-}
-
-/// `dir` made absolute against `cwd` and canonical; it must be an existing folder.
-pub(crate) fn canonical_root(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
-    let root =
-        cwd.join(dir).canonicalize().with_context(|| format!("cannot resolve the root {}", dir.display()))?;
-    if !root.is_dir() {
-        bail!("the root {} is not a folder", dir.display());
-    }
-    Ok(root)
 }
 
 /// `path` as the UTF-8 string the wire needs; `what` names it in the error.

@@ -13,7 +13,7 @@ use futures::StreamExt as _;
 use serde_json::Value;
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::commands::observe;
+use super::observe::observe;
 use super::render::render_change;
 
 /// `watch` until no watched file is left, stdout closes, or SIGINT or SIGTERM comes; each ends

@@ -1,0 +1,342 @@
+//! The one definition of every `filectxd` setting: its flag, its config-file key, its help and
+//! its unit. clap parses the command line into [`Args`] and serde parses the config file into the
+//! same struct, so a setting is written once; [`super::settings`] layers the two over the defaults.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use filectx_protocol::socket::SOCKET_ENV;
+use serde::{Deserialize, Deserializer};
+
+use crate::config::GateSessions;
+
+/// Environment variable naming the config file.
+pub const CONFIG_ENV: &str = "FILECTX_CONFIG";
+
+const AFTER_HELP: &str = "\
+Config file:
+  $XDG_CONFIG_HOME/filectx/config.toml (else ~/.config/filectx/config.toml), or --config /
+  FILECTX_CONFIG. Its keys are the flags' names with '_' for '-' (socket, log_level,
+  max_connections, max_frame_bytes, max_batch, max_concurrent_requests, max_queued_messages,
+  max_batch_response_bytes, max_queued_bytes, max_total_queued_bytes, initialize_timeout,
+  frame_timeout, max_partial_frame_bytes,
+  max_edit_bytes, lock_timeout, fsync, max_cached_files, max_cache_bytes, max_mapped_bytes,
+  max_open_files, cache_idle, shutdown_grace, idle_exit, max_hash_bytes, file_slots,
+  allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, max_roots,
+  resume_grace, max_parked_sessions, max_parked_bytes, max_session_observed_bytes,
+  max_observed_bytes, max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes,
+  read_max_bytes, max_search_cache_bytes, max_watches, no_gates, max_gate_intents,
+  gate_sessions, search_slots, search_timeout, search_regex_bytes). A flag beats the file; the
+  file beats the default. An unknown key or a wrong type is an error that names it.
+  --print-config shows the result.
+
+Sandbox:
+  A session's roots are opened as directory handles and every file operation is done beneath
+  them (openat2 RESOLVE_BENEATH, no symlink followed out). allowed_roots (--allow-root) fences
+  where roots may be; `/` is refused unless named there. Deny rules are globs matched against a
+  path relative to its root ('*' stays in one folder, '**' crosses folders): deny_read refuses
+  read/stat/streams, deny_write refuses write/edit, with FS_PERMISSION_DENIED naming the rule.
+  The default deny_write is ['**/.git/**']; giving the key or the flag replaces that list.
+  Sessions may add their own rules in initialize (deny: {read, write}).
+
+Gates:
+  A write-intent gate (filectx gate) holds every session's writes under its folders until it
+  allows them. Only the daemon's user may set one up: at start the daemon writes a fresh random
+  gate token to <socket>.gate-token (mode 0600, next to the socket; removed at exit), and
+  gate/register must carry it (gate_sessions = 'token', the default; 'any' drops that need).
+  No session reads or writes that file through the daemon, and a read-only session is never a
+  gate. A gate's timeout is at most 600 s; a session holds at most 4 gates, the daemon 64.
+
+Descriptors:
+  At start the soft open-file limit (RLIMIT_NOFILE) is raised to the hard one. An eighth of it
+  (64 to 1024) is kept in reserve for accepting, answering and the work in flight; connections,
+  session roots (max_roots per session) and cached open files share the rest, the budget. A
+  connection is refused (-32009) when there is no room for it and one root; past its first root
+  a session may take at most half of what is left above the budget's last quarter, which stays
+  for new connections (FS_BUSY beyond); cached files give way to both. A daemon out of
+  descriptors still answers new connections (-32009) instead of leaving them waiting. Raise the
+  limit with `ulimit -n` or systemd's LimitNOFILE=.
+
+Searches:
+  glob and grep run in --search-slots slots of their own, shared fairly between sessions (one
+  session never holds them all), so they never take the file slots reads and writes need. A
+  search stops when its request is cancelled or its client disconnects, within a file too (it
+  is read in pieces), and at --search-timeout, when it answers what it found with a footer
+  saying how much was searched. --search-regex-bytes bounds one search's regex: a quarter for
+  its compiled program (forward and reverse), an eighth for each lazy DFA cache (forward and
+  reverse, on each of its two threads); a pattern whose program does not fit is refused.
+  daemon/status shows searchSlots, searchSlotsBusy and searchMemoryBytes, the bound over all
+  slots.
+
+Socket:
+  Default path: $XDG_RUNTIME_DIR/filectx.sock, or /tmp/filectx-$UID/filectx.sock when
+  XDG_RUNTIME_DIR is unset (that folder must be yours and mode 0700). The socket is created mode
+  0600 and only processes of the daemon's own uid are served (SO_PEERCRED). A lock file next to
+  the socket (<socket>.lock) keeps a second daemon from taking the same path; a socket file left
+  by a crashed daemon is replaced. Under systemd socket activation (LISTEN_FDS, with LISTEN_PID
+  equal to the daemon's pid) the passed socket is used instead and systemd owns its file.
+
+systemd:
+  Sends READY=1 once serving, STOPPING=1 on shutdown, and WATCHDOG=1 when WatchdogSec is set
+  (NOTIFY_SOCKET). With --idle-exit, a socket-activated daemon exits when idle and systemd
+  starts it again on the next connection. See systemd/ and docs/service.md.
+
+Logging:
+  Logs go to stderr. --log-level takes a level (error, warn, info, debug, trace) or a full
+  tracing filter such as 'info,filectx_daemon=debug'; without it RUST_LOG is used, else 'info'.
+
+Signals:
+  SIGTERM or SIGINT: stop accepting connections, let in-flight requests finish (at most
+  --shutdown-grace seconds), remove the socket file, exit 0.
+
+Exit status:
+  0  stopped cleanly (SIGTERM/SIGINT, or --idle-exit), or --print-config
+  1  could not start (another daemon serves the socket, the folder is unsafe, bind failed,
+     a bad config file or setting: the message names the key and where it came from)
+  2  usage error";
+
+/// filectxd: the per-user filectx daemon. Serves safe read/write/edit file tools to many agent
+/// processes over one Unix socket (LSP Content-Length framing, JSON-RPC 2.0).
+///
+/// The same struct is the config file's schema: its keys are the fields' names (`fsync` for
+/// `--no-fsync`), every key optional, an unknown key an error. `--config` and `--print-config`
+/// are flags only. The fields stand in the config file's order (which its errors list); three
+/// flags take a `display_order` so that `--help` keeps its own order.
+#[derive(Debug, Default, Clone, PartialEq, Parser, Deserialize)]
+#[command(name = "filectxd", version, about, long_about = None, after_help = AFTER_HELP)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Unix socket to listen on [default: $XDG_RUNTIME_DIR/filectx.sock]
+    #[arg(long, value_name = "PATH", env = SOCKET_ENV)]
+    pub socket: Option<PathBuf>,
+
+    /// Config file [default: $XDG_CONFIG_HOME/filectx/config.toml, if it exists]
+    #[arg(long, value_name = "PATH", env = CONFIG_ENV)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Print the effective configuration (flags, config file and defaults merged) as TOML and exit
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_config: bool,
+
+    /// Log level or tracing filter (overrides RUST_LOG) [default: info]
+    #[arg(long, value_name = "FILTER")]
+    pub log_level: Option<String>,
+
+    /// Most connections (agent sessions) served at once; the next one is refused with error -32009 [default: 1024]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: Option<u64>,
+
+    /// Largest JSON-RPC message accepted or sent, in bytes; a bigger request is skipped unread and answered -32007 [default: 64 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_frame_bytes: Option<u64>,
+
+    /// Most entries in one JSON-RPC batch (a bigger batch is answered -32010) [default: 1024]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_batch: Option<u64>,
+
+    /// Most requests of one connection served concurrently; beyond it the daemon stops reading that connection until one finishes [default: 32]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_concurrent_requests: Option<u64>,
+
+    /// Most outgoing messages queued for one connection; a client that does not read stalls only itself, and its notifications are dropped [default: 256]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queued_messages: Option<u64>,
+
+    /// Most bytes of one batch's response; entries whose responses do not fit are answered -32010 in order (those not yet started are not run) [default: 16 MiB, at most --max-frame-bytes]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_batch_response_bytes: Option<u64>,
+
+    /// Most bytes of outgoing messages (responses, notifications, stream chunks) queued for one connection; at it the daemon stops reading that connection until its client reads [default: 8 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_queued_bytes: Option<u64>,
+
+    /// Most bytes of outgoing messages queued over all connections; each connection is guaranteed this divided by --max-connections, and when the rest runs low the connections holding the most wait first [default: 256 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_total_queued_bytes: Option<u64>,
+
+    /// Seconds a new connection has to complete `initialize` before it is closed (and logged) [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub initialize_timeout: Option<f64>,
+
+    /// Seconds a frame that has started to arrive may go without a byte before its connection is closed [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub frame_timeout: Option<f64>,
+
+    /// Most bytes of partly received frames over all connections; a frame over 64 KiB waits, unread, until its declared length fits [default: 128 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_partial_frame_bytes: Option<u64>,
+
+    /// Largest file an edit loads and largest content a write accepts, in bytes (FS_TOO_LARGE beyond) [default: 256 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_edit_bytes: Option<u64>,
+
+    /// Seconds a write or edit waits for a file's locks (held by another request or another process's flock) before FS_BUSY [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub lock_timeout: Option<f64>,
+
+    /// Do not fsync files and folders before acknowledging writes (faster; a power loss may lose acknowledged writes, though never half-write a file)
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    #[serde(rename = "fsync", default, deserialize_with = "negated")]
+    pub no_fsync: Option<bool>,
+
+    /// Most files whose versions and line indexes are cached [default: 4096]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_cached_files: Option<u64>,
+
+    /// Most bytes of line indexes cached [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_cache_bytes: Option<u64>,
+
+    /// Most bytes of large files memory-mapped at once [default: 8 GiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_mapped_bytes: Option<u64>,
+
+    /// Most cached files kept open so that warm reads need no open (each holds a file descriptor; capped at a quarter of the open-file limit) [default: 1024]
+    #[arg(long, value_name = "N")]
+    pub max_open_files: Option<u64>,
+
+    /// Seconds after which cached state nobody used is released (open files closed, mappings and line indexes dropped, freed memory given back): entries go after one to two of these periods [default: 30]
+    #[arg(long, value_name = "SECS")]
+    pub cache_idle: Option<f64>,
+
+    /// Seconds to wait for in-flight requests after SIGTERM/SIGINT before exiting anyway [default: 5]
+    #[arg(long, value_name = "SECS")]
+    pub shutdown_grace: Option<f64>,
+
+    /// Exit after this many seconds without any session (for socket activation: systemd starts the daemon again on the next connection) [default: never]
+    #[arg(long, value_name = "SECS")]
+    pub idle_exit: Option<f64>,
+
+    /// A folder session roots may lie in (repeatable); with none given, roots may be anywhere except `/` itself [default: none]
+    #[arg(long = "allow-root", value_name = "DIR")]
+    pub allowed_roots: Option<Vec<PathBuf>>,
+
+    /// Glob of paths (relative to their root) whose content no session may read (repeatable) [default: none]
+    #[arg(long = "deny-read", value_name = "GLOB")]
+    pub deny_read: Option<Vec<String>>,
+
+    /// Glob of paths (relative to their root) no session may write or edit (repeatable; replaces the default list) [default: **/.git/**]
+    #[arg(long = "deny-write", value_name = "GLOB")]
+    pub deny_write: Option<Vec<String>>,
+
+    /// Refuse writes and edits of files with several hard links (they are rewritten in place, so a link outside the roots would see the change) [default: allowed]
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub refuse_multi_link_writes: Option<bool>,
+
+    /// Largest file a read or stat hashes, in bytes: reading a bigger file is FS_TOO_LARGE, and stat reports it without a version [default: 64 GiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_hash_bytes: Option<u64>,
+
+    /// Most file operations (open, hash, read, write) running at once, shared fairly between sessions; one session never holds them all [default: 4 per core, at least 8]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub file_slots: Option<u64>,
+
+    /// Most named owners (sub-agents sharing a session, `owner` on tools/call and file/*) per session; a new one past it is refused with FS_INVALID_ARGUMENT [default: 64]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_owners: Option<u64>,
+
+    /// Most folders one session's initialize may name in `roots` (each is held open as a handle); more is refused with FS_INVALID_ARGUMENT. Roots also share the open-file budget: past its first root a session may take at most half of what is left above the budget's last quarter, else FS_BUSY [default: 64]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_roots: Option<u64>,
+
+    /// Seconds an ended resumable session (initialize with resumable: true) is kept for a later initialize with its resumeToken [default: 600]
+    #[arg(long, value_name = "SECS")]
+    pub resume_grace: Option<f64>,
+
+    /// Most ended resumable sessions kept at once, the oldest dropped first (0: none) [default: 64]
+    #[arg(long, value_name = "N")]
+    pub max_parked_sessions: Option<u64>,
+
+    /// Most bytes (estimated) the ended resumable sessions kept may hold, the oldest dropped first [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_parked_bytes: Option<u64>,
+
+    /// Most bytes (estimated: paths twice, plus table slots) one session's records of what its owners read may hold; past it its largest owners forget their least recently used files, which must be read again before they are written [default: 32 MiB, at least 64 KiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_session_observed_bytes: Option<u64>,
+
+    /// Most bytes every session's records of what was read may hold together; past it the session holding the most forgets its least recently used files [default: 256 MiB, at least 64 KiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_observed_bytes: Option<u64>,
+
+    /// Turn write-intent gates off: gate/register is refused (FS_PERMISSION_DENIED) and writes are never held for a gate [default: gates allowed]
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub no_gates: Option<bool>,
+
+    /// Most write intents one gate has in flight; further writes wait their turn, within the gate's timeout [default: 16]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_gate_intents: Option<u64>,
+
+    /// Which sessions may register write-intent gates: `token`, only one whose gate/register carries the gate token the daemon keeps in <socket>.gate-token (mode 0600; `filectx gate` reads it there, no session can read it through the daemon); `any`, every session. Never a read-only session [default: token]
+    #[arg(long, value_name = "WHO")]
+    pub gate_sessions: Option<GateSessions>,
+
+    /// Most bytes of file versions kept (least recently used out first) so that a refused stale write or edit can show what changed since the session's last read; 0 keeps none and shows no diffs [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_snapshot_bytes: Option<u64>,
+
+    /// Largest file version kept for those diffs; a stale refusal of a bigger file shows no diff [default: 1 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_snapshot_file_bytes: Option<u64>,
+
+    /// Most bytes of searched folders' file lists kept warm, so that a repeated glob or grep skips the walk, with the trigram filters a repeated grep skips files by (least recently used list out first; a list over it alone is never kept); 0 keeps none [default: 64 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_search_cache_bytes: Option<u64>,
+
+    /// Most inotify watches the daemon holds at once, the search listings and the file watcher together (listings take at most three quarters): a search needing more walks every time instead of being kept warm, and a read file in a folder that cannot be watched is checked when next used instead of notified. Keep it well below fs.inotify.max_user_watches, which all the user's programs share; 0 holds none [default: a quarter of fs.inotify.max_user_watches, at most 65536]
+    #[arg(long, value_name = "N", display_order = 100)]
+    pub max_watches: Option<u64>,
+
+    /// Most bytes of line text one file/read, fs/readText or fs/streamText chunk returns: lines come whole, a window stops before this, and a single longer line is FS_TOO_LARGE (the read tool cuts long lines instead) [default: --max-frame-bytes / 8, 8 MiB; at least 1024, at most --max-frame-bytes]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..), display_order = 101)]
+    pub max_window_bytes: Option<u64>,
+
+    /// Most bytes of text one read tool answer holds (numbered lines and footer), for sessions that do not set readMaxBytes in initialize [default: 51200; at least 1024, at most --max-window-bytes]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..), display_order = 102)]
+    pub read_max_bytes: Option<u64>,
+
+    /// Most searches (glob, grep) running at once, apart from the file slots and shared fairly between sessions; one session never holds them all [default: 1 per core, at least 2]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub search_slots: Option<u64>,
+
+    /// Seconds one search may run; past it, it stops and answers what it found with a footer saying how much it searched [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub search_timeout: Option<f64>,
+
+    /// Most memory one search's regular expression may use, its compiled program and DFA caches; a pattern whose program needs more than a quarter of it is refused [default: 16 MiB, at least 1 MiB]
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(crate::config::MIN_SEARCH_REGEX_BYTES..))]
+    pub search_regex_bytes: Option<u64>,
+}
+
+/// Reads the config file's `fsync` as `--no-fsync` reads: `Some(true)` means do not fsync.
+fn negated<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    Ok(Option::<bool>::deserialize(deserializer)?.map(|fsync| !fsync))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys the config file takes, as serde lists them when refusing an unknown one.
+    fn file_keys() -> Vec<String> {
+        let Err(err) = toml::from_str::<Args>("not_a_setting = 1\n") else {
+            panic!("an unknown key was taken")
+        };
+        let message = err.to_string();
+        let (_, listed) = message.split_once("expected one of ").expect("serde lists the keys");
+        listed.trim().split(", ").map(|key| key.trim_matches('`').to_owned()).collect()
+    }
+
+    #[test]
+    fn the_help_names_every_config_key_and_no_other() {
+        let (_, after) = AFTER_HELP.split_once("with '_' for '-' (").expect("the help lists the keys");
+        let (listed, _) = after.split_once(')').expect("the list ends");
+        let mut in_help: Vec<&str> = listed.split(',').map(str::trim).collect();
+        let mut keys = file_keys();
+        in_help.sort_unstable();
+        keys.sort_unstable();
+        assert_eq!(in_help, keys);
+    }
+}
