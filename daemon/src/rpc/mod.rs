@@ -5,6 +5,7 @@
 pub mod error;
 mod files;
 mod gate;
+mod run;
 pub mod slots;
 mod stream;
 #[cfg(feature = "test-hooks")]
