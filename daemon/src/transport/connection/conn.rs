@@ -30,9 +30,6 @@ use crate::watch::WatchHub;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub methods: Methods,
-    /// The methods called past jsonrpsee's wrapper (see [`crate::rpc::Direct`]); `None` in
-    /// tests of the driver with a table of their own.
-    pub direct: Option<crate::rpc::Direct>,
     pub config: Config,
     pub stats: Arc<Stats>,
     pub id_provider: RandomIntegerIdProvider,
@@ -49,7 +46,6 @@ impl Shared {
     /// What every connection shares, with the budgets `config` sets.
     pub fn new(
         methods: Methods,
-        direct: Option<crate::rpc::Direct>,
         config: Config,
         stats: Arc<Stats>,
         watch: Arc<WatchHub>,
@@ -63,7 +59,6 @@ impl Shared {
         let partial = PartialBudget::new(config.max_partial_frame_bytes);
         Self {
             methods,
-            direct,
             config,
             stats,
             id_provider: RandomIntegerIdProvider,

@@ -7,9 +7,7 @@ use filectx_protocol::error::INTERNAL_ERROR;
 use filectx_protocol::methods::{CANCEL_REQUEST, EXIT, INITIALIZE, SHUTDOWN};
 use futures::FutureExt;
 use jsonrpsee::Extensions;
-use jsonrpsee::core::server::{
-    ConnectionId, IntoResponse, MethodCallback, MethodResponse, SubscriptionState,
-};
+use jsonrpsee::core::server::{ConnectionId, MethodCallback, MethodResponse, SubscriptionState};
 use jsonrpsee::types::error::{ErrorCode, TOO_MANY_SUBSCRIPTIONS_CODE, TOO_MANY_SUBSCRIPTIONS_MSG};
 use jsonrpsee::types::{ErrorObject, Id, Params};
 use serde_json::value::RawValue;
@@ -182,15 +180,6 @@ impl Conn {
             extensions.insert(prepared.clone());
             prepared
         };
-        if let Some(direct) = self.shared.direct.as_ref().filter(|_| crate::rpc::Direct::serves(&method)) {
-            // As the table's `Async` callback below, without jsonrpsee's wrapper around it.
-            let slot = prepared(&mut extensions);
-            let result = direct.file_read(params, extensions).await;
-            return match slot.take() {
-                Some(json) if result.is_ok() => Reply::plain(message::bounded(id, json, max_response)),
-                _ => Reply::from_response(MethodResponse::response(id, result.into_response(), max_response)),
-            };
-        }
         let conn_id = ConnectionId(self.conn_id);
         let response = match callback {
             MethodCallback::Sync(callback) => callback(id, params, max_response, extensions),

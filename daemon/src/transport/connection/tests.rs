@@ -38,7 +38,6 @@ async fn a_panicking_handler_is_answered_as_an_internal_error_for_that_call_alon
     let files = crate::context::Files::new(Default::default());
     let shared = Arc::new(Shared::new(
         module.into(),
-        None,
         Config::default(),
         stats.clone(),
         WatchHub::start(&files),
@@ -106,22 +105,21 @@ async fn answers(shared: Arc<Shared>, root: &std::path::Path, input: &[u8]) -> V
 }
 
 #[tokio::test]
-async fn file_read_called_directly_answers_what_the_method_table_answers() {
+async fn file_read_through_the_method_table_answers_every_request_as_the_wire_says() {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     std::fs::write(root.join("a.txt"), "alpha\n\tbeta \"q\" \\ é\ngamma\n").unwrap();
     std::fs::write(root.join("bin.dat"), b"\x00\x01binary").unwrap();
     std::fs::create_dir(root.join("sub")).unwrap();
     let config = Config { max_frame_bytes: 300, ..Config::default() };
-    let shared = |direct: bool| {
+    let shared = || {
         let stats = Arc::new(Stats::new());
         let files = crate::context::Files::new(config.files.clone());
         let watch = WatchHub::start(&files);
         let policy = crate::session::SessionPolicy::default();
         let handlers =
             crate::rpc::methods(config.clone(), stats.clone(), files, watch.clone(), policy).unwrap();
-        let direct = direct.then_some(handlers.direct);
-        Arc::new(Shared::new(handlers.methods, direct, config.clone(), stats, watch, handlers.records))
+        Arc::new(Shared::new(handlers.methods, config.clone(), stats, watch, handlers.records))
     };
     let long = "x".repeat(400);
     std::fs::write(root.join("long.txt"), format!("{long}\n")).unwrap();
@@ -150,16 +148,9 @@ async fn file_read_called_directly_answers_what_the_method_table_answers() {
     for request in &requests {
         input.extend_from_slice(format!("Content-Length: {}\r\n\r\n{request}", request.len()).as_bytes());
     }
-    let direct = answers(shared(true), &root, &input).await;
-    let table = answers(shared(false), &root, &input).await;
-    assert_eq!(direct.len(), requests.len() - 1, "every request answered, the notification not");
-    // Calls may answer out of order: compare them as sets of exact bytes.
-    let sorted = |mut frames: Vec<Bytes>| {
-        frames.sort();
-        frames
-    };
-    assert_eq!(sorted(direct.clone()), sorted(table));
-    let text = direct.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>().join("\n");
+    let table = answers(shared(), &root, &input).await;
+    assert_eq!(table.len(), requests.len() - 1, "every request answered, the notification not");
+    let text = table.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>().join("\n");
     for needle in ["\\tbeta \\\"q\\\" \\\\ é", "-32008", "FS_NOT_FOUND", "FS_OUTSIDE_ROOT", "FS_NOT_TEXT"] {
         assert!(text.contains(needle), "{needle} not in {text}");
     }
