@@ -36,7 +36,7 @@
 //! answer: its requests in flight are cancelled, as `$/cancelRequest` would (a search stops at
 //! once, a request waiting for a slot or a gate gives up, work that started runs to its end).
 //! The reader sees it at the end of the stream, and while it is not reading (every call in
-//! flight, or the connection at its byte budget) looks every [`GONE_POLL`]; so does the
+//! flight, or the connection at its byte budget) looks every [`GONE_POLL`](conn::GONE_POLL); so does the
 //! connection while it waits for a half-closed client's requests to finish.
 
 mod batch;

@@ -79,7 +79,7 @@ pub(super) struct Conn {
     pub(super) out: Outgoing,
     /// The socket, for answers written directly while the queue is empty and the writer idle.
     pub(super) write_side: Arc<WriteSide>,
-    /// jsonrpsee subscriptions' way into the same queue (through [`forward`], which budgets it).
+    /// jsonrpsee subscriptions' way into the same queue (through [`forward`](super::writer::forward), which budgets it).
     pub(super) sink: MethodSink,
     /// Calls of this connection in flight: the reader takes one per frame, a batch one more
     /// per entry it runs beside the first.

@@ -28,7 +28,7 @@ pub(super) fn frame_into(body: &[u8], buf: &mut BytesMut) {
 /// Room for `Content-Length: <20 digits>\r\n\r\n`.
 pub(super) const HEADER_ROOM: usize = 48;
 
-/// The frame header of a body of `len` bytes (as [`LspCodec`] writes it), and its length.
+/// The frame header of a body of `len` bytes (as [`LspCodec`](filectx_protocol::LspCodec) writes it), and its length.
 pub(super) fn frame_header(len: usize) -> ([u8; HEADER_ROOM], usize) {
     const PREFIX: &[u8] = b"Content-Length: ";
     let mut header = [0u8; HEADER_ROOM];
