@@ -111,14 +111,7 @@ fn harness() -> &'static Harness {
                 crate::session::SessionPolicy::default(),
             )
             .unwrap_or_else(|err| panic!("fuzz harness: method table: {err}"));
-            Arc::new(Shared::new(
-                handlers.methods,
-                Some(handlers.direct),
-                config,
-                stats,
-                watch,
-                handlers.records,
-            ))
+            Arc::new(Shared::new(handlers.methods, config, stats, watch, handlers.records))
         });
         let base = std::env::temp_dir().join(format!("filectx-fuzz-{}", std::process::id()));
         Harness { runtime, shared, base, next: AtomicUsize::new(1) }

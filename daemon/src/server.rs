@@ -216,14 +216,8 @@ pub async fn run(
     let handlers = crate::rpc::methods(config.clone(), stats.clone(), files.clone(), watch.clone(), policy)?;
     let sweeper =
         tokio::spawn(sweep_idle(files, stats.clone(), config.files.idle_release, handlers.records.clone()));
-    let shared = Arc::new(Shared::new(
-        handlers.methods,
-        Some(handlers.direct),
-        config.clone(),
-        stats.clone(),
-        watch,
-        handlers.records,
-    ));
+    let shared =
+        Arc::new(Shared::new(handlers.methods, config.clone(), stats.clone(), watch, handlers.records));
     tracing::debug!(
         max_queued_bytes = config.max_queued_bytes,
         max_total_queued_bytes = config.max_total_queued_bytes,

@@ -254,32 +254,33 @@ pub(super) enum Passage {
 }
 
 impl super::FileContext<'_> {
-    /// Writes `content` as the whole of `target` if `expect` holds, through the gate step:
-    /// `Err` when a gate holds the write (asking) or refused it, else what the write did (made
-    /// here, or committed by the gate step once allowed).
+    /// Writes `content` as the whole of `target` if `expect` holds, through the gate step: what
+    /// the write did (made here, or committed by the gate step once allowed), or why not — the
+    /// provider's refusal (an unmet `expect` is [`FileError::StaleVersion`] or
+    /// [`FileError::AlreadyExists`] inside [`ContextError::File`]), a gate holding the write
+    /// (asking) or refusing it.
     pub(super) fn write_gated(
         &self,
         target: &Resolved,
         content: &str,
         expect: Expectation,
         conventions: Conventions,
-    ) -> Result<Result<WriteOutcome, FileError>, ContextError> {
+    ) -> Result<WriteOutcome, ContextError> {
         let max_old = self.provider.store().max_file_bytes();
         let prepare = || self.provider.prepare_write(target, content, expect, conventions, max_old);
-        Ok(match self.through_gate(target, expect, prepare) {
-            Ok(Passage::Direct) => self.provider.write(target, content, expect, conventions),
-            Ok(Passage::Done(prepared, done)) => Ok(WriteOutcome {
+        match self.through_gate(target, expect, prepare)? {
+            Passage::Direct => Ok(self.provider.write(target, content, expect, conventions)?),
+            Passage::Done(prepared, done) => Ok(WriteOutcome {
                 created: done.created,
                 version: done.version,
                 links: done.links,
                 converted: Some(prepared.bytes),
             }),
-            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display.clone() }),
-            Ok(Passage::Refused(refusal)) => {
-                return Err(ContextError::GateRefused { path: target.display.clone(), refusal });
+            Passage::Asking => Err(ContextError::Gated { path: target.display.clone() }),
+            Passage::Refused(refusal) => {
+                Err(ContextError::GateRefused { path: target.display.clone(), refusal })
             }
-            Err(e) => Err(e),
-        })
+        }
     }
 
     /// The version the intent the gates approved for `target` on this call's first run was

@@ -468,18 +468,19 @@ impl<'a> FileContext<'a> {
             None
         };
         let expect = seen.map_or(Expectation::ABSENT, Expectation::version);
-        let written = self.write_gated(&target, content, expect, Conventions::Keep)?;
-        let outcome = match written {
+        let outcome = match self.write_gated(&target, content, expect, Conventions::Keep) {
             Ok(outcome) => outcome,
             // Someone created it after we looked: this session has not seen that file.
-            Err(FileError::AlreadyExists { path }) => return Err(ContextError::NotObserved { path }),
-            Err(FileError::StaleVersion { path, current }) => {
+            Err(ContextError::File(FileError::AlreadyExists { path })) => {
+                return Err(ContextError::NotObserved { path });
+            }
+            Err(ContextError::File(FileError::StaleVersion { path, current })) => {
                 return Err(match seen {
                     Some(seen) => self.stale(&target, seen, current),
                     None => ContextError::Stale { path, current, change: Change::Unknown },
                 });
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
         // What was written: converted to the file's conventions, or the content as given.
@@ -562,10 +563,10 @@ impl<'a> FileContext<'a> {
         let current = if approved_merge {
             self.provider.current_version(&target)?
         } else {
-            match self.attempt(&target, change, observed)? {
+            match self.attempt(&target, change, observed) {
                 Ok(outcome) => return Ok(self.edited(target, change, outcome, None)),
-                Err(FileError::StaleVersion { current, .. }) => current,
-                Err(e) => return Err(e.into()),
+                Err(ContextError::File(FileError::StaleVersion { current, .. })) => current,
+                Err(e) => return Err(e),
             }
         };
         if !merge {
@@ -586,45 +587,47 @@ impl<'a> FileContext<'a> {
         };
         #[cfg(feature = "failpoints")]
         merge::checked();
-        match self.attempt(&target, change, now.version)? {
+        match self.attempt(&target, change, now.version) {
             Ok(outcome) => Ok(self.edited(target, change, outcome, Some(outside))),
-            Err(FileError::StaleVersion { current, .. }) => Err(self.stale(&target, observed, current)),
-            Err(e) => Err(e.into()),
+            Err(ContextError::File(FileError::StaleVersion { current, .. })) => {
+                Err(self.stale(&target, observed, current))
+            }
+            Err(e) => Err(e),
         }
     }
 
-    /// One attempt at `change` of `target` if it is at `expected`, through the gate step: `Err`
-    /// when it did not run to its end here (cold, asking a gate, refused by one), else what the
-    /// provider did.
+    /// One attempt at `change` of `target` if it is at `expected`, through the gate step: what
+    /// the provider did, or why not — the provider's refusal (a version other than `expected`
+    /// is [`FileError::StaleVersion`] inside [`ContextError::File`]), or the call did not run to
+    /// its end here (cold, asking a gate, refused by one).
     fn attempt(
         &self,
         target: &Resolved,
         change: &Replacement<'_>,
         expected: Version,
-    ) -> Result<Result<EditOutcome, FileError>, ContextError> {
+    ) -> Result<EditOutcome, ContextError> {
         let expect = Expectation::version(expected);
-        let cold = || {
-            if let Some(cold) = self.cold {
-                cold.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            ContextError::Cold { path: target.display.clone() }
-        };
-        Ok(match self.through_gate(target, expect, || self.provider.prepare_edit(target, change, expected)) {
-            Ok(Passage::Direct) if self.cold.is_some() => {
+        let prepare = || self.provider.prepare_edit(target, change, expected);
+        match self.through_gate(target, expect, prepare)? {
+            Passage::Direct if self.cold.is_some() => {
                 match self.provider.edit_at_once(target, change, expected) {
                     // A stale edit's answer reads the current file for its diff: not here.
-                    None | Some(Err(FileError::StaleVersion { .. })) => return Err(cold()),
-                    Some(edited) => edited,
+                    None | Some(Err(FileError::StaleVersion { .. })) => {
+                        if let Some(cold) = self.cold {
+                            cold.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(ContextError::Cold { path: target.display.clone() })
+                    }
+                    Some(edited) => Ok(edited?),
                 }
             }
-            Ok(Passage::Direct) => self.provider.edit(target, change, expected),
-            Ok(Passage::Done(prepared, done)) => Ok(committed_edit(prepared, done)),
-            Ok(Passage::Asking) => return Err(ContextError::Gated { path: target.display.clone() }),
-            Ok(Passage::Refused(refusal)) => {
-                return Err(ContextError::GateRefused { path: target.display.clone(), refusal });
+            Passage::Direct => Ok(self.provider.edit(target, change, expected)?),
+            Passage::Done(prepared, done) => Ok(committed_edit(prepared, done)),
+            Passage::Asking => Err(ContextError::Gated { path: target.display.clone() }),
+            Passage::Refused(refusal) => {
+                Err(ContextError::GateRefused { path: target.display.clone(), refusal })
             }
-            Err(e) => Err(e),
-        })
+        }
     }
 
     /// A made edit: the new version recorded for this session, its bytes stored.

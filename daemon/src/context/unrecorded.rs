@@ -94,11 +94,12 @@ impl Unrecorded<'_> {
             RawExpectation::CreateIfAbsent => Expectation::ABSENT,
             RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
-        let written = self.files.write_gated(&target, content, expect, conventions)?;
-        let outcome = match written {
+        let outcome = match self.files.write_gated(&target, content, expect, conventions) {
             Ok(outcome) => outcome,
-            Err(FileError::AlreadyExists { path }) => return Err(ContextError::Exists { path }),
-            Err(e) => return Err(e.into()),
+            Err(ContextError::File(FileError::AlreadyExists { path })) => {
+                return Err(ContextError::Exists { path });
+            }
+            Err(e) => return Err(e),
         };
         Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
     }

@@ -1,6 +1,6 @@
 //! Handlers of the file methods: `tools/call` (model-facing), `file/*` (file-context layer,
-//! structured) and `fs/*` (the context's non-recording handle). Each runs its blocking work on
-//! the blocking pool and converts views to wire types. `tools/call` and `file/*` use the
+//! structured) and `fs/*` (the context's non-recording handle). Each parses its parameters,
+//! hands its file work to [`super::run`] and converts views to wire types. `tools/call` and `file/*` use the
 //! observations of the owner they name (the session's default owner when they name none).
 
 use std::sync::Arc;
@@ -20,152 +20,19 @@ use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
-use super::slots::FileSlots;
+use super::run::{Way, run};
 use super::{Prepared, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
-    Conventions, FileContext, Files, Kind, Lines, RawExpectation, Replacement, Scope, Version, WindowRequest,
+    Conventions, FileContext, Kind, Lines, RawExpectation, Replacement, Version, WindowRequest,
 };
+use crate::session::SessionOptions;
 use crate::session::owners::Owner;
-use crate::session::{Session, SessionOptions};
 use crate::tools;
 
 /// The owner a request names, made on first use; `None` when it names none (the default owner).
 fn named_owner(ext: &Extensions, name: Option<&str>) -> Result<Option<Arc<Owner>>, ErrorObjectOwned> {
     let Some(name) = name else { return Ok(None) };
     Ok(Some(session_of(ext)?.owners().get(Some(name))?))
-}
-
-/// Runs `work` with the session's file context on the blocking pool (one of a bounded number
-/// of slots, shared fairly between sessions).
-pub(super) async fn with_context<T, F>(
-    ctx: &ServerContext,
-    ext: &Extensions,
-    work: F,
-) -> Result<T, ErrorObjectOwned>
-where
-    T: Send + 'static,
-    F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
-{
-    with_owner_context(ctx, ext, None, work).await
-}
-
-/// [`with_context`] with the observations of `owner` (`None`: the session's default owner).
-pub(super) async fn with_owner_context<T, F>(
-    ctx: &ServerContext,
-    ext: &Extensions,
-    owner: Option<Arc<Owner>>,
-    work: F,
-) -> Result<T, ErrorObjectOwned>
-where
-    T: Send + 'static,
-    F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
-{
-    in_slot(ctx, ext, &ctx.file_work, owner, work).await
-}
-
-/// Runs `work` with the session's file context on the blocking pool in one of `slots` (the
-/// file slots, or the search slots).
-async fn in_slot<T, F>(
-    ctx: &ServerContext,
-    ext: &Extensions,
-    slots: &Arc<FileSlots>,
-    owner: Option<Arc<Owner>>,
-    work: F,
-) -> Result<T, ErrorObjectOwned>
-where
-    T: Send + 'static,
-    F: FnOnce(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
-{
-    let session = session_of(ext)?;
-    let files = ctx.files.clone();
-    // A cancelled request gives up its place in the queue; once it holds a slot, it runs.
-    let _slot = match ext.get::<super::Cancel>() {
-        Some(super::Cancel(token)) => tokio::select! {
-            biased;
-            () = token.cancelled() => return Err(super::cancelled()),
-            slot = slots.acquire(session.id()) => slot,
-        },
-        None => slots.acquire(session.id()).await,
-    };
-    tokio::task::spawn_blocking(move || {
-        let options = session.options().ok_or_else(super::error::not_initialized)?;
-        work(&context_of(&files, &session, options, owner.as_deref()), options)
-    })
-    .await
-    .map_err(internal)?
-}
-
-/// Runs a read-only `work` with the session's file context right here on the async worker
-/// when the provider can answer it from its warm path (a cached entry holding the file open on
-/// a local filesystem: a `stat` and a few positional reads, no hop to another thread), else on
-/// the blocking pool like any other call.
-async fn with_warm_context<T, F>(
-    ctx: &ServerContext,
-    ext: &Extensions,
-    owner: Option<Arc<Owner>>,
-    work: F,
-) -> Result<T, ErrorObjectOwned>
-where
-    T: Send + 'static,
-    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
-{
-    if let Some(answer) = at_once(ctx, ext, owner.as_deref(), |files, options| Some(work(files, options)))? {
-        return answer;
-    }
-    with_owner_context(ctx, ext, owner, move |files, options| work(files, options)).await
-}
-
-/// The session's file context: its scope, read-only flag and deny rules, and the observations
-/// of `owner` (`None`: the session's default owner).
-pub(super) fn context_of<'a>(
-    files: &'a Files,
-    session: &'a Session,
-    options: &'a SessionOptions,
-    owner: Option<&'a Owner>,
-) -> FileContext<'a> {
-    let scope = Scope { roots: &options.roots, cwd: &options.cwd };
-    let observed = owner.map_or_else(|| session.observations(), Owner::observations);
-    files.context(scope, observed, options.read_only, &options.deny)
-}
-
-/// Runs `work` once right here on the async worker, with the session's file context in
-/// warm-only mode ([`FileContext::warm_only`]), when the session's roots are on local
-/// filesystems. `None` (after `Ok`) when that cannot answer: the roots are not local, `work`
-/// declined (`None`), or it needed the slow path; nothing was recorded or written then.
-fn at_once<T>(
-    ctx: &ServerContext,
-    ext: &Extensions,
-    owner: Option<&Owner>,
-    work: impl FnOnce(&FileContext<'_>, &SessionOptions) -> Option<Result<T, ErrorObjectOwned>>,
-) -> Result<Option<Result<T, ErrorObjectOwned>>, ErrorObjectOwned> {
-    let session = session_of(ext)?;
-    let Some(options) = session.options().filter(|o| o.local_roots) else { return Ok(None) };
-    let cold = std::sync::atomic::AtomicBool::new(false);
-    let answer = work(&context_of(&ctx.files, &session, options, owner).warm_only(&cold), options);
-    Ok(answer.filter(|_| !cold.load(std::sync::atomic::Ordering::Relaxed)))
-}
-
-/// Runs an edit call's `work` right here on the async worker when the provider can make it at
-/// once (see [`crate::provider::Provider::edit_at_once`]: a small file on a local filesystem,
-/// both locks free, no fsync) and no gate is registered: no hop to the blocking pool and back.
-/// Else — or when the edit turns out not to be one of those — through the gates on the blocking
-/// pool like any other write call (nothing was written by the first try then).
-async fn with_edit_at_once<T, F>(
-    ctx: &ServerContext,
-    ext: &Extensions,
-    owner: Option<Arc<Owner>>,
-    work: F,
-) -> Result<T, ErrorObjectOwned>
-where
-    T: Send + 'static,
-    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
-{
-    let at_once =
-        at_once(ctx, ext, owner.as_deref(), |files, options| ctx.gates.run_ungated(|| work(files, options)))?;
-    if let Some(answer) = at_once {
-        return answer;
-    }
-    super::gate::with_gates(ctx, ext, owner, work).await
 }
 
 /// The window a read asks for: offset ≥ 1, limit in 1..=2000 (larger limits are capped), whole
@@ -305,10 +172,15 @@ pub async fn tools_call(
     }
 }
 
-/// What a `tools/call` response holds before the text of its one text block.
-const TOOL_TEXT_START: &[u8] = br#"{"content":[{"type":"text","text":""#;
-/// What a successful `tools/call` response holds after that text.
-const TOOL_TEXT_END: &[u8] = br#""}],"isError":false}}"#;
+/// A successful `tools/call` result of one text block, written as JSON at the end of `out` byte
+/// for byte as serde_json writes that [`CallToolResult`]: the envelope here, the text between
+/// its quotes by `text` (escaped as it is built: see [`crate::json`]), whose answer is returned.
+fn tool_text_json<T>(out: &mut Vec<u8>, text: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    out.extend_from_slice(br#"{"content":[{"type":"text","text":""#);
+    let made = text(out);
+    out.extend_from_slice(br#""}],"isError":false}"#);
+    made
+}
 
 async fn tool_call(
     params: Params<'static>,
@@ -334,22 +206,24 @@ async fn tool_call(
     let (timeout, regex_bytes) = (ctx.config.search_timeout, ctx.config.search_regex_bytes);
     // Only a read writes its text into the response itself.
     let slot = slot.filter(|_| is_read);
-    let run = move |files: &FileContext<'_>, options: &SessionOptions| {
+    let work = move |files: &FileContext<'_>, options: &SessionOptions| {
         let delivered = dedup.as_deref().map(Owner::delivered);
         let cancelled = || token.as_ref().is_some_and(|t| t.is_cancelled());
         let limits = tools::search::Limits { cancelled: &cancelled, timeout, regex_bytes };
-        let mut json = slot.as_ref().map(|slot| {
-            let mut out = slot.start(TOOL_TEXT_START.len());
-            out.extend_from_slice(TOOL_TEXT_START);
-            out
-        });
-        let outcome =
-            tools::call(files, options, &params.name, &params.arguments, delivered, &limits, json.as_mut())
-                .map_err(|e| invalid_params(e.to_string()))?;
+        let call = |out: Option<&mut Vec<u8>>| {
+            tools::call(files, options, &params.name, &params.arguments, delivered, &limits, out)
+        };
+        let mut json = slot.as_ref().map(|slot| slot.start(64));
+        let outcome = match json.as_mut() {
+            Some(out) => tool_text_json(out, |out| call(Some(out))),
+            None => call(None),
+        }
+        .map_err(|e| invalid_params(e.to_string()))?;
         match outcome {
             Ok(tools::Text::Written) => match (slot.as_ref(), json) {
                 (Some(slot), Some(mut json)) => {
-                    json.extend_from_slice(TOOL_TEXT_END);
+                    // The response's closing brace.
+                    json.push(b'}');
                     slot.put(json);
                     Ok(Ready::Prepared)
                 }
@@ -359,20 +233,15 @@ async fn tool_call(
             Err(failure) => Ok(Ready::Value(tool_result(Err(failure)))),
         }
     };
-    // Only reads may take the warm path; writes and edits always run on the blocking pool;
-    // searches in slots of their own.
-    let answer = if is_read {
-        with_warm_context(&ctx, &ext, Some(owner), run).await
-    } else if is_search {
-        in_slot(&ctx, &ext, &ctx.search_work, Some(owner), move |files, options| run(files, options)).await
-    } else {
-        let writes = params_writes;
-        if writes {
-            super::gate::with_gates(&ctx, &ext, Some(owner), run).await
-        } else {
-            with_owner_context(&ctx, &ext, Some(owner), move |files, options| run(files, options)).await
-        }
+    // Only reads may take the warm path; writes and edits always run on the blocking pool,
+    // through the gates; searches in slots of their own.
+    let way = match (is_read, is_search, params_writes) {
+        (true, _, _) => Way::Read,
+        (_, true, _) => Way::Search,
+        (_, _, true) => Way::Write,
+        _ => Way::Pool,
     };
+    let answer = run(&ctx, &ext, way, Some(owner), work).await;
     match answer {
         // A tool's failures are results, a cancellation too.
         Err(err) if err.code() == filectx_protocol::error::REQUEST_CANCELLED => {
@@ -399,7 +268,7 @@ pub async fn file_read(
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
     let slot = Prepared::of(&ext);
-    with_warm_context(&ctx, &ext, owner, move |files, _| {
+    run(&ctx, &ext, Way::Read, owner, move |files, _| {
         let view = files.read(&params.path, &request)?;
         Ok(match &slot {
             Some(slot) => {
@@ -424,7 +293,7 @@ pub async fn file_write(
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: WriteParams = parse_params(FILE_WRITE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    super::gate::with_gates(&ctx, &ext, owner, move |files, _| {
+    run(&ctx, &ext, Way::Write, owner, move |files, _| {
         let view = files.write(&params.path, &params.content)?;
         Ok(write_result(view.display, view.created, view.version))
     })
@@ -439,7 +308,7 @@ pub async fn file_edit(
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: EditParams = parse_params(FILE_EDIT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    with_edit_at_once(&ctx, &ext, owner, move |files, _| {
+    run(&ctx, &ext, Way::Edit, owner, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
         let view = files.edit(&params.path, &change)?;
@@ -461,7 +330,7 @@ pub async fn file_stat(
 ) -> Result<FileStatResult, ErrorObjectOwned> {
     let params: FileStatParams = parse_params(FILE_STAT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    with_owner_context(&ctx, &ext, owner, move |files, _| {
+    run(&ctx, &ext, Way::Pool, owner, move |files, _| {
         let view = files.stat(&params.path)?;
         Ok(FileStatResult {
             exists: view.kind != Kind::Missing,
@@ -483,7 +352,7 @@ pub async fn fs_resolve(
     ext: Extensions,
 ) -> Result<ResolveResult, ErrorObjectOwned> {
     let params: PathParams = parse_params(FS_RESOLVE, &params)?;
-    with_context(&ctx, &ext, move |files, _| {
+    run(&ctx, &ext, Way::Pool, None, move |files, _| {
         let target = files.unrecorded().resolve(&params.path)?;
         Ok(ResolveResult {
             path: target.path.display().to_string(),
@@ -502,7 +371,7 @@ pub async fn fs_stat(
     ext: Extensions,
 ) -> Result<Option<FsInfo>, ErrorObjectOwned> {
     let params: PathParams = parse_params(FS_STAT, &params)?;
-    with_context(&ctx, &ext, move |files, _| {
+    run(&ctx, &ext, Way::Pool, None, move |files, _| {
         let (_, stat) = files.unrecorded().stat(&params.path)?;
         let kind = match stat.kind {
             Kind::Missing => return Ok(None),
@@ -539,7 +408,7 @@ pub async fn fs_read_text(
         ));
     }
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
-    with_context(&ctx, &ext, move |files, _| {
+    run(&ctx, &ext, Way::Pool, None, move |files, _| {
         let view = files.unrecorded().read(&params.path, &request)?;
         Ok(read_result(view.display, view.version, view.window))
     })
@@ -553,7 +422,7 @@ pub async fn fs_write_text(
     ext: Extensions,
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: FsWriteParams = parse_params(FS_WRITE_TEXT, &params)?;
-    super::gate::with_gates(&ctx, &ext, None, move |files, _| {
+    run(&ctx, &ext, Way::Write, None, move |files, _| {
         let expect = match &params.expect {
             WriteExpectation::Any => RawExpectation::Any,
             WriteExpectation::CreateIfAbsent => RawExpectation::CreateIfAbsent,
@@ -574,7 +443,7 @@ pub async fn fs_edit_text(
     ext: Extensions,
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: FsEditParams = parse_params(FS_EDIT_TEXT, &params)?;
-    super::gate::with_gates(&ctx, &ext, None, move |files, _| {
+    run(&ctx, &ext, Way::Write, None, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
         let view = files.unrecorded().edit(&params.path, &change, &params.expected_version)?;
@@ -631,11 +500,8 @@ mod tests {
     #[test]
     fn a_tool_text_written_by_hand_is_what_serde_json_writes() {
         let text = "1\tfn \"x\"\n\n(End of file - total 1 lines)";
-        let mut ours = TOOL_TEXT_START.to_vec();
-        crate::json::escape_into(&mut ours, text);
-        ours.extend_from_slice(TOOL_TEXT_END);
-        // The envelope's closing brace is the last byte of the end.
-        ours.pop();
+        let mut ours = Vec::new();
+        tool_text_json(&mut ours, |out| crate::json::escape_into(out, text));
         let theirs = serde_json::to_vec(&tool_result(Ok(text.to_owned()))).unwrap();
         assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(theirs).unwrap());
     }

@@ -1,5 +1,5 @@
-//! Handlers of `gate/register` and `gate/unregister`, and [`with_gates`]: how a write or edit
-//! call of any layer goes through the gates (run, ask without a slot, run again).
+//! Handlers of `gate/register` and `gate/unregister` (how a write goes through the gates is
+//! [`super::run`]'s).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,10 +12,8 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::{ServerContext, internal, parse_params, session_of};
 use crate::config::GateSessions;
-use crate::context::{FileContext, Kind};
-use crate::gate::{self as gates, Carried, GateError, GateSpec, Gates, Ran, Verdict, Writer};
-use crate::session::SessionOptions;
-use crate::session::owners::Owner;
+use crate::context::Kind;
+use crate::gate::{self as gates, GateError, GateSpec};
 
 /// `gate/register`: this session becomes a gate for `paths` (inside its roots, readable by it).
 pub async fn register(
@@ -59,7 +57,7 @@ pub async fn register(
     let raw_paths = params.paths.clone();
     // Each path as the session's reads see it: inside its roots, not denied, existing; and the
     // device it is on, from a handle opened beneath the root.
-    let (paths, devices) = super::files::with_context(&ctx, &ext, move |files, _| {
+    let (paths, devices) = super::run::run(&ctx, &ext, super::run::Way::Pool, None, move |files, _| {
         let mut paths: Vec<PathBuf> = Vec::with_capacity(raw_paths.len());
         let mut devices: Vec<u64> = Vec::with_capacity(raw_paths.len());
         for raw in &raw_paths {
@@ -117,60 +115,4 @@ pub fn unregister(
     ctx.gates.unregister(&params.gate_id, session.id())?;
     tracing::info!(gate = %params.gate_id, "gate unregistered");
     Ok(())
-}
-
-/// Runs a write or edit call (`work`, which may run more than once) with the session's file
-/// context through the gates: when a gate watches the file, the call stops with an intent, its
-/// slot is released, the gates are asked (no slot, no thread held; `$/cancelRequest` withdraws
-/// the intent and nothing is written), and the call runs again to commit it or to answer the
-/// refusal. With no gate registered, this is the plain call.
-pub(super) async fn with_gates<T, F>(
-    ctx: &ServerContext,
-    ext: &Extensions,
-    owner: Option<Arc<Owner>>,
-    work: F,
-) -> Result<T, ErrorObjectOwned>
-where
-    T: Send + 'static,
-    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
-{
-    let cancel = ext.get::<super::Cancel>().map(|c| c.0.clone());
-    let mut carried = Carried::default();
-    let mut work = work;
-    loop {
-        let registry: Arc<Gates> = ctx.gates.clone();
-        // `work` goes into the blocking run and comes back with its outcome, for the next run.
-        let (ran, back) = super::files::with_owner_context(ctx, ext, owner.clone(), move |files, options| {
-            let ran = registry.run(files, carried, |files| work(files, options));
-            Ok((ran, work))
-        })
-        .await?;
-        work = back;
-        let intent = match ran {
-            Ran::Done(answer) => return answer,
-            Ran::Ask(asking) => {
-                let (intent, back) = *asking;
-                carried = back;
-                intent
-            }
-        };
-        let session = session_of(ext)?;
-        let writer = Writer {
-            session_id: session.id().to_owned(),
-            client_name: session.options().and_then(|o| o.client.as_ref()).map(|c| c.name.clone()),
-            owner: owner.as_deref().and_then(Owner::name).map(str::to_owned),
-            ended: session.outbound().clone(),
-        };
-        drop(session);
-        match ctx.gates.ask(&intent, &writer, &mut carried, cancel.as_ref()).await {
-            Verdict::Allowed => Gates::approve(&mut carried, intent),
-            // The refusal is answered by the next run, through the call's own error mapping.
-            Verdict::Refused(_) => {}
-            Verdict::Cancelled => return Err(super::cancelled()),
-        }
-        if writer.ended.is_closed() {
-            // The client is gone: nothing it asked for lands after it left.
-            return Err(super::cancelled());
-        }
-    }
 }

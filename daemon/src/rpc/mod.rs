@@ -5,6 +5,7 @@
 pub mod error;
 mod files;
 mod gate;
+mod run;
 pub mod slots;
 mod stream;
 #[cfg(feature = "test-hooks")]
@@ -419,48 +420,18 @@ fn status(
     })
 }
 
-/// The method table and the handlers the connection driver calls directly.
+/// The method table, and what every connection's session takes from it.
 #[derive(Debug, Clone)]
 pub struct Handlers {
     /// Every method, as jsonrpsee calls it. `Methods` is cheap to clone and shared by every
-    /// connection.
+    /// connection; the connection driver hands every request to it.
     pub methods: Methods,
-    /// The methods the driver calls itself (also in `methods`).
-    pub direct: Direct,
     /// The bytes sessions' records hold, against their caps (each connection's session gets
     /// its ledger here).
     pub records: Arc<crate::context::ledger::Ledgers>,
 }
 
-/// The methods the connection driver calls itself, past jsonrpsee's per-call wrapper: `file/read`,
-/// the hot path of an agent reading windows one after another. That wrapper boxes the call's
-/// future, clones its `Extensions` (a table of boxed values), and serializes, then parses again,
-/// a `null` placeholder response for an answer the handler already wrote into its [`Prepared`]
-/// slot. A method called directly is the very handler the table holds, with the same
-/// `Extensions`; the driver builds its response as jsonrpsee would (see
-/// `transport::connection`), so every answer is the same bytes.
-#[derive(Debug, Clone)]
-pub struct Direct {
-    ctx: Arc<ServerContext>,
-}
-
-impl Direct {
-    /// Whether the driver calls `method` directly.
-    pub(crate) fn serves(method: &str) -> bool {
-        method == methods::FILE_READ
-    }
-
-    /// `file/read`, as the method table calls it.
-    pub(crate) async fn file_read(
-        &self,
-        params: Params<'static>,
-        ext: Extensions,
-    ) -> Result<Ready<filectx_protocol::ReadResult>, ErrorObjectOwned> {
-        files::file_read(params, self.ctx.clone(), ext).await
-    }
-}
-
-/// Builds the method table (and the handlers the driver calls directly).
+/// Builds the method table.
 pub fn methods(
     config: Config,
     stats: Arc<Stats>,
@@ -493,7 +464,6 @@ pub fn methods(
         method_names: method_names.clone(),
     };
     let ctx = Arc::new(ctx);
-    let direct = Direct { ctx: ctx.clone() };
     let mut module = RpcModule::from_arc(ctx);
     module.register_async_method(INITIALIZE, initialize)?;
     module.register_method(SHUTDOWN, |_params, _ctx, ext| {
@@ -540,5 +510,5 @@ pub fn methods(
     names.sort();
     // Only fails if already set, which cannot happen on a fresh context.
     let _ = method_names.set(names);
-    Ok(Handlers { methods: module.into(), direct, records })
+    Ok(Handlers { methods: module.into(), records })
 }

@@ -47,7 +47,7 @@ async fn open(
     let _slot = ctx.file_work.acquire(session.id()).await;
     tokio::task::spawn_blocking(move || {
         let options = session.options().ok_or_else(super::error::not_initialized)?;
-        let files = super::files::context_of(&files, &session, options, None);
+        let files = super::run::context_of(&files, &session, options, None);
         let snapshot = files.unrecorded().stream(&path, offset)?;
         Ok((snapshot, offset, chunk))
     })
