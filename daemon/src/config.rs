@@ -91,7 +91,7 @@ pub struct Config {
     pub gate_sessions: GateSessions,
     /// The secret `gate/register` must carry under [`GateSessions::Token`], and the file it is
     /// kept in; `None`: no session can present it (the binary keeps one next to its socket).
-    pub gate_token: Option<GateToken>,
+    pub gate_token: Option<crate::gate::token::GateToken>,
     /// Most searches (`glob`, `grep`) running at once, shared fairly between sessions like the
     /// file slots but apart from them: searches never hold the slots reads and writes need.
     pub search_slots: usize,
@@ -118,38 +118,6 @@ pub enum GateSessions {
     Token,
     /// Any session that is not read-only (the token is not needed).
     Any,
-}
-
-/// The daemon's gate token: a random secret, and the file next to the socket it is kept in
-/// (mode 0600). Its `Debug` shows the file, never the secret.
-#[derive(Clone, PartialEq, Eq)]
-pub struct GateToken {
-    secret: String,
-    file: std::path::PathBuf,
-}
-
-impl GateToken {
-    /// A token `secret` kept in `file`.
-    pub fn new(secret: String, file: std::path::PathBuf) -> Self {
-        Self { secret, file }
-    }
-
-    /// Whether `given` is this token (compared in constant time).
-    pub fn matches(&self, given: &str) -> bool {
-        let (a, b) = (self.secret.as_bytes(), given.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
-    }
-
-    /// The file it is kept in.
-    pub fn file(&self) -> &std::path::Path {
-        &self.file
-    }
-}
-
-impl std::fmt::Debug for GateToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GateToken").field("file", &self.file).finish_non_exhaustive()
-    }
 }
 
 /// Default of [`Config::file_slots`]: four per core, at least eight.

@@ -8,7 +8,6 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::config::GateToken;
 use crate::random;
 
 /// Bytes of randomness in a token (shown as twice as many hex digits).
@@ -74,5 +73,37 @@ mod tests {
         assert!(second.file().exists(), "the first daemon's removal leaves the second's token");
         remove(&second);
         assert!(!second.file().exists());
+    }
+}
+
+/// The daemon's gate token: a random secret, and the file next to the socket it is kept in
+/// (mode 0600). Its `Debug` shows the file, never the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GateToken {
+    secret: String,
+    file: std::path::PathBuf,
+}
+
+impl GateToken {
+    /// A token `secret` kept in `file`.
+    pub fn new(secret: String, file: std::path::PathBuf) -> Self {
+        Self { secret, file }
+    }
+
+    /// Whether `given` is this token (compared in constant time).
+    pub fn matches(&self, given: &str) -> bool {
+        let (a, b) = (self.secret.as_bytes(), given.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+    }
+
+    /// The file it is kept in.
+    pub fn file(&self) -> &std::path::Path {
+        &self.file
+    }
+}
+
+impl std::fmt::Debug for GateToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateToken").field("file", &self.file).finish_non_exhaustive()
     }
 }

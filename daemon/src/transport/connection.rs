@@ -68,9 +68,9 @@ use self::conn::{Conn, End};
 use self::dispatch::Admission;
 use self::reader::{FrameReader, ReadError, initialize_deadline};
 use self::writer::{WriteSide, forward, write_loop};
-use crate::session::budget::{ConnBudget, Outgoing};
 use super::message::{self, Incoming};
 use crate::json::Json;
+use crate::session::budget::{ConnBudget, Outgoing};
 use crate::session::owners::{OwnerLimits, Owners};
 use crate::session::{Phase, Session};
 

@@ -12,8 +12,8 @@ use super::dispatch::OwnedCall;
 use super::writer::{WriteSide, frame_header, write_loop};
 use crate::config::Config;
 use crate::context::ledger::Ledgers;
-use crate::stats::Stats;
 use crate::session::budget::OutgoingBudget;
+use crate::stats::Stats;
 use crate::watch::WatchHub;
 
 use jsonrpsee::core::server::RpcModule;
