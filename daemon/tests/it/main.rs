@@ -11,4 +11,5 @@ mod fuzz_driver;
 
 mod cli;
 mod fuzz_dispatch;
+mod layout;
 mod tidy;

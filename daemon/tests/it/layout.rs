@@ -1,0 +1,489 @@
+//! The layout docs/architecture.md promises, checked from the sources' own paths: which module
+//! may import which, no import circle between files, and no source file over 900 lines.
+//!
+//! An arrow is drawn from a file to the file that defines what one of its paths names:
+//! `use` trees (braces expanded), and `crate::`/`super::` paths written inline. A path that ends
+//! at a module's `mod.rs` follows that file's `pub use` to the file that defines the name, so a
+//! re-export draws no arrow of its own (within one top-level module: across modules, a
+//! re-export is the re-exporting module's own offering). `#[cfg(test)]` modules at the end of a file are left
+//! out: tests may reach anywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("daemon/ has a parent").to_path_buf()
+}
+
+/// The `.rs` files under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A file's code: comments dropped, string literals blanked, the trailing `#[cfg(test)]` module
+/// cut off.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod ").or_else(|| text.find("#[cfg(test)]\npub mod ")) {
+        Some(at) => &text[..at],
+        None => text,
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                out.push('"');
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                    }
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        break;
+                    }
+                }
+                out.push('"');
+            }
+            // A char literal (`'"'`, `'\\''`), which could hold a quote; a lifetime is no literal.
+            '\'' => {
+                let rest: Vec<char> = chars.clone().take(4).collect();
+                let end = match rest.as_slice() {
+                    ['\\', _, '\'', ..] => Some(3),
+                    [_, '\'', ..] => Some(2),
+                    _ => None,
+                };
+                match end {
+                    Some(end) => {
+                        for _ in 0..end {
+                            chars.next();
+                        }
+                        out.push_str("' '");
+                    }
+                    None => out.push('\''),
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The paths a `use` tree names, braces expanded: `a::{b, c::{d, e as f}, self}` gives `a::b`,
+/// `a::c::d`, `a::c::e`, `a`.
+fn expand_use(tree: &str) -> Vec<Vec<String>> {
+    fn split_top(list: &str) -> Vec<&str> {
+        let (mut depth, mut from, mut parts) = (0, 0, Vec::new());
+        for (at, c) in list.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&list[from..at]);
+                    from = at + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&list[from..]);
+        parts
+    }
+    let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ");
+    let tree = tree.trim();
+    if tree.is_empty() {
+        return Vec::new();
+    }
+    if let Some(open) = tree.find('{') {
+        let prefix: Vec<String> =
+            tree[..open].trim_end_matches("::").split("::").filter(|s| !s.is_empty()).map(str::to_owned).collect();
+        let inner = tree[open + 1..].trim_end().strip_suffix('}').unwrap_or(&tree[open + 1..]);
+        let mut out = Vec::new();
+        for part in split_top(inner) {
+            for rest in expand_use(part) {
+                let mut path = prefix.clone();
+                if rest != ["self"] {
+                    path.extend(rest);
+                }
+                out.push(path);
+            }
+        }
+        return out;
+    }
+    let tree = tree.split(" as ").next().unwrap_or(tree);
+    vec![tree.split("::").map(|s| s.trim().to_owned()).filter(|s| !s.is_empty() && s != "*").collect()]
+}
+
+/// The `use` trees of `code` and the inline `crate::`/`super::`/`self::` paths outside them.
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut rest_of_code = String::new();
+    let mut at = 0;
+    let bytes = code.as_bytes();
+    while at < code.len() {
+        let starts_use = code[at..].starts_with("use ")
+            && (at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_'));
+        if starts_use && let Some(end) = code[at..].find(';') {
+            paths.extend(expand_use(&code[at + 4..at + end]));
+            at += end + 1;
+            continue;
+        }
+        let c = code[at..].chars().next().unwrap_or(' ');
+        rest_of_code.push(c);
+        at += c.len_utf8();
+    }
+    for start in ["crate::", "super::", "self::"] {
+        for (at, _) in rest_of_code.match_indices(start) {
+            let before = rest_of_code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let path: Vec<String> = rest_of_code[at..]
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .next()
+                .unwrap_or("")
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+            paths.push(path);
+        }
+    }
+    paths
+}
+
+/// One crate's sources: each file's module path (`["provider", "index"]`), and its code.
+struct Crate {
+    src: PathBuf,
+    files: BTreeMap<PathBuf, String>,
+}
+
+impl Crate {
+    /// The library's modules under `src` (binaries' roots, `main.rs` and `bin/`, are left out
+    /// when there is a `lib.rs`; their modules are read like the library's).
+    fn read(src: &str) -> Crate {
+        let src = workspace().join(src);
+        let has_lib = src.join("lib.rs").is_file();
+        let mut files = BTreeMap::new();
+        for file in rust_files(&src) {
+            let rel = file.strip_prefix(&src).expect("under src").to_path_buf();
+            if has_lib && (rel == Path::new("main.rs") || rel.starts_with("bin")) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("readable source");
+            files.insert(rel, code_of(&text));
+        }
+        Crate { src, files }
+    }
+
+    /// The module path of a file relative to src.
+    fn module(file: &Path) -> Vec<String> {
+        let mut parts: Vec<String> = file.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        let last = parts.pop().unwrap_or_default();
+        if last != "mod.rs" && last != "lib.rs" && last != "main.rs" {
+            parts.push(last.trim_end_matches(".rs").to_owned());
+        }
+        parts
+    }
+
+    /// The file that holds module `module`, if any.
+    fn file_of(&self, module: &[String]) -> Option<PathBuf> {
+        if module.is_empty() {
+            return ["lib.rs", "main.rs"].iter().map(PathBuf::from).find(|f| self.files.contains_key(f));
+        }
+        let base: PathBuf = module.iter().collect();
+        let flat = base.with_extension("rs");
+        let folder = base.join("mod.rs");
+        [flat, folder].into_iter().find(|f| self.files.contains_key(f))
+    }
+
+    /// The file that defines what `path` (absolute, from the crate root) names: the deepest
+    /// module on it, following that module's `pub use` of the next name.
+    fn target(&self, path: &[String], depth: usize) -> Option<PathBuf> {
+        let mut module: Vec<String> = Vec::new();
+        let mut file = self.file_of(&module)?;
+        for (i, segment) in path.iter().enumerate() {
+            module.push(segment.clone());
+            if let Some(deeper) = self.file_of(&module) {
+                file = deeper;
+                continue;
+            }
+            module.pop();
+            // A re-export is followed inside its module only: what a module hands on from
+            // another is its own offering (the context's `Version` is the context's).
+            if depth < 8
+                && let Some(reexport) = self.reexport(&file, &module, segment)
+                && reexport.first() == module.first()
+                && let Some(found) = self.target(&[reexport, path[i + 1..].to_vec()].concat(), depth + 1)
+            {
+                return Some(found);
+            }
+            break;
+        }
+        Some(file)
+    }
+
+    /// Where `file` (module `module`) re-exports `name` from, as an absolute path.
+    fn reexport(&self, file: &Path, module: &[String], name: &str) -> Option<Vec<String>> {
+        let code = self.files.get(file)?;
+        for line in code.split(';') {
+            let Some(at) = line.find("pub use ").or_else(|| line.find("pub(crate) use ")) else { continue };
+            let tree = &line[line[at..].find("use ").map_or(at, |u| at + u) + 4..];
+            let renamed = tree.contains(&format!(" as {name}"));
+            for used in expand_use(tree) {
+                if used.last().is_some_and(|last| last == name) || renamed {
+                    if let Some(path) = self.absolute(module, &used) {
+                        return Some(path);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// `path` as written in module `module`, made absolute (None for other crates' paths).
+    fn absolute(&self, module: &[String], path: &[String]) -> Option<Vec<String>> {
+        let first = path.first()?;
+        let mut out: Vec<String> = match first.as_str() {
+            "crate" => Vec::new(),
+            "self" => module.to_vec(),
+            "super" => {
+                let mut base = module.to_vec();
+                let mut rest = path;
+                while rest.first().map(String::as_str) == Some("super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+                base.extend(rest.iter().cloned());
+                return Some(base);
+            }
+            // A child module named without `self::`.
+            name if self.file_of(&[module, &[name.to_owned()]].concat()).is_some() => module.to_vec(),
+            _ => return None,
+        };
+        let skip = usize::from(first == "crate" || first == "self");
+        out.extend(path[skip..].iter().cloned());
+        Some(out)
+    }
+
+    /// Every arrow file -> file of this crate (no arrow from a file to itself or from a module
+    /// folder's `mod.rs` to its own children: declaring and re-exporting them is what it is for).
+    fn arrows(&self) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+        let mut arrows: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+        for (file, code) in &self.files {
+            let module = Crate::module(file);
+            let out = arrows.entry(file.clone()).or_default();
+            for path in paths_in(code) {
+                let Some(absolute) = self.absolute(&module, &path) else { continue };
+                let Some(target) = self.target(&absolute, 0) else { continue };
+                // A module's root declares and re-exports its children: no arrow.
+                let is_root = file.file_name().is_some_and(|n| n == "mod.rs" || n == "lib.rs");
+                let own_child = is_root && target.starts_with(file.parent().unwrap_or(Path::new("")));
+                if target != *file && !own_child {
+                    out.insert(target);
+                }
+            }
+        }
+        arrows
+    }
+
+    /// The import circles among this crate's files: each strongly connected set of two or more.
+    fn circles(&self) -> Vec<Vec<PathBuf>> {
+        let arrows = self.arrows();
+        strongly_connected(&arrows).into_iter().filter(|set| set.len() > 1).collect()
+    }
+
+    fn shown(&self, file: &Path) -> String {
+        self.src.join(file).strip_prefix(workspace()).unwrap_or(file).display().to_string()
+    }
+}
+
+/// Tarjan's strongly connected components of `arrows`.
+fn strongly_connected(arrows: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
+    struct State<'a> {
+        arrows: &'a BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        index: BTreeMap<&'a PathBuf, usize>,
+        low: BTreeMap<&'a PathBuf, usize>,
+        stack: Vec<&'a PathBuf>,
+        on_stack: BTreeSet<&'a PathBuf>,
+        next: usize,
+        sets: Vec<Vec<PathBuf>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a PathBuf) {
+        s.index.insert(v, s.next);
+        s.low.insert(v, s.next);
+        s.next += 1;
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        for w in s.arrows.get(v).into_iter().flatten() {
+            if !s.arrows.contains_key(w) {
+                continue;
+            }
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let low = s.low[v].min(s.low[w]);
+                s.low.insert(v, low);
+            } else if s.on_stack.contains(w) {
+                let low = s.low[v].min(s.index[w]);
+                s.low.insert(v, low);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut set = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                set.push(w.clone());
+                if w == v {
+                    break;
+                }
+            }
+            set.sort();
+            s.sets.push(set);
+        }
+    }
+    let mut s = State {
+        arrows,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        next: 0,
+        sets: Vec::new(),
+    };
+    for v in arrows.keys() {
+        if !s.index.contains_key(v) {
+            visit(&mut s, v);
+        }
+    }
+    s.sets
+}
+
+/// The daemon's crates as the checks read them.
+fn daemon() -> Crate {
+    Crate::read("daemon/src")
+}
+
+fn assert_no_circles(krate: &Crate) {
+    let circles: Vec<String> = krate
+        .circles()
+        .iter()
+        .map(|set| set.iter().map(|f| krate.shown(f)).collect::<Vec<_>>().join(" <-> "))
+        .collect();
+    assert!(circles.is_empty(), "import circles (break each by moving the shared piece down):\n{}", circles.join("\n"));
+}
+
+#[test]
+fn the_layout_checks_see_what_they_look_for() {
+    assert_eq!(
+        expand_use("crate::provider::{self, cache::Entry, read::{a, b as c}}"),
+        [
+            vec!["crate", "provider"],
+            vec!["crate", "provider", "cache", "Entry"],
+            vec!["crate", "provider", "read", "a"],
+            vec!["crate", "provider", "read", "b"],
+        ]
+    );
+    let code = code_of("use a::b; // use c::d;\nlet s = \"crate::x\"; crate::y::z();\n#[cfg(test)]\nmod tests { use crate::w; }");
+    assert_eq!(paths_in(&code), [vec!["a", "b"], vec!["crate", "y", "z"]]);
+    let mut arrows = BTreeMap::new();
+    let [a, b, c] = ["a", "b", "c"].map(PathBuf::from);
+    arrows.insert(a.clone(), BTreeSet::from([b.clone()]));
+    arrows.insert(b.clone(), BTreeSet::from([a.clone(), c.clone()]));
+    arrows.insert(c.clone(), BTreeSet::new());
+    let sets = strongly_connected(&arrows);
+    assert!(sets.contains(&vec![a, b]) && sets.contains(&vec![c]), "{sets:?}");
+    // The daemon's own tree: a known arrow is seen through a re-export.
+    let krate = daemon();
+    let arrows = krate.arrows();
+    assert!(
+        arrows.values().flatten().any(|t| t.starts_with("provider")),
+        "no arrow into provider/ was found: the path reader is broken"
+    );
+}
+
+#[test]
+fn no_import_circles_in_the_daemon() {
+    assert_no_circles(&daemon());
+}
+
+#[test]
+fn no_import_circles_in_the_client() {
+    assert_no_circles(&Crate::read("client/rust/src"));
+}
+
+#[test]
+fn no_import_circles_in_the_protocol() {
+    assert_no_circles(&Crate::read("protocol/src"));
+}
+
+#[test]
+fn no_source_file_is_over_900_lines() {
+    let mut long = Vec::new();
+    for src in ["daemon/src", "protocol/src", "client/rust/src"] {
+        for file in rust_files(&workspace().join(src)) {
+            let name = file.file_name().unwrap_or_default().to_string_lossy();
+            if name.ends_with("tests.rs") || file.components().any(|c| c.as_os_str() == "tests") {
+                continue;
+            }
+            let lines = std::fs::read_to_string(&file).expect("readable source").lines().count();
+            if lines > 900 {
+                long.push(format!("{}: {lines} lines", file.strip_prefix(workspace()).unwrap_or(&file).display()));
+            }
+        }
+    }
+    assert!(long.is_empty(), "split these by job (at most 900 lines a file):\n{}", long.join("\n"));
+}
+
+/// The top-level module a file of `src` belongs to (`provider` for `provider/index.rs`, `json`
+/// for `json.rs`).
+fn top_module(file: &Path) -> String {
+    let first = file.iter().next().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// Which top-level module imports which (arrows inside a module left out).
+fn module_arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, targets) in krate.arrows() {
+        let from = top_module(&file);
+        let entry = out.entry(from.clone()).or_default();
+        for target in targets {
+            let to = top_module(&target);
+            if to != from {
+                entry.insert(to);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn print_module_arrows() {
+    for (from, to) in module_arrows(&daemon()) {
+        println!("{from}: {}", to.into_iter().collect::<Vec<_>>().join(", "));
+    }
+}
