@@ -9,6 +9,7 @@ pub mod gate_token;
 pub(crate) mod gates;
 pub mod json;
 pub mod listen;
+pub mod listing;
 pub mod lru;
 pub mod memory;
 pub mod owners;
