@@ -11,9 +11,9 @@ use super::{ContextError, FileContext, FileError};
 use crate::listing::grams::Grams;
 use crate::listing::{Listed, Listings};
 use crate::provider::resolve::display;
-use crate::provider::scan::{Contents, Seen};
+use crate::provider::searched::{Contents, Seen};
 
-pub use crate::provider::scan::{Contents as SearchContents, Seen as SearchSeen};
+pub use crate::provider::searched::{Contents as SearchContents, Seen as SearchSeen};
 
 /// Largest file a search reads whole (so it can count as a read); bigger files are searched
 /// as streams and never recorded.

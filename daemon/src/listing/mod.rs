@@ -8,7 +8,7 @@
 //! kept warm and answers repeated searches without a walk, as long as its watches saw nothing
 //! that could change it. The listings of a provider are attached to it ([`Listings::of`]): the
 //! provider holds them without knowing them, and nothing in the provider uses this module.
-//! Opening a listed file is the provider's (see [`crate::provider::scan`]).
+//! Opening a listed file is the provider's (see [`crate::provider::searched`]).
 //!
 //! Ignore files are read beneath the handle of the folder holding them, only at or below the
 //! session's root: the ones of the folders between the root and the searched folder apply, and
@@ -115,7 +115,7 @@ impl Listings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::scan::Contents;
+    use crate::provider::searched::Contents;
     use crate::provider::{ProviderConfig, RootDir, Scope};
     use std::os::unix::fs::symlink;
     use std::path::Path;

@@ -84,8 +84,8 @@ impl Cache {
     }
 
     /// Gives `entry`, cached at `path`, the line ends `ends` of its file (see
-    /// [`LineIndex::read_line_ends`]), counted with the indexes' bytes; returns the entries evicted to
-    /// stay within the budget. Nothing happens when `path` no longer holds that very entry, or
+    /// [`LineIndex::read_line_ends`](super::index::LineIndex::read_line_ends)), counted with the
+    /// indexes' bytes; returns the entries evicted to stay within the budget. Nothing happens when `path` no longer holds that very entry, or
     /// its index has line ends already.
     fn add_ends(
         &mut self,
@@ -224,8 +224,8 @@ impl Provider {
     }
 
     /// Gives a cached `entry` of a small file read warm the line ends of its file (see
-    /// [`LineIndex::ends`]), read through `file`, so its next windows are cut without a search
-    /// for their lines' ends: once per cached version, only when the bytes read agree with the
+    /// [`LineIndex::ends`](super::index::LineIndex::ends)), read through `file`, so its next
+    /// windows are cut without a search for their lines' ends: once per cached version, only when the bytes read agree with the
     /// index and the file kept its fingerprint meanwhile; counted in the cache's index bytes.
     pub(super) fn add_line_ends(&self, path: &Path, entry: &Arc<Entry>, file: &File) {
         let Ok(index) = entry.text.as_ref() else { return };

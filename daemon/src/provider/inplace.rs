@@ -11,8 +11,9 @@
 //! full disk or a quota refuses it before a byte of the file changes; the new content is
 //! written over the old, the length set, the file synced, and the copy removed. Any failure on
 //! the way puts the old content back from the copy. A daemon killed on the way leaves the copy:
-//! the next daemon's first look at that folder ([`recover`](super::copy::recover)) finds it, and puts the old content
-//! back when the file holds neither version (and is no longer than the longer of the two).
+//! the next daemon's first look at that folder ([`recover`](super::copy::recover)) finds it,
+//! and puts the old content back when the file holds neither version (and is no longer than
+//! the longer of the two).
 
 use std::ffi::OsStr;
 use std::fs::File;

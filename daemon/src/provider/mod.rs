@@ -35,7 +35,7 @@ pub mod own;
 mod prepared;
 mod read;
 pub mod resolve;
-pub mod scan;
+pub mod searched;
 mod snapshot;
 pub mod store;
 mod strategies;
@@ -142,7 +142,7 @@ impl Provider {
     }
 
     /// The value of type `T` a layer above keeps alongside this provider, made by `make` on
-    /// first use (see [`attached`]).
+    /// first use (see `attached.rs`).
     pub fn attached<T: std::any::Any + Send + Sync>(&self, make: impl FnOnce(&Self) -> T) -> Arc<T> {
         self.attached.get_or_attach(|| make(self))
     }

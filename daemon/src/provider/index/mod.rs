@@ -7,8 +7,8 @@
 //! start means scanning forward from its checkpoint over fewer than 64 lines and less than
 //! 1 MiB — while the index costs 16 bytes per 64 lines instead of 8 bytes per line.
 //!
-//! By job: the index itself in [`lines`], the one pass that builds it in [`scan`], a window's
-//! buffer in [`buf`], the window reads in [`window`].
+//! By job: the index itself in `lines.rs`, the one pass that builds it in `scan.rs`, a window's
+//! buffer in `buf.rs`, the window reads in `window.rs`, and their tests in `tests.rs`.
 
 mod buf;
 mod lines;

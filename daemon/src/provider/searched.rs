@@ -1,6 +1,6 @@
-//! Opening a file for a scan (the searches): beneath its root's handle, so that a symlink met
-//! anywhere on the way is refused, never followed; small files read whole (hashed when the scan
-//! may count as a read), bigger ones handed back as the open file.
+//! Opening a file for a search: beneath its root's handle, so that a symlink met anywhere on the
+//! way is refused, never followed; small files read whole (hashed when the search may count as
+//! a read), bigger ones handed back as the open file.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -12,7 +12,7 @@ use super::beneath::RootDir;
 use super::error::io_error;
 use super::{Fingerprint, Provider, ProviderError, Version};
 
-/// A file opened for a scan.
+/// A file opened for a search.
 #[derive(Debug)]
 pub enum Contents {
     /// Small enough to hold: its bytes, and what identifies the version searched.
@@ -28,7 +28,7 @@ pub enum Contents {
     Stream(File),
 }
 
-/// What a whole read of a scanned file saw.
+/// What a whole read of a searched file saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seen {
     /// blake3 of the bytes read.
