@@ -85,8 +85,8 @@ impl Cache {
 
     /// Gives `entry`, cached at `path`, the line ends `ends` of its file (see
     /// [`LineIndex::read_line_ends`](super::index::LineIndex::read_line_ends)), counted with the
-    /// indexes' bytes; returns the entries evicted to stay within the budget. Nothing happens when `path` no longer holds that very entry, or
-    /// its index has line ends already.
+    /// indexes' bytes; returns the entries evicted to stay within the budget. Nothing happens
+    /// when `path` no longer holds that very entry, or its index has line ends already.
     fn add_ends(
         &mut self,
         path: &Path,
