@@ -225,8 +225,9 @@ impl Provider {
 
     /// Gives a cached `entry` of a small file read warm the line ends of its file (see
     /// [`LineIndex::ends`](super::index::LineIndex::ends)), read through `file`, so its next
-    /// windows are cut without a search for their lines' ends: once per cached version, only when the bytes read agree with the
-    /// index and the file kept its fingerprint meanwhile; counted in the cache's index bytes.
+    /// windows are cut without a search for their lines' ends: once per cached version, only
+    /// when the bytes read agree with the index and the file kept its fingerprint meanwhile;
+    /// counted in the cache's index bytes.
     pub(super) fn add_line_ends(&self, path: &Path, entry: &Arc<Entry>, file: &File) {
         let Ok(index) = entry.text.as_ref() else { return };
         if !index.wants_ends() {
