@@ -8,6 +8,7 @@ pub mod descriptors;
 pub mod gate;
 pub mod json;
 pub mod listen;
+pub mod listing;
 pub mod lru;
 pub mod memory;
 pub mod provider;

@@ -615,7 +615,7 @@ async fn process(hub: Weak<WatchHub>, inbox: Arc<Inbox>) {
                 logged_rescan = true;
             }
             hub.provider.forget_all();
-            hub.provider.forget_all_listings();
+            crate::listing::Listings::of(&hub.provider).forget_all();
             hub.provider.own_writes().forget_all();
             paths = hub.all_observed();
         }

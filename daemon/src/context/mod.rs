@@ -146,7 +146,7 @@ impl Files {
 
     /// Searched folders' file lists kept warm, and their bytes.
     pub fn cached_listings(&self) -> (usize, usize) {
-        self.provider.cached_listings()
+        crate::listing::Listings::of(&self.provider).stats()
     }
 
     /// inotify watches the daemon holds (warm listings and the watcher together), and its cap.

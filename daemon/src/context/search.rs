@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use super::deny::Access;
 use super::{ContextError, FileContext, FileError};
-use crate::provider::grams::Grams;
+use crate::listing::grams::Grams;
+use crate::listing::{Listed, Listings};
 use crate::provider::resolve::display;
-use crate::provider::walk::{Contents, Listed, Seen};
+use crate::provider::searched::{Contents, Seen};
 
-pub use crate::provider::walk::{Contents as SearchContents, Seen as SearchSeen};
+pub use crate::provider::searched::{Contents as SearchContents, Seen as SearchSeen};
 
 /// Largest file a search reads whole (so it can count as a read); bigger files are searched
 /// as streams and never recorded.
@@ -105,7 +106,7 @@ impl FileContext<'_> {
         stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<SearchFiles, ContextError> {
         let target = self.target(path.unwrap_or("."), Access::Read)?;
-        let listing = self.provider.list_files(&target, stop)?;
+        let listing = Listings::of(self.provider).list(&target, stop)?;
         // Tests widen here the window in which a change drops the listing under the search.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("search::listed");

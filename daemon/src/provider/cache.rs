@@ -7,47 +7,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
-use super::index::{LineEnds, LineIndex, NotText};
-use super::mmap::Mapped;
-use super::snapshot::Body;
+use super::entry::{Entry, unchanged};
+use super::index::LineEnds;
 use super::version;
-use super::{Fingerprint, Provider, ProviderConfig, Version};
-
-/// What the provider remembers about one file version.
-#[derive(Debug)]
-pub(super) struct Entry {
-    pub(super) fingerprint: Fingerprint,
-    pub(super) version: Version,
-    /// When hashing started (nanoseconds since the epoch), for the racy rule.
-    pub(super) recorded_ns: i128,
-    pub(super) text: Result<Arc<LineIndex>, NotText>,
-    /// The file mapped once for this version (large files on local filesystems).
-    pub(super) mapping: Option<Arc<Mapped>>,
-    /// The file, kept open while the cache's budget of open files allows.
-    pub(super) file: Option<Arc<File>>,
-    /// Whether the file is on a local filesystem (see [`mmap::mappable`]).
-    pub(super) local: bool,
-}
-
-impl Entry {
-    /// Its index's bytes, line ends included (those are only ever added while the entry is
-    /// cached, under the cache's lock, and counted then: see [`Cache::add_ends`]).
-    fn heap_bytes(&self) -> usize {
-        self.text.as_ref().map(|i| i.heap_bytes() + i.ends_bytes()).unwrap_or(0)
-    }
-
-    fn mapped_bytes(&self) -> usize {
-        self.mapping.as_ref().map(|m| m.len()).unwrap_or(0)
-    }
-
-    /// Where windows of this cached version are read from: its mapping, else the file.
-    pub(super) fn body(&self) -> Body {
-        match &self.mapping {
-            Some(mapped) => Body::Mapped(mapped.clone()),
-            None => Body::File,
-        }
-    }
-}
+use super::{Fingerprint, Provider, ProviderConfig};
 
 /// Cache of entries by canonical path, bounded by count, index bytes, mapped bytes and open
 /// files (least recently used evicted first); its open files count against the daemon's
@@ -121,9 +84,9 @@ impl Cache {
     }
 
     /// Gives `entry`, cached at `path`, the line ends `ends` of its file (see
-    /// [`LineIndex::read_line_ends`]), counted with the indexes' bytes; returns the entries evicted to
-    /// stay within the budget. Nothing happens when `path` no longer holds that very entry, or
-    /// its index has line ends already.
+    /// [`LineIndex::read_line_ends`](super::index::LineIndex::read_line_ends)), counted with the
+    /// indexes' bytes; returns the entries evicted to stay within the budget. Nothing happens
+    /// when `path` no longer holds that very entry, or its index has line ends already.
     fn add_ends(
         &mut self,
         path: &Path,
@@ -261,16 +224,17 @@ impl Provider {
     }
 
     /// Gives a cached `entry` of a small file read warm the line ends of its file (see
-    /// [`LineIndex::ends`]), read through `file`, so its next windows are cut without a search
-    /// for their lines' ends: once per cached version, only when the bytes read agree with the
-    /// index and the file kept its fingerprint meanwhile; counted in the cache's index bytes.
+    /// [`LineIndex::ends`](super::index::LineIndex::ends)), read through `file`, so its next
+    /// windows are cut without a search for their lines' ends: once per cached version, only
+    /// when the bytes read agree with the index and the file kept its fingerprint meanwhile;
+    /// counted in the cache's index bytes.
     pub(super) fn add_line_ends(&self, path: &Path, entry: &Arc<Entry>, file: &File) {
         let Ok(index) = entry.text.as_ref() else { return };
         if !index.wants_ends() {
             return;
         }
         let Some(ends) = index.read_line_ends(|buf, pos| file.read_at(buf, pos)) else { return };
-        if !super::read::unchanged(file, &entry.fingerprint) {
+        if !unchanged(file, &entry.fingerprint) {
             return;
         }
         let released = self.cache.lock().unwrap_or_else(PoisonError::into_inner).add_ends(

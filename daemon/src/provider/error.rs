@@ -205,7 +205,7 @@ impl ProviderError {
 }
 
 /// Maps an OS error on `target` to the provider's vocabulary.
-pub(super) fn io_error(target: &str, op: &'static str, err: std::io::Error) -> ProviderError {
+pub(crate) fn io_error(target: &str, op: &'static str, err: std::io::Error) -> ProviderError {
     let path = target.to_owned();
     match err.kind() {
         ErrorKind::NotFound => ProviderError::NotFound { path, why: None },

@@ -1,6 +1,6 @@
 //! Temporary files: how a write's staging file (and the copy of an in-place rewrite's old
-//! content) is created, and what happens to those a killed daemon left behind; also the crash
-//! points tests kill the daemon at.
+//! content) is created, and what happens to those a killed daemon left behind (the crash points
+//! tests kill the daemon at are in [`crash`](super::crash)).
 //!
 //! A write stages its bytes in a new file next to the target, created with `O_EXCL` and mode
 //! 0600 beneath the folder's handle, named `.{name}.filectx-{token}-{boot}-{pid}-{start}-{random}.tmp`:
@@ -346,7 +346,7 @@ impl Leftovers {
 
     /// Removes the temporary files in `dir` whose daemon is gone, and uses the copies of old
     /// content such a daemon left to put back a file its death left torn (see
-    /// [`inplace::recover`](super::inplace::recover)).
+    /// [`recover`](super::copy::recover)).
     pub fn clean(&self, dir: &OwnedFd, path: &Path) -> Cleaned {
         let mut cleaned = Cleaned::default();
         let Ok(listing) =
@@ -371,17 +371,17 @@ impl Leftovers {
             }
             if made == Made::Copy {
                 let folder = path.display();
-                match super::inplace::recover(dir, name, self.patience) {
-                    Ok(super::inplace::Recovered::Restored(file)) => {
+                match super::copy::recover(dir, name, self.patience) {
+                    Ok(super::copy::Recovered::Restored(file)) => {
                         cleaned.restored += 1;
                         cleaned.removed += 1;
                         tracing::warn!(%folder, file, pid = creator.pid, "put back the old content of a file a daemon died writing in place");
                     }
-                    Ok(super::inplace::Recovered::Removed(why)) => {
+                    Ok(super::copy::Recovered::Removed(why)) => {
                         cleaned.removed += 1;
                         tracing::info!(%folder, name, pid = creator.pid, why, "removed the copy of an in-place write left by a daemon that died");
                     }
-                    Ok(super::inplace::Recovered::Kept(why)) => {
+                    Ok(super::copy::Recovered::Kept(why)) => {
                         tracing::warn!(%folder, name, why, "kept the copy of an in-place write left by a daemon that died");
                     }
                     Err(err) => {
@@ -415,59 +415,18 @@ pub(super) fn dead_name(name: &str, token: &str, made: Made) -> String {
     format!(".{name}.filectx-{token}-{boot}-42-7-{}{}", "0".repeat(32), made.suffix())
 }
 
-/// Test builds (`failpoints`): a point inside a write where a test can kill the daemon. When
-/// the fail point `name` is configured (`FILECTX_FAILPOINTS=name=return`), the daemon sends
-/// itself SIGKILL right there: no unwinding, no cleanup, as in a crash or an OOM kill.
-macro_rules! crash_point {
-    ($name:literal) => {
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!($name, |_| $crate::provider::leftovers::die($name))
-    };
-}
-pub(crate) use crash_point;
-
-/// Whether fail points were configured at start-up (see [`arm`]).
+/// Arms the test-only crash points (see [`crash`](super::crash)); kept here, where the layer
+/// above has always found it.
 #[cfg(feature = "failpoints")]
-static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Marks the fail points as configured, so that code shaped only for them (a write split in
-/// two, to die halfway) runs; without it a test build writes like a release build.
-#[cfg(feature = "failpoints")]
-pub fn arm() {
-    ARMED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// See [`arm`].
-#[cfg(feature = "failpoints")]
-pub fn armed() -> bool {
-    ARMED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The error a test's fail point asks for by name (`return(EDQUOT)`; ENOSPC when unnamed).
-#[cfg(feature = "failpoints")]
-pub fn errno_named(name: Option<String>) -> std::io::Error {
-    let errno = match name.as_deref().map(str::trim) {
-        Some("EDQUOT") => libc::EDQUOT,
-        Some("EIO") => libc::EIO,
-        Some("EOPNOTSUPP") => libc::EOPNOTSUPP,
-        _ => libc::ENOSPC,
-    };
-    std::io::Error::from_raw_os_error(errno)
-}
-
-/// Kills this process with SIGKILL (see [`crash_point!`]).
-#[cfg(feature = "failpoints")]
-pub fn die(point: &str) -> ! {
-    eprintln!("filectxd: crash point {point}: SIGKILL");
-    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-    loop {
-        std::thread::park();
-    }
-}
+pub use super::crash::arm;
 
 #[cfg(test)]
 mod tests {
+    use super::super::Version;
+    use super::super::copy::{HEADER_BYTES, Header};
     use super::*;
+    use fs2::FileExt as _;
+    use std::os::unix::fs::MetadataExt as _;
 
     fn open(path: &Path) -> OwnedFd {
         rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).unwrap()
@@ -533,5 +492,91 @@ mod tests {
         let long = "é".repeat(200);
         let (c, _) = leftovers.create(&fd, &long, &|_| {}).unwrap();
         assert!(c.len() <= 255, "{}", c.len());
+    }
+
+    const TOKEN: &str = "0123456789abcdef";
+
+    /// A folder with `a.txt` holding `now`, and a dead daemon's copy for it saying the old
+    /// content was `old` and the new one `new` (`whole`: the copy is complete). Returns the
+    /// folder, its handle and the copy's name.
+    fn torn(now: &[u8], old: &[u8], new: &[u8], whole: bool) -> (tempfile::TempDir, OwnedFd, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a.txt");
+        std::fs::write(&target, now).unwrap();
+        let meta = std::fs::metadata(&target).unwrap();
+        let header = Header {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            name: b"a.txt".to_vec(),
+            old_len: old.len() as u64,
+            old: Version::of(old),
+            new_len: new.len() as u64,
+            new: Version::of(new),
+        };
+        let mut copy = if whole { header.encode() } else { vec![0u8; HEADER_BYTES as usize] };
+        copy.extend_from_slice(old);
+        let name = dead_name("a.txt", TOKEN, Made::Copy);
+        std::fs::write(dir.path().join(&name), copy).unwrap();
+        let fd = rustix::fs::open(dir.path(), OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        (dir, fd, name)
+    }
+
+    fn clean(fd: &OwnedFd, dir: &Path) -> Cleaned {
+        Leftovers::new(Some(TOKEN.into())).with_patience(Duration::from_millis(200)).clean(fd, dir)
+    }
+
+    #[test]
+    fn a_torn_file_is_put_back_from_a_dead_daemons_copy() {
+        let (old, new) = (b"the old content\n".repeat(100), b"the new one\n".repeat(300));
+        // Killed halfway: the new content's start over the old.
+        let mut now = new[..800].to_vec();
+        now.extend_from_slice(&old[800..]);
+        let (dir, fd, name) = torn(&now, &old, &new, true);
+        assert_eq!(clean(&fd, dir.path()), Cleaned { removed: 1, restored: 1 });
+        assert_eq!(std::fs::read(dir.path().join("a.txt")).unwrap(), old);
+        assert!(!dir.path().join(&name).exists(), "the copy is removed once used");
+        // Killed after the new content was whole but before its length was cut: the same.
+        let (old, new) = (b"long old content\n".repeat(100), b"short new\n".to_vec());
+        let mut now = new.clone();
+        now.extend_from_slice(&old[new.len()..]);
+        let (dir, fd, _) = torn(&now, &old, &new, true);
+        assert_eq!(clean(&fd, dir.path()).restored, 1);
+        assert_eq!(std::fs::read(dir.path().join("a.txt")).unwrap(), old);
+    }
+
+    #[test]
+    fn a_whole_file_an_incomplete_copy_or_a_later_change_is_left_as_it_is() {
+        let (old, new) = (b"old\n".repeat(50), b"new\n".repeat(80));
+        let mut half = new[..100].to_vec();
+        half.extend_from_slice(&old[100..]);
+        let longer = b"x".repeat(1000);
+        // (what the file holds, whether the copy is complete)
+        for (now, whole) in [(&old, true), (&new, true), (&half, false), (&longer, true)] {
+            let (dir, fd, name) = torn(now, &old, &new, whole);
+            assert_eq!(clean(&fd, dir.path()), Cleaned { removed: 1, restored: 0 });
+            assert_eq!(&std::fs::read(dir.path().join("a.txt")).unwrap(), now, "untouched");
+            assert!(!dir.path().join(&name).exists(), "the copy is no longer needed");
+        }
+    }
+
+    #[test]
+    fn a_copy_whose_file_is_another_now_is_kept() {
+        let (old, new) = (b"old\n".repeat(50), b"new\n".repeat(80));
+        let (dir, fd, name) = torn(&new[..10], &old, &new, true);
+        // Another file renamed over the name since: not the inode the copy belongs to.
+        std::fs::write(dir.path().join("b.txt"), "someone else's\n").unwrap();
+        std::fs::rename(dir.path().join("b.txt"), dir.path().join("a.txt")).unwrap();
+        assert_eq!(clean(&fd, dir.path()), Cleaned::default());
+        assert_eq!(std::fs::read(dir.path().join("a.txt")).unwrap(), b"someone else's\n");
+        assert!(dir.path().join(&name).exists(), "kept for a person to look at");
+        // And a torn file whose lock another holds is left for a later daemon.
+        let (dir, fd, name) = torn(&new[..10], &old, &new, true);
+        let held = std::fs::File::open(dir.path().join("a.txt")).unwrap();
+        held.lock_exclusive().unwrap();
+        assert_eq!(clean(&fd, dir.path()), Cleaned::default());
+        assert!(dir.path().join(&name).exists());
+        drop(held);
+        assert_eq!(clean(&fd, dir.path()).restored, 1);
+        assert_eq!(std::fs::read(dir.path().join("a.txt")).unwrap(), old);
     }
 }

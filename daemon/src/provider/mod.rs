@@ -13,19 +13,21 @@
 //! file's stat fingerprint is unchanged *and* the file is older than the racy window at the time
 //! it was hashed; otherwise the file is hashed again.
 
+mod attached;
 pub mod beneath;
 pub mod budget;
 mod cache;
 mod cache_tests;
 mod closer;
 mod config;
+mod copy;
+mod crash;
 pub mod edit;
+mod entry;
 mod error;
-pub mod grams;
 pub mod index;
 mod inplace;
 pub mod leftovers;
-pub mod listings;
 pub mod lock;
 pub mod mmap;
 mod outcome;
@@ -33,25 +35,24 @@ pub mod own;
 mod prepared;
 mod read;
 pub mod resolve;
-pub mod rules;
+pub mod searched;
 mod snapshot;
 pub mod store;
 mod strategies;
 pub mod version;
-pub mod walk;
-pub mod walker;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use self::attached::Attached;
 pub use self::beneath::{Root, RootDir};
 use self::budget::{MapBudget, WatchBudget};
 use self::cache::Cache;
 pub use self::config::{DEFAULT_MAX_WINDOW_BYTES, ProviderConfig};
 pub use self::error::ProviderError;
+pub(crate) use self::error::io_error;
 use self::leftovers::Leftovers;
-use self::listings::Listings;
 use self::lock::PathLocks;
 pub use self::outcome::{
     Conventions, EditOutcome, Expectation, Kind, OpenedRead, ReadOutcome, Stat, WriteOutcome,
@@ -76,9 +77,9 @@ pub struct Provider {
     hashed: AtomicU64,
     /// Observed versions' bytes, for the diffs of stale refusals.
     store: ContentStore,
-    /// Warm listings of searched folders (see [`listings`]).
-    listings: Listings,
-    /// The daemon's share of the user's inotify watches, shared by the listings and the
+    /// What the layers above keep alongside the provider (the search listings), unknown to it.
+    attached: Attached,
+    /// The daemon's share of the user's inotify watches, shared by the search listings and the
     /// watcher (see [`budget`]).
     watches: Arc<WatchBudget>,
     /// The daemon's own writes, for the watcher (see [`own`]).
@@ -102,7 +103,7 @@ impl Provider {
             map_budget: MapBudget::new(config.max_mapped_bytes),
             leftovers: Leftovers::new(config.staging_token.clone()).with_patience(config.lock_patience),
             store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
-            listings: Listings::new(config.max_search_cache_bytes, Arc::clone(&watches)),
+            attached: Attached::default(),
             watches,
             config,
             cache: Mutex::new(Cache::new(descriptors)),
@@ -125,7 +126,7 @@ impl Provider {
 
     /// The daemon's share of the user's inotify watches, for the watcher (which takes one for
     /// each path it watches).
-    pub fn watch_budget(&self) -> &WatchBudget {
+    pub fn watch_budget(&self) -> &Arc<WatchBudget> {
         &self.watches
     }
 
@@ -133,6 +134,17 @@ impl Provider {
     /// `daemon/status`.
     pub fn watches(&self) -> (usize, usize) {
         (self.watches.held(), self.watches.cap())
+    }
+
+    /// The settings the provider was made with.
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// The value of type `T` a layer above keeps alongside this provider, made by `make` on
+    /// first use (see `attached.rs`).
+    pub fn attached<T: std::any::Any + Send + Sync>(&self, make: impl FnOnce(&Self) -> T) -> Arc<T> {
+        self.attached.get_or_attach(|| make(self))
     }
 
     /// The store of versions' bytes (filled by the file context with what its sessions saw).

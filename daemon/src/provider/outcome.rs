@@ -1,10 +1,10 @@
 //! What provider operations take and answer: write expectations, stat, and the outcomes of
-//! read, write and edit.
+//! read, write and edit, and where a write landed.
 
-use super::Version;
 use super::edit::Region;
 use super::index::Window;
 use super::resolve::{Opened, Resolved};
+use super::{Fingerprint, Version};
 
 /// What must be true of a file for a write to go ahead. Only the file context builds one (from
 /// a session's observation, or from what an `fs/*` client named); `daemon/tests/it/tidy.rs`
@@ -129,4 +129,15 @@ pub struct EditOutcome {
     pub written: Vec<u8>,
     /// The first edited places of the new version, with context lines (see [`Region`]).
     pub regions: Vec<Region>,
+}
+
+/// Where a write landed: the file's hard links, and the fingerprint of the inode a rename left
+/// at the path (`None` for a write in place, or when the path no longer names that inode).
+pub(super) struct Landed {
+    /// Whether a new inode was renamed onto the path (else it was written in place).
+    pub renamed: bool,
+    /// Hard links of the written file.
+    pub links: u64,
+    /// The renamed inode's fingerprint, looked at after the rename.
+    pub fingerprint: Option<Fingerprint>,
 }

@@ -9,11 +9,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 use super::budget::Reservation;
-use super::cache::Entry;
+use super::entry::{Body, Entry, unchanged};
 use super::error::io_error;
 use super::index::{self, Oversized, Scanner, Window, WindowRequest};
 use super::mmap::{self, Mapped};
-use super::snapshot::Body;
 use super::version;
 use super::{
     Changed, Fingerprint, Kind, Opened, OpenedRead, Provider, ProviderError, ReadOutcome, Resolved, Root,
@@ -597,11 +596,6 @@ fn refuse_early(
         Err(_) if !unchanged(file, fingerprint) => Ok(false),
         Err(why) => Err(ProviderError::NotText { path: target.display.clone(), why }),
     }
-}
-
-/// Whether the open file still has `fingerprint`.
-pub(super) fn unchanged(file: &File, fingerprint: &Fingerprint) -> bool {
-    file.metadata().map(|m| Fingerprint::of(&m) == *fingerprint).unwrap_or(false)
 }
 
 /// Refuses anything but a regular file, judged on the descriptor's own metadata.

@@ -5,25 +5,9 @@ use std::fs::File;
 use std::io::ErrorKind;
 use std::sync::Arc;
 
-use super::cache::Entry;
+use super::entry::{Body, Entry};
 use super::index::{self, LineIndex, NotText, Window, WindowRequest};
-use super::mmap::Mapped;
 use super::{Fingerprint, Version};
-
-/// Where a snapshot's bytes come from.
-#[derive(Debug)]
-pub(super) enum Body {
-    /// Read whole into memory just now: consistent by construction.
-    Memory(Vec<u8>),
-    /// The version's bytes as the content store keeps them (by version, so they are that
-    /// version's whatever the file does): whether the file still is that version is checked
-    /// after the window is cut, as for a file.
-    Stored(super::store::Content),
-    /// The version's mapping: check `torn()` and the fingerprint after copying.
-    Mapped(Arc<Mapped>),
-    /// Positional reads of the open file: check the fingerprint after reading.
-    File,
-}
 
 /// One version of a text file, pinned for reading windows from it: its index, an open file
 /// (which keeps the inode), and where its bytes come from.

@@ -10,12 +10,12 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
 use super::beneath;
+use super::crash::crash_point;
 use super::edit::{self, Replacement};
 use super::error::io_error;
 use super::index::{self, NotText};
-use super::leftovers::crash_point;
 use super::lock::{self, LockError};
-use super::outcome::Expect;
+use super::outcome::{Expect, Landed};
 use super::read::{read_all_at, regular};
 use super::{
     Conventions, EditOutcome, Expectation, Fingerprint, Provider, ProviderError, Resolved, Version,
@@ -34,17 +34,6 @@ pub(super) struct Edited {
     pub replacements: u64,
     /// The first edited places of the new version.
     pub regions: Vec<edit::Region>,
-}
-
-/// Where a write landed: the file's hard links, and the fingerprint of the inode a rename left
-/// at the path (`None` for a write in place, or when the path no longer names that inode).
-pub(super) struct Landed {
-    /// Whether a new inode was renamed onto the path (else it was written in place).
-    pub renamed: bool,
-    /// Hard links of the written file.
-    pub links: u64,
-    /// The renamed inode's fingerprint, looked at after the rename.
-    pub fingerprint: Option<Fingerprint>,
 }
 
 /// The largest file an edit changes right on an async worker (see [`Provider::edit_at_once`]):
@@ -426,7 +415,7 @@ impl Provider {
             )));
             // Two writes only when a test armed the crash points (one to die between).
             #[cfg(feature = "failpoints")]
-            let bytes = if leftovers::armed() {
+            let bytes = if super::crash::armed() {
                 let (head, tail) = bytes.split_at(bytes.len() / 2);
                 file.write_all(head)?;
                 crash_point!("provider::stage::half_written");

@@ -28,9 +28,9 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, Mode, RawDir};
 
-use super::beneath::RootDir;
+use super::listed::{Listed, ns};
 use super::rules::{self, Found, GitSeen, RuleBytes, Rules};
-use super::walk::{Listed, ns};
+use crate::provider::RootDir;
 
 /// Most files one listing holds; a walk that finds more stops there.
 pub const MAX_LISTED_FILES: usize = 200_000;

@@ -15,8 +15,8 @@ use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use super::beneath::Root;
-use super::walk::Listed;
+use super::listed::Listed;
+use crate::provider::Root;
 
 /// Smallest filter, in 64-bit words.
 const MIN_WORDS: usize = 8;

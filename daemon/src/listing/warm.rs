@@ -36,10 +36,11 @@ use std::time::Duration;
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
-use super::beneath::Root;
-use super::budget::WatchBudget;
 use super::grams::{CacheBytes, Grams};
-use super::walk::{FolderHook, Listed, Watch, ns};
+use super::listed::{Listed, ns};
+use super::walker::{FolderHook, Watch};
+use crate::provider::Root;
+use crate::provider::budget::WatchBudget;
 
 /// Most listings kept at once.
 pub const MAX_LISTINGS: usize = 16;
@@ -598,8 +599,7 @@ impl Listings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::beneath::RootDir;
-    use crate::provider::{Provider, ProviderConfig, Scope};
+    use crate::provider::{Provider, ProviderConfig, RootDir, Scope};
     use proptest::prelude::*;
     use std::time::{Duration, Instant};
 
@@ -658,8 +658,10 @@ mod tests {
     struct Tree {
         _dir: tempfile::TempDir,
         root: Root,
-        warm: Provider,
-        cold: Provider,
+        /// The provider of the cold listings, which resolves the searched folders.
+        provider: Provider,
+        warm: Arc<Listings>,
+        cold: Arc<Listings>,
     }
 
     fn tree(max_bytes: usize) -> Tree {
@@ -673,16 +675,20 @@ mod tests {
         }
         let root = RootDir::new(&path, None).unwrap();
         let config = ProviderConfig { fsync: false, ..Default::default() };
-        let warm = Provider::new(ProviderConfig { max_search_cache_bytes: max_bytes, ..config.clone() });
-        let cold = Provider::new(ProviderConfig { max_search_cache_bytes: 0, ..config });
-        Tree { _dir: dir, root, warm, cold }
+        let warm = Listings::of(&Provider::new(ProviderConfig {
+            max_search_cache_bytes: max_bytes,
+            ..config.clone()
+        }));
+        let provider = Provider::new(ProviderConfig { max_search_cache_bytes: 0, ..config });
+        let cold = Listings::of(&provider);
+        Tree { _dir: dir, root, provider, warm, cold }
     }
 
     impl Tree {
         fn resolve(&self, rel: &str) -> Option<crate::provider::Resolved> {
             let roots = [self.root.clone()];
             let scope = Scope { roots: &roots, cwd: self.root.path() };
-            self.cold.resolve(if rel.is_empty() { "." } else { rel }, scope).ok().filter(|r| r.folder)
+            self.provider.resolve(if rel.is_empty() { "." } else { rel }, scope).ok().filter(|r| r.folder)
         }
 
         /// Lets the warm provider's watcher catch up with every change made so far to `rel`:
@@ -700,7 +706,7 @@ mod tests {
             };
             write();
             let mut next_write = started + Duration::from_millis(100);
-            while !self.warm.listings.settled(&self.root, Path::new(rel), &flush) {
+            while !self.warm.settled(&self.root, Path::new(rel), &flush) {
                 let now = Instant::now();
                 assert!(now < deadline, "the watcher never handled a change of {}", flush.display());
                 if now >= next_write {
@@ -715,8 +721,8 @@ mod tests {
         fn check(&self, rel: &str) {
             let Some(target) = self.resolve(rel) else { return };
             self.settle(rel);
-            let warm = self.warm.list_files(&target, &|| false).unwrap();
-            let cold = self.cold.list_files(&target, &|| false).unwrap();
+            let warm = self.warm.list(&target, &|| false).unwrap();
+            let cold = self.cold.list(&target, &|| false).unwrap();
             assert_eq!(warm.files, cold.files, "warm and cold listings of {rel:?} differ");
         }
     }
@@ -725,29 +731,29 @@ mod tests {
     fn a_repeated_listing_is_warm_and_bounded() {
         let tree = tree(64 << 20);
         let target = tree.resolve("a").unwrap();
-        let first = tree.warm.list_files(&target, &|| false).unwrap();
-        assert_eq!(tree.warm.cached_listings().0, 1);
+        let first = tree.warm.list(&target, &|| false).unwrap();
+        assert_eq!(tree.warm.stats().0, 1);
         tree.settle("a");
         // A content change keeps the listing, with the new size.
         std::fs::write(tree.root.path().join("a/y.txt"), "longer now").unwrap();
         tree.settle("a");
-        let second = tree.warm.list_files(&target, &|| false).unwrap();
-        assert_eq!(tree.warm.cached_listings().0, 1, "a content change keeps the listing");
+        let second = tree.warm.list(&target, &|| false).unwrap();
+        assert_eq!(tree.warm.stats().0, 1, "a content change keeps the listing");
         assert_ne!(first.files, second.files);
-        assert_eq!(second.files, tree.cold.list_files(&target, &|| false).unwrap().files);
+        assert_eq!(second.files, tree.cold.list(&target, &|| false).unwrap().files);
         // A stopped walk is not kept; forgetting drops.
-        tree.warm.forget_listings(&tree.root.path().join("a/new"));
-        assert_eq!(tree.warm.cached_listings().0, 0);
-        assert!(tree.warm.list_files(&target, &|| true).unwrap().stopped);
-        assert_eq!(tree.warm.cached_listings().0, 0);
-        tree.warm.list_files(&target, &|| false).unwrap();
-        tree.warm.forget_all_listings();
-        assert_eq!(tree.warm.cached_listings(), (0, 0));
+        tree.warm.forget(&tree.root.path().join("a/new"));
+        assert_eq!(tree.warm.stats().0, 0);
+        assert!(tree.warm.list(&target, &|| true).unwrap().stopped);
+        assert_eq!(tree.warm.stats().0, 0);
+        tree.warm.list(&target, &|| false).unwrap();
+        tree.warm.forget_all();
+        assert_eq!(tree.warm.stats(), (0, 0));
         // A listing over the cap alone is never kept.
         let small = tree_with_cap(64);
         let target = small.resolve("").unwrap();
-        small.warm.list_files(&target, &|| false).unwrap();
-        assert_eq!(small.warm.cached_listings(), (0, 0));
+        small.warm.list(&target, &|| false).unwrap();
+        assert_eq!(small.warm.stats(), (0, 0));
     }
 
     #[test]
@@ -760,9 +766,9 @@ mod tests {
         let target = tree.resolve("a").unwrap();
         // The first settle creates the flush file: list again once it exists.
         tree.settle("a");
-        tree.warm.list_files(&target, &|| false).unwrap();
+        tree.warm.list(&target, &|| false).unwrap();
         tree.settle("a");
-        assert_eq!(tree.warm.cached_listings().0, 1);
+        assert_eq!(tree.warm.stats().0, 1);
         // Hidden and ignored folders are not watched; a file beside the searched folder on the
         // way from the root does not matter either.
         std::fs::write(root.join("a/.git/objects/pack"), "x").unwrap();
@@ -771,16 +777,16 @@ mod tests {
         std::fs::write(root.join("beside.txt"), "x").unwrap();
         std::fs::write(root.join("c/x.rs"), "changed").unwrap();
         tree.settle("a");
-        assert_eq!(tree.warm.cached_listings().0, 1, "nothing that can change the listing happened");
+        assert_eq!(tree.warm.stats().0, 1, "nothing that can change the listing happened");
         // An ignore file on the way does.
         std::fs::write(root.join(".ignore"), "*.txt\n").unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while tree.warm.cached_listings().0 != 0 {
+        while tree.warm.stats().0 != 0 {
             assert!(Instant::now() < deadline, "an ignore file on the way kept the listing");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let warm = tree.warm.list_files(&target, &|| false).unwrap();
-        assert_eq!(warm.files, tree.cold.list_files(&target, &|| false).unwrap().files);
+        let warm = tree.warm.list(&target, &|| false).unwrap();
+        assert_eq!(warm.files, tree.cold.list(&target, &|| false).unwrap().files);
         assert!(warm.files.iter().all(|f| f.rel.extension().is_none_or(|e| e != "txt")));
     }
 
@@ -794,19 +800,19 @@ mod tests {
         // The warm listing of `a` (checked against a cold walk): how many files end in `ext`.
         let count = |ext: &str| {
             let target = tree.resolve("a").unwrap();
-            let warm = tree.warm.list_files(&target, &|| false).unwrap();
-            assert_eq!(warm.files, tree.cold.list_files(&target, &|| false).unwrap().files);
+            let warm = tree.warm.list(&target, &|| false).unwrap();
+            assert_eq!(warm.files, tree.cold.list(&target, &|| false).unwrap().files);
             warm.files.iter().filter(|f| f.rel.extension().is_some_and(|e| e == ext)).count()
         };
         let kept = || {
             tree.settle("a");
             count("rs");
             tree.settle("a");
-            assert_eq!(tree.warm.cached_listings().0, 1);
+            assert_eq!(tree.warm.stats().0, 1);
         };
         let dropped = |what: &str| {
             let deadline = Instant::now() + Duration::from_secs(10);
-            while tree.warm.cached_listings().0 != 0 {
+            while tree.warm.stats().0 != 0 {
                 assert!(Instant::now() < deadline, "{what} kept the listing");
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -819,7 +825,7 @@ mod tests {
         std::fs::write(root.join("a/.git/index"), "x").unwrap();
         std::fs::write(root.join("a/.git/info/refs"), "x").unwrap();
         tree.settle("a");
-        assert_eq!(tree.warm.cached_listings().0, 1, "git's own files are not ignore files");
+        assert_eq!(tree.warm.stats().0, 1, "git's own files are not ignore files");
         std::fs::write(root.join("a/.git/info/exclude"), "y.txt\n").unwrap();
         dropped("a change of the searched folder's .git/info/exclude");
         assert!(count("txt") < txt);

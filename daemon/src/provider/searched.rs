@@ -1,0 +1,95 @@
+//! Opening a file for a search: beneath its root's handle, so that a symlink met anywhere on the
+//! way is refused, never followed; small files read whole (hashed when the search may count as
+//! a read), bigger ones handed back as the open file.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use super::beneath::RootDir;
+use super::error::io_error;
+use super::{Fingerprint, Provider, ProviderError, Version};
+
+/// A file opened for a search.
+#[derive(Debug)]
+pub enum Contents {
+    /// Small enough to hold: its bytes, and what identifies the version searched.
+    Whole {
+        /// The file's bytes.
+        bytes: Vec<u8>,
+        /// Its version and fingerprint when read.
+        seen: Seen,
+    },
+    /// Small enough to hold, read without hashing (a search that records nothing).
+    Bytes(Vec<u8>),
+    /// Too big to hold: searched from the open file, never recorded.
+    Stream(File),
+}
+
+/// What a whole read of a searched file saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// blake3 of the bytes read.
+    pub version: Version,
+    /// The open file's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Its hard links.
+    pub links: u64,
+}
+
+impl Provider {
+    /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the
+    /// way is refused): whole when it holds at most `whole_max` bytes (with `hash`, hashed,
+    /// with its fingerprint: [`Contents::Whole`]; else [`Contents::Bytes`]), else as an open
+    /// file. `shown` names it in errors.
+    pub fn open_listed(
+        &self,
+        root: &RootDir,
+        rel: &Path,
+        whole_max: u64,
+        hash: bool,
+        shown: &str,
+    ) -> Result<Contents, ProviderError> {
+        let mut file = root.open_read(rel).map_err(|e| io_error(shown, "open", e))?;
+        let meta = file.metadata().map_err(|e| io_error(shown, "stat", e))?;
+        if !meta.is_file() {
+            return Err(ProviderError::NotRegularFile { path: shown.to_owned() });
+        }
+        if meta.len() > whole_max {
+            return Ok(Contents::Stream(file));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        (&mut file).take(whole_max + 1).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
+        if bytes.len() as u64 > whole_max {
+            // It grew meanwhile: search it as a stream from the start.
+            file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;
+            return Ok(Contents::Stream(file));
+        }
+        if !hash {
+            return Ok(Contents::Bytes(bytes));
+        }
+        let after = file.metadata().map_err(|e| io_error(shown, "stat", e))?;
+        self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let seen =
+            Seen { version: Version::of(&bytes), fingerprint: Fingerprint::of(&meta), links: after.nlink() };
+        if Fingerprint::of(&after) != seen.fingerprint {
+            // Changed while read: search it, but nothing ties these bytes to one version.
+            file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;
+            return Ok(Contents::Stream(file));
+        }
+        Ok(Contents::Whole { bytes, seen })
+    }
+
+    /// Whether the file at `rel` beneath `root` still has `fingerprint` (same inode, size and
+    /// times): nothing replaced or changed it since it was read.
+    pub fn unchanged(&self, root: &RootDir, rel: &Path, fingerprint: &Fingerprint) -> bool {
+        root.open_path(rel).and_then(|f| f.metadata()).is_ok_and(|m| Fingerprint::of(&m) == *fingerprint)
+    }
+
+    /// Whether `rel` beneath `root` is a regular file reached through no symlink.
+    pub fn is_listed_file(&self, root: &RootDir, rel: &Path) -> bool {
+        root.open_path(rel).and_then(|f| f.metadata()).is_ok_and(|m| m.is_file())
+    }
+}
