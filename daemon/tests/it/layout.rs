@@ -119,8 +119,12 @@ fn expand_use(tree: &str) -> Vec<Vec<String>> {
         return Vec::new();
     }
     if let Some(open) = tree.find('{') {
-        let prefix: Vec<String> =
-            tree[..open].trim_end_matches("::").split("::").filter(|s| !s.is_empty()).map(str::to_owned).collect();
+        let prefix: Vec<String> = tree[..open]
+            .trim_end_matches("::")
+            .split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
         let inner = tree[open + 1..].trim_end().strip_suffix('}').unwrap_or(&tree[open + 1..]);
         let mut out = Vec::new();
         for part in split_top(inner) {
@@ -255,10 +259,10 @@ impl Crate {
             let tree = &line[line[at..].find("use ").map_or(at, |u| at + u) + 4..];
             let renamed = tree.contains(&format!(" as {name}"));
             for used in expand_use(tree) {
-                if used.last().is_some_and(|last| last == name) || renamed {
-                    if let Some(path) = self.absolute(module, &used) {
-                        return Some(path);
-                    }
+                if (used.last().is_some_and(|last| last == name) || renamed)
+                    && let Some(path) = self.absolute(module, &used)
+                {
+                    return Some(path);
                 }
             }
         }
@@ -393,7 +397,11 @@ fn assert_no_circles(krate: &Crate) {
         .iter()
         .map(|set| set.iter().map(|f| krate.shown(f)).collect::<Vec<_>>().join(" <-> "))
         .collect();
-    assert!(circles.is_empty(), "import circles (break each by moving the shared piece down):\n{}", circles.join("\n"));
+    assert!(
+        circles.is_empty(),
+        "import circles (break each by moving the shared piece down):\n{}",
+        circles.join("\n")
+    );
 }
 
 #[test]
@@ -407,7 +415,9 @@ fn the_layout_checks_see_what_they_look_for() {
             vec!["crate", "provider", "read", "b"],
         ]
     );
-    let code = code_of("use a::b; // use c::d;\nlet s = \"crate::x\"; crate::y::z();\n#[cfg(test)]\nmod tests { use crate::w; }");
+    let code = code_of(
+        "use a::b; // use c::d;\nlet s = \"crate::x\"; crate::y::z();\n#[cfg(test)]\nmod tests { use crate::w; }",
+    );
     assert_eq!(paths_in(&code), [vec!["a", "b"], vec!["crate", "y", "z"]]);
     let mut arrows = BTreeMap::new();
     let [a, b, c] = ["a", "b", "c"].map(PathBuf::from);
@@ -451,7 +461,10 @@ fn no_source_file_is_over_900_lines() {
             }
             let lines = std::fs::read_to_string(&file).expect("readable source").lines().count();
             if lines > 900 {
-                long.push(format!("{}: {lines} lines", file.strip_prefix(workspace()).unwrap_or(&file).display()));
+                long.push(format!(
+                    "{}: {lines} lines",
+                    file.strip_prefix(workspace()).unwrap_or(&file).display()
+                ));
             }
         }
     }
@@ -481,9 +494,59 @@ fn module_arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
     out
 }
 
+/// The daemon's modules from the ground up: a module imports only modules on floors below its
+/// own (docs/architecture.md, "Codemap", tells what each is for).
+const FLOORS: &[&[&str]] = &[
+    &["json", "lru", "random", "memory", "stats", "descriptors", "listen"],
+    &["provider"],
+    &["listing"],
+    &["context"],
+    &["watch"],
+    &["session"],
+    &["gate", "tools"],
+    &["config"],
+    &["rpc", "cli"],
+    &["transport"],
+    &["server"],
+    &["fuzzing", "lib"],
+];
+
 #[test]
-fn print_module_arrows() {
-    for (from, to) in module_arrows(&daemon()) {
-        println!("{from}: {}", to.into_iter().collect::<Vec<_>>().join(", "));
+fn daemon_modules_import_only_the_floors_below_them() {
+    let floor_of = |module: &str| FLOORS.iter().position(|floor| floor.contains(&module));
+    let mut wrong = Vec::new();
+    for (from, targets) in module_arrows(&daemon()) {
+        let Some(at) = floor_of(&from) else {
+            wrong.push(format!("{from}: a module on no floor (add it to FLOORS and the codemap)"));
+            continue;
+        };
+        for to in targets {
+            match floor_of(&to) {
+                Some(below) if below < at => {}
+                _ => wrong.push(format!("{from} -> {to}")),
+            }
+        }
     }
+    assert!(wrong.is_empty(), "arrows that do not run down the floors:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_daemon_setting_is_defined_only_in_cli_args() {
+    let home = Path::new("cli/args.rs");
+    let krate = daemon();
+    let mut found = Vec::new();
+    for (file, code) in &krate.files {
+        let defines_flags =
+            code.contains("#[arg(") || code.contains("derive(Parser") || code.contains("clap::Parser");
+        let reads_the_file = file.starts_with("cli") && code.contains("Deserialize");
+        if file != home && (defines_flags || reads_the_file) {
+            found.push(krate.shown(file));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a setting's flag, config key, help and unit are written once, in daemon/src/cli/args.rs \
+         (clap and serde both read that struct); these define settings too:\n{}",
+        found.join("\n")
+    );
 }
