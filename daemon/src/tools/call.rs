@@ -2,9 +2,14 @@
 //! and the text the model sees. Every failure, invalid arguments included, is a [`Failure`]
 //! with a text the model can act on (the rpc layer turns it into an `isError` result).
 
-use filectx_protocol::tools::READ_LINE_LIMIT;
+use std::num::NonZeroU64;
+
+use filectx_protocol::tools::{
+    ArgumentError, EditArgs, GlobArgs, GrepArgs, GrepOutputMode, READ_LINE_LIMIT, ReadArgs, ToolArguments,
+    WriteArgs,
+};
 use filectx_protocol::{StaleEdits, ToolName};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::search::{self, GrepRequest, Mode, SearchError};
 use super::{dedup, render};
@@ -56,73 +61,9 @@ pub type Outcome = Result<Text, Failure>;
 /// Argument problems, phrased for a model.
 struct Invalid(String);
 
-/// The arguments object, checked for unknown fields.
-fn fields<'a>(tool: ToolName, args: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Value>, Invalid> {
-    let Some(map) = args.as_object() else {
-        return Err(Invalid(format!(
-            "The {tool} tool's arguments must be a JSON object with {}.",
-            allowed.join(", ")
-        )));
-    };
-    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(Invalid(format!(
-            "Unknown argument {unknown:?} for the {tool} tool; its arguments are: {}.",
-            allowed.join(", ")
-        )));
-    }
-    Ok(map)
-}
-
-fn string<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str, Invalid> {
-    match map.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(Invalid(format!("{key} must be a string, not {}.", kind(other)))),
-        None => Err(Invalid(format!("{key} is required."))),
-    }
-}
-
-fn positive(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, Invalid> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => match value.as_u64() {
-            Some(n) if n >= 1 => Ok(Some(n)),
-            _ => Err(Invalid(format!("{key} must be an integer of at least 1, not {value}."))),
-        },
-    }
-}
-
-fn boolean(map: &Map<String, Value>, key: &str) -> Result<bool, Invalid> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(Invalid(format!("{key} must be true or false, not {}.", kind(other)))),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn optional<'a>(map: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, Invalid> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => string(map, key).map(Some),
-    }
-}
-
-fn count(map: &Map<String, Value>, key: &str) -> Result<u64, Invalid> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(0),
-        Some(value) => value
-            .as_u64()
-            .ok_or_else(|| Invalid(format!("{key} must be an integer of at least 0, not {value}."))),
+impl From<ArgumentError> for Invalid {
+    fn from(err: ArgumentError) -> Self {
+        Self(err.to_string())
     }
 }
 
@@ -136,6 +77,27 @@ fn searched(result: Result<String, SearchError>, name: &str) -> Result<Outcome, 
     }
 }
 
+/// A tool call's arguments, read into their tool's type.
+enum Parsed<'a> {
+    Read(ReadArgs<'a>),
+    Write(WriteArgs<'a>),
+    Edit(EditArgs<'a>),
+    Glob(GlobArgs<'a>),
+    Grep(GrepArgs<'a>),
+}
+
+/// The arguments of a `tool` call read into its type, or the text saying what does not fit
+/// its schema.
+fn parse(tool: ToolName, args: &Value) -> Result<Parsed<'_>, Invalid> {
+    Ok(match tool {
+        ToolName::Read => Parsed::Read(arguments(args)?),
+        ToolName::Write => Parsed::Write(arguments(args)?),
+        ToolName::Edit => Parsed::Edit(arguments(args)?),
+        ToolName::Glob => Parsed::Glob(arguments(args)?),
+        ToolName::Grep => Parsed::Grep(arguments(args)?),
+    })
+}
+
 /// A tool call's arguments, checked: what the file context is asked.
 #[derive(Debug)]
 enum Args<'a> {
@@ -146,30 +108,20 @@ enum Args<'a> {
     Grep(GrepRequest<'a>),
 }
 
-/// The arguments of a `tool` call checked against its schema and rules, or the text saying
-/// what is wrong. `budget` is the session's output budget (a grep's).
-fn parse<'a>(tool: ToolName, args: &'a Value, budget: u64) -> Result<Args<'a>, Invalid> {
-    Ok(match tool {
-        ToolName::Read => {
-            let map = fields(tool, args, &["file_path", "offset", "limit"])?;
-            let path = string(map, "file_path")?;
-            let offset = positive(map, "offset")?.unwrap_or(1);
-            let asked = positive(map, "limit")?;
-            Args::Read { path, offset, asked }
-        }
-        ToolName::Write => {
-            let map = fields(tool, args, &["file_path", "content"])?;
-            let path = string(map, "file_path")?;
-            let content = string(map, "content")?;
-            Args::Write { path, content }
-        }
-        ToolName::Edit => {
-            let map = fields(tool, args, &["file_path", "old_string", "new_string", "replace_all"])?;
-            let path = string(map, "file_path")?;
-            let old = string(map, "old_string")?;
-            let new = string(map, "new_string")?;
-            let replace_all = boolean(map, "replace_all")?;
-            let change = Replacement::new(old, new, replace_all).map_err(|why| match why {
+/// What the parsed arguments ask, checked against the rules a schema cannot state (an edit's
+/// strings), or the text saying which is broken. `budget` is the session's output budget (a
+/// grep's).
+fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64) -> Result<Args<'a>, Invalid> {
+    Ok(match parsed {
+        Parsed::Read(read) => Args::Read {
+            path: &read.file_path,
+            offset: read.offset.map_or(1, NonZeroU64::get),
+            asked: read.limit.map(NonZeroU64::get),
+        },
+        Parsed::Write(write) => Args::Write { path: &write.file_path, content: &write.content },
+        Parsed::Edit(edit) => {
+            let all = edit.replace_all.unwrap_or(false);
+            let change = Replacement::new(&edit.old_string, &edit.new_string, all).map_err(|why| match why {
                 InvalidEdit::Empty => {
                     Invalid("old_string must not be empty; to create a file, use write.".into())
                 }
@@ -180,58 +132,32 @@ fn parse<'a>(tool: ToolName, args: &'a Value, budget: u64) -> Result<Args<'a>, I
                     "new_string has a NUL byte (\\0) at {at}: files are text. Remove it and retry the edit."
                 )),
             })?;
-            Args::Edit { path, change }
+            Args::Edit { path: &edit.file_path, change }
         }
-        ToolName::Glob => {
-            let map = fields(tool, args, &["pattern", "path"])?;
-            let pattern = string(map, "pattern")?;
-            let path = optional(map, "path")?;
-            Args::Glob { pattern, path }
-        }
-        ToolName::Grep => {
-            let map = fields(
-                tool,
-                args,
-                &[
-                    "pattern",
-                    "path",
-                    "glob",
-                    "type",
-                    "output_mode",
-                    "case_insensitive",
-                    "context",
-                    "multiline",
-                    "head_limit",
-                    "offset",
-                ],
-            )?;
-            let mode = match optional(map, "output_mode")? {
-                None => Mode::FilesWithMatches,
-                Some(name) => Mode::from_name(name).ok_or_else(|| {
-                    Invalid(format!(
-                        "output_mode must be files_with_matches, content or count, not {name:?}."
-                    ))
-                })?,
-            };
-            let pattern = string(map, "pattern")?;
-            if pattern.is_empty() {
-                return Err(Invalid("pattern must not be empty.".into()));
-            }
-            Args::Grep(GrepRequest {
-                pattern,
-                path: optional(map, "path")?,
-                glob: optional(map, "glob")?,
-                file_type: optional(map, "type")?,
-                mode,
-                case_insensitive: boolean(map, "case_insensitive")?,
-                context: usize::try_from(count(map, "context")?.min(100)).unwrap_or(100),
-                multiline: boolean(map, "multiline")?,
-                head_limit: positive(map, "head_limit")?,
-                offset: count(map, "offset")?,
-                budget,
-            })
-        }
+        Parsed::Glob(glob) => Args::Glob { pattern: &glob.pattern, path: glob.path.as_deref() },
+        Parsed::Grep(grep) => Args::Grep(GrepRequest {
+            pattern: &grep.pattern,
+            path: grep.path.as_deref(),
+            glob: grep.glob.as_deref(),
+            file_type: grep.file_type.as_deref(),
+            mode: match grep.output_mode.unwrap_or(GrepOutputMode::FilesWithMatches) {
+                GrepOutputMode::FilesWithMatches => Mode::FilesWithMatches,
+                GrepOutputMode::Content => Mode::Content,
+                GrepOutputMode::Count => Mode::Count,
+            },
+            case_insensitive: grep.case_insensitive.unwrap_or(false),
+            context: usize::try_from(grep.context.unwrap_or(0).min(100)).unwrap_or(100),
+            multiline: grep.multiline.unwrap_or(false),
+            head_limit: grep.head_limit.map(NonZeroU64::get),
+            offset: grep.offset.unwrap_or(0),
+            budget,
+        }),
     })
+}
+
+/// `args` read as `T`.
+fn arguments<'a, T: ToolArguments<'a>>(args: &'a Value) -> Result<T, Invalid> {
+    Ok(filectx_protocol::tools::parse(args)?)
 }
 
 fn run(
@@ -244,7 +170,8 @@ fn run(
     json: Option<&mut Vec<u8>>,
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
-    let (outcome, file_path) = match parse(tool, args, options.read_max_bytes)? {
+    let parsed = parse(tool, args)?;
+    let (outcome, file_path) = match checked(&parsed, options.read_max_bytes)? {
         Args::Read { path, offset, asked } => {
             let most = u64::from(READ_LINE_LIMIT);
             let request =
@@ -287,11 +214,11 @@ fn run(
         }
         Args::Grep(request) => return searched(search::grep(ctx, &request, limits), name),
     };
-    if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool) {
-        if let Some(shown) = unread_shown(ctx, file_path, options.read_max_bytes) {
-            let text = render::not_read_shown(name, &shown);
-            return Ok(outcome.map_err(|err| Failure { text, cause: Cause::File(err) }));
-        }
+    if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool)
+        && let Some(shown) = unread_shown(ctx, file_path, options.read_max_bytes)
+    {
+        let text = render::not_read_shown(name, &shown);
+        return Ok(outcome.map_err(|err| Failure { text, cause: Cause::File(err) }));
     }
     Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
 }
@@ -348,9 +275,8 @@ mod tests {
 
     /// What a call with these arguments is asked, or the text the model sees instead.
     fn parsed(tool: ToolName, args: &Value) -> String {
-        match parse(tool, args, 1024) {
-            Ok(args) => format!("ok {args:?}"),
-            Err(Invalid(text)) => text,
+        match parse(tool, args).and_then(|parsed| checked(&parsed, 1024).map(|args| format!("ok {args:?}"))) {
+            Ok(text) | Err(Invalid(text)) => text,
         }
     }
 

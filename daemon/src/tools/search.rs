@@ -177,16 +177,6 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The mode named `name` on the wire.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "files_with_matches" => Some(Self::FilesWithMatches),
-            "content" => Some(Self::Content),
-            "count" => Some(Self::Count),
-            _ => None,
-        }
-    }
-
     fn unit(self) -> &'static str {
         match self {
             Self::Content => "lines",

@@ -1,8 +1,20 @@
-//! The model-facing tools' names, descriptions and JSON input schemas (snake_case fields), as
-//! `tools/list` returns them.
+//! The model-facing tools: their names, arguments (one type each, giving both the parser and
+//! the JSON input schema, snake_case fields) and descriptions, as `tools/list` returns them.
+
+mod args;
+mod check;
+mod name;
+mod schema;
+
+use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+pub use args::{EditArgs, GlobArgs, GrepArgs, GrepOutputMode, ReadArgs, ToolArguments, WriteArgs};
+pub use check::{ArgumentError, parse};
+pub use name::ToolName;
+pub use schema::input_schema;
 
 /// Most lines a read returns, and its default window.
 pub const READ_LINE_LIMIT: u32 = 2000;
@@ -15,59 +27,6 @@ pub const MIN_READ_MAX_BYTES: u64 = 1024;
 
 /// Most paths the `glob` tool lists.
 pub const GLOB_MAX_PATHS: usize = 200;
-
-/// One of the model-facing tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum ToolName {
-    /// Read a window of a text file, as numbered lines.
-    Read,
-    /// Create a file or replace its whole content.
-    Write,
-    /// Replace a literal string in a file.
-    Edit,
-    /// List files matching a glob pattern, newest first.
-    Glob,
-    /// Search file contents with a regular expression.
-    Grep,
-}
-
-impl ToolName {
-    /// All tools, in listing order.
-    pub const ALL: [ToolName; 5] = [Self::Read, Self::Write, Self::Edit, Self::Glob, Self::Grep];
-
-    /// The tools of a session that names none in `initialize` (the search tools must be asked
-    /// for, so older agents see the tool list they were built for).
-    pub const DEFAULT: [ToolName; 3] = [Self::Read, Self::Write, Self::Edit];
-
-    /// The name on the wire.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Edit => "edit",
-            Self::Glob => "glob",
-            Self::Grep => "grep",
-        }
-    }
-
-    /// The tool with this wire name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-
-    /// Whether calling this tool changes files.
-    pub const fn writes(self) -> bool {
-        matches!(self, Self::Write | Self::Edit)
-    }
-}
-
-impl std::fmt::Display for ToolName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// One entry of `tools/list` (the MCP `Tool` shape).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,87 +89,34 @@ KiB by default); a footer says what was left out and how to narrow. A `content` 
 shows lines of a file counts as a read of that file: you may then edit it without a read, \
 until someone else changes it.";
 
+/// Each tool's input schema, derived once (in [`ToolName::ALL`]'s order).
+static INPUT_SCHEMAS: LazyLock<[Value; 5]> = LazyLock::new(|| {
+    ToolName::ALL.map(|tool| match tool {
+        ToolName::Read => input_schema::<ReadArgs<'_>>(),
+        ToolName::Write => input_schema::<WriteArgs<'_>>(),
+        ToolName::Edit => input_schema::<EditArgs<'_>>(),
+        ToolName::Glob => input_schema::<GlobArgs<'_>>(),
+        ToolName::Grep => input_schema::<GrepArgs<'_>>(),
+    })
+});
+
 /// The descriptor of one tool, as `tools/list` shows it.
 pub fn descriptor(tool: ToolName) -> ToolDescriptor {
-    let (description, input_schema) = match tool {
-        ToolName::Read => (
-            READ_DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the session's working folder."},
-                    "offset": {"type": "integer", "minimum": 1, "description": "1-based line number to start reading at. Default 1."},
-                    "limit": {"type": "integer", "minimum": 1, "description": "Most lines to return. Default 2000; a larger limit is capped at 2000."}
-                },
-                "required": ["file_path"],
-                "additionalProperties": false
-            }),
-        ),
-        ToolName::Write => (
-            WRITE_DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the session's working folder."},
-                    "content": {"type": "string", "description": "The file's complete new content."}
-                },
-                "required": ["file_path", "content"],
-                "additionalProperties": false
-            }),
-        ),
-        ToolName::Edit => (
-            EDIT_DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string", "description": "Path of the file, absolute or relative to the session's working folder."},
-                    "old_string": {"type": "string", "minLength": 1, "description": "The exact text to replace."},
-                    "new_string": {"type": "string", "description": "The text to put in its place; must differ from old_string."},
-                    "replace_all": {"type": "boolean", "default": false, "description": "Replace every occurrence instead of exactly one."}
-                },
-                "required": ["file_path", "old_string", "new_string"],
-                "additionalProperties": false
-            }),
-        ),
-        ToolName::Glob => (
-            GLOB_DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "minLength": 1, "description": "The glob to match file paths against, relative to path: `**/*.rs`, `src/**/*.{ts,tsx}`."},
-                    "path": {"type": "string", "description": "Folder to search in, absolute or relative to the session's working folder. Default: the working folder."}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-        ),
-        ToolName::Grep => (
-            GREP_DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "minLength": 1, "description": "The regular expression to search for (Rust regex syntax)."},
-                    "path": {"type": "string", "description": "File or folder to search, absolute or relative to the session's working folder. Default: the working folder."},
-                    "glob": {"type": "string", "description": "Only search files matching this glob, as ripgrep's -g: `*.rs` matches at any depth, `src/**/*.ts` from path; a leading `!` excludes."},
-                    "type": {"type": "string", "description": "Only search files of this ripgrep type: rust, py, js, ts, go, java, c, cpp, md, ..."},
-                    "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"], "default": "files_with_matches", "description": "files_with_matches: matching file paths; content: matching lines; count: matches per file."},
-                    "case_insensitive": {"type": "boolean", "default": false, "description": "Match regardless of case."},
-                    "context": {"type": "integer", "minimum": 0, "description": "content mode: lines to show before and after each match."},
-                    "multiline": {"type": "boolean", "default": false, "description": "Let the pattern span lines (`.` then matches newlines too)."},
-                    "head_limit": {"type": "integer", "minimum": 1, "description": "Show only the first N entries (lines, files or counts)."},
-                    "offset": {"type": "integer", "minimum": 0, "description": "Skip the first N entries (to continue after a head_limit or a capped answer)."}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-        ),
+    let description = match tool {
+        ToolName::Read => READ_DESCRIPTION,
+        ToolName::Write => WRITE_DESCRIPTION,
+        ToolName::Edit => EDIT_DESCRIPTION,
+        ToolName::Glob => GLOB_DESCRIPTION,
+        ToolName::Grep => GREP_DESCRIPTION,
     };
+    let input_schema = INPUT_SCHEMAS[tool as usize].clone();
     ToolDescriptor { name: tool.as_str().to_owned(), description: description.to_owned(), input_schema }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// Each rule a model must know, and the descriptions that must state it.
     #[test]
