@@ -11,7 +11,7 @@ use filectx_protocol::tools::{
 use filectx_protocol::{StaleEdits, ToolName};
 use serde_json::Value;
 
-use super::search::{self, GrepRequest, Mode, SearchError};
+use super::search::{self, GrepRequest, SearchError};
 use super::{dedup, render};
 use crate::context::{ContextError, FileContext, InvalidEdit, ReadView, Replacement};
 use crate::owners::Delivered;
@@ -140,11 +140,7 @@ fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64) -> Result<Args<'a>, Invalid>
             path: grep.path.as_deref(),
             glob: grep.glob.as_deref(),
             file_type: grep.file_type.as_deref(),
-            mode: match grep.output_mode.unwrap_or(GrepOutputMode::FilesWithMatches) {
-                GrepOutputMode::FilesWithMatches => Mode::FilesWithMatches,
-                GrepOutputMode::Content => Mode::Content,
-                GrepOutputMode::Count => Mode::Count,
-            },
+            mode: grep.output_mode.unwrap_or(GrepOutputMode::FilesWithMatches),
             case_insensitive: grep.case_insensitive.unwrap_or(false),
             context: usize::try_from(grep.context.unwrap_or(0).min(100)).unwrap_or(100),
             multiline: grep.multiline.unwrap_or(false),

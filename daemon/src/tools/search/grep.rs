@@ -6,7 +6,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use filectx_protocol::tools::READ_LINE_MAX_CHARS;
+use filectx_protocol::tools::{GrepOutputMode, READ_LINE_MAX_CHARS};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
@@ -26,23 +26,11 @@ fn too_big(err: &grep_regex::Error) -> bool {
     matches!(err.kind(), grep_regex::ErrorKind::Regex(text) if text.starts_with("compiled regex exceeds size limit"))
 }
 
-/// What grep shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// The paths of matching files, newest first.
-    FilesWithMatches,
-    /// Matching lines (and context lines).
-    Content,
-    /// Matching lines per file.
-    Count,
-}
-
-impl Mode {
-    fn unit(self) -> &'static str {
-        match self {
-            Self::Content => "lines",
-            Self::FilesWithMatches | Self::Count => "files",
-        }
+/// What an answer in `mode` counts its entries in.
+fn unit(mode: GrepOutputMode) -> &'static str {
+    match mode {
+        GrepOutputMode::Content => "lines",
+        GrepOutputMode::FilesWithMatches | GrepOutputMode::Count => "files",
     }
 }
 
@@ -58,7 +46,7 @@ pub struct GrepRequest<'a> {
     /// Only files of this ripgrep type.
     pub file_type: Option<&'a str>,
     /// What to show.
-    pub mode: Mode,
+    pub mode: GrepOutputMode,
     /// Case-insensitive matching.
     pub case_insensitive: bool,
     /// Context lines around matches (content mode).
@@ -168,7 +156,7 @@ impl Out {
 /// Feeds one file's matches into [`Out`].
 struct FileSink<'o> {
     out: &'o mut Out,
-    mode: Mode,
+    mode: GrepOutputMode,
     display: &'o str,
     count: u64,
     matched: bool,
@@ -192,12 +180,12 @@ impl Sink for FileSink<'_> {
     fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
         self.matched = true;
         match self.mode {
-            Mode::FilesWithMatches => Ok(false),
-            Mode::Count => {
+            GrepOutputMode::FilesWithMatches => Ok(false),
+            GrepOutputMode::Count => {
                 self.count += mat.lines().count().max(1) as u64;
                 Ok(true)
             }
-            Mode::Content => {
+            GrepOutputMode::Content => {
                 let first = mat.line_number().unwrap_or(1);
                 for (i, line) in mat.lines().enumerate() {
                     if !self.line(first + i as u64, line) {
@@ -210,7 +198,7 @@ impl Sink for FileSink<'_> {
     }
 
     fn context(&mut self, _: &Searcher, ctx: &SinkContext<'_>) -> Result<bool, io::Error> {
-        if self.mode != Mode::Content {
+        if self.mode != GrepOutputMode::Content {
             return Ok(true);
         }
         Ok(self.line(ctx.line_number().unwrap_or(0), ctx.bytes()))
@@ -323,7 +311,7 @@ pub fn grep(
         if budget.stop() {
             break;
         }
-        let probes = probe_all(ctx, &files, batch, &matcher, req.mode == Mode::Count, &budget);
+        let probes = probe_all(ctx, &files, batch, &matcher, req.mode == GrepOutputMode::Count, &budget);
         if budget.cancelled() {
             return Err(cancelled(&files));
         }
@@ -334,21 +322,23 @@ pub fn grep(
                 Probe::TooBig => skipped.too_big += 1,
                 Probe::Skip => {}
                 Probe::Matched(count) => match req.mode {
-                    Mode::FilesWithMatches => matching.push(file.clone()),
-                    Mode::Count => {
+                    GrepOutputMode::FilesWithMatches => matching.push(file.clone()),
+                    GrepOutputMode::Count => {
                         out.start_file();
                         out.entry(&format!("{}:{count}", file.display));
                         out.end_file();
                     }
-                    Mode::Content => match lines.show(ctx, &files, file, &matcher, &mut out, &budget) {
-                        Shown::Unreadable => skipped.unreadable += 1,
-                        Shown::Done => {}
-                        Shown::Stop => {
-                            searched += 1;
-                            break 'batches;
+                    GrepOutputMode::Content => {
+                        match lines.show(ctx, &files, file, &matcher, &mut out, &budget) {
+                            Shown::Unreadable => skipped.unreadable += 1,
+                            Shown::Done => {}
+                            Shown::Stop => {
+                                searched += 1;
+                                break 'batches;
+                            }
+                            Shown::Stopped => break 'batches,
                         }
-                        Shown::Stopped => break 'batches,
-                    },
+                    }
                 },
             }
             searched += 1;
@@ -361,7 +351,7 @@ pub fn grep(
         return Err(cancelled(&files));
     }
     files.fill_filters();
-    if req.mode == Mode::FilesWithMatches {
+    if req.mode == GrepOutputMode::FilesWithMatches {
         matching.sort_by(|a, b| b.mtime_ns.cmp(&a.mtime_ns).then_with(|| a.display.cmp(&b.display)));
         for file in matching {
             out.start_file();
@@ -590,12 +580,12 @@ enum Shown {
 struct Lines {
     searcher: Searcher,
     pace: Pace,
-    mode: Mode,
+    mode: GrepOutputMode,
 }
 
 impl Lines {
     fn new(req: &GrepRequest<'_>) -> Self {
-        let context = if req.mode == Mode::Content { req.context } else { 0 };
+        let context = if req.mode == GrepOutputMode::Content { req.context } else { 0 };
         let searcher = SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(b'\x00'))
             .line_number(true)
@@ -701,15 +691,15 @@ fn finish(
     timed_out: Option<&TimedOut>,
     truncated: bool,
 ) -> String {
-    let unit = req.mode.unit();
+    let unit = unit(req.mode);
     let mut text = out.text;
     if out.shown == 0 && !out.capped {
         text = if out.seen > 0 && req.offset > 0 {
             format!("No {unit} past offset {} ({} in all)", req.offset, out.seen)
         } else {
             match req.mode {
-                Mode::FilesWithMatches => "No files found".to_owned(),
-                Mode::Content | Mode::Count => "No matches found".to_owned(),
+                GrepOutputMode::FilesWithMatches => "No files found".to_owned(),
+                GrepOutputMode::Content | GrepOutputMode::Count => "No matches found".to_owned(),
             }
         };
     }
@@ -721,8 +711,11 @@ fn finish(
         ));
     }
     if out.capped {
-        let files =
-            if req.mode == Mode::Content { format!(" in {} files", out.hidden_files) } else { String::new() };
+        let files = if req.mode == GrepOutputMode::Content {
+            format!(" in {} files", out.hidden_files)
+        } else {
+            String::new()
+        };
         footers.push(format!(
             "(Output capped at {}: {} more {unit}{files} not shown. Narrow the pattern, path, glob or type, or continue with offset={next}.)",
             budget_text(req.budget),
@@ -797,7 +790,7 @@ mod tests {
             path: None,
             glob: None,
             file_type: None,
-            mode: Mode::Count,
+            mode: GrepOutputMode::Count,
             case_insensitive: false,
             context: 0,
             multiline: true,

@@ -17,4 +17,4 @@ mod grep;
 
 pub use bounds::{Limits, RegexLimits, SEARCH_BUFFER_BYTES, SearchError};
 pub use glob::glob;
-pub use grep::{GrepRequest, Mode, grep};
+pub use grep::{GrepRequest, grep};
