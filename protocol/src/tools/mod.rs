@@ -211,20 +211,185 @@ mod tests {
         }
     }
 
-    /// Every tool's descriptor as `tools/list` sends it, byte for byte (captured from the
-    /// hand-written `json!` schemas the derived ones replaced).
+    /// Every tool's descriptor as `tools/list` sends it (pretty-printed here, so that no line of
+    /// this file is a whole descriptor), captured from the hand-written `json!` schemas the
+    /// derived ones replaced; `to_string` of an equal value is the same bytes on the wire.
     #[test]
     fn descriptors_are_sent_byte_for_byte() {
         let text: String = ToolName::ALL
             .into_iter()
-            .map(|t| serde_json::to_string(&descriptor(t)).unwrap_or_default() + "\n")
+            .map(|t| serde_json::to_string_pretty(&descriptor(t)).unwrap_or_default() + "\n")
             .collect();
         expect_test::expect![[r#"
-            {"name":"read","description":"Read a text file. Each line is shown as its 1-based line number, a tab, then the line itself: everything after that first tab is the file's text (copy `old_string` from there, never the number or the tab). A footer says which lines were shown and the `offset` to continue with. One read returns at most 2000 lines (larger `limit`s are capped) and at most the session's output budget (50 KiB by default), stopping at the last line that fits. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. Reading any window of a file counts as reading it: you may then edit or overwrite it until someone else changes it.","inputSchema":{"additionalProperties":false,"properties":{"file_path":{"description":"Path of the file, absolute or relative to the session's working folder.","type":"string"},"limit":{"description":"Most lines to return. Default 2000; a larger limit is capped at 2000.","minimum":1,"type":"integer"},"offset":{"description":"1-based line number to start reading at. Default 1.","minimum":1,"type":"integer"}},"required":["file_path"],"type":"object"}}
-            {"name":"write","description":"Write a text file, replacing its whole content. Creating a new file needs no read (missing parent folders are created). Overwriting an existing file needs a read of it (any window) in this session, and nobody else may have changed it since your last read, write or edit of it: your own writes and edits keep it current, so no re-read is needed after them. If it changed, the error shows what changed. An existing file keeps its byte-order mark and CRLF line endings. Prefer `edit` for changing part of an existing file.","inputSchema":{"additionalProperties":false,"properties":{"content":{"description":"The file's complete new content.","type":"string"},"file_path":{"description":"Path of the file, absolute or relative to the session's working folder.","type":"string"}},"required":["file_path","content"],"type":"object"}}
-            {"name":"edit","description":"Replace an exact, literal string in a text file. Needs a read of the file (any window) in this session, and nobody else may have changed it since your last read, write or edit of it: your own writes and edits keep it current, so you can edit again without re-reading. If it changed, the error shows what changed; when it says the change counts as read, retry if your edit still fits. `old_string` must match exactly once (whitespace and indentation included) unless `replace_all` is true; add surrounding lines to make it unique. Copy it from read's output without the line prefix (number, tab). `new_string` must differ from `old_string`. The answer shows the edited lines, numbered as read numbers them.","inputSchema":{"additionalProperties":false,"properties":{"file_path":{"description":"Path of the file, absolute or relative to the session's working folder.","type":"string"},"new_string":{"description":"The text to put in its place; must differ from old_string.","type":"string"},"old_string":{"description":"The exact text to replace.","minLength":1,"type":"string"},"replace_all":{"default":false,"description":"Replace every occurrence instead of exactly one.","type":"boolean"}},"required":["file_path","old_string","new_string"],"type":"object"}}
-            {"name":"glob","description":"Find files by name with a glob pattern, such as `**/*.rs` or `src/**/*.{ts,tsx}`. The pattern is matched against each file's path relative to `path` (the session's working folder by default); `*` stays within one folder, `**` crosses folders. Returns matching file paths, newest first (by modification time), one per line, written as `read` accepts them; at most 200 paths, then a footer saying how many more matched (narrow the pattern or path). Files ignored by .gitignore or .ignore, and hidden files and folders, are skipped; symbolic links are not followed. Listing files does not count as reading them.","inputSchema":{"additionalProperties":false,"properties":{"path":{"description":"Folder to search in, absolute or relative to the session's working folder. Default: the working folder.","type":"string"},"pattern":{"description":"The glob to match file paths against, relative to path: `**/*.rs`, `src/**/*.{ts,tsx}`.","minLength":1,"type":"string"}},"required":["pattern"],"type":"object"}}
-            {"name":"grep","description":"Search file contents with a regular expression (Rust regex syntax, like ripgrep). Searches the files under `path` (the session's working folder by default; a file path searches that file), skipping files ignored by .gitignore or .ignore, hidden files and folders, and binary files. Narrow the files with `glob` (e.g. `*.rs`, `src/**/*.ts`) or `type` (ripgrep's file types: rust, py, js, ...). `output_mode`: `files_with_matches` (default) lists matching files, newest first; `content` shows each file's path on a line of its own, then its matching lines as read shows lines: the line number, a tab, then the line (context lines alike; `--` between groups that do not adjoin); `count` shows `path:N` per file. `head_limit` keeps only the first N entries (lines, files or counts) and `offset` skips the first N. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. The answer stays within the session's output budget (50 KiB by default); a footer says what was left out and how to narrow. A `content` search that shows lines of a file counts as a read of that file: you may then edit it without a read, until someone else changes it.","inputSchema":{"additionalProperties":false,"properties":{"case_insensitive":{"default":false,"description":"Match regardless of case.","type":"boolean"},"context":{"description":"content mode: lines to show before and after each match.","minimum":0,"type":"integer"},"glob":{"description":"Only search files matching this glob, as ripgrep's -g: `*.rs` matches at any depth, `src/**/*.ts` from path; a leading `!` excludes.","type":"string"},"head_limit":{"description":"Show only the first N entries (lines, files or counts).","minimum":1,"type":"integer"},"multiline":{"default":false,"description":"Let the pattern span lines (`.` then matches newlines too).","type":"boolean"},"offset":{"description":"Skip the first N entries (to continue after a head_limit or a capped answer).","minimum":0,"type":"integer"},"output_mode":{"default":"files_with_matches","description":"files_with_matches: matching file paths; content: matching lines; count: matches per file.","enum":["files_with_matches","content","count"],"type":"string"},"path":{"description":"File or folder to search, absolute or relative to the session's working folder. Default: the working folder.","type":"string"},"pattern":{"description":"The regular expression to search for (Rust regex syntax).","minLength":1,"type":"string"},"type":{"description":"Only search files of this ripgrep type: rust, py, js, ts, go, java, c, cpp, md, ...","type":"string"}},"required":["pattern"],"type":"object"}}
+            {
+              "name": "read",
+              "description": "Read a text file. Each line is shown as its 1-based line number, a tab, then the line itself: everything after that first tab is the file's text (copy `old_string` from there, never the number or the tab). A footer says which lines were shown and the `offset` to continue with. One read returns at most 2000 lines (larger `limit`s are capped) and at most the session's output budget (50 KiB by default), stopping at the last line that fits. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. Reading any window of a file counts as reading it: you may then edit or overwrite it until someone else changes it.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "properties": {
+                  "file_path": {
+                    "description": "Path of the file, absolute or relative to the session's working folder.",
+                    "type": "string"
+                  },
+                  "limit": {
+                    "description": "Most lines to return. Default 2000; a larger limit is capped at 2000.",
+                    "minimum": 1,
+                    "type": "integer"
+                  },
+                  "offset": {
+                    "description": "1-based line number to start reading at. Default 1.",
+                    "minimum": 1,
+                    "type": "integer"
+                  }
+                },
+                "required": [
+                  "file_path"
+                ],
+                "type": "object"
+              }
+            }
+            {
+              "name": "write",
+              "description": "Write a text file, replacing its whole content. Creating a new file needs no read (missing parent folders are created). Overwriting an existing file needs a read of it (any window) in this session, and nobody else may have changed it since your last read, write or edit of it: your own writes and edits keep it current, so no re-read is needed after them. If it changed, the error shows what changed. An existing file keeps its byte-order mark and CRLF line endings. Prefer `edit` for changing part of an existing file.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "properties": {
+                  "content": {
+                    "description": "The file's complete new content.",
+                    "type": "string"
+                  },
+                  "file_path": {
+                    "description": "Path of the file, absolute or relative to the session's working folder.",
+                    "type": "string"
+                  }
+                },
+                "required": [
+                  "file_path",
+                  "content"
+                ],
+                "type": "object"
+              }
+            }
+            {
+              "name": "edit",
+              "description": "Replace an exact, literal string in a text file. Needs a read of the file (any window) in this session, and nobody else may have changed it since your last read, write or edit of it: your own writes and edits keep it current, so you can edit again without re-reading. If it changed, the error shows what changed; when it says the change counts as read, retry if your edit still fits. `old_string` must match exactly once (whitespace and indentation included) unless `replace_all` is true; add surrounding lines to make it unique. Copy it from read's output without the line prefix (number, tab). `new_string` must differ from `old_string`. The answer shows the edited lines, numbered as read numbers them.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "properties": {
+                  "file_path": {
+                    "description": "Path of the file, absolute or relative to the session's working folder.",
+                    "type": "string"
+                  },
+                  "new_string": {
+                    "description": "The text to put in its place; must differ from old_string.",
+                    "type": "string"
+                  },
+                  "old_string": {
+                    "description": "The exact text to replace.",
+                    "minLength": 1,
+                    "type": "string"
+                  },
+                  "replace_all": {
+                    "default": false,
+                    "description": "Replace every occurrence instead of exactly one.",
+                    "type": "boolean"
+                  }
+                },
+                "required": [
+                  "file_path",
+                  "old_string",
+                  "new_string"
+                ],
+                "type": "object"
+              }
+            }
+            {
+              "name": "glob",
+              "description": "Find files by name with a glob pattern, such as `**/*.rs` or `src/**/*.{ts,tsx}`. The pattern is matched against each file's path relative to `path` (the session's working folder by default); `*` stays within one folder, `**` crosses folders. Returns matching file paths, newest first (by modification time), one per line, written as `read` accepts them; at most 200 paths, then a footer saying how many more matched (narrow the pattern or path). Files ignored by .gitignore or .ignore, and hidden files and folders, are skipped; symbolic links are not followed. Listing files does not count as reading them.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "properties": {
+                  "path": {
+                    "description": "Folder to search in, absolute or relative to the session's working folder. Default: the working folder.",
+                    "type": "string"
+                  },
+                  "pattern": {
+                    "description": "The glob to match file paths against, relative to path: `**/*.rs`, `src/**/*.{ts,tsx}`.",
+                    "minLength": 1,
+                    "type": "string"
+                  }
+                },
+                "required": [
+                  "pattern"
+                ],
+                "type": "object"
+              }
+            }
+            {
+              "name": "grep",
+              "description": "Search file contents with a regular expression (Rust regex syntax, like ripgrep). Searches the files under `path` (the session's working folder by default; a file path searches that file), skipping files ignored by .gitignore or .ignore, hidden files and folders, and binary files. Narrow the files with `glob` (e.g. `*.rs`, `src/**/*.ts`) or `type` (ripgrep's file types: rust, py, js, ...). `output_mode`: `files_with_matches` (default) lists matching files, newest first; `content` shows each file's path on a line of its own, then its matching lines as read shows lines: the line number, a tab, then the line (context lines alike; `--` between groups that do not adjoin); `count` shows `path:N` per file. `head_limit` keeps only the first N entries (lines, files or counts) and `offset` skips the first N. Lines longer than 2000 characters are cut and end with `... (line truncated to 2000 chars)`. The answer stays within the session's output budget (50 KiB by default); a footer says what was left out and how to narrow. A `content` search that shows lines of a file counts as a read of that file: you may then edit it without a read, until someone else changes it.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "properties": {
+                  "case_insensitive": {
+                    "default": false,
+                    "description": "Match regardless of case.",
+                    "type": "boolean"
+                  },
+                  "context": {
+                    "description": "content mode: lines to show before and after each match.",
+                    "minimum": 0,
+                    "type": "integer"
+                  },
+                  "glob": {
+                    "description": "Only search files matching this glob, as ripgrep's -g: `*.rs` matches at any depth, `src/**/*.ts` from path; a leading `!` excludes.",
+                    "type": "string"
+                  },
+                  "head_limit": {
+                    "description": "Show only the first N entries (lines, files or counts).",
+                    "minimum": 1,
+                    "type": "integer"
+                  },
+                  "multiline": {
+                    "default": false,
+                    "description": "Let the pattern span lines (`.` then matches newlines too).",
+                    "type": "boolean"
+                  },
+                  "offset": {
+                    "description": "Skip the first N entries (to continue after a head_limit or a capped answer).",
+                    "minimum": 0,
+                    "type": "integer"
+                  },
+                  "output_mode": {
+                    "default": "files_with_matches",
+                    "description": "files_with_matches: matching file paths; content: matching lines; count: matches per file.",
+                    "enum": [
+                      "files_with_matches",
+                      "content",
+                      "count"
+                    ],
+                    "type": "string"
+                  },
+                  "path": {
+                    "description": "File or folder to search, absolute or relative to the session's working folder. Default: the working folder.",
+                    "type": "string"
+                  },
+                  "pattern": {
+                    "description": "The regular expression to search for (Rust regex syntax).",
+                    "minLength": 1,
+                    "type": "string"
+                  },
+                  "type": {
+                    "description": "Only search files of this ripgrep type: rust, py, js, ts, go, java, c, cpp, md, ...",
+                    "type": "string"
+                  }
+                },
+                "required": [
+                  "pattern"
+                ],
+                "type": "object"
+              }
+            }
         "#]].assert_eq(&text);
     }
 }
