@@ -2,11 +2,16 @@
 //! and the text the model sees. Every failure, invalid arguments included, is a [`Failure`]
 //! with a text the model can act on (the rpc layer turns it into an `isError` result).
 
-use filectx_protocol::tools::READ_LINE_LIMIT;
-use filectx_protocol::{StaleEdits, ToolName};
-use serde_json::{Map, Value};
+use std::num::NonZeroU64;
 
-use super::search::{self, GrepRequest, Mode, SearchError};
+use filectx_protocol::tools::{
+    ArgumentError, EditArgs, GlobArgs, GrepArgs, GrepOutputMode, READ_LINE_LIMIT, ReadArgs, ToolArguments,
+    WriteArgs,
+};
+use filectx_protocol::{StaleEdits, ToolName};
+use serde_json::Value;
+
+use super::search::{self, GrepRequest, SearchError};
 use super::{dedup, render};
 use crate::context::{ContextError, FileContext, InvalidEdit, ReadView, Replacement};
 use crate::session::SessionOptions;
@@ -56,73 +61,9 @@ pub type Outcome = Result<Text, Failure>;
 /// Argument problems, phrased for a model.
 struct Invalid(String);
 
-/// The arguments object, checked for unknown fields.
-fn fields<'a>(tool: ToolName, args: &'a Value, allowed: &[&str]) -> Result<&'a Map<String, Value>, Invalid> {
-    let Some(map) = args.as_object() else {
-        return Err(Invalid(format!(
-            "The {tool} tool's arguments must be a JSON object with {}.",
-            allowed.join(", ")
-        )));
-    };
-    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(Invalid(format!(
-            "Unknown argument {unknown:?} for the {tool} tool; its arguments are: {}.",
-            allowed.join(", ")
-        )));
-    }
-    Ok(map)
-}
-
-fn string<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str, Invalid> {
-    match map.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(Invalid(format!("{key} must be a string, not {}.", kind(other)))),
-        None => Err(Invalid(format!("{key} is required."))),
-    }
-}
-
-fn positive(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, Invalid> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => match value.as_u64() {
-            Some(n) if n >= 1 => Ok(Some(n)),
-            _ => Err(Invalid(format!("{key} must be an integer of at least 1, not {value}."))),
-        },
-    }
-}
-
-fn boolean(map: &Map<String, Value>, key: &str) -> Result<bool, Invalid> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(Invalid(format!("{key} must be true or false, not {}.", kind(other)))),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn optional<'a>(map: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, Invalid> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => string(map, key).map(Some),
-    }
-}
-
-fn count(map: &Map<String, Value>, key: &str) -> Result<u64, Invalid> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(0),
-        Some(value) => value
-            .as_u64()
-            .ok_or_else(|| Invalid(format!("{key} must be an integer of at least 0, not {value}."))),
+impl From<ArgumentError> for Invalid {
+    fn from(err: ArgumentError) -> Self {
+        Self(err.to_string())
     }
 }
 
@@ -136,6 +77,85 @@ fn searched(result: Result<String, SearchError>, name: &str) -> Result<Outcome, 
     }
 }
 
+/// A tool call's arguments, read into their tool's type.
+enum Parsed<'a> {
+    Read(ReadArgs<'a>),
+    Write(WriteArgs<'a>),
+    Edit(EditArgs<'a>),
+    Glob(GlobArgs<'a>),
+    Grep(GrepArgs<'a>),
+}
+
+/// The arguments of a `tool` call read into its type, or the text saying what does not fit
+/// its schema.
+fn parse(tool: ToolName, args: &Value) -> Result<Parsed<'_>, Invalid> {
+    Ok(match tool {
+        ToolName::Read => Parsed::Read(arguments(args)?),
+        ToolName::Write => Parsed::Write(arguments(args)?),
+        ToolName::Edit => Parsed::Edit(arguments(args)?),
+        ToolName::Glob => Parsed::Glob(arguments(args)?),
+        ToolName::Grep => Parsed::Grep(arguments(args)?),
+    })
+}
+
+/// A tool call's arguments, checked: what the file context is asked.
+#[derive(Debug)]
+enum Args<'a> {
+    Read { path: &'a str, offset: u64, asked: Option<u64> },
+    Write { path: &'a str, content: &'a str },
+    Edit { path: &'a str, change: Replacement<'a> },
+    Glob { pattern: &'a str, path: Option<&'a str> },
+    Grep(GrepRequest<'a>),
+}
+
+/// What the parsed arguments ask, checked against the rules a schema cannot state (an edit's
+/// strings), or the text saying which is broken. `budget` is the session's output budget (a
+/// grep's).
+fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64) -> Result<Args<'a>, Invalid> {
+    Ok(match parsed {
+        Parsed::Read(read) => Args::Read {
+            path: &read.file_path,
+            offset: read.offset.map_or(1, NonZeroU64::get),
+            asked: read.limit.map(NonZeroU64::get),
+        },
+        Parsed::Write(write) => Args::Write { path: &write.file_path, content: &write.content },
+        Parsed::Edit(edit) => {
+            let all = edit.replace_all.unwrap_or(false);
+            let change = Replacement::new(&edit.old_string, &edit.new_string, all).map_err(|why| match why {
+                InvalidEdit::Empty => {
+                    Invalid("old_string must not be empty; to create a file, use write.".into())
+                }
+                InvalidEdit::Identical => {
+                    Invalid("old_string and new_string are identical: there is nothing to change.".into())
+                }
+                InvalidEdit::Nul(at) => Invalid(format!(
+                    "new_string has a NUL byte (\\0) at {at}: files are text. Remove it and retry the edit."
+                )),
+            })?;
+            Args::Edit { path: &edit.file_path, change }
+        }
+        Parsed::Glob(glob) => Args::Glob { pattern: &glob.pattern, path: glob.path.as_deref() },
+        Parsed::Grep(grep) => Args::Grep(GrepRequest {
+            pattern: &grep.pattern,
+            path: grep.path.as_deref(),
+            glob: grep.glob.as_deref(),
+            file_type: grep.file_type.as_deref(),
+            mode: grep.output_mode.unwrap_or(GrepOutputMode::FilesWithMatches),
+            case_insensitive: grep.case_insensitive.unwrap_or(false),
+            context: usize::try_from(grep.context.unwrap_or(0).min(100)).unwrap_or(100),
+            multiline: grep.multiline.unwrap_or(false),
+            head_limit: grep.head_limit.map(NonZeroU64::get),
+            offset: grep.offset.unwrap_or(0),
+            budget,
+        }),
+    })
+}
+
+/// `args` read as `T`.
+fn arguments<'a, T: ToolArguments<'a>>(args: &'a Value) -> Result<T, Invalid> {
+    Ok(filectx_protocol::tools::parse(args)?)
+}
+
 fn run(
     ctx: &FileContext<'_>,
     options: &SessionOptions,
@@ -146,17 +166,14 @@ fn run(
     json: Option<&mut Vec<u8>>,
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
-    let outcome = match tool {
-        ToolName::Read => {
-            let map = fields(tool, args, &["file_path", "offset", "limit"])?;
-            let path = string(map, "file_path")?;
-            let offset = positive(map, "offset")?.unwrap_or(1);
-            let asked = positive(map, "limit")?;
+    let parsed = parse(tool, args)?;
+    let (outcome, file_path) = match checked(&parsed, options.read_max_bytes)? {
+        Args::Read { path, offset, asked } => {
             let most = u64::from(READ_LINE_LIMIT);
             let request =
                 render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
             let capped = asked.is_some_and(|n| n > most);
-            ctx.read(path, &request).map(|view| match json {
+            let outcome = ctx.read(path, &request).map(|view| match json {
                 // Projected and escaped in one pass, straight into the caller's response.
                 Some(out) => {
                     let start = out.len();
@@ -170,32 +187,14 @@ fn run(
                     }
                 }
                 None => Text::Plain(dedup::answer(delivered, &view, render::read(&view, capped))),
-            })
+            });
+            (outcome, path)
         }
-        ToolName::Write => {
-            let map = fields(tool, args, &["file_path", "content"])?;
-            let path = string(map, "file_path")?;
-            let content = string(map, "content")?;
-            ctx.write(path, content).map(|view| Text::Plain(render::write(&view)))
+        Args::Write { path, content } => {
+            (ctx.write(path, content).map(|view| Text::Plain(render::write(&view))), path)
         }
-        ToolName::Edit => {
-            let map = fields(tool, args, &["file_path", "old_string", "new_string", "replace_all"])?;
-            let path = string(map, "file_path")?;
-            let old = string(map, "old_string")?;
-            let new = string(map, "new_string")?;
-            let replace_all = boolean(map, "replace_all")?;
-            let change = Replacement::new(old, new, replace_all).map_err(|why| match why {
-                InvalidEdit::Empty => {
-                    Invalid("old_string must not be empty; to create a file, use write.".into())
-                }
-                InvalidEdit::Identical => {
-                    Invalid("old_string and new_string are identical: there is nothing to change.".into())
-                }
-                InvalidEdit::Nul(at) => Invalid(format!(
-                    "new_string has a NUL byte (\\0) at {at}: files are text. Remove it and retry the edit."
-                )),
-            })?;
-            match options.stale_edits {
+        Args::Edit { path, change } => {
+            let outcome = match options.stale_edits {
                 StaleEdits::Refuse => ctx.edit(path, &change).map(|view| Text::Plain(render::edit(&view))),
                 StaleEdits::Merge => ctx.edit_merging(path, &change).map(|merged| {
                     Text::Plain(match &merged.outside {
@@ -203,65 +202,19 @@ fn run(
                         None => render::edit(&merged.edit),
                     })
                 }),
-            }
+            };
+            (outcome, path)
         }
-        ToolName::Glob => {
-            let map = fields(tool, args, &["pattern", "path"])?;
-            let pattern = string(map, "pattern")?;
-            let path = optional(map, "path")?;
+        Args::Glob { pattern, path } => {
             return searched(search::glob(ctx, pattern, path, options.read_max_bytes, limits), name);
         }
-        ToolName::Grep => {
-            let map = fields(
-                tool,
-                args,
-                &[
-                    "pattern",
-                    "path",
-                    "glob",
-                    "type",
-                    "output_mode",
-                    "case_insensitive",
-                    "context",
-                    "multiline",
-                    "head_limit",
-                    "offset",
-                ],
-            )?;
-            let mode = match optional(map, "output_mode")? {
-                None => Mode::FilesWithMatches,
-                Some(name) => Mode::from_name(name).ok_or_else(|| {
-                    Invalid(format!(
-                        "output_mode must be files_with_matches, content or count, not {name:?}."
-                    ))
-                })?,
-            };
-            let pattern = string(map, "pattern")?;
-            if pattern.is_empty() {
-                return Err(Invalid("pattern must not be empty.".into()));
-            }
-            let request = GrepRequest {
-                pattern,
-                path: optional(map, "path")?,
-                glob: optional(map, "glob")?,
-                file_type: optional(map, "type")?,
-                mode,
-                case_insensitive: boolean(map, "case_insensitive")?,
-                context: usize::try_from(count(map, "context")?.min(100)).unwrap_or(100),
-                multiline: boolean(map, "multiline")?,
-                head_limit: positive(map, "head_limit")?,
-                offset: count(map, "offset")?,
-                budget: options.read_max_bytes,
-            };
-            return searched(search::grep(ctx, &request, limits), name);
-        }
+        Args::Grep(request) => return searched(search::grep(ctx, &request, limits), name),
     };
-    if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool) {
-        let file_path = args.get("file_path").and_then(Value::as_str).unwrap_or_default();
-        if let Some(shown) = unread_shown(ctx, file_path, options.read_max_bytes) {
-            let text = render::not_read_shown(name, &shown);
-            return Ok(outcome.map_err(|err| Failure { text, cause: Cause::File(err) }));
-        }
+    if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool)
+        && let Some(shown) = unread_shown(ctx, file_path, options.read_max_bytes)
+    {
+        let text = render::not_read_shown(name, &shown);
+        return Ok(outcome.map_err(|err| Failure { text, cause: Cause::File(err) }));
     }
     Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
 }
@@ -309,4 +262,220 @@ pub fn call(
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What a call with these arguments is asked, or the text the model sees instead.
+    fn parsed(tool: ToolName, args: &Value) -> String {
+        match parse(tool, args).and_then(|parsed| checked(&parsed, 1024).map(|args| format!("ok {args:?}"))) {
+            Ok(text) | Err(Invalid(text)) => text,
+        }
+    }
+
+    /// The text of every kind of bad argument, and what good ones become, byte for byte (the
+    /// texts a model acts on; captured from the hand-written parser this one replaced).
+    #[test]
+    fn each_bad_argument_has_its_text() {
+        let cases: Vec<(ToolName, Value)> = vec![
+            (ToolName::Read, json!(null)),
+            (ToolName::Read, json!([])),
+            (ToolName::Read, json!("a.txt")),
+            (ToolName::Read, json!({})),
+            (ToolName::Read, json!({"file_path": "a", "bogus": 1})),
+            (ToolName::Read, json!({"zz": 1, "aa": 2, "file_path": "a"})),
+            (ToolName::Read, json!({"bogus": 1})),
+            (ToolName::Read, json!({"file_path": null})),
+            (ToolName::Read, json!({"file_path": 5})),
+            (ToolName::Read, json!({"file_path": true})),
+            (ToolName::Read, json!({"file_path": []})),
+            (ToolName::Read, json!({"file_path": {}})),
+            (ToolName::Read, json!({"file_path": 5, "offset": 0})),
+            (ToolName::Read, json!({"file_path": "a", "offset": 0})),
+            (ToolName::Read, json!({"file_path": "a", "offset": -1})),
+            (ToolName::Read, json!({"file_path": "a", "offset": 1.5})),
+            (ToolName::Read, json!({"file_path": "a", "offset": 2.0})),
+            (ToolName::Read, json!({"file_path": "a", "offset": "5"})),
+            (ToolName::Read, json!({"file_path": "a", "offset": [1]})),
+            (ToolName::Read, json!({"file_path": "a", "offset": 0, "limit": 0})),
+            (ToolName::Read, json!({"file_path": "a", "limit": 0})),
+            (ToolName::Read, json!({"file_path": "a", "limit": true})),
+            (ToolName::Read, json!({"offset": 0})),
+            (ToolName::Read, json!({"file_path": "a", "offset": null, "limit": null})),
+            (ToolName::Read, json!({"file_path": "a", "offset": 3, "limit": 5000})),
+            (ToolName::Read, json!({"file_path": "a", "offset": u64::MAX, "limit": 1})),
+            (ToolName::Write, json!(1)),
+            (ToolName::Write, json!({})),
+            (ToolName::Write, json!({"file_path": "a"})),
+            (ToolName::Write, json!({"content": "x"})),
+            (ToolName::Write, json!({"file_path": "a", "content": null})),
+            (ToolName::Write, json!({"file_path": "a", "content": 1})),
+            (ToolName::Write, json!({"file_path": "a", "content": "x", "mode": "w"})),
+            (ToolName::Write, json!({"file_path": "a", "content": ""})),
+            (ToolName::Edit, json!(false)),
+            (ToolName::Edit, json!({})),
+            (ToolName::Edit, json!({"file_path": "a"})),
+            (ToolName::Edit, json!({"file_path": "a", "old_string": "x"})),
+            (ToolName::Edit, json!({"file_path": "a", "new_string": "x"})),
+            (ToolName::Edit, json!({"file_path": "a", "old_string": 1, "new_string": "x"})),
+            (ToolName::Edit, json!({"file_path": "a", "old_string": "x", "new_string": 1})),
+            (
+                ToolName::Edit,
+                json!({"file_path": "a", "old_string": "x", "new_string": "y", "replace_all": "yes"}),
+            ),
+            (
+                ToolName::Edit,
+                json!({"file_path": "a", "old_string": "x", "new_string": "y", "replace_all": 1}),
+            ),
+            (
+                ToolName::Edit,
+                json!({"file_path": "a", "old_string": "x", "new_string": "y", "replace_all": null}),
+            ),
+            (
+                ToolName::Edit,
+                json!({"file_path": "a", "old_string": "x", "new_string": "y", "replace_all": true}),
+            ),
+            (ToolName::Edit, json!({"file_path": "a", "old_string": "", "new_string": "y"})),
+            (ToolName::Edit, json!({"file_path": "a", "old_string": "", "new_string": ""})),
+            (ToolName::Edit, json!({"file_path": "a", "old_string": "x", "new_string": "x"})),
+            (ToolName::Edit, json!({"file_path": "a", "old_string": "x", "new_string": "a\nb\0c"})),
+            (
+                ToolName::Edit,
+                json!({"file_path": "a", "old_string": "", "new_string": "y", "replace_all": 0}),
+            ),
+            (ToolName::Edit, json!({"file_path": 1, "old_string": "", "new_string": "y", "x": 0})),
+            (ToolName::Glob, json!([1])),
+            (ToolName::Glob, json!({})),
+            (ToolName::Glob, json!({"pattern": ""})),
+            (ToolName::Glob, json!({"pattern": "*.rs", "path": null})),
+            (ToolName::Glob, json!({"pattern": "*.rs", "path": 1})),
+            (ToolName::Glob, json!({"pattern": 1, "path": 1})),
+            (ToolName::Glob, json!({"pattern": "*.rs", "path": "src", "type": "rust"})),
+            (ToolName::Grep, json!(null)),
+            (ToolName::Grep, json!({})),
+            (ToolName::Grep, json!({"pattern": ""})),
+            (ToolName::Grep, json!({"pattern": "", "path": 1})),
+            (ToolName::Grep, json!({"pattern": 1})),
+            (ToolName::Grep, json!({"pattern": "x", "output_mode": "lines"})),
+            (ToolName::Grep, json!({"pattern": "x", "output_mode": 1})),
+            (ToolName::Grep, json!({"pattern": "x", "output_mode": null})),
+            (ToolName::Grep, json!({"output_mode": "lines"})),
+            (ToolName::Grep, json!({"output_mode": "content"})),
+            (ToolName::Grep, json!({"pattern": 1, "output_mode": "lines"})),
+            (ToolName::Grep, json!({"pattern": "", "output_mode": "lines"})),
+            (ToolName::Grep, json!({"pattern": "x", "path": 1, "glob": 1})),
+            (ToolName::Grep, json!({"pattern": "x", "glob": 1})),
+            (ToolName::Grep, json!({"pattern": "x", "type": 1})),
+            (ToolName::Grep, json!({"pattern": "x", "case_insensitive": "no"})),
+            (ToolName::Grep, json!({"pattern": "x", "context": -1})),
+            (ToolName::Grep, json!({"pattern": "x", "context": 1.5})),
+            (ToolName::Grep, json!({"pattern": "x", "context": 1000})),
+            (ToolName::Grep, json!({"pattern": "x", "context": null, "offset": null, "head_limit": null})),
+            (ToolName::Grep, json!({"pattern": "x", "multiline": 1})),
+            (ToolName::Grep, json!({"pattern": "x", "head_limit": 0})),
+            (ToolName::Grep, json!({"pattern": "x", "offset": -1})),
+            (ToolName::Grep, json!({"pattern": "x", "offset": 0, "head_limit": 0, "context": -1})),
+            (ToolName::Grep, json!({"pattern": "x", "case_insensitive": 1, "multiline": 1})),
+            (ToolName::Grep, json!({"pattern": "x", "-i": true})),
+            (
+                ToolName::Grep,
+                json!({"pattern": "x", "path": "src", "glob": "*.rs", "type": "rust", "output_mode": "content",
+                       "case_insensitive": true, "context": 2, "multiline": true, "head_limit": 3, "offset": 4}),
+            ),
+            (ToolName::Grep, json!({"pattern": "x", "output_mode": "count"})),
+        ];
+        let text: String =
+            cases.iter().map(|(tool, args)| format!("{tool} {args} => {}\n", parsed(*tool, args))).collect();
+        expect_test::expect![[r#"
+            read null => The read tool's arguments must be a JSON object with file_path, offset, limit.
+            read [] => The read tool's arguments must be a JSON object with file_path, offset, limit.
+            read "a.txt" => The read tool's arguments must be a JSON object with file_path, offset, limit.
+            read {} => file_path is required.
+            read {"bogus":1,"file_path":"a"} => Unknown argument "bogus" for the read tool; its arguments are: file_path, offset, limit.
+            read {"aa":2,"file_path":"a","zz":1} => Unknown argument "aa" for the read tool; its arguments are: file_path, offset, limit.
+            read {"bogus":1} => Unknown argument "bogus" for the read tool; its arguments are: file_path, offset, limit.
+            read {"file_path":null} => file_path must be a string, not null.
+            read {"file_path":5} => file_path must be a string, not a number.
+            read {"file_path":true} => file_path must be a string, not a boolean.
+            read {"file_path":[]} => file_path must be a string, not an array.
+            read {"file_path":{}} => file_path must be a string, not an object.
+            read {"file_path":5,"offset":0} => file_path must be a string, not a number.
+            read {"file_path":"a","offset":0} => offset must be an integer of at least 1, not 0.
+            read {"file_path":"a","offset":-1} => offset must be an integer of at least 1, not -1.
+            read {"file_path":"a","offset":1.5} => offset must be an integer of at least 1, not 1.5.
+            read {"file_path":"a","offset":2.0} => offset must be an integer of at least 1, not 2.0.
+            read {"file_path":"a","offset":"5"} => offset must be an integer of at least 1, not "5".
+            read {"file_path":"a","offset":[1]} => offset must be an integer of at least 1, not [1].
+            read {"file_path":"a","limit":0,"offset":0} => offset must be an integer of at least 1, not 0.
+            read {"file_path":"a","limit":0} => limit must be an integer of at least 1, not 0.
+            read {"file_path":"a","limit":true} => limit must be an integer of at least 1, not true.
+            read {"offset":0} => file_path is required.
+            read {"file_path":"a","limit":null,"offset":null} => ok Read { path: "a", offset: 1, asked: None }
+            read {"file_path":"a","limit":5000,"offset":3} => ok Read { path: "a", offset: 3, asked: Some(5000) }
+            read {"file_path":"a","limit":1,"offset":18446744073709551615} => ok Read { path: "a", offset: 18446744073709551615, asked: Some(1) }
+            write 1 => The write tool's arguments must be a JSON object with file_path, content.
+            write {} => file_path is required.
+            write {"file_path":"a"} => content is required.
+            write {"content":"x"} => file_path is required.
+            write {"content":null,"file_path":"a"} => content must be a string, not null.
+            write {"content":1,"file_path":"a"} => content must be a string, not a number.
+            write {"content":"x","file_path":"a","mode":"w"} => Unknown argument "mode" for the write tool; its arguments are: file_path, content.
+            write {"content":"","file_path":"a"} => ok Write { path: "a", content: "" }
+            edit false => The edit tool's arguments must be a JSON object with file_path, old_string, new_string, replace_all.
+            edit {} => file_path is required.
+            edit {"file_path":"a"} => old_string is required.
+            edit {"file_path":"a","old_string":"x"} => new_string is required.
+            edit {"file_path":"a","new_string":"x"} => old_string is required.
+            edit {"file_path":"a","new_string":"x","old_string":1} => old_string must be a string, not a number.
+            edit {"file_path":"a","new_string":1,"old_string":"x"} => new_string must be a string, not a number.
+            edit {"file_path":"a","new_string":"y","old_string":"x","replace_all":"yes"} => replace_all must be true or false, not a string.
+            edit {"file_path":"a","new_string":"y","old_string":"x","replace_all":1} => replace_all must be true or false, not a number.
+            edit {"file_path":"a","new_string":"y","old_string":"x","replace_all":null} => ok Edit { path: "a", change: Replacement { old: "x", new: "y", all: false } }
+            edit {"file_path":"a","new_string":"y","old_string":"x","replace_all":true} => ok Edit { path: "a", change: Replacement { old: "x", new: "y", all: true } }
+            edit {"file_path":"a","new_string":"y","old_string":""} => old_string must not be empty; to create a file, use write.
+            edit {"file_path":"a","new_string":"","old_string":""} => old_string must not be empty; to create a file, use write.
+            edit {"file_path":"a","new_string":"x","old_string":"x"} => old_string and new_string are identical: there is nothing to change.
+            edit {"file_path":"a","new_string":"a\nb\u0000c","old_string":"x"} => new_string has a NUL byte (\0) at line 2, column 2 (byte offset 3): files are text. Remove it and retry the edit.
+            edit {"file_path":"a","new_string":"y","old_string":"","replace_all":0} => replace_all must be true or false, not a number.
+            edit {"file_path":1,"new_string":"y","old_string":"","x":0} => Unknown argument "x" for the edit tool; its arguments are: file_path, old_string, new_string, replace_all.
+            glob [1] => The glob tool's arguments must be a JSON object with pattern, path.
+            glob {} => pattern is required.
+            glob {"pattern":""} => ok Glob { pattern: "", path: None }
+            glob {"path":null,"pattern":"*.rs"} => ok Glob { pattern: "*.rs", path: None }
+            glob {"path":1,"pattern":"*.rs"} => path must be a string, not a number.
+            glob {"path":1,"pattern":1} => pattern must be a string, not a number.
+            glob {"path":"src","pattern":"*.rs","type":"rust"} => Unknown argument "type" for the glob tool; its arguments are: pattern, path.
+            grep null => The grep tool's arguments must be a JSON object with pattern, path, glob, type, output_mode, case_insensitive, context, multiline, head_limit, offset.
+            grep {} => pattern is required.
+            grep {"pattern":""} => pattern must not be empty.
+            grep {"path":1,"pattern":""} => pattern must not be empty.
+            grep {"pattern":1} => pattern must be a string, not a number.
+            grep {"output_mode":"lines","pattern":"x"} => output_mode must be files_with_matches, content or count, not "lines".
+            grep {"output_mode":1,"pattern":"x"} => output_mode must be a string, not a number.
+            grep {"output_mode":null,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024 })
+            grep {"output_mode":"lines"} => output_mode must be files_with_matches, content or count, not "lines".
+            grep {"output_mode":"content"} => pattern is required.
+            grep {"output_mode":"lines","pattern":1} => output_mode must be files_with_matches, content or count, not "lines".
+            grep {"output_mode":"lines","pattern":""} => output_mode must be files_with_matches, content or count, not "lines".
+            grep {"glob":1,"path":1,"pattern":"x"} => path must be a string, not a number.
+            grep {"glob":1,"pattern":"x"} => glob must be a string, not a number.
+            grep {"pattern":"x","type":1} => type must be a string, not a number.
+            grep {"case_insensitive":"no","pattern":"x"} => case_insensitive must be true or false, not a string.
+            grep {"context":-1,"pattern":"x"} => context must be an integer of at least 0, not -1.
+            grep {"context":1.5,"pattern":"x"} => context must be an integer of at least 0, not 1.5.
+            grep {"context":1000,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 100, multiline: false, head_limit: None, offset: 0, budget: 1024 })
+            grep {"context":null,"head_limit":null,"offset":null,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024 })
+            grep {"multiline":1,"pattern":"x"} => multiline must be true or false, not a number.
+            grep {"head_limit":0,"pattern":"x"} => head_limit must be an integer of at least 1, not 0.
+            grep {"offset":-1,"pattern":"x"} => offset must be an integer of at least 0, not -1.
+            grep {"context":-1,"head_limit":0,"offset":0,"pattern":"x"} => context must be an integer of at least 0, not -1.
+            grep {"case_insensitive":1,"multiline":1,"pattern":"x"} => case_insensitive must be true or false, not a number.
+            grep {"-i":true,"pattern":"x"} => Unknown argument "-i" for the grep tool; its arguments are: pattern, path, glob, type, output_mode, case_insensitive, context, multiline, head_limit, offset.
+            grep {"case_insensitive":true,"context":2,"glob":"*.rs","head_limit":3,"multiline":true,"offset":4,"output_mode":"content","path":"src","pattern":"x","type":"rust"} => ok Grep(GrepRequest { pattern: "x", path: Some("src"), glob: Some("*.rs"), file_type: Some("rust"), mode: Content, case_insensitive: true, context: 2, multiline: true, head_limit: Some(3), offset: 4, budget: 1024 })
+            grep {"output_mode":"count","pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: Count, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024 })
+        "#]].assert_eq(&text);
+    }
 }
