@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::context::FilesConfig;
+use crate::context::ProviderConfig;
 
 /// Caps and timings the server enforces. Every field has a default that suits one user's agents.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub struct Config {
     /// most forgets its least recently used observations.
     pub max_observed_bytes: usize,
     /// Locks, caps, durability and cache bounds of the file service.
-    pub files: FilesConfig,
+    pub files: ProviderConfig,
     /// Folders session roots must lie in; empty: anywhere but `/` itself.
     pub allowed_roots: Vec<std::path::PathBuf>,
     /// Globs (relative to a path's root) no session may read.
@@ -181,7 +181,7 @@ impl Default for Config {
             max_observed_files: crate::context::DEFAULT_MAX_OBSERVED,
             max_session_observed_bytes: crate::context::ledger::DEFAULT_MAX_SESSION_OBSERVED_BYTES as usize,
             max_observed_bytes: crate::context::ledger::DEFAULT_MAX_OBSERVED_BYTES as usize,
-            files: FilesConfig::default(),
+            files: ProviderConfig::default(),
             allowed_roots: Vec::new(),
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),

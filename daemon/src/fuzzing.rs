@@ -25,7 +25,7 @@ use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::context::{Files, FilesConfig};
+use crate::context::{Files, ProviderConfig};
 use crate::stats::Stats;
 use crate::transport::connection::{self, Shared};
 use crate::watch::WatchHub;
@@ -43,7 +43,7 @@ pub fn config() -> Config {
         max_subscriptions: 4,
         shutdown_grace: Duration::from_secs(1),
         max_observed_files: 64,
-        files: FilesConfig {
+        files: ProviderConfig {
             lock_patience: Duration::from_secs(2),
             max_edit_bytes: 256 * 1024,
             fsync: false,
@@ -57,7 +57,7 @@ pub fn config() -> Config {
             max_snapshot_bytes: 1024 * 1024,
             max_snapshot_file_bytes: 64 * 1024,
             max_search_cache_bytes: 1024 * 1024,
-            ..FilesConfig::default()
+            ..ProviderConfig::default()
         },
         max_owners: 8,
         max_parked_sessions: 4,

@@ -49,7 +49,9 @@ use std::time::{Duration, Instant};
 
 use filectx_daemon::context::deny::DenyRules;
 use filectx_daemon::context::{DEFAULT_MAX_OBSERVED, Observations};
-use filectx_daemon::context::{DEFAULT_MAX_WINDOW_BYTES, Files, FilesConfig, RootDir, Scope, WindowRequest};
+use filectx_daemon::context::{
+    DEFAULT_MAX_WINDOW_BYTES, Files, ProviderConfig, RootDir, Scope, WindowRequest,
+};
 use filectx_daemon::listen::{self, FolderPolicy};
 use filectx_daemon::watch::WatchHub;
 use serde_json::{Value, json};
@@ -98,7 +100,7 @@ const DATA_VERSION: u32 = 1;
 const PACED_SESSIONS: usize = 256;
 const PACED_INTERVAL: Duration = Duration::from_millis(25);
 
-/// The scale daemon's idle-sweep period (`FilesConfig::idle_release`).
+/// The scale daemon's idle-sweep period (`ProviderConfig::idle_release`).
 const SCALE_IDLE_RELEASE: Duration = Duration::from_secs(2);
 
 /// Criterion for "back near idle once released": within this much of the idle figure.
@@ -1561,7 +1563,7 @@ fn warm_and_validate(daemon: &Daemon, set: &ReadSet) -> Res<()> {
 // Workload 5: in-process through the file-context layer
 
 fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) -> Res<Phase> {
-    let service = Files::new(FilesConfig::default());
+    let service = Files::new(ProviderConfig::default());
     let no_deny = Arc::new(DenyRules::default());
     let roots = Arc::new(vec![RootDir::new(&set.root, None).expect("root")]);
     // The watcher needs a runtime for its event task; it lives as long as this phase.

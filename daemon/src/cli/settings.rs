@@ -385,7 +385,7 @@ impl Settings {
             max_partial_frame_bytes: size(self.max_partial_frame_bytes),
             shutdown_grace: Duration::from_secs_f64(self.shutdown_grace),
             idle_exit: (self.idle_exit > 0.0).then(|| Duration::from_secs_f64(self.idle_exit)),
-            files: crate::context::FilesConfig {
+            files: crate::context::ProviderConfig {
                 max_edit_bytes: self.max_edit_bytes,
                 lock_patience: Duration::from_secs_f64(self.lock_timeout),
                 fsync: self.fsync,

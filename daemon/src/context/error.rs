@@ -3,7 +3,7 @@
 
 use super::deny::{self, Access, Denial};
 use super::stale::Change;
-use super::{FileError, Version};
+use super::{ProviderError, Version};
 
 /// A file-context failure.
 #[derive(Debug, thiserror::Error)]
@@ -11,7 +11,7 @@ use super::{FileError, Version};
 pub enum ContextError {
     /// The provider refused or failed.
     #[error(transparent)]
-    File(FileError),
+    File(ProviderError),
     /// The session has no (remaining) record of reading this existing file: it was never read,
     /// or its record was forgotten to keep the session within its caps.
     #[error(
@@ -101,12 +101,12 @@ pub enum ContextError {
     },
 }
 
-impl From<FileError> for ContextError {
+impl From<ProviderError> for ContextError {
     /// A provider failure; a write the provider refused because the file has several names
     /// (it refuses them only for writes, when the context asked it to) is [`ContextError::Linked`].
-    fn from(err: FileError) -> Self {
+    fn from(err: ProviderError) -> Self {
         match err {
-            FileError::Linked { path, links } => Self::Linked { path, links, access: Access::Write },
+            ProviderError::Linked { path, links } => Self::Linked { path, links, access: Access::Write },
             err => Self::File(err),
         }
     }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::stale::{self, Change};
-use super::{ContextError, Conventions, FileError, Version};
+use super::{ContextError, Conventions, ProviderError, Version};
 use crate::provider::{Committed, Expectation, Prepared, Resolved, WriteOutcome};
 
 /// A file of several hard links, as the gates see it: its device and its link count. Its other
@@ -256,8 +256,8 @@ pub(super) enum Passage {
 impl super::FileContext<'_> {
     /// Writes `content` as the whole of `target` if `expect` holds, through the gate step: what
     /// the write did (made here, or committed by the gate step once allowed), or why not — the
-    /// provider's refusal (an unmet `expect` is [`FileError::StaleVersion`] or
-    /// [`FileError::AlreadyExists`] inside [`ContextError::File`]), a gate holding the write
+    /// provider's refusal (an unmet `expect` is [`ProviderError::StaleVersion`] or
+    /// [`ProviderError::AlreadyExists`] inside [`ContextError::File`]), a gate holding the write
     /// (asking) or refusing it.
     pub(super) fn write_gated(
         &self,
@@ -296,8 +296,8 @@ impl super::FileContext<'_> {
         &self,
         target: &Resolved,
         expect: Expectation,
-        prepare: impl FnOnce() -> Result<Prepared, FileError>,
-    ) -> Result<Passage, FileError> {
+        prepare: impl FnOnce() -> Result<Prepared, ProviderError>,
+    ) -> Result<Passage, ProviderError> {
         let Some(gate) = self.gate else { return Ok(Passage::Direct) };
         if let Some(refusal) = &gate.refused {
             return Ok(Passage::Refused(refusal.clone()));
@@ -332,7 +332,7 @@ impl super::FileContext<'_> {
             .open_path(&target.rel)
             .and_then(|file| file.metadata())
             .map(|meta| meta.dev())
-            .map_err(|source| FileError::Io { path: target.display.clone(), op: "stat", source }.into())
+            .map_err(|source| ProviderError::Io { path: target.display.clone(), op: "stat", source }.into())
     }
 }
 

@@ -35,27 +35,25 @@ pub use crate::provider::DEFAULT_MAX_WINDOW_BYTES;
 /// What a path names.
 pub use crate::provider::Kind;
 /// The file service's settings (part of the daemon's `Config`).
-pub use crate::provider::ProviderConfig as FilesConfig;
+pub use crate::provider::ProviderConfig;
 /// The provider's failures, as the layers above the context see them (inside
 /// [`ContextError::File`]).
-pub use crate::provider::ProviderError as FileError;
+pub use crate::provider::ProviderError;
 /// A file version.
 pub use crate::provider::Version;
-/// An edit's request, valid by construction, and why one is not; an edited place of a new
-/// version; where content holds a NUL byte.
-pub use crate::provider::edit::{
-    InvalidEdit, NulAt, REGION_LINE_MAX_CHARS, Region as EditRegion, Replacement,
-};
-/// A window of lines as the layers above see it, what a read asks for, and a line too long
-/// for a window.
-pub use crate::provider::index::{LineBuf, Oversized, Window as Lines, WindowRequest};
 /// Arms the test-only crash points (feature `failpoints`).
 #[cfg(feature = "failpoints")]
-pub use crate::provider::leftovers::arm as arm_crash_points;
+pub use crate::provider::crash::arm_crash_points;
+/// An edit's request, valid by construction, and why one is not; an edited place of a new
+/// version; where content holds a NUL byte.
+pub use crate::provider::edit::{InvalidEdit, NulAt, REGION_LINE_MAX_CHARS, Region, Replacement};
+/// A window of lines as the layers above see it, what a read asks for, and a line too long
+/// for a window.
+pub use crate::provider::index::{LineBuf, Oversized, Window, WindowRequest};
 /// This user's staging token (see the provider's `leftovers`): read once at start-up.
 pub use crate::provider::leftovers::staging_token;
 /// Installs the SIGBUS guard that makes mapped reads of truncated files safe; once per process.
-pub use crate::provider::mmap::install as install_sigbus_guard;
+pub use crate::provider::mmap::install_sigbus_guard;
 /// The provider's scope, snapshots and window errors, as the layers above the context see them.
 pub use crate::provider::{Changed, Root, RootDir, Scope, Snapshot, WindowError};
 
@@ -84,13 +82,16 @@ pub struct Files {
 
 impl Files {
     /// The service with an empty cache.
-    pub fn new(config: FilesConfig) -> Self {
+    pub fn new(config: ProviderConfig) -> Self {
         Self::with_descriptors(config, Arc::default())
     }
 
     /// The service with an empty cache, whose open files count against `descriptors` (and are
     /// given up when connections or sessions need the room).
-    pub fn with_descriptors(config: FilesConfig, descriptors: Arc<crate::descriptors::Descriptors>) -> Self {
+    pub fn with_descriptors(
+        config: ProviderConfig,
+        descriptors: Arc<crate::descriptors::Descriptors>,
+    ) -> Self {
         let provider = Arc::new(Provider::with_descriptors(config, descriptors.clone()));
         let weak = Arc::downgrade(&provider);
         descriptors.on_pressure(Box::new(move |n| {
@@ -174,7 +175,7 @@ pub struct ReadView {
     /// The version read (now recorded for the session).
     pub version: Version,
     /// The lines.
-    pub window: Lines,
+    pub window: Window,
 }
 
 /// A successful write.
@@ -200,7 +201,7 @@ pub struct EditView {
     /// The new version (now recorded for the session).
     pub version: Version,
     /// The first edited places of the new version, with context lines.
-    pub regions: Vec<EditRegion>,
+    pub regions: Vec<Region>,
 }
 
 /// A successful edit of a session that merges stale edits (see [`FileContext::edit_merging`]).
@@ -317,11 +318,11 @@ impl<'a> FileContext<'a> {
     }
 
     /// A resolution's failure; one stopped by the deny rules names the rule.
-    fn fenced(&self, err: FileError, access: Access) -> ContextError {
+    fn fenced(&self, err: ProviderError, access: Access) -> ContextError {
         match err {
-            FileError::Fenced { path, rel } => match self.deny.check(&rel, access) {
+            ProviderError::Fenced { path, rel } => match self.deny.check(&rel, access) {
                 Err(denial) => ContextError::Denied { path, denial },
-                Ok(()) => FileError::Fenced { path, rel }.into(),
+                Ok(()) => ProviderError::Fenced { path, rel }.into(),
             },
             err => err.into(),
         }
@@ -383,7 +384,7 @@ impl<'a> FileContext<'a> {
         path: &str,
         request: &WindowRequest,
     ) -> Result<Option<ReadView>, ContextError> {
-        let whole = |w: &Lines| {
+        let whole = |w: &Window| {
             w.start_line == 1
                 && w.lines.len() as u64 == w.total_lines
                 && !w.capped
@@ -399,7 +400,7 @@ impl<'a> FileContext<'a> {
         &self,
         path: &str,
         request: &WindowRequest,
-        keep: impl Fn(&Lines) -> bool,
+        keep: impl Fn(&Window) -> bool,
     ) -> Result<(ReadView, bool), ContextError> {
         let target = match self.open(path, Access::Read)? {
             Lookup::Resolved(target) => {
@@ -460,7 +461,7 @@ impl<'a> FileContext<'a> {
             match self.observed.get(&target.path) {
                 Some(version) => Some(version),
                 None if target.folder => {
-                    return Err(FileError::IsDirectory { path: target.display }.into());
+                    return Err(ProviderError::IsDirectory { path: target.display }.into());
                 }
                 None => return Err(ContextError::NotObserved { path: target.display }),
             }
@@ -471,10 +472,10 @@ impl<'a> FileContext<'a> {
         let outcome = match self.write_gated(&target, content, expect, Conventions::Keep) {
             Ok(outcome) => outcome,
             // Someone created it after we looked: this session has not seen that file.
-            Err(ContextError::File(FileError::AlreadyExists { path })) => {
+            Err(ContextError::File(ProviderError::AlreadyExists { path })) => {
                 return Err(ContextError::NotObserved { path });
             }
-            Err(ContextError::File(FileError::StaleVersion { path, current })) => {
+            Err(ContextError::File(ProviderError::StaleVersion { path, current })) => {
                 return Err(match seen {
                     Some(seen) => self.stale(&target, seen, current),
                     None => ContextError::Stale { path, current, change: Change::Unknown },
@@ -549,10 +550,10 @@ impl<'a> FileContext<'a> {
         let _writing = self.observed.writing(&target.path);
         let Some(observed) = self.observed.get(&target.path) else {
             if !target.exists {
-                return Err(FileError::NotFound { path: target.display, why: None }.into());
+                return Err(ProviderError::NotFound { path: target.display, why: None }.into());
             }
             if target.folder {
-                return Err(FileError::IsDirectory { path: target.display }.into());
+                return Err(ProviderError::IsDirectory { path: target.display }.into());
             }
             return Err(ContextError::NotObserved { path: target.display });
         };
@@ -565,7 +566,7 @@ impl<'a> FileContext<'a> {
         } else {
             match self.attempt(&target, change, observed) {
                 Ok(outcome) => return Ok(self.edited(target, change, outcome, None)),
-                Err(ContextError::File(FileError::StaleVersion { current, .. })) => current,
+                Err(ContextError::File(ProviderError::StaleVersion { current, .. })) => current,
                 Err(e) => return Err(e),
             }
         };
@@ -589,7 +590,7 @@ impl<'a> FileContext<'a> {
         merge::checked();
         match self.attempt(&target, change, now.version) {
             Ok(outcome) => Ok(self.edited(target, change, outcome, Some(outside))),
-            Err(ContextError::File(FileError::StaleVersion { current, .. })) => {
+            Err(ContextError::File(ProviderError::StaleVersion { current, .. })) => {
                 Err(self.stale(&target, observed, current))
             }
             Err(e) => Err(e),
@@ -598,7 +599,7 @@ impl<'a> FileContext<'a> {
 
     /// One attempt at `change` of `target` if it is at `expected`, through the gate step: what
     /// the provider did, or why not — the provider's refusal (a version other than `expected`
-    /// is [`FileError::StaleVersion`] inside [`ContextError::File`]), or the call did not run to
+    /// is [`ProviderError::StaleVersion`] inside [`ContextError::File`]), or the call did not run to
     /// its end here (cold, asking a gate, refused by one).
     fn attempt(
         &self,
@@ -612,7 +613,7 @@ impl<'a> FileContext<'a> {
             Passage::Direct if self.cold.is_some() => {
                 match self.provider.edit_at_once(target, change, expected) {
                     // A stale edit's answer reads the current file for its diff: not here.
-                    None | Some(Err(FileError::StaleVersion { .. })) => {
+                    None | Some(Err(ProviderError::StaleVersion { .. })) => {
                         if let Some(cold) = self.cold {
                             cold.store(true, std::sync::atomic::Ordering::Relaxed);
                         }
@@ -705,7 +706,7 @@ mod tests {
     fn setup() -> (tempfile::TempDir, std::path::PathBuf, Provider) {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        (dir, root, Provider::new(FilesConfig { fsync: false, ..Default::default() }))
+        (dir, root, Provider::new(ProviderConfig { fsync: false, ..Default::default() }))
     }
 
     fn edit<'a>(old: &'a str, new: &'a str) -> Replacement<'a> {

@@ -7,13 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::deny::Access;
-use super::{ContextError, FileContext, FileError};
+use super::{ContextError, FileContext, ProviderError};
 use crate::listing::grams::Grams;
 use crate::listing::{Listed, Listings};
 use crate::provider::resolve::display;
-use crate::provider::searched::{Contents, Seen};
 
-pub use crate::provider::searched::{Contents as SearchContents, Seen as SearchSeen};
+pub use crate::provider::searched::{SearchContents, SearchSeen};
 
 /// Largest file a search reads whole (so it can count as a read); bigger files are searched
 /// as streams and never recorded.
@@ -141,7 +140,7 @@ impl FileContext<'_> {
         files: &SearchFiles,
         file: &SearchFile,
         whole: bool,
-    ) -> Result<Contents, ContextError> {
+    ) -> Result<SearchContents, ContextError> {
         let max = if whole { SEARCH_WHOLE_MAX_BYTES } else { 0 };
         let contents = self.provider.open_listed(
             &files.root,
@@ -162,7 +161,7 @@ impl FileContext<'_> {
         &self,
         files: &SearchFiles,
         file: &SearchFile,
-    ) -> Result<Contents, ContextError> {
+    ) -> Result<SearchContents, ContextError> {
         let rel = &files.listed[file.index].rel;
         let checked = self.deny.applies(Access::Read);
         let contents =
@@ -172,22 +171,22 @@ impl FileContext<'_> {
         }
         self.one_name_opened(&file.display, &contents)?;
         Ok(match contents {
-            Contents::Whole { bytes, .. } => Contents::Bytes(bytes),
+            SearchContents::Whole { bytes, .. } => SearchContents::Bytes(bytes),
             other => other,
         })
     }
 
     /// Refuses a searched file with several hard links while deny rules for reads apply,
     /// judged on the descriptor it was read from.
-    fn one_name_opened(&self, display: &str, contents: &Contents) -> Result<(), ContextError> {
+    fn one_name_opened(&self, display: &str, contents: &SearchContents) -> Result<(), ContextError> {
         if !self.deny.applies(Access::Read) {
             return Ok(());
         }
         let links = match contents {
-            Contents::Whole { seen, .. } => seen.links,
-            Contents::Stream(file) => {
+            SearchContents::Whole { seen, .. } => seen.links,
+            SearchContents::Stream(file) => {
                 use std::os::unix::fs::MetadataExt as _;
-                let meta = file.metadata().map_err(|source| FileError::Io {
+                let meta = file.metadata().map_err(|source| ProviderError::Io {
                     path: display.to_owned(),
                     op: "stat",
                     source,
@@ -195,8 +194,8 @@ impl FileContext<'_> {
                 meta.nlink()
             }
             // Unhashed bytes carry no links: never asked for while the rules apply.
-            Contents::Bytes(_) => {
-                return Err(FileError::Refused {
+            SearchContents::Bytes(_) => {
+                return Err(ProviderError::Refused {
                     path: display.to_owned(),
                     why: "its hard links could not be checked against the deny rules".into(),
                 }
@@ -214,7 +213,13 @@ impl FileContext<'_> {
     /// Records that lines of `file`, read whole as `seen` with `bytes`, were shown to the
     /// session: a read of that version, when the file has not changed since (else nothing is
     /// recorded). Returns whether it was recorded.
-    pub fn record_search(&self, files: &SearchFiles, file: &SearchFile, seen: &Seen, bytes: Vec<u8>) -> bool {
+    pub fn record_search(
+        &self,
+        files: &SearchFiles,
+        file: &SearchFile,
+        seen: &SearchSeen,
+        bytes: Vec<u8>,
+    ) -> bool {
         let rel = &files.listed[file.index].rel;
         if !self.provider.unchanged(&files.root, rel, &seen.fingerprint) {
             return false;

@@ -4,7 +4,7 @@
 use super::deny::Access;
 use super::gate::Passage;
 use super::{
-    ContextError, Conventions, EditView, FileContext, FileError, Kind, ReadView, Replacement, Resolved,
+    ContextError, Conventions, EditView, FileContext, Kind, ProviderError, ReadView, Replacement, Resolved,
     Snapshot, Stat, Version, WindowRequest, WriteView,
 };
 use crate::provider::Expectation;
@@ -62,7 +62,9 @@ impl Unrecorded<'_> {
         self.files.one_name(&target.display, snapshot.links, Access::Read)?;
         let total = snapshot.total_lines();
         if offset == 0 || offset > total.max(1) {
-            return Err(FileError::OffsetPastEnd { path: target.display, offset, total_lines: total }.into());
+            return Err(
+                ProviderError::OffsetPastEnd { path: target.display, offset, total_lines: total }.into()
+            );
         }
         Ok(snapshot)
     }
@@ -74,7 +76,7 @@ impl Unrecorded<'_> {
             Some(version) => Ok(version),
             None => {
                 let current = self.files.provider.current_version(target)?;
-                Err(FileError::StaleVersion { path: target.display.clone(), current }.into())
+                Err(ProviderError::StaleVersion { path: target.display.clone(), current }.into())
             }
         }
     }
@@ -96,7 +98,7 @@ impl Unrecorded<'_> {
         };
         let outcome = match self.files.write_gated(&target, content, expect, conventions) {
             Ok(outcome) => outcome,
-            Err(ContextError::File(FileError::AlreadyExists { path })) => {
+            Err(ContextError::File(ProviderError::AlreadyExists { path })) => {
                 return Err(ContextError::Exists { path });
             }
             Err(e) => return Err(e),

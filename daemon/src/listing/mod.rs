@@ -115,7 +115,7 @@ impl Listings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::searched::Contents;
+    use crate::provider::searched::SearchContents;
     use crate::provider::{ProviderConfig, RootDir, Scope};
     use std::os::unix::fs::symlink;
     use std::path::Path;
@@ -146,7 +146,7 @@ mod tests {
         let rels: Vec<_> = listing.files.iter().map(|f| f.rel.display().to_string()).collect();
         assert_eq!(rels, ["src/a.rs", "src/deep/b.rs"], "the root's .gitignore applies to src");
         match provider.open_listed(&handle, Path::new("src/a.rs"), 10, true, "a").unwrap() {
-            Contents::Whole { bytes, seen } => {
+            SearchContents::Whole { bytes, seen } => {
                 assert_eq!(bytes, b"a");
                 assert!(provider.unchanged(&handle, Path::new("src/a.rs"), &seen.fingerprint));
             }
@@ -154,11 +154,11 @@ mod tests {
         }
         assert!(matches!(
             provider.open_listed(&handle, Path::new("src/a.rs"), 10, false, "a"),
-            Ok(Contents::Bytes(bytes)) if bytes == b"a"
+            Ok(SearchContents::Bytes(bytes)) if bytes == b"a"
         ));
         assert!(matches!(
             provider.open_listed(&handle, Path::new("src/a.rs"), 0, true, "a"),
-            Ok(Contents::Stream(_))
+            Ok(SearchContents::Stream(_))
         ));
         assert!(provider.open_listed(&handle, Path::new("src/link"), 10, true, "l").is_err());
         assert!(!provider.is_listed_file(&handle, Path::new("src/link")));

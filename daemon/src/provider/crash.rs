@@ -19,7 +19,7 @@ static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new
 /// Marks the fail points as configured, so that code shaped only for them (a write split in
 /// two, to die halfway) runs; without it a test build writes like a release build.
 #[cfg(feature = "failpoints")]
-pub fn arm() {
+pub fn arm_crash_points() {
     ARMED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 

@@ -415,11 +415,6 @@ pub(super) fn dead_name(name: &str, token: &str, made: Made) -> String {
     format!(".{name}.filectx-{token}-{boot}-42-7-{}{}", "0".repeat(32), made.suffix())
 }
 
-/// Arms the test-only crash points (see [`crash`](super::crash)); kept here, where the layer
-/// above has always found it.
-#[cfg(feature = "failpoints")]
-pub use super::crash::arm;
-
 #[cfg(test)]
 mod tests {
     use super::super::Version;

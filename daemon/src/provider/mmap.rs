@@ -48,7 +48,7 @@ static INSTALL: Once = Once::new();
 static TORN_READS: AtomicUsize = AtomicUsize::new(0);
 
 /// Installs the SIGBUS guard once per process. Returns whether it is in place.
-pub fn install() -> bool {
+pub fn install_sigbus_guard() -> bool {
     static OK: AtomicBool = AtomicBool::new(false);
     INSTALL.call_once(|| {
         // SAFETY: sysconf has no preconditions.
@@ -177,7 +177,7 @@ impl Mapped {
     /// Maps `file` (`len` bytes) if the guard is installed and a table slot is free.
     pub fn map(file: &File, len: u64) -> std::io::Result<Option<Mapped>> {
         let Ok(len) = usize::try_from(len) else { return Ok(None) };
-        if len == 0 || !install() {
+        if len == 0 || !install_sigbus_guard() {
             return Ok(None);
         }
         // SAFETY: the mapping may change or shrink under us when other processes write or

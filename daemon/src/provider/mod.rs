@@ -21,7 +21,7 @@ mod cache_tests;
 mod closer;
 mod config;
 mod copy;
-mod crash;
+pub mod crash;
 pub mod edit;
 mod entry;
 mod error;

@@ -14,13 +14,13 @@ use super::{Fingerprint, Provider, ProviderError, Version};
 
 /// A file opened for a search.
 #[derive(Debug)]
-pub enum Contents {
+pub enum SearchContents {
     /// Small enough to hold: its bytes, and what identifies the version searched.
     Whole {
         /// The file's bytes.
         bytes: Vec<u8>,
         /// Its version and fingerprint when read.
-        seen: Seen,
+        seen: SearchSeen,
     },
     /// Small enough to hold, read without hashing (a search that records nothing).
     Bytes(Vec<u8>),
@@ -30,7 +30,7 @@ pub enum Contents {
 
 /// What a whole read of a searched file saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Seen {
+pub struct SearchSeen {
     /// blake3 of the bytes read.
     pub version: Version,
     /// The open file's fingerprint.
@@ -42,7 +42,7 @@ pub struct Seen {
 impl Provider {
     /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the
     /// way is refused): whole when it holds at most `whole_max` bytes (with `hash`, hashed,
-    /// with its fingerprint: [`Contents::Whole`]; else [`Contents::Bytes`]), else as an open
+    /// with its fingerprint: [`SearchContents::Whole`]; else [`SearchContents::Bytes`]), else as an open
     /// file. `shown` names it in errors.
     pub fn open_listed(
         &self,
@@ -51,35 +51,38 @@ impl Provider {
         whole_max: u64,
         hash: bool,
         shown: &str,
-    ) -> Result<Contents, ProviderError> {
+    ) -> Result<SearchContents, ProviderError> {
         let mut file = root.open_read(rel).map_err(|e| io_error(shown, "open", e))?;
         let meta = file.metadata().map_err(|e| io_error(shown, "stat", e))?;
         if !meta.is_file() {
             return Err(ProviderError::NotRegularFile { path: shown.to_owned() });
         }
         if meta.len() > whole_max {
-            return Ok(Contents::Stream(file));
+            return Ok(SearchContents::Stream(file));
         }
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
         (&mut file).take(whole_max + 1).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
         if bytes.len() as u64 > whole_max {
             // It grew meanwhile: search it as a stream from the start.
             file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;
-            return Ok(Contents::Stream(file));
+            return Ok(SearchContents::Stream(file));
         }
         if !hash {
-            return Ok(Contents::Bytes(bytes));
+            return Ok(SearchContents::Bytes(bytes));
         }
         let after = file.metadata().map_err(|e| io_error(shown, "stat", e))?;
         self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let seen =
-            Seen { version: Version::of(&bytes), fingerprint: Fingerprint::of(&meta), links: after.nlink() };
+        let seen = SearchSeen {
+            version: Version::of(&bytes),
+            fingerprint: Fingerprint::of(&meta),
+            links: after.nlink(),
+        };
         if Fingerprint::of(&after) != seen.fingerprint {
             // Changed while read: search it, but nothing ties these bytes to one version.
             file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;
-            return Ok(Contents::Stream(file));
+            return Ok(SearchContents::Stream(file));
         }
-        Ok(Contents::Whole { bytes, seen })
+        Ok(SearchContents::Whole { bytes, seen })
     }
 
     /// Whether the file at `rel` beneath `root` still has `fingerprint` (same inode, size and

@@ -6,7 +6,7 @@ use filectx_protocol::{FsErrorCode, FsErrorData, GateOutcome, GateRefusalData};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use crate::context::gate::RefusalKind;
-use crate::context::{ContextError, FileError, InvalidEdit, NulAt};
+use crate::context::{ContextError, InvalidEdit, NulAt, ProviderError};
 use crate::gate::GateError;
 use crate::session::SessionError;
 use crate::session::owners::OwnerError;
@@ -82,24 +82,24 @@ fn fs_error_with(
 pub fn code(err: &ContextError) -> FsErrorCode {
     match err {
         ContextError::File(e) => match e {
-            FileError::InvalidPath { .. } => FsErrorCode::InvalidArgument,
-            FileError::OutsideRoot { .. } => FsErrorCode::OutsideRoot,
-            FileError::NotFound { .. } | FileError::OffsetPastEnd { .. } => FsErrorCode::NotFound,
-            FileError::IsDirectory { .. } => FsErrorCode::NotRegularFile,
-            FileError::NotRegularFile { .. } => FsErrorCode::NotRegularFile,
-            FileError::Refused { .. }
-            | FileError::PermissionDenied { .. }
-            | FileError::Fenced { .. }
-            | FileError::Linked { .. } => FsErrorCode::PermissionDenied,
-            FileError::NotText { .. } => FsErrorCode::NotText,
-            FileError::TooLarge { .. } | FileError::LineTooLarge { .. } => FsErrorCode::TooLarge,
-            FileError::StaleVersion { .. } => FsErrorCode::StaleVersion,
-            FileError::NoMatch { .. } => FsErrorCode::EditNotFound,
-            FileError::AmbiguousMatch { .. } => FsErrorCode::AmbiguousEdit,
-            FileError::AlreadyExists { .. } => FsErrorCode::AlreadyExists,
-            FileError::NulInContent { .. } => FsErrorCode::InvalidArgument,
-            FileError::Busy { .. } => FsErrorCode::Busy,
-            FileError::Io { .. } => FsErrorCode::Io,
+            ProviderError::InvalidPath { .. } => FsErrorCode::InvalidArgument,
+            ProviderError::OutsideRoot { .. } => FsErrorCode::OutsideRoot,
+            ProviderError::NotFound { .. } | ProviderError::OffsetPastEnd { .. } => FsErrorCode::NotFound,
+            ProviderError::IsDirectory { .. } => FsErrorCode::NotRegularFile,
+            ProviderError::NotRegularFile { .. } => FsErrorCode::NotRegularFile,
+            ProviderError::Refused { .. }
+            | ProviderError::PermissionDenied { .. }
+            | ProviderError::Fenced { .. }
+            | ProviderError::Linked { .. } => FsErrorCode::PermissionDenied,
+            ProviderError::NotText { .. } => FsErrorCode::NotText,
+            ProviderError::TooLarge { .. } | ProviderError::LineTooLarge { .. } => FsErrorCode::TooLarge,
+            ProviderError::StaleVersion { .. } => FsErrorCode::StaleVersion,
+            ProviderError::NoMatch { .. } => FsErrorCode::EditNotFound,
+            ProviderError::AmbiguousMatch { .. } => FsErrorCode::AmbiguousEdit,
+            ProviderError::AlreadyExists { .. } => FsErrorCode::AlreadyExists,
+            ProviderError::NulInContent { .. } => FsErrorCode::InvalidArgument,
+            ProviderError::Busy { .. } => FsErrorCode::Busy,
+            ProviderError::Io { .. } => FsErrorCode::Io,
         },
         ContextError::NotObserved { .. } | ContextError::Exists { .. } => FsErrorCode::NotObserved,
         ContextError::Stale { .. } => FsErrorCode::StaleVersion,
@@ -117,14 +117,14 @@ pub fn code(err: &ContextError) -> FsErrorCode {
 fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
     let mut map = serde_json::Map::new();
     match err {
-        ContextError::File(FileError::OffsetPastEnd { offset, total_lines, .. }) => {
+        ContextError::File(ProviderError::OffsetPastEnd { offset, total_lines, .. }) => {
             map.insert("offset".into(), (*offset).into());
             map.insert("totalLines".into(), (*total_lines).into());
         }
-        ContextError::File(FileError::AmbiguousMatch { matches, .. }) => {
+        ContextError::File(ProviderError::AmbiguousMatch { matches, .. }) => {
             map.insert("matches".into(), (*matches).into());
         }
-        ContextError::File(FileError::StaleVersion { current, .. }) => {
+        ContextError::File(ProviderError::StaleVersion { current, .. }) => {
             map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
             map.insert("reauthorized".into(), false.into());
         }
@@ -135,17 +135,17 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
             }
             map.insert("reauthorized".into(), change.reauthorized().into());
         }
-        ContextError::File(FileError::NulInContent { at, .. }) => nul_details(&mut map, at),
-        ContextError::File(FileError::TooLarge { size, limit, .. }) => {
+        ContextError::File(ProviderError::NulInContent { at, .. }) => nul_details(&mut map, at),
+        ContextError::File(ProviderError::TooLarge { size, limit, .. }) => {
             map.insert("size".into(), (*size).into());
             map.insert("limit".into(), (*limit).into());
         }
-        ContextError::File(FileError::LineTooLarge { line, size, limit, .. }) => {
+        ContextError::File(ProviderError::LineTooLarge { line, size, limit, .. }) => {
             map.insert("line".into(), (*line).into());
             map.insert("size".into(), (*size).into());
             map.insert("limit".into(), (*limit).into());
         }
-        ContextError::File(FileError::NoMatch { hint: Some(hint), .. }) => {
+        ContextError::File(ProviderError::NoMatch { hint: Some(hint), .. }) => {
             map.insert("hint".into(), hint.clone().into());
         }
         ContextError::Denied { denial, .. } => {

@@ -23,7 +23,7 @@ use super::error::{self, fs_error, invalid_params};
 use super::run::{Way, run};
 use super::{Prepared, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
-    Conventions, FileContext, Kind, Lines, RawExpectation, Replacement, Version, WindowRequest,
+    Conventions, FileContext, Kind, RawExpectation, Replacement, Version, Window, WindowRequest,
 };
 use crate::session::SessionOptions;
 use crate::session::owners::Owner;
@@ -67,12 +67,12 @@ fn window_of(params: &ReadParams, max_bytes: u64) -> Result<WindowRequest, Error
 }
 
 /// Whether lines of the file lie outside `window`.
-fn partial(window: &Lines) -> bool {
+fn partial(window: &Window) -> bool {
     let shown = window.lines.len() as u64;
     window.total_lines > 0 && (window.start_line > 1 || window.start_line + shown - 1 < window.total_lines)
 }
 
-fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
+fn read_result(display: String, version: Version, window: Window) -> ReadResult {
     ReadResult {
         display_path: display,
         version: version.to_string(),
@@ -88,7 +88,7 @@ fn read_result(display: String, version: Version, window: Lines) -> ReadResult {
 /// [`read_result`] written as JSON at the end of `out`, byte for byte as serde_json writes a
 /// [`ReadResult`], its lines escaped straight from the window's buffer (one after the other:
 /// see [`crate::json::escape_each_into`]).
-fn read_result_json(out: &mut Vec<u8>, display: &str, version: &str, window: &Lines) {
+fn read_result_json(out: &mut Vec<u8>, display: &str, version: &str, window: &Window) {
     use crate::json::{number_into, string_into};
     out.extend_from_slice(br#"{"displayPath":"#);
     string_into(out, display);
@@ -462,8 +462,14 @@ mod tests {
     use super::*;
     use crate::context::LineBuf;
 
-    fn window(start_line: u64, lines: &[&str], total_lines: u64, truncated: Vec<u64>, capped: bool) -> Lines {
-        Lines {
+    fn window(
+        start_line: u64,
+        lines: &[&str],
+        total_lines: u64,
+        truncated: Vec<u64>,
+        capped: bool,
+    ) -> Window {
+        Window {
             start_line,
             lines: lines.iter().collect::<LineBuf>(),
             truncated,

@@ -18,7 +18,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::fs_error;
 use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{Changed, Lines, Oversized, Snapshot, WindowError, WindowRequest};
+use crate::context::{Changed, Oversized, Snapshot, Window, WindowError, WindowRequest};
 
 /// Opens the snapshot a stream will read, on the blocking pool, in one of the session's fair
 /// share of file-work slots (opening may hash the whole file).
@@ -68,7 +68,7 @@ fn cut(snapshot: &Snapshot, version: &str, line: u64, chunk: u64, max_bytes: u64
         error: Some(ChunkError { code, message }),
     };
     match snapshot.window(&WindowRequest::whole(line, chunk, max_bytes)) {
-        Ok(Lines { oversized: Some(Oversized { line: n, bytes }), .. }) => error_item(
+        Ok(Window { oversized: Some(Oversized { line: n, bytes }), .. }) => error_item(
             FsErrorCode::TooLarge,
             format!(
                 "line {n} is {bytes} bytes, over the limit of {max_bytes} bytes one chunk may hold \

@@ -67,13 +67,13 @@ fn short_instead(delivered: &Delivered, view: &ReadView, escaped: &[u8], len: us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Lines, Version};
+    use crate::context::{Version, Window};
 
     fn view(content: &[u8], start: u64, lines: &[&str]) -> ReadView {
         ReadView {
             display: "src/lib.rs".into(),
             version: Version::of(content),
-            window: Lines {
+            window: Window {
                 start_line: start,
                 lines: lines.iter().collect(),
                 truncated: vec![],

@@ -550,3 +550,54 @@ fn a_daemon_setting_is_defined_only_in_cli_args() {
         found.join("\n")
     );
 }
+
+/// The `#[test]` functions of a test file's text.
+fn test_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut after_attribute = false;
+    for line in text.lines().map(str::trim) {
+        if line == "#[test]" {
+            after_attribute = true;
+        } else if after_attribute && let Some(rest) = line.strip_prefix("fn ") {
+            names.insert(rest.split('(').next().unwrap_or_default().to_owned());
+            after_attribute = false;
+        }
+    }
+    names
+}
+
+#[test]
+fn the_architecture_lists_every_tidy_check() {
+    let doc =
+        std::fs::read_to_string(workspace().join("docs/architecture.md")).expect("docs/architecture.md");
+    let start = doc
+        .find("### The layout, as the tidy tests check it")
+        .expect("the layout's invariants in docs/architecture.md");
+    let end = doc[start..].find("\n### ").map_or(doc.len(), |end| start + end);
+    let listed: BTreeSet<String> = doc[start..end]
+        .split("(`")
+        .skip(1)
+        .filter_map(|rest| rest.split("`)").next())
+        .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+        .map(str::to_owned)
+        .collect();
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut tests = BTreeSet::new();
+    for file in ["tidy.rs", "layout.rs"] {
+        tests.extend(test_names(&std::fs::read_to_string(here.join(file)).expect("a tidy test file")));
+    }
+    // The checks of the checks themselves are no invariants.
+    for meta in [
+        "the_checks_see_what_they_look_for",
+        "the_layout_checks_see_what_they_look_for",
+        "the_architecture_lists_every_tidy_check",
+    ] {
+        tests.remove(meta);
+    }
+    let missing: Vec<_> = tests.difference(&listed).collect();
+    let stale: Vec<_> = listed.difference(&tests).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/architecture.md's layout invariants and the tidy tests differ: tests not listed {missing:?}, listed but no test {stale:?}"
+    );
+}

@@ -121,9 +121,10 @@ fn nothing_above_the_context_names_the_provider() {
                 "daemon/src/main.rs",
                 "daemon/src/fuzzing.rs",
             ],
-            &["provider", "Provider"],
+            &["provider::", "crate::provider", "filectx_daemon::provider"],
         ),
-        "layers above the file context go through it (context::Files, FileContext, Unrecorded), never the provider:",
+        "layers above the file context go through it (context::Files, FileContext, Unrecorded, and \
+         the value types it hands on under their own names), never to the provider:",
     );
 }
 

@@ -122,12 +122,12 @@ mod tests {
 
     /// A real edit (through a file context, in a temporary folder) of `content`.
     fn edited(content: &str, old: &str, new: &str, all: bool) -> EditView {
-        use crate::context::{Files, FilesConfig, Observations, Replacement, RootDir, Scope};
+        use crate::context::{Files, Observations, ProviderConfig, Replacement, RootDir, Scope};
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir(root.join("src")).unwrap();
         std::fs::write(root.join("src/lib.rs"), content).unwrap();
-        let files = Files::new(FilesConfig { fsync: false, ..Default::default() });
+        let files = Files::new(ProviderConfig { fsync: false, ..Default::default() });
         let roots = [RootDir::new(&root, None).unwrap()];
         let (observed, deny) = (Observations::new(10), Default::default());
         let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);

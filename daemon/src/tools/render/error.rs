@@ -3,7 +3,7 @@
 
 use crate::context::deny::Access;
 use crate::context::gate::RefusalKind;
-use crate::context::{Change, ContextError, FileError};
+use crate::context::{Change, ContextError, ProviderError};
 
 /// An error text that says what went wrong and what to do next.
 pub fn error(err: &ContextError, tool: &str) -> String {
@@ -33,7 +33,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
              window), then retry the {tool}."
         ),
         ContextError::Stale { current: None, .. }
-        | ContextError::File(FileError::StaleVersion { current: None, .. }) => {
+        | ContextError::File(ProviderError::StaleVersion { current: None, .. }) => {
             format!(
                 "{path} was deleted since you last read it. Check whether it should still be \
                  changed; write creates a new file."
@@ -57,19 +57,19 @@ pub fn error(err: &ContextError, tool: &str) -> String {
             "{path} changed since you last read it, too much to show here. Read it again, then redo \
              your {tool} on its current content."
         ),
-        ContextError::Stale { .. } | ContextError::File(FileError::StaleVersion { .. }) => format!(
+        ContextError::Stale { .. } | ContextError::File(ProviderError::StaleVersion { .. }) => format!(
             "{path} was changed by someone else since you last read it. Read it again, then redo \
              your {tool} on its current content."
         ),
-        ContextError::File(FileError::NulInContent { at, .. }) => format!(
+        ContextError::File(ProviderError::NulInContent { at, .. }) => format!(
             "The content for {path} has a NUL byte (\\0) at {at}: files written by these tools are \
              text. Remove it and retry the {tool}."
         ),
-        ContextError::File(FileError::AmbiguousMatch { matches, .. }) => format!(
+        ContextError::File(ProviderError::AmbiguousMatch { matches, .. }) => format!(
             "old_string occurs {matches} times in {path}. Add surrounding lines to make it unique, or \
              set replace_all to change all {matches}."
         ),
-        ContextError::File(FileError::NoMatch { hint, .. }) => {
+        ContextError::File(ProviderError::NoMatch { hint, .. }) => {
             let mut text = format!(
                 "old_string was not found in {path}; it must match exactly, whitespace and indentation included."
             );
@@ -79,34 +79,34 @@ pub fn error(err: &ContextError, tool: &str) -> String {
             }
             text
         }
-        ContextError::File(FileError::OffsetPastEnd { offset, total_lines: 0, .. }) => {
+        ContextError::File(ProviderError::OffsetPastEnd { offset, total_lines: 0, .. }) => {
             format!("Offset {offset} is past the end of {path}: the file is empty (0 lines).")
         }
-        ContextError::File(FileError::OffsetPastEnd { offset, total_lines: total, .. }) => format!(
+        ContextError::File(ProviderError::OffsetPastEnd { offset, total_lines: total, .. }) => format!(
             "Offset {offset} is past the end of {path}: the file has {total} lines. Use an \
              offset from 1 to {total}."
         ),
-        ContextError::File(FileError::NotFound { .. }) => {
+        ContextError::File(ProviderError::NotFound { .. }) => {
             format!("{err}. Check the path; to create a new file, use write.")
         }
-        ContextError::File(FileError::IsDirectory { .. }) => {
+        ContextError::File(ProviderError::IsDirectory { .. }) => {
             format!("{path} is a directory, not a file. Give the path of a file inside it.")
         }
-        ContextError::File(FileError::NotRegularFile { .. }) => {
+        ContextError::File(ProviderError::NotRegularFile { .. }) => {
             format!(
                 "{path} is not a regular file (a FIFO, socket or device). Only regular files can be used."
             )
         }
-        ContextError::File(FileError::NotText { .. }) => {
+        ContextError::File(ProviderError::NotText { .. }) => {
             format!("{err}. These tools only read and change UTF-8 text files.")
         }
-        ContextError::File(FileError::OutsideRoot { .. }) => {
+        ContextError::File(ProviderError::OutsideRoot { .. }) => {
             format!("{err}. Only files inside the session's folders can be used.")
         }
         ContextError::Cancelled { .. } => {
             format!("The search under {path} was cancelled before it finished; nothing more is shown.")
         }
-        ContextError::File(FileError::Busy { .. }) | ContextError::Cold { .. } => {
+        ContextError::File(ProviderError::Busy { .. }) | ContextError::Cold { .. } => {
             format!("{err}. Try again in a moment.")
         }
         _ => format!("{err}."),
@@ -181,7 +181,7 @@ mod tests {
         .assert_eq(&error(&stale(diff), "write"));
         expect!["a.txt changed since you last read it, but only its line endings, byte-order mark or final newline. Retry your edit as it is."]
             .assert_eq(&error(&stale(Change::Shown(String::new())), "edit"));
-        let nul = ContextError::File(FileError::NulInContent {
+        let nul = ContextError::File(ProviderError::NulInContent {
             path: "a.txt".into(),
             at: crate::context::NulAt { line: 2, column: 3, offset: 7 },
         });

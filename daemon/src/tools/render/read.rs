@@ -287,7 +287,7 @@ fn project(view: &ReadView, limit_capped: bool, out: &mut impl Sink) {
 }
 
 /// The footer of a read's text (after its blank line).
-fn footer(w: &crate::context::Lines, limit_capped: bool, out: &mut impl Sink) {
+fn footer(w: &crate::context::Window, limit_capped: bool, out: &mut impl Sink) {
     let shown = w.lines.len() as u64;
     let (first, last) = (w.start_line, w.start_line + shown.saturating_sub(1));
     let footer = if shown > 0 && w.capped {
@@ -308,14 +308,14 @@ fn footer(w: &crate::context::Lines, limit_capped: bool, out: &mut impl Sink) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Lines, Version};
+    use crate::context::{Version, Window};
     use expect_test::expect;
 
     fn view(start: u64, lines: &[&str], total: u64, truncated: Vec<u64>) -> ReadView {
         ReadView {
             display: "src/lib.rs".into(),
             version: Version::of(b""),
-            window: Lines {
+            window: Window {
                 start_line: start,
                 lines: lines.iter().collect(),
                 truncated,
@@ -449,7 +449,7 @@ mod tests {
 
     #[test]
     fn a_window_of_whole_lines_is_projected_from_where_it_was_read_as_line_by_line() {
-        use crate::context::{Files, FilesConfig, Observations, RootDir, Scope};
+        use crate::context::{Files, Observations, ProviderConfig, RootDir, Scope};
         let nasty: String = (1u8..0x80).filter(|&b| b != b'\n').map(char::from).collect();
         let texts = [
             "fn main() {\n\tprintln!(\"hi\\n\");\n\n}\n".to_owned(),
@@ -463,7 +463,7 @@ mod tests {
         ];
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        let files = Files::new(FilesConfig { fsync: false, ..Default::default() });
+        let files = Files::new(ProviderConfig { fsync: false, ..Default::default() });
         let roots = [RootDir::new(&root, None).unwrap()];
         let (observed, deny) = (Observations::new(10), Default::default());
         let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);
