@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 
 use super::search::{self, GrepRequest, Mode, SearchError};
 use super::{dedup, render};
-use crate::context::{ContextError, FileContext, InvalidEdit, ReadView, Replacement};
+use crate::context::{
+    ContextError, FileContext, InvalidEdit, Pending, ReadView, Replacement, Step, WarmRead,
+};
 use crate::session::SessionOptions;
 use crate::session::owners::Delivered;
 
@@ -50,8 +52,9 @@ pub enum Text {
     Written,
 }
 
-/// What a tool call answers: the model's text, or a failure.
-pub type Outcome = Result<Text, Failure>;
+/// What a tool call answers: the model's text, or what it needs first (the blocking pool, or
+/// the gates' answer to a write or edit, after which the text is made), or a failure.
+pub type Outcome = Result<Step<Text, Failure>, Failure>;
 
 /// Argument problems, phrased for a model.
 struct Invalid(String);
@@ -128,7 +131,7 @@ fn count(map: &Map<String, Value>, key: &str) -> Result<u64, Invalid> {
 
 fn searched(result: Result<String, SearchError>, name: &str) -> Result<Outcome, Invalid> {
     match result {
-        Ok(text) => Ok(Ok(Text::Plain(text))),
+        Ok(text) => Ok(Ok(Step::Done(Text::Plain(text)))),
         Err(SearchError::Invalid(text)) => Err(Invalid(text)),
         Err(SearchError::File(err)) => {
             Ok(Err(Failure { text: render::error(&err, name), cause: Cause::File(err) }))
@@ -156,7 +159,7 @@ fn run(
             let request =
                 render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
             let capped = asked.is_some_and(|n| n > most);
-            ctx.read(path, &request).map(|view| match json {
+            ctx.read(path, &request).map_warm(|view| match json {
                 // Projected and escaped in one pass, straight into the caller's response.
                 Some(out) => {
                     let start = out.len();
@@ -176,7 +179,7 @@ fn run(
             let map = fields(tool, args, &["file_path", "content"])?;
             let path = string(map, "file_path")?;
             let content = string(map, "content")?;
-            ctx.write(path, content).map(|view| Text::Plain(render::write(&view)))
+            ctx.write(path, content).map(|step| step.map(|view| Text::Plain(render::write(&view))))
         }
         ToolName::Edit => {
             let map = fields(tool, args, &["file_path", "old_string", "new_string", "replace_all"])?;
@@ -196,11 +199,15 @@ fn run(
                 )),
             })?;
             match options.stale_edits {
-                StaleEdits::Refuse => ctx.edit(path, &change).map(|view| Text::Plain(render::edit(&view))),
-                StaleEdits::Merge => ctx.edit_merging(path, &change).map(|merged| {
-                    Text::Plain(match &merged.outside {
-                        Some(outside) => render::edit_over(&merged.edit, outside),
-                        None => render::edit(&merged.edit),
+                StaleEdits::Refuse => {
+                    ctx.edit(path, &change).map(|step| step.map(|view| Text::Plain(render::edit(&view))))
+                }
+                StaleEdits::Merge => ctx.edit_merging(path, &change).map(|step| {
+                    step.map(|merged| {
+                        Text::Plain(match &merged.outside {
+                            Some(outside) => render::edit_over(&merged.edit, outside),
+                            None => render::edit(&merged.edit),
+                        })
                     })
                 }),
             }
@@ -256,14 +263,43 @@ fn run(
             return searched(search::grep(ctx, &request, limits), name);
         }
     };
-    if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool) {
-        let file_path = args.get("file_path").and_then(Value::as_str).unwrap_or_default();
-        if let Some(shown) = unread_shown(ctx, file_path, options.read_max_bytes) {
-            let text = render::not_read_shown(name, &shown);
-            return Ok(outcome.map_err(|err| Failure { text, cause: Cause::File(err) }));
+    let budget = options.read_max_bytes;
+    let file_path = || args.get("file_path").and_then(Value::as_str).unwrap_or_default();
+    Ok(match outcome {
+        Ok(Step::NeedsGate(pending)) => {
+            Ok(Step::NeedsGate(later(pending, tool, file_path().to_owned(), budget)))
         }
+        Ok(Step::Done(text)) => Ok(Step::Done(text)),
+        Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
+        Err(err) => failed(ctx, tool, file_path(), budget, Err(err)).map(Step::Done),
+    })
+}
+
+/// The answer of a write or edit of `file_path` that waits for the gates, made (as [`failed`]
+/// makes it) once it is committed or refused.
+#[allow(clippy::result_large_err, reason = "a failure is a result here, as in `Outcome`")]
+fn later(pending: Pending<Text>, tool: ToolName, file_path: String, budget: u64) -> Pending<Text, Failure> {
+    pending.then(move |ctx, outcome| failed(ctx, tool, &file_path, budget, outcome))
+}
+
+/// A tool's `outcome` with its failure as the model is told it: a write or edit of `file_path`
+/// refused as not read shows the file when it is small (see [`unread_shown`]).
+#[allow(clippy::result_large_err, reason = "a failure is a result here, as in `Outcome`")]
+fn failed(
+    ctx: &FileContext<'_>,
+    tool: ToolName,
+    file_path: &str,
+    budget: u64,
+    outcome: Result<Text, ContextError>,
+) -> Result<Text, Failure> {
+    let name = tool.as_str();
+    if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool)
+        && let Some(shown) = unread_shown(ctx, file_path, budget)
+    {
+        let text = render::not_read_shown(name, &shown);
+        return outcome.map_err(|err| Failure { text, cause: Cause::File(err) });
     }
-    Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
+    outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) })
 }
 
 /// The most lines of an unread file a refused write or edit shows (as a stale refusal's diff).
@@ -278,7 +314,7 @@ const UNREAD_SHOWN_BYTES: u64 = 16 * 1024;
 /// when it is larger, not text, or cannot be read.
 fn unread_shown(ctx: &FileContext<'_>, path: &str, budget: u64) -> Option<ReadView> {
     let request = render::read_request(1, UNREAD_SHOWN_LINES, budget.min(UNREAD_SHOWN_BYTES));
-    ctx.read_if_whole(path, &request).ok()?
+    ctx.read_if_whole(path, &request).ok()?.done()?
 }
 
 /// Calls one of this session's tools. Blocking (it reads and writes files). With `delivered`

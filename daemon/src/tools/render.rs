@@ -512,7 +512,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
         ContextError::Cancelled { .. } => {
             format!("The search under {path} was cancelled before it finished; nothing more is shown.")
         }
-        ContextError::File(FileError::Busy { .. }) | ContextError::Cold { .. } => {
+        ContextError::File(FileError::Busy { .. }) => {
             format!("{err}. Try again in a moment.")
         }
         _ => format!("{err}."),
@@ -690,7 +690,8 @@ mod tests {
                 for budget in [u64::MAX, 60, 200] {
                     // Read twice: the file's bytes held whole, then read again from the file.
                     for _ in 0..2 {
-                        let view = ctx.read(&name, &read_request(offset, 2000, budget)).unwrap();
+                        let view =
+                            ctx.read(&name, &read_request(offset, 2000, budget)).unwrap().done().unwrap();
                         for start in [view.window.start_line, 999_998, 99_999_999_999_999_990] {
                             let mut v = view.clone();
                             v.window.start_line = start;
@@ -741,7 +742,7 @@ mod tests {
         let (observed, deny) = (Observations::new(10), Default::default());
         let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);
         ctx.read("src/lib.rs", &WindowRequest::whole(1, 1, u64::MAX)).unwrap();
-        ctx.edit("src/lib.rs", &Replacement::new(old, new, all).unwrap()).unwrap()
+        ctx.edit("src/lib.rs", &Replacement::new(old, new, all).unwrap()).unwrap().done().unwrap()
     }
 
     #[test]
