@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::Version;
 use super::stale::{self, Change};
-use super::{ContextError, FileError, Version};
 use crate::provider::{Prepared, Resolved};
 
 /// A file of several hard links, as the gates see it: its device and its link count. Its other
@@ -211,20 +211,6 @@ pub fn quoted(text: &str) -> String {
     }
     out.push('"');
     out
-}
-
-impl super::FileContext<'_> {
-    /// The device (`st_dev`) of the folder or file `target` names, from a handle opened beneath
-    /// its root: a gate covers a file of several links on the device of one of its paths.
-    pub fn device_of(&self, target: &Resolved) -> Result<u64, ContextError> {
-        use std::os::unix::fs::MetadataExt as _;
-        target
-            .dir
-            .open_path(&target.rel)
-            .and_then(|file| file.metadata())
-            .map(|meta| meta.dev())
-            .map_err(|source| FileError::Io { path: target.display.clone(), op: "stat", source }.into())
-    }
 }
 
 #[cfg(test)]

@@ -704,6 +704,18 @@ impl<'a> FileContext<'a> {
     pub fn read_only(&self) -> bool {
         self.read_only
     }
+
+    /// The device (`st_dev`) of the folder or file `target` names, from a handle opened beneath
+    /// its root: a gate covers a file of several links on the device of one of its paths.
+    pub fn device_of(&self, target: &Resolved) -> Result<u64, ContextError> {
+        use std::os::unix::fs::MetadataExt as _;
+        target
+            .dir
+            .open_path(&target.rel)
+            .and_then(|file| file.metadata())
+            .map(|meta| meta.dev())
+            .map_err(|source| FileError::Io { path: target.display.clone(), op: "stat", source }.into())
+    }
 }
 
 /// The file as a stale refusal or a merge read it.

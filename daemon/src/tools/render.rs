@@ -512,9 +512,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
         ContextError::Cancelled { .. } => {
             format!("The search under {path} was cancelled before it finished; nothing more is shown.")
         }
-        ContextError::File(FileError::Busy { .. }) => {
-            format!("{err}. Try again in a moment.")
-        }
+        ContextError::File(FileError::Busy { .. }) => format!("{err}. Try again in a moment."),
         _ => format!("{err}."),
     }
 }
