@@ -55,27 +55,23 @@ where
     T: Send + 'static,
     F: Fn(&FileContext<'_>, &SessionOptions) -> Answer<T> + Send + 'static,
 {
+    // Right here first when the way allows it: a read the provider answers warm, an edit it
+    // can make at once while no gate is registered. Only a try that answered
+    // `Step::NeedsBlocking` (it did nothing) runs `work` again, on the pool.
+    if matches!(way, Way::Read | Way::Edit) {
+        let tried = at_once(ctx, ext, owner.as_deref(), |files, options| match way {
+            Way::Edit => ctx.gates.run_ungated(|| work(files, options)),
+            _ => Some(work(files, options)),
+        })?;
+        match tried {
+            Some(Step::NeedsBlocking) | None => {}
+            Some(step) => return done(step),
+        }
+    }
     match way {
-        Way::Read => {
-            match at_once(ctx, ext, owner.as_deref(), |files, options| Some(work(files, options)))? {
-                Some(Step::NeedsBlocking) | None => {}
-                Some(step) => return done(step),
-            }
-            done(in_slot(ctx, ext, &ctx.file_work, owner, work).await?)
-        }
-        Way::Pool => done(in_slot(ctx, ext, &ctx.file_work, owner, work).await?),
+        Way::Read | Way::Pool => done(in_slot(ctx, ext, &ctx.file_work, owner, work).await?),
         Way::Search => done(in_slot(ctx, ext, &ctx.search_work, owner, work).await?),
-        Way::Write => through_gates(ctx, ext, owner, work).await,
-        Way::Edit => {
-            let at_once = at_once(ctx, ext, owner.as_deref(), |files, options| {
-                ctx.gates.run_ungated(|| work(files, options))
-            })?;
-            match at_once {
-                Some(Step::NeedsBlocking) | None => {}
-                Some(step) => return done(step),
-            }
-            through_gates(ctx, ext, owner, work).await
-        }
+        Way::Write | Way::Edit => through_gates(ctx, ext, owner, work).await,
     }
 }
 
