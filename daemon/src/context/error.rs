@@ -78,13 +78,6 @@ pub enum ContextError {
         /// The path as shown.
         path: String,
     },
-    /// A gate watches the file: the write was prepared and waits for the gates (never sent;
-    /// the call is run again once they answered).
-    #[error("{path} waits for a gate")]
-    Gated {
-        /// The path as shown.
-        path: String,
-    },
     /// A gate refused the write or edit; nothing was written.
     #[error("{path} was not changed: {refusal}")]
     GateRefused {
@@ -92,12 +85,6 @@ pub enum ContextError {
         path: String,
         /// Which gate, and why.
         refusal: super::gate::GateRefusal,
-    },
-    /// Warm-only mode: the read needs the slow path (never sent; the call is run again).
-    #[error("{path} is not warm in the cache")]
-    Cold {
-        /// The path as shown.
-        path: String,
     },
 }
 
@@ -124,9 +111,7 @@ impl ContextError {
             | Self::Denied { path, .. }
             | Self::Linked { path, .. }
             | Self::Cancelled { path }
-            | Self::Gated { path }
-            | Self::GateRefused { path, .. }
-            | Self::Cold { path } => path,
+            | Self::GateRefused { path, .. } => path,
         }
     }
 }

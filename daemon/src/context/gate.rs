@@ -1,16 +1,15 @@
 //! The file context's side of write-intent gates: a write or edit of a file some gate watches
 //! is prepared (every check of the one-step path, the new bytes computed, nothing written) and
-//! handed out as an [`Intent`]; the caller asks the gates without holding a file-work slot,
-//! then runs the same call again with the intent approved (it is committed only if the file is
-//! still at the version it was prepared against) or refused. Who the gates are is not known
+//! handed out as an [`Intent`] inside a [`Pending`] change; the caller asks the gates without
+//! holding a file-work slot, then commits the pending change (only if the file is still at the
+//! version it was prepared against) or answers the refusal. Who the gates are is not known
 //! here: the caller passes a [`Gatekeeper`].
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
 
+use super::Version;
 use super::stale::{self, Change};
-use super::{ContextError, Conventions, ProviderError, Version};
-use crate::provider::{Committed, Expectation, Prepared, Resolved, WriteOutcome};
+use crate::provider::{Prepared, Resolved};
 
 /// A file of several hard links, as the gates see it: its device and its link count. Its other
 /// names may lie under any gate's paths on that device, wherever the name written lies.
@@ -35,7 +34,7 @@ pub struct Subject<'a> {
 /// How a file resolution found `target` stands as to hard links (`None`: one link, or not a
 /// regular file, or nothing there yet). Taken when the write resolves its path: a link added
 /// later can only be made by a process that could write the file itself, past every gate.
-fn linked(target: &Resolved) -> Option<Linked> {
+pub(super) fn linked(target: &Resolved) -> Option<Linked> {
     let found = target.file?;
     (found.links > 1).then_some(Linked { device: found.fingerprint.dev, links: found.links })
 }
@@ -81,13 +80,14 @@ pub struct Intent {
     pub bytes: u64,
     /// Set when the file has several hard links (see [`Linked`]).
     pub linked: Option<Linked>,
-    prepared: Prepared,
+    /// The bytes to write, and what they replace.
+    pub(super) prepared: Prepared,
 }
 
 impl Intent {
     /// The intent of `prepared` for `target`; its diff is shown when both versions are at most
     /// `max_diff_file` bytes.
-    fn new(target: &Resolved, mut prepared: Prepared, max_diff_file: usize) -> Self {
+    pub(super) fn new(target: &Resolved, mut prepared: Prepared, max_diff_file: usize) -> Self {
         let operation = match (&prepared.edit, prepared.base) {
             (Some(_), _) => Operation::Edit,
             (None, None) => Operation::Create,
@@ -125,7 +125,7 @@ impl Intent {
 }
 
 /// Which gates care about a write, as the context asks.
-pub trait Gatekeeper: Sync {
+pub trait Gatekeeper: Sync + std::fmt::Debug {
     /// Whether some gate covers the file (a cheap check before anything is prepared).
     fn watches(&self, subject: Subject<'_>) -> bool;
     /// Whether a gate that covers the file and `operation` has not been asked about this write
@@ -211,129 +211,6 @@ pub fn quoted(text: &str) -> String {
     }
     out.push('"');
     out
-}
-
-/// One run of a write call through the gates: what the gates already decided, and the intent
-/// the call leaves when gates must be asked first.
-pub struct GateStep<'a> {
-    keeper: &'a dyn Gatekeeper,
-    approved: Mutex<Option<Intent>>,
-    refused: Option<GateRefusal>,
-    pending: Mutex<Option<Intent>>,
-}
-
-impl std::fmt::Debug for GateStep<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GateStep").field("refused", &self.refused).finish_non_exhaustive()
-    }
-}
-
-impl<'a> GateStep<'a> {
-    /// A run with `keeper`'s gates; `approved` is the intent the gates allowed (committed if
-    /// the call writes that file again), `refused` the refusal to answer instead of writing.
-    pub fn new(keeper: &'a dyn Gatekeeper, approved: Option<Intent>, refused: Option<GateRefusal>) -> Self {
-        Self { keeper, approved: Mutex::new(approved), refused, pending: Mutex::new(None) }
-    }
-
-    /// The intent the call left for the gates, if it stopped for them.
-    pub fn into_pending(self) -> Option<Intent> {
-        self.pending.into_inner().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// How a write or edit went through the gate step.
-pub(super) enum Passage {
-    /// No gate watches the file: the one-step path.
-    Direct,
-    /// Committed through the two-step path.
-    Done(Prepared, Committed),
-    /// Stopped: the gates must be asked first (the intent is in the step).
-    Asking,
-    /// A gate refused it.
-    Refused(GateRefusal),
-}
-
-impl super::FileContext<'_> {
-    /// Writes `content` as the whole of `target` if `expect` holds, through the gate step: what
-    /// the write did (made here, or committed by the gate step once allowed), or why not — the
-    /// provider's refusal (an unmet `expect` is [`ProviderError::StaleVersion`] or
-    /// [`ProviderError::AlreadyExists`] inside [`ContextError::File`]), a gate holding the write
-    /// (asking) or refusing it.
-    pub(super) fn write_gated(
-        &self,
-        target: &Resolved,
-        content: &str,
-        expect: Expectation,
-        conventions: Conventions,
-    ) -> Result<WriteOutcome, ContextError> {
-        let max_old = self.provider.store().max_file_bytes();
-        let prepare = || self.provider.prepare_write(target, content, expect, conventions, max_old);
-        match self.through_gate(target, expect, prepare)? {
-            Passage::Direct => Ok(self.provider.write(target, content, expect, conventions)?),
-            Passage::Done(prepared, done) => Ok(WriteOutcome {
-                created: done.created,
-                version: done.version,
-                links: done.links,
-                converted: Some(prepared.bytes),
-            }),
-            Passage::Asking => Err(ContextError::Gated { path: target.display.clone() }),
-            Passage::Refused(refusal) => {
-                Err(ContextError::GateRefused { path: target.display.clone(), refusal })
-            }
-        }
-    }
-
-    /// The version the intent the gates approved for `target` on this call's first run was
-    /// prepared against (`Some(None)`: a create), if the step holds one; it stays there.
-    pub(super) fn approved_base(&self, target: &Resolved) -> Option<Option<Version>> {
-        let approved = self.gate?.approved.lock().unwrap_or_else(PoisonError::into_inner);
-        approved.as_ref().filter(|intent| intent.path == target.path).map(|intent| intent.prepared.base)
-    }
-
-    /// Runs the gate step (if any) of a write or edit of `target` that `prepare` would prepare
-    /// and `expect` guards.
-    pub(super) fn through_gate(
-        &self,
-        target: &Resolved,
-        expect: Expectation,
-        prepare: impl FnOnce() -> Result<Prepared, ProviderError>,
-    ) -> Result<Passage, ProviderError> {
-        let Some(gate) = self.gate else { return Ok(Passage::Direct) };
-        if let Some(refusal) = &gate.refused {
-            return Ok(Passage::Refused(refusal.clone()));
-        }
-        let approved = gate
-            .approved
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take_if(|intent| intent.path == target.path);
-        let subject = Subject { path: &target.path, linked: linked(target) };
-        let intent = match approved {
-            Some(intent) => intent,
-            None if !gate.keeper.watches(subject) => return Ok(Passage::Direct),
-            None => Intent::new(target, prepare()?, self.provider.store().max_file_bytes()),
-        };
-        if gate.keeper.unasked(intent.subject(), intent.operation) {
-            *gate.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(intent);
-            return Ok(Passage::Asking);
-        }
-        let committed = self.provider.commit(target, &intent.prepared, expect)?;
-        Ok(Passage::Done(intent.prepared, committed))
-    }
-}
-
-impl super::FileContext<'_> {
-    /// The device (`st_dev`) of the folder or file `target` names, from a handle opened beneath
-    /// its root: a gate covers a file of several links on the device of one of its paths.
-    pub fn device_of(&self, target: &Resolved) -> Result<u64, ContextError> {
-        use std::os::unix::fs::MetadataExt as _;
-        target
-            .dir
-            .open_path(&target.rel)
-            .and_then(|file| file.metadata())
-            .map(|meta| meta.dev())
-            .map_err(|source| ProviderError::Io { path: target.display.clone(), op: "stat", source }.into())
-    }
 }
 
 #[cfg(test)]

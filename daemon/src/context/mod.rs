@@ -16,17 +16,22 @@ pub mod merge;
 mod observations;
 pub mod search;
 pub mod stale;
+pub mod step;
 mod unrecorded;
 
 use self::deny::{Access, DenyRules};
 pub use self::error::ContextError;
-use self::gate::{GateStep, Passage};
+use self::gate::Gatekeeper;
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::Change;
+use self::step::Passage;
+pub use self::step::{Pending, Step, Warm, WarmRead};
 pub use self::unrecorded::{RawExpectation, Unrecorded};
 use crate::provider::resolve::Fence;
 use crate::provider::store::Content;
-use crate::provider::{EditOutcome, Expectation, Lookup, Opened, OpenedRead, Provider, Resolved, Stat};
+use crate::provider::{
+    EditOutcome, Expectation, Lookup, Opened, OpenedRead, Provider, Resolved, Stat, WriteOutcome,
+};
 
 /// Whether a write keeps the replaced file's BOM and CRLF endings.
 pub use crate::provider::Conventions;
@@ -251,10 +256,10 @@ pub struct FileContext<'a> {
     read_only: bool,
     /// Paths the session may not read or write.
     deny: &'a DenyRules,
-    /// Warm-only mode (see [`FileContext::warm_only`]): set when a read needed the slow path.
-    cold: Option<&'a std::sync::atomic::AtomicBool>,
-    /// The gate step of this call (see [`FileContext::gated`]), when gates are registered.
-    gate: Option<&'a GateStep<'a>>,
+    /// Warm-only mode (see [`FileContext::warm_only`]).
+    warm_only: bool,
+    /// The gates of this call (see [`FileContext::gated`]), when gates are registered.
+    gate: Option<&'a dyn Gatekeeper>,
 }
 
 impl<'a> FileContext<'a> {
@@ -266,7 +271,7 @@ impl<'a> FileContext<'a> {
         read_only: bool,
     ) -> Self {
         static NONE: std::sync::LazyLock<DenyRules> = std::sync::LazyLock::new(DenyRules::default);
-        Self { provider, scope, observed, read_only, deny: &NONE, cold: None, gate: None }
+        Self { provider, scope, observed, read_only, deny: &NONE, warm_only: false, gate: None }
     }
 
     /// The same context refusing what `deny` names.
@@ -283,21 +288,20 @@ impl<'a> FileContext<'a> {
     /// The same context in warm-only mode, for running on an async worker: a read answers only
     /// from the provider's warm path, or by reading a small file at once
     /// ([`Provider::read_at_once`]); when it would need more (a large file, another device), it
-    /// fails with [`ContextError::Cold`] and sets `cold`, and the caller runs
-    /// the call again normally on a blocking thread. Nothing is recorded for a cold read. An
-    /// edit goes ahead only when it is small and can at once ([`Provider::edit_at_once`]), and
-    /// a stale one is cold too (its answer reads the current file); a whole-file write is
-    /// always cold. Nothing is written for a cold call.
-    pub fn warm_only(self, cold: &'a std::sync::atomic::AtomicBool) -> Self {
-        Self { cold: Some(cold), ..self }
+    /// answers [`Warm::NeedsBlocking`], and the caller runs the call again normally on a
+    /// blocking thread. Nothing is recorded then. An edit goes ahead only when it is small and
+    /// can at once ([`Provider::edit_at_once`]), and a stale one needs the blocking pool too
+    /// (its answer reads the current file); a whole-file write always does
+    /// ([`Step::NeedsBlocking`]). Nothing is written then.
+    pub fn warm_only(self) -> Self {
+        Self { warm_only: true, ..self }
     }
 
-    /// The same context with writes and edits going through `step`: one of a file a gate
-    /// watches is prepared and left in the step as an intent ([`ContextError::Gated`]), unless
-    /// the step holds that intent approved (it is committed if the file did not change) or a
-    /// refusal ([`ContextError::GateRefused`]). See [`gate`].
-    pub fn gated(self, step: &'a GateStep<'a>) -> Self {
-        Self { gate: Some(step), ..self }
+    /// The same context with writes and edits going through the gates `keeper` knows: one of a
+    /// file a gate watches is prepared and answered as [`Step::NeedsGate`], a [`Pending`]
+    /// change that is committed once the gates allowed it. See [`gate`].
+    pub fn gated(self, keeper: &'a dyn Gatekeeper) -> Self {
+        Self { gate: Some(keeper), ..self }
     }
 
     /// Resolves `path` for `access`, never looking at or beneath a name the deny rules for it
@@ -372,8 +376,8 @@ impl<'a> FileContext<'a> {
     /// Reads the window `request` asks for and records the file's version for this session.
     /// A file resolution opens is read warm when it can be ([`Provider::read_opened`]: looked
     /// at once, after the window is read), else as below.
-    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
-        self.read_keeping(path, request, |_| true).map(|(view, _)| view)
+    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<Warm<ReadView>, ContextError> {
+        self.read_keeping(path, request, |_| true).map(|read| read.map(|(view, _)| view))
     }
 
     /// [`FileContext::read`] of a window that records the file's version only when the window
@@ -383,7 +387,7 @@ impl<'a> FileContext<'a> {
         &self,
         path: &str,
         request: &WindowRequest,
-    ) -> Result<Option<ReadView>, ContextError> {
+    ) -> Result<Warm<Option<ReadView>>, ContextError> {
         let whole = |w: &Window| {
             w.start_line == 1
                 && w.lines.len() as u64 == w.total_lines
@@ -391,7 +395,7 @@ impl<'a> FileContext<'a> {
                 && w.oversized.is_none()
                 && w.truncated.is_empty()
         };
-        self.read_keeping(path, request, whole).map(|(view, kept)| kept.then_some(view))
+        self.read_keeping(path, request, whole).map(|read| read.map(|(view, kept)| kept.then_some(view)))
     }
 
     /// [`FileContext::read`], recording the version only when `keep` accepts the window read;
@@ -401,7 +405,7 @@ impl<'a> FileContext<'a> {
         path: &str,
         request: &WindowRequest,
         keep: impl Fn(&Window) -> bool,
-    ) -> Result<(ReadView, bool), ContextError> {
+    ) -> Result<Warm<(ReadView, bool)>, ContextError> {
         let target = match self.open(path, Access::Read)? {
             Lookup::Resolved(target) => {
                 self.admit(&target.rel, &target.display, Access::Read)?;
@@ -418,21 +422,19 @@ impl<'a> FileContext<'a> {
                         }
                         let Opened { display, .. } = opened;
                         let view = ReadView { display, version: outcome.version, window: outcome.window };
-                        return Ok((view, kept));
+                        return Ok(Warm::Done((view, kept)));
                     }
                     OpenedRead::Cold(target) => target,
                 }
             }
         };
-        let outcome = match self.cold {
-            None => self.provider.read(&target, request)?,
-            Some(cold) => match self.provider.read_at_once(&target, request) {
+        let outcome = if self.warm_only {
+            match self.provider.read_at_once(&target, request) {
                 Some(outcome) => outcome?,
-                None => {
-                    cold.store(true, std::sync::atomic::Ordering::Relaxed);
-                    return Err(ContextError::Cold { path: target.display });
-                }
-            },
+                None => return Ok(Warm::NeedsBlocking),
+            }
+        } else {
+            self.provider.read(&target, request)?
         };
         self.one_name(&target.display, outcome.links, Access::Read)?;
         let kept = keep(&outcome.window);
@@ -443,18 +445,18 @@ impl<'a> FileContext<'a> {
                 self.provider.store().put(outcome.version, bytes.into());
             }
         }
-        Ok((ReadView { display: target.display, version: outcome.version, window: outcome.window }, kept))
+        let view = ReadView { display: target.display, version: outcome.version, window: outcome.window };
+        Ok(Warm::Done((view, kept)))
     }
 
     /// Writes a whole file: a new file needs nothing; an existing one needs a current
     /// observation, and keeps its BOM and CRLF endings. Records the new version for this
-    /// session only.
-    pub fn write(&self, path: &str, content: &str) -> Result<WriteView, ContextError> {
+    /// session only. A file a gate watches answers [`Step::NeedsGate`] (see [`gate`]).
+    pub fn write(&self, path: &str, content: &str) -> Result<Step<WriteView>, ContextError> {
         let target = self.target(path, Access::Write)?;
-        if let Some(cold) = self.cold {
+        if self.warm_only {
             // Whole-file writes always run on a blocking thread.
-            cold.store(true, std::sync::atomic::Ordering::Relaxed);
-            return Err(ContextError::Cold { path: target.display });
+            return Ok(Step::NeedsBlocking);
         }
         let _writing = self.observed.writing(&target.path);
         let seen = if target.exists {
@@ -469,7 +471,29 @@ impl<'a> FileContext<'a> {
             None
         };
         let expect = seen.map_or(Expectation::ABSENT, Expectation::version);
-        let outcome = match self.write_gated(&target, content, expect, Conventions::Keep) {
+        match self.write_gated(&target, content, expect, Conventions::Keep, true) {
+            Ok(Step::Done(outcome)) => self.wrote(target, seen, Ok(outcome), content).map(Step::Done),
+            Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
+            // Committed with the prepared bytes (`converted`): no content is needed then.
+            Ok(Step::NeedsGate(pending)) => Ok(Step::NeedsGate(
+                pending.then(move |files, outcome| files.wrote(target, seen, outcome, "")),
+            )),
+            Err(err) => self.wrote(target, seen, Err(err), content).map(Step::Done),
+        }
+    }
+
+    /// The answer of a write of `target` that this session last saw at `seen` (`None`: it
+    /// was not there), given what the provider did: the new version recorded and stored (the
+    /// bytes written: converted to the file's conventions, else `content` as given), or the
+    /// refusal as the session is told it.
+    fn wrote(
+        &self,
+        target: Resolved,
+        seen: Option<Version>,
+        outcome: Result<WriteOutcome, ContextError>,
+        content: &str,
+    ) -> Result<WriteView, ContextError> {
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             // Someone created it after we looked: this session has not seen that file.
             Err(ContextError::File(ProviderError::AlreadyExists { path })) => {
@@ -484,7 +508,6 @@ impl<'a> FileContext<'a> {
             Err(e) => return Err(e),
         };
         self.observed.record(&target.path, outcome.version, outcome.links);
-        // What was written: converted to the file's conventions, or the content as given.
         let written = outcome.converted.map_or(Cow::Borrowed(content.as_bytes()), Cow::Owned);
         self.provider.store().put(outcome.version, written);
         Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
@@ -529,9 +552,10 @@ impl<'a> FileContext<'a> {
         ContextError::Stale { path: target.display.clone(), current: Some(now.version), change }
     }
 
-    /// Makes `change`; needs a current observation. Records the new version.
-    pub fn edit(&self, path: &str, change: &Replacement<'_>) -> Result<EditView, ContextError> {
-        self.edit_as(path, change, false).map(|merged| merged.edit)
+    /// Makes `change`; needs a current observation. Records the new version. A file a gate
+    /// watches answers [`Step::NeedsGate`] (see [`gate`]).
+    pub fn edit(&self, path: &str, change: &Replacement<'_>) -> Result<Step<EditView>, ContextError> {
+        self.edit_as(path, change, false).map(|step| step.map(|merged| merged.edit))
     }
 
     /// [`FileContext::edit`] for a session that merges stale edits (`staleEdits: "merge"`;
@@ -541,11 +565,20 @@ impl<'a> FileContext<'a> {
     /// version and written only if the file is still at it (the provider's version guard), so
     /// a file that changed again meanwhile is refused as stale. Anything else is refused as
     /// [`FileContext::edit`] refuses it. Records the new version.
-    pub fn edit_merging(&self, path: &str, change: &Replacement<'_>) -> Result<MergedView, ContextError> {
+    pub fn edit_merging(
+        &self,
+        path: &str,
+        change: &Replacement<'_>,
+    ) -> Result<Step<MergedView>, ContextError> {
         self.edit_as(path, change, true)
     }
 
-    fn edit_as(&self, path: &str, change: &Replacement<'_>, merge: bool) -> Result<MergedView, ContextError> {
+    fn edit_as(
+        &self,
+        path: &str,
+        change: &Replacement<'_>,
+        merge: bool,
+    ) -> Result<Step<MergedView>, ContextError> {
         let target = self.target(path, Access::Write)?;
         let _writing = self.observed.writing(&target.path);
         let Some(observed) = self.observed.get(&target.path) else {
@@ -557,18 +590,10 @@ impl<'a> FileContext<'a> {
             }
             return Err(ContextError::NotObserved { path: target.display });
         };
-        // The gates allowed a merged edit (one prepared against a later version than the one
-        // observed) on this call's first run: the merge below commits it, and an attempt
-        // against the observed version first would only use that approval up.
-        let approved_merge = merge && self.approved_base(&target).is_some_and(|base| base != Some(observed));
-        let current = if approved_merge {
-            self.provider.current_version(&target)?
-        } else {
-            match self.attempt(&target, change, observed) {
-                Ok(outcome) => return Ok(self.edited(target, change, outcome, None)),
-                Err(ContextError::File(ProviderError::StaleVersion { current, .. })) => current,
-                Err(e) => return Err(e),
-            }
+        let all = change.all();
+        let current = match self.attempt(&target, change, observed) {
+            Err(ContextError::File(ProviderError::StaleVersion { current, .. })) => current,
+            attempt => return self.edit_answer(target, all, observed, attempt, None),
         };
         if !merge {
             return Err(self.stale(&target, observed, current));
@@ -588,54 +613,63 @@ impl<'a> FileContext<'a> {
         };
         #[cfg(feature = "failpoints")]
         merge::checked();
-        match self.attempt(&target, change, now.version) {
-            Ok(outcome) => Ok(self.edited(target, change, outcome, Some(outside))),
+        let attempt = self.attempt(&target, change, now.version);
+        self.edit_answer(target, all, observed, attempt, Some(outside))
+    }
+
+    /// The answer of an edit of `target` (which this session last saw at `observed`; `all`:
+    /// every occurrence was to be replaced; `outside`: the change it was merged over), given
+    /// its attempt: now, or once its pending change is committed. A version other than the one
+    /// attempted is refused as stale.
+    fn edit_answer(
+        &self,
+        target: Resolved,
+        all: bool,
+        observed: Version,
+        attempt: Result<Step<EditOutcome>, ContextError>,
+        outside: Option<String>,
+    ) -> Result<Step<MergedView>, ContextError> {
+        step::then(attempt, self, move |files, attempt| match attempt {
+            Ok(outcome) => Ok(files.edited(target, all, outcome, outside)),
             Err(ContextError::File(ProviderError::StaleVersion { current, .. })) => {
-                Err(self.stale(&target, observed, current))
+                Err(files.stale(&target, observed, current))
             }
             Err(e) => Err(e),
-        }
+        })
     }
 
     /// One attempt at `change` of `target` if it is at `expected`, through the gate step: what
     /// the provider did, or why not — the provider's refusal (a version other than `expected`
-    /// is [`ProviderError::StaleVersion`] inside [`ContextError::File`]), or the call did not run to
-    /// its end here (cold, asking a gate, refused by one).
+    /// is [`ProviderError::StaleVersion`] inside [`ContextError::File`]), or what the call needs
+    /// first (the blocking pool, the gates' answer).
     fn attempt(
         &self,
         target: &Resolved,
         change: &Replacement<'_>,
         expected: Version,
-    ) -> Result<EditOutcome, ContextError> {
+    ) -> Result<Step<EditOutcome>, ContextError> {
         let expect = Expectation::version(expected);
         let prepare = || self.provider.prepare_edit(target, change, expected);
-        match self.through_gate(target, expect, prepare)? {
-            Passage::Direct if self.cold.is_some() => {
-                match self.provider.edit_at_once(target, change, expected) {
-                    // A stale edit's answer reads the current file for its diff: not here.
-                    None | Some(Err(ProviderError::StaleVersion { .. })) => {
-                        if let Some(cold) = self.cold {
-                            cold.store(true, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        Err(ContextError::Cold { path: target.display.clone() })
-                    }
-                    Some(edited) => Ok(edited?),
-                }
-            }
-            Passage::Direct => Ok(self.provider.edit(target, change, expected)?),
-            Passage::Done(prepared, done) => Ok(committed_edit(prepared, done)),
-            Passage::Asking => Err(ContextError::Gated { path: target.display.clone() }),
-            Passage::Refused(refusal) => {
-                Err(ContextError::GateRefused { path: target.display.clone(), refusal })
-            }
-        }
+        Ok(match self.through_gate(target, expect, true, prepare)? {
+            Passage::Direct if self.warm_only => match self.provider.edit_at_once(target, change, expected) {
+                // A stale edit's answer reads the current file for its diff: not here.
+                None | Some(Err(ProviderError::StaleVersion { .. })) => Step::NeedsBlocking,
+                Some(edited) => Step::Done(edited?),
+            },
+            Passage::Direct => Step::Done(self.provider.edit(target, change, expected)?),
+            Passage::Done(prepared, done) => Step::Done(committed_edit(prepared, done)),
+            Passage::Asking(pending) => Step::NeedsGate(
+                pending
+                    .then(|_, landed| landed.map(|landed| committed_edit(landed.prepared, landed.committed))),
+            ),
+        })
     }
 
     /// A made edit: the new version recorded for this session, its bytes stored.
     fn edited(
         &self,
         target: Resolved,
-        change: &Replacement<'_>,
+        all: bool,
         outcome: EditOutcome,
         outside: Option<String>,
     ) -> MergedView {
@@ -644,7 +678,7 @@ impl<'a> FileContext<'a> {
         let edit = EditView {
             display: target.display,
             replacements: outcome.replacements,
-            replace_all: change.all(),
+            replace_all: all,
             version: outcome.version,
             regions: outcome.regions,
         };
@@ -670,6 +704,18 @@ impl<'a> FileContext<'a> {
     /// Whether this session is read-only.
     pub fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// The device (`st_dev`) of the folder or file `target` names, from a handle opened beneath
+    /// its root: a gate covers a file of several links on the device of one of its paths.
+    pub fn device_of(&self, target: &Resolved) -> Result<u64, ContextError> {
+        use std::os::unix::fs::MetadataExt as _;
+        target
+            .dir
+            .open_path(&target.rel)
+            .and_then(|file| file.metadata())
+            .map(|meta| meta.dev())
+            .map_err(|source| ProviderError::Io { path: target.display.clone(), op: "stat", source }.into())
     }
 }
 
@@ -722,8 +768,12 @@ mod tests {
         let a = FileContext::new(&provider, scope, &a_obs, false);
         let b = FileContext::new(&provider, scope, &b_obs, false);
 
-        assert!(a.write("f.txt", "one\ntwo\n").unwrap().created, "creating needs no read");
-        assert_eq!(a.edit("f.txt", &edit("one", "1")).unwrap().replacements, 1, "own write refreshes");
+        assert!(a.write("f.txt", "one\ntwo\n").unwrap().done().unwrap().created, "creating needs no read");
+        assert_eq!(
+            a.edit("f.txt", &edit("one", "1")).unwrap().done().unwrap().replacements,
+            1,
+            "own write refreshes"
+        );
         assert!(matches!(b.edit("f.txt", &edit("two", "2")), Err(ContextError::NotObserved { .. })));
         assert!(matches!(b.write("f.txt", "x"), Err(ContextError::NotObserved { .. })));
         b.read("f.txt", &WindowRequest::whole(2, 1, u64::MAX)).unwrap();
@@ -738,7 +788,11 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(a.stat("f.txt").unwrap().fresh() && b.stat("f.txt").unwrap().fresh());
-        assert_eq!(a.edit("f.txt", &edit("1", "one")).unwrap().replacements, 1, "no read needed");
+        assert_eq!(
+            a.edit("f.txt", &edit("1", "one")).unwrap().done().unwrap().replacements,
+            1,
+            "no read needed"
+        );
         assert!(!b.stat("f.txt").unwrap().fresh());
         b.read("f.txt", &WindowRequest::whole(1, 10, u64::MAX)).unwrap();
 

@@ -2,7 +2,7 @@
 //! obeys the session's roots, read-only flag and deny rules, and records nothing.
 
 use super::deny::Access;
-use super::gate::Passage;
+use super::step::{self, Passage, Step};
 use super::{
     ContextError, Conventions, EditView, FileContext, Kind, ProviderError, ReadView, Replacement, Resolved,
     Snapshot, Stat, Version, WindowRequest, WriteView,
@@ -82,54 +82,56 @@ impl Unrecorded<'_> {
     }
 
     /// A write with the client's own expectation, of exactly `content` or keeping the replaced
-    /// file's conventions.
+    /// file's conventions; a file a gate watches answers [`Step::NeedsGate`].
     pub fn write(
         &self,
         path: &str,
         content: &str,
         expect: RawExpectation<'_>,
         conventions: Conventions,
-    ) -> Result<WriteView, ContextError> {
+    ) -> Result<Step<WriteView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
         let expect = match expect {
             RawExpectation::Any => Expectation::ANY,
             RawExpectation::CreateIfAbsent => Expectation::ABSENT,
             RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
-        let outcome = match self.files.write_gated(&target, content, expect, conventions) {
-            Ok(outcome) => outcome,
+        let written = self.files.write_gated(&target, content, expect, conventions, false);
+        let display = target.display;
+        step::then(written, &self.files, move |_, written| match written {
+            Ok(outcome) => Ok(WriteView { display, created: outcome.created, version: outcome.version }),
             Err(ContextError::File(ProviderError::AlreadyExists { path })) => {
-                return Err(ContextError::Exists { path });
+                Err(ContextError::Exists { path })
             }
-            Err(e) => return Err(e),
-        };
-        Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
+            Err(e) => Err(e),
+        })
     }
 
-    /// An edit against the client's own expected version.
+    /// An edit against the client's own expected version; a file a gate watches answers
+    /// [`Step::NeedsGate`].
     pub fn edit(
         &self,
         path: &str,
         change: &Replacement<'_>,
         expected: &str,
-    ) -> Result<EditView, ContextError> {
+    ) -> Result<Step<EditView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
         let expected = self.expected(&target, expected)?;
         let prepare = || self.files.provider.prepare_edit(&target, change, expected);
-        let outcome = match self.files.through_gate(&target, Expectation::version(expected), prepare)? {
-            Passage::Direct => self.files.provider.edit(&target, change, expected)?,
-            Passage::Done(prepared, done) => super::committed_edit(prepared, done),
-            Passage::Asking => return Err(ContextError::Gated { path: target.display }),
-            Passage::Refused(refusal) => {
-                return Err(ContextError::GateRefused { path: target.display, refusal });
-            }
+        let edited = match self.files.through_gate(&target, Expectation::version(expected), false, prepare)? {
+            Passage::Direct => Step::Done(self.files.provider.edit(&target, change, expected)?),
+            Passage::Done(prepared, done) => Step::Done(super::committed_edit(prepared, done)),
+            Passage::Asking(pending) => Step::NeedsGate(pending.then(|_, landed| {
+                landed.map(|landed| super::committed_edit(landed.prepared, landed.committed))
+            })),
         };
-        Ok(EditView {
-            display: target.display,
+        let (display, replace_all) = (target.display, change.all());
+        Ok(edited.map(move |outcome| EditView {
+            display,
             replacements: outcome.replacements,
-            replace_all: change.all(),
+            replace_all,
             version: outcome.version,
             regions: outcome.regions,
-        })
+        }))
     }
 }

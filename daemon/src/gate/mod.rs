@@ -3,11 +3,12 @@
 //!
 //! A write call runs through [`Gates::run`] inside its file-work slot. With no gate registered
 //! that is one look at an empty list, and the call takes the one-step write path. When a gate's
-//! paths cover the file, the file context prepares the write and hands back an [`Intent`]; the
-//! slot is released, and [`Gates::ask`] asks each covering gate in registration order with a
-//! `gate/writeIntent` request, waiting on an `.await` that holds no slot and no thread. Then the
-//! call runs again with the intent approved (committed only if the file is still at the version
-//! it was prepared against) or refused.
+//! paths cover the file, the file context prepares the write and answers it as a [`Pending`]
+//! change holding its [`Intent`]; the slot is released, and [`Gates::ask`] asks each covering
+//! gate in registration order with a `gate/writeIntent` request, waiting on an `.await` that
+//! holds no slot and no thread. Then, in a slot again, [`Gates::commit`] commits the change
+//! (only if the file is still at the version it was prepared against, and once any gate
+//! registered meanwhile allowed it too), or the caller answers the refusal.
 //!
 //! Never a write a gate did not see: registration takes the write side of a barrier whose read
 //! side every write call holds from its look at the list to its end, so once `gate/register`
@@ -33,11 +34,11 @@ use filectx_protocol::{
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::FileContext;
 use crate::context::deny::{Access, DenyRules};
 use crate::context::gate::{
-    GateRefusal, GateStep, Gatekeeper, Intent, Operation, RefusalKind, Shown, Subject, hostile, quoted,
+    GateRefusal, Gatekeeper, Intent, Operation, RefusalKind, Shown, Subject, hostile, quoted,
 };
+use crate::context::{FileContext, Pending, Step};
 use crate::session::outbound::{Answer, Outbound, OutboundError};
 
 /// Default answer timeout of a gate, in milliseconds: under the 60 s request timeout of common
@@ -58,7 +59,7 @@ pub const MAX_PATHS: usize = 64;
 pub const MAX_NAME_BYTES: usize = 128;
 /// The most characters of a gate's reason passed on to the writer.
 pub const MAX_REASON_CHARS: usize = 1000;
-/// The most times one call asks gates (a new gate, or a target that changed, asks again).
+/// The most times one call asks gates (a gate registered while they were asked asks again).
 pub const MAX_ROUNDS: usize = 4;
 
 /// Why `gate/register` or `gate/unregister` was refused.
@@ -268,32 +269,13 @@ async fn withdrawn(cancel: Option<&CancellationToken>, ended: &Outbound) {
     }
 }
 
-/// What a write call carries from one run to the next: which gates allowed it, the intent
-/// they allowed, or a refusal.
-#[derive(Debug, Default)]
-pub struct Carried {
-    /// The file the gates in `asked` were asked about.
-    asked_for: Option<PathBuf>,
-    /// The gates that allowed the intent for `asked_for`.
-    asked: Vec<String>,
-    approved: Option<Intent>,
-    refused: Option<GateRefusal>,
+/// What the gates answered so far about one write call's pending change: which of them
+/// allowed it, and how many times they were asked.
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    /// The gates that allowed the intent.
+    allowed: Vec<String>,
     rounds: usize,
-}
-
-impl Carried {
-    fn is_empty(&self) -> bool {
-        self.approved.is_none() && self.refused.is_none()
-    }
-}
-
-/// How one run of a write call went.
-#[derive(Debug)]
-pub enum Ran<T> {
-    /// It answered.
-    Done(T),
-    /// It stopped for the gates: ask them about the intent, then run it again with `Carried`.
-    Ask(Box<(Intent, Carried)>),
 }
 
 /// What the gates answered about one intent.
@@ -307,11 +289,12 @@ pub enum Verdict {
     Cancelled,
 }
 
-/// The gates as the file context asks about them during one run.
+/// The gates as the file context asks about them: during a write call's descent (none has
+/// allowed anything yet), or at the commit of its pending change (`allowed` allowed it).
+#[derive(Debug)]
 struct Keeper<'a> {
     gates: &'a [Arc<Gate>],
-    asked_for: Option<&'a Path>,
-    asked: &'a [String],
+    allowed: &'a [String],
 }
 
 impl Gatekeeper for Keeper<'_> {
@@ -320,9 +303,9 @@ impl Gatekeeper for Keeper<'_> {
     }
 
     fn unasked(&self, subject: Subject<'_>, operation: Operation) -> bool {
-        // What the gates allowed was about one file: any other is unasked by all of them.
-        let allowed = |gate: &Gate| self.asked_for == Some(subject.path) && self.asked.contains(&gate.id);
-        self.gates.iter().any(|gate| gate.open() && gate.covers(subject, operation) && !allowed(gate))
+        self.gates
+            .iter()
+            .any(|gate| gate.open() && gate.covers(subject, operation) && !self.allowed.contains(&gate.id))
     }
 }
 
@@ -382,29 +365,37 @@ impl Gates {
     }
 
     /// Runs one write call's `work` (blocking: on the file-work slot's thread) with the gates
-    /// registered now. With none, and nothing carried, `work` gets `files` as it is.
-    pub fn run<T>(
-        &self,
-        files: &FileContext<'_>,
-        mut carried: Carried,
-        work: impl FnOnce(&FileContext<'_>) -> T,
-    ) -> Ran<T> {
+    /// registered now: a write or edit of a file one of them watches answers
+    /// [`Step::NeedsGate`]. With none, `work` gets `files` as it is.
+    pub fn run<T>(&self, files: &FileContext<'_>, work: impl FnOnce(&FileContext<'_>) -> T) -> T {
         let _barrier = self.barrier.read().unwrap_or_else(PoisonError::into_inner);
-        if self.count.load(Ordering::Acquire) == 0 && carried.is_empty() {
-            return Ran::Done(work(files));
+        if self.count.load(Ordering::Acquire) == 0 {
+            return work(files);
         }
         let gates = self.list();
-        let keeper = Keeper { gates: &gates, asked_for: carried.asked_for.as_deref(), asked: &carried.asked };
-        let step = GateStep::new(&keeper, carried.approved.take(), carried.refused.take());
-        let answer = work(&files.gated(&step));
-        let pending = step.into_pending();
+        let answer = work(&files.gated(&Keeper { gates: &gates, allowed: &[] }));
         if gates.iter().any(|gate| !gate.open()) {
             self.prune();
         }
-        match pending {
-            Some(intent) => Ran::Ask(Box::new((intent, carried))),
-            None => Ran::Done(answer),
+        answer
+    }
+
+    /// Commits `pending` (blocking: on the file-work slot's thread), which the gates in
+    /// `asked` allowed, with the gates registered now: a gate that covers it and was not asked
+    /// (registered meanwhile) leaves it [`Step::NeedsGate`] again.
+    pub fn commit<T: 'static, E: 'static>(
+        &self,
+        files: &FileContext<'_>,
+        pending: Pending<T, E>,
+        asked: &Asked,
+    ) -> Result<Step<T, E>, E> {
+        let _barrier = self.barrier.read().unwrap_or_else(PoisonError::into_inner);
+        let gates = self.list();
+        let committed = pending.commit(files, &Keeper { gates: &gates, allowed: &asked.allowed });
+        if gates.iter().any(|gate| !gate.open()) {
+            self.prune();
         }
+        committed
     }
 
     /// Runs `work` at once, as a write call that no gate watches, when no gate is registered
@@ -482,17 +473,18 @@ impl Gates {
         (shown.iter().map(|gate| gate.info(self.max_in_flight)).collect(), others.len() as u64)
     }
 
-    /// Asks every open gate that covers `intent` and has not allowed it yet, in registration
-    /// order, each in turn; stops at the first refusal. `cancel` withdraws the intent.
+    /// Asks every open gate that covers `intent` and has not allowed it yet (`asked`), in
+    /// registration order, each in turn; stops at the first refusal. `cancel` withdraws the
+    /// intent.
     pub async fn ask(
         &self,
         intent: &Intent,
         writer: &Writer,
-        carried: &mut Carried,
+        asked: &mut Asked,
         cancel: Option<&CancellationToken>,
     ) -> Verdict {
-        carried.rounds += 1;
-        if carried.rounds > MAX_ROUNDS {
+        asked.rounds += 1;
+        if asked.rounds > MAX_ROUNDS {
             let refusal = GateRefusal {
                 gate_id: String::new(),
                 name: None,
@@ -500,37 +492,24 @@ impl Gates {
                 kind: RefusalKind::Denied,
                 quoted: false,
             };
-            carried.refused = Some(refusal.clone());
             return Verdict::Refused(refusal);
-        }
-        if carried.asked_for.as_deref() != Some(intent.path.as_path()) {
-            carried.asked.clear();
-            carried.asked_for = Some(intent.path.clone());
         }
         let gates: Vec<Arc<Gate>> = self
             .list()
             .iter()
             .filter(|g| {
-                g.open() && g.covers(intent.subject(), intent.operation) && !carried.asked.contains(&g.id)
+                g.open() && g.covers(intent.subject(), intent.operation) && !asked.allowed.contains(&g.id)
             })
             .cloned()
             .collect();
         for gate in gates {
             match self.ask_one(&gate, intent, writer, cancel).await {
-                Verdict::Allowed => carried.asked.push(gate.id.clone()),
-                Verdict::Refused(refusal) => {
-                    carried.refused = Some(refusal.clone());
-                    return Verdict::Refused(refusal);
-                }
+                Verdict::Allowed => asked.allowed.push(gate.id.clone()),
+                Verdict::Refused(refusal) => return Verdict::Refused(refusal),
                 Verdict::Cancelled => return Verdict::Cancelled,
             }
         }
         Verdict::Allowed
-    }
-
-    /// Hands the allowed intent back for the next run.
-    pub fn approve(carried: &mut Carried, intent: Intent) {
-        carried.approved = Some(intent);
     }
 
     async fn ask_one(

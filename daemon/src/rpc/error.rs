@@ -107,7 +107,6 @@ pub fn code(err: &ContextError) -> FsErrorCode {
         | ContextError::Denied { .. }
         | ContextError::Linked { .. }
         | ContextError::GateRefused { .. } => FsErrorCode::PermissionDenied,
-        ContextError::Cold { .. } | ContextError::Gated { .. } => FsErrorCode::Busy,
         ContextError::Cancelled { .. } => FsErrorCode::Aborted,
     }
 }

@@ -20,10 +20,11 @@ use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
-use super::run::{Way, run};
+use super::run::{Answer, Way, run};
 use super::{Prepared, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
-    Conventions, FileContext, Kind, RawExpectation, Replacement, Version, Window, WindowRequest,
+    ContextError, Conventions, FileContext, Kind, RawExpectation, Replacement, Step, Version, Warm, Window,
+    WindowRequest, step,
 };
 use crate::session::SessionOptions;
 use crate::session::owners::Owner;
@@ -150,6 +151,26 @@ fn tool_result(outcome: Result<String, tools::Failure>) -> CallToolResult {
     }
 }
 
+/// What a write or edit of the file context answered, made into `f(answer)` on the wire (its
+/// failure mapped as every file method maps it): now, or once its pending change is committed
+/// or refused.
+fn wire<T: 'static, U: 'static>(
+    files: &FileContext<'_>,
+    stepped: Result<Step<T>, ContextError>,
+    f: impl FnOnce(T) -> U + Send + 'static,
+) -> Answer<U> {
+    step::then(stepped, files, |_, answer| answer.map(f).map_err(ErrorObjectOwned::from))
+}
+
+fn edit_result(view: crate::context::EditView) -> EditResult {
+    EditResult {
+        replacements: view.replacements,
+        replace_all: view.replace_all,
+        display_path: view.display,
+        version: view.version.to_string(),
+    }
+}
+
 fn write_result(display: String, created: bool, version: Version) -> WriteResult {
     WriteResult {
         operation: if created { WriteOperation::Create } else { WriteOperation::Update },
@@ -220,17 +241,24 @@ async fn tool_call(
         }
         .map_err(|e| invalid_params(e.to_string()))?;
         match outcome {
-            Ok(tools::Text::Written) => match (slot.as_ref(), json) {
+            Ok(Step::Done(tools::Text::Written)) => match (slot.as_ref(), json) {
                 (Some(slot), Some(mut json)) => {
                     // The response's closing brace.
                     json.push(b'}');
                     slot.put(json);
-                    Ok(Ready::Prepared)
+                    Ok(Step::Done(Ready::Prepared))
                 }
                 _ => Err(internal("a tool wrote its text into no response")),
             },
-            Ok(tools::Text::Plain(text)) => Ok(Ready::Value(tool_result(Ok(text)))),
-            Err(failure) => Ok(Ready::Value(tool_result(Err(failure)))),
+            Ok(Step::Done(tools::Text::Plain(text))) => Ok(Step::Done(Ready::Value(tool_result(Ok(text))))),
+            Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
+            // A gated write's text is made once it is committed (or refused).
+            Ok(Step::NeedsGate(pending)) => Ok(Step::NeedsGate(pending.then(|_, outcome| match outcome {
+                Ok(tools::Text::Plain(text)) => Ok(Ready::Value(tool_result(Ok(text)))),
+                Ok(tools::Text::Written) => Err(internal("a tool wrote its text into no response")),
+                Err(failure) => Ok(Ready::Value(tool_result(Err(failure)))),
+            }))),
+            Err(failure) => Ok(Step::Done(Ready::Value(tool_result(Err(failure))))),
         }
     };
     // Only reads may take the warm path; writes and edits always run on the blocking pool,
@@ -269,8 +297,8 @@ pub async fn file_read(
     let owner = named_owner(&ext, params.owner.as_deref())?;
     let slot = Prepared::of(&ext);
     run(&ctx, &ext, Way::Read, owner, move |files, _| {
-        let view = files.read(&params.path, &request)?;
-        Ok(match &slot {
+        let Warm::Done(view) = files.read(&params.path, &request)? else { return Ok(Step::NeedsBlocking) };
+        Ok(Step::Done(match &slot {
             Some(slot) => {
                 let lines = &view.window.lines;
                 let mut out = slot.start(256 + lines.text_len() + lines.text_len() / 32 + lines.len() * 4);
@@ -280,7 +308,7 @@ pub async fn file_read(
                 Ready::Prepared
             }
             None => Ready::Value(read_result(view.display, view.version, view.window)),
-        })
+        }))
     })
     .await
 }
@@ -294,8 +322,9 @@ pub async fn file_write(
     let params: WriteParams = parse_params(FILE_WRITE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
     run(&ctx, &ext, Way::Write, owner, move |files, _| {
-        let view = files.write(&params.path, &params.content)?;
-        Ok(write_result(view.display, view.created, view.version))
+        wire(files, files.write(&params.path, &params.content), |view| {
+            write_result(view.display, view.created, view.version)
+        })
     })
     .await
 }
@@ -311,13 +340,7 @@ pub async fn file_edit(
     run(&ctx, &ext, Way::Edit, owner, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
-        let view = files.edit(&params.path, &change)?;
-        Ok(EditResult {
-            replacements: view.replacements,
-            replace_all: view.replace_all,
-            display_path: view.display,
-            version: view.version.to_string(),
-        })
+        wire(files, files.edit(&params.path, &change), edit_result)
     })
     .await
 }
@@ -332,7 +355,7 @@ pub async fn file_stat(
     let owner = named_owner(&ext, params.owner.as_deref())?;
     run(&ctx, &ext, Way::Pool, owner, move |files, _| {
         let view = files.stat(&params.path)?;
-        Ok(FileStatResult {
+        Ok(Step::Done(FileStatResult {
             exists: view.kind != Kind::Missing,
             kind: file_kind(view.kind),
             fresh: view.fresh(),
@@ -340,7 +363,7 @@ pub async fn file_stat(
             size: view.size,
             version: view.version.map(|v| v.to_string()),
             observed_version: view.observed.map(|v| v.to_string()),
-        })
+        }))
     })
     .await
 }
@@ -354,12 +377,12 @@ pub async fn fs_resolve(
     let params: PathParams = parse_params(FS_RESOLVE, &params)?;
     run(&ctx, &ext, Way::Pool, None, move |files, _| {
         let target = files.unrecorded().resolve(&params.path)?;
-        Ok(ResolveResult {
+        Ok(Step::Done(ResolveResult {
             path: target.path.display().to_string(),
             display_path: target.display,
             exists: target.exists,
             root: target.dir.path().display().to_string(),
-        })
+        }))
     })
     .await
 }
@@ -374,16 +397,16 @@ pub async fn fs_stat(
     run(&ctx, &ext, Way::Pool, None, move |files, _| {
         let (_, stat) = files.unrecorded().stat(&params.path)?;
         let kind = match stat.kind {
-            Kind::Missing => return Ok(None),
+            Kind::Missing => return Ok(Step::Done(None)),
             Kind::File => FsType::File,
             Kind::Directory => FsType::Directory,
             Kind::Other => FsType::Other,
         };
-        Ok(Some(FsInfo {
+        Ok(Step::Done(Some(FsInfo {
             version: stat.version.map(|v| v.to_string()),
             size: stat.size.filter(|_| kind == FsType::File),
             kind,
-        }))
+        })))
     })
     .await
 }
@@ -410,7 +433,7 @@ pub async fn fs_read_text(
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     run(&ctx, &ext, Way::Pool, None, move |files, _| {
         let view = files.unrecorded().read(&params.path, &request)?;
-        Ok(read_result(view.display, view.version, view.window))
+        Ok(Step::Done(read_result(view.display, view.version, view.window)))
     })
     .await
 }
@@ -430,8 +453,8 @@ pub async fn fs_write_text(
         };
         let conventions =
             if params.keep_conventions.unwrap_or(false) { Conventions::Keep } else { Conventions::Exact };
-        let view = files.unrecorded().write(&params.path, &params.content, expect, conventions)?;
-        Ok(write_result(view.display, view.created, view.version))
+        let written = files.unrecorded().write(&params.path, &params.content, expect, conventions);
+        wire(files, written, |view| write_result(view.display, view.created, view.version))
     })
     .await
 }
@@ -446,13 +469,7 @@ pub async fn fs_edit_text(
     run(&ctx, &ext, Way::Write, None, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
-        let view = files.unrecorded().edit(&params.path, &change, &params.expected_version)?;
-        Ok(EditResult {
-            replacements: view.replacements,
-            replace_all: view.replace_all,
-            display_path: view.display,
-            version: view.version.to_string(),
-        })
+        wire(files, files.unrecorded().edit(&params.path, &change, &params.expected_version), edit_result)
     })
     .await
 }

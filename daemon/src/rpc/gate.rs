@@ -12,7 +12,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::{ServerContext, internal, parse_params, session_of};
 use crate::config::GateSessions;
-use crate::context::Kind;
+use crate::context::{Kind, Step};
 use crate::gate::{self as gates, GateError, GateSpec};
 
 /// `gate/register`: this session becomes a gate for `paths` (inside its roots, readable by it).
@@ -73,7 +73,7 @@ pub async fn register(
                 paths.push(target.path);
             }
         }
-        Ok((paths, devices))
+        Ok(Step::Done((paths, devices)))
     })
     .await?;
     let mut seen = Vec::new();

@@ -4,15 +4,14 @@
 //! every handler of `tools/call`, `file/*`, `fs/*` and `gate/register` goes through it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use jsonrpsee::Extensions;
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::slots::FileSlots;
 use super::{Cancel, ServerContext, cancelled, internal, session_of};
-use crate::context::{FileContext, Files, Scope};
-use crate::gate::{Carried, Gates, Ran, Verdict, Writer};
+use crate::context::{FileContext, Files, Scope, Step};
+use crate::gate::{Asked, Verdict, Writer};
 use crate::session::owners::Owner;
 use crate::session::{Session, SessionOptions};
 
@@ -34,12 +33,17 @@ pub(super) enum Way {
     Edit,
 }
 
+/// What a call's file work answers: its answer, or what it needs next ([`Step`]), or its
+/// failure on the wire.
+pub(super) type Answer<T> = Result<Step<T, ErrorObjectOwned>, ErrorObjectOwned>;
+
 /// Runs `work` with the session's file context (its scope, read-only flag, deny rules and the
-/// observations of `owner`; `None`: the session's default owner) the `way` allows. `work` may
-/// run more than once: a try right here that needed the slow path did nothing (nothing was
-/// recorded or written) and runs again in a slot; a write a gate watches stops with an intent,
-/// which the gates are asked about with no slot held, and runs again to commit it or to answer
-/// the refusal.
+/// observations of `owner`; `None`: the session's default owner) the `way` allows, and does
+/// what its [`Step`] says next. `work` runs a second time only when a try right here answered
+/// [`Step::NeedsBlocking`] (it did nothing: nothing was recorded or written): then it runs in a
+/// slot. A write a gate watches answers [`Step::NeedsGate`], a change prepared once: the gates
+/// are asked about its intent with no slot held, and it is committed (or the refusal answered)
+/// in a slot, without running `work` again.
 pub(super) async fn run<T, F>(
     ctx: &ServerContext,
     ext: &Extensions,
@@ -49,29 +53,34 @@ pub(super) async fn run<T, F>(
 ) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
-    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+    F: Fn(&FileContext<'_>, &SessionOptions) -> Answer<T> + Send + 'static,
 {
+    // Right here first when the way allows it: a read the provider answers warm, an edit it
+    // can make at once while no gate is registered. Only a try that answered
+    // `Step::NeedsBlocking` (it did nothing) runs `work` again, on the pool.
+    if matches!(way, Way::Read | Way::Edit) {
+        let tried = at_once(ctx, ext, owner.as_deref(), |files, options| match way {
+            Way::Edit => ctx.gates.run_ungated(|| work(files, options)),
+            _ => Some(work(files, options)),
+        })?;
+        match tried {
+            Some(Step::NeedsBlocking) | None => {}
+            Some(step) => return done(step),
+        }
+    }
     match way {
-        Way::Read => {
-            if let Some(answer) =
-                at_once(ctx, ext, owner.as_deref(), |files, options| Some(work(files, options)))?
-            {
-                return answer;
-            }
-            in_slot(ctx, ext, &ctx.file_work, owner, work).await
-        }
-        Way::Pool => in_slot(ctx, ext, &ctx.file_work, owner, work).await,
-        Way::Search => in_slot(ctx, ext, &ctx.search_work, owner, work).await,
-        Way::Write => through_gates(ctx, ext, owner, work).await,
-        Way::Edit => {
-            let at_once = at_once(ctx, ext, owner.as_deref(), |files, options| {
-                ctx.gates.run_ungated(|| work(files, options))
-            })?;
-            if let Some(answer) = at_once {
-                return answer;
-            }
-            through_gates(ctx, ext, owner, work).await
-        }
+        Way::Read | Way::Pool => done(in_slot(ctx, ext, &ctx.file_work, owner, work).await?),
+        Way::Search => done(in_slot(ctx, ext, &ctx.search_work, owner, work).await?),
+        Way::Write | Way::Edit => through_gates(ctx, ext, owner, work).await,
+    }
+}
+
+/// The answer of a step that must be done: a call with no gates to ask, in a slot.
+fn done<T>(step: Step<T, ErrorObjectOwned>) -> Result<T, ErrorObjectOwned> {
+    match step {
+        Step::Done(answer) => Ok(answer),
+        Step::NeedsBlocking => Err(internal("a call in a file slot asked for the blocking pool")),
+        Step::NeedsGate(_) => Err(internal("a call outside the gates asked them")),
     }
 }
 
@@ -90,19 +99,18 @@ pub(super) fn context_of<'a>(
 
 /// Runs `work` once right here on the async worker, with the session's file context in
 /// warm-only mode ([`FileContext::warm_only`]), when the session's roots are on local
-/// filesystems. `None` (after `Ok`) when that cannot answer: the roots are not local, `work`
-/// declined (`None`), or it needed the slow path; nothing was recorded or written then.
+/// filesystems. `None` (after `Ok`) when that cannot answer: the roots are not local, or
+/// `work` declined (`None`); a [`Step::NeedsBlocking`] did nothing (nothing was recorded or
+/// written).
 fn at_once<T>(
     ctx: &ServerContext,
     ext: &Extensions,
     owner: Option<&Owner>,
-    work: impl FnOnce(&FileContext<'_>, &SessionOptions) -> Option<Result<T, ErrorObjectOwned>>,
-) -> Result<Option<Result<T, ErrorObjectOwned>>, ErrorObjectOwned> {
+    work: impl FnOnce(&FileContext<'_>, &SessionOptions) -> Option<Answer<T>>,
+) -> Result<Option<Step<T, ErrorObjectOwned>>, ErrorObjectOwned> {
     let session = session_of(ext)?;
     let Some(options) = session.options().filter(|o| o.local_roots) else { return Ok(None) };
-    let cold = AtomicBool::new(false);
-    let answer = work(&context_of(&ctx.files, &session, options, owner).warm_only(&cold), options);
-    Ok(answer.filter(|_| !cold.load(Ordering::Relaxed)))
+    work(&context_of(&ctx.files, &session, options, owner).warm_only(), options).transpose()
 }
 
 /// Runs `work` with the session's file context on the blocking pool in one of `slots` (the
@@ -137,11 +145,12 @@ where
     .map_err(internal)?
 }
 
-/// Runs a write or edit call's `work` in a file slot through the gates: when a gate watches the
-/// file, the call stops with an intent, its slot is released, the gates are asked (no slot, no
-/// thread held; `$/cancelRequest` withdraws the intent and nothing is written), and the call
-/// runs again to commit it or to answer the refusal. With no gate registered, this is the plain
-/// call in a slot.
+/// Runs a write or edit call's `work` once in a file slot through the gates. When a gate
+/// watches the file, `work` answers a pending change prepared there; its slot is released, the
+/// gates are asked about its intent (no slot, no thread held; `$/cancelRequest` withdraws it
+/// and nothing is written), and in a slot again the change is committed ([`Gates::commit`]:
+/// asked again first if a gate registered meanwhile covers it) or the refusal is answered.
+/// With no gate registered, this is the plain call in a slot.
 async fn through_gates<T, F>(
     ctx: &ServerContext,
     ext: &Extensions,
@@ -150,27 +159,19 @@ async fn through_gates<T, F>(
 ) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
-    F: Fn(&FileContext<'_>, &SessionOptions) -> Result<T, ErrorObjectOwned> + Send + 'static,
+    F: FnOnce(&FileContext<'_>, &SessionOptions) -> Answer<T> + Send + 'static,
 {
     let cancel = ext.get::<Cancel>().map(|c| c.0.clone());
-    let mut carried = Carried::default();
-    let mut work = work;
+    let registry = ctx.gates.clone();
+    let mut step = in_slot(ctx, ext, &ctx.file_work, owner.clone(), move |files, options| {
+        registry.run(files, |files| work(files, options))
+    })
+    .await?;
+    let mut asked = Asked::default();
     loop {
-        let registry: Arc<Gates> = ctx.gates.clone();
-        // `work` goes into the blocking run and comes back with its outcome, for the next run.
-        let (ran, back) = in_slot(ctx, ext, &ctx.file_work, owner.clone(), move |files, options| {
-            let ran = registry.run(files, carried, |files| work(files, options));
-            Ok((ran, work))
-        })
-        .await?;
-        work = back;
-        let intent = match ran {
-            Ran::Done(answer) => return answer,
-            Ran::Ask(asking) => {
-                let (intent, back) = *asking;
-                carried = back;
-                intent
-            }
+        let pending = match step {
+            Step::NeedsGate(pending) => pending,
+            step => return done(step),
         };
         let session = session_of(ext)?;
         let writer = Writer {
@@ -180,15 +181,17 @@ where
             ended: session.outbound().clone(),
         };
         drop(session);
-        match ctx.gates.ask(&intent, &writer, &mut carried, cancel.as_ref()).await {
-            Verdict::Allowed => Gates::approve(&mut carried, intent),
-            // The refusal is answered by the next run, through the call's own error mapping.
-            Verdict::Refused(_) => {}
-            Verdict::Cancelled => return Err(cancelled()),
-        }
-        if writer.ended.is_closed() {
-            // The client is gone: nothing it asked for lands after it left.
+        let verdict = ctx.gates.ask(pending.intent(), &writer, &mut asked, cancel.as_ref()).await;
+        if matches!(verdict, Verdict::Cancelled) || writer.ended.is_closed() {
+            // Withdrawn, or the client is gone: nothing it asked for lands after it left.
             return Err(cancelled());
         }
+        let (registry, allowed) = (ctx.gates.clone(), asked.clone());
+        step = in_slot(ctx, ext, &ctx.file_work, owner.clone(), move |files, _| match verdict {
+            Verdict::Allowed => registry.commit(files, pending, &allowed),
+            Verdict::Refused(refusal) => pending.refuse(files, refusal).map(Step::Done),
+            Verdict::Cancelled => Err(cancelled()),
+        })
+        .await?;
     }
 }

@@ -13,7 +13,9 @@ use serde_json::Value;
 
 use super::search::{self, GrepRequest, SearchError};
 use super::{dedup, render};
-use crate::context::{ContextError, FileContext, InvalidEdit, ReadView, Replacement};
+use crate::context::{
+    ContextError, FileContext, InvalidEdit, Pending, ReadView, Replacement, Step, WarmRead,
+};
 use crate::session::SessionOptions;
 use crate::session::owners::Delivered;
 
@@ -55,8 +57,9 @@ pub enum Text {
     Written,
 }
 
-/// What a tool call answers: the model's text, or a failure.
-pub type Outcome = Result<Text, Failure>;
+/// What a tool call answers: the model's text, or what it needs first (the blocking pool, or
+/// the gates' answer to a write or edit, after which the text is made), or a failure.
+pub type Outcome = Result<Step<Text, Failure>, Failure>;
 
 /// Argument problems, phrased for a model.
 struct Invalid(String);
@@ -69,7 +72,7 @@ impl From<ArgumentError> for Invalid {
 
 fn searched(result: Result<String, SearchError>, name: &str) -> Result<Outcome, Invalid> {
     match result {
-        Ok(text) => Ok(Ok(Text::Plain(text))),
+        Ok(text) => Ok(Ok(Step::Done(Text::Plain(text)))),
         Err(SearchError::Invalid(text)) => Err(Invalid(text)),
         Err(SearchError::File(err)) => {
             Ok(Err(Failure { text: render::error(&err, name), cause: Cause::File(err) }))
@@ -173,7 +176,7 @@ fn run(
             let request =
                 render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
             let capped = asked.is_some_and(|n| n > most);
-            let outcome = ctx.read(path, &request).map(|view| match json {
+            let outcome = ctx.read(path, &request).map_warm(|view| match json {
                 // Projected and escaped in one pass, straight into the caller's response.
                 Some(out) => {
                     let start = out.len();
@@ -191,15 +194,19 @@ fn run(
             (outcome, path)
         }
         Args::Write { path, content } => {
-            (ctx.write(path, content).map(|view| Text::Plain(render::write(&view))), path)
+            (ctx.write(path, content).map(|step| step.map(|view| Text::Plain(render::write(&view)))), path)
         }
         Args::Edit { path, change } => {
             let outcome = match options.stale_edits {
-                StaleEdits::Refuse => ctx.edit(path, &change).map(|view| Text::Plain(render::edit(&view))),
-                StaleEdits::Merge => ctx.edit_merging(path, &change).map(|merged| {
-                    Text::Plain(match &merged.outside {
-                        Some(outside) => render::edit_over(&merged.edit, outside),
-                        None => render::edit(&merged.edit),
+                StaleEdits::Refuse => {
+                    ctx.edit(path, &change).map(|step| step.map(|view| Text::Plain(render::edit(&view))))
+                }
+                StaleEdits::Merge => ctx.edit_merging(path, &change).map(|step| {
+                    step.map(|merged| {
+                        Text::Plain(match &merged.outside {
+                            Some(outside) => render::edit_over(&merged.edit, outside),
+                            None => render::edit(&merged.edit),
+                        })
                     })
                 }),
             };
@@ -210,13 +217,42 @@ fn run(
         }
         Args::Grep(request) => return searched(search::grep(ctx, &request, limits), name),
     };
+    let budget = options.read_max_bytes;
+    Ok(match outcome {
+        Ok(Step::NeedsGate(pending)) => {
+            Ok(Step::NeedsGate(later(pending, tool, file_path.to_owned(), budget)))
+        }
+        Ok(Step::Done(text)) => Ok(Step::Done(text)),
+        Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
+        Err(err) => failed(ctx, tool, file_path, budget, Err(err)).map(Step::Done),
+    })
+}
+
+/// The answer of a write or edit of `file_path` that waits for the gates, made (as [`failed`]
+/// makes it) once it is committed or refused.
+#[allow(clippy::result_large_err, reason = "a failure is a result here, as in `Outcome`")]
+fn later(pending: Pending<Text>, tool: ToolName, file_path: String, budget: u64) -> Pending<Text, Failure> {
+    pending.then(move |ctx, outcome| failed(ctx, tool, &file_path, budget, outcome))
+}
+
+/// A tool's `outcome` with its failure as the model is told it: a write or edit of `file_path`
+/// refused as not read shows the file when it is small (see [`unread_shown`]).
+#[allow(clippy::result_large_err, reason = "a failure is a result here, as in `Outcome`")]
+fn failed(
+    ctx: &FileContext<'_>,
+    tool: ToolName,
+    file_path: &str,
+    budget: u64,
+    outcome: Result<Text, ContextError>,
+) -> Result<Text, Failure> {
+    let name = tool.as_str();
     if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool)
-        && let Some(shown) = unread_shown(ctx, file_path, options.read_max_bytes)
+        && let Some(shown) = unread_shown(ctx, file_path, budget)
     {
         let text = render::not_read_shown(name, &shown);
-        return Ok(outcome.map_err(|err| Failure { text, cause: Cause::File(err) }));
+        return outcome.map_err(|err| Failure { text, cause: Cause::File(err) });
     }
-    Ok(outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) }))
+    outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) })
 }
 
 /// The most lines of an unread file a refused write or edit shows (as a stale refusal's diff).
@@ -231,7 +267,7 @@ const UNREAD_SHOWN_BYTES: u64 = 16 * 1024;
 /// when it is larger, not text, or cannot be read.
 fn unread_shown(ctx: &FileContext<'_>, path: &str, budget: u64) -> Option<ReadView> {
     let request = render::read_request(1, UNREAD_SHOWN_LINES, budget.min(UNREAD_SHOWN_BYTES));
-    ctx.read_if_whole(path, &request).ok()?
+    ctx.read_if_whole(path, &request).ok()?.done()?
 }
 
 /// Calls one of this session's tools. Blocking (it reads and writes files). With `delivered`

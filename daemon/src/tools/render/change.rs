@@ -132,7 +132,7 @@ mod tests {
         let (observed, deny) = (Observations::new(10), Default::default());
         let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);
         ctx.read("src/lib.rs", &WindowRequest::whole(1, 1, u64::MAX)).unwrap();
-        ctx.edit("src/lib.rs", &Replacement::new(old, new, all).unwrap()).unwrap()
+        ctx.edit("src/lib.rs", &Replacement::new(old, new, all).unwrap()).unwrap().done().unwrap()
     }
 
     #[test]

@@ -106,9 +106,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
         ContextError::Cancelled { .. } => {
             format!("The search under {path} was cancelled before it finished; nothing more is shown.")
         }
-        ContextError::File(ProviderError::Busy { .. }) | ContextError::Cold { .. } => {
-            format!("{err}. Try again in a moment.")
-        }
+        ContextError::File(ProviderError::Busy { .. }) => format!("{err}. Try again in a moment."),
         _ => format!("{err}."),
     }
 }
