@@ -186,6 +186,8 @@ impl State {
 /// The daemon's watcher and the registry of who observes what.
 pub struct WatchHub {
     provider: Arc<Provider>,
+    /// The search listings, dropped whole when events were lost.
+    listings: Arc<crate::listing::Listings>,
     state: Mutex<State>,
     watcher: Mutex<Option<RecommendedWatcher>>,
     /// The processing task's inbox (notify's thread adds to it too).
@@ -246,6 +248,7 @@ impl WatchHub {
         };
         let hub = Arc::new(WatchHub {
             provider,
+            listings: files.listings().clone(),
             state: Mutex::default(),
             watcher: Mutex::new(watcher),
             inbox: inbox.clone(),
@@ -615,7 +618,7 @@ async fn process(hub: Weak<WatchHub>, inbox: Arc<Inbox>) {
                 logged_rescan = true;
             }
             hub.provider.forget_all();
-            crate::listing::Listings::of(&hub.provider).forget_all();
+            hub.listings.forget_all();
             hub.provider.own_writes().forget_all();
             paths = hub.all_observed();
         }

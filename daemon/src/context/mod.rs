@@ -27,6 +27,7 @@ pub use self::stale::Change;
 use self::step::Passage;
 pub use self::step::{Pending, Step, Warm, WarmRead};
 pub use self::unrecorded::{RawExpectation, Unrecorded};
+use crate::listing::Listings;
 use crate::provider::resolve::Fence;
 use crate::provider::store::Content;
 use crate::provider::{
@@ -83,6 +84,8 @@ pub fn is_local(path: &Path) -> bool {
 #[derive(Debug, Clone)]
 pub struct Files {
     provider: Arc<Provider>,
+    /// The search listings of the provider's files.
+    listings: Arc<Listings>,
 }
 
 impl Files {
@@ -104,13 +107,19 @@ impl Files {
                 provider.shed_open_files(n);
             }
         }));
-        Self { provider }
+        let listings = Arc::new(Listings::for_provider(&provider));
+        Self { provider, listings }
     }
 
     /// The provider, for the watcher (which invalidates its cache); nothing above the context
     /// gets it.
     pub(crate) fn provider(&self) -> &Arc<Provider> {
         &self.provider
+    }
+
+    /// The search listings, for the watcher (which drops them all when events were lost).
+    pub(crate) fn listings(&self) -> &Arc<Listings> {
+        &self.listings
     }
 
     /// Drops cached state nobody used for one to two calls' periods; returns how many files
@@ -127,7 +136,7 @@ impl Files {
         read_only: bool,
         deny: &'a DenyRules,
     ) -> FileContext<'a> {
-        FileContext::new(&self.provider, scope, observed, read_only).with_deny(deny)
+        FileContext::new(&self.provider, &self.listings, scope, observed, read_only).with_deny(deny)
     }
 
     /// Files with cached state.
@@ -152,7 +161,7 @@ impl Files {
 
     /// Searched folders' file lists kept warm, and their bytes.
     pub fn cached_listings(&self) -> (usize, usize) {
-        crate::listing::Listings::of(&self.provider).stats()
+        self.listings.stats()
     }
 
     /// inotify watches the daemon holds (warm listings and the watcher together), and its cap.
@@ -248,6 +257,8 @@ impl StatView {
 pub struct FileContext<'a> {
     /// The daemon's provider.
     provider: &'a Provider,
+    /// The search listings of its files.
+    listings: &'a Listings,
     /// The session's roots and cwd.
     scope: Scope<'a>,
     /// What the session has observed.
@@ -266,12 +277,13 @@ impl<'a> FileContext<'a> {
     /// A session's file context (layers above get theirs from [`Files::context`]).
     pub(crate) fn new(
         provider: &'a Provider,
+        listings: &'a Listings,
         scope: Scope<'a>,
         observed: &'a Observations,
         read_only: bool,
     ) -> Self {
         static NONE: std::sync::LazyLock<DenyRules> = std::sync::LazyLock::new(DenyRules::default);
-        Self { provider, scope, observed, read_only, deny: &NONE, warm_only: false, gate: None }
+        Self { provider, listings, scope, observed, read_only, deny: &NONE, warm_only: false, gate: None }
     }
 
     /// The same context refusing what `deny` names.
@@ -762,11 +774,12 @@ mod tests {
     #[test]
     fn the_policy_in_one_place() {
         let (_dir, root, provider) = setup();
+        let listings = Listings::for_provider(&provider);
         let roots = [RootDir::new(&root, None).unwrap()];
         let scope = Scope { roots: &roots, cwd: &root };
         let (a_obs, b_obs) = (Observations::new(10), Observations::new(10));
-        let a = FileContext::new(&provider, scope, &a_obs, false);
-        let b = FileContext::new(&provider, scope, &b_obs, false);
+        let a = FileContext::new(&provider, &listings, scope, &a_obs, false);
+        let b = FileContext::new(&provider, &listings, scope, &b_obs, false);
 
         assert!(a.write("f.txt", "one\ntwo\n").unwrap().done().unwrap().created, "creating needs no read");
         assert_eq!(
@@ -796,7 +809,7 @@ mod tests {
         assert!(!b.stat("f.txt").unwrap().fresh());
         b.read("f.txt", &WindowRequest::whole(1, 10, u64::MAX)).unwrap();
 
-        let ro = FileContext::new(&provider, scope, &b_obs, true);
+        let ro = FileContext::new(&provider, &listings, scope, &b_obs, true);
         assert!(matches!(ro.edit("f.txt", &edit("2", "two")), Err(ContextError::ReadOnly { .. })));
         assert!(matches!(ro.write("new.txt", "x"), Err(ContextError::ReadOnly { .. })));
         assert!(!root.join("new.txt").exists());

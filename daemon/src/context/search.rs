@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::deny::Access;
 use super::{ContextError, FileContext, ProviderError};
+use crate::listing::Listed;
 use crate::listing::grams::Grams;
-use crate::listing::{Listed, Listings};
 use crate::provider::resolve::display;
 
 pub use crate::provider::searched::{SearchContents, SearchSeen};
@@ -105,7 +105,7 @@ impl FileContext<'_> {
         stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<SearchFiles, ContextError> {
         let target = self.target(path.unwrap_or("."), Access::Read)?;
-        let listing = Listings::of(self.provider).list(&target, stop)?;
+        let listing = self.listings.list(&target, stop)?;
         // Tests widen here the window in which a change drops the listing under the search.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("search::listed");
@@ -248,8 +248,9 @@ mod tests {
         let cwd = root.join("src");
         let scope = Scope { roots: &roots, cwd: &cwd };
         let provider = Provider::new(ProviderConfig::default());
+        let listings = crate::listing::Listings::for_provider(&provider);
         let observed = Observations::new(10);
-        let ctx = FileContext::new(&provider, scope, &observed, false);
+        let ctx = FileContext::new(&provider, &listings, scope, &observed, false);
 
         let files = ctx.search_files(Some(".."), &|| false).unwrap();
         let shown: Vec<_> = (0..files.len())

@@ -6,8 +6,8 @@
 //!
 //! [`Listings::list`] is the one place a search learns which files exist: a folder's listing is
 //! kept warm and answers repeated searches without a walk, as long as its watches saw nothing
-//! that could change it. The listings of a provider are attached to it ([`Listings::of`]): the
-//! provider holds them without knowing them, and nothing in the provider uses this module.
+//! that could change it. The file context holds the listings beside the provider
+//! ([`Listings::for_provider`]); nothing in the provider uses this module.
 //! Opening a listed file is the provider's (see [`crate::provider::searched`]).
 //!
 //! Ignore files are read beneath the handle of the folder holding them, only at or below the
@@ -45,12 +45,10 @@ pub struct Listing {
 }
 
 impl Listings {
-    /// The listings of `provider`, made on first use: at most its `max_search_cache_bytes`
-    /// kept, their watches taken from its share of the user's watches.
-    pub fn of(provider: &Provider) -> Arc<Self> {
-        provider.attached(|provider| {
-            Self::new(provider.config().max_search_cache_bytes, Arc::clone(provider.watch_budget()))
-        })
+    /// Listings of `provider`'s files: at most its `max_search_cache_bytes` kept, their watches
+    /// taken from its share of the user's watches.
+    pub fn for_provider(provider: &Provider) -> Self {
+        Self::new(provider.config().max_search_cache_bytes, Arc::clone(provider.watch_budget()))
     }
 
     /// The regular files under `base` (a folder, or one file), as ripgrep would search them:
@@ -140,7 +138,7 @@ mod tests {
         let roots = [handle.clone()];
         let scope = Scope { roots: &roots, cwd: &root };
         let provider = Provider::new(ProviderConfig::default());
-        let listings = Listings::of(&provider);
+        let listings = Listings::for_provider(&provider);
         let target = provider.resolve("src", scope).unwrap();
         let listing = listings.list(&target, &|| false).unwrap();
         let rels: Vec<_> = listing.files.iter().map(|f| f.rel.display().to_string()).collect();

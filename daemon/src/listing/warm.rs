@@ -675,12 +675,12 @@ mod tests {
         }
         let root = RootDir::new(&path, None).unwrap();
         let config = ProviderConfig { fsync: false, ..Default::default() };
-        let warm = Listings::of(&Provider::new(ProviderConfig {
+        let warm = Arc::new(Listings::for_provider(&Provider::new(ProviderConfig {
             max_search_cache_bytes: max_bytes,
             ..config.clone()
-        }));
+        })));
         let provider = Provider::new(ProviderConfig { max_search_cache_bytes: 0, ..config });
-        let cold = Listings::of(&provider);
+        let cold = Arc::new(Listings::for_provider(&provider));
         Tree { _dir: dir, root, provider, warm, cold }
     }
 

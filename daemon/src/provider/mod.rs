@@ -13,7 +13,6 @@
 //! file's stat fingerprint is unchanged *and* the file is older than the racy window at the time
 //! it was hashed; otherwise the file is hashed again.
 
-mod attached;
 pub mod beneath;
 pub mod budget;
 mod cache;
@@ -45,7 +44,6 @@ mod write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use self::attached::Attached;
 pub use self::beneath::{Root, RootDir};
 use self::budget::{MapBudget, WatchBudget};
 use self::cache::Cache;
@@ -77,8 +75,6 @@ pub struct Provider {
     hashed: AtomicU64,
     /// Observed versions' bytes, for the diffs of stale refusals.
     store: ContentStore,
-    /// What the layers above keep alongside the provider (the search listings), unknown to it.
-    attached: Attached,
     /// The daemon's share of the user's inotify watches, shared by the search listings and the
     /// watcher (see [`budget`]).
     watches: Arc<WatchBudget>,
@@ -103,7 +99,6 @@ impl Provider {
             map_budget: MapBudget::new(config.max_mapped_bytes),
             leftovers: Leftovers::new(config.staging_token.clone()).with_patience(config.lock_patience),
             store: ContentStore::new(config.max_snapshot_bytes, config.max_snapshot_file_bytes),
-            attached: Attached::default(),
             watches,
             config,
             cache: Mutex::new(Cache::new(descriptors)),
@@ -139,12 +134,6 @@ impl Provider {
     /// The settings the provider was made with.
     pub fn config(&self) -> &ProviderConfig {
         &self.config
-    }
-
-    /// The value of type `T` a layer above keeps alongside this provider, made by `make` on
-    /// first use (see `attached.rs`).
-    pub fn attached<T: std::any::Any + Send + Sync>(&self, make: impl FnOnce(&Self) -> T) -> Arc<T> {
-        self.attached.get_or_attach(|| make(self))
     }
 
     /// The store of versions' bytes (filled by the file context with what its sessions saw).
