@@ -53,3 +53,8 @@ pub const GATE: &str = "gate";
 /// observation is stale is applied over the outside change when that change does not touch or
 /// adjoin what it replaces (docs/protocol.md, "Merged stale edits").
 pub const STALE_EDITS: &str = "staleEdits";
+
+/// The journal: every change the daemon makes (and the outside changes its watcher sees in
+/// observed files) is recorded; `journal/list`, `journal/diff`, `journal/restore`, and the
+/// opt-in `undo` tool. Absent when the daemon runs with `journal = false`.
+pub const JOURNAL: &str = "journal";

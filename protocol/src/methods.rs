@@ -88,3 +88,10 @@ pub const ALL: &[&str] = &[
     GATE_UNREGISTER,
     GATE_WRITE_INTENT,
 ];
+
+/// Request: the journal's entries, newest first (`{entries, cursor?}`).
+pub const JOURNAL_LIST: &str = "journal/list";
+/// Request `{entry}`: one entry's unified diff (`{diff, truncated}`).
+pub const JOURNAL_DIFF: &str = "journal/diff";
+/// Request `{entry, force?}`: put back the content before an entry, guarded like a write.
+pub const JOURNAL_RESTORE: &str = "journal/restore";

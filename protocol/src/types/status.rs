@@ -138,6 +138,16 @@ pub struct DaemonStatus {
     /// at most three quarters of them, the rest is the file watcher's).
     #[serde(default)]
     pub watches_cap: u64,
+    /// Whether the journal records changes (`journal = false` turns it off).
+    #[serde(default)]
+    pub journal: bool,
+    /// Entries the journal holds now.
+    #[serde(default)]
+    pub journal_entries: u64,
+    /// Bytes the journal holds on disk now: its log and the contents it keeps, at most
+    /// `journal_max_bytes`.
+    #[serde(default)]
+    pub journal_bytes: u64,
 }
 
 /// Params of `daemon/status` (optional, as is every field).
