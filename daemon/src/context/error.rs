@@ -91,6 +91,12 @@ pub enum ContextError {
         /// The id asked for.
         entry: String,
     },
+    /// The `undo` tool found no change of this owner to the file.
+    #[error("you have made no change to {path} in this session that can be undone")]
+    NothingToUndo {
+        /// The path as shown.
+        path: String,
+    },
     /// The entry's content before is not kept (over `journal_max_file_bytes`, or lost).
     #[error(
         "{path}: entry {entry} cannot be restored: the content before it was not kept (it was over journal_max_file_bytes)"
@@ -151,6 +157,7 @@ impl ContextError {
             | Self::Linked { path, .. }
             | Self::Cancelled { path }
             | Self::NotRestorable { path, .. }
+            | Self::NothingToUndo { path }
             | Self::Changed { path, .. }
             | Self::GateRefused { path, .. } => path,
             Self::NoEntry { entry } => entry,

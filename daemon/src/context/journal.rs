@@ -44,6 +44,15 @@ pub struct RestoreView {
     pub version: Option<Version>,
 }
 
+/// An undo that was made: what it undid, and the restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndoView {
+    /// What the change undone did.
+    pub undone: crate::journal::Operation,
+    /// The restore.
+    pub restore: RestoreView,
+}
+
 /// The seq an entry id names.
 fn seq_of(entry: &str) -> Result<u64, ContextError> {
     entry.trim().parse().map_err(|_| ContextError::NoEntry { entry: entry.to_owned() })
@@ -158,13 +167,19 @@ impl<'a> FileContext<'a> {
     pub fn last_own_change(&self, path: &str) -> Result<Entry, ContextError> {
         let journal = self.journal()?;
         let target = self.resolve(path, Access::Read)?;
-        let who = self.by.ok_or_else(|| ContextError::NoEntry { entry: target.display.clone() })?;
+        let nothing = || ContextError::NothingToUndo { path: target.display.clone() };
+        let who = self.by.ok_or_else(nothing)?;
         let filter = Filter { path: Some(&target.path), session: Some(who.session), ..Filter::default() };
         let (entries, _) = journal.list(&filter, usize::MAX, |p| p == target.path && self.visible(p));
-        entries
-            .into_iter()
-            .find(|e| e.owner.as_deref() == who.owner)
-            .ok_or(ContextError::NoEntry { entry: target.display })
+        entries.into_iter().find(|e| e.owner.as_deref() == who.owner).ok_or_else(nothing)
+    }
+
+    /// Puts `path` back as it was before this owner's newest change to it (guarded as
+    /// [`FileContext::restore`] is).
+    pub fn undo(&self, path: &str) -> Result<Step<UndoView>, ContextError> {
+        let last = self.last_own_change(path)?;
+        let undone = last.operation;
+        Ok(self.restore(&last.seq.to_string(), false)?.map(move |restore| UndoView { undone, restore }))
     }
 
     /// Puts back the content before `entry` (a creation's restore removes the file), only if the

@@ -23,7 +23,7 @@ mod unrecorded;
 use self::deny::{Access, DenyRules};
 pub use self::error::ContextError;
 use self::gate::Gatekeeper;
-pub use self::journal::{JournalPage, RestoreView, Who};
+pub use self::journal::{JournalPage, RestoreView, UndoView, Who};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::Change;
 use self::step::Passage;

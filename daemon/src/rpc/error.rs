@@ -104,7 +104,7 @@ pub fn code(err: &ContextError) -> FsErrorCode {
         ContextError::NotObserved { .. } | ContextError::Exists { .. } => FsErrorCode::NotObserved,
         ContextError::Stale { .. } | ContextError::Changed { .. } => FsErrorCode::StaleVersion,
         ContextError::JournalOff => FsErrorCode::InvalidArgument,
-        ContextError::NoEntry { .. } => FsErrorCode::NotFound,
+        ContextError::NoEntry { .. } | ContextError::NothingToUndo { .. } => FsErrorCode::NotFound,
         ContextError::NotRestorable { .. } => FsErrorCode::TooLarge,
         ContextError::ReadOnly { .. }
         | ContextError::Denied { .. }

@@ -214,7 +214,9 @@ async fn tool_call(
 ) -> Result<Ready<CallToolResult>, ErrorObjectOwned> {
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
-    let params_writes = params.name == ToolName::Write.as_str() || params.name == ToolName::Edit.as_str();
+    let params_writes = params.name == ToolName::Write.as_str()
+        || params.name == ToolName::Edit.as_str()
+        || params.name == ToolName::Undo.as_str();
     let is_search = params.name == ToolName::Glob.as_str() || params.name == ToolName::Grep.as_str();
     let session = session_of(&ext)?;
     let owner = match session.owners().get(params.owner.as_deref()) {

@@ -144,3 +144,62 @@ fn an_outside_change_to_a_read_file_is_journaled_and_undone() {
     ok(&mut raw, "journal/restore", json!({"entry": outside["entry"]}));
     assert_eq!(read(&path), "mine\n");
 }
+
+#[test]
+fn the_undo_tool_puts_back_this_owners_last_change_only() {
+    let daemon = Daemon::start(&["--no-fsync"]);
+    let mut raw = daemon.session_with(json!({
+        "roots": [daemon.dir.path()],
+        "tools": ["read", "write", "edit", "undo"],
+    }));
+    let listed = ok(&mut raw, "tools/list", json!({}));
+    assert!(listed["tools"].as_array().unwrap().iter().any(|t| t["name"] == "undo"));
+    let path = path_of(&daemon, "e.txt");
+    let (alice, bob) = (Some("alice"), Some("bob"));
+    filectx_tests::tool_as(&mut raw, alice, "write", json!({"file_path": path, "content": "a\nb\n"}));
+    filectx_tests::tool_as(
+        &mut raw,
+        alice,
+        "edit",
+        json!({"file_path": path, "old_string": "a", "new_string": "A"}),
+    );
+    let nothing = filectx_tests::tool_as(&mut raw, bob, "undo", json!({"file_path": path}));
+    assert_eq!(nothing["isError"], true);
+    assert_eq!(
+        filectx_tests::tool_text(&nothing),
+        "you have made no change to e.txt in this session that can be undone."
+    );
+    let undone = filectx_tests::tool_as(&mut raw, alice, "undo", json!({"file_path": path}));
+    assert_eq!(
+        filectx_tests::tool_text(&undone),
+        "Undid your last edit of e.txt: it is back as it was before, and counts as read."
+    );
+    assert_eq!(read(&path), "a\nb\n");
+    // An undo right after an undo redoes; the file counts as read, so alice may edit at once.
+    let redone = filectx_tests::tool_as(&mut raw, alice, "undo", json!({"file_path": path}));
+    assert_eq!(
+        filectx_tests::tool_text(&redone),
+        "Undid your undo of e.txt: your change is back, and the file counts as read."
+    );
+    assert_eq!(read(&path), "A\nb\n");
+    // Someone else changed it since: nothing is undone, and the change is shown.
+    std::fs::write(&path, "A\nb\nc\n").unwrap();
+    let stale = filectx_tests::tool_as(&mut raw, alice, "undo", json!({"file_path": path}));
+    assert_eq!(stale["isError"], true);
+    assert!(filectx_tests::tool_text(&stale).starts_with("e.txt changed since your change to it, so nothing was undone. What changed since:\n--- e.txt (after the entry)"), "{stale}");
+    assert_eq!(read(&path), "A\nb\nc\n");
+    // A session that does not name it has no undo tool.
+    let mut plain = session(&daemon);
+    let refused = rpc(&mut plain, "tools/call", json!({"name": "undo", "arguments": {"file_path": path}}));
+    assert_eq!(refused["error"]["code"], -32602);
+}
+
+#[test]
+fn without_a_journal_the_methods_say_it_is_off() {
+    let daemon = Daemon::start(&["--no-journal"]);
+    let mut raw = session(&daemon);
+    let refused = rpc(&mut raw, "journal/list", json!({}));
+    assert_eq!(fs_error(&refused), "FS_INVALID_ARGUMENT");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("journal is off"), "{refused}");
+    assert_eq!(daemon.status()["journal"], false);
+}
