@@ -8,7 +8,7 @@
 //! `cargo bench -p filectx-tests --bench suite` (full, about a minute on 2 cores)
 //! `cargo bench -p filectx-tests --bench suite -- --quick` or `FILECTX_BENCH_QUICK=1` (smoke test)
 //! `FILECTX_BENCH_CLIENT=threads|mux|auto` chooses the client (default auto: threads below 8
-//! sessions, mux from 8 on); `FILECTX_BENCH_ONLY=scale,reads,inproc,edits` runs only those
+//! sessions, mux from 8 on); `FILECTX_BENCH_ONLY=scale,reads,inproc,edits,journal` runs only those
 //! workloads; `FILECTX_BENCH_SECONDS=S` sets the measurement window (for profiling).
 //!
 //! The daemon runs in this process (`filectx_daemon::run` on its own multi-threaded tokio
@@ -153,10 +153,10 @@ impl Opts {
                 let names: Vec<String> = list.split(',').map(|w| w.trim().to_owned()).collect();
                 if let Some(bad) = names
                     .iter()
-                    .find(|w| !["scale", "reads", "inproc", "edits", "floors"].contains(&w.as_str()))
+                    .find(|w| !["scale", "reads", "inproc", "edits", "journal", "floors"].contains(&w.as_str()))
                 {
                     return Err(format!(
-                        "FILECTX_BENCH_ONLY: unknown workload {bad:?} (scale, reads, inproc, edits, floors)"
+                        "FILECTX_BENCH_ONLY: unknown workload {bad:?} (scale, reads, inproc, edits, journal, floors)"
                     ));
                 }
                 Some(names)
@@ -320,6 +320,34 @@ fn run() -> Res<()> {
         daemon.stop()?;
     }
 
+    // Issue 29: the 100 KB edit with the journal off and on (fsync off), alternating rounds in
+    // this same run, and the journal's bytes per change.
+    let mut journal_rows = Vec::new();
+    for round in 0..3usize {
+        for on in [false, true].into_iter().filter(|_| opts.runs("journal")) {
+            let journal_dir = base.join(format!("journal-{round}"));
+            let mut config = filectx_daemon::Config::default();
+            config.files.fsync = false;
+            config.journal = on.then(|| filectx_daemon::journal::JournalConfig {
+                dir: journal_dir.clone(),
+                max_bytes: 1 << 30,
+                max_age: Duration::from_secs(7 * 86_400),
+                max_file_bytes: 16 << 20,
+                fsync: false,
+            });
+            let name = if on { "journal-on" } else { "journal-off" };
+            let daemon = Daemon::start(config, name)?;
+            let dir = base.join(format!("{name}-{round}"));
+            let files = gen_edit_files(&dir, 1)?;
+            let phase =
+                run_phase(&daemon.socket, &dir, 1, ClientMode::Threads, &opts, |s| Work::edit(&files[s], s))?;
+            eprintln!("journal {}: {}", if on { "on" } else { "off" }, phase.summary());
+            daemon.stop()?;
+            let bytes = if on { dir_bytes(&journal_dir) } else { 0 };
+            journal_rows.push((on, percentile(&phase.latencies, 50.0), phase.ops(), bytes));
+        }
+    }
+
     // Issue 18: every hot path against the floor server, alternating, in this same run.
     if opts.runs("floors") {
         report.floors = floor::workload(&opts, &base, &reads)?;
@@ -327,6 +355,19 @@ fn run() -> Res<()> {
 
     let table = report.render(&opts, &machine, started.elapsed());
     println!("{table}");
+    if !journal_rows.is_empty() {
+        println!("\n100 KB file/edit, 1 session, fsync off, journal off vs on (alternating rounds):");
+        for pair in journal_rows.chunks(2) {
+            if let [(_, off, _, _), (_, on, ops, bytes)] = pair {
+                println!(
+                    "  off p50 {off:?}, on p50 {on:?}: on/off {:.2}; journal {} bytes for {ops} changes = {} bytes per change",
+                    on.as_secs_f64() / off.as_secs_f64().max(1e-9),
+                    bytes,
+                    bytes / (*ops as u64).max(1)
+                );
+            }
+        }
+    }
     Ok(())
 }
 
@@ -685,6 +726,19 @@ struct EditFile {
     path_json: String,
     marker_a: String,
     marker_b: String,
+}
+
+/// Bytes of the files under `dir`, all the way down.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// `n` fresh 100 KB files, each with one unique marker in the middle (regenerated every run).

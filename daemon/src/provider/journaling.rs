@@ -27,12 +27,15 @@ pub(super) struct Begun {
     recorder: Arc<dyn Recorder>,
     seq: u64,
     landed: bool,
+    /// The version written (hashed once, here).
+    after: Option<Version>,
 }
 
 impl Begun {
-    /// The change landed.
-    pub(super) fn landed(mut self) {
+    /// The change landed; the version it wrote.
+    pub(super) fn landed(mut self) -> Option<Version> {
         self.landed = true;
+        self.after
     }
 }
 
@@ -93,6 +96,6 @@ impl Provider {
                 ),
             ),
         })?;
-        Ok(Some(Begun { recorder: recorder.clone(), seq, landed: false }))
+        Ok(Some(Begun { recorder: recorder.clone(), seq, landed: false, after }))
     }
 }

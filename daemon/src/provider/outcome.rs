@@ -140,4 +140,6 @@ pub(super) struct Landed {
     pub links: u64,
     /// The renamed inode's fingerprint, looked at after the rename.
     pub fingerprint: Option<Fingerprint>,
+    /// The version written, when the journal already hashed it.
+    pub version: Option<super::Version>,
 }

@@ -386,7 +386,7 @@ impl Provider {
     /// told nothing.
     pub(super) fn remember_written(&self, target: &Resolved, bytes: &[u8], landed: &Landed) -> Version {
         self.forget(&target.path);
-        let version = Version::of(bytes);
+        let version = landed.version.unwrap_or_else(|| Version::of(bytes));
         match landed.fingerprint {
             Some(fingerprint) => self.own.wrote(&target.path, fingerprint, version),
             None => self.own.abandon(&target.path),
@@ -492,9 +492,9 @@ impl Provider {
         old: Old<'_>,
     ) -> Result<Landed, ProviderError> {
         let begun = self.journal_begin(target, kind, old, Some(bytes))?;
-        let landed = self.replace_journaled(target, locked, bytes)?;
+        let mut landed = self.replace_journaled(target, locked, bytes)?;
         if let Some(begun) = begun {
-            begun.landed();
+            landed.version = begun.landed();
         }
         Ok(landed)
     }
@@ -571,11 +571,11 @@ impl Provider {
             stat_of(rustix::fs::statx(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW, STATX_FINGERPRINT));
         match (staged, now) {
             (Some((staged, _)), Some((now, links))) if (staged.dev, staged.ino) == (now.dev, now.ino) => {
-                Ok(Landed { renamed: true, links, fingerprint: Some(now) })
+                Ok(Landed { renamed: true, links, fingerprint: Some(now), version: None })
             }
             (_, now) => {
                 self.own.abandon(&target.path);
-                Ok(Landed { renamed: true, links: now.map_or(1, |(_, links)| links), fingerprint: None })
+                Ok(Landed { renamed: true, links: now.map_or(1, |(_, links)| links), fingerprint: None, version: None })
             }
         }
     }
@@ -621,9 +621,9 @@ impl Provider {
     pub(super) fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<Landed, ProviderError> {
         let (dir, name) = self.make_parent(target)?;
         let begun = self.journal_begin(target, ChangeKind::Create, Old::Absent, Some(bytes))?;
-        let landed = self.create_in(target, &dir, name, bytes)?;
+        let mut landed = self.create_in(target, &dir, name, bytes)?;
         if let Some(begun) = begun {
-            begun.landed();
+            landed.version = begun.landed();
         }
         Ok(landed)
     }
@@ -664,7 +664,7 @@ impl Provider {
         let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
         result?;
         self.sync_dir(dir, target)?;
-        Ok(Landed { renamed: false, links: 1, fingerprint: None })
+        Ok(Landed { renamed: false, links: 1, fingerprint: None, version: None })
     }
 }
 
