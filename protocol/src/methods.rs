@@ -87,6 +87,9 @@ pub const ALL: &[&str] = &[
     GATE_REGISTER,
     GATE_UNREGISTER,
     GATE_WRITE_INTENT,
+    JOURNAL_LIST,
+    JOURNAL_DIFF,
+    JOURNAL_RESTORE,
 ];
 
 /// Request: the journal's entries, newest first (`{entries, cursor?}`).

@@ -16,8 +16,9 @@ use filectx_protocol::types::{
     CallToolParams, CallToolResult, ContextResetParams, DaemonStatus, DaemonStatusParams, EditParams,
     EditResult, FileDidChange, FileStatParams, FileStatResult, FsEditParams, FsWriteParams, GateCancelParams,
     GateRefusalData, GateRegisterParams, GateRegisterResult, GateUnregisterParams, InitializeParams,
-    InitializeResult, PathParams, ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult,
-    WriteIntentParams, WriteIntentResult, WriteParams, WriteResult,
+    InitializeResult, JournalDiffParams, JournalDiffResult, JournalListParams, JournalListResult,
+    JournalRestoreParams, JournalRestoreResult, PathParams, ReadParams, ReadResult, ResolveResult,
+    StreamTextParams, ToolsListResult, WriteIntentParams, WriteIntentResult, WriteParams, WriteResult,
 };
 use filectx_protocol::{FsErrorCode, FsErrorData};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -114,6 +115,15 @@ fn method_table(g: &mut SchemaGenerator) -> Vec<Method> {
             Down,
             named::<WriteIntentParams>(g),
             named::<WriteIntentResult>(g),
+        ),
+        m(methods::JOURNAL_LIST, Request, Up, named::<JournalListParams>(g), named::<JournalListResult>(g)),
+        m(methods::JOURNAL_DIFF, Request, Up, named::<JournalDiffParams>(g), named::<JournalDiffResult>(g)),
+        m(
+            methods::JOURNAL_RESTORE,
+            Request,
+            Up,
+            named::<JournalRestoreParams>(g),
+            named::<JournalRestoreResult>(g),
         ),
     ]
 }

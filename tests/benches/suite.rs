@@ -151,10 +151,9 @@ impl Opts {
         let only = match std::env::var("FILECTX_BENCH_ONLY") {
             Ok(list) if !list.trim().is_empty() => {
                 let names: Vec<String> = list.split(',').map(|w| w.trim().to_owned()).collect();
-                if let Some(bad) = names
-                    .iter()
-                    .find(|w| !["scale", "reads", "inproc", "edits", "journal", "floors"].contains(&w.as_str()))
-                {
+                if let Some(bad) = names.iter().find(|w| {
+                    !["scale", "reads", "inproc", "edits", "journal", "floors"].contains(&w.as_str())
+                }) {
                     return Err(format!(
                         "FILECTX_BENCH_ONLY: unknown workload {bad:?} (scale, reads, inproc, edits, journal, floors)"
                     ));

@@ -575,7 +575,12 @@ impl Provider {
             }
             (_, now) => {
                 self.own.abandon(&target.path);
-                Ok(Landed { renamed: true, links: now.map_or(1, |(_, links)| links), fingerprint: None, version: None })
+                Ok(Landed {
+                    renamed: true,
+                    links: now.map_or(1, |(_, links)| links),
+                    fingerprint: None,
+                    version: None,
+                })
             }
         }
     }

@@ -398,6 +398,23 @@ mod tests {
                 "type": "object"
               }
             }
+            {
+              "name": "undo",
+              "description": "Undo your last change to a file: puts it back exactly as it was before your most recent write, edit or undo of it in this session (an undo of a file you created removes it; an undo right after an undo redoes). Only when nobody changed the file since your change: otherwise nothing is restored and the error shows what changed since. The answer says what was put back; the file then counts as read.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "properties": {
+                  "file_path": {
+                    "description": "Path of the file, absolute or relative to the session's working folder.",
+                    "type": "string"
+                  }
+                },
+                "required": [
+                  "file_path"
+                ],
+                "type": "object"
+              }
+            }
         "#]].assert_eq(&text);
     }
 }
