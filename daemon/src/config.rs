@@ -57,6 +57,8 @@ pub struct Config {
     pub max_observed_bytes: usize,
     /// Locks, caps, durability and cache bounds of the file service.
     pub files: ProviderConfig,
+    /// The journal of changes (`None`: off).
+    pub journal: Option<crate::journal::JournalConfig>,
     /// Folders session roots must lie in; empty: anywhere but `/` itself.
     pub allowed_roots: Vec<std::path::PathBuf>,
     /// Globs (relative to a path's root) no session may read.
@@ -182,6 +184,7 @@ impl Default for Config {
             max_session_observed_bytes: crate::context::ledger::DEFAULT_MAX_SESSION_OBSERVED_BYTES as usize,
             max_observed_bytes: crate::context::ledger::DEFAULT_MAX_OBSERVED_BYTES as usize,
             files: ProviderConfig::default(),
+            journal: None,
             allowed_roots: Vec::new(),
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),

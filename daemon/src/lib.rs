@@ -6,6 +6,7 @@ pub mod config;
 pub mod context;
 pub mod descriptors;
 pub mod gate;
+pub mod journal;
 pub mod json;
 pub mod listen;
 pub mod listing;

@@ -198,7 +198,17 @@ pub async fn run(
     let stats = Arc::new(Stats::new());
     // Counted before the watcher and the listener's spare take theirs (the reserve covers them).
     let descriptors = crate::descriptors::Descriptors::of_this_process();
-    let files = crate::context::Files::with_descriptors(config.files.clone(), descriptors.clone());
+    let mut files = crate::context::Files::with_descriptors(config.files.clone(), descriptors.clone());
+    if let Some(journal) = &config.journal {
+        match crate::journal::Journal::open(journal.clone()) {
+            Ok(journal) => files = files.with_journal(journal),
+            Err(e) => tracing::warn!(
+                dir = %journal.dir.display(),
+                %e,
+                "running without a journal: changes are not recorded and cannot be undone"
+            ),
+        }
+    }
     let watch = WatchHub::start(&files);
     let policy = crate::session::SessionPolicy {
         // Fenced by canonical folders (a folder that does not exist yet is kept as given).
@@ -406,10 +416,24 @@ async fn sweep_idle(
 /// the daemon, whatever its roots.
 fn daemon_deny(config: &Config) -> Result<crate::context::deny::DenyRules, crate::context::deny::BadRule> {
     use crate::context::deny::{DenyRules, Origin};
-    let rules = DenyRules::daemon(&config.deny_read, &config.deny_write)?;
-    let Some(name) = config.gate_token.as_ref().and_then(|token| token.file().file_name()) else {
-        return Ok(rules);
-    };
-    let rule = vec![format!("**/{}", globset::escape(&name.to_string_lossy()))];
-    rules.with(&rule, &rule, Origin::Private)
+    let mut rules = DenyRules::daemon(&config.deny_read, &config.deny_write)?;
+    if let Some(name) = config.gate_token.as_ref().and_then(|token| token.file().file_name()) {
+        let rule = vec![format!("**/{}", globset::escape(&name.to_string_lossy()))];
+        rules = rules.with(&rule, &rule, Origin::Private)?;
+    }
+    // The journal holds every session's contents: no session reads or writes it through the
+    // daemon, whatever its roots.
+    if let Some(journal) = &config.journal {
+        let tail: Vec<String> = journal
+            .dir
+            .components()
+            .rev()
+            .take(2)
+            .map(|c| globset::escape(&c.as_os_str().to_string_lossy()))
+            .collect();
+        let folder = tail.into_iter().rev().collect::<Vec<_>>().join("/");
+        let rule = vec![format!("**/{folder}"), format!("**/{folder}/**")];
+        rules = rules.with(&rule, &rule, Origin::Private)?;
+    }
+    Ok(rules)
 }

@@ -36,6 +36,7 @@ use notify::{Config, RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::context::Files;
 use crate::context::{ObservationSink, Root, Version};
+use crate::journal::Journal;
 use crate::provider::own::{OwnWrites, Touch};
 use crate::provider::resolve::display;
 use crate::provider::{Provider, ProviderError};
@@ -194,6 +195,8 @@ pub struct WatchHub {
     inbox: Arc<Inbox>,
     /// Whether "out of watches" was already logged.
     warned_limit: AtomicBool,
+    /// The journal outside changes of observed files are recorded in.
+    journal: Option<Arc<Journal>>,
 }
 
 impl std::fmt::Debug for WatchHub {
@@ -253,6 +256,7 @@ impl WatchHub {
             watcher: Mutex::new(watcher),
             inbox: inbox.clone(),
             warned_limit: AtomicBool::new(false),
+            journal: files.journal().cloned(),
         });
         tokio::spawn(process(Arc::downgrade(&hub), inbox));
         hub
@@ -508,6 +512,9 @@ impl WatchHub {
                     }
                     Recorded::Version(recorded) => recorded,
                 };
+                if Some(recorded) != current {
+                    self.journal_outside(&path, &roots, recorded, current);
+                }
                 if Some(recorded) == current {
                     let mut state = self.lock();
                     if let Some(sessions) = state.notified.get_mut(&path) {
@@ -535,6 +542,37 @@ impl WatchHub {
         }
         later.dedup();
         later
+    }
+
+    /// Journals the change of `path` to `current` that an observer which last saw `seen` has not
+    /// seen, when the daemon holds the bytes it is measured from (the journal's, else the
+    /// provider's store) and no change of its own is landing there: an outside change, from a
+    /// shell or an editor. The journal records each change once, and none it made itself.
+    fn journal_outside(&self, path: &Path, roots: &[Root], seen: Version, current: Option<Version>) {
+        let Some(journal) = &self.journal else { return };
+        let Some(base) = journal.outside_base(path, seen) else { return };
+        if Some(base) == current {
+            return;
+        }
+        let kept = journal.content(&base).ok().flatten();
+        let Some(before) = kept.or_else(|| self.provider.store().get(&base).map(|c| c.to_vec())) else {
+            return;
+        };
+        let max = usize::try_from(journal.config().max_file_bytes).unwrap_or(usize::MAX);
+        let after = match current {
+            None => None,
+            Some(version) => match self.provider.current_bytes_in(path, roots, max) {
+                Ok(Some((read, bytes, _))) if read == version => Some((version, Some(bytes))),
+                // Over the cap: recorded without its bytes.
+                Ok(None) => Some((version, None)),
+                // It changed again meanwhile: the next look records that.
+                Ok(Some(_)) | Err(_) => return,
+            },
+        };
+        let after = after.as_ref().map(|(version, bytes)| (*version, bytes.as_deref()));
+        if let Some(seq) = journal.outside(path, (base, &before), after) {
+            tracing::debug!(path = %path.display(), seq, "journaled an outside change");
+        }
     }
 
     fn all_observed(&self) -> HashSet<PathBuf> {

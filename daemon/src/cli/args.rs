@@ -26,7 +26,8 @@ Config file:
   resume_grace, max_parked_sessions, max_parked_bytes, max_session_observed_bytes,
   max_observed_bytes, max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes,
   read_max_bytes, max_search_cache_bytes, max_watches, no_gates, max_gate_intents,
-  gate_sessions, search_slots, search_timeout, search_regex_bytes). A flag beats the file; the
+  gate_sessions, search_slots, search_timeout, search_regex_bytes, journal, journal_dir,
+  journal_max_bytes, journal_max_age, journal_max_file_bytes). A flag beats the file; the
   file beats the default. An unknown key or a wrong type is an error that names it.
   --print-config shows the result.
 
@@ -67,6 +68,17 @@ Searches:
   reverse, on each of its two threads); a pattern whose program does not fit is refused.
   daemon/status shows searchSlots, searchSlotsBusy and searchMemoryBytes, the bound over all
   slots.
+
+Journal:
+  Every change the daemon makes (the tools, file/*, fs/*, restores, gated writes once allowed)
+  is recorded in --journal-dir (0700, files 0600), with the content before it, stored before the
+  change lands; so are outside changes the watcher sees in files a session read, when the
+  daemon still holds the version that session saw. Each version's bytes are kept once. The
+  oldest entries go past --journal-max-bytes or --journal-max-age (and past 100000 entries); a
+  file over --journal-max-file-bytes is recorded without its bytes and cannot be restored. A
+  torn tail after a crash is dropped on start. journal/list, journal/diff and journal/restore
+  (guarded like a write) serve it; `filectx history`, `filectx diff` and `filectx undo` use
+  them. One daemon uses a journal folder at a time; a second runs without one (logged).
 
 Socket:
   Default path: $XDG_RUNTIME_DIR/filectx.sock, or /tmp/filectx-$UID/filectx.sock when
@@ -308,9 +320,31 @@ pub struct Args {
     /// Most memory one search's regular expression may use, its compiled program and DFA caches; a pattern whose program needs more than a quarter of it is refused [default: 16 MiB, at least 1 MiB]
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(crate::config::MIN_SEARCH_REGEX_BYTES..))]
     pub search_regex_bytes: Option<u64>,
+
+    /// Record no journal of changes: journal/list, journal/diff and journal/restore are refused (FS_INVALID_ARGUMENT) and undo is impossible [default: journal on]
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    #[serde(rename = "journal", default, deserialize_with = "negated")]
+    pub no_journal: Option<bool>,
+
+    /// Folder of the journal of changes [default: $XDG_STATE_HOME/filectx/journal, else ~/.local/state/filectx/journal]
+    #[arg(long, value_name = "PATH")]
+    pub journal_dir: Option<PathBuf>,
+
+    /// Most bytes the journal keeps on disk, its log and the contents of versions together; past it the oldest entries go [default: 1 GiB]
+    #[arg(long, value_name = "BYTES")]
+    pub journal_max_bytes: Option<u64>,
+
+    /// Seconds a journal entry is kept; older ones go [default: 604800, 7 days]
+    #[arg(long, value_name = "SECS")]
+    pub journal_max_age: Option<f64>,
+
+    /// Largest file version whose bytes the journal keeps; a change of a bigger file is recorded without them and cannot be restored [default: 16 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub journal_max_file_bytes: Option<u64>,
 }
 
-/// Reads the config file's `fsync` as `--no-fsync` reads: `Some(true)` means do not fsync.
+/// Reads the config file's `fsync` (and `journal`) as `--no-fsync` reads: `Some(true)` means do
+/// not fsync.
 fn negated<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
     Ok(Option::<bool>::deserialize(deserializer)?.map(|fsync| !fsync))
 }

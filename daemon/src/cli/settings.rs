@@ -13,6 +13,7 @@ use super::args::Args;
 use super::error::SettingsError;
 use super::file::{config_file, default_config_path};
 use crate::config::{Config, GateSessions, MIN_SEARCH_REGEX_BYTES};
+use crate::journal::JournalConfig;
 use crate::listen::FolderPolicy;
 
 /// The effective settings: what the daemon runs with, and what `--print-config` prints.
@@ -115,6 +116,17 @@ pub struct Settings {
     pub search_timeout: f64,
     /// See [`Config::search_regex_bytes`].
     pub search_regex_bytes: u64,
+    /// Whether the journal is turned off (`journal = false`).
+    #[serde(rename = "journal", serialize_with = "negated_out")]
+    pub no_journal: bool,
+    /// The journal's folder (empty: no default could be had, and none was given).
+    pub journal_dir: PathBuf,
+    /// See [`JournalConfig::max_bytes`].
+    pub journal_max_bytes: u64,
+    /// See [`JournalConfig::max_age`], seconds.
+    pub journal_max_age: f64,
+    /// See [`JournalConfig::max_file_bytes`].
+    pub journal_max_file_bytes: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -271,9 +283,40 @@ impl Args {
                 .check(timeout_secs)?,
             search_regex_bytes: given!(search_regex_bytes, defaults.search_regex_bytes as u64)
                 .check(search_regex_bytes)?,
+            no_journal: switch!(no_journal, false),
+            journal_dir: given!(journal_dir, crate::journal::default_dir().unwrap_or_default())
+                .check(absolute_dir)?,
+            journal_max_bytes: given!(journal_max_bytes, DEFAULT_JOURNAL_MAX_BYTES).check(at_least_kib)?,
+            journal_max_age: given!(journal_max_age, DEFAULT_JOURNAL_MAX_AGE).check(age_secs)?,
+            journal_max_file_bytes: given!(journal_max_file_bytes, DEFAULT_JOURNAL_MAX_FILE_BYTES).any(),
             config_file,
         })
     }
+}
+
+/// The journal's default byte cap: 1 GiB.
+const DEFAULT_JOURNAL_MAX_BYTES: u64 = 1 << 30;
+/// Its default age limit: 7 days, in seconds.
+const DEFAULT_JOURNAL_MAX_AGE: f64 = 7.0 * 86_400.0;
+/// Its default per-file cap: 16 MiB.
+const DEFAULT_JOURNAL_MAX_FILE_BYTES: u64 = 16 << 20;
+
+fn age_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
+    let fits = value.is_finite() && (1.0..=3.2e8).contains(&value);
+    checked(key, value, fits, "must be a number of seconds from 1 to 320000000 (about 10 years)")
+}
+
+fn absolute_dir(key: &'static str, dir: PathBuf) -> Result<PathBuf, SettingsError> {
+    if dir.as_os_str().is_empty() || dir.is_absolute() {
+        return Ok(dir);
+    }
+    let value = dir.display().to_string();
+    Err(SettingsError::Value { key, value, origin: String::new(), why: "must be an absolute path" })
+}
+
+/// Writes `no_journal` as the config file's `journal` reads.
+fn negated_out<S: serde::Serializer>(off: &bool, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_bool(!off)
 }
 
 /// `value` when it `fits`; else the error saying `why` it does not.
@@ -421,6 +464,15 @@ impl Settings {
             search_slots: size(self.search_slots),
             search_timeout: Duration::from_secs_f64(self.search_timeout),
             search_regex_bytes: size(self.search_regex_bytes),
+            journal: Some(self.journal_dir.clone())
+                .filter(|dir| !self.no_journal && !dir.as_os_str().is_empty())
+                .map(|dir| JournalConfig {
+                    dir,
+                    max_bytes: self.journal_max_bytes,
+                    max_age: Duration::from_secs_f64(self.journal_max_age),
+                    max_file_bytes: self.journal_max_file_bytes,
+                    fsync: self.fsync,
+                }),
             ..defaults
         }
     }

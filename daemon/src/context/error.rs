@@ -78,6 +78,51 @@ pub enum ContextError {
         /// The path as shown.
         path: String,
     },
+    /// The daemon runs without a journal (`journal = false`, or it could not open one).
+    #[error(
+        "the journal is off in this daemon (journal = false, or another filectxd holds it): nothing is recorded to list or restore"
+    )]
+    JournalOff,
+    /// No journal entry of that id among the paths this session may read.
+    #[error(
+        "no journal entry {entry} among the files this session may read: list them with journal/list (filectx history)"
+    )]
+    NoEntry {
+        /// The id asked for.
+        entry: String,
+    },
+    /// The `undo` tool found no change of this owner to the file.
+    #[error("you have made no change to {path} in this session that can be undone")]
+    NothingToUndo {
+        /// The path as shown.
+        path: String,
+    },
+    /// The entry's content before is not kept (over `journal_max_file_bytes`, or lost).
+    #[error(
+        "{path}: entry {entry} cannot be restored: the content before it was not kept (it was over journal_max_file_bytes)"
+    )]
+    NotRestorable {
+        /// The path as shown.
+        path: String,
+        /// The entry.
+        entry: u64,
+    },
+    /// The file is no longer at the version the entry left; nothing was restored.
+    #[error("{path} has changed since entry {entry}{}; nothing was restored: undo the later changes first, or restore with force to put back the content before entry {entry} anyway", match change {
+        Change::Shown(_) => " (the change since is shown)",
+        Change::TooLarge => " (the change since is too large to show)",
+        Change::Unknown => "",
+    })]
+    Changed {
+        /// The path as shown.
+        path: String,
+        /// The entry.
+        entry: u64,
+        /// The version now (`None`: no file).
+        current: Option<Version>,
+        /// The change from the version the entry left to now.
+        change: Change,
+    },
     /// A gate refused the write or edit; nothing was written.
     #[error("{path} was not changed: {refusal}")]
     GateRefused {
@@ -111,7 +156,12 @@ impl ContextError {
             | Self::Denied { path, .. }
             | Self::Linked { path, .. }
             | Self::Cancelled { path }
+            | Self::NotRestorable { path, .. }
+            | Self::NothingToUndo { path }
+            | Self::Changed { path, .. }
             | Self::GateRefused { path, .. } => path,
+            Self::NoEntry { entry } => entry,
+            Self::JournalOff => "",
         }
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 pub mod deny;
 mod error;
 pub mod gate;
+mod journal;
 pub mod ledger;
 pub mod merge;
 mod observations;
@@ -22,11 +23,13 @@ mod unrecorded;
 use self::deny::{Access, DenyRules};
 pub use self::error::ContextError;
 use self::gate::Gatekeeper;
+pub use self::journal::{JournalPage, RestoreView, UndoView, Who};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::Change;
 use self::step::Passage;
 pub use self::step::{Pending, Step, Warm, WarmRead};
 pub use self::unrecorded::{RawExpectation, Unrecorded};
+use crate::journal::Journal;
 use crate::listing::Listings;
 use crate::provider::resolve::Fence;
 use crate::provider::store::Content;
@@ -86,6 +89,8 @@ pub struct Files {
     provider: Arc<Provider>,
     /// The search listings of the provider's files.
     listings: Arc<Listings>,
+    /// The journal every change is recorded in (`None`: off).
+    journal: Option<Arc<Journal>>,
 }
 
 impl Files {
@@ -108,7 +113,19 @@ impl Files {
             }
         }));
         let listings = Arc::new(Listings::for_provider(&provider));
-        Self { provider, listings }
+        Self { provider, listings, journal: None }
+    }
+
+    /// The same service recording every change in `journal`.
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Self {
+        self.provider.set_recorder(journal.clone());
+        self.journal = Some(journal);
+        self
+    }
+
+    /// The journal, when on.
+    pub fn journal(&self) -> Option<&Arc<Journal>> {
+        self.journal.as_ref()
     }
 
     /// The provider, for the watcher (which invalidates its cache); nothing above the context
@@ -136,7 +153,8 @@ impl Files {
         read_only: bool,
         deny: &'a DenyRules,
     ) -> FileContext<'a> {
-        FileContext::new(&self.provider, &self.listings, scope, observed, read_only).with_deny(deny)
+        let context = FileContext::new(&self.provider, &self.listings, scope, observed, read_only);
+        FileContext { journal: self.journal.as_deref(), ..context.with_deny(deny) }
     }
 
     /// Files with cached state.
@@ -271,6 +289,10 @@ pub struct FileContext<'a> {
     warm_only: bool,
     /// The gates of this call (see [`FileContext::gated`]), when gates are registered.
     gate: Option<&'a dyn Gatekeeper>,
+    /// The journal, when on.
+    journal: Option<&'a Journal>,
+    /// Who makes this call's changes, for the journal (see [`FileContext::by`]).
+    by: Option<Who<'a>>,
 }
 
 impl<'a> FileContext<'a> {
@@ -283,7 +305,23 @@ impl<'a> FileContext<'a> {
         read_only: bool,
     ) -> Self {
         static NONE: std::sync::LazyLock<DenyRules> = std::sync::LazyLock::new(DenyRules::default);
-        Self { provider, listings, scope, observed, read_only, deny: &NONE, warm_only: false, gate: None }
+        Self {
+            provider,
+            listings,
+            scope,
+            observed,
+            read_only,
+            deny: &NONE,
+            warm_only: false,
+            gate: None,
+            journal: None,
+            by: None,
+        }
+    }
+
+    /// The same context, whose changes the journal records as made by `who`.
+    pub fn by(self, who: Who<'a>) -> Self {
+        Self { by: Some(who), ..self }
     }
 
     /// The same context refusing what `deny` names.
@@ -351,6 +389,9 @@ impl<'a> FileContext<'a> {
     fn target(&self, path: &str, access: Access) -> Result<Resolved, ContextError> {
         let mut target = self.resolve(path, access)?;
         self.admit(&target.rel, &target.display, access)?;
+        if access == Access::Write {
+            target.by = self.attribution(false);
+        }
         if access == Access::Write && self.deny.applies(access) {
             target.one_name = true;
             if let Some(found) = target.file {

@@ -106,12 +106,40 @@ pub fn diff(display: &str, old: &[u8], new: &[u8]) -> Change {
 /// [`diff`] with other labels on the two file headers (`--- PATH (old label)`,
 /// `+++ PATH (new label)`).
 pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]) -> Change {
+    match unified(display, labels, old, new, false) {
+        Some((_, true)) => Change::TooLarge,
+        Some((diff, false)) => Change::Shown(diff),
+        None => Change::Unknown,
+    }
+}
+
+/// [`diff_labelled`] cut at the same bounds instead of refused there: the diff up to them (whole
+/// lines), and whether it was cut. `None` when a side is not text.
+pub fn diff_cut(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]) -> Option<(String, bool)> {
+    unified(display, labels, old, new, true)
+}
+
+/// Lines added and removed from `old` to `new` (as [`lines`] gives them); `None` when a side
+/// is not text.
+pub fn stat(old: &[u8], new: &[u8]) -> Option<(u64, u64)> {
+    let (old, new) = (lines(old)?, lines(new)?);
+    let (mut added, mut removed) = (0u64, 0u64);
+    for op in ops(&old, &new) {
+        added += op.new_range().len() as u64 * u64::from(op.tag() != DiffTag::Equal);
+        removed += op.old_range().len() as u64 * u64::from(op.tag() != DiffTag::Equal);
+    }
+    Some((added, removed))
+}
+
+/// The unified diff, and whether it went past the bounds: then cut there when `cut` (else what
+/// was written so far, not to be shown).
+fn unified(display: &str, labels: (&str, &str), old: &[u8], new: &[u8], cut: bool) -> Option<(String, bool)> {
     let (Some(old), Some(new)) = (lines(old), lines(new)) else {
-        return Change::Unknown;
+        return None;
     };
     let groups = similar::group_diff_ops(ops(&old, &new), CONTEXT_LINES);
     if groups.is_empty() {
-        return Change::Shown(String::new());
+        return Some((String::new(), false));
     }
     let mut out = format!("--- {display} ({})\n+++ {display} ({})\n", labels.0, labels.1);
     let mut count = 0usize;
@@ -129,10 +157,18 @@ pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]
         for op in &group {
             let (tag, old_range, new_range) = op.as_tag_tuple();
             let mut push = |sign: char, line: &str| {
+                if count > MAX_DIFF_LINES || out.len() > MAX_DIFF_BYTES {
+                    return;
+                }
+                let at = out.len();
                 out.push(sign);
                 out.push_str(line);
                 out.push('\n');
                 count += 1;
+                if cut && (count > MAX_DIFF_LINES || out.len() > MAX_DIFF_BYTES) {
+                    out.truncate(at);
+                    count = MAX_DIFF_LINES + 1;
+                }
             };
             match tag {
                 DiffTag::Equal => new[new_range].iter().for_each(|line| push(' ', line)),
@@ -144,11 +180,11 @@ pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]
                 }
             }
             if count > MAX_DIFF_LINES || out.len() > MAX_DIFF_BYTES {
-                return Change::TooLarge;
+                return Some((out, true));
             }
         }
     }
-    Change::Shown(out)
+    Some((out, false))
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ mod entry;
 mod error;
 pub mod index;
 mod inplace;
+pub mod journaled;
+mod journaling;
 pub mod leftovers;
 pub mod lock;
 pub mod mmap;
@@ -80,6 +82,8 @@ pub struct Provider {
     watches: Arc<WatchBudget>,
     /// The daemon's own writes, for the watcher (see [`own`]).
     own: OwnWrites,
+    /// The journal attributed changes are recorded in (see [`journaled`]).
+    recorder: std::sync::OnceLock<Arc<dyn journaled::Recorder>>,
 }
 
 impl Provider {
@@ -105,6 +109,7 @@ impl Provider {
             locks: PathLocks::default(),
             hashed: AtomicU64::new(0),
             own: OwnWrites::default(),
+            recorder: std::sync::OnceLock::new(),
         }
     }
 

@@ -10,6 +10,8 @@ use std::io::ErrorKind;
 
 use super::edit::{Region, Replacement};
 use super::error::io_error;
+use super::journaled::ChangeKind;
+use super::journaling::Old;
 use super::outcome::Expect;
 use super::read::read_all_at;
 use super::{Conventions, Expectation, Provider, ProviderError, Resolved, Version};
@@ -144,7 +146,12 @@ impl Provider {
                 if !consistent || prepared.base != Some(current) {
                     return Err(stale(Some(current)));
                 }
-                let landed = self.replace(target, &locked, &prepared.bytes)?;
+                let kind = if prepared.edit.is_some() { ChangeKind::Edit } else { ChangeKind::Write };
+                let old = match &prepared.old {
+                    Some(old) => Old::Known(current, old),
+                    None => Old::Locked(&locked),
+                };
+                let landed = self.replace(target, &locked, &prepared.bytes, kind, old)?;
                 super::write::release(locked, &landed);
                 (false, landed)
             }

@@ -91,6 +91,7 @@ impl Provider {
             rel: rel.to_owned(),
             file: None,
             one_name: false,
+            by: None,
         };
         let current = self.current_version(&target);
         #[cfg(feature = "failpoints")]
@@ -107,6 +108,31 @@ impl Provider {
             ) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`Provider::current_bytes`] of the file at the canonical `path`, looked at beneath the
+    /// one of `roots` that contains it (`None` outside them), for the watcher.
+    pub fn current_bytes_in(
+        &self,
+        path: &Path,
+        roots: &[Root],
+        max_bytes: usize,
+    ) -> Result<Option<(Version, Vec<u8>, u64)>, ProviderError> {
+        let Some((dir, rel)) = resolve::locate(roots, path) else {
+            return Ok(None);
+        };
+        let target = Resolved {
+            path: path.to_owned(),
+            display: path.display().to_string(),
+            exists: true,
+            folder: false,
+            dir: dir.clone(),
+            rel: rel.to_owned(),
+            file: None,
+            one_name: false,
+            by: None,
+        };
+        self.current_bytes(&target, max_bytes)
     }
 
     /// Opens a regular file for reading beneath its root (never following a symlink, never

@@ -52,6 +52,9 @@ pub struct Resolved {
     /// ([`ProviderError::Linked`]) instead of rewriting it in place: set by a caller whose rules
     /// hold for names, which a second name would get around. Resolution leaves it unset.
     pub one_name: bool,
+    /// Who makes a change of it, for the journal (see [`journaled`](super::journaled)): set by
+    /// the layer that knows the session. Resolution leaves it unset (nothing is recorded).
+    pub by: Option<super::journaled::Attribution>,
 }
 
 impl PartialEq for Resolved {
@@ -292,6 +295,7 @@ fn found_at(
 ) -> Resolved {
     Resolved {
         one_name: false,
+        by: None,
         display,
         dir,
         exists: meta.is_some(),

@@ -14,6 +14,8 @@ use super::crash::crash_point;
 use super::edit::{self, Replacement};
 use super::error::io_error;
 use super::index::{self, NotText};
+use super::journaled::ChangeKind;
+use super::journaling::Old;
 use super::lock::{self, LockError};
 use super::outcome::{Expect, Landed};
 use super::read::{read_all_at, regular};
@@ -169,7 +171,8 @@ impl Provider {
                     }
                 }
                 let bytes = self.conventional(target, &locked, content, conventions)?;
-                let landed = self.replace(target, &locked, &bytes)?;
+                let landed =
+                    self.replace(target, &locked, &bytes, ChangeKind::Write, Old::Locked(&locked))?;
                 release(locked, &landed);
                 (false, landed, bytes)
             }
@@ -183,7 +186,8 @@ impl Provider {
                         // It appeared between our stat and our create: replace it instead.
                         let locked = self.lock_file(target)?;
                         let bytes = self.conventional(target, &locked, content, conventions)?;
-                        let landed = self.replace(target, &locked, &bytes)?;
+                        let old = Old::Locked(&locked);
+                        let landed = self.replace(target, &locked, &bytes, ChangeKind::Write, old)?;
                         release(locked, &landed);
                         (false, landed, bytes)
                     }
@@ -281,7 +285,8 @@ impl Provider {
         let edited = self.edited(target, &locked, change, expected)?;
         let (out, replacements, regions) = (edited.out, edited.replacements, edited.regions);
         crash_point!("provider::edit::matched");
-        let landed = self.replace(target, &locked, &out)?;
+        let old = Old::Known(edited.base, &edited.old);
+        let landed = self.replace(target, &locked, &out, ChangeKind::Edit, old)?;
         release(locked, &landed);
         let version = self.remember_written(target, &out, &landed);
         Ok(EditOutcome { replacements, version, links: landed.links, written: out, regions })
@@ -348,6 +353,30 @@ impl Provider {
             applied.text.into_bytes()
         };
         Ok(Edited { old: bytes, base: current, out, replacements, regions })
+    }
+
+    /// Removes the file at `target` if it is at `expected` (a restore of the change that created
+    /// it), under the same locks and version guard as a write, journaled first.
+    pub fn remove(&self, target: &Resolved, expected: Option<Version>) -> Result<(), ProviderError> {
+        self.settle_folder(target);
+        let _guard = self.lock_path(target)?;
+        let locked = self.lock_file(target)?;
+        let current = self.version_of(target, &locked.file, &locked.meta)?;
+        if expected.is_some_and(|expected| expected != current) {
+            return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
+        }
+        let begun = self.journal_begin(target, ChangeKind::Delete, Old::Locked(&locked), None)?;
+        let (dir, name) = self.parent_of(target)?;
+        self.own.expect(&target.path);
+        let removed = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty());
+        self.own.abandon(&target.path);
+        self.forget(&target.path);
+        removed.map_err(|e| io_error(&target.display, "remove", e.into()))?;
+        if let Some(begun) = begun {
+            begun.landed();
+        }
+        drop(locked);
+        self.sync_dir(&dir, target)
     }
 
     /// The version of bytes we just wrote. What was cached for the file is dropped: an entry
@@ -452,9 +481,26 @@ impl Provider {
 
     /// Replaces an existing (locked) file's content: atomically by rename, or in place (under
     /// the locks) when the file has several hard links, so that it stays one file shared by all
-    /// of them (see [`inplace`](super::inplace): old or new content, never a mix). Returns
-    /// where it landed.
+    /// of them (see [`inplace`](super::inplace): old or new content, never a mix). The change
+    /// (`kind`, replacing `old`) is journaled before anything lands. Returns where it landed.
     pub(super) fn replace(
+        &self,
+        target: &Resolved,
+        locked: &lock::LockedFile,
+        bytes: &[u8],
+        kind: ChangeKind,
+        old: Old<'_>,
+    ) -> Result<Landed, ProviderError> {
+        let begun = self.journal_begin(target, kind, old, Some(bytes))?;
+        let landed = self.replace_journaled(target, locked, bytes)?;
+        if let Some(begun) = begun {
+            begun.landed();
+        }
+        Ok(landed)
+    }
+
+    /// [`Provider::replace`] once its change is journaled.
+    fn replace_journaled(
         &self,
         target: &Resolved,
         locked: &lock::LockedFile,
@@ -574,14 +620,30 @@ impl Provider {
     /// where it landed (one hard link).
     pub(super) fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<Landed, ProviderError> {
         let (dir, name) = self.make_parent(target)?;
+        let begun = self.journal_begin(target, ChangeKind::Create, Old::Absent, Some(bytes))?;
+        let landed = self.create_in(target, &dir, name, bytes)?;
+        if let Some(begun) = begun {
+            begun.landed();
+        }
+        Ok(landed)
+    }
+
+    /// [`Provider::create`] once its change is journaled, in the folder `dir` made for it.
+    fn create_in(
+        &self,
+        target: &Resolved,
+        dir: &OwnedFd,
+        name: &OsStr,
+        bytes: &[u8],
+    ) -> Result<Landed, ProviderError> {
         let dir_path = target.path.parent().unwrap_or(Path::new("/"));
         let mode = 0o666 & !*leftovers::UMASK;
-        let (temp, file) = self.stage(&dir, dir_path, target, bytes, mode, None)?;
-        let moved = self.land(&dir, &temp, file, name, target, rustix::fs::RenameFlags::NOREPLACE);
+        let (temp, file) = self.stage(dir, dir_path, target, bytes, mode, None)?;
+        let moved = self.land(dir, &temp, file, name, target, rustix::fs::RenameFlags::NOREPLACE);
         let result = match moved {
             Ok(landed) => {
                 crash_point!("provider::create::renamed");
-                self.sync_dir(&dir, target)?;
+                self.sync_dir(dir, target)?;
                 return Ok(landed);
             }
             Err(rustix::io::Errno::EXIST) => {
@@ -589,7 +651,7 @@ impl Provider {
             }
             // Filesystems without RENAME_NOREPLACE: link(2) also refuses to clobber.
             Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS | rustix::io::Errno::NOTSUP) => {
-                match rustix::fs::linkat(&dir, temp.as_str(), &dir, name, rustix::fs::AtFlags::empty()) {
+                match rustix::fs::linkat(dir, temp.as_str(), dir, name, rustix::fs::AtFlags::empty()) {
                     Ok(()) => Ok(1),
                     Err(rustix::io::Errno::EXIST) => {
                         Err(ProviderError::AlreadyExists { path: target.display.clone() })
@@ -599,9 +661,9 @@ impl Provider {
             }
             Err(errno) => Err(io_error(&target.display, "create", errno.into())),
         };
-        let _ = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
+        let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
         result?;
-        self.sync_dir(&dir, target)?;
+        self.sync_dir(dir, target)?;
         Ok(Landed { renamed: false, links: 1, fingerprint: None })
     }
 }

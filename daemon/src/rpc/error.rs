@@ -102,7 +102,10 @@ pub fn code(err: &ContextError) -> FsErrorCode {
             ProviderError::Io { .. } => FsErrorCode::Io,
         },
         ContextError::NotObserved { .. } | ContextError::Exists { .. } => FsErrorCode::NotObserved,
-        ContextError::Stale { .. } => FsErrorCode::StaleVersion,
+        ContextError::Stale { .. } | ContextError::Changed { .. } => FsErrorCode::StaleVersion,
+        ContextError::JournalOff => FsErrorCode::InvalidArgument,
+        ContextError::NoEntry { .. } | ContextError::NothingToUndo { .. } => FsErrorCode::NotFound,
+        ContextError::NotRestorable { .. } => FsErrorCode::TooLarge,
         ContextError::ReadOnly { .. }
         | ContextError::Denied { .. }
         | ContextError::Linked { .. }
@@ -133,6 +136,13 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
                 map.insert("diff".into(), diff.into());
             }
             map.insert("reauthorized".into(), change.reauthorized().into());
+        }
+        ContextError::Changed { current, change, entry, .. } => {
+            map.insert("entry".into(), entry.to_string().into());
+            map.insert("currentVersion".into(), current.map(|v| v.to_string()).into());
+            if let Some(diff) = change.diff() {
+                map.insert("diff".into(), diff.into());
+            }
         }
         ContextError::File(ProviderError::NulInContent { at, .. }) => nul_details(&mut map, at),
         ContextError::File(ProviderError::TooLarge { size, limit, .. }) => {

@@ -31,7 +31,10 @@ use crate::session::owners::Owner;
 use crate::tools;
 
 /// The owner a request names, made on first use; `None` when it names none (the default owner).
-fn named_owner(ext: &Extensions, name: Option<&str>) -> Result<Option<Arc<Owner>>, ErrorObjectOwned> {
+pub(super) fn named_owner(
+    ext: &Extensions,
+    name: Option<&str>,
+) -> Result<Option<Arc<Owner>>, ErrorObjectOwned> {
     let Some(name) = name else { return Ok(None) };
     Ok(Some(session_of(ext)?.owners().get(Some(name))?))
 }
@@ -154,7 +157,7 @@ fn tool_result(outcome: Result<String, tools::Failure>) -> CallToolResult {
 /// What a write or edit of the file context answered, made into `f(answer)` on the wire (its
 /// failure mapped as every file method maps it): now, or once its pending change is committed
 /// or refused.
-fn wire<T: 'static, U: 'static>(
+pub(super) fn wire<T: 'static, U: 'static>(
     files: &FileContext<'_>,
     stepped: Result<Step<T>, ContextError>,
     f: impl FnOnce(T) -> U + Send + 'static,
@@ -211,7 +214,9 @@ async fn tool_call(
 ) -> Result<Ready<CallToolResult>, ErrorObjectOwned> {
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
-    let params_writes = params.name == ToolName::Write.as_str() || params.name == ToolName::Edit.as_str();
+    let params_writes = params.name == ToolName::Write.as_str()
+        || params.name == ToolName::Edit.as_str()
+        || params.name == ToolName::Undo.as_str();
     let is_search = params.name == ToolName::Glob.as_str() || params.name == ToolName::Grep.as_str();
     let session = session_of(&ext)?;
     let owner = match session.owners().get(params.owner.as_deref()) {

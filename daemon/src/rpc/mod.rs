@@ -5,6 +5,7 @@
 pub mod error;
 mod files;
 mod gate;
+mod journal;
 mod run;
 pub mod slots;
 mod stream;
@@ -50,6 +51,7 @@ pub const FEATURES: &[&str] = &[
     features::SEARCH,
     features::GATE,
     features::STALE_EDITS,
+    features::JOURNAL,
 ];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
@@ -256,6 +258,7 @@ fn initialize_result(
             features: FEATURES
                 .iter()
                 .filter(|f| ctx.gates.enabled() || **f != features::GATE)
+                .filter(|f| ctx.files.journal().is_some() || **f != features::JOURNAL)
                 .map(|f| (*f).to_owned())
                 .collect(),
         },
@@ -372,7 +375,11 @@ fn status(
     let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
     let descriptors = ctx.policy.descriptors.usage();
     let (watches_held, watches_cap) = ctx.files.watches();
+    let journal = ctx.files.journal().map(|journal| journal.stats());
     Ok(DaemonStatus {
+        journal: journal.is_some(),
+        journal_entries: journal.map_or(0, |j| j.entries),
+        journal_bytes: journal.map_or(0, |j| j.bytes),
         version: VERSION.to_owned(),
         pid: std::process::id(),
         uptime_ms: stats.uptime_ms(),
@@ -490,6 +497,9 @@ pub fn methods(
     module.register_async_method(methods::FILE_WRITE, files::file_write)?;
     module.register_async_method(methods::FILE_EDIT, files::file_edit)?;
     module.register_async_method(methods::FILE_STAT, files::file_stat)?;
+    module.register_async_method(methods::JOURNAL_LIST, journal::journal_list)?;
+    module.register_async_method(methods::JOURNAL_DIFF, journal::journal_diff)?;
+    module.register_async_method(methods::JOURNAL_RESTORE, journal::journal_restore)?;
     module.register_async_method(methods::FS_RESOLVE, files::fs_resolve)?;
     module.register_async_method(methods::FS_STAT, files::fs_stat)?;
     module.register_async_method(methods::FS_READ_TEXT, files::fs_read_text)?;

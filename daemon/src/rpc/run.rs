@@ -10,7 +10,7 @@ use jsonrpsee::types::ErrorObjectOwned;
 
 use super::slots::FileSlots;
 use super::{Cancel, ServerContext, cancelled, internal, session_of};
-use crate::context::{FileContext, Files, Scope, Step};
+use crate::context::{FileContext, Files, Scope, Step, Who};
 use crate::gate::{Asked, Verdict, Writer};
 use crate::session::owners::Owner;
 use crate::session::{Session, SessionOptions};
@@ -94,7 +94,12 @@ pub(super) fn context_of<'a>(
 ) -> FileContext<'a> {
     let scope = Scope { roots: &options.roots, cwd: &options.cwd };
     let observed = owner.map_or_else(|| session.observations(), Owner::observations);
-    files.context(scope, observed, options.read_only, &options.deny)
+    let who = Who {
+        session: session.id(),
+        client: options.client.as_ref().map(|client| client.name.as_str()),
+        owner: owner.and_then(Owner::name),
+    };
+    files.context(scope, observed, options.read_only, &options.deny).by(who)
 }
 
 /// Runs `work` once right here on the async worker, with the session's file context in

@@ -6,7 +6,7 @@ use std::num::NonZeroU64;
 
 use filectx_protocol::tools::{
     ArgumentError, EditArgs, GlobArgs, GrepArgs, GrepOutputMode, READ_LINE_LIMIT, ReadArgs, ToolArguments,
-    WriteArgs,
+    UndoArgs, WriteArgs,
 };
 use filectx_protocol::{StaleEdits, ToolName};
 use serde_json::Value;
@@ -87,6 +87,7 @@ enum Parsed<'a> {
     Edit(EditArgs<'a>),
     Glob(GlobArgs<'a>),
     Grep(GrepArgs<'a>),
+    Undo(UndoArgs<'a>),
 }
 
 /// The arguments of a `tool` call read into its type, or the text saying what does not fit
@@ -98,6 +99,7 @@ fn parse(tool: ToolName, args: &Value) -> Result<Parsed<'_>, Invalid> {
         ToolName::Edit => Parsed::Edit(arguments(args)?),
         ToolName::Glob => Parsed::Glob(arguments(args)?),
         ToolName::Grep => Parsed::Grep(arguments(args)?),
+        ToolName::Undo => Parsed::Undo(arguments(args)?),
     })
 }
 
@@ -109,6 +111,7 @@ enum Args<'a> {
     Edit { path: &'a str, change: Replacement<'a> },
     Glob { pattern: &'a str, path: Option<&'a str> },
     Grep(GrepRequest<'a>),
+    Undo { path: &'a str },
 }
 
 /// What the parsed arguments ask, checked against the rules a schema cannot state (an edit's
@@ -138,6 +141,7 @@ fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64) -> Result<Args<'a>, Invalid>
             Args::Edit { path: &edit.file_path, change }
         }
         Parsed::Glob(glob) => Args::Glob { pattern: &glob.pattern, path: glob.path.as_deref() },
+        Parsed::Undo(undo) => Args::Undo { path: &undo.file_path },
         Parsed::Grep(grep) => Args::Grep(GrepRequest {
             pattern: &grep.pattern,
             path: grep.path.as_deref(),
@@ -216,6 +220,9 @@ fn run(
             return searched(search::glob(ctx, pattern, path, options.read_max_bytes, limits), name);
         }
         Args::Grep(request) => return searched(search::grep(ctx, &request, limits), name),
+        Args::Undo { path } => {
+            (ctx.undo(path).map(|step| step.map(|view| Text::Plain(render::undo(&view)))), path)
+        }
     };
     let budget = options.read_max_bytes;
     Ok(match outcome {

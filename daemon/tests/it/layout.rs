@@ -499,7 +499,7 @@ fn module_arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
 const FLOORS: &[&[&str]] = &[
     &["json", "lru", "random", "memory", "stats", "descriptors", "listen"],
     &["provider"],
-    &["listing"],
+    &["listing", "journal"],
     &["context"],
     &["watch"],
     &["session"],

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use args::{EditArgs, GlobArgs, GrepArgs, GrepOutputMode, ReadArgs, ToolArguments, WriteArgs};
+pub use args::{EditArgs, GlobArgs, GrepArgs, GrepOutputMode, ReadArgs, ToolArguments, UndoArgs, WriteArgs};
 pub use check::{ArgumentError, parse};
 pub use name::ToolName;
 pub use schema::input_schema;
@@ -89,14 +89,21 @@ KiB by default); a footer says what was left out and how to narrow. A `content` 
 shows lines of a file counts as a read of that file: you may then edit it without a read, \
 until someone else changes it.";
 
+const UNDO_DESCRIPTION: &str = "Undo your last change to a file: puts it back exactly as it was \
+before your most recent write, edit or undo of it in this session (an undo of a file you \
+created removes it; an undo right after an undo redoes). Only when nobody changed the file since \
+your change: otherwise nothing is restored and the error shows what changed since. The answer \
+says what was put back; the file then counts as read.";
+
 /// Each tool's input schema, derived once (in [`ToolName::ALL`]'s order).
-static INPUT_SCHEMAS: LazyLock<[Value; 5]> = LazyLock::new(|| {
+static INPUT_SCHEMAS: LazyLock<[Value; 6]> = LazyLock::new(|| {
     ToolName::ALL.map(|tool| match tool {
         ToolName::Read => input_schema::<ReadArgs<'_>>(),
         ToolName::Write => input_schema::<WriteArgs<'_>>(),
         ToolName::Edit => input_schema::<EditArgs<'_>>(),
         ToolName::Glob => input_schema::<GlobArgs<'_>>(),
         ToolName::Grep => input_schema::<GrepArgs<'_>>(),
+        ToolName::Undo => input_schema::<UndoArgs<'_>>(),
     })
 });
 
@@ -108,6 +115,7 @@ pub fn descriptor(tool: ToolName) -> ToolDescriptor {
         ToolName::Edit => EDIT_DESCRIPTION,
         ToolName::Glob => GLOB_DESCRIPTION,
         ToolName::Grep => GREP_DESCRIPTION,
+        ToolName::Undo => UNDO_DESCRIPTION,
     };
     let input_schema = INPUT_SCHEMAS[tool as usize].clone();
     ToolDescriptor { name: tool.as_str().to_owned(), description: description.to_owned(), input_schema }

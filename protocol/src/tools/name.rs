@@ -18,11 +18,13 @@ pub enum ToolName {
     Glob,
     /// Search file contents with a regular expression.
     Grep,
+    /// Put a file back as it was before this agent's last change to it (the journal's).
+    Undo,
 }
 
 impl ToolName {
     /// All tools, in listing order.
-    pub const ALL: [ToolName; 5] = [Self::Read, Self::Write, Self::Edit, Self::Glob, Self::Grep];
+    pub const ALL: [ToolName; 6] = [Self::Read, Self::Write, Self::Edit, Self::Glob, Self::Grep, Self::Undo];
 
     /// The tools of a session that names none in `initialize` (the search tools must be asked
     /// for, so older agents see the tool list they were built for).
@@ -36,6 +38,7 @@ impl ToolName {
             Self::Edit => "edit",
             Self::Glob => "glob",
             Self::Grep => "grep",
+            Self::Undo => "undo",
         }
     }
 
@@ -46,7 +49,7 @@ impl ToolName {
 
     /// Whether calling this tool changes files.
     pub const fn writes(self) -> bool {
-        matches!(self, Self::Write | Self::Edit)
+        matches!(self, Self::Write | Self::Edit | Self::Undo)
     }
 }
 

@@ -34,6 +34,7 @@ mod gate;
 mod gate_cli;
 mod harness;
 mod huge;
+mod journal;
 mod large;
 mod lifecycle;
 mod mcp;

@@ -329,6 +329,9 @@ mod tests {
             search_memory_bytes: 96 << 20,
             watches_held: 3,
             watches_cap: 16384,
+            journal: true,
+            journal_entries: 12,
+            journal_bytes: 40_960,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");

@@ -1,7 +1,7 @@
 //! The texts of a successful write or edit (the edited places numbered as a read numbers
 //! them), of an edit merged over an outside change, and of a refusal that shows an unread file.
 
-use crate::context::{EditView, ReadView, WriteView};
+use crate::context::{EditView, ReadView, UndoView, WriteView};
 
 /// Most bytes of numbered lines an edit's text shows.
 const EDIT_SHOWN_BYTES: usize = 2048;
@@ -9,6 +9,25 @@ const EDIT_SHOWN_BYTES: usize = 2048;
 /// The text of a successful write.
 pub fn write(view: &WriteView) -> String {
     if view.created { format!("Created {}.", view.display) } else { format!("Overwrote {}.", view.display) }
+}
+
+/// The text of a successful undo: what was undone, and how the file stands.
+pub fn undo(view: &UndoView) -> String {
+    use crate::journal::Operation;
+    let path = &view.restore.display;
+    match (view.undone, view.restore.version) {
+        (_, None) => format!("Undid your creation of {path}: it is removed."),
+        (Operation::Delete, Some(_)) => {
+            format!("Undid your removal of {path}: it is back, and counts as read.")
+        }
+        (Operation::Restore, Some(_)) => {
+            format!("Undid your undo of {path}: your change is back, and the file counts as read.")
+        }
+        (operation, Some(_)) => format!(
+            "Undid your last {} of {path}: it is back as it was before, and counts as read.",
+            operation.as_str()
+        ),
+    }
 }
 
 /// The text of a successful edit: the count (when more than one), then the edited places of the

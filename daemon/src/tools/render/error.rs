@@ -28,6 +28,14 @@ pub fn error(err: &ContextError, tool: &str) -> String {
              change it under its other names, which this session's deny rules cannot see. The \
              file is unchanged; ask the user to give it a single name if it should be changed."
         ),
+        ContextError::Changed { change: Change::Shown(diff), .. } => format!(
+            "{path} changed since your change to it, so nothing was undone. What changed since:\n{diff}\
+             Read it and edit it yourself if your change should still go."
+        ),
+        ContextError::Changed { .. } => format!(
+            "{path} changed since your change to it, so nothing was undone. Read it and edit it \
+             yourself if your change should still go."
+        ),
         ContextError::NotObserved { .. } => format!(
             "{path} was not read in this session (or too long ago to be remembered). Read it (any \
              window), then retry the {tool}."

@@ -15,6 +15,6 @@ mod change;
 mod error;
 mod read;
 
-pub use change::{edit, edit_over, not_read_shown, write};
+pub use change::{edit, edit_over, not_read_shown, undo, write};
 pub use error::error;
 pub use read::{CUT_SUFFIX, JsonText, Sink, read, read_json, read_request};

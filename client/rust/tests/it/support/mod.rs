@@ -233,6 +233,9 @@ pub fn status() -> DaemonStatus {
         search_memory_bytes: 96 << 20,
         watches_held: 0,
         watches_cap: 0,
+        journal: true,
+        journal_entries: 12,
+        journal_bytes: 40_960,
     }
 }
 

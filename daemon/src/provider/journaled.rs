@@ -1,0 +1,75 @@
+//! What the provider tells a journal about each change it makes, under the file's locks and
+//! before the new content is moved into place: who makes it ([`Attribution`], set on the
+//! resolved target by the layer that knows the session), what it is, the versions before and
+//! after and their bytes. The journal lives above the provider and registers itself as a
+//! [`Recorder`]; with none registered (or a target no layer attributed) nothing is recorded.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::version::Version;
+
+/// Who makes changes: a session, its client, and the owner inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Author {
+    /// The session's id.
+    pub session: Arc<str>,
+    /// Its client's name (`clientInfo.name`).
+    pub client: Option<Arc<str>>,
+    /// The owner, when one was named.
+    pub owner: Option<Arc<str>>,
+}
+
+/// Who makes one change, and whether it is a restore of an earlier content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribution {
+    /// Who.
+    pub author: Arc<Author>,
+    /// Whether the change puts back an earlier content (`journal/restore`, the `undo` tool).
+    pub restore: bool,
+}
+
+/// What a change does, as the provider knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// A write that creates the file.
+    Create,
+    /// A write that replaces an existing file whole.
+    Write,
+    /// An edit of an existing file.
+    Edit,
+    /// The file is removed.
+    Delete,
+}
+
+/// A change about to land.
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    /// The file, canonical.
+    pub path: &'a Path,
+    /// Who makes it.
+    pub by: &'a Attribution,
+    /// What it does.
+    pub kind: ChangeKind,
+    /// The version replaced (`None`: no file there).
+    pub before: Option<Version>,
+    /// Its bytes, when at most the recorder's [`Recorder::max_file_bytes`].
+    pub before_bytes: Option<&'a [u8]>,
+    /// The version written (`None`: the file is removed).
+    pub after: Option<Version>,
+    /// Its bytes, when at most the recorder's cap.
+    pub after_bytes: Option<&'a [u8]>,
+}
+
+/// A journal of changes, as the provider sees one.
+pub trait Recorder: Send + Sync + std::fmt::Debug {
+    /// The largest version whose bytes the recorder keeps; a change of a larger file is recorded
+    /// without them (and cannot be restored).
+    fn max_file_bytes(&self) -> u64;
+    /// Records `change` before it lands: the bytes before it are kept (durably, when the
+    /// provider syncs) before this returns. Returns the entry's sequence number. An error means
+    /// the journal cannot keep them, and the change is not made.
+    fn begin(&self, change: &Change<'_>) -> std::io::Result<u64>;
+    /// The change begun as `seq` landed (`true`) or did not (`false`: nothing was written).
+    fn end(&self, seq: u64, landed: bool);
+}
