@@ -1,5 +1,7 @@
 """Test harness: starts a real ``filectxd`` in a temp folder on its own socket (the binary from
 env ``FILECTXD``, else ``../../target/debug/filectxd`` relative to the package), and stops it.
+Its ``XDG_STATE_HOME`` is in that folder too, so its journal (and staging token) are its own,
+never the developer's.
 Also the one decision on the tests marked ``plays_another_user`` (they act as uid ``NOBODY``,
 which needs root): skipped and recorded in the file ``FILECTX_SKIPPED_LOG`` names unless root."""
 
@@ -64,7 +66,10 @@ class Daemon:
         self.root.mkdir()
         self.socket = str(self.dir / "run" / "filectx.sock")
         self.log_path = self.dir / "daemon.log"
+        self.state = self.dir / "state"
+        self.state.mkdir(mode=0o700)
         env = {key: value for key, value in os.environ.items() if key != "RUST_LOG"}
+        env["XDG_STATE_HOME"] = str(self.state)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [daemon_binary(), "--socket", self.socket, "--log-level", "info", "--no-fsync", *(extra or [])],

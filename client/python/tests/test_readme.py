@@ -44,9 +44,10 @@ def project(own_daemon: Daemon) -> Daemon:
     return own_daemon
 
 
-def test_the_readme_has_an_async_and_a_sync_example() -> None:
-    assert len(EXAMPLES) == 2
+def test_the_readme_has_an_async_a_sync_and_an_undo_example() -> None:
+    assert len(EXAMPLES) == 3
     assert "asyncio.run(main())" in EXAMPLES[0] and "from filectx.sync import connect" in EXAMPLES[1]
+    assert "journal_restore" in EXAMPLES[2]
 
 
 def test_the_async_example_runs(project: Daemon) -> None:
@@ -62,6 +63,19 @@ def test_the_sync_example_runs(project: Daemon) -> None:
     assert lines[:6] == ["1 1000", "1001 1000", "2001 1000", "3001 1000", "4001 1000", "5001 1"]
     assert re.fullmatch(r"README\.md [0-9a-f]{64}", lines[6])
     assert (project.root / "README.md").read_text().startswith("a line with the typo\n")
+
+
+def test_the_undo_example_runs(own_daemon: Daemon) -> None:
+    if not own_daemon.has_feature("journal"):
+        pytest.skip("this filectxd does not announce the feature `journal`: set FILECTXD to a build with it")
+    out = run(EXAMPLES[2], own_daemon)
+    assert re.search(r"^\S+ edit \S+ \+1 -1$", out, re.M)
+    assert re.search(r"^\S+ create \S+ \+2 -[0?]$", out, re.M)
+    assert re.search(r"^-draft one$", out, re.M) and re.search(r"^changed since:$", out, re.M)
+    assert re.search(r"^-title$", out, re.M)
+    assert re.search(r"^restored notes\.txt in entry \S+$", out, re.M)
+    assert out.rstrip().endswith("['title', 'draft one']")
+    assert (own_daemon.root / "notes.txt").read_text() == "title\ndraft one\n"
 
 
 def test_the_repository_readme_shows_the_tested_sync_example() -> None:

@@ -1,7 +1,7 @@
 // The package's entry point: connect() and the session, the design's interfaces over it, the
 // errors, the socket rules and the generated wire types.
 export { connect, Session, FEATURES } from './session.js';
-export type { ConnectOptions, CallOptions, OwnerCallOptions, Gate, Disposable } from './session.js';
+export type { ConnectOptions, CallOptions, OwnerCallOptions, JournalRestoreOptions, Gate, Disposable } from './session.js';
 export { TextStream } from './stream.js';
 export {
   FsError,

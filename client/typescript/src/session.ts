@@ -27,6 +27,12 @@ import type {
   FsWriteParams,
   InitializeParams,
   InitializeResult,
+  JournalDiffResult,
+  JournalEntry,
+  JournalListParams,
+  JournalListResult,
+  JournalRestoreParams,
+  JournalRestoreResult,
   ReadParams,
   ReadResult,
   ResolveResult,
@@ -56,6 +62,7 @@ export const FEATURES = {
   search: 'search',
   gate: 'gate',
   staleEdits: 'staleEdits',
+  journal: 'journal',
 } as const;
 
 /** What `connect` needs: where the daemon is, and the session's `initialize` options. */
@@ -101,6 +108,15 @@ export interface CallOptions {
 export interface OwnerCallOptions extends CallOptions {
   /** The sub-agent whose observations the call uses and records; absent: the session's default owner. */
   owner?: string;
+}
+
+/** Options of {@link Session.journalRestore}. */
+export interface JournalRestoreOptions extends OwnerCallOptions {
+  /**
+   * Restore even when the file changed since the entry; default `false`: then the restore is
+   * `FsError` `FS_STALE_VERSION`, whose `data.diff` is the change since the entry.
+   */
+  force?: boolean;
 }
 
 /** A registered gate. */
@@ -394,6 +410,65 @@ export class Session {
     await this.channel.request('session/contextReset', owner === undefined ? {} : { owner }, {
       signal: options?.signal,
     });
+  }
+
+  /**
+   * `journal/list` (feature `journal`): the changes the daemon recorded, newest first, that this
+   * session may read: every filter optional (`path`: a file or a folder, inside the roots, else
+   * `FS_OUTSIDE_ROOT`; `sessionId`, `owner`, `since` in ms since the epoch), at most `limit` (default
+   * 50, at most 1000). When `cursor` is in the result, more match: pass it as `cursor` for the
+   * next page, or use {@link journalEntries}.
+   */
+  async journalList(params: JournalListParams = {}, options?: CallOptions): Promise<JournalListResult> {
+    this.require(FEATURES.journal);
+    return this.channel.request('journal/list', params, { signal: options?.signal });
+  }
+
+  /**
+   * Every entry `journal/list` matches, newest first, page after page (`params.limit` entries a
+   * request), following each page's `cursor` until the last.
+   */
+  async *journalEntries(
+    params: Omit<JournalListParams, 'cursor'> = {},
+    options?: CallOptions,
+  ): AsyncGenerator<JournalEntry, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page: JournalListResult = await this.journalList(cursor === undefined ? params : { ...params, cursor }, options);
+      yield* page.entries;
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /**
+   * `journal/diff` (feature `journal`): the unified diff of one entry's change, from before
+   * (`--- PATH (before)`) to after (`+++ PATH (after)`); `truncated` when cut at 200 lines or
+   * 16 KiB. An unknown entry, or one this session may not read, is `FsError` `FS_NOT_FOUND`.
+   */
+  async journalDiff(entry: string, options?: CallOptions): Promise<JournalDiffResult> {
+    this.require(FEATURES.journal);
+    return this.channel.request('journal/diff', { entry }, { signal: options?.signal });
+  }
+
+  /**
+   * `journal/restore` (feature `journal`): puts back the content from before `entry` (restoring a
+   * creation deletes the file, a deletion recreates it), itself a new journaled entry (its id is
+   * the result's `entry`: restore that to redo). Only when the file is still at the entry's
+   * `after` version, else `FsError` `FS_STALE_VERSION` with `data.diff` (the change since the
+   * entry; absent when too large), unless `force`. Guarded like a write: `FS_OUTSIDE_ROOT`,
+   * `FS_PERMISSION_DENIED` (a deny rule, a `readOnly` session, a gate's refusal: `data.gate`),
+   * `FS_NOT_FOUND` (no such entry), `FS_TOO_LARGE` (not `restorable`).
+   */
+  async journalRestore(entry: string, options?: JournalRestoreOptions): Promise<JournalRestoreResult> {
+    this.require(FEATURES.journal);
+    const params: JournalRestoreParams = { entry };
+    if (options?.force === true) params.force = true;
+    if (options?.owner !== undefined) {
+      this.require(FEATURES.owners);
+      params.owner = options.owner;
+    }
+    // A restore writes: an aborted one still reports what happened.
+    return this.channel.request('journal/restore', params, { signal: options?.signal, awaitAnswer: true });
   }
 
   /**

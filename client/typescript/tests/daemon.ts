@@ -1,5 +1,7 @@
 // Test harness: starts a real filectxd in a temp folder on its own socket (the binary from env
-// FILECTXD, else ../../target/debug/filectxd relative to the package), and stops it.
+// FILECTXD, else ../../target/debug/filectxd relative to the package), and stops it. Its
+// XDG_STATE_HOME is in that folder too, so its journal (and staging token) are its own, never
+// the developer's.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
@@ -89,10 +91,12 @@ export async function startDaemon(extra: string[] = []): Promise<Daemon> {
   await mkdir(root);
   const socket = join(dir, 'run', 'filectx.sock');
   const logPath = join(dir, 'daemon.log');
+  const state = join(dir, 'state');
+  await mkdir(state, { mode: 0o700 });
   const logFd = openSync(logPath, 'a');
   const child = spawn(daemonBinary(), ['--socket', socket, '--log-level', 'info', '--no-fsync', ...extra], {
     stdio: ['ignore', 'ignore', logFd],
-    env: { ...process.env, RUST_LOG: '' },
+    env: { ...process.env, RUST_LOG: '', XDG_STATE_HOME: state },
   });
   closeSync(logFd);
   const log = () => {

@@ -8,7 +8,7 @@ Cancellation: cancelling the asyncio task of a call (``task.cancel()``, ``asynci
 ``asyncio.wait_for``) sends LSP ``$/cancelRequest {id}``; the daemon withdraws the request if it
 has not started its file work yet, and the call raises :class:`asyncio.CancelledError`. A call
 that changes files (``file.write``, ``file.edit``, ``fs.write_text``, ``fs.edit_text``,
-``tools.call``, ``gate.register``) first waits briefly for the daemon's answer, so that when the
+``tools.call``, ``gate.register``, ``journal_restore``) first waits briefly for the daemon's answer, so that when the
 ``CancelledError`` arrives the change either happened or never will; its message says which
 (:func:`~filectx.cancelled_outcome` reads it on every Python version).
 """
@@ -20,7 +20,7 @@ import inspect
 import os
 import socket as socketlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -46,6 +46,10 @@ from .wire import (
     FileStatResult,
     FsInfo,
     InitializeResult,
+    JournalDiffResult,
+    JournalEntry,
+    JournalListResult,
+    JournalRestoreResult,
     ReadResult,
     ResolveResult,
     StaleEdits,
@@ -79,6 +83,7 @@ class Features:
     SEARCH: Final = "search"
     GATE: Final = "gate"
     STALE_EDITS: Final = "staleEdits"
+    JOURNAL: Final = "journal"
 
 
 # The `initialize` options that need a feature: (field on the wire, feature). An older daemon
@@ -707,6 +712,77 @@ class Session:
         self._owned(owner, params)
         await self._channel.request("session/contextReset", params)
 
+    async def journal_list(
+        self,
+        path: str | None = None,
+        *,
+        session_id: str | None = None,
+        owner: str | None = None,
+        since: int | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> JournalListResult:
+        """``journal/list`` (feature ``journal``): the changes the daemon recorded, newest first,
+        that this session may read. Every filter is optional: ``path`` (a file or a folder,
+        inside the roots, else ``FS_OUTSIDE_ROOT``), ``session_id`` (``"outside"``: the outside
+        changes), ``owner``, ``since`` (milliseconds since the epoch); at most ``limit`` entries
+        (default 50, at most 1000). When the result has a ``cursor``, more match: pass it as
+        ``cursor`` for the next page, or iterate :meth:`journal_entries`."""
+        self.require(Features.JOURNAL)
+        params: dict[str, Any] = {}
+        _put(params, path=path, sessionId=session_id, owner=owner, since=since, cursor=cursor, limit=limit)
+        result: JournalListResult = await self._channel.request("journal/list", params)
+        return result
+
+    async def journal_entries(
+        self,
+        path: str | None = None,
+        *,
+        session_id: str | None = None,
+        owner: str | None = None,
+        since: int | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[JournalEntry]:
+        """Every entry :meth:`journal_list` matches, newest first, page after page (``limit``
+        entries a request), following each page's ``cursor`` until the last."""
+        cursor: str | None = None
+        while True:
+            page = await self.journal_list(
+                path, session_id=session_id, owner=owner, since=since, cursor=cursor, limit=limit
+            )
+            for entry in page["entries"]:
+                yield entry
+            cursor = page.get("cursor")
+            if cursor is None:
+                return
+
+    async def journal_diff(self, entry: str) -> JournalDiffResult:
+        """``journal/diff`` (feature ``journal``): the unified diff of one entry's change, from
+        before (``--- PATH (before)``) to after (``+++ PATH (after)``); ``truncated`` when cut at
+        200 lines or 16 KiB. An unknown entry, or one this session may not read, is
+        :class:`~filectx.FsError` ``FS_NOT_FOUND``."""
+        self.require(Features.JOURNAL)
+        result: JournalDiffResult = await self._channel.request("journal/diff", {"entry": entry})
+        return result
+
+    async def journal_restore(self, entry: str, force: bool = False, owner: str | None = None) -> JournalRestoreResult:
+        """``journal/restore`` (feature ``journal``): puts back the content from before ``entry``
+        (restoring a creation deletes the file, a deletion recreates it), itself a new journaled
+        entry (the result's ``entry``: restore that to redo). Only when the file is still at the
+        entry's ``after`` version, else :class:`~filectx.FsError` ``FS_STALE_VERSION`` with
+        ``data["diff"]`` (the change since the entry; absent when too large), unless ``force``.
+        Guarded like a write: ``FS_OUTSIDE_ROOT``, ``FS_PERMISSION_DENIED`` (a deny rule, a
+        ``read_only`` session, a gate's refusal: ``data["gate"]``), ``FS_NOT_FOUND`` (no such
+        entry), ``FS_TOO_LARGE`` (not ``restorable``). ``owner``: whose observation the restore
+        refreshes (feature ``owners``)."""
+        self.require(Features.JOURNAL)
+        params: dict[str, Any] = {"entry": entry}
+        if force:
+            params["force"] = True
+        self._owned(owner, params)
+        result: JournalRestoreResult = await self._channel.request("journal/restore", params, settle_on_cancel=True)
+        return result
+
     def on_did_change(
         self, listener: Callable[[FileDidChange], None] | Callable[[FileDidChange], Awaitable[None]]
     ) -> Subscription:
@@ -765,6 +841,9 @@ CLIENT_METHODS: Final[dict[str, tuple[type, str]]] = {
     "$/cancelRequest": (Channel, "request"),  # sent when the task awaiting a call is cancelled
     "daemon/status": (Session, "status"),
     "session/contextReset": (Session, "context_reset"),
+    "journal/list": (Session, "journal_list"),  # also Session.journal_entries, page after page
+    "journal/diff": (Session, "journal_diff"),
+    "journal/restore": (Session, "journal_restore"),
     "tools/list": (ToolsApi, "list"),
     "tools/call": (ToolsApi, "call"),
     "file/read": (FileApi, "read"),

@@ -43,6 +43,10 @@ from .wire import (
     FileStatResult,
     FsInfo,
     InitializeResult,
+    JournalDiffResult,
+    JournalEntry,
+    JournalListResult,
+    JournalRestoreResult,
     ReadResult,
     ResolveResult,
     StaleEdits,
@@ -443,6 +447,47 @@ class SyncSession:
 
     def context_reset(self, owner: str | None = None) -> None:
         self._run(self._session.context_reset(owner))
+
+    def journal_list(
+        self,
+        path: str | None = None,
+        *,
+        session_id: str | None = None,
+        owner: str | None = None,
+        since: int | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> JournalListResult:
+        return self._run(
+            self._session.journal_list(
+                path, session_id=session_id, owner=owner, since=since, cursor=cursor, limit=limit
+            )
+        )
+
+    def journal_entries(
+        self,
+        path: str | None = None,
+        *,
+        session_id: str | None = None,
+        owner: str | None = None,
+        since: int | None = None,
+        limit: int | None = None,
+    ) -> Iterator[JournalEntry]:
+        """As :meth:`filectx.Session.journal_entries`: one ``journal/list`` call a page, each
+        under :attr:`timeout`."""
+        cursor: str | None = None
+        while True:
+            page = self.journal_list(path, session_id=session_id, owner=owner, since=since, cursor=cursor, limit=limit)
+            yield from page["entries"]
+            cursor = page.get("cursor")
+            if cursor is None:
+                return
+
+    def journal_diff(self, entry: str) -> JournalDiffResult:
+        return self._run(self._session.journal_diff(entry))
+
+    def journal_restore(self, entry: str, force: bool = False, owner: str | None = None) -> JournalRestoreResult:
+        return self._run(self._session.journal_restore(entry, force, owner))
 
     def on_did_change(self, listener: Callable[[FileDidChange], None]) -> aio.Subscription:
         """As :meth:`filectx.Session.on_did_change`; ``listener`` runs on the loop thread."""

@@ -258,6 +258,17 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     to 512 KiB), at most `--max-cache-bytes`.
     """
 
+    journal: bool
+    """Whether the journal records changes (`journal = false` turns it off)."""
+
+    journalBytes: int
+    """Bytes the journal holds on disk now: its log and the contents it keeps, at most
+    `journal_max_bytes`.
+    """
+
+    journalEntries: int
+    """Entries the journal holds now."""
+
     maxObservedBytes: int
     """The most `observed_bytes` may reach (`max_observed_bytes`): past it the session holding
     the most forgets its least recently used observations.
@@ -778,6 +789,149 @@ class InitializeResult(_InitializeResultRequired, total=False):
     """
 
 
+class JournalDiffParams(TypedDict):
+    """Parameters of `journal/diff`."""
+
+    entry: str
+    """The entry's id."""
+
+
+class JournalDiffResult(TypedDict):
+    """Result of `journal/diff`."""
+
+    diff: str
+    """The unified diff from the content before the entry to the content after it (`--- PATH
+    (before)`, `+++ PATH (after)`, lines as `read` shows them); empty when no line differs.
+    """
+
+    truncated: bool
+    """Whether the diff was cut at the bounds of a stale refusal's (200 lines, 16 KiB)."""
+
+
+JournalOperation: TypeAlias = Literal["create", "write", "edit", "delete", "restore", "outside"]
+"""What a journal entry recorded."""
+
+
+class _JournalEntryRequired(TypedDict):
+    entry: str
+    """The entry's id, for `journal/diff` and `journal/restore` (opaque; today its `seq` in
+    decimal).
+    """
+
+    seq: int
+    """Its sequence number: later changes have larger ones."""
+
+    time: int
+    """When it was made, in milliseconds since the Unix epoch."""
+
+    path: str
+    """The file, canonical (absolute, symlinks resolved)."""
+
+    displayPath: str
+    """The path as shown to this session: relative to its cwd when inside it, else absolute."""
+
+    sessionId: str
+    """The session that made it (`"outside"` for an outside change)."""
+
+    operation: JournalOperation
+    """What it did."""
+
+    restorable: bool
+    """Whether the content before it is kept, so that it can be restored (false: a version was
+    over `journal_max_file_bytes`).
+    """
+
+
+class JournalEntry(_JournalEntryRequired, total=False):
+    """One recorded change."""
+
+    added: int | None
+    """Lines added from before to after (absent when unknown: a version not kept, not text)."""
+
+    after: str | None
+    """The version after (absent: the file was removed)."""
+
+    before: str | None
+    """The version before (absent: there was no file)."""
+
+    clientName: str | None
+    """That session's client (`clientInfo.name`), when it gave one."""
+
+    owner: str | None
+    """The owner that made it, when one was named."""
+
+    removed: int | None
+    """Lines removed from before to after (absent when unknown)."""
+
+
+class JournalListParams(TypedDict, total=False):
+    """Parameters of `journal/list`: which entries, newest first. Every filter is optional."""
+
+    cursor: str | None
+    """Continue after the last page: the `cursor` the previous answer gave."""
+
+    limit: int | None
+    """Most entries in this page (default 50, at most 1000)."""
+
+    owner: str | None
+    """Only the changes of this owner."""
+
+    path: str | None
+    """A file, or a folder (every file beneath it): absolute, or relative to the session's cwd.
+    It must lie inside the session's roots.
+    """
+
+    sessionId: str | None
+    """Only the changes of this session (`"outside"`: only outside changes)."""
+
+    since: int | None
+    """Only changes at or after this time (milliseconds since the Unix epoch)."""
+
+
+class _JournalListResultRequired(TypedDict):
+    entries: list[JournalEntry]
+    """The entries, newest first."""
+
+
+class JournalListResult(_JournalListResultRequired, total=False):
+    """Result of `journal/list`."""
+
+    cursor: str | None
+    """Present when more entries match: pass it as `cursor` for the next page."""
+
+
+class _JournalRestoreParamsRequired(TypedDict):
+    entry: str
+    """The entry whose change to undo."""
+
+
+class JournalRestoreParams(_JournalRestoreParamsRequired, total=False):
+    """Parameters of `journal/restore`."""
+
+    force: bool
+    """Restore even when the file changed since the entry (default false: such a restore is
+    `FS_STALE_VERSION` with `data.diff`, the change since the entry).
+    """
+
+    owner: str | None
+    """Whose observation the restore refreshes; absent: the session's default owner."""
+
+
+class _JournalRestoreResultRequired(TypedDict):
+    entry: str
+    """The journal entry the restore itself made (undo it to redo)."""
+
+    displayPath: str
+    """The file as shown to this session."""
+
+
+class JournalRestoreResult(_JournalRestoreResultRequired, total=False):
+    """Result of `journal/restore`."""
+
+    version: str | None
+    """The version written (absent: the restore removed the file)."""
+
+
 class PathParams(TypedDict):
     """Parameters of `file/stat`, `fs/stat` and `fs/resolve`."""
 
@@ -1078,6 +1232,9 @@ METHODS: Final[dict[str, MethodInfo]] = {
     "gate/unregister": {"kind": "request", "direction": "clientToServer", "params": "GateUnregisterParams", "result": None},
     "gate/writeIntent": {"kind": "request", "direction": "serverToClient", "params": "WriteIntentParams", "result": "WriteIntentResult"},
     "initialize": {"kind": "request", "direction": "clientToServer", "params": "InitializeParams", "result": "InitializeResult"},
+    "journal/diff": {"kind": "request", "direction": "clientToServer", "params": "JournalDiffParams", "result": "JournalDiffResult"},
+    "journal/list": {"kind": "request", "direction": "clientToServer", "params": "JournalListParams", "result": "JournalListResult"},
+    "journal/restore": {"kind": "request", "direction": "clientToServer", "params": "JournalRestoreParams", "result": "JournalRestoreResult"},
     "session/contextReset": {"kind": "request", "direction": "clientToServer", "params": "ContextResetParams", "result": None},
     "shutdown": {"kind": "request", "direction": "clientToServer", "params": None, "result": None},
     "tools/call": {"kind": "request", "direction": "clientToServer", "params": "CallToolParams", "result": "CallToolResult"},

@@ -130,6 +130,13 @@ export type GateOutcome = 'denied' | 'timeout' | 'disconnected';
  */
 export type StaleEdits = 'refuse' | 'merge';
 /**
+ * What a journal entry recorded.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "JournalOperation".
+ */
+export type JournalOperation = 'create' | 'write' | 'edit' | 'delete' | 'restore' | 'outside';
+/**
  * Params of `fs/streamCancel`: a one-element array holding the subscription id.
  *
  * @minItems 1
@@ -201,6 +208,14 @@ export interface WireTypes {
   InitializeParams: InitializeParams;
   InitializeResult: InitializeResult;
   IntentWithdrawal: IntentWithdrawal;
+  JournalDiffParams: JournalDiffParams;
+  JournalDiffResult: JournalDiffResult;
+  JournalEntry: JournalEntry;
+  JournalListParams: JournalListParams;
+  JournalListResult: JournalListResult;
+  JournalOperation: JournalOperation;
+  JournalRestoreParams: JournalRestoreParams;
+  JournalRestoreResult: JournalRestoreResult;
   Limits: Limits;
   PathParams: PathParams;
   ReadParams: ReadParams;
@@ -427,6 +442,19 @@ export interface DaemonStatus {
    * to 512 KiB), at most `--max-cache-bytes`.
    */
   indexBytes?: number;
+  /**
+   * Whether the journal records changes (`journal = false` turns it off).
+   */
+  journal?: boolean;
+  /**
+   * Bytes the journal holds on disk now: its log and the contents it keeps, at most
+   * `journal_max_bytes`.
+   */
+  journalBytes?: number;
+  /**
+   * Entries the journal holds now.
+   */
+  journalEntries?: number;
   /**
    * Bytes of files currently memory-mapped.
    */
@@ -1109,6 +1137,191 @@ export interface ServerInfo {
   version: string;
 }
 /**
+ * Parameters of `journal/diff`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "JournalDiffParams".
+ */
+export interface JournalDiffParams {
+  /**
+   * The entry's id.
+   */
+  entry: string;
+}
+/**
+ * Result of `journal/diff`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "JournalDiffResult".
+ */
+export interface JournalDiffResult {
+  /**
+   * The unified diff from the content before the entry to the content after it (`--- PATH
+   * (before)`, `+++ PATH (after)`, lines as `read` shows them); empty when no line differs.
+   */
+  diff: string;
+  /**
+   * Whether the diff was cut at the bounds of a stale refusal's (200 lines, 16 KiB).
+   */
+  truncated: boolean;
+}
+/**
+ * One recorded change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "JournalEntry".
+ */
+export interface JournalEntry {
+  /**
+   * Lines added from before to after (absent when unknown: a version not kept, not text).
+   */
+  added?: number | null;
+  /**
+   * The version after (absent: the file was removed).
+   */
+  after?: string | null;
+  /**
+   * The version before (absent: there was no file).
+   */
+  before?: string | null;
+  /**
+   * That session's client (`clientInfo.name`), when it gave one.
+   */
+  clientName?: string | null;
+  /**
+   * The path as shown to this session: relative to its cwd when inside it, else absolute.
+   */
+  displayPath: string;
+  /**
+   * The entry's id, for `journal/diff` and `journal/restore` (opaque; today its `seq` in
+   * decimal).
+   */
+  entry: string;
+  /**
+   * What it did.
+   */
+  operation: JournalOperation;
+  /**
+   * The owner that made it, when one was named.
+   */
+  owner?: string | null;
+  /**
+   * The file, canonical (absolute, symlinks resolved).
+   */
+  path: string;
+  /**
+   * Lines removed from before to after (absent when unknown).
+   */
+  removed?: number | null;
+  /**
+   * Whether the content before it is kept, so that it can be restored (false: a version was
+   * over `journal_max_file_bytes`).
+   */
+  restorable: boolean;
+  /**
+   * Its sequence number: later changes have larger ones.
+   */
+  seq: number;
+  /**
+   * The session that made it (`"outside"` for an outside change).
+   */
+  sessionId: string;
+  /**
+   * When it was made, in milliseconds since the Unix epoch.
+   */
+  time: number;
+}
+/**
+ * Parameters of `journal/list`: which entries, newest first. Every filter is optional.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "JournalListParams".
+ */
+export interface JournalListParams {
+  /**
+   * Continue after the last page: the `cursor` the previous answer gave.
+   */
+  cursor?: string | null;
+  /**
+   * Most entries in this page (default 50, at most 1000).
+   */
+  limit?: number | null;
+  /**
+   * Only the changes of this owner.
+   */
+  owner?: string | null;
+  /**
+   * A file, or a folder (every file beneath it): absolute, or relative to the session's cwd.
+   * It must lie inside the session's roots.
+   */
+  path?: string | null;
+  /**
+   * Only the changes of this session (`"outside"`: only outside changes).
+   */
+  sessionId?: string | null;
+  /**
+   * Only changes at or after this time (milliseconds since the Unix epoch).
+   */
+  since?: number | null;
+}
+/**
+ * Result of `journal/list`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "JournalListResult".
+ */
+export interface JournalListResult {
+  /**
+   * Present when more entries match: pass it as `cursor` for the next page.
+   */
+  cursor?: string | null;
+  /**
+   * The entries, newest first.
+   */
+  entries: JournalEntry[];
+}
+/**
+ * Parameters of `journal/restore`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "JournalRestoreParams".
+ */
+export interface JournalRestoreParams {
+  /**
+   * The entry whose change to undo.
+   */
+  entry: string;
+  /**
+   * Restore even when the file changed since the entry (default false: such a restore is
+   * `FS_STALE_VERSION` with `data.diff`, the change since the entry).
+   */
+  force?: boolean;
+  /**
+   * Whose observation the restore refreshes; absent: the session's default owner.
+   */
+  owner?: string | null;
+}
+/**
+ * Result of `journal/restore`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "JournalRestoreResult".
+ */
+export interface JournalRestoreResult {
+  /**
+   * The file as shown to this session.
+   */
+  displayPath: string;
+  /**
+   * The journal entry the restore itself made (undo it to redo).
+   */
+  entry: string;
+  /**
+   * The version written (absent: the restore removed the file).
+   */
+  version?: string | null;
+}
+/**
  * Parameters of `file/stat`, `fs/stat` and `fs/resolve`.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -1457,6 +1670,9 @@ export interface ClientRequests {
   'gate/register': { params: GateRegisterParams; result: GateRegisterResult };
   'gate/unregister': { params: GateUnregisterParams; result: null };
   'initialize': { params: InitializeParams; result: InitializeResult };
+  'journal/diff': { params: JournalDiffParams; result: JournalDiffResult };
+  'journal/list': { params: JournalListParams; result: JournalListResult };
+  'journal/restore': { params: JournalRestoreParams; result: JournalRestoreResult };
   'session/contextReset': { params: ContextResetParams; result: null };
   'shutdown': { params: undefined; result: null };
   'tools/call': { params: CallToolParams; result: CallToolResult };
@@ -1506,6 +1722,9 @@ export const METHODS = {
   'gate/unregister': { kind: 'request', direction: 'clientToServer' },
   'gate/writeIntent': { kind: 'request', direction: 'serverToClient' },
   'initialize': { kind: 'request', direction: 'clientToServer' },
+  'journal/diff': { kind: 'request', direction: 'clientToServer' },
+  'journal/list': { kind: 'request', direction: 'clientToServer' },
+  'journal/restore': { kind: 'request', direction: 'clientToServer' },
   'session/contextReset': { kind: 'request', direction: 'clientToServer' },
   'shutdown': { kind: 'request', direction: 'clientToServer' },
   'tools/call': { kind: 'request', direction: 'clientToServer' },
