@@ -86,7 +86,7 @@ class CancelParams(TypedDict):
     """The id of the request to cancel."""
 
 
-ToolName: TypeAlias = Literal["read", "write", "edit", "glob", "grep"]
+ToolName: TypeAlias = Literal["read", "write", "edit", "glob", "grep", "undo"]
 """One of the model-facing tools."""
 
 

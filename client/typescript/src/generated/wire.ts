@@ -52,7 +52,7 @@ export type RequestId = number | string;
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "ToolName".
  */
-export type ToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep';
+export type ToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep' | 'undo';
 /**
  * What happens to a write whose gate did not answer in time.
  *
