@@ -81,6 +81,11 @@ pub(super) struct Log {
     fsync: bool,
     segments: Vec<Segment>,
     file: Option<File>,
+    /// Records put off until the next append (the ends of changes), written with it in one
+    /// `write`: an end lost in a crash is settled by looking at the file.
+    deferred: Vec<u8>,
+    /// The largest seq the deferred records name.
+    deferred_seq: u64,
 }
 
 /// What loading read: the records in order, and what it had to repair.
@@ -178,7 +183,7 @@ impl Log {
             }
             segments.push(Segment { path, last_seq, bytes: good_end as u64 });
         }
-        Ok((Self { dir: dir.to_owned(), fsync, segments, file: None }, loaded))
+        Ok((Self { dir: dir.to_owned(), fsync, segments, file: None, deferred: Vec::new(), deferred_seq: 0 }, loaded))
     }
 
     /// Bytes of every segment.
@@ -189,8 +194,10 @@ impl Log {
     /// Appends `record` in one write (synced when `sync` and the daemon syncs); a failed write is
     /// cut off again, so that no torn line stays before the next one.
     pub(super) fn append(&mut self, record: &Record, sync: bool) -> std::io::Result<()> {
-        let seq = seq_of(record);
-        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        let seq = seq_of(record).max(self.deferred_seq);
+        let mut line = std::mem::take(&mut self.deferred);
+        self.deferred_seq = 0;
+        serde_json::to_writer(&mut line, record).map_err(std::io::Error::other)?;
         line.push(b'\n');
         let rotate = self.segments.last().is_none_or(|s| s.bytes >= SEGMENT_BYTES);
         if rotate || self.file.is_none() {
@@ -208,6 +215,33 @@ impl Log {
         if sync && self.fsync {
             file.sync_data()?;
         }
+        Ok(())
+    }
+
+    /// Puts `record` off until the next append (or [`Log::flush`]).
+    pub(super) fn defer(&mut self, record: &Record) {
+        if serde_json::to_writer(&mut self.deferred, record).is_ok() {
+            self.deferred.push(b'\n');
+            self.deferred_seq = self.deferred_seq.max(seq_of(record));
+        }
+    }
+
+    /// Writes what was put off.
+    pub(super) fn flush(&mut self) -> std::io::Result<()> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        let (Some(file), Some(segment)) = (self.file.as_mut(), self.segments.last_mut()) else {
+            return Ok(());
+        };
+        let lines = std::mem::take(&mut self.deferred);
+        if let Err(e) = file.write_all(&lines) {
+            let _ = file.set_len(segment.bytes);
+            return Err(e);
+        }
+        segment.bytes += lines.len() as u64;
+        segment.last_seq = segment.last_seq.max(self.deferred_seq);
+        self.deferred_seq = 0;
         Ok(())
     }
 

@@ -586,6 +586,17 @@ impl Journal {
     }
 }
 
+impl Drop for Journal {
+    fn drop(&mut self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(state) = state.as_mut()
+            && let Err(e) = state.log.flush()
+        {
+            tracing::warn!(%e, "cannot record the ends of the last journaled changes");
+        }
+    }
+}
+
 /// Whether a change begun as `stored` and never ended landed, by its file now: at the version
 /// after it (or gone, for a removal), it did; at the version before, it did not; otherwise the
 /// file changed since, and the entry is kept (it may have landed).
@@ -658,9 +669,8 @@ impl Recorder for Journal {
     fn end(&self, seq: u64, landed: bool) {
         let mut state = self.state();
         let Some(state) = state.as_mut() else { return };
-        if let Err(e) = state.log.append(&Record::End { seq, landed }, false) {
-            tracing::warn!(seq, %e, "cannot record the end of a journaled change");
-        }
+        // Written with the next record: an end a crash loses is settled by the file.
+        state.log.defer(&Record::End { seq, landed });
         let Some(at) = state.index_of(seq) else { return };
         if landed {
             state.entries[at].landed = true;
