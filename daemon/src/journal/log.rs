@@ -183,7 +183,10 @@ impl Log {
             }
             segments.push(Segment { path, last_seq, bytes: good_end as u64 });
         }
-        Ok((Self { dir: dir.to_owned(), fsync, segments, file: None, deferred: Vec::new(), deferred_seq: 0 }, loaded))
+        Ok((
+            Self { dir: dir.to_owned(), fsync, segments, file: None, deferred: Vec::new(), deferred_seq: 0 },
+            loaded,
+        ))
     }
 
     /// Bytes of every segment.
