@@ -135,7 +135,7 @@ fn a_change_left_half_recorded_is_settled_by_its_file() {
                 after_bytes: Some(b"new\n"),
             };
             // Begun, never ended: the daemon died between.
-            std::mem::forget(journal.begin(&change).unwrap());
+            let _seq = journal.begin(&change).unwrap();
         }
     }
     std::fs::write(&landed, b"new\n").unwrap();
