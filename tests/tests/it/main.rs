@@ -35,6 +35,7 @@ mod gate_cli;
 mod harness;
 mod huge;
 mod journal;
+mod journal_attack;
 mod large;
 mod lifecycle;
 mod mcp;
