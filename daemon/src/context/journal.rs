@@ -169,9 +169,10 @@ impl<'a> FileContext<'a> {
         let target = self.resolve(path, Access::Read)?;
         let nothing = || ContextError::NothingToUndo { path: target.display.clone() };
         let who = self.by.ok_or_else(nothing)?;
-        let filter = Filter { path: Some(&target.path), session: Some(who.session), ..Filter::default() };
-        let (entries, _) = journal.list(&filter, usize::MAX, |p| p == target.path && self.visible(p));
-        entries.into_iter().find(|e| e.owner.as_deref() == who.owner).ok_or_else(nothing)
+        journal
+            .newest_of(&target.path, who.session, who.owner)
+            .filter(|found| self.visible(&found.path))
+            .ok_or_else(nothing)
     }
 
     /// Puts `path` back as it was before this owner's newest change to it (guarded as

@@ -18,7 +18,7 @@ mod objects;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -133,8 +133,8 @@ struct State {
     next_seq: u64,
     /// The newest entry of each path, and the version it left.
     last: HashMap<Arc<Path>, (u64, Option<Version>)>,
-    /// Interned session, client and owner names.
-    names: HashSet<Arc<str>>,
+    /// Paths with a change begun and not yet ended, and how many.
+    landing: HashMap<Arc<Path>, usize>,
 }
 
 fn now_ms() -> u64 {
@@ -163,15 +163,6 @@ fn path_from(stored: &Stored) -> Option<PathBuf> {
 }
 
 impl State {
-    fn intern(&mut self, name: &str) -> Arc<str> {
-        if let Some(known) = self.names.get(name) {
-            return known.clone();
-        }
-        let name: Arc<str> = Arc::from(name);
-        self.names.insert(name.clone());
-        name
-    }
-
     fn bytes(&self) -> u64 {
         self.log.bytes() + self.objects.bytes()
     }
@@ -204,9 +195,9 @@ impl State {
             Some(v) => Some(Version::parse(v)?),
             None => None,
         };
-        let session = self.intern(&stored.session);
-        let client = stored.client.as_deref().map(|c| self.intern(c));
-        let owner = stored.owner.as_deref().map(|o| self.intern(o));
+        let session = Arc::from(stored.session.as_str());
+        let client = stored.client.as_deref().map(Arc::from);
+        let owner = stored.owner.as_deref().map(Arc::from);
         Some(Entry {
             seq: stored.seq,
             time: stored.time,
@@ -360,7 +351,7 @@ impl Journal {
             entries: VecDeque::new(),
             next_seq: 1,
             last: HashMap::new(),
-            names: HashSet::new(),
+            landing: HashMap::new(),
         };
         let mut stored_of: HashMap<u64, Stored> = HashMap::new();
         let mut begun: Vec<u64> = Vec::new();
@@ -396,7 +387,7 @@ impl Journal {
             let landed = match ended.get(&seq) {
                 Some(landed) => *landed,
                 None => {
-                    let landed = settle(&stored);
+                    let landed = settle(&stored, self.config.max_file_bytes);
                     settled.push((seq, landed));
                     landed
                 }
@@ -475,6 +466,17 @@ impl Journal {
         (out, false)
     }
 
+    /// The newest landed entry of `path` made by `session` as `owner` (`None`: the default
+    /// owner), among those `visible` accepts.
+    pub fn newest_of(&self, path: &Path, session: &str, owner: Option<&str>) -> Option<Entry> {
+        let state = self.state();
+        let found =
+            state.as_ref()?.entries.iter().rev().find(|e| {
+                e.landed && *e.path == *path && *e.session == *session && e.owner.as_deref() == owner
+            });
+        found.cloned()
+    }
+
     /// The landed entry `seq`.
     pub fn get(&self, seq: u64) -> Option<Entry> {
         let state = self.state();
@@ -514,7 +516,7 @@ impl Journal {
     pub fn outside_base(&self, path: &Path, seen: Version) -> Option<Version> {
         let state = self.state();
         let state = state.as_ref()?;
-        if state.entries.iter().rev().take(64).any(|e| !e.landed && *e.path == *path) {
+        if state.landing.contains_key(path) {
             return None;
         }
         match state.last.get(path) {
@@ -542,7 +544,7 @@ impl Journal {
         let mut state = self.state();
         let state = state.as_mut()?;
         let after_version = after.map(|(v, _)| v);
-        let landing = state.entries.iter().rev().take(64).any(|e| !e.landed && *e.path == *path);
+        let landing = state.landing.contains_key(path);
         let known = state.last.get(path).is_some_and(|(_, last)| *last == after_version);
         if landing || known || Some(before.0) == after_version {
             return None;
@@ -556,7 +558,7 @@ impl Journal {
                 return None;
             }
         };
-        let session = state.intern(OUTSIDE_SESSION);
+        let session = Arc::from(OUTSIDE_SESSION);
         let entry = Entry {
             seq: state.next_seq,
             time: now_ms(),
@@ -600,10 +602,11 @@ impl Drop for Journal {
 /// Whether a change begun as `stored` and never ended landed, by its file now: at the version
 /// after it (or gone, for a removal), it did; at the version before, it did not; otherwise the
 /// file changed since, and the entry is kept (it may have landed).
-fn settle(stored: &Stored) -> bool {
+fn settle(stored: &Stored, max_bytes: u64) -> bool {
     let Some(path) = path_from(stored) else { return false };
-    let now = match std::fs::read(&path) {
-        Ok(bytes) => Some(Version::of(&bytes).to_string()),
+    let now = match read_regular(&path, max_bytes) {
+        Ok(Some(bytes)) => Some(Version::of(&bytes).to_string()),
+        Ok(None) => return true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(_) => return true,
     };
@@ -611,6 +614,26 @@ fn settle(stored: &Stored) -> bool {
         return true;
     }
     now != stored.before
+}
+
+/// The bytes of the regular file at `path`, opened without following a final symlink and
+/// without blocking (a FIFO put there never hangs the load); `None` for anything else, or a
+/// file over `max_bytes` (it is not either version, which the journal kept under that cap, or it
+/// is one not kept: it may have landed).
+fn read_regular(path: &Path, max_bytes: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > max_bytes {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.by_ref().take(max_bytes + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max_bytes).then_some(bytes))
 }
 
 impl Recorder for Journal {
@@ -637,9 +660,7 @@ impl Recorder for Journal {
         let sizes = state.keep(before, after)?;
         crash_point!("journal::kept");
         let author = &change.by.author;
-        let session = state.intern(&author.session);
-        let client = author.client.as_deref().map(|c| state.intern(c));
-        let owner = author.owner.as_deref().map(|o| state.intern(o));
+        let (session, client, owner) = (author.session.clone(), author.client.clone(), author.owner.clone());
         let entry = Entry {
             seq: state.next_seq,
             time: now_ms(),
@@ -662,6 +683,7 @@ impl Recorder for Journal {
         crash_point!("journal::begun");
         state.next_seq += 1;
         let seq = entry.seq;
+        *state.landing.entry(entry.path.clone()).or_default() += 1;
         state.push(entry);
         Ok(seq)
     }
@@ -672,6 +694,13 @@ impl Recorder for Journal {
         // Written with the next record: an end a crash loses is settled by the file.
         state.log.defer(&Record::End { seq, landed });
         let Some(at) = state.index_of(seq) else { return };
+        let path = state.entries[at].path.clone();
+        if let Some(count) = state.landing.get_mut(&path) {
+            *count -= 1;
+            if *count == 0 {
+                state.landing.remove(&path);
+            }
+        }
         if landed {
             state.entries[at].landed = true;
             state.enforce(&self.config);

@@ -273,7 +273,7 @@ impl Leftovers {
     }
 
     /// A name for a new file of this process for `name`.
-    fn temp_name(&self, name: &str, made: Made) -> String {
+    pub(super) fn temp_name(&self, name: &str, made: Made) -> String {
         let (boot, pid, start) = match me() {
             Some(me) => (me.boot.as_str(), me.pid, me.start),
             // Without /proc the creator cannot be named; such files are never cleaned.

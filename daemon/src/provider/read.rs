@@ -73,25 +73,31 @@ fn read_whole_at(file: &File, hint: u64, short_ends_at_hint: bool) -> std::io::R
 /// Largest file a cold read answers on an async worker ([`Provider::read_at_once`]).
 pub const AT_ONCE_READ_BYTES: u64 = 64 * 1024;
 
+/// The canonical `path` as a target beneath the one of `roots` that contains it, for the
+/// watcher, which works on paths it already resolved.
+fn located(path: &Path, roots: &[Root]) -> Option<Resolved> {
+    let (dir, rel) = resolve::locate(roots, path)?;
+    Some(Resolved {
+        path: path.to_owned(),
+        display: path.display().to_string(),
+        exists: true,
+        folder: false,
+        dir: dir.clone(),
+        rel: rel.to_owned(),
+        file: None,
+        one_name: false,
+        by: None,
+    })
+}
+
 impl Provider {
     /// The current version of the regular file at a canonical path, opened beneath the root
     /// of `roots` that contains it; `None` when nothing (or no regular file, or a symlink) is
     /// there now. For the watcher, which works on paths it already resolved. A file that kept
     /// changing while it was hashed is `Err(Busy)`, never `None`: it is there, just not still.
     pub fn current_version_in(&self, path: &Path, roots: &[Root]) -> Result<Option<Version>, ProviderError> {
-        let Some((dir, rel)) = resolve::locate(roots, path) else {
+        let Some(target) = located(path, roots) else {
             return Ok(None);
-        };
-        let target = Resolved {
-            path: path.to_owned(),
-            display: path.display().to_string(),
-            exists: true,
-            folder: false,
-            dir: dir.clone(),
-            rel: rel.to_owned(),
-            file: None,
-            one_name: false,
-            by: None,
         };
         let current = self.current_version(&target);
         #[cfg(feature = "failpoints")]
@@ -118,21 +124,10 @@ impl Provider {
         roots: &[Root],
         max_bytes: usize,
     ) -> Result<Option<(Version, Vec<u8>, u64)>, ProviderError> {
-        let Some((dir, rel)) = resolve::locate(roots, path) else {
-            return Ok(None);
-        };
-        let target = Resolved {
-            path: path.to_owned(),
-            display: path.display().to_string(),
-            exists: true,
-            folder: false,
-            dir: dir.clone(),
-            rel: rel.to_owned(),
-            file: None,
-            one_name: false,
-            by: None,
-        };
-        self.current_bytes(&target, max_bytes)
+        match located(path, roots) {
+            Some(target) => self.current_bytes(&target, max_bytes),
+            None => Ok(None),
+        }
     }
 
     /// Opens a regular file for reading beneath its root (never following a symlink, never

@@ -367,10 +367,38 @@ impl Provider {
         }
         let begun = self.journal_begin(target, ChangeKind::Delete, Old::Locked(&locked), None)?;
         let (dir, name) = self.parent_of(target)?;
+        // Moved aside first, then checked to be the very inode locked and hashed: a file another
+        // process renamed onto the name meanwhile is put back, never removed.
+        let temp = self.leftovers.temp_name(&name.to_string_lossy(), leftovers::Made::Staging);
+        let dir_path = target.path.parent().unwrap_or(Path::new("/"));
+        self.own.stage(dir_path.join(&temp));
         self.own.expect(&target.path);
-        let removed = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty());
-        self.own.abandon(&target.path);
+        let moved = rustix::fs::renameat(&dir, name, &dir, temp.as_str());
         self.forget(&target.path);
+        if let Err(e) = moved {
+            self.own.abandon(&target.path);
+            return Err(io_error(&target.display, "remove", e.into()));
+        }
+        let aside = stat_of(rustix::fs::statx(
+            &dir,
+            temp.as_str(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            STATX_FINGERPRINT,
+        ));
+        let locked_inode = (locked.meta.dev(), locked.meta.ino());
+        if aside.is_none_or(|(found, _)| (found.dev, found.ino) != locked_inode) {
+            let _ = rustix::fs::renameat_with(
+                &dir,
+                temp.as_str(),
+                &dir,
+                name,
+                rustix::fs::RenameFlags::NOREPLACE,
+            );
+            self.own.abandon(&target.path);
+            return Err(ProviderError::StaleVersion { path: target.display.clone(), current: None });
+        }
+        let removed = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
+        self.own.abandon(&target.path);
         removed.map_err(|e| io_error(&target.display, "remove", e.into()))?;
         if let Some(begun) = begun {
             begun.landed();

@@ -89,11 +89,10 @@ KiB by default); a footer says what was left out and how to narrow. A `content` 
 shows lines of a file counts as a read of that file: you may then edit it without a read, \
 until someone else changes it.";
 
-const UNDO_DESCRIPTION: &str = "Undo your last change to a file: puts it back exactly as it was \
-before your most recent write, edit or undo of it in this session (an undo of a file you \
-created removes it; an undo right after an undo redoes). Only when nobody changed the file since \
-your change: otherwise nothing is restored and the error shows what changed since. The answer \
-says what was put back; the file then counts as read.";
+const UNDO_DESCRIPTION: &str = "Undo your last change to a file: puts it back as it was before \
+your most recent write, edit or undo of it in this session (undoing a creation removes the file; \
+undoing an undo redoes). Refused, showing what changed, if anyone changed the file since. The \
+file then counts as read.";
 
 /// Each tool's input schema, derived once (in [`ToolName::ALL`]'s order).
 static INPUT_SCHEMAS: LazyLock<[Value; 6]> = LazyLock::new(|| {
@@ -400,7 +399,7 @@ mod tests {
             }
             {
               "name": "undo",
-              "description": "Undo your last change to a file: puts it back exactly as it was before your most recent write, edit or undo of it in this session (an undo of a file you created removes it; an undo right after an undo redoes). Only when nobody changed the file since your change: otherwise nothing is restored and the error shows what changed since. The answer says what was put back; the file then counts as read.",
+              "description": "Undo your last change to a file: puts it back as it was before your most recent write, edit or undo of it in this session (undoing a creation removes the file; undoing an undo redoes). Refused, showing what changed, if anyone changed the file since. The file then counts as read.",
               "inputSchema": {
                 "additionalProperties": false,
                 "properties": {
