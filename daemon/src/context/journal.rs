@@ -125,11 +125,14 @@ impl<'a> FileContext<'a> {
         Ok(JournalPage { entries, more })
     }
 
-    /// Lines added and removed by `entry`, when both its versions are kept and text.
+    /// Lines added and removed by `entry`, when both its versions are kept, text, and no larger
+    /// than the versions a stale diff is shown for (a page of 1,000 entries reads at most that
+    /// much per entry).
     fn stat_of(&self, journal: &Journal, entry: &Entry) -> Option<(u64, u64)> {
+        let max = self.provider.store().max_file_bytes() as u64;
         let side = |version: Option<Version>| match version {
             None => Some(Vec::new()),
-            Some(version) => journal.content(&version).ok().flatten(),
+            Some(version) => journal.content_within(&version, max).ok().flatten(),
         };
         stale::stat(&side(entry.before)?, &side(entry.after)?)
     }

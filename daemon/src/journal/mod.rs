@@ -503,6 +503,17 @@ impl Journal {
         }
     }
 
+    /// The bytes of `version`, when kept and at most `max` long.
+    pub fn content_within(&self, version: &Version, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+        let state = self.state();
+        match state.as_ref() {
+            Some(state) if state.objects.size(version).is_some_and(|size| size <= max) => {
+                state.objects.read(version)
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// The version the newest entry of `path` left (`Some(None)`: it removed the file); `None`
     /// when no entry names the path.
     pub fn last_version(&self, path: &Path) -> Option<Option<Version>> {

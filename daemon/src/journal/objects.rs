@@ -42,6 +42,11 @@ impl Objects {
         self.bytes
     }
 
+    /// The size of `version`, when kept.
+    pub(super) fn size(&self, version: &Version) -> Option<u64> {
+        self.kept.get(version).map(|object| object.size)
+    }
+
     /// Whether `version` is kept.
     pub(super) fn holds(&self, version: &Version) -> bool {
         self.kept.contains_key(version)
