@@ -233,6 +233,9 @@ pub fn status() -> DaemonStatus {
         search_memory_bytes: 96 << 20,
         watches_held: 0,
         watches_cap: 0,
+        journal: false,
+        journal_entries: 0,
+        journal_bytes: 0,
     }
 }
 
