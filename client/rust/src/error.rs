@@ -172,6 +172,19 @@ impl ClientError {
         }
     }
 
+    /// The change that made a restore stale: `error.data.diff` of an `FS_STALE_VERSION`
+    /// [`ClientError::Rpc`] (`journal/restore`), the unified diff from the entry's after
+    /// version to the file now. `None` for any other error, or when the daemon left the diff out
+    /// (too large to send).
+    pub fn stale_diff(&self) -> Option<&str> {
+        match self {
+            Self::Rpc { data: Some(data), .. } if self.fs_code() == Some(FsErrorCode::StaleVersion) => {
+                data.get("diff").and_then(serde_json::Value::as_str)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether `initialize` was refused because its `resume` token names no ended session
     /// (unknown, already used, or past the daemon's grace period): start a fresh session.
     pub fn is_resume_refused(&self) -> bool {
@@ -257,6 +270,21 @@ mod tests {
         assert_eq!(ClientError::from_rpc(RpcClientError::Call(foreign), TIMEOUT).fs_code(), None);
         let not_an_object = ErrorObject::owned(-31000, "x", Some(json!([1])));
         assert_eq!(ClientError::from_rpc(RpcClientError::Call(not_an_object), TIMEOUT).fs_code(), None);
+    }
+
+    #[test]
+    fn a_stale_restore_carries_its_diff() {
+        let diff = "--- a.rs (entry 3 after)\n+++ a.rs (now)\n@@ -1 +1 @@\n-x\n+y\n";
+        let stale = ErrorObject::owned(
+            FsErrorCode::StaleVersion.rpc_code(),
+            "a.rs changed since entry 3",
+            Some(json!({"code": "FS_STALE_VERSION", "path": "/r/a.rs", "diff": diff})),
+        );
+        assert_eq!(ClientError::from_rpc(RpcClientError::Call(stale), TIMEOUT).stale_diff(), Some(diff));
+        let other = ErrorObject::owned(-31002, "x", Some(json!({"code": "FS_NOT_FOUND", "diff": diff})));
+        assert_eq!(ClientError::from_rpc(RpcClientError::Call(other), TIMEOUT).stale_diff(), None);
+        let without = ErrorObject::owned(-31009, "x", Some(json!({"code": "FS_STALE_VERSION"})));
+        assert_eq!(ClientError::from_rpc(RpcClientError::Call(without), TIMEOUT).stale_diff(), None);
     }
 
     #[test]

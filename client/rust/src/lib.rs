@@ -26,6 +26,12 @@
 //! over after a reconnect, see [`Client::resume_token`]), `dedupReads` (`dedupReads`) and
 //! `staleEdits` (`staleEdits`).
 //!
+//! **The journal** (feature `journal`): [`Client::journal_list`] (and
+//! [`Client::journal_list_all`]) lists the changes the daemon recorded, whoever made them, newest
+//! first; [`Client::journal_diff`] shows one as a unified diff; [`Client::journal_restore`] puts
+//! back the content before it, only if the file has not changed since (else `FS_STALE_VERSION`,
+//! with the change in [`ClientError::stale_diff`]), guarded like any write and journaled itself.
+//!
 //! [`Client::request_cancellable`] calls a request off: the daemon (feature `cancelRequest`) is
 //! sent `$/cancelRequest` naming it, so a write still waiting for its turn never lands.
 //!
@@ -64,6 +70,7 @@ mod autostart;
 mod cancel;
 mod error;
 pub mod gate;
+mod journal;
 pub mod mcp;
 mod params;
 mod stream;
@@ -93,6 +100,7 @@ use serde::de::DeserializeOwned;
 
 pub use autostart::{DAEMON_ENV, DEFAULT_AUTOSTART_TIMEOUT, SpawnOptions, default_log_path};
 pub use error::ClientError;
+pub use journal::JOURNAL_MAX_PAGE;
 /// The stream of a jsonrpsee subscription, as returned by [`Client::subscribe`].
 pub use jsonrpsee::core::client::Subscription;
 pub use params::Params;

@@ -101,6 +101,7 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
             ),
         ),
         ("dropped notifications", status.notifications_dropped.to_string()),
+        ("journal", journal_summary(status)),
         ("gates", gate_count(status)),
         ("unmatched responses", status.unmatched_responses.to_string()),
     ];
@@ -109,6 +110,15 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         out.push_str(&render_gate(gate));
     }
     out
+}
+
+/// `on, 12 entries (4.0 KiB (4096))`, or `off` (the daemon runs with `journal = false`).
+fn journal_summary(status: &DaemonStatus) -> String {
+    if !status.journal {
+        return "off (journal = false or --no-journal; `filectx history --help`)".to_owned();
+    }
+    let plural = if status.journal_entries == 1 { "y" } else { "ies" };
+    format!("on, {} entr{plural} ({})", status.journal_entries, human_bytes(status.journal_bytes))
 }
 
 /// How many gates are listed, and how many other sessions' the daemon did not show.
@@ -331,7 +341,7 @@ mod tests {
             watches_cap: 16384,
             journal: true,
             journal_entries: 12,
-            journal_bytes: 40_960,
+            journal_bytes: 4096,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -360,7 +370,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("inotify watches:       3 (max 16384)\n"), "{text}");
-        assert_eq!(text.lines().count(), 21);
+        assert!(text.contains("journal:               on, 12 entries (4.0 KiB (4096))\n"), "{text}");
+        assert_eq!(text.lines().count(), 22);
         assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 
