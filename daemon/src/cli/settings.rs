@@ -516,7 +516,16 @@ mod tests {
         }
         let args = Args { config: Some(PathBuf::from("/dev/null")), ..Args::default() };
         let settings = args.settings().unwrap();
-        assert_eq!(settings.config(), Config::default());
+        // The library's default runs without a journal; the daemon's keeps one in the default
+        // folder.
+        let journal = crate::journal::default_dir().map(|dir| JournalConfig {
+            dir,
+            max_bytes: DEFAULT_JOURNAL_MAX_BYTES,
+            max_age: Duration::from_secs_f64(DEFAULT_JOURNAL_MAX_AGE),
+            max_file_bytes: DEFAULT_JOURNAL_MAX_FILE_BYTES,
+            fsync: true,
+        });
+        assert_eq!(settings.config(), Config { journal, ..Config::default() });
     }
 
     #[test]

@@ -26,6 +26,10 @@ impl ToolName {
     /// All tools, in listing order.
     pub const ALL: [ToolName; 6] = [Self::Read, Self::Write, Self::Edit, Self::Glob, Self::Grep, Self::Undo];
 
+    /// The file tools a harness offers when it asks for no particular set (`filectx mcp`
+    /// without `--undo`): all but the opt-in `undo`, which a session gets only by naming it.
+    pub const FILE_TOOLS: [ToolName; 5] = [Self::Read, Self::Write, Self::Edit, Self::Glob, Self::Grep];
+
     /// The tools of a session that names none in `initialize` (the search tools must be asked
     /// for, so older agents see the tool list they were built for).
     pub const DEFAULT: [ToolName; 3] = [Self::Read, Self::Write, Self::Edit];

@@ -142,8 +142,11 @@ fn clean_env(cmd: &mut Command, dir: &Path) {
     for var in INHERITED {
         cmd.env_remove(var);
     }
+    // The state folder too: the daemon's journal (and leftovers' log) stay in the test's folder,
+    // never the developer's.
     cmd.env("XDG_CONFIG_HOME", dir.join("config-home"))
         .env("XDG_RUNTIME_DIR", dir.join("runtime"))
+        .env("XDG_STATE_HOME", dir.join("state"))
         .stdin(Stdio::null());
 }
 
@@ -690,6 +693,12 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("search_slots", filectx_daemon::config::default_search_slots().to_string()),
         ("search_timeout", secs(filectx_daemon::config::DEFAULT_SEARCH_TIMEOUT_SECS as f64)),
         ("search_regex_bytes", filectx_daemon::config::DEFAULT_SEARCH_REGEX_BYTES.to_string()),
+        // The journal, in its default folder under the test's XDG_STATE_HOME.
+        ("journal", "true".to_owned()),
+        ("journal_dir", quoted(&dir.path().join("state/filectx/journal"))),
+        ("journal_max_bytes", (1u64 << 30).to_string()),
+        ("journal_max_age", secs(7.0 * 86_400.0)),
+        ("journal_max_file_bytes", (16u64 << 20).to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

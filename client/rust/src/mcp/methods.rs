@@ -173,6 +173,7 @@ fn mcp_tool(mut tool: Value, version: &str, structured: bool) -> Value {
         "edit" => ("Edit file", false, true, false),
         "glob" => ("Find files", true, false, true),
         "grep" => ("Search file contents", true, false, true),
+        "undo" => ("Undo last change", false, true, false),
         _ => return tool,
     };
     if at_least(version, ANNOTATIONS_SINCE) {
