@@ -36,6 +36,7 @@ mod harness;
 mod huge;
 mod journal;
 mod journal_attack;
+mod journal_cli;
 mod large;
 mod lifecycle;
 mod mcp;

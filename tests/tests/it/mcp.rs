@@ -420,6 +420,36 @@ fn read_only_and_tools_options_shape_the_session() {
 }
 
 #[test]
+fn undo_is_offered_with_the_undo_flag_and_puts_the_models_change_back() {
+    let (daemon, root) = project();
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--undo"]);
+    bridge.initialize("2025-06-18");
+    let list = bridge.ok("tools/list", json!({}));
+    assert_eq!(tool_names(&list), ["read", "write", "edit", "glob", "grep", "undo"]);
+    let undo = &list["tools"][5];
+    assert_eq!(
+        (&undo["title"], &undo["annotations"]["destructiveHint"]),
+        (&json!("Undo last change"), &json!(true))
+    );
+    bridge.tool("read", json!({"file_path": "a.txt"}));
+    let edit = bridge.tool("edit", json!({"file_path": "a.txt", "old_string": "one", "new_string": "two"}));
+    assert_eq!(edit["isError"], false, "{edit}");
+    let undone = bridge.tool("undo", json!({"file_path": "a.txt"}));
+    assert_eq!(undone["isError"], false, "{undone}");
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "one\n");
+    // The file counts as read again: the model edits on without a read.
+    let again =
+        bridge.tool("edit", json!({"file_path": "a.txt", "old_string": "one", "new_string": "three"}));
+    assert_eq!(again["isError"], false, "{again}");
+    bridge.finish_ok();
+    // --undo with --tools or --read-only is a usage error: say what you want once.
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--undo", "--tools", "read"]);
+    drop(bridge.io.stdin.take());
+    assert_eq!(bridge.finish().0.code(), Some(2));
+}
+
+#[test]
 fn malformed_input_gets_json_rpc_errors_and_batches_follow_the_version() {
     let (daemon, root) = project();
     let mut bridge = Bridge::start(&daemon.socket, &root, &[]);

@@ -4,14 +4,17 @@
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
+use filectx_client::JOURNAL_MAX_PAGE;
 use filectx_client::mcp::MIN_MAX_OUTPUT;
 use filectx_protocol::ToolName;
 use filectx_protocol::tools::READ_LINE_LIMIT;
 
 use super::help::{
-    AFTER_HELP, CAT_LONG_ABOUT, EDIT_LONG_ABOUT, GATE_AFTER_HELP, GATE_LONG_ABOUT, MCP_AFTER_HELP,
-    MCP_LONG_ABOUT, WATCH_AFTER_HELP, WATCH_LONG_ABOUT, WRITE_LONG_ABOUT, socket_help,
+    AFTER_HELP, CAT_LONG_ABOUT, EDIT_LONG_ABOUT, GATE_AFTER_HELP, GATE_LONG_ABOUT, HISTORY_LONG_ABOUT,
+    JOURNAL_AFTER_HELP, MCP_AFTER_HELP, MCP_LONG_ABOUT, UNDO_LONG_ABOUT, WATCH_AFTER_HELP, WATCH_LONG_ABOUT,
+    WRITE_LONG_ABOUT, socket_help,
 };
+use super::journal::{entry_id, parse_since};
 use super::values::{OnTimeoutArg, compile_glob, parse_seconds};
 
 /// Environment variable that turns autostart off, as `--no-autostart` does (`1`, `true`, `yes`,
@@ -22,7 +25,8 @@ const NO_AUTOSTART_ENV: &str = "FILECTX_NO_AUTOSTART";
 const GLOBAL: &str = "Global options";
 
 /// Talk to the filectx daemon (filectxd): show its status and the tools it offers, read,
-/// stream, write, edit and stat files through it, and watch them for changes.
+/// stream, write, edit and stat files through it, watch them for changes, and list and undo
+/// the changes agents made.
 #[derive(Debug, Parser)]
 #[command(name = "filectx", version, after_help = AFTER_HELP)]
 pub(crate) struct Cli {
@@ -77,6 +81,9 @@ impl Cli {
             Command::Watch(args) => &args.roots,
             Command::Mcp(args) => &args.roots,
             Command::Gate(args) => &args.roots,
+            Command::History(args) => &args.roots,
+            Command::Diff(args) => &args.roots,
+            Command::Undo(args) => &args.roots,
         };
         self.roots.roots.iter().chain(&after.roots).cloned().collect()
     }
@@ -121,6 +128,78 @@ pub(crate) enum Command {
     /// and waits for allow or deny (gate/register, then gate/writeIntent)
     #[command(long_about = GATE_LONG_ABOUT, after_help = GATE_AFTER_HELP)]
     Gate(GateArgs),
+    /// List the changes made to files, newest first, one line each with its diff stat: every
+    /// agent's writes, edits and undos through the daemon, and outside changes to files agents
+    /// had read (journal/list)
+    #[command(long_about = HISTORY_LONG_ABOUT, after_help = JOURNAL_AFTER_HELP)]
+    History(HistoryArgs),
+    /// Show one change from the history as a unified diff (journal/diff)
+    #[command(after_help = JOURNAL_AFTER_HELP)]
+    Diff(DiffArgs),
+    /// Put files back as they were before a change: one entry, a file's last change, or every
+    /// change of a session, newest first (journal/restore)
+    #[command(long_about = UNDO_LONG_ABOUT, after_help = JOURNAL_AFTER_HELP)]
+    Undo(UndoArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// Only changes to these files, or to files under these folders [default: every file under
+    /// the roots]
+    #[arg(value_name = "PATH")]
+    pub(crate) paths: Vec<String>,
+    /// Only the changes of this session (as the BY column and `filectx status` show it;
+    /// `outside`: only changes made outside the daemon)
+    #[arg(long = "session", value_name = "ID")]
+    pub(crate) session_id: Option<String>,
+    /// Only the changes of this owner (an agent within a session)
+    #[arg(long, value_name = "NAME")]
+    pub(crate) owner: Option<String>,
+    /// Only changes made within this span back from now: 90s, 10m, 2h, 3d, 1w
+    #[arg(long, value_name = "SPAN", value_parser = parse_since)]
+    pub(crate) since: Option<std::time::Duration>,
+    /// Most entries to show
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 50,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(JOURNAL_MAX_PAGE)),
+    )]
+    pub(crate) limit: u32,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// The entry, as `filectx history` shows it (57 or #57)
+    #[arg(value_name = "ENTRY", value_parser = entry_id)]
+    pub(crate) entry: String,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["entries", "last", "session_id"])))]
+pub(crate) struct UndoArgs {
+    /// The entries to undo, in this order (as `filectx history` shows them: 57 or #57)
+    #[arg(value_name = "ENTRY", value_parser = entry_id)]
+    pub(crate) entries: Vec<String>,
+    /// Undo the newest change to this file (or to any file under this folder)
+    #[arg(long, value_name = "PATH")]
+    pub(crate) last: Option<String>,
+    /// Undo every change of this session under the roots, newest first
+    #[arg(long = "session", value_name = "ID")]
+    pub(crate) session_id: Option<String>,
+    /// With --session: only this owner's changes
+    #[arg(long, value_name = "NAME", requires = "session_id")]
+    pub(crate) owner: Option<String>,
+    /// Restore even a file that changed since the entry, overwriting that change (which is
+    /// journaled too, so it can be undone in turn)
+    #[arg(long)]
+    pub(crate) force: bool,
+    #[command(flatten)]
+    pub(crate) roots: RootArgs,
 }
 
 #[derive(Debug, Args)]
@@ -262,8 +341,9 @@ pub(crate) struct McpArgs {
     /// `glob` and `grep`
     #[arg(long)]
     pub(crate) read_only: bool,
-    /// The tools to offer, comma-separated (read, write, edit, glob, grep) [default: all five;
-    /// read, glob and grep with --read-only]
+    /// The tools to offer, comma-separated (read, write, edit, glob, grep, undo) [default:
+    /// read, write, edit, glob and grep (and undo with --undo); read, glob and grep with
+    /// --read-only]
     #[arg(long, value_name = "TOOLS", value_delimiter = ',', value_parser = parse_tool, num_args = 1..)]
     pub(crate) tools: Option<Vec<ToolName>>,
     /// Send a repeated read of unchanged lines in full every time, instead of one short line
@@ -289,6 +369,10 @@ pub(crate) struct McpArgs {
     /// it; a change in or next to them is still refused
     #[arg(long)]
     pub(crate) merge_stale_edits: bool,
+    /// Also offer the `undo` tool: the model may put a file back as it was before its own last
+    /// change to it (refused, showing what changed, if anyone changed the file since)
+    #[arg(long, conflicts_with_all = ["tools", "read_only"])]
+    pub(crate) undo: bool,
     /// The agent's name, as the daemon knows the session (clientInfo.name; `filectx gate` shows
     /// it with each write) [default: the MCP client's clientInfo.name, else filectx mcp]
     #[arg(long, value_name = "NAME")]
@@ -334,7 +418,7 @@ fn check_glob(glob: &str) -> Result<String, String> {
 /// A tool name given on the command line.
 fn parse_tool(name: &str) -> Result<ToolName, String> {
     ToolName::from_name(name.trim())
-        .ok_or_else(|| format!("unknown tool {name:?}: the tools are read, write, edit, glob and grep"))
+        .ok_or_else(|| format!("unknown tool {name:?}: the tools are read, write, edit, glob, grep and undo"))
 }
 
 /// Refuses what clap cannot express: `--json` is global, but `cat` and `mcp` have no JSON

@@ -1,5 +1,6 @@
 //! What each file and daemon command asks the daemon, and the text it prints: status, tools,
-//! read, cat, write, edit, stat (`watch` is in `watch.rs`). Names are always shown escaped
+//! read, cat, write, edit, stat (`watch` is in `watch.rs`, the journal's commands in
+//! `journal.rs`). Names are always shown escaped
 //! (`filectx_client::terminal`); file content (`read`, `cat`, the search tools' text) is escaped
 //! only when stdout is a terminal, so that a program or a file it is piped to gets the bytes as
 //! they are, as from `cat(1)`; JSON is JSON, with nothing raw in it that a terminal acts on.
@@ -16,6 +17,7 @@ use filectx_protocol::{
 use futures::StreamExt as _;
 use serde_json::Value;
 
+use super::journal::{self, History, Undo};
 use super::observe::observe;
 use super::render::{render_stat, render_status, render_tools};
 use super::watch::watch;
@@ -33,6 +35,12 @@ pub(crate) enum Job {
     Watch(Vec<String>),
     /// A model-facing tool call (glob, grep): its text, as the model sees it.
     Tool(ToolName, serde_json::Map<String, Value>),
+    History(History),
+    Diff(String),
+    Undo {
+        undo: Undo,
+        force: bool,
+    },
 }
 
 /// A model-facing tool call that answered `isError: true`.
@@ -75,6 +83,9 @@ pub(crate) async fn execute(job: Job, json: bool, client: &Client) -> anyhow::Re
             raw(client, methods::TOOLS_CALL, params).await
         }
         (Job::Tool(tool, arguments), false) => tool_text(client, tool, arguments).await,
+        (Job::History(query), json) => journal::history(client, query, json).await,
+        (Job::Diff(entry), json) => journal::diff(client, &entry, json).await,
+        (Job::Undo { undo, force }, json) => journal::undo(client, undo, force, json).await,
     }
 }
 
@@ -87,7 +98,7 @@ async fn raw(client: &Client, method: &str, params: impl serde::Serialize) -> an
 }
 
 /// File content for stdout: escaped on a terminal (a person reads it), as it is otherwise.
-fn content(text: &str) -> Cow<'_, str> {
+pub(crate) fn content(text: &str) -> Cow<'_, str> {
     if std::io::stdout().is_terminal() { escape_text(text) } else { Cow::Borrowed(text) }
 }
 

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use filectx_client::ClientError;
 
 use super::commands::ToolFailed;
+use super::journal::UndoStopped;
 
 /// Exit code: success.
 pub(crate) const EXIT_OK: u8 = 0;
@@ -31,6 +32,9 @@ const EXIT_UNTRUSTED: u8 = 5;
 pub(crate) fn describe(error: &anyhow::Error, socket: &Path, autostart: bool) -> (u8, String) {
     if let Some(failed) = error.downcast_ref::<ToolFailed>() {
         return (EXIT_REQUEST_FAILED, failed.to_string());
+    }
+    if let Some(stopped) = error.downcast_ref::<UndoStopped>() {
+        return (EXIT_REQUEST_FAILED, stopped.to_string());
     }
     let Some(client_error) = error.downcast_ref::<ClientError>() else {
         return (EXIT_FAILURE, format!("{error:#}"));

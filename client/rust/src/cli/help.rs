@@ -41,10 +41,19 @@ Files (PATH is absolute, or relative to the current folder):
   `filectx: FS_NOT_FOUND: ...`, and exits 4.
 
 Agents:
-  filectx mcp [--root DIR] [--read-only] [--tools LIST]
+  filectx mcp [--root DIR] [--read-only] [--tools LIST] [--undo]
       serve the file tools to an MCP client (Claude Code, Codex, Cursor, ...) over stdio
   filectx gate [FOLDER...] [--allow-create] [--deny GLOB] [--auto-allow GLOB]
       review agents' writes and edits in FOLDERs before they land: allow or deny each diff
+
+Undo (every change through the daemon is journaled, and outside changes to files agents read):
+  filectx history [PATH...] [--session ID] [--owner NAME] [--since 1h] [--limit N]
+      the changes, newest first, one line each: entry, when, what, path, +added -removed, by
+  filectx diff ENTRY
+      one change as a unified diff
+  filectx undo ENTRY... | --last PATH | --session ID [--owner NAME] [--force]
+      put files back as they were before; refused (exit 4, the change shown) if the file
+      changed since; see `filectx undo --help`
 
 Autostart:
   When nothing answers at the socket, a command starts the daemon itself, detached (its own
@@ -294,6 +303,66 @@ Examples:
   filectx gate --timeout 120 --on-timeout allow  take your time; silence means yes
   filectx --json gate ~/src/app                  run by a program, which reads its stdout and
                                                  writes decisions to its stdin";
+
+/// Help of `history`, after its one-line summary.
+pub(crate) const HISTORY_LONG_ABOUT: &str = "\
+List the changes made to files, newest first, one line each with its diff stat: every agent's \
+writes, edits and undos through the daemon, and outside changes to files agents had read \
+(journal/list)
+
+Columns: ENTRY (the number diff and undo take), WHEN (how long ago), WHAT (create, write, edit, \
+delete, restore, outside), PATH (relative to the current folder when inside it), CHANGE (lines \
+added and removed; ? when unknown, e.g. not text; \"not restorable\" when the content before it \
+was over the daemon's journal_max_file_bytes and was not kept) and BY (the agent's name, /owner \
+when one was named, and its session; outside for a change made by a shell, an editor or any \
+other program, seen by the daemon's watcher in a file some session had read).
+
+Only changes to files under this command's roots (the current folder, or --root) are listed, \
+whoever made them: cd into the project, or give --root. --json prints {\"entries\": [...], \
+\"more\": bool}, each entry as journal/list gives it (times in milliseconds since the epoch).";
+
+/// Help of `undo`, after its one-line summary.
+pub(crate) const UNDO_LONG_ABOUT: &str = "\
+Put files back as they were before a change: one entry, a file's last change, or every change of \
+a session, newest first (journal/restore)
+
+An entry is undone only if its file is still as the entry left it: if anyone changed the file \
+since, nothing is written, the command prints what changed and exits 4 (--force overwrites that \
+change). Undoing a creation removes the file; undoing a removal puts it back. Each undo is a \
+change of its own, journaled like any other: its line says the entry that undoes it (undo an \
+undo to redo).
+
+With several entries, or --session, the entries are undone one by one, newest first for \
+--session, each line printed as it lands; the first one that cannot be undone (changed since, \
+not restorable, denied) stops the command, which says which and how far it got, and changes \
+nothing after it (exit 4).
+
+An undo is a write like any other: it needs the file inside the roots, passes the daemon's deny \
+rules and any write gate (`filectx gate` sees it), and agents that had read the file are told \
+it changed.";
+
+/// The end of `history --help`, `diff --help` and `undo --help`: where the journal lives, what
+/// it keeps, and examples.
+pub(crate) const JOURNAL_AFTER_HELP: &str = "\
+The journal: the daemon records each change before it lands, with the content the file had \
+before (stored once per distinct content), in $XDG_STATE_HOME/filectx/journal (else \
+~/.local/state/filectx/journal), readable by you only. It keeps the last 7 days and at most \
+1 GiB (journal_max_age, journal_max_bytes; oldest first out) and survives daemon restarts. A \
+file over 16 MiB (journal_max_file_bytes) is listed without its content and cannot be undone. \
+journal = false (or filectxd --no-journal) turns it off; then these commands exit 4 saying so. \
+See `filectxd --help`.
+
+Examples:
+  filectx history                      the last 50 changes under the current folder
+  filectx history src/lib.rs --since 1h
+  filectx history --session 4242-7     one agent's changes (BY shows the session)
+  filectx diff 57                      what entry 57 changed
+  filectx undo 57                      put the file back as it was before entry 57
+  filectx undo --last src/lib.rs       undo the newest change to src/lib.rs, whoever made it
+  filectx undo --session 4242-7        undo all that agent did here, newest first
+
+Exit codes: 0 done; 2 usage error; 3 the daemon is not reachable; 4 the daemon refused (no such \
+entry, changed since, not restorable, journal off, ...): the message says which.";
 
 /// Help of `--socket`: where the path comes from, and what it resolves to here and now.
 pub(crate) fn socket_help() -> String {

@@ -6,6 +6,7 @@ pub(crate) mod commands;
 pub(crate) mod exit;
 pub(crate) mod gate;
 pub(crate) mod help;
+pub(crate) mod journal;
 pub(crate) mod observe;
 pub(crate) mod render;
 pub(crate) mod run;

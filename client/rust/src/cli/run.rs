@@ -17,6 +17,7 @@ use serde_json::Map;
 
 use super::args::{Cli, Command, McpArgs, WriteArgs};
 use super::commands::{Job, execute};
+use super::journal::{History, Undo};
 use super::values::canonical_root;
 
 /// How long leaving politely (`shutdown`, `exit`, the daemon hanging up) may take before the
@@ -38,7 +39,8 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
         Some(tools) => Some(tools.clone()),
         // A read-only session lists only what it can do.
         None if args.read_only => Some(vec![ToolName::Read, ToolName::Glob, ToolName::Grep]),
-        None => Some(ToolName::ALL.to_vec()),
+        None if args.undo => Some(ToolName::ALL.to_vec()),
+        None => Some(ToolName::FILE_TOOLS.to_vec()),
     };
     params.read_only = args.read_only.then_some(true);
     // On unless --no-dedup-reads (the last of --dedup-reads and --no-dedup-reads wins).
@@ -69,7 +71,7 @@ pub(crate) async fn run(cli: &Cli, socket: &Path) -> anyhow::Result<String> {
     let job = prepare(&cli.command, &session)?;
     if let Job::Tool(..) = job {
         // The search tools are offered only to sessions that ask for them.
-        session.params.tools = Some(ToolName::ALL.to_vec());
+        session.params.tools = Some(ToolName::FILE_TOOLS.to_vec());
     }
     let (client, _session) = if cli.no_autostart {
         Client::connect_session(socket, session.params).await?
@@ -234,6 +236,30 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
                 arguments.insert("multiline".to_owned(), true.into());
             }
             Job::Tool(ToolName::Grep, arguments)
+        }
+        Command::History(args) => {
+            for path in &args.paths {
+                session.check_path(path)?;
+            }
+            Job::History(History {
+                paths: args.paths.clone(),
+                session_id: args.session_id.clone(),
+                owner: args.owner.clone(),
+                since: args.since,
+                limit: args.limit,
+            })
+        }
+        Command::Diff(args) => Job::Diff(args.entry.clone()),
+        Command::Undo(args) => {
+            let undo = if let Some(path) = &args.last {
+                session.check_path(path)?;
+                Undo::Last(path.clone())
+            } else if let Some(id) = &args.session_id {
+                Undo::Session { id: id.clone(), owner: args.owner.clone() }
+            } else {
+                Undo::Entries(args.entries.clone())
+            };
+            Job::Undo { undo, force: args.force }
         }
         // `main` runs `mcp` and `gate` through `run_mcp` and `run_gate`, never through `run`.
         Command::Mcp(_) => bail!("mcp is served by run_mcp"),

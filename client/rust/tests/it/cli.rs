@@ -89,7 +89,7 @@ fn help_explains_subcommands_flags_and_exit_codes() -> TestResult {
     for needle in [
         "status",
         "tools",
-        "cat     Stream a text file",
+        "cat      Stream a text file",
         "--socket",
         "FILECTX_SOCKET",
         "XDG_RUNTIME_DIR/filectx.sock",
@@ -970,6 +970,60 @@ fn two_file_daemon(request: &Value) -> Vec<support::Out> {
         ]),
         _ => support::standard(request),
     }
+}
+
+#[test]
+fn journal_help_answers_what_where_and_how_far() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let out = filectx(&["--help"], dir.path())?;
+    let help = text(&out.stdout);
+    for needle in ["history  List the changes", "filectx undo ENTRY... | --last PATH | --session ID"] {
+        assert!(help.contains(needle), "{needle:?} missing from --help:\n{help}");
+    }
+    for (command, needles) in [
+        (
+            "history",
+            &[
+                "ENTRY (the number diff and undo take)",
+                "outside for a change",
+                "--since <SPAN>",
+                "under this command's roots",
+            ][..],
+        ),
+        (
+            "undo",
+            &[
+                "still as the entry left it",
+                "--force",
+                "stops the command",
+                "removes the file",
+                "undo an undo to redo",
+                "any write gate",
+            ][..],
+        ),
+        (
+            "diff",
+            &["$XDG_STATE_HOME/filectx/journal", "7 days", "1 GiB", "journal_max_file_bytes", "--no-journal"]
+                [..],
+        ),
+    ] {
+        let out = filectx(&[command, "--help"], dir.path())?;
+        assert_eq!(out.status.code(), Some(0));
+        let help = text(&out.stdout);
+        for needle in needles {
+            assert!(help.contains(needle), "{needle:?} missing from {command} --help:\n{help}");
+        }
+    }
+    // One of ENTRY, --last and --session; --owner only with --session.
+    for args in [
+        &["undo"][..],
+        &["undo", "3", "--last", "a"],
+        &["undo", "--owner", "w"],
+        &["history", "--since", "soon"],
+    ] {
+        assert_eq!(filectx(args, dir.path())?.status.code(), Some(2), "{args:?}");
+    }
+    Ok(())
 }
 
 #[test]
