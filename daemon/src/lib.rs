@@ -19,6 +19,7 @@ pub mod session;
 pub mod stats;
 pub mod tools;
 pub mod watch;
+pub mod xdg;
 
 #[doc(hidden)]
 pub mod fuzzing;

@@ -8,11 +8,7 @@ use super::error::SettingsError;
 
 /// The default config file: `$XDG_CONFIG_HOME/filectx/config.toml`, else under `~/.config`.
 pub fn default_config_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))?;
-    Some(base.join("filectx").join("config.toml"))
+    Some(crate::xdg::base_dir("XDG_CONFIG_HOME", ".config")?.join("filectx").join("config.toml"))
 }
 
 /// The settings a config file gives (every key optional; an unknown key or a wrong type is an

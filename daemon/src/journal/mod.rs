@@ -53,11 +53,7 @@ pub struct JournalConfig {
 
 /// The default folder: `$XDG_STATE_HOME/filectx/journal`, else `~/.local/state/filectx/journal`.
 pub fn default_dir() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))?;
-    Some(state.join("filectx").join("journal"))
+    crate::xdg::state_dir().map(|state| state.join("journal"))
 }
 
 /// One recorded change.

@@ -197,11 +197,7 @@ fn name_part(name: &str) -> &str {
 /// such file can be had: the daemon then draws its own, and its leftovers are cleaned by no
 /// other daemon.
 pub fn staging_token() -> Option<String> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))?;
-    let dir = state.join("filectx");
+    let dir = crate::xdg::state_dir()?;
     let path = dir.join("staging-token");
     let read = |path: &Path| -> Option<String> {
         let text = std::fs::read_to_string(path).ok()?;

@@ -497,7 +497,7 @@ fn module_arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
 /// The daemon's modules from the ground up: a module imports only modules on floors below its
 /// own (docs/architecture.md, "Codemap", tells what each is for).
 const FLOORS: &[&[&str]] = &[
-    &["json", "lru", "random", "memory", "stats", "descriptors", "listen"],
+    &["json", "lru", "random", "memory", "stats", "descriptors", "listen", "xdg"],
     &["provider"],
     &["listing", "journal"],
     &["context"],
