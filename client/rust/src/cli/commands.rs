@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::io::{IsTerminal as _, Write as _};
 
 use filectx_client::Client;
-use filectx_client::terminal::{escape_field, escape_json, escape_line, escape_text};
+use filectx_client::terminal::{escape_field, escape_json, escape_line};
 use filectx_protocol::{
     DaemonStatusParams, EditParams, FsErrorCode, PathParams, ReadParams, StreamTextParams, ToolName,
     WriteOperation, WriteParams, methods,
@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::journal::{self, History, Undo};
 use super::observe::observe;
-use super::render::{render_stat, render_status, render_tools};
+use super::render::{content, render_stat, render_status, render_tools};
 use super::watch::watch;
 
 /// What to ask the daemon, with everything local (paths, content) already checked and read.
@@ -95,11 +95,6 @@ async fn raw(client: &Client, method: &str, params: impl serde::Serialize) -> an
     let mut text = escape_json(&serde_json::to_string_pretty(&value)?).into_owned();
     text.push('\n');
     Ok(text)
-}
-
-/// File content for stdout: escaped on a terminal (a person reads it), as it is otherwise.
-pub(crate) fn content(text: &str) -> Cow<'_, str> {
-    if std::io::stdout().is_terminal() { escape_text(text) } else { Cow::Borrowed(text) }
 }
 
 /// `read` through the model-facing tool: its text as is (a final newline added if it has none).

@@ -13,7 +13,7 @@ use filectx_protocol::{
     features,
 };
 
-use super::commands::content;
+use super::render::content;
 
 /// What `filectx history` asks for.
 #[derive(Debug)]

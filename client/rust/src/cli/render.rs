@@ -1,14 +1,22 @@
 //! Readable text for the daemon's answers: `status` and `stat` as aligned `key: value` lines,
-//! `tools` with their parameters, `watch` notices, sizes and durations for people. Every path,
-//! name and id in them is shown escaped (`filectx_client::terminal`): agents choose them.
+//! `tools` with their parameters, `watch` notices, sizes and durations for people, and file
+//! content for stdout. Every path, name and id in them is shown escaped
+//! (`filectx_client::terminal`): agents choose them.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 
-use filectx_client::terminal::escape_field;
+use filectx_client::terminal::{escape_field, escape_text};
 use filectx_protocol::{
     DaemonStatus, FileDidChange, FileKind, FileStatResult, GateInfo, GateOnTimeout, ToolsListResult,
 };
 use serde_json::Value;
+
+/// File content for stdout: escaped on a terminal (a person reads it), as it is otherwise.
+pub(crate) fn content(text: &str) -> Cow<'_, str> {
+    if std::io::stdout().is_terminal() { escape_text(text) } else { Cow::Borrowed(text) }
+}
 
 /// How many characters of a version `watch` shows.
 const VERSION_SHOWN: usize = 12;
