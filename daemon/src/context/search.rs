@@ -66,13 +66,12 @@ impl SearchFiles {
         self.listed.is_empty()
     }
 
-    /// For each listed file, whether a search needing `needles` must read it: `None` when the
-    /// listing has no filters (or `needles` is empty) and every file must be read. When it is
+    /// For each listed file, whether a search needing `needles` must read it (with no
+    /// `needles`, every file but the binary ones): `None` when the listing has no filters and
+    /// every file must be read. When it is
     /// `Some`, it has exactly [`len`](Self::len) entries.
     pub fn must_read(&self, needles: &Needles) -> Option<Vec<bool>> {
-        if needles.0.is_empty() {
-            return None;
-        }
+        // Without literals, the filters still skip the binary files.
         Some(self.grams.as_ref()?.must_read(&needles.0)).filter(|m| m.len() == self.listed.len())
     }
 

@@ -6,10 +6,14 @@
 //! built from bytes read while an event arrived is never kept, and a file without a filter is
 //! always searched.
 //!
-//! A filter holds about one bit per two bytes of its file (a power of two, at least 512 bits):
-//! with one hash, a trigram the file lacks is taken as present with odds under one half, so a
-//! literal of 12 bytes (10 trigrams) lets through about one file in a thousand that lacks it.
-//! Filters count against the search cache's bytes, and stop being built when it is full.
+//! A filter is built at about one bit per two bytes of its file, then folded in halves while it
+//! stays under [`FOLD_BELOW`] full (a power of two, at least 512 bits): its size follows the
+//! trigrams its file holds, not its bytes, so a repetitive file costs little. With one hash, a
+//! trigram the file lacks is then taken as present with odds of about one half, so a literal of
+//! 12 bytes (10 trigrams) lets through about one file in a thousand that lacks it. A binary
+//! file (one with a NUL byte, which every grep skips) keeps a filter of no bits that matches
+//! nothing, so a repeated search never reads it again. Filters count against the search
+//! cache's bytes, and stop being built when it is full.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -23,7 +27,11 @@ const MIN_WORDS: usize = 8;
 /// Largest filter, in 64-bit words (1 Mbit: a 2 MiB file fills it as densely as the rest).
 const MAX_WORDS: usize = 1 << 14;
 
-/// The trigrams of one file.
+/// A filter is folded while less than this share of its bits is set (after a fold, about
+/// twice as many are).
+const FOLD_BELOW: f64 = 0.45;
+
+/// The trigrams of one file (no words: a binary file, which no search matches).
 #[derive(Debug, Clone)]
 pub struct GramFilter {
     words: Box<[u64]>,
@@ -42,6 +50,21 @@ fn bit(gram: u32, shift: u32) -> usize {
     (u64::from(gram).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - shift)) as usize
 }
 
+/// `words` in half: bit `i` of the result is set when bit `2i` or `2i + 1` was, which is where
+/// [`bit`] puts a trigram in a filter of half the bits (its top bits, one fewer).
+fn halve(words: &[u64]) -> Vec<u64> {
+    /// The even bits of `x` (each the OR of a pair), packed into its low 32 bits.
+    fn pack(x: u64) -> u64 {
+        let mut x = (x | x >> 1) & 0x5555_5555_5555_5555;
+        x = (x | x >> 1) & 0x3333_3333_3333_3333;
+        x = (x | x >> 2) & 0x0F0F_0F0F_0F0F_0F0F;
+        x = (x | x >> 4) & 0x00FF_00FF_00FF_00FF;
+        x = (x | x >> 8) & 0x0000_FFFF_0000_FFFF;
+        (x | x >> 16) & 0x0000_0000_FFFF_FFFF
+    }
+    words.chunks_exact(2).map(|pair| pack(pair[0]) | pack(pair[1]) << 32).collect()
+}
+
 /// Calls `each` with the folded trigram ending at every byte from the third on.
 fn trigrams(bytes: &[u8], mut each: impl FnMut(u32)) {
     let mut gram = 0u32;
@@ -54,20 +77,40 @@ fn trigrams(bytes: &[u8], mut each: impl FnMut(u32)) {
 }
 
 impl GramFilter {
-    /// The filter of `bytes`.
+    /// The filter of `bytes`: one that matches nothing when they hold a NUL byte (a search
+    /// skips such a file as binary).
     pub fn of(bytes: &[u8]) -> Self {
+        if memchr::memchr(0, bytes).is_some() {
+            return Self { words: Box::new([]) };
+        }
         let words = (bytes.len() / 128).next_power_of_two().clamp(MIN_WORDS, MAX_WORDS);
         let shift = (words * 64).trailing_zeros();
-        let mut set = vec![0u64; words].into_boxed_slice();
+        let mut set = vec![0u64; words];
         trigrams(bytes, |gram| {
             let i = bit(gram, shift);
             set[i / 64] |= 1 << (i % 64);
         });
-        Self { words: set }
+        while set.len() > MIN_WORDS {
+            let ones: u32 = set.iter().map(|w| w.count_ones()).sum();
+            if f64::from(ones) >= FOLD_BELOW * (set.len() * 64) as f64 {
+                break;
+            }
+            set = halve(&set);
+        }
+        Self { words: set.into_boxed_slice() }
     }
 
-    /// Whether the file may contain `literal` (always, for one shorter than three bytes).
+    /// Whether this is a binary file's filter, which no search matches.
+    pub fn binary(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Whether the file may contain `literal` (always, for one shorter than three bytes, unless
+    /// the file is binary).
     pub fn may_contain(&self, literal: &[u8]) -> bool {
+        if self.binary() {
+            return false;
+        }
         let shift = (self.words.len() * 64).trailing_zeros();
         let mut all = true;
         trigrams(literal, |gram| {
@@ -266,7 +309,8 @@ impl Grams {
             .iter()
             .map(|filter| {
                 filter.as_ref().is_none_or(|f| {
-                    needles.iter().all(|group| group.iter().any(|literal| f.may_contain(literal)))
+                    !f.binary()
+                        && needles.iter().all(|group| group.iter().any(|literal| f.may_contain(literal)))
                 })
             })
             .collect()
@@ -284,10 +328,12 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Never "no" wrongly: every slice of the bytes, in any ASCII case, may be contained.
+        /// Never "no" wrongly: every slice of a text (no NUL byte: a binary file's filter
+        /// matches nothing, as a search skips it), in any ASCII case, may be contained, however
+        /// the filter was folded.
         #[test]
         fn a_filter_never_denies_what_the_file_holds(
-            bytes in proptest::collection::vec(any::<u8>(), 0..4000),
+            bytes in proptest::collection::vec(1u8.., 0..4000),
             start in 0usize..4000,
             len in 3usize..40,
         ) {
@@ -298,6 +344,49 @@ mod tests {
                 prop_assert!(filter.may_contain(&slice.to_ascii_uppercase()));
             }
         }
+    }
+
+    proptest! {
+        /// The same for a text of few distinct trigrams, whose filter is folded small.
+        #[test]
+        fn a_folded_filter_never_denies_what_the_file_holds(
+            picks in proptest::collection::vec(0usize..6, 0..8_000),
+            start in 0usize..8_000,
+            len in 3usize..40,
+        ) {
+            let bytes: Vec<u8> = picks.iter().map(|&i| b"ab_c(\n"[i]).collect();
+            let filter = GramFilter::of(&bytes);
+            if start + len <= bytes.len() {
+                prop_assert!(filter.may_contain(&bytes[start..start + len]));
+            }
+        }
+
+        /// Folding loses nothing: every trigram of the bytes is still in the folded filter.
+        #[test]
+        fn a_folded_filter_still_holds_every_trigram(words in proptest::collection::vec(any::<u64>(), 16..64)) {
+            let words: Vec<u64> = words[..words.len().next_power_of_two() / 2].to_vec();
+            let folded = halve(&words);
+            prop_assert_eq!(folded.len(), words.len() / 2);
+            for i in 0..words.len() * 64 {
+                if words[i / 64] & (1 << (i % 64)) != 0 {
+                    prop_assert!(folded[i / 128] & (1 << ((i / 2) % 64)) != 0, "bit {} lost", i);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_repetitive_file_gets_a_small_filter_and_a_binary_one_none() {
+        let text = "let value = self.cache.get(key)?;\n".repeat(3000);
+        let filter = GramFilter::of(text.as_bytes());
+        assert_eq!(filter.words.len(), MIN_WORDS, "100 KB of one line folds to the smallest filter");
+        assert!(filter.may_contain(b"self.cache.get") && !filter.may_contain(b"poll_ready"));
+        let binary = GramFilter::of(b"ELF\0\x01poll_ready");
+        assert!(binary.binary() && !binary.may_contain(b"poll_ready") && !binary.may_contain(b"p"));
+        assert!(binary.bytes() < 32);
+        let grams = Grams::new(2, Arc::new(CacheBytes::new(1 << 20)));
+        assert!(grams.keep(0, binary, grams.generation()).is_ok());
+        assert_eq!(grams.must_read(&[]), [false, true], "a binary file is skipped even without literals");
     }
 
     #[test]

@@ -1,0 +1,324 @@
+//! `glob` and `grep` at scale against ripgrep (`rg`, run as a process): a generated tree of
+//! 100,000 code-like files and about 3 GB (deterministic; folders, a `.gitignore` with ignored
+//! folders and files beside the listed ones), and optionally a real tree of the machine
+//! (`FILECTX_SCALE_TREES=/usr/lib`, colon-separated). For each tree, in one sitting: the first
+//! and the repeated glob `**/*.py`, grep -l of a rare name (in one file) and of a common one
+//! (in a few percent of the files), each answer checked equal to rg's (the same files), with
+//! medians of the repeated runs alternating with rg; then the daemon's RSS and the bytes its
+//! search cache keeps per listed file (`daemon/status`).
+//!
+//! `cargo build --release -p filectx-daemon && cargo bench -p filectx-tests --bench scale`.
+//! The tree is written once to `target/scale-tree` (`FILECTX_SCALE_DIR` elsewhere; it is
+//! rebuilt when its stamp names other parameters); `FILECTX_SCALE_FILES` and
+//! `FILECTX_SCALE_MEAN_BYTES` shrink it for a quick look. The page cache is warmed by rg first.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use filectx_tests::{Daemon, Raw};
+use serde_json::{Value, json};
+
+/// Timed runs of each repeated search, per side.
+const RUNS: usize = 5;
+/// The rare name: written into exactly one file of the generated tree.
+const RARE: &str = "frobnicate_quux_seventy";
+/// The common pattern of the generated tree (in about 6 % of its files).
+const COMMON: &str = "def __init__";
+
+/// xorshift64*: the generator's only randomness, so the tree is the same on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const WORDS: &[&str] = &[
+    "self", "value", "result", "index", "buffer", "count", "name", "path", "config", "state", "error",
+    "handle", "request", "response", "session", "cache", "entry", "items", "total", "offset", "limit",
+    "reader", "writer", "token", "parser", "node", "tree", "child", "parent", "key", "data", "size", "start",
+    "end", "line", "file", "root", "version", "event", "queue", "worker", "task", "stream",
+];
+
+/// One code-like line in the style of `ext`, from `rng`.
+fn line(rng: &mut Rng, ext: &str, out: &mut String) {
+    let w = |rng: &mut Rng| WORDS[rng.below(WORDS.len() as u64) as usize];
+    let indent = "    ".repeat(rng.below(4) as usize);
+    out.push_str(&indent);
+    let (a, b, c) = (w(rng), w(rng), w(rng));
+    let n = rng.below(10_000);
+    match (ext, rng.below(6)) {
+        ("py", 0) => out.push_str(&format!("def {a}_{b}(self, {c}={n}):")),
+        ("py", 1) => out.push_str(&format!("{a} = self.{b}.get(\"{c}\", {n})")),
+        ("py", 2) => out.push_str(&format!("if {a} is not None and {b} > {n}:")),
+        ("py", 3) => out.push_str(&format!("return [{a} for {a} in {b}.{c}()]")),
+        ("py", _) => out.push_str(&format!("# {a} {b} {c} {n}")),
+        ("rs", 0) => out.push_str(&format!("pub fn {a}_{b}(&mut self, {c}: usize) -> Result<u64, Error> {{")),
+        ("rs", 1) => out.push_str(&format!("let {a} = self.{b}.{c}({n})?;")),
+        ("rs", 2) => out.push_str(&format!("if {a}.len() > {n} {{ return Err(Error::{b}); }}")),
+        ("rs", 3) => out.push_str(&format!("// {a} {b} {c}: {n}")),
+        ("rs", _) => out.push_str(&format!("{a}.{b}_{c} += {n};")),
+        (_, 0) => out.push_str(&format!("export function {a}{b}({c}: number): string {{")),
+        (_, 1) => out.push_str(&format!("const {a} = await this.{b}.{c}({n});")),
+        (_, 2) => out.push_str(&format!("if ({a} === undefined) throw new Error(\"{b} {c}\");")),
+        (_, _) => out.push_str(&format!("// {a} {b} {c} {n}")),
+    }
+    out.push('\n');
+}
+
+/// The generated tree's parameters.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    files: u64,
+    mean_bytes: u64,
+}
+
+/// Writes the tree under `dir` (100 files a folder, 20 folders a parent): the listed files,
+/// plus per top folder an ignored `build/` folder and ignored `*.log` files. Returns the path
+/// of the one file holding [`RARE`].
+fn generate(dir: &Path, shape: Shape) -> PathBuf {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(".gitignore"), "build/\n*.log\n").unwrap();
+    let mut rng = Rng(0x5EED_F11E_C7A5_CA1E);
+    let rare_at = shape.files / 2 + 17;
+    let mut rare = PathBuf::new();
+    let mut text = String::new();
+    for i in 0..shape.files {
+        let (top, mid, leaf) = (i / 2000, (i / 100) % 20, i % 100);
+        let folder = dir.join(format!("pkg{top:03}/mod{mid:02}"));
+        if leaf == 0 {
+            std::fs::create_dir_all(&folder).unwrap();
+            if mid == 0 {
+                let build = dir.join(format!("pkg{top:03}/build"));
+                std::fs::create_dir_all(&build).unwrap();
+                std::fs::write(build.join("out.py"), format!("{COMMON}(self):\n{RARE}\n")).unwrap();
+                std::fs::write(dir.join(format!("pkg{top:03}/run.log")), format!("{RARE}\n")).unwrap();
+            }
+        }
+        let ext = ["py", "rs", "ts", "rs", "ts"][(i % 5) as usize];
+        // Sizes spread from a tenth to twice the mean, some files much bigger.
+        let size = if rng.below(100) == 0 {
+            shape.mean_bytes * 8
+        } else {
+            shape.mean_bytes / 10 + rng.below(shape.mean_bytes * 17 / 10)
+        };
+        text.clear();
+        if ext == "py" && rng.below(100) < 30 {
+            text.push_str("class Thing:\n    def __init__(self, value):\n        self.value = value\n");
+        }
+        while (text.len() as u64) < size {
+            line(&mut rng, ext, &mut text);
+        }
+        if i == rare_at {
+            text.push_str(&format!("    {RARE}(self.value)\n"));
+            rare = folder.join(format!("f{leaf:02}.{ext}"));
+        }
+        std::fs::write(folder.join(format!("f{leaf:02}.{ext}")), &text).unwrap();
+    }
+    rare
+}
+
+/// The generated tree, written when missing or made with other parameters.
+fn generated_tree() -> PathBuf {
+    let env =
+        |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let shape = Shape {
+        files: env("FILECTX_SCALE_FILES", 100_000),
+        mean_bytes: env("FILECTX_SCALE_MEAN_BYTES", 30_000),
+    };
+    let dir = std::env::var_os("FILECTX_SCALE_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        let exe = std::env::current_exe().unwrap();
+        exe.ancestors().nth(3).unwrap().join("scale-tree")
+    });
+    let stamp_path = dir.with_extension("stamp");
+    let stamp = format!("v1 {shape:?}\n");
+    if std::fs::read_to_string(&stamp_path).ok().as_deref() != Some(stamp.as_str()) {
+        let start = Instant::now();
+        eprintln!("writing the tree {} ({shape:?}) ...", dir.display());
+        generate(&dir, shape);
+        std::fs::write(&stamp_path, &stamp).unwrap();
+        eprintln!("written in {:.1} s", start.elapsed().as_secs_f64());
+    }
+    std::fs::canonicalize(dir).unwrap()
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// The paths of a tool answer (one per line, before the blank line and footer).
+fn paths_of(text: &str) -> BTreeSet<String> {
+    text.lines().take_while(|l| !l.is_empty()).map(str::to_owned).collect()
+}
+
+fn time_tool(raw: &mut Raw, tool: &str, arguments: &Value) -> (Duration, String) {
+    let start = Instant::now();
+    let result = raw.call("tools/call", Some(json!({"name": tool, "arguments": arguments})));
+    let took = start.elapsed();
+    assert_eq!(result["isError"], false, "{result}");
+    (took, result["content"][0]["text"].as_str().unwrap().to_owned())
+}
+
+fn time_rg(rg: &Path, tree: &Path, args: &[&str]) -> (Duration, BTreeSet<String>) {
+    let start = Instant::now();
+    let out = Command::new(rg).args(args).current_dir(tree).output().unwrap();
+    let took = start.elapsed();
+    let paths =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim_start_matches("./").to_owned()).collect();
+    (took, paths)
+}
+
+/// One search, both ways.
+struct Row {
+    name: String,
+    tool: &'static str,
+    arguments: Value,
+    rg: Vec<String>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Runs every row on `tree` with a fresh daemon and prints them.
+fn bench_tree(rg: &Path, tree: &Path, rare: &str, common: &str) {
+    let listed = Command::new(rg).args(["--files", "--no-require-git"]).current_dir(tree).output().unwrap();
+    let count = listed.stdout.iter().filter(|b| **b == b'\n').count();
+    println!();
+    println!("tree: {} ({count} files as rg lists them)", tree.display());
+    let rg_args = |extra: &[&str]| -> Vec<String> {
+        ["--no-require-git", "--no-messages"].iter().chain(extra).map(|s| (*s).to_owned()).collect()
+    };
+    let rows = [
+        Row {
+            name: "glob **/*.py".to_owned(),
+            tool: "glob",
+            arguments: json!({"pattern": "**/*.py"}),
+            rg: rg_args(&["--files", "-g", "**/*.py"]),
+        },
+        Row {
+            name: format!("grep -l {common:?} (common)"),
+            tool: "grep",
+            arguments: json!({"pattern": common}),
+            rg: rg_args(&["-l", common]),
+        },
+        Row {
+            name: format!("grep -l {rare:?} (rare)"),
+            tool: "grep",
+            arguments: json!({"pattern": rare}),
+            rg: rg_args(&["-l", rare]),
+        },
+    ];
+    // Warm the page cache (rg reads every listed file).
+    let warm = rg_args(&["-l", "zzqqxxnotthere"]);
+    let _ = time_rg(rg, tree, &warm.iter().map(String::as_str).collect::<Vec<_>>());
+    let daemon = Daemon::start(&["--max-window-bytes", "16777216"]);
+    let mut raw = Raw::connect(&daemon.socket);
+    // The glob lists every Python file: a budget that holds them all, so the answers compare.
+    raw.call(
+        "initialize",
+        Some(json!({"roots": [tree], "tools": ["read", "glob", "grep"], "readMaxBytes": 16_777_216})),
+    );
+    println!("{:<46} {:>7} {:>10} {:>10} {:>8}", "search", "files", "filectxd", "rg", "rg ÷ us");
+    for row in &rows {
+        let args: Vec<&str> = row.rg.iter().map(String::as_str).collect();
+        let (first, text) = time_tool(&mut raw, row.tool, &row.arguments);
+        let (rg_first, theirs) = time_rg(rg, tree, &args);
+        let ours = if row.tool == "glob" {
+            // glob answers at most 200 paths: compare the count its footer gives.
+            let shown = paths_of(&text);
+            // "(N more matching files not shown; ...)"
+            let more: usize =
+                text.lines().find_map(|l| l.strip_prefix('(')?.split(' ').next()?.parse().ok()).unwrap_or(0);
+            assert!(!text.contains("too many files"), "{}: the listing was cut: {text:.300}", row.name);
+            assert!(shown.iter().all(|p| theirs.contains(p)), "{}: a path rg does not list", row.name);
+            assert_eq!(
+                shown.len() + more,
+                theirs.len(),
+                "{}: filectxd and rg disagree: {text:.300}",
+                row.name
+            );
+            shown.len() + more
+        } else {
+            assert!(
+                !text.contains("not shown") && !text.contains("Output capped"),
+                "not complete: {text:.300}"
+            );
+            let ours = if text.starts_with("No files") { BTreeSet::new() } else { paths_of(&text) };
+            assert_eq!(ours, theirs, "{}: filectxd and rg disagree", row.name);
+            ours.len()
+        };
+        let (mut daemon_runs, mut rg_runs) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            daemon_runs.push(time_tool(&mut raw, row.tool, &row.arguments).0);
+            rg_runs.push(time_rg(rg, tree, &args).0);
+        }
+        let (ours_med, rg_med) = (median(daemon_runs), median(rg_runs));
+        println!(
+            "{:<46} {:>7} {:>8.1}ms {:>8.1}ms {:>7.2}×  first",
+            row.name,
+            ours,
+            ms(first),
+            ms(rg_first),
+            rg_first.as_secs_f64() / first.as_secs_f64()
+        );
+        println!(
+            "{:<46} {:>7} {:>8.1}ms {:>8.1}ms {:>7.2}×  repeated (medians of {RUNS}, alternating)",
+            "",
+            ours,
+            ms(ours_med),
+            ms(rg_med),
+            rg_med.as_secs_f64() / ours_med.as_secs_f64()
+        );
+    }
+    let status = daemon.status();
+    let kept = status["cachedListingBytes"].as_u64().unwrap_or(0);
+    println!(
+        "daemon RSS {:.1} MiB; {} listing(s) kept, {:.1} MiB with their filters: {} bytes a listed file",
+        daemon.rss_kib() as f64 / 1024.0,
+        status["cachedListings"],
+        kept as f64 / f64::from(1 << 20),
+        kept / count.max(1) as u64,
+    );
+    std::io::stdout().flush().unwrap();
+}
+
+fn main() {
+    let Some(rg) = filectx_tests::find_or_install("rg", "ripgrep") else {
+        eprintln!("rg is missing and could not be installed; nothing to compare with");
+        return;
+    };
+    let version = Command::new(&rg).arg("--version").output().unwrap();
+    println!(
+        "rg: {} ({})",
+        rg.display(),
+        String::from_utf8_lossy(&version.stdout).lines().next().unwrap_or("?")
+    );
+    println!("daemon: {}", filectx_tests::bin("filectxd").display());
+    let tree = generated_tree();
+    bench_tree(&rg, &tree, RARE, COMMON);
+    if let Some(trees) = std::env::var_os("FILECTX_SCALE_TREES") {
+        // A real tree: a name found in one file and a common word, as the issue's.
+        let rare =
+            std::env::var("FILECTX_SCALE_RARE").unwrap_or_else(|_| "PyUnicode_AsUTF8AndSize".to_owned());
+        for tree in std::env::split_paths(&trees) {
+            bench_tree(&rg, &tree, &rare, COMMON);
+        }
+    }
+    println!();
+    println!("rg ÷ us: rg's time over filectxd's (above 1: filectxd is faster)");
+}
