@@ -83,13 +83,30 @@ impl SearchFiles {
         }
     }
 
+    /// Modification time of listed file `index` when listed, nanoseconds since the epoch.
+    pub fn mtime_ns(&self, index: usize) -> i128 {
+        self.listed[index].mtime_ns
+    }
+
     /// Listed file `index` relative to the searched folder (its name when a file was named).
     pub fn under(&self, index: usize) -> &Path {
+        use std::os::unix::ffi::OsStrExt as _;
         let rel = &self.listed[index].rel;
-        match rel.strip_prefix(&self.target) {
-            Ok(under) if !under.as_os_str().is_empty() => under,
-            _ => rel.file_name().map_or(rel.as_path(), Path::new),
-        }
+        // By bytes: listed paths and the target are both relative to the root and normal (no
+        // `.`, no doubled or trailing `/`), and `Path::strip_prefix`, component by component,
+        // was most of a repeated glob of a big tree.
+        let (bytes, target) = (rel.as_os_str().as_bytes(), self.target.as_os_str().as_bytes());
+        let under = match target {
+            b"" | b"." => bytes,
+            _ if bytes.len() > target.len() + 1
+                && bytes.starts_with(target)
+                && bytes[target.len()] == b'/' =>
+            {
+                &bytes[target.len() + 1..]
+            }
+            _ => return rel.file_name().map_or(rel.as_path(), Path::new),
+        };
+        Path::new(std::ffi::OsStr::from_bytes(under))
     }
 }
 
@@ -120,6 +137,12 @@ impl FileContext<'_> {
             root: listing.root,
             grams: listing.grams,
         })
+    }
+
+    /// Whether a deny rule hides listed file `index` from this session (cheaper than
+    /// [`search_file`](Self::search_file), which also builds the path shown).
+    pub fn search_hidden(&self, files: &SearchFiles, index: usize) -> bool {
+        self.deny.check(&files.listed[index].rel, Access::Read).is_err()
     }
 
     /// Listed file `index` as the search shows it, or `None` when a deny rule hides it from

@@ -16,30 +16,43 @@ pub fn glob(
     budget: u64,
     limits: &Limits<'_>,
 ) -> Result<String, SearchError> {
-    let matcher = GlobBuilder::new(pattern)
+    let glob = GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
-        .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))?
-        .compile_matcher();
+        .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))?;
+    // A set of one, not a `GlobMatcher`: a set matches `**/*.py` by its extension and
+    // `**/build.rs` by its name, where a lone matcher runs its regex on every path.
+    let matcher = globset::GlobSetBuilder::new()
+        .add(glob)
+        .build()
+        .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))?;
     let clock = Budget::new(limits);
     let files = match listed(ctx, path, &clock)? {
         Ok(files) => files,
         Err(answer) => return Ok(answer),
     };
-    let mut hits: Vec<SearchFile> = (0..files.len())
-        .filter(|&i| matcher.is_match(files.under(i)))
-        .filter_map(|i| ctx.search_file(&files, i))
+    // Newest first, the shown path breaking ties; only the files shown get their path built.
+    let mut hits: Vec<(i128, usize)> = (0..files.len())
+        .filter(|&i| matcher.is_match(files.under(i)) && !ctx.search_hidden(&files, i))
+        .map(|i| (files.mtime_ns(i), i))
         .collect();
-    hits.sort_by(|a, b| b.mtime_ns.cmp(&a.mtime_ns).then_with(|| a.display.cmp(&b.display)));
+    hits.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut hits = Newest { ctx, files: &files, hits: &hits, at: 0, tied: Vec::new() };
     let room = usize::try_from(budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
     let mut text = String::new();
     let mut shown = 0usize;
     let mut more = 0usize;
-    for file in &hits {
+    while let Some(file) = hits.next() {
+        let file = &file;
         if clock.cancelled() {
             return Err(cancelled(&files));
         }
-        if shown >= GLOB_MAX_PATHS || text.len() + file.display.len() + 1 > room {
+        if shown >= GLOB_MAX_PATHS {
+            // The rest are counted, never built.
+            more += 1 + hits.left();
+            break;
+        }
+        if text.len() + file.display.len() + 1 > room {
             more += 1;
             continue;
         }
@@ -67,6 +80,42 @@ pub fn glob(
         text.push_str("\n(The folder has too many files: only part of it was listed. Narrow the path.)");
     }
     Ok(text.trim_end_matches('\n').to_owned())
+}
+
+/// The hits of a glob in the order it shows them, each built as it is reached: newest first,
+/// files of the same time in the order of their shown paths.
+struct Newest<'a, 'c> {
+    ctx: &'a FileContext<'c>,
+    files: &'a crate::context::search::SearchFiles,
+    /// (time, listing index), newest first.
+    hits: &'a [(i128, usize)],
+    at: usize,
+    /// The rest of the current group of one time, in reverse order of their paths.
+    tied: Vec<SearchFile>,
+}
+
+impl Newest<'_, '_> {
+    /// How many hits are still to come.
+    fn left(&self) -> usize {
+        self.tied.len() + self.hits.len() - self.at
+    }
+}
+
+impl Iterator for Newest<'_, '_> {
+    type Item = SearchFile;
+
+    fn next(&mut self) -> Option<SearchFile> {
+        if let Some(file) = self.tied.pop() {
+            return Some(file);
+        }
+        let (time, _) = *self.hits.get(self.at)?;
+        let same = self.hits[self.at..].iter().take_while(|(t, _)| *t == time).count();
+        let group = &self.hits[self.at..self.at + same];
+        self.at += same;
+        self.tied = group.iter().filter_map(|&(_, i)| self.ctx.search_file(self.files, i)).collect();
+        self.tied.sort_by(|a, b| b.display.cmp(&a.display));
+        self.tied.pop().or_else(|| self.next())
+    }
 }
 
 #[cfg(test)]
