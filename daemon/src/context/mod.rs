@@ -182,6 +182,11 @@ impl Files {
         self.listings.stats()
     }
 
+    /// Files the kept listings hold, their filters' bytes, and whether filters are being built.
+    pub fn cached_listed_files(&self) -> (usize, usize, bool) {
+        self.listings.held()
+    }
+
     /// inotify watches the daemon holds (warm listings and the watcher together), and its cap.
     pub fn watches(&self) -> (usize, usize) {
         self.provider.watches()

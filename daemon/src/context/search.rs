@@ -27,7 +27,7 @@ pub struct SearchFile {
     /// As shown: relative to the cwd when inside it, else absolute (what `read` accepts).
     pub display: String,
     /// Modification time when listed, nanoseconds since the epoch.
-    pub mtime_ns: i128,
+    pub mtime_ns: i64,
     /// Size when listed.
     pub size: u64,
 }
@@ -84,7 +84,7 @@ impl SearchFiles {
     }
 
     /// Modification time of listed file `index` when listed, nanoseconds since the epoch.
-    pub fn mtime_ns(&self, index: usize) -> i128 {
+    pub fn mtime_ns(&self, index: usize) -> i64 {
         self.listed[index].mtime_ns
     }
 
@@ -104,7 +104,7 @@ impl SearchFiles {
             {
                 &bytes[target.len() + 1..]
             }
-            _ => return rel.file_name().map_or(rel.as_path(), Path::new),
+            _ => return rel.file_name().map_or(&**rel, Path::new),
         };
         Path::new(std::ffi::OsStr::from_bytes(under))
     }

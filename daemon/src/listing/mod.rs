@@ -64,8 +64,11 @@ impl Listings {
                 return Err(ProviderError::NotRegularFile { path: base.display.clone() });
             };
             let fp = found.fingerprint;
-            let files =
-                Arc::new(vec![Listed { rel: base.rel.clone(), mtime_ns: fp.mtime_ns, size: fp.size }]);
+            let files = Arc::new(vec![Listed {
+                rel: base.rel.as_path().into(),
+                mtime_ns: i64::try_from(fp.mtime_ns).unwrap_or(i64::MAX),
+                size: fp.size,
+            }]);
             return Ok(Listing { root, files, truncated: false, stopped: false, grams: None });
         }
         if let Some((files, grams)) = self.get(&root, &base.rel) {

@@ -213,8 +213,16 @@ pub fn walk(
     walk.keep(&mut scratch);
     let Walk { found, truncated, stopped, .. } = walk;
     let mut files = found.into_inner().unwrap_or_else(PoisonError::into_inner);
-    files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+    files.sort_unstable_by(|a, b| path_order(&a.rel, &b.rel));
     Ok(Walked { files, truncated: truncated.into_inner(), stopped: stopped.into_inner() })
+}
+
+/// `a.cmp(b)` for paths as the walk makes them (relative, normal: no `.`, no doubled or trailing
+/// `/`), by bytes with `/` counting as lower than any other byte: that is the order of their
+/// components, without splitting them (which was a tenth of a walk of 100,000 files).
+fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+    let key = |byte: &u8| if *byte == b'/' { 0 } else { *byte };
+    a.as_os_str().as_bytes().iter().map(key).cmp(b.as_os_str().as_bytes().iter().map(key))
 }
 
 impl GitSeen for Walk<'_> {
@@ -403,7 +411,7 @@ impl Walk<'_> {
                 return Vec::new();
             }
             files.push(Listed {
-                rel: path.clone(),
+                rel: path.as_path().into(),
                 mtime_ns: ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0)),
                 size: u64::try_from(stat.st_size).unwrap_or(0),
             });
@@ -545,7 +553,7 @@ mod tests {
         let handle = RootDir::new(root, None).unwrap();
         let walked = walk(&handle, Path::new(rel), &|| false, None).unwrap();
         assert!(!walked.truncated && !walked.stopped);
-        walked.files.into_iter().map(|f| f.rel).collect()
+        walked.files.into_iter().map(|f| f.rel.into_path_buf()).collect()
     }
 
     /// The folders above a test tree hold no ignore files (ripgrep would read them with
@@ -579,6 +587,16 @@ mod tests {
     }
 
     #[test]
+    fn paths_sort_by_their_components() {
+        let mut paths: Vec<PathBuf> =
+            ["a-c", "a/b", "a/b/c", "a.rs", "a", "ab/x", "a/b-c", "a/bc"].iter().map(PathBuf::from).collect();
+        let mut by_components = paths.clone();
+        by_components.sort();
+        paths.sort_by(|a, b| path_order(a, b));
+        assert_eq!(paths, by_components);
+    }
+
+    #[test]
     fn a_folder_swapped_for_a_link_is_not_entered_and_bounds_hold() {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
@@ -598,7 +616,7 @@ mod tests {
             "never walked through a link"
         );
         let walked = walk(&handle, Path::new("a"), &|| false, None).unwrap();
-        let rels: Vec<_> = walked.files.iter().map(|f| f.rel.clone()).collect();
+        let rels: Vec<_> = walked.files.iter().map(|f| f.rel.to_path_buf()).collect();
         assert_eq!(rels, [PathBuf::from("a/b.real/in.rs")]);
         // A stop flag that says stop ends the walk at once.
         assert!(walk(&handle, Path::new(""), &|| true, None).unwrap().stopped);
@@ -611,7 +629,7 @@ mod tests {
         }
         std::fs::write(root.join(&deep).join("leaf.rs"), "l").unwrap();
         let walked = walk(&handle, Path::new(""), &|| false, None).unwrap();
-        assert!(walked.files.iter().any(|f| f.rel == deep.join("leaf.rs")));
+        assert!(walked.files.iter().any(|f| *f.rel == *deep.join("leaf.rs")));
         assert_eq!(walked.files.len(), 5);
     }
 }

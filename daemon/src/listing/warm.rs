@@ -206,7 +206,7 @@ impl State {
             let Some(key) = self.keys.get(&id) else { continue };
             let Some(entry) = self.entries.get_mut(key) else { continue };
             let listed = path.as_deref().and_then(|path| path.strip_prefix(&key.0).ok()).and_then(|rel| {
-                let index = entry.files.binary_search_by(|f| f.rel.as_path().cmp(rel)).ok()?;
+                let index = entry.files.binary_search_by(|f| (*f.rel).cmp(rel)).ok()?;
                 Some((rel, index))
             });
             match listed {
@@ -425,6 +425,15 @@ impl Listings {
         (state.entries.len(), state.cache.used())
     }
 
+    /// Files the kept listings hold, the bytes of their trigram filters (counted in
+    /// [`stats`](Self::stats)' bytes too), and whether filters are being built now.
+    pub fn held(&self) -> (usize, usize, bool) {
+        let state = lock(&self.state);
+        let files = state.entries.values().map(|entry| entry.files.len()).sum();
+        let filters = state.entries.values().map(|entry| entry.grams.bytes()).sum();
+        (files, filters, super::grams::building())
+    }
+
     /// The shared inotify instance, started on first use.
     fn watcher(&self) -> Option<&Watcher> {
         self.watcher
@@ -461,7 +470,7 @@ impl Listings {
                 break;
             };
             use std::os::unix::fs::MetadataExt;
-            if let Ok(i) = entry.files.binary_search_by(|f| f.rel.cmp(&rel)) {
+            if let Ok(i) = entry.files.binary_search_by(|f| (*f.rel).cmp(&rel)) {
                 // Copied only while an earlier answer still holds the old list.
                 let files = Arc::make_mut(&mut entry.files);
                 files[i].mtime_ns = ns(meta.mtime(), meta.mtime_nsec());

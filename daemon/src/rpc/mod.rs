@@ -373,6 +373,7 @@ fn status(
     let (parked_sessions, parked_bytes) = ctx.parked.usage();
     let (snapshots, snapshot_bytes) = ctx.files.snapshots();
     let (cached_listings, cached_listing_bytes) = ctx.files.cached_listings();
+    let (cached_listed_files, cached_filter_bytes, cached_filters_building) = ctx.files.cached_listed_files();
     let descriptors = ctx.policy.descriptors.usage();
     let (watches_held, watches_cap) = ctx.files.watches();
     let journal = ctx.files.journal().map(|journal| journal.stats());
@@ -404,6 +405,9 @@ fn status(
         snapshot_bytes: snapshot_bytes as u64,
         cached_listings: cached_listings as u64,
         cached_listing_bytes: cached_listing_bytes as u64,
+        cached_listed_files: cached_listed_files as u64,
+        cached_filter_bytes: cached_filter_bytes as u64,
+        cached_filters_building,
         gates,
         unmatched_responses: Stats::get(&stats.unmatched_responses),
         other_gates,

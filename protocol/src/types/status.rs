@@ -71,9 +71,20 @@ pub struct DaemonStatus {
     /// Searched folders whose file lists are kept warm (a repeated `glob`/`grep` skips the walk).
     #[serde(default)]
     pub cached_listings: u64,
-    /// Bytes those lists hold (at most `--max-search-cache-bytes`).
+    /// Bytes those lists hold (at most `--max-search-cache-bytes`), their files' trigram
+    /// filters included.
     #[serde(default)]
     pub cached_listing_bytes: u64,
+    /// Files those lists hold (`cachedListingBytes` over it: what is kept per listed file).
+    #[serde(default)]
+    pub cached_listed_files: u64,
+    /// Bytes of those files' trigram filters (part of `cachedListingBytes`).
+    #[serde(default)]
+    pub cached_filter_bytes: u64,
+    /// Whether filters are being built now (after a listing's first grep); until they are, a
+    /// repeated grep reads the files still without one.
+    #[serde(default)]
+    pub cached_filters_building: bool,
     /// The write-intent gates registered now, in registration order.
     #[serde(default)]
     pub gates: Vec<GateInfo>,

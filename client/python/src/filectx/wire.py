@@ -221,8 +221,21 @@ class _DaemonStatusRequired(TypedDict):
 class DaemonStatus(_DaemonStatusRequired, total=False):
     """Result of `daemon/status`."""
 
+    cachedFilterBytes: int
+    """Bytes of those files' trigram filters (part of `cachedListingBytes`)."""
+
+    cachedFiltersBuilding: bool
+    """Whether filters are being built now (after a listing's first grep); until they are, a
+    repeated grep reads the files still without one.
+    """
+
+    cachedListedFiles: int
+    """Files those lists hold (`cachedListingBytes` over it: what is kept per listed file)."""
+
     cachedListingBytes: int
-    """Bytes those lists hold (at most `--max-search-cache-bytes`)."""
+    """Bytes those lists hold (at most `--max-search-cache-bytes`), their files' trigram
+    filters included.
+    """
 
     cachedListings: int
     """Searched folders whose file lists are kept warm (a repeated `glob`/`grep` skips the walk)."""

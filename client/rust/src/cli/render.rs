@@ -86,7 +86,14 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         ("snapshots", format!("{} ({})", status.snapshots, human_bytes(status.snapshot_bytes))),
         (
             "search listings",
-            format!("{} ({})", status.cached_listings, human_bytes(status.cached_listing_bytes)),
+            format!(
+                "{} ({}; {} files, filters {}{})",
+                status.cached_listings,
+                human_bytes(status.cached_listing_bytes),
+                status.cached_listed_files,
+                human_bytes(status.cached_filter_bytes),
+                if status.cached_filters_building { ", building" } else { "" }
+            ),
         ),
         (
             "observed records",
@@ -329,6 +336,9 @@ mod tests {
             snapshot_bytes: 2048,
             cached_listings: 1,
             cached_listing_bytes: 512,
+            cached_listed_files: 3,
+            cached_filter_bytes: 192,
+            cached_filters_building: true,
             gates: Vec::new(),
             unmatched_responses: 0,
             other_gates: 0,
@@ -355,7 +365,10 @@ mod tests {
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
         assert!(text.contains("dropped notifications: 0\n"), "{text}");
         // Every value starts in the same column, right after the longest key.
-        assert!(text.contains("search listings:       1 (512 B)\n"), "{text}");
+        assert!(
+            text.contains("search listings:       1 (512 B; 3 files, filters 192 B, building)\n"),
+            "{text}"
+        );
         assert!(text.contains("line indexes:          2.0 KiB (2048)\n"), "{text}");
         assert!(text.contains("gates:                 0\n"), "{text}");
         assert!(

@@ -399,7 +399,21 @@ export interface DaemonStatus {
    */
   cachedFiles: number;
   /**
-   * Bytes those lists hold (at most `--max-search-cache-bytes`).
+   * Bytes of those files' trigram filters (part of `cachedListingBytes`).
+   */
+  cachedFilterBytes?: number;
+  /**
+   * Whether filters are being built now (after a listing's first grep); until they are, a
+   * repeated grep reads the files still without one.
+   */
+  cachedFiltersBuilding?: boolean;
+  /**
+   * Files those lists hold (`cachedListingBytes` over it: what is kept per listed file).
+   */
+  cachedListedFiles?: number;
+  /**
+   * Bytes those lists hold (at most `--max-search-cache-bytes`), their files' trigram
+   * filters included.
    */
   cachedListingBytes?: number;
   /**

@@ -32,7 +32,7 @@ pub fn glob(
         Err(answer) => return Ok(answer),
     };
     // Newest first, the shown path breaking ties; only the files shown get their path built.
-    let mut hits: Vec<(i128, usize)> = (0..files.len())
+    let mut hits: Vec<(i64, usize)> = (0..files.len())
         .filter(|&i| matcher.is_match(files.under(i)) && !ctx.search_hidden(&files, i))
         .map(|i| (files.mtime_ns(i), i))
         .collect();
@@ -88,7 +88,7 @@ struct Newest<'a, 'c> {
     ctx: &'a FileContext<'c>,
     files: &'a crate::context::search::SearchFiles,
     /// (time, listing index), newest first.
-    hits: &'a [(i128, usize)],
+    hits: &'a [(i64, usize)],
     at: usize,
     /// The rest of the current group of one time, in reverse order of their paths.
     tied: Vec<SearchFile>,
