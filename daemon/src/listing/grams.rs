@@ -1,16 +1,16 @@
 //! Trigram filters of a warm listing's files: for each file a search has read whole, a small
-//! bit set of the (ASCII-case-folded) three-byte sequences it contains. A later search whose
-//! pattern needs a literal of three bytes or more skips every file whose filter lacks one of
-//! the literal's trigrams, without opening it. A filter can say "maybe" wrongly, never "no"
+//! bit set of the (ASCII-case-folded) three-byte sequences of letters and `_` it contains (see
+//! [`word_byte`]). A later search whose pattern needs a literal with such trigrams skips every
+//! file whose filter lacks one of them, without opening it. A filter can say "maybe" wrongly, never "no"
 //! wrongly: a file that changes loses its filter (the listing's watch reports it), a filter
 //! built from bytes read while an event arrived is never kept, and a file without a filter is
 //! always searched.
 //!
 //! A filter is built at about one bit per two bytes of its file, then folded in halves while it
-//! stays under [`FOLD_BELOW`] full (a power of two, at least 512 bits): its size follows the
+//! stays under [`FOLD_BELOW`] full (a power of two, at least 1,024 bits): its size follows the
 //! trigrams its file holds, not its bytes, so a repetitive file costs little. With one hash, a
-//! trigram the file lacks is then taken as present with odds of about one half, so a literal of
-//! 12 bytes (10 trigrams) lets through about one file in a thousand that lacks it. A binary
+//! trigram the file lacks is then taken as present with odds of about one half, so a name of
+//! 12 letters (10 trigrams) lets through about one file in a thousand that lacks it. A binary
 //! file (one with a NUL byte, which every grep skips) keeps a filter of no bits that matches
 //! nothing, so a repeated search never reads it again. Filters count against the search
 //! cache's bytes, and stop being built when it is full.
@@ -27,13 +27,13 @@ use crate::provider::Root;
 const BUILD_THREADS: usize = 2;
 
 /// Smallest filter, in 64-bit words.
-const MIN_WORDS: usize = 8;
+const MIN_WORDS: usize = 16;
 /// Largest filter, in 64-bit words (1 Mbit: a 2 MiB file fills it as densely as the rest).
 const MAX_WORDS: usize = 1 << 14;
 
 /// A filter is folded while less than this share of its bits is set (after a fold, about
 /// twice as many are).
-const FOLD_BELOW: f64 = 0.5;
+const FOLD_BELOW: f64 = 0.35;
 
 /// The trigrams of one file (no words: a binary file, which no search matches).
 #[derive(Debug, Clone)]
@@ -69,15 +69,29 @@ fn halve(words: &[u64]) -> Vec<u64> {
     words.chunks_exact(2).map(|pair| pack(pair[0]) | pack(pair[1]) << 32).collect()
 }
 
-/// Calls `each` with the folded trigram ending at every byte from the third on.
+/// Calls `each` with the folded trigram ending at every byte from the third on whose three
+/// bytes are all letters or `_` (see [`word_byte`]).
 fn trigrams(bytes: &[u8], mut each: impl FnMut(u32)) {
     let mut gram = 0u32;
-    for (i, &byte) in bytes.iter().enumerate() {
-        gram = (gram << 8 | fold(byte)) & 0xFF_FFFF;
-        if i >= 2 {
+    // How many of the last bytes were letters or `_`.
+    let mut run = 0u32;
+    for &byte in bytes {
+        let folded = fold(byte);
+        gram = (gram << 8 | folded) & 0xFF_FFFF;
+        run = if word_byte(folded) { run + 1 } else { 0 };
+        if run >= 3 {
             each(gram);
         }
     }
+}
+
+/// Whether a folded byte is a letter or `_` (`_` folds to DEL, which joins it): only trigrams
+/// of three such bytes are kept, in the file and in the literal alike. Names are what agents
+/// grep for, and the trigrams with spaces, digits or punctuation in them were most of a file's
+/// (so most of its filter) while a literal's letters alone still rule out nearly every file
+/// without it. A literal with no three such bytes in a row filters nothing.
+fn word_byte(folded: u32) -> bool {
+    matches!(folded, 0x61..=0x7A | 0x7F)
 }
 
 impl GramFilter {
