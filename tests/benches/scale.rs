@@ -194,6 +194,73 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// While one session greps the whole tree with a pattern no filter rules out (each run a
+/// fresh daemon's first grep, so every file is read), another reads 50 lines of one file at a
+/// time: the reads' p50 and p99. Then a grep cancelled 200 ms in: how long after the
+/// `$/cancelRequest` its answer (the cancellation) came.
+fn fairness(tree: &Path, probe_file: &Path) {
+    let daemon = Daemon::start(&[]);
+    let init = json!({"roots": [tree], "tools": ["read", "glob", "grep"]});
+    let mut reader = Raw::connect(&daemon.socket);
+    reader.call("initialize", Some(init.clone()));
+    let mut grepper = Raw::connect(&daemon.socket);
+    grepper.call("initialize", Some(init));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let searching = {
+        let done = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            // `\w+ \d+;$` needs no literal a filter could rule a file out with.
+            let start = Instant::now();
+            grepper.call("tools/call", Some(json!({"name": "grep", "arguments": {"pattern": "[a-z]+ \\d{4};$", "output_mode": "count", "head_limit": 1}})));
+            done.store(true, std::sync::atomic::Ordering::Release);
+            start.elapsed()
+        })
+    };
+    let mut reads = Vec::new();
+    let mut line = 1u64;
+    while !done.load(std::sync::atomic::Ordering::Acquire) {
+        let start = Instant::now();
+        let result = reader.call(
+            "tools/call",
+            Some(
+                json!({"name": "read", "arguments": {"file_path": probe_file, "offset": line, "limit": 50}}),
+            ),
+        );
+        reads.push(start.elapsed());
+        assert_eq!(result["isError"], false, "{result}");
+        line = if line == 1 { 11 } else { 1 };
+    }
+    let grep = searching.join().unwrap();
+    reads.sort();
+    let pct = |p: usize| reads[(reads.len() * p / 100).min(reads.len() - 1)];
+    println!(
+        "another session's 50-line reads during a {:.0} ms whole-tree grep: {} reads, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        ms(grep),
+        reads.len(),
+        ms(pct(50)),
+        ms(pct(99)),
+        ms(*reads.last().unwrap()),
+    );
+    drop(daemon);
+    let daemon = Daemon::start(&[]);
+    let mut raw = Raw::connect(&daemon.socket);
+    raw.call("initialize", Some(json!({"roots": [tree], "tools": ["read", "glob", "grep"]})));
+    let id = raw.send_tool("grep", json!({"pattern": "[a-z]+ \\d{4};$", "output_mode": "count"}));
+    std::thread::sleep(Duration::from_millis(200));
+    let cancelled = Instant::now();
+    raw.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+    let answer = raw.response(id);
+    println!(
+        "a whole-tree grep cancelled 200 ms in: answered {:.1} ms after $/cancelRequest ({})",
+        ms(cancelled.elapsed()),
+        match (answer["error"]["code"].as_i64(), answer["result"]["error"]["code"].as_str()) {
+            (Some(code), _) => format!("error {code}"),
+            (None, Some(code)) => format!("the tool's {code}"),
+            _ => format!("not cancelled: {:.200}", answer.to_string()),
+        }
+    );
+}
+
 /// Runs every row on `tree` with a fresh daemon and prints them.
 fn bench_tree(rg: &Path, tree: &Path, rare: &str, common: &str) {
     let listed = Command::new(rg).args(["--files", "--no-require-git"]).current_dir(tree).output().unwrap();
@@ -326,6 +393,7 @@ fn main() {
     println!("daemon: {}", filectx_tests::bin("filectxd").display());
     let tree = generated_tree();
     bench_tree(&rg, &tree, RARE, COMMON);
+    fairness(&tree, &tree.join("pkg000/mod00/f01.rs"));
     if let Some(trees) = std::env::var_os("FILECTX_SCALE_TREES") {
         // A real tree: a name found in one file and a common word, as the issue's.
         let rare =

@@ -491,6 +491,10 @@ fn a_warm_grep_skips_files_by_their_trigrams_and_never_misses_a_change() {
         json!({"pattern": "[a-z]+_ready", "output_mode": "content"}),
         json!({"pattern": "u32 \\{ 5", "output_mode": "content", "head_limit": 3}),
         json!({"pattern": "absent_literal"}),
+        // No literal: only the binary files are skipped unread.
+        json!({"pattern": "^\\w+", "output_mode": "count"}),
+        // Literals without three letters in a row: nothing is skipped for them.
+        json!({"pattern": "\\{ 4[0-9] \\}", "output_mode": "count"}),
     ];
     for round in 0..2 {
         for pattern in &patterns {
@@ -512,6 +516,18 @@ fn a_warm_grep_skips_files_by_their_trigrams_and_never_misses_a_change() {
         );
     }
     assert_eq!(tool_ok(&mut warm, "grep", json!({"pattern": "fn poll_ready"})), "src/poll.rs");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let status = warm.call("daemon/status", None);
+        if status["cachedFiltersBuilding"] == false {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the filters are never built");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(status["cachedListedFiles"], 62, "{status}");
+    let filters = status["cachedFilterBytes"].as_u64().unwrap();
+    assert!(filters > 0 && filters < status["cachedListingBytes"].as_u64().unwrap(), "{status}");
 
     // A file whose filter said "no" gains the literal: the change drops its filter, and the
     // next grep reads it again.
@@ -526,4 +542,17 @@ fn a_warm_grep_skips_files_by_their_trigrams_and_never_misses_a_change() {
     let found = tool_ok(&mut warm, "grep", json!({"pattern": "fn poll_ready"}));
     assert_eq!(lines(&found), ["src/m07.rs", "src/poll.rs"]);
     assert_eq!(found, tool_ok(&mut cold, "grep", json!({"pattern": "fn poll_ready"})));
+
+    // A binary file (kept as one that matches nothing) becomes text holding the literal.
+    fs::write(root.join("src/bin.dat"), "fn poll_ready, as text now\n").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = tool_ok(&mut warm, "grep", json!({"pattern": "fn poll_ready"}));
+        if lines(&found).contains(&"src/bin.dat") {
+            assert_eq!(found, tool_ok(&mut cold, "grep", json!({"pattern": "fn poll_ready"})));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the binary file's change was never seen: {found}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
