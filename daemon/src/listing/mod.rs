@@ -106,7 +106,7 @@ impl Listings {
             if listing.truncated || listing.stopped {
                 self.abandon(filling);
             } else {
-                listing.grams = self.finish(filling, &root, &listing.files);
+                listing.grams = self.finish(filling, &root, &listing.files, walked.whitelists);
             }
         }
         Ok(listing)

@@ -65,10 +65,12 @@ pub struct Rules {
     _held: Vec<Held>,
 }
 
-/// The estimated bytes of compiled rules one walk holds, against [`MAX_RULE_BYTES`].
+/// The estimated bytes of compiled rules one walk holds, against [`MAX_RULE_BYTES`], and
+/// whether any rule it read whitelists (`!pattern`).
 #[derive(Debug, Default)]
 pub struct RuleBytes {
     held: AtomicUsize,
+    whitelists: std::sync::atomic::AtomicBool,
 }
 
 /// Bytes of a walk's [`RuleBytes`] held by one file's rules; given back when dropped.
@@ -92,6 +94,11 @@ impl RuleBytes {
     /// Bytes held now.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Acquire)
+    }
+
+    /// Whether a rule the walk read whitelists: only then can a hidden entry be listed.
+    pub fn whitelists(&self) -> bool {
+        self.whitelists.load(Ordering::Acquire)
     }
 }
 
@@ -186,6 +193,9 @@ pub fn rules_of(
         found.gitignore.then(|| read_rules(dir, c".gitignore", rel, bytes, &|| rel.join(".gitignore")));
     let gitignore = keep(gitignore.flatten());
     let exclude = keep(found.git.then(|| exclude(dir, rel, bytes, git)).flatten());
+    if [&ignore, &gitignore, &exclude].iter().any(|set| set.num_whitelists() > 0) {
+        bytes.whitelists.store(true, Ordering::Release);
+    }
     if ignore.is_empty() && gitignore.is_empty() && exclude.is_empty() {
         return parent;
     }

@@ -75,6 +75,9 @@ pub struct Walked {
     pub truncated: bool,
     /// Whether the caller's stop flag ended it.
     pub stopped: bool,
+    /// Whether an ignore file it read whitelists (`!pattern`): without one, no hidden entry can
+    /// be listed, so a listing may overlook hidden names coming and going.
+    pub whitelists: bool,
 }
 
 /// Threads of one walk: the walk is mostly system calls, so two already gain most of what
@@ -211,10 +214,15 @@ pub fn walk(
         });
     }
     walk.keep(&mut scratch);
-    let Walk { found, truncated, stopped, .. } = walk;
+    let Walk { found, truncated, stopped, rule_bytes, .. } = walk;
     let mut files = found.into_inner().unwrap_or_else(PoisonError::into_inner);
     files.sort_unstable_by(|a, b| path_order(&a.rel, &b.rel));
-    Ok(Walked { files, truncated: truncated.into_inner(), stopped: stopped.into_inner() })
+    Ok(Walked {
+        files,
+        truncated: truncated.into_inner(),
+        stopped: stopped.into_inner(),
+        whitelists: rule_bytes.whitelists(),
+    })
 }
 
 /// `a.cmp(b)` for paths as the walk makes them (relative, normal: no `.`, no doubled or trailing

@@ -10,9 +10,11 @@
 //! every event of a watched folder drops the listing (a create, delete or rename in it, a
 //! change of an ignore file, the folder itself moved or deleted, a lost event queue), except a
 //! content or metadata change of a file the listing holds: that file's size and modification
-//! time are re-read (beneath its root) at the next answer. The folders between the root and
-//! the searched one are watched too, where only their ignore files, their `.git` and the next
-//! folder on the way matter. Ignored and hidden folders are never walked, so a build writing
+//! time are re-read (beneath its root) at the next answer. A file renamed onto a listed file's
+//! name (an atomic replace, which is how the daemon itself writes) is such a change too, and a
+//! hidden name coming or going is none while no ignore file the walk read whitelists. The
+//! folders between the root and the searched one are watched too, where only their ignore
+//! files, their `.git` and the next folder on the way matter. Ignored and hidden folders are never walked, so a build writing
 //! into `target/` drops nothing; a walked folder's `.git` and `.git/info` are watched for
 //! `info` and `exclude` alone, the one ignore file kept there, so git writing its own files
 //! drops nothing either.
@@ -100,6 +102,10 @@ struct Entry {
     grams: Arc<Grams>,
     bytes: usize,
     used: u64,
+    /// Whether an ignore file its walk read whitelists: without one, no hidden name can be
+    /// listed, so hidden names coming and going (the daemon's own staging files, an editor's
+    /// swap files) change nothing.
+    whitelists: bool,
 }
 
 struct State {
@@ -193,12 +199,21 @@ impl State {
                 | EventMask::IGNORED
                 | EventMask::UNMOUNT,
         ) && name.is_some();
+        // A file renamed onto a name (an atomic replace, the daemon's own writes included): when
+        // the name is a listed file, the listing stands and the file is re-read as changed.
+        let replaced = mask.contains(EventMask::MOVED_TO) && !mask.contains(EventMask::ISDIR);
+        let hidden = name.is_some_and(hidden_unlisted);
         let users: Vec<(u64, Role)> = watched.users.iter().map(|(id, role)| (*id, role.clone())).collect();
         for (id, role) in users {
             if name.is_some_and(|name| !role.cares(name)) {
                 continue;
             }
-            if !content || self.filling.contains_key(&id) || role != Role::Walked {
+            let kept = !self.filling.contains_key(&id) && role == Role::Walked;
+            let entry = self.keys.get(&id).and_then(|key| self.entries.get(key));
+            if kept && hidden && entry.is_some_and(|entry| !entry.whitelists) {
+                continue;
+            }
+            if !(content || replaced) || !kept {
                 self.invalidate(id, watches);
                 continue;
             }
@@ -218,6 +233,13 @@ impl State {
             }
         }
     }
+}
+
+/// Whether the entry `name` is hidden and no ignore file nor `.git`: only a whitelisting rule
+/// could make the walk list it (or anything beneath it).
+fn hidden_unlisted(name: &OsStr) -> bool {
+    let name = name.as_encoded_bytes();
+    name.starts_with(b".") && !matches!(name, b"." | b".." | b".gitignore" | b".ignore" | b".git")
 }
 
 /// The inotify instance shared by all listings, and its event thread.
@@ -515,7 +537,13 @@ impl Listings {
 
     /// Keeps the listing `files` that the walk begun by `filling` found, unless an event
     /// arrived meanwhile or it does not fit; its (still empty) filters when kept.
-    pub fn finish(&self, filling: Filling, root: &Root, files: &Arc<Vec<Listed>>) -> Option<Arc<Grams>> {
+    pub fn finish(
+        &self,
+        filling: Filling,
+        root: &Root,
+        files: &Arc<Vec<Listed>>,
+        whitelists: bool,
+    ) -> Option<Arc<Grams>> {
         let Filling { key, id, mut watches, failed, .. } = filling;
         let mut state = lock(&self.state);
         let dirty = state.filling.remove(&id).unwrap_or(true);
@@ -547,6 +575,7 @@ impl Listings {
             grams: Arc::clone(&grams),
             bytes,
             used,
+            whitelists,
         };
         state.entries.insert(key, entry);
         Some(grams)

@@ -460,6 +460,57 @@ fn a_repeated_search_is_warm_and_sees_every_change() {
     assert_eq!(cached_listings(&mut raw), 1);
 }
 
+#[test]
+fn a_listing_stands_through_atomic_replaces_of_its_files_and_hidden_churn() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    put(&root, &[("src/a.rs", "fn alpha() {}\n"), ("src/b.rs", "fn beta() {}\n")]);
+    let mut raw = session(&daemon, &root);
+    let cold_daemon = Daemon::start(&["--max-search-cache-bytes", "0"]);
+    let mut cold = session(&cold_daemon, &root);
+    let same = |raw: &mut Raw, cold: &mut Raw, pattern: &str| {
+        let arguments = json!({"pattern": pattern, "output_mode": "content"});
+        let warm = tool_ok(raw, "grep", arguments.clone());
+        assert_eq!(warm, tool_ok(cold, "grep", arguments), "{pattern}");
+        warm
+    };
+    same(&mut raw, &mut cold, "fn ");
+    assert_eq!(cached_listings(&mut raw), 1);
+    // The daemon's own edit (a staging file, then a rename onto the name): the listing stands,
+    // and the next answer has the new content.
+    tool_ok(&mut raw, "edit", json!({"file_path": "src/a.rs", "old_string": "alpha", "new_string": "gamma"}));
+    // An outside atomic replace, and a hidden file coming and going (an editor's swap file).
+    fs::write(root.join("src/.b.rs.swp"), "x").unwrap();
+    fs::write(root.join("src/.b.rs.new"), "fn delta() {}\n").unwrap();
+    fs::rename(root.join("src/.b.rs.new"), root.join("src/b.rs")).unwrap();
+    fs::remove_file(root.join("src/.b.rs.swp")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let warm = same(&mut raw, &mut cold, "fn ");
+        if warm.contains("delta") {
+            assert!(warm.contains("gamma") && !warm.contains("alpha") && !warm.contains("beta"), "{warm}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the replace was never seen: {warm}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(cached_listings(&mut raw), 1, "replaced files and hidden names keep the listing");
+
+    // A rule that whitelists makes hidden names count: one coming drops the listing.
+    fs::write(root.join(".gitignore"), "!.keep.rs\n").unwrap();
+    until_forgotten(&mut raw);
+    same(&mut raw, &mut cold, "fn ");
+    assert_eq!(cached_listings(&mut raw), 1);
+    fs::write(root.join("src/.keep.rs"), "fn kept() {}\n").unwrap();
+    until_forgotten(&mut raw);
+    assert!(same(&mut raw, &mut cold, "fn ").contains("src/.keep.rs"));
+    // A new file still drops the listing, and the answer has it.
+    fs::write(root.join("src/c.rs"), "fn epsilon() {}\n").unwrap();
+    until_forgotten(&mut raw);
+    assert!(same(&mut raw, &mut cold, "fn ").contains("epsilon"));
+}
+
 /// Bytes the warm listings (and their trigram filters) hold now, per `daemon/status`.
 fn cached_bytes(raw: &mut Raw) -> u64 {
     raw.call("daemon/status", None)["cachedListingBytes"].as_u64().unwrap()
