@@ -262,7 +262,7 @@ fn fairness(tree: &Path, probe_file: &Path) {
 }
 
 /// Runs every row on `tree` with a fresh daemon and prints them.
-fn bench_tree(rg: &Path, tree: &Path, rare: &str, common: &str) {
+fn bench_tree(rg: &Path, tree: &Path, rare: &str, common: &str, edited: Option<&Path>) {
     let listed = Command::new(rg).args(["--files", "--no-require-git"]).current_dir(tree).output().unwrap();
     let count = listed.stdout.iter().filter(|b| **b == b'\n').count();
     println!();
@@ -364,6 +364,26 @@ fn bench_tree(rg: &Path, tree: &Path, rare: &str, common: &str) {
             rg_med.as_secs_f64() / ours_med.as_secs_f64()
         );
     }
+    if let Some(file) = edited {
+        // An agent edits a file (and puts it back): what is kept stands, and the next searches
+        // are still warm.
+        let mut agent = Raw::connect(&daemon.socket);
+        agent.call("initialize", Some(json!({"roots": [tree], "tools": ["read", "write"]})));
+        let original = std::fs::read_to_string(file).unwrap();
+        time_tool(&mut agent, "read", &json!({"file_path": file, "limit": 1}));
+        let changed = json!({"file_path": file, "content": format!("{original}// edited\n")});
+        let (edit, _) = time_tool(&mut agent, "write", &changed);
+        let (glob, _) = time_tool(&mut raw, "glob", &rows[0].arguments);
+        let (grep, _) = time_tool(&mut raw, "grep", &rows[1].arguments);
+        time_tool(&mut agent, "write", &json!({"file_path": file, "content": original}));
+        println!(
+            "after an agent's edit ({:.1} ms): the glob {:.1} ms, the common grep {:.1} ms; {} listing(s) kept",
+            ms(edit),
+            ms(glob),
+            ms(grep),
+            daemon.status()["cachedListings"]
+        );
+    }
     let status = daemon.status();
     let kept = status["cachedListingBytes"].as_u64().unwrap_or(0);
     let files = status["cachedListedFiles"].as_u64().unwrap_or(0);
@@ -392,14 +412,14 @@ fn main() {
     );
     println!("daemon: {}", filectx_tests::bin("filectxd").display());
     let tree = generated_tree();
-    bench_tree(&rg, &tree, RARE, COMMON);
+    bench_tree(&rg, &tree, RARE, COMMON, Some(&tree.join("pkg001/mod03/f07.rs")));
     fairness(&tree, &tree.join("pkg000/mod00/f01.rs"));
     if let Some(trees) = std::env::var_os("FILECTX_SCALE_TREES") {
         // A real tree: a name found in one file and a common word, as the issue's.
         let rare =
             std::env::var("FILECTX_SCALE_RARE").unwrap_or_else(|_| "PyUnicode_AsUTF8AndSize".to_owned());
         for tree in std::env::split_paths(&trees) {
-            bench_tree(&rg, &tree, &rare, COMMON);
+            bench_tree(&rg, &tree, &rare, COMMON, None);
         }
     }
     println!();
