@@ -300,8 +300,15 @@ impl Grams {
                 }
                 let generation = self.generation();
                 bytes.clear();
-                let read =
-                    root.open_read(&file.rel).and_then(|f| f.take(whole_max + 1).read_to_end(&mut bytes));
+                // The start first: a binary file gets its filter without the rest being read.
+                let read = root.open_read(&file.rel).and_then(|mut f| {
+                    let peek = crate::provider::searched::BINARY_PEEK.min(whole_max + 1);
+                    (&mut f).take(peek).read_to_end(&mut bytes)?;
+                    if memchr::memchr(0, &bytes).is_none() {
+                        f.take((whole_max + 1).saturating_sub(bytes.len() as u64)).read_to_end(&mut bytes)?;
+                    }
+                    Ok(())
+                });
                 if read.is_err() || bytes.len() as u64 > whole_max {
                     continue;
                 }

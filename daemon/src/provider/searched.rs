@@ -39,6 +39,10 @@ pub struct SearchSeen {
     pub links: u64,
 }
 
+/// How much of a file's start is read first, to find it binary (a NUL byte) before reading
+/// the rest: ripgrep's first buffer is as big.
+pub const BINARY_PEEK: u64 = 64 << 10;
+
 impl Provider {
     /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the
     /// way is refused): whole when it holds at most `whole_max` bytes (with `hash`, hashed,
@@ -61,7 +65,17 @@ impl Provider {
             return Ok(SearchContents::Stream(file));
         }
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        (&mut file).take(whole_max + 1).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
+        // Its start first: a file with a NUL byte there is binary, which a search that records
+        // nothing skips, so the rest of it (a library of megabytes) is never read.
+        (&mut file)
+            .take(BINARY_PEEK.min(whole_max + 1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(shown, "read", e))?;
+        if !hash && memchr::memchr(0, &bytes).is_some() {
+            return Ok(SearchContents::Bytes(bytes));
+        }
+        let rest = (whole_max + 1).saturating_sub(bytes.len() as u64);
+        (&mut file).take(rest).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
         if bytes.len() as u64 > whole_max {
             // It grew meanwhile: search it as a stream from the start.
             file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;
