@@ -1,10 +1,10 @@
 //! Trigram filters of a warm listing's files: for each file a search has read whole, a small
-//! bit set of the (ASCII-case-folded) three-byte sequences of letters and `_` it contains (see
-//! [`word_byte`]). A later search whose pattern needs a literal with such trigrams skips every
-//! file whose filter lacks one of them, without opening it. A filter can say "maybe" wrongly, never "no"
-//! wrongly: a file that changes loses its filter (the listing's watch reports it), a filter
-//! built from bytes read while an event arrived is never kept, and a file without a filter is
-//! always searched.
+//! bit set of the (ASCII-case-folded) three-byte sequences of letters, `_` and spaces it holds
+//! (see [`word_byte`]). A later search whose pattern needs a literal with such trigrams skips
+//! every file whose filter lacks one of them, without opening it. A filter can say "maybe"
+//! wrongly, never "no" wrongly: a file that changes loses its filter (the listing's watch
+//! reports it), a filter built from bytes read while an event arrived is never kept, and a file
+//! without a filter is always searched.
 //!
 //! A filter is built at about one bit per two bytes of its file, then folded in halves while it
 //! stays under [`FOLD_BELOW`] full (a power of two, at least 1,024 bits): its size follows the
@@ -70,10 +70,10 @@ fn halve(words: &[u64]) -> Vec<u64> {
 }
 
 /// Calls `each` with the folded trigram ending at every byte from the third on whose three
-/// bytes are all letters or `_` (see [`word_byte`]).
+/// bytes are all letters, `_` or spaces (see [`word_byte`]).
 fn trigrams(bytes: &[u8], mut each: impl FnMut(u32)) {
     let mut gram = 0u32;
-    // How many of the last bytes were letters or `_`.
+    // How many of the last bytes were letters, `_` or spaces.
     let mut run = 0u32;
     for &byte in bytes {
         let folded = fold(byte);
@@ -85,13 +85,14 @@ fn trigrams(bytes: &[u8], mut each: impl FnMut(u32)) {
     }
 }
 
-/// Whether a folded byte is a letter or `_` (`_` folds to DEL, which joins it): only trigrams
-/// of three such bytes are kept, in the file and in the literal alike. Names are what agents
-/// grep for, and the trigrams with spaces, digits or punctuation in them were most of a file's
-/// (so most of its filter) while a literal's letters alone still rule out nearly every file
-/// without it. A literal with no three such bytes in a row filters nothing.
+/// Whether a folded byte is a letter, `_` (which folds to DEL, which joins it) or a space: only
+/// trigrams of three such bytes are kept, in the file and in the literal alike. Names, and names
+/// joined by a space (`fn poll_ready`, `def __init__`, `class Foo`), are what agents grep for;
+/// the trigrams with digits, punctuation or line ends in them were most of a file's (so most of
+/// its filter) while a literal's other trigrams still rule out nearly every file without it. A
+/// literal with no three such bytes in a row filters nothing.
 fn word_byte(folded: u32) -> bool {
-    matches!(folded, 0x61..=0x7A | 0x7F)
+    matches!(folded, 0x20 | 0x61..=0x7A | 0x7F)
 }
 
 impl GramFilter {
