@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use filectx_tests::versus::{Rng, median, paths_of, time_rg, time_tool};
 use filectx_tests::{Daemon, Raw};
 use serde_json::{Value, json};
 
@@ -28,22 +29,6 @@ const RUNS: usize = 5;
 const RARE: &str = "frobnicate_quux_seventy";
 /// The common pattern of the generated tree (in about 6 % of its files).
 const COMMON: &str = "def __init__";
-
-/// xorshift64*: the generator's only randomness, so the tree is the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const WORDS: &[&str] = &[
     "self", "value", "result", "index", "buffer", "count", "name", "path", "config", "state", "error",
@@ -92,7 +77,7 @@ fn generate(dir: &Path, shape: Shape) -> PathBuf {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join(".gitignore"), "build/\n*.log\n").unwrap();
-    let mut rng = Rng(0x5EED_F11E_C7A5_CA1E);
+    let mut rng = Rng::new(0x5EED_F11E_C7A5_CA1E);
     let rare_at = shape.files / 2 + 17;
     let mut rare = PathBuf::new();
     let mut text = String::new();
@@ -144,7 +129,7 @@ fn generated_tree() -> PathBuf {
         exe.ancestors().nth(3).unwrap().join("scale-tree")
     });
     let stamp_path = dir.with_extension("stamp");
-    let stamp = format!("v1 {shape:?}\n");
+    let stamp = format!("v2 {shape:?}\n");
     if std::fs::read_to_string(&stamp_path).ok().as_deref() != Some(stamp.as_str()) {
         let start = Instant::now();
         eprintln!("writing the tree {} ({shape:?}) ...", dir.display());
@@ -153,33 +138,6 @@ fn generated_tree() -> PathBuf {
         eprintln!("written in {:.1} s", start.elapsed().as_secs_f64());
     }
     std::fs::canonicalize(dir).unwrap()
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-/// The paths of a tool answer (one per line, before the blank line and footer).
-fn paths_of(text: &str) -> BTreeSet<String> {
-    text.lines().take_while(|l| !l.is_empty()).map(str::to_owned).collect()
-}
-
-fn time_tool(raw: &mut Raw, tool: &str, arguments: &Value) -> (Duration, String) {
-    let start = Instant::now();
-    let result = raw.call("tools/call", Some(json!({"name": tool, "arguments": arguments})));
-    let took = start.elapsed();
-    assert_eq!(result["isError"], false, "{result}");
-    (took, result["content"][0]["text"].as_str().unwrap().to_owned())
-}
-
-fn time_rg(rg: &Path, tree: &Path, args: &[&str]) -> (Duration, BTreeSet<String>) {
-    let start = Instant::now();
-    let out = Command::new(rg).args(args).current_dir(tree).output().unwrap();
-    let took = start.elapsed();
-    let paths =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim_start_matches("./").to_owned()).collect();
-    (took, paths)
 }
 
 /// One search, both ways.

@@ -11,11 +11,11 @@
 //! timed, alternating with rg, and medians are printed with their ratio.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use filectx_tests::versus::{median, paths_of, time_rg, time_tool};
 use filectx_tests::{Daemon, Raw};
 use serde_json::{Value, json};
 
@@ -37,38 +37,12 @@ fn tree() -> PathBuf {
     std::fs::canonicalize(index.path()).unwrap()
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
 /// One search, both ways.
 struct Row {
     name: &'static str,
     tool: &'static str,
     arguments: Value,
     rg: Vec<&'static str>,
-}
-
-/// The paths of a tool answer (one per line, before the blank line and footer), as rg prints
-/// them relative to the tree.
-fn paths_of(text: &str) -> BTreeSet<String> {
-    text.lines().take_while(|l| !l.is_empty()).map(str::to_owned).collect()
-}
-
-fn time_tool(raw: &mut Raw, tool: &str, arguments: &Value) -> (Duration, String) {
-    let start = Instant::now();
-    let result = raw.call("tools/call", Some(json!({"name": tool, "arguments": arguments})));
-    let took = start.elapsed();
-    assert_eq!(result["isError"], false, "{result}");
-    (took, result["content"][0]["text"].as_str().unwrap().to_owned())
-}
-
-fn time_rg(rg: &Path, tree: &Path, args: &[&str]) -> (Duration, String) {
-    let start = Instant::now();
-    let out = Command::new(rg).args(args).current_dir(tree).output().unwrap();
-    let took = start.elapsed();
-    (took, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn main() {
@@ -111,10 +85,8 @@ fn main() {
     println!("{:<34} {:>6} {:>11} {:>11} {:>7}", "search", "files", "filectxd", "rg", "ratio");
     for row in &rows {
         let (first, text) = time_tool(&mut raw, row.tool, &row.arguments);
-        let (rg_first, rg_out) = time_rg(&rg, &tree, &row.rg);
+        let (rg_first, theirs) = time_rg(&rg, &tree, &row.rg);
         let ours = paths_of(&text);
-        let theirs: BTreeSet<String> =
-            rg_out.lines().map(|l| l.trim_start_matches("./").to_owned()).collect();
         assert!(
             !text.contains("not shown") && !text.contains("Output capped"),
             "not a complete answer: {text}"

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 pub mod another_user;
+pub mod versus;
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;

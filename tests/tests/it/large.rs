@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{FsErrorCode, STREAM_CHUNK_LINES, TextChunk};
+use filectx_tests::versus::Rng;
 use filectx_tests::{Daemon, Raw, fs_error, ok, rpc};
 use serde_json::{Value, json};
 
@@ -39,27 +40,6 @@ fn s(path: &Path) -> String {
 
 /// Chunks the daemon produces ahead of a stream's connection (its `STREAM_BUFFER_CHUNKS`).
 const STREAM_BUFFER_CHUNKS: usize = 4;
-
-/// A small, seedable generator (xorshift64*), so that runs differ only by their seed.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn seed() -> u64 {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
