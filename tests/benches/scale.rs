@@ -378,7 +378,7 @@ fn main() {
     );
     println!("daemon: {}", filectx_tests::bin("filectxd").display());
     let tree = generated_tree();
-    bench_tree(&rg, &tree, RARE, COMMON, Some(&tree.join("pkg001/mod03/f06.rs")));
+    bench_tree(&rg, &tree, RARE, COMMON, Some(&tree.join("pkg000/mod00/f06.rs")));
     fairness(&tree, &tree.join("pkg000/mod00/f01.rs"));
     if let Some(trees) = std::env::var_os("FILECTX_SCALE_TREES") {
         // A real tree: a name found in one file and a common word, as the issue's.
