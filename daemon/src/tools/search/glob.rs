@@ -20,12 +20,7 @@ pub fn glob(
         .literal_separator(true)
         .build()
         .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))?;
-    // A set of one, not a `GlobMatcher`: a set matches `**/*.py` by its extension and
-    // `**/build.rs` by its name, where a lone matcher runs its regex on every path.
-    let matcher = globset::GlobSetBuilder::new()
-        .add(glob)
-        .build()
-        .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))?;
+    let matcher = PathMatch::new(pattern, glob)?;
     let clock = Budget::new(limits);
     let files = match listed(ctx, path, &clock)? {
         Ok(files) => files,
@@ -82,6 +77,49 @@ pub fn glob(
     Ok(text.trim_end_matches('\n').to_owned())
 }
 
+/// What a glob matches paths with: the commonest globs by their bytes, any other with a glob set.
+enum PathMatch {
+    /// `**/*TAIL` (`**/*.rs`, `**/*_test.go`): the path ends with the tail.
+    Suffix(Vec<u8>),
+    /// `**/NAME` (`**/build.rs`): the path is the name, or ends with `/` and the name.
+    Name(Vec<u8>),
+    /// A set of one, not a `GlobMatcher`: a set matches by extension, name or literal where it
+    /// can, and a lone matcher runs its regex on every path.
+    Set(globset::GlobSet),
+}
+
+impl PathMatch {
+    fn new(pattern: &str, glob: globset::Glob) -> Result<Self, SearchError> {
+        let literal =
+            |tail: &str| !tail.is_empty() && !tail.contains(['*', '?', '[', ']', '{', '}', '\\', '/']);
+        if let Some(tail) = pattern.strip_prefix("**/*").filter(|tail| literal(tail)) {
+            return Ok(Self::Suffix(tail.as_bytes().to_vec()));
+        }
+        if let Some(name) = pattern.strip_prefix("**/").filter(|name| literal(name)) {
+            return Ok(Self::Name(name.as_bytes().to_vec()));
+        }
+        globset::GlobSetBuilder::new()
+            .add(glob)
+            .build()
+            .map(Self::Set)
+            .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))
+    }
+
+    /// Whether `path` (relative to the searched folder) matches.
+    fn is_match(&self, path: &std::path::Path) -> bool {
+        use std::os::unix::ffi::OsStrExt as _;
+        let bytes = path.as_os_str().as_bytes();
+        match self {
+            Self::Suffix(tail) => bytes.ends_with(tail),
+            Self::Name(name) => {
+                bytes.ends_with(name)
+                    && (bytes.len() == name.len() || bytes[bytes.len() - name.len() - 1] == b'/')
+            }
+            Self::Set(set) => set.is_match(path),
+        }
+    }
+}
+
 /// The hits of a glob in the order it shows them, each built as it is reached: newest first,
 /// files of the same time in the order of their shown paths.
 struct Newest<'a, 'c> {
@@ -121,6 +159,40 @@ impl Iterator for Newest<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_byte_matchers_agree_with_the_glob_set() {
+        let paths = [
+            "a.rs",
+            "src/a.rs",
+            "src/a.rs.bak",
+            "src/ars",
+            ".rs",
+            "x/.rs",
+            "build.rs",
+            "a/build.rs",
+            "a/xbuild.rs",
+            "a/build.rs/x",
+            "a/b/c_test.go",
+            "c_test.go",
+            "test.go",
+            "a.RS",
+        ];
+        for pattern in ["**/*.rs", "**/*_test.go", "**/build.rs", "**/*.go", "**/c_test.go"] {
+            let glob = || GlobBuilder::new(pattern).literal_separator(true).build().unwrap();
+            let fast = PathMatch::new(pattern, glob()).ok().unwrap();
+            assert!(!matches!(fast, PathMatch::Set(_)), "{pattern} is matched by bytes");
+            let set = globset::GlobSetBuilder::new().add(glob()).build().unwrap();
+            for path in paths {
+                let path = std::path::Path::new(path);
+                assert_eq!(fast.is_match(path), set.is_match(path), "{pattern} on {}", path.display());
+            }
+        }
+        for pattern in ["*.rs", "src/**/*.rs", "**/*.{ts,tsx}", "**/a*.rs", "**/*"] {
+            let glob = GlobBuilder::new(pattern).literal_separator(true).build().unwrap();
+            assert!(matches!(PathMatch::new(pattern, glob).ok(), Some(PathMatch::Set(_))), "{pattern}");
+        }
+    }
     use std::path::Path;
 
     fn is_match(pattern: &str, path: &str) -> bool {
