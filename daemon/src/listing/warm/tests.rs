@@ -1,0 +1,262 @@
+//! Tests of the warm listings: warm answers equal cold walks whatever changes, the bounds, and
+//! what a change keeps or drops.
+
+use super::*;
+use crate::provider::{Provider, ProviderConfig, RootDir, Scope};
+use proptest::prelude::*;
+use std::time::{Duration, Instant};
+
+const DIRS: [&str; 4] = ["", "a", "a/b", "c"];
+const NAMES: [&str; 4] = ["x.rs", "y.txt", ".h", "z.log"];
+const PATTERNS: [&str; 5] = ["*.log\n", "x.rs\n", "b/\n", "", "*.log\n!z.log\n"];
+/// The folders searched.
+const SEARCHED: [&str; 2] = ["", "a"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create(usize, usize),
+    Modify(usize, usize),
+    Delete(usize, usize),
+    Rename((usize, usize), (usize, usize)),
+    RenameDir(usize, usize),
+    Ignore(usize, usize, bool),
+    MakeDir(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let file = (0..DIRS.len(), 0..NAMES.len());
+    prop_oneof![
+        file.clone().prop_map(|(d, n)| Op::Create(d, n)),
+        file.clone().prop_map(|(d, n)| Op::Modify(d, n)),
+        file.clone().prop_map(|(d, n)| Op::Delete(d, n)),
+        (file.clone(), file).prop_map(|(a, b)| Op::Rename(a, b)),
+        (1..DIRS.len(), 1..DIRS.len()).prop_map(|(a, b)| Op::RenameDir(a, b)),
+        (0..DIRS.len(), 0..PATTERNS.len(), any::<bool>()).prop_map(|(d, p, g)| Op::Ignore(d, p, g)),
+        (1..DIRS.len()).prop_map(Op::MakeDir),
+    ]
+}
+
+fn path(root: &Path, dir: usize, name: usize) -> PathBuf {
+    root.join(DIRS[dir]).join(NAMES[name])
+}
+
+/// Applies `op` to the tree (a step that cannot be done, e.g. in a missing folder, is
+/// skipped: the property holds whatever the tree).
+fn apply(root: &Path, op: &Op, n: usize) {
+    let _ = match *op {
+        Op::Create(d, f) | Op::Modify(d, f) => std::fs::write(path(root, d, f), format!("{n}").repeat(n % 5)),
+        Op::Delete(d, f) => std::fs::remove_file(path(root, d, f)),
+        Op::Rename((d1, f1), (d2, f2)) => std::fs::rename(path(root, d1, f1), path(root, d2, f2)),
+        Op::RenameDir(a, b) => std::fs::rename(root.join(DIRS[a]), root.join(DIRS[b])),
+        Op::Ignore(d, p, git) => {
+            let name = if git { ".gitignore" } else { ".ignore" };
+            std::fs::write(root.join(DIRS[d]).join(name), PATTERNS[p])
+        }
+        Op::MakeDir(d) => std::fs::create_dir_all(root.join(DIRS[d])),
+    };
+}
+
+struct Tree {
+    _dir: tempfile::TempDir,
+    root: Root,
+    /// The provider of the cold listings, which resolves the searched folders.
+    provider: Provider,
+    warm: Arc<Listings>,
+    cold: Arc<Listings>,
+}
+
+fn tree(max_bytes: usize) -> Tree {
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::fs::canonicalize(dir.path()).unwrap();
+    for d in DIRS {
+        std::fs::create_dir_all(path.join(d)).unwrap();
+        for name in NAMES {
+            std::fs::write(path.join(d).join(name), name).unwrap();
+        }
+    }
+    let root = RootDir::new(&path, None).unwrap();
+    let config = ProviderConfig { fsync: false, ..Default::default() };
+    let warm = Arc::new(Listings::for_provider(&Provider::new(ProviderConfig {
+        max_search_cache_bytes: max_bytes,
+        ..config.clone()
+    })));
+    let provider = Provider::new(ProviderConfig { max_search_cache_bytes: 0, ..config });
+    let cold = Arc::new(Listings::for_provider(&provider));
+    Tree { _dir: dir, root, provider, warm, cold }
+}
+
+impl Tree {
+    fn resolve(&self, rel: &str) -> Option<crate::provider::Resolved> {
+        let roots = [self.root.clone()];
+        let scope = Scope { roots: &roots, cwd: self.root.path() };
+        self.provider.resolve(if rel.is_empty() { "." } else { rel }, scope).ok().filter(|r| r.folder)
+    }
+
+    /// Lets the warm provider's watcher catch up with every change made so far to `rel`:
+    /// changes a listed file there and waits until that change was handled (events of one
+    /// watcher arrive in order). The change is made again every 100 ms while waiting: an
+    /// event that came before the listing it would mark existed (the listing, walked after
+    /// the change, already shows it) marks nothing, and a later one will.
+    fn settle(&self, rel: &str) {
+        let flush = Path::new(rel).join("flush.txt");
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(10);
+        let write = || {
+            std::fs::write(self.root.path().join(&flush), started.elapsed().as_nanos().to_string()).unwrap()
+        };
+        write();
+        let mut next_write = started + Duration::from_millis(100);
+        while !self.warm.settled(&self.root, Path::new(rel), &flush) {
+            let now = Instant::now();
+            assert!(now < deadline, "the watcher never handled a change of {}", flush.display());
+            if now >= next_write {
+                write();
+                next_write = now + Duration::from_millis(100);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The warm answer for `rel` equals a cold walk's.
+    fn check(&self, rel: &str) {
+        let Some(target) = self.resolve(rel) else { return };
+        self.settle(rel);
+        let warm = self.warm.list(&target, &|| false).unwrap();
+        let cold = self.cold.list(&target, &|| false).unwrap();
+        assert_eq!(warm.files, cold.files, "warm and cold listings of {rel:?} differ");
+    }
+}
+
+#[test]
+fn a_repeated_listing_is_warm_and_bounded() {
+    let tree = tree(64 << 20);
+    let target = tree.resolve("a").unwrap();
+    let first = tree.warm.list(&target, &|| false).unwrap();
+    assert_eq!(tree.warm.stats().0, 1);
+    tree.settle("a");
+    // A content change keeps the listing, with the new size.
+    std::fs::write(tree.root.path().join("a/y.txt"), "longer now").unwrap();
+    tree.settle("a");
+    let second = tree.warm.list(&target, &|| false).unwrap();
+    assert_eq!(tree.warm.stats().0, 1, "a content change keeps the listing");
+    assert_ne!(first.files, second.files);
+    assert_eq!(second.files, tree.cold.list(&target, &|| false).unwrap().files);
+    // A stopped walk is not kept; forgetting drops.
+    tree.warm.forget(&tree.root.path().join("a/new"));
+    assert_eq!(tree.warm.stats().0, 0);
+    assert!(tree.warm.list(&target, &|| true).unwrap().stopped);
+    assert_eq!(tree.warm.stats().0, 0);
+    tree.warm.list(&target, &|| false).unwrap();
+    tree.warm.forget_all();
+    assert_eq!(tree.warm.stats(), (0, 0));
+    // A listing over the cap alone is never kept.
+    let small = tree_with_cap(64);
+    let target = small.resolve("").unwrap();
+    small.warm.list(&target, &|| false).unwrap();
+    assert_eq!(small.warm.stats(), (0, 0));
+}
+
+#[test]
+fn only_changes_that_can_change_the_answer_drop_a_listing() {
+    let tree = tree(64 << 20);
+    let root = tree.root.path().to_path_buf();
+    std::fs::create_dir_all(root.join("a/.git/objects")).unwrap();
+    std::fs::create_dir_all(root.join("a/target/debug")).unwrap();
+    std::fs::write(root.join("a/.gitignore"), "target/\n").unwrap();
+    let target = tree.resolve("a").unwrap();
+    // The first settle creates the flush file: list again once it exists.
+    tree.settle("a");
+    tree.warm.list(&target, &|| false).unwrap();
+    tree.settle("a");
+    assert_eq!(tree.warm.stats().0, 1);
+    // Hidden and ignored folders are not watched; a file beside the searched folder on the
+    // way from the root does not matter either.
+    std::fs::write(root.join("a/.git/objects/pack"), "x").unwrap();
+    std::fs::write(root.join("a/target/debug/build.o"), "x").unwrap();
+    std::fs::create_dir(root.join("a/target/debug/deps")).unwrap();
+    std::fs::write(root.join("beside.txt"), "x").unwrap();
+    std::fs::write(root.join("c/x.rs"), "changed").unwrap();
+    tree.settle("a");
+    assert_eq!(tree.warm.stats().0, 1, "nothing that can change the listing happened");
+    // An ignore file on the way does.
+    std::fs::write(root.join(".ignore"), "*.txt\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tree.warm.stats().0 != 0 {
+        assert!(Instant::now() < deadline, "an ignore file on the way kept the listing");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let warm = tree.warm.list(&target, &|| false).unwrap();
+    assert_eq!(warm.files, tree.cold.list(&target, &|| false).unwrap().files);
+    assert!(warm.files.iter().all(|f| f.rel.extension().is_none_or(|e| e != "txt")));
+}
+
+#[test]
+fn a_change_of_git_info_exclude_drops_a_listing() {
+    let tree = tree(64 << 20);
+    let root = tree.root.path().to_path_buf();
+    std::fs::create_dir_all(root.join("a/.git/info")).unwrap();
+    std::fs::write(root.join("a/.git/info/exclude"), "").unwrap();
+    std::fs::create_dir_all(root.join("a/b/.git")).unwrap();
+    // The warm listing of `a` (checked against a cold walk): how many files end in `ext`.
+    let count = |ext: &str| {
+        let target = tree.resolve("a").unwrap();
+        let warm = tree.warm.list(&target, &|| false).unwrap();
+        assert_eq!(warm.files, tree.cold.list(&target, &|| false).unwrap().files);
+        warm.files.iter().filter(|f| f.rel.extension().is_some_and(|e| e == ext)).count()
+    };
+    let kept = || {
+        tree.settle("a");
+        count("rs");
+        tree.settle("a");
+        assert_eq!(tree.warm.stats().0, 1);
+    };
+    let dropped = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tree.warm.stats().0 != 0 {
+            assert!(Instant::now() < deadline, "{what} kept the listing");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    // The searched folder's own `.git/info/exclude`.
+    kept();
+    let txt = count("txt");
+    assert!(txt > 0);
+    // Git writing its own files drops nothing.
+    std::fs::write(root.join("a/.git/index"), "x").unwrap();
+    std::fs::write(root.join("a/.git/info/refs"), "x").unwrap();
+    tree.settle("a");
+    assert_eq!(tree.warm.stats().0, 1, "git's own files are not ignore files");
+    std::fs::write(root.join("a/.git/info/exclude"), "y.txt\n").unwrap();
+    dropped("a change of the searched folder's .git/info/exclude");
+    assert!(count("txt") < txt);
+    // A walked folder's `.git` without `info`: an exclude made there drops the listing too.
+    kept();
+    let log = count("log");
+    assert!(log > 0);
+    std::fs::create_dir(root.join("a/b/.git/info")).unwrap();
+    std::fs::write(root.join("a/b/.git/info/exclude"), "z.log\n").unwrap();
+    dropped("an exclude made in a walked folder's .git");
+    assert!(count("log") < log);
+}
+
+fn tree_with_cap(max_bytes: usize) -> Tree {
+    tree(max_bytes)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn warm_listings_equal_cold_walks(ops in proptest::collection::vec(op(), 1..10)) {
+        let tree = tree(64 << 20);
+        for rel in SEARCHED {
+            tree.check(rel);
+        }
+        for (n, op) in ops.iter().enumerate() {
+            apply(tree.root.path(), op, n);
+            for rel in SEARCHED {
+                tree.check(rel);
+            }
+        }
+    }
+}
