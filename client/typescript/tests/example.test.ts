@@ -61,11 +61,3 @@ test("the README's undo example is examples/undo.ts", async () => {
   const block = /## Undo[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
   assert.equal(block, example);
 });
-
-test('the repository README shows the quickstart example as it is', async () => {
-  const top = await readFile(join(packageDir, '..', '..', 'README.md'), 'utf8');
-  const section = top.split('## From TypeScript')[1]?.split('\n## ')[0] ?? '';
-  const shown = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
-  const example = await readFile(join(packageDir, 'examples', 'quickstart.ts'), 'utf8');
-  assert.deepEqual(shown, [example]);
-});
