@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::deny::Access;
 use super::{ContextError, FileContext, ProviderError};
+pub use crate::listing::Dated;
 use crate::listing::Listed;
 use crate::listing::grams::Grams;
 use crate::provider::resolve::display;
@@ -26,10 +27,6 @@ pub struct SearchFile {
     index: usize,
     /// As shown: relative to the cwd when inside it, else absolute (what `read` accepts).
     pub display: String,
-    /// Modification time when listed, nanoseconds since the epoch.
-    pub mtime_ns: i64,
-    /// Size when listed.
-    pub size: u64,
 }
 
 /// The files a search may look at: the folder's listing (shared with the warm copy, never
@@ -83,9 +80,22 @@ impl SearchFiles {
         }
     }
 
-    /// Modification time of listed file `index` when listed, nanoseconds since the epoch.
+    /// Modification time of listed file `index` as last seen, nanoseconds since the epoch:
+    /// looked up beneath the root the first time it is asked for (a walk dates only the files
+    /// its search wanted), and 0 when it cannot be (gone: never shown).
     pub fn mtime_ns(&self, index: usize) -> i64 {
-        self.listed[index].mtime_ns
+        let listed = &self.listed[index];
+        listed.mtime_ns().unwrap_or_else(|| {
+            match self.root.open_path(&listed.rel).and_then(|file| file.metadata()) {
+                Ok(meta) => listed.date(crate::listing::mtime_of(&meta)),
+                Err(_) => 0,
+            }
+        })
+    }
+
+    /// [`mtime_ns`](Self::mtime_ns) of a file the search shows.
+    pub fn mtime_of(&self, file: &SearchFile) -> i64 {
+        self.mtime_ns(file.index)
     }
 
     /// Listed file `index` relative to the searched folder (its name when a file was named).
@@ -113,15 +123,17 @@ impl SearchFiles {
 impl FileContext<'_> {
     /// The files under `path` (default: the cwd) a search looks at: ignore files honoured,
     /// hidden entries skipped, symlinks never followed. `stop` is asked during the walk; when
-    /// it says so, [`ContextError::Cancelled`]. The deny rules apply per file, in
+    /// it says so, [`ContextError::Cancelled`]. A walk dates the files `dated` accepts (see
+    /// [`Dated`]; all when `None`). The deny rules apply per file, in
     /// [`search_file`](Self::search_file).
     pub fn search_files(
         &self,
         path: Option<&str>,
         stop: &(dyn Fn() -> bool + Sync),
+        dated: Option<&Dated<'_>>,
     ) -> Result<SearchFiles, ContextError> {
         let target = self.target(path.unwrap_or("."), Access::Read)?;
-        let listing = self.listings.list(&target, stop)?;
+        let listing = self.listings.list(&target, stop, dated)?;
         // Tests widen here the window in which a change drops the listing under the search.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("search::listed");
@@ -148,10 +160,10 @@ impl FileContext<'_> {
     /// Listed file `index` as the search shows it, or `None` when a deny rule hides it from
     /// this session.
     pub fn search_file(&self, files: &SearchFiles, index: usize) -> Option<SearchFile> {
-        let Listed { rel, mtime_ns, size } = &files.listed[index];
+        let rel = &files.listed[index].rel;
         self.deny.check(rel, Access::Read).ok()?;
         let display = display(&files.root.path().join(rel), self.scope.cwd);
-        Some(SearchFile { index, display, mtime_ns: *mtime_ns, size: *size })
+        Some(SearchFile { index, display })
     }
 
     /// Opens `file` for searching, beneath its root: with `whole` (a search that may count as a
@@ -274,13 +286,13 @@ mod tests {
         let observed = Observations::new(10);
         let ctx = FileContext::new(&provider, &listings, scope, &observed, false);
 
-        let files = ctx.search_files(Some(".."), &|| false).unwrap();
+        let files = ctx.search_files(Some(".."), &|| false, None).unwrap();
         let shown: Vec<_> = (0..files.len())
             .map(|i| (ctx.search_file(&files, i).unwrap().display, files.under(i).to_str().unwrap()))
             .collect();
         let b = root.join("b.txt").display().to_string();
         assert_eq!(shown, [(b, "b.txt"), ("a.rs".to_owned(), "src/a.rs")], "shown as read accepts them");
-        assert!(matches!(ctx.search_files(None, &|| true), Err(ContextError::Cancelled { .. })));
+        assert!(matches!(ctx.search_files(None, &|| true, None), Err(ContextError::Cancelled { .. })));
 
         let a = &ctx.search_file(&files, 1).unwrap();
         let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, a, true) else {

@@ -296,13 +296,20 @@ impl Grams {
             while !ended.load(Ordering::Relaxed) {
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 let Some(file) = listed.get(index) else { return };
-                if file.size > whole_max || self.has(index) {
+                if self.has(index) {
                     continue;
                 }
                 let generation = self.generation();
                 bytes.clear();
-                // The start first: a binary file gets its filter without the rest being read.
+                // Dated from the descriptor read (a glob's walk left most files undated); too
+                // big a file gets no filter. The start first: a binary file gets its filter
+                // without the rest being read.
                 let read = root.open_read(&file.rel).and_then(|mut f| {
+                    let meta = f.metadata()?;
+                    file.date(super::listed::mtime_of(&meta));
+                    if meta.len() > whole_max {
+                        return Err(std::io::ErrorKind::FileTooLarge.into());
+                    }
                     let peek = crate::provider::searched::BINARY_PEEK.min(whole_max + 1);
                     (&mut f).take(peek).read_to_end(&mut bytes)?;
                     if memchr::memchr(0, &bytes).is_none() {

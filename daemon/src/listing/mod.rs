@@ -23,8 +23,8 @@ pub mod warm;
 use std::sync::Arc;
 
 use self::grams::Grams;
-pub use self::listed::Listed;
-pub use self::walker::{MAX_LISTED_BYTES, MAX_LISTED_FILES};
+pub use self::listed::{Listed, mtime_of};
+pub use self::walker::{Dated, MAX_LISTED_BYTES, MAX_LISTED_FILES};
 use self::warm::Filling;
 pub use self::warm::Listings;
 use crate::provider::{Provider, ProviderError, Resolved, Root, io_error};
@@ -53,8 +53,15 @@ impl Listings {
 
     /// The regular files under `base` (a folder, or one file), as ripgrep would search them:
     /// ignore files honoured, hidden entries skipped, symlinks neither followed nor listed.
-    /// `stop` is asked every few entries; when it says so, the walk ends (`stopped`).
-    pub fn list(&self, base: &Resolved, stop: &(dyn Fn() -> bool + Sync)) -> Result<Listing, ProviderError> {
+    /// `stop` is asked every few entries; when it says so, the walk ends (`stopped`). A walk
+    /// looks up the times of the files `dated` accepts (by their path relative to `base`; all
+    /// when `None`); the others' are looked up when asked for ([`Listed::mtime_ns`]).
+    pub fn list(
+        &self,
+        base: &Resolved,
+        stop: &(dyn Fn() -> bool + Sync),
+        dated: Option<&Dated<'_>>,
+    ) -> Result<Listing, ProviderError> {
         let root = base.dir.clone();
         if !base.exists {
             return Err(ProviderError::NotFound { path: base.display.clone(), why: None });
@@ -64,11 +71,8 @@ impl Listings {
                 return Err(ProviderError::NotRegularFile { path: base.display.clone() });
             };
             let fp = found.fingerprint;
-            let files = Arc::new(vec![Listed {
-                rel: base.rel.as_path().into(),
-                mtime_ns: i64::try_from(fp.mtime_ns).unwrap_or(i64::MAX),
-                size: fp.size,
-            }]);
+            let mtime_ns = i64::try_from(fp.mtime_ns).unwrap_or(i64::MAX);
+            let files = Arc::new(vec![Listed::new(&base.rel, Some(mtime_ns))]);
             return Ok(Listing { root, files, truncated: false, stopped: false, grams: None });
         }
         if let Some((files, grams)) = self.get(&root, &base.rel) {
@@ -78,7 +82,7 @@ impl Listings {
         // the listing.
         let filling = self.start(&root, &base.rel);
         let hook = filling.as_ref().map(Filling::folder_hook);
-        let walked = match walker::walk(&root, &base.rel, stop, hook.as_ref()) {
+        let walked = match walker::walk(&root, &base.rel, stop, hook.as_ref(), dated) {
             Ok(walked) => walked,
             Err(err) => {
                 if let Some(filling) = filling {
@@ -143,7 +147,7 @@ mod tests {
         let provider = Provider::new(ProviderConfig::default());
         let listings = Listings::for_provider(&provider);
         let target = provider.resolve("src", scope).unwrap();
-        let listing = listings.list(&target, &|| false).unwrap();
+        let listing = listings.list(&target, &|| false, None).unwrap();
         let rels: Vec<_> = listing.files.iter().map(|f| f.rel.display().to_string()).collect();
         assert_eq!(rels, ["src/a.rs", "src/deep/b.rs"], "the root's .gitignore applies to src");
         match provider.open_listed(&handle, Path::new("src/a.rs"), 10, true, "a").unwrap() {
@@ -164,8 +168,8 @@ mod tests {
         assert!(provider.open_listed(&handle, Path::new("src/link"), 10, true, "l").is_err());
         assert!(!provider.is_listed_file(&handle, Path::new("src/link")));
         // A warm listing answers whole without walking; a cold walk stops when told.
-        assert!(!listings.list(&target, &|| true).unwrap().stopped);
+        assert!(!listings.list(&target, &|| true, None).unwrap().stopped);
         listings.forget_all();
-        assert!(listings.list(&target, &|| true).unwrap().stopped);
+        assert!(listings.list(&target, &|| true, None).unwrap().stopped);
     }
 }

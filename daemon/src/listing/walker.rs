@@ -66,6 +66,11 @@ pub enum Watch<'a> {
 /// added through it is bound to the very folder read) and what it is to the walk.
 pub type FolderHook = Box<dyn Fn(&Path, BorrowedFd<'_>, Watch<'_>) + Send + Sync>;
 
+/// Which files a walk looks up the modification time of, by their path relative to the walked
+/// folder (a glob's pattern: only what it shows is sorted by time); the others are listed
+/// undated, and dated when first asked.
+pub type Dated<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
+
 /// What a walk found.
 #[derive(Debug, Default)]
 pub struct Walked {
@@ -129,6 +134,10 @@ struct Walk<'a> {
     root: &'a RootDir,
     stop: &'a (dyn Fn() -> bool + Sync),
     hook: Option<&'a FolderHook>,
+    /// Which files to date (all when `None`), and the bytes of the walked folder's path
+    /// before a path relative to it (`rel/`, or nothing at the root).
+    dated: Option<&'a Dated<'a>>,
+    skip: usize,
     stack: Mutex<Stack>,
     ready: Condvar,
     found: Mutex<Vec<Listed>>,
@@ -177,18 +186,26 @@ impl Scratch {
 
 /// Walks the folder `rel` (relative, as resolution gives it: no `.`, `..` or links) beneath
 /// `root`, on a few threads. `hook` is told of each folder right after it is opened, before
-/// anything in it is read. Fails only when the folder itself cannot be opened beneath the root
-/// (gone, or a link now).
-pub fn walk(
-    root: &RootDir,
+/// anything in it is read. The files `dated` accepts (all when `None`) are `fstatat`'d for
+/// their time (see [`Dated`]). Fails only when the folder itself cannot be opened beneath the
+/// root (gone, or a link now).
+pub fn walk<'a>(
+    root: &'a RootDir,
     rel: &Path,
-    stop: &(dyn Fn() -> bool + Sync),
-    hook: Option<&FolderHook>,
+    stop: &'a (dyn Fn() -> bool + Sync),
+    hook: Option<&'a FolderHook>,
+    dated: Option<&'a Dated<'a>>,
 ) -> std::io::Result<Walked> {
+    let skip = match rel.as_os_str().len() {
+        0 => 0,
+        len => len + 1,
+    };
     let walk = Walk {
         root,
         stop,
         hook,
+        dated,
+        skip,
         stack: Mutex::default(),
         ready: Condvar::new(),
         found: Mutex::default(),
@@ -227,10 +244,33 @@ pub fn walk(
 
 /// `a.cmp(b)` for paths as the walk makes them (relative, normal: no `.`, no doubled or trailing
 /// `/`), by bytes with `/` counting as lower than any other byte: that is the order of their
-/// components, without splitting them (which was a tenth of a walk of 100,000 files).
+/// components, without splitting them. Only the first byte that differs is weighed so, the
+/// bytes before it found eight at a time: the sort of a 100,000-file walk was a quarter of a
+/// first glob while every byte was mapped.
 fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
-    let key = |byte: &u8| if *byte == b'/' { 0 } else { *byte };
-    a.as_os_str().as_bytes().iter().map(key).cmp(b.as_os_str().as_bytes().iter().map(key))
+    let key = |byte: u8| if byte == b'/' { 0 } else { byte };
+    let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    let at = mismatch(a, b);
+    match (a.get(at), b.get(at)) {
+        (Some(&x), Some(&y)) => key(x).cmp(&key(y)),
+        _ => a.len().cmp(&b.len()),
+    }
+}
+
+/// The length of the longest common prefix of `a` and `b`.
+fn mismatch(a: &[u8], b: &[u8]) -> usize {
+    let (words_a, _) = a.as_chunks::<8>();
+    let (words_b, _) = b.as_chunks::<8>();
+    let mut at = 0;
+    for (x, y) in words_a.iter().zip(words_b) {
+        let (x, y) = (u64::from_le_bytes(*x), u64::from_le_bytes(*y));
+        if x != y {
+            // Little-endian: the lowest differing bit is in the first differing byte.
+            return at + (x ^ y).trailing_zeros() as usize / 8;
+        }
+        at += 8;
+    }
+    at + a[at..].iter().zip(&b[at..]).take_while(|(x, y)| x == y).count()
 }
 
 impl GitSeen for Walk<'_> {
@@ -406,11 +446,22 @@ impl Walk<'_> {
                 subfolders.push(name.to_owned());
                 continue;
             }
-            // Looked at beneath the folder's handle: what is listed is what is there now.
-            let Ok(stat) = rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
-            if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-                continue;
-            }
+            // Dated beneath the folder's handle, and then what is listed is what is there now;
+            // an undated file is listed as the folder's entry said (every later open of it
+            // refuses links and anything but a regular file).
+            let wanted = self.dated.is_none_or(|dated| {
+                let under = &path.as_os_str().as_bytes()[self.skip.min(path.as_os_str().len())..];
+                dated(Path::new(OsStr::from_bytes(under)))
+            });
+            let mtime_ns = if wanted {
+                let Ok(stat) = rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
+                if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                    continue;
+                }
+                Some(ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0)))
+            } else {
+                None
+            };
             let cost = path.as_os_str().len() + std::mem::size_of::<Listed>();
             let bytes = self.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
             let count = self.files.fetch_add(1, Ordering::Relaxed) + 1;
@@ -418,11 +469,7 @@ impl Walk<'_> {
                 self.end(&self.truncated);
                 return Vec::new();
             }
-            files.push(Listed {
-                rel: path.as_path().into(),
-                mtime_ns: ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0)),
-                size: u64::try_from(stat.st_size).unwrap_or(0),
-            });
+            files.push(Listed::new(path, mtime_ns));
         }
         if subfolders.is_empty() || self.over() {
             return Vec::new();
@@ -559,7 +606,7 @@ mod tests {
 
     fn ours(root: &Path, rel: &str) -> Vec<PathBuf> {
         let handle = RootDir::new(root, None).unwrap();
-        let walked = walk(&handle, Path::new(rel), &|| false, None).unwrap();
+        let walked = walk(&handle, Path::new(rel), &|| false, None, None).unwrap();
         assert!(!walked.truncated && !walked.stopped);
         walked.files.into_iter().map(|f| f.rel.into_path_buf()).collect()
     }
@@ -594,6 +641,25 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// The byte order with `/` lowest is the order of the components, on paths whose
+        /// names share prefixes and hold bytes around `/` (`-`, `.`, `0`).
+        #[test]
+        fn path_order_is_component_order(
+            paths in proptest::collection::vec(proptest::collection::vec("[a.0-]{1,3}|abcdefgh[x.-]{0,2}", 1..5), 2..12)
+        ) {
+            let mut paths: Vec<PathBuf> = paths
+                .into_iter()
+                .map(|names| names.into_iter().filter(|n| n != "." && n != "..").collect())
+                .filter(|p: &PathBuf| !p.as_os_str().is_empty())
+                .collect();
+            let mut by_components = paths.clone();
+            by_components.sort();
+            paths.sort_by(|a, b| path_order(a, b));
+            prop_assert_eq!(paths, by_components);
+        }
+    }
+
     #[test]
     fn paths_sort_by_their_components() {
         let mut paths: Vec<PathBuf> =
@@ -617,17 +683,17 @@ mod tests {
         // Swapped after resolution: the searched folder itself is a link now.
         std::fs::rename(root.join("a/b"), root.join("a/b.real")).unwrap();
         symlink(base.join("outside"), root.join("a/b")).unwrap();
-        let err = walk(&handle, Path::new("a/b"), &|| false, None).unwrap_err();
+        let err = walk(&handle, Path::new("a/b"), &|| false, None, None).unwrap_err();
         assert_eq!(
             err.raw_os_error(),
             Some(rustix::io::Errno::NOTDIR.raw_os_error()),
             "never walked through a link"
         );
-        let walked = walk(&handle, Path::new("a"), &|| false, None).unwrap();
+        let walked = walk(&handle, Path::new("a"), &|| false, None, None).unwrap();
         let rels: Vec<_> = walked.files.iter().map(|f| f.rel.to_path_buf()).collect();
         assert_eq!(rels, [PathBuf::from("a/b.real/in.rs")]);
         // A stop flag that says stop ends the walk at once.
-        assert!(walk(&handle, Path::new(""), &|| true, None).unwrap().stopped);
+        assert!(walk(&handle, Path::new(""), &|| true, None, None).unwrap().stopped);
         // Deeper than the folders a walk keeps open: still every file, beneath the root.
         let deep: PathBuf = (0..(MAX_HELD_FOLDERS + 10)).map(|i| format!("d{i}")).collect();
         std::fs::create_dir_all(root.join(&deep)).unwrap();
@@ -636,7 +702,7 @@ mod tests {
             std::fs::write(root.join(format!("w{i}/f.rs")), "f").unwrap();
         }
         std::fs::write(root.join(&deep).join("leaf.rs"), "l").unwrap();
-        let walked = walk(&handle, Path::new(""), &|| false, None).unwrap();
+        let walked = walk(&handle, Path::new(""), &|| false, None, None).unwrap();
         assert!(walked.files.iter().any(|f| *f.rel == *deep.join("leaf.rs")));
         assert_eq!(walked.files.len(), 5);
     }

@@ -2,7 +2,8 @@
 //! binary files listed by glob but never searched, symlinks never followed out of the roots,
 //! deny rules, every output mode, the budget footer, `path` outside the roots, a content grep
 //! counting as a read (edit without a read, refused as stale after an outside change), the warm
-//! listing a repeated search answers from (and every change it must reflect), and which
+//! listing a repeated search answers from (and every change it must reflect, newest first
+//! also for the files a glob's walk left undated), and which
 //! sessions get the tools.
 
 use std::fs;
@@ -458,6 +459,31 @@ fn a_repeated_search_is_warm_and_sees_every_change() {
     until_forgotten(&mut raw);
     assert_eq!(tool_ok(&mut raw, "glob", glob.clone()), "src/d.rs");
     assert_eq!(cached_listings(&mut raw), 1);
+}
+
+#[test]
+fn newest_first_holds_for_files_a_glob_left_undated() {
+    let daemon = Daemon::start(&[]);
+    let (root, _) = project(&daemon);
+    put(&root, &[("a.rs", "hit\n"), ("b.rs", "hit\n"), ("x.py", "hit\n"), ("y.py", "hit\n")]);
+    for (name, seconds) in [("a.rs", 400), ("b.rs", 100), ("x.py", 50), ("y.py", 300)] {
+        age(&root.join(name), seconds);
+    }
+    let mut raw = session(&daemon, &root);
+    // The first walk dates only what `**/*.rs` matches; the Python files are dated when a
+    // later search of the kept listing sorts them.
+    assert_eq!(tool_ok(&mut raw, "glob", json!({"pattern": "**/*.rs"})), "b.rs\na.rs");
+    assert_eq!(cached_listings(&mut raw), 1);
+    assert_eq!(tool_ok(&mut raw, "glob", json!({"pattern": "**/*.py"})), "x.py\ny.py");
+    assert_eq!(tool_ok(&mut raw, "grep", json!({"pattern": "hit"})), "x.py\nb.rs\ny.py\na.rs");
+    // A time changed since (a metadata change of a listed file) is seen by the next answer.
+    age(&root.join("a.rs"), 10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while tool_ok(&mut raw, "glob", json!({"pattern": "*"})) != "a.rs\nx.py\nb.rs\ny.py" {
+        assert!(std::time::Instant::now() < deadline, "the new time was never seen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(cached_listings(&mut raw), 1, "answered from the kept listing");
 }
 
 #[test]

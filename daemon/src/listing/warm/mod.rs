@@ -9,8 +9,8 @@
 //! ([`WatchBudget`]): a walk that cannot watch every folder it reads is not kept. Afterwards
 //! every event of a watched folder drops the listing (a create, delete or rename in it, a
 //! change of an ignore file, the folder itself moved or deleted, a lost event queue), except a
-//! content or metadata change of a file the listing holds: that file's size and modification
-//! time are re-read (beneath its root) at the next answer. A file renamed onto a listed file's
+//! content or metadata change of a file the listing holds: that file's modification
+//! time is re-read (beneath its root) at the next answer. A file renamed onto a listed file's
 //! name (an atomic replace, which is how the daemon itself writes) is such a change too, and a
 //! hidden name coming or going is none while no ignore file the walk read whitelists. The
 //! folders between the root and the searched one are watched too, where only their ignore
@@ -39,14 +39,14 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::grams::{CacheBytes, Grams};
-use super::listed::{Listed, ns};
+use super::listed::{Listed, mtime_of};
 use super::walker::{FolderHook, Watch};
 use crate::provider::Root;
 use crate::provider::budget::WatchBudget;
 
 /// Most listings kept at once.
 pub const MAX_LISTINGS: usize = 16;
-/// Most files of one listing whose size and time wait to be re-read; past it the listing is
+/// Most files of one listing whose time waits to be re-read; past it the listing is
 /// dropped instead.
 const MAX_TOUCHED: usize = 1024;
 /// Most folders one listing watches; a walk that enters more is not kept (its searches walk
@@ -475,7 +475,7 @@ impl Listings {
             .as_ref()
     }
 
-    /// The kept listing of `rel` beneath `root`, its changed files' sizes and times re-read,
+    /// The kept listing of `rel` beneath `root`, its changed files' times re-read,
     /// and its files' filters.
     pub fn get(&self, root: &Root, rel: &Path) -> Option<(Arc<Vec<Listed>>, Arc<Grams>)> {
         let key = (root.path().to_path_buf(), rel.to_path_buf());
@@ -491,12 +491,9 @@ impl Listings {
                 gone = true;
                 break;
             };
-            use std::os::unix::fs::MetadataExt;
             if let Ok(i) = entry.files.binary_search_by(|f| (*f.rel).cmp(&rel)) {
-                // Copied only while an earlier answer still holds the old list.
-                let files = Arc::make_mut(&mut entry.files);
-                files[i].mtime_ns = ns(meta.mtime(), meta.mtime_nsec());
-                files[i].size = meta.len();
+                // In place: an earlier answer holding the list sees the newer time too.
+                entry.files[i].redate(mtime_of(&meta));
             }
         }
         if gone {

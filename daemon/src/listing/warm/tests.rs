@@ -121,8 +121,8 @@ impl Tree {
     fn check(&self, rel: &str) {
         let Some(target) = self.resolve(rel) else { return };
         self.settle(rel);
-        let warm = self.warm.list(&target, &|| false).unwrap();
-        let cold = self.cold.list(&target, &|| false).unwrap();
+        let warm = self.warm.list(&target, &|| false, None).unwrap();
+        let cold = self.cold.list(&target, &|| false, None).unwrap();
         assert_eq!(warm.files, cold.files, "warm and cold listings of {rel:?} differ");
     }
 }
@@ -131,28 +131,28 @@ impl Tree {
 fn a_repeated_listing_is_warm_and_bounded() {
     let tree = tree(64 << 20);
     let target = tree.resolve("a").unwrap();
-    let first = tree.warm.list(&target, &|| false).unwrap();
+    let first = tree.warm.list(&target, &|| false, None).unwrap();
     assert_eq!(tree.warm.stats().0, 1);
     tree.settle("a");
     // A content change keeps the listing, with the new size.
     std::fs::write(tree.root.path().join("a/y.txt"), "longer now").unwrap();
     tree.settle("a");
-    let second = tree.warm.list(&target, &|| false).unwrap();
+    let second = tree.warm.list(&target, &|| false, None).unwrap();
     assert_eq!(tree.warm.stats().0, 1, "a content change keeps the listing");
     assert_ne!(first.files, second.files);
-    assert_eq!(second.files, tree.cold.list(&target, &|| false).unwrap().files);
+    assert_eq!(second.files, tree.cold.list(&target, &|| false, None).unwrap().files);
     // A stopped walk is not kept; forgetting drops.
     tree.warm.forget(&tree.root.path().join("a/new"));
     assert_eq!(tree.warm.stats().0, 0);
-    assert!(tree.warm.list(&target, &|| true).unwrap().stopped);
+    assert!(tree.warm.list(&target, &|| true, None).unwrap().stopped);
     assert_eq!(tree.warm.stats().0, 0);
-    tree.warm.list(&target, &|| false).unwrap();
+    tree.warm.list(&target, &|| false, None).unwrap();
     tree.warm.forget_all();
     assert_eq!(tree.warm.stats(), (0, 0));
     // A listing over the cap alone is never kept.
     let small = tree_with_cap(64);
     let target = small.resolve("").unwrap();
-    small.warm.list(&target, &|| false).unwrap();
+    small.warm.list(&target, &|| false, None).unwrap();
     assert_eq!(small.warm.stats(), (0, 0));
 }
 
@@ -166,7 +166,7 @@ fn only_changes_that_can_change_the_answer_drop_a_listing() {
     let target = tree.resolve("a").unwrap();
     // The first settle creates the flush file: list again once it exists.
     tree.settle("a");
-    tree.warm.list(&target, &|| false).unwrap();
+    tree.warm.list(&target, &|| false, None).unwrap();
     tree.settle("a");
     assert_eq!(tree.warm.stats().0, 1);
     // Hidden and ignored folders are not watched; a file beside the searched folder on the
@@ -185,8 +185,8 @@ fn only_changes_that_can_change_the_answer_drop_a_listing() {
         assert!(Instant::now() < deadline, "an ignore file on the way kept the listing");
         std::thread::sleep(Duration::from_millis(1));
     }
-    let warm = tree.warm.list(&target, &|| false).unwrap();
-    assert_eq!(warm.files, tree.cold.list(&target, &|| false).unwrap().files);
+    let warm = tree.warm.list(&target, &|| false, None).unwrap();
+    assert_eq!(warm.files, tree.cold.list(&target, &|| false, None).unwrap().files);
     assert!(warm.files.iter().all(|f| f.rel.extension().is_none_or(|e| e != "txt")));
 }
 
@@ -200,8 +200,8 @@ fn a_change_of_git_info_exclude_drops_a_listing() {
     // The warm listing of `a` (checked against a cold walk): how many files end in `ext`.
     let count = |ext: &str| {
         let target = tree.resolve("a").unwrap();
-        let warm = tree.warm.list(&target, &|| false).unwrap();
-        assert_eq!(warm.files, tree.cold.list(&target, &|| false).unwrap().files);
+        let warm = tree.warm.list(&target, &|| false, None).unwrap();
+        assert_eq!(warm.files, tree.cold.list(&target, &|| false, None).unwrap().files);
         warm.files.iter().filter(|f| f.rel.extension().is_some_and(|e| e == ext)).count()
     };
     let kept = || {

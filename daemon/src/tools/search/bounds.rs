@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::context::search::{SEARCH_WHOLE_MAX_BYTES, SearchFiles};
+use crate::context::search::{Dated, SEARCH_WHOLE_MAX_BYTES, SearchFiles};
 use crate::context::{ContextError, FileContext};
 
 /// Bytes kept for the footer of a search answer.
@@ -127,8 +127,9 @@ pub(super) fn listed(
     ctx: &FileContext<'_>,
     path: Option<&str>,
     budget: &Budget<'_>,
+    dated: Option<&Dated<'_>>,
 ) -> Result<Result<SearchFiles, String>, SearchError> {
-    match ctx.search_files(path, &|| budget.stop()) {
+    match ctx.search_files(path, &|| budget.stop(), dated) {
         Ok(files) => Ok(Ok(files)),
         Err(ContextError::Cancelled { path }) if !budget.cancelled() && budget.timed_out() => {
             Ok(Err(listing_timed_out(budget, &path)))

@@ -22,7 +22,8 @@ pub fn glob(
         .map_err(|e| SearchError::Invalid(format!("The glob pattern is not valid: {e}.")))?;
     let matcher = PathMatch::new(pattern, glob)?;
     let clock = Budget::new(limits);
-    let files = match listed(ctx, path, &clock)? {
+    // Only the files that match are sorted by time: the walk dates those alone.
+    let files = match listed(ctx, path, &clock, Some(&|path| matcher.is_match(path)))? {
         Ok(files) => files,
         Err(answer) => return Ok(answer),
     };

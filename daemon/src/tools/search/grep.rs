@@ -269,7 +269,7 @@ pub fn grep(
         }
     };
     let budget = Budget::new(limits);
-    let files = match listed(ctx, req.path, &budget)? {
+    let files = match listed(ctx, req.path, &budget, None)? {
         Ok(files) => files,
         Err(answer) => return Ok(answer),
     };
@@ -352,8 +352,11 @@ pub fn grep(
     }
     files.fill_filters();
     if req.mode == GrepOutputMode::FilesWithMatches {
-        matching.sort_by(|a, b| b.mtime_ns.cmp(&a.mtime_ns).then_with(|| a.display.cmp(&b.display)));
-        for file in matching {
+        // Each time looked up once (a file the walk left undated is dated here).
+        let mut matching: Vec<(i64, SearchFile)> =
+            matching.into_iter().map(|file| (files.mtime_of(&file), file)).collect();
+        matching.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.display.cmp(&b.1.display)));
+        for (_, file) in matching {
             out.start_file();
             if !out.entry(&file.display) {
                 break;
