@@ -32,8 +32,7 @@ pub fn glob(
         .filter(|&i| matcher.is_match(files.under(i)) && !ctx.search_hidden(&files, i))
         .map(|i| (files.mtime_ns(i), i))
         .collect();
-    hits.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut hits = Newest { ctx, files: &files, hits: &hits, at: 0, tied: Vec::new() };
+    let mut hits = Newest::new(ctx, &files, &mut hits);
     let room = usize::try_from(budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
     let mut text = String::new();
     let mut shown = 0usize;
@@ -126,17 +125,23 @@ impl PathMatch {
 struct Newest<'a, 'c> {
     ctx: &'a FileContext<'c>,
     files: &'a crate::context::search::SearchFiles,
-    /// (time, listing index), newest first.
-    hits: &'a [(i64, usize)],
-    at: usize,
+    hits: Times<'a>,
     /// The rest of the current group of one time, in reverse order of their paths.
     tied: Vec<SearchFile>,
 }
 
-impl Newest<'_, '_> {
+impl<'a, 'c> Newest<'a, 'c> {
+    fn new(
+        ctx: &'a FileContext<'c>,
+        files: &'a crate::context::search::SearchFiles,
+        hits: &'a mut [(i64, usize)],
+    ) -> Self {
+        Self { ctx, files, hits: Times::new(hits, GLOB_MAX_PATHS * 2), tied: Vec::new() }
+    }
+
     /// How many hits are still to come.
     fn left(&self) -> usize {
-        self.tied.len() + self.hits.len() - self.at
+        self.tied.len() + self.hits.left()
     }
 }
 
@@ -147,19 +152,94 @@ impl Iterator for Newest<'_, '_> {
         if let Some(file) = self.tied.pop() {
             return Some(file);
         }
-        let (time, _) = *self.hits.get(self.at)?;
-        let same = self.hits[self.at..].iter().take_while(|(t, _)| *t == time).count();
-        let group = &self.hits[self.at..self.at + same];
-        self.at += same;
+        let group = self.hits.next_group()?;
         self.tied = group.iter().filter_map(|&(_, i)| self.ctx.search_file(self.files, i)).collect();
         self.tied.sort_by(|a, b| b.display.cmp(&a.display));
         self.tied.pop().or_else(|| self.next())
     }
 }
 
+/// (time, listing index) pairs handed out newest first, a group of one time at a time. Only
+/// the first few are sorted at first (a glob shows at most [`GLOB_MAX_PATHS`]; the sort of all
+/// 20,000 hits of a big tree was half of a repeated glob: 5.0 ms, 2.3 ms without); the rest
+/// when they are reached.
+struct Times<'a> {
+    /// Newest first up to `sorted`.
+    hits: &'a mut [(i64, usize)],
+    sorted: usize,
+    at: usize,
+}
+
+/// Newest first, then by listing index: a total order, so the first `k` after a selection are
+/// the first `k` of a sort.
+fn newest(a: &(i64, usize), b: &(i64, usize)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then(a.1.cmp(&b.1))
+}
+
+impl<'a> Times<'a> {
+    /// `hits` with the first `first` of them sorted.
+    fn new(hits: &'a mut [(i64, usize)], first: usize) -> Self {
+        let sorted = if first < hits.len() {
+            hits.select_nth_unstable_by(first, newest);
+            hits[..first].sort_unstable_by(newest);
+            first
+        } else {
+            hits.sort_unstable_by(newest);
+            hits.len()
+        };
+        Self { hits, sorted, at: 0 }
+    }
+
+    fn left(&self) -> usize {
+        self.hits.len() - self.at
+    }
+
+    /// The next hits of one time (all of them, however many).
+    fn next_group(&mut self) -> Option<&[(i64, usize)]> {
+        if self.at == self.hits.len() {
+            return None;
+        }
+        let group = |hits: &[(i64, usize)], at: usize, end: usize| {
+            hits[at..end].iter().take_while(|(t, _)| *t == hits[at].0).count()
+        };
+        let mut same = if self.at < self.sorted { group(self.hits, self.at, self.sorted) } else { 0 };
+        if self.at + same == self.sorted && self.sorted < self.hits.len() {
+            // The sorted part ends here, and the rest may go on with this time.
+            self.hits[self.sorted..].sort_unstable_by(newest);
+            self.sorted = self.hits.len();
+            same = group(self.hits, self.at, self.sorted);
+        }
+        let at = self.at;
+        self.at += same;
+        Some(&self.hits[at..at + same])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Handed out a group at a time with only the first few sorted, the hits come in the
+        /// order of a full sort, each group all of one time and no time split over two.
+        #[test]
+        fn times_come_in_the_order_of_a_sort(
+            times in proptest::collection::vec(0i64..6, 0..40),
+            first in 0usize..12,
+        ) {
+            let mut hits: Vec<(i64, usize)> = times.iter().copied().zip(0..).collect();
+            let mut sorted = hits.clone();
+            sorted.sort_by(newest);
+            let mut times = Times::new(&mut hits, first);
+            let mut seen: Vec<(i64, usize)> = Vec::new();
+            while let Some(group) = times.next_group() {
+                proptest::prop_assert!(!group.is_empty() && group.iter().all(|h| h.0 == group[0].0));
+                proptest::prop_assert!(seen.last().is_none_or(|last| last.0 > group[0].0));
+                seen.extend_from_slice(group);
+            }
+            proptest::prop_assert_eq!(seen, sorted);
+        }
+    }
 
     #[test]
     fn the_byte_matchers_agree_with_the_glob_set() {
