@@ -146,16 +146,39 @@ impl GramFilter {
 }
 
 /// The bytes the search cache holds (listings and filters), and its cap.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct CacheBytes {
     used: AtomicUsize,
     max: usize,
+    /// Asked by a filter build that found the cache full to make room for the filters of the
+    /// listing it names (see [`CacheBytes::on_full`]).
+    room: std::sync::OnceLock<Room>,
+}
+
+/// What makes room in a full cache for the filters of the given listing: drops the filters of
+/// a listing searched less recently; whether it dropped any.
+pub type Room = Box<dyn Fn(&Grams) -> bool + Send + Sync>;
+
+impl std::fmt::Debug for CacheBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheBytes").field("used", &self.used()).field("max", &self.max).finish()
+    }
 }
 
 impl CacheBytes {
     /// Nothing held yet; at most `max`.
     pub fn new(max: usize) -> Self {
-        Self { used: AtomicUsize::new(0), max }
+        Self { used: AtomicUsize::new(0), max, room: std::sync::OnceLock::new() }
+    }
+
+    /// Sets what a build that finds the cache full asks to make room (once).
+    pub fn on_full(&self, room: Room) {
+        let _ = self.room.set(room);
+    }
+
+    /// Asks for room for `grams`' filters; whether some was made.
+    fn make_room(&self, grams: &Grams) -> bool {
+        self.room.get().is_some_and(|room| room(grams))
     }
 
     /// Takes `bytes` when they fit.
@@ -204,7 +227,6 @@ pub enum Refused {
 }
 
 /// The filters of one listing's files, by position in the listing.
-#[derive(Debug)]
 pub struct Grams {
     filters: RwLock<Vec<Option<GramFilter>>>,
     /// Files of the listing: every answer about them has this many entries, retired or not.
@@ -218,6 +240,12 @@ pub struct Grams {
     /// Set when a build went through every file.
     complete: AtomicBool,
     cache: Arc<CacheBytes>,
+}
+
+impl std::fmt::Debug for Grams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grams").field("files", &self.files).field("bytes", &self.bytes()).finish()
+    }
 }
 
 impl Grams {
@@ -241,6 +269,19 @@ impl Grams {
         filters.clear();
         filters.shrink_to_fit();
         self.cache.release(self.bytes.swap(0, Ordering::AcqRel));
+    }
+
+    /// Drops every filter (the cache needs room for a listing searched more recently): the
+    /// listing's searches read every file again until a build fills them anew, and a build
+    /// under way keeps nothing it read before. Returns the bytes given back.
+    pub fn drop_filters(&self) -> usize {
+        let mut filters = self.filters.write().unwrap_or_else(PoisonError::into_inner);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.complete.store(false, Ordering::Release);
+        filters.iter_mut().for_each(|filter| *filter = None);
+        let bytes = self.bytes.swap(0, Ordering::AcqRel);
+        self.cache.release(bytes);
+        bytes
     }
 
     /// The generation to hand back to [`keep`](Self::keep) (take it before reading the file).
@@ -320,7 +361,12 @@ impl Grams {
                 if read.is_err() || bytes.len() as u64 > whole_max {
                     continue;
                 }
-                match self.keep(index, GramFilter::of(&bytes), generation) {
+                let filter = GramFilter::of(&bytes);
+                if self.cache.used() + filter.bytes() > self.cache.max() {
+                    // Full: the filters of a listing searched less recently make room, if any.
+                    self.cache.make_room(self);
+                }
+                match self.keep(index, filter, generation) {
                     Ok(_) | Err(Refused::Changed) => {}
                     Err(Refused::Gone | Refused::Full) => ended.store(true, Ordering::Relaxed),
                 }
@@ -346,6 +392,11 @@ impl Grams {
             self.bytes.fetch_sub(filter.bytes(), Ordering::Relaxed);
             self.cache.release(filter.bytes());
         }
+    }
+
+    /// Whether a build went through every file since the last change.
+    pub fn is_complete(&self) -> bool {
+        self.complete.load(Ordering::Acquire)
     }
 
     /// Bytes the filters hold.

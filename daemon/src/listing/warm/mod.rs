@@ -25,8 +25,11 @@
 //! watcher (a grep of 12,000 files, 12,000 events). Here the walk's threads add their watches
 //! with one system call each, and one thread reads the events of every listing: one inotify
 //! instance, whose watches are shared when two listings watch the same folder. There are at
-//! most [`MAX_LISTINGS`] listings, holding at most the configured bytes (least recently used
-//! out first; a listing over the cap alone is never kept: its searches walk cold).
+//! most [`MAX_LISTINGS`] listings, holding at most the configured bytes with their filters;
+//! room is made least recently searched first, filters before listings: a new listing, or the
+//! filters of a listing being searched, first take the place of the filters of listings
+//! searched before it (whose searches then read every file, with the same answers), and only
+//! then older listings go. A listing over the cap alone is never kept: its searches walk cold.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -394,6 +397,22 @@ fn cost(key: &Key, files: &[Listed], folders: usize) -> usize {
         + files.iter().map(|f| f.rel.as_os_str().len() + std::mem::size_of::<Listed>()).sum::<usize>()
 }
 
+/// Makes room in the full search cache for the filters of the listing `asking` holds: drops the
+/// filters of the listing searched least recently of those searched before it, if one has any
+/// (its searches then read every file, with the same answers). Whether any were dropped.
+fn make_room(state: &Weak<Mutex<State>>, asking: &Grams) -> bool {
+    let Some(state) = state.upgrade() else { return false };
+    let state = lock(&state);
+    let Some(used) =
+        state.entries.values().find(|e| std::ptr::eq(Arc::as_ptr(&e.grams), asking)).map(|e| e.used)
+    else {
+        return false;
+    };
+    let oldest =
+        state.entries.values().filter(|e| e.used < used && e.grams.bytes() > 0).min_by_key(|e| e.used);
+    oldest.is_some_and(|entry| entry.grams.drop_filters() > 0)
+}
+
 /// Reads the events of `inotify` for the listings in `state` until they are gone.
 fn read_events(mut inotify: Inotify, state: Weak<Mutex<State>>) {
     let mut buffer = vec![0u8; 64 << 10];
@@ -438,7 +457,11 @@ impl Listings {
             cache: Arc::new(CacheBytes::new(max_bytes)),
             budget,
         };
-        Self { state: Arc::new(Mutex::new(state)), max_bytes, watcher: OnceLock::new() }
+        let cache = Arc::clone(&state.cache);
+        let state = Arc::new(Mutex::new(state));
+        let weak = Arc::downgrade(&state);
+        cache.on_full(Box::new(move |grams| make_room(&weak, grams)));
+        Self { state, max_bytes, watcher: OnceLock::new() }
     }
 
     /// Listings kept and their bytes (with their filters').
@@ -553,8 +576,16 @@ impl Listings {
         state.remove(&key, &mut watches);
         state.clock += 1;
         let used = state.clock;
-        // Older listings (with their filters) make room, least recently used first.
+        // Room is made least recently searched first: the filters of older listings go first
+        // (their searches then read every file), then older listings themselves.
         while state.entries.len() >= MAX_LISTINGS || !state.cache.reserve(bytes) {
+            if state.entries.len() < MAX_LISTINGS
+                && let Some(oldest) =
+                    state.entries.values().filter(|e| e.grams.bytes() > 0).min_by_key(|e| e.used)
+            {
+                oldest.grams.drop_filters();
+                continue;
+            }
             let Some(oldest) = state.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone())
             else {
                 state.release(id, &mut watches);

@@ -260,3 +260,50 @@ proptest! {
         }
     }
 }
+
+/// Builds every filter of `listing` (a build of another test's listing may be running: tried
+/// again until this one went through).
+fn filled(listing: &crate::listing::Listing) -> Arc<Grams> {
+    let grams = listing.grams.clone().expect("kept warm");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !grams.is_complete() {
+        assert!(Instant::now() < deadline, "the filters were never built");
+        grams.fill(&listing.root, &listing.files, 1 << 20);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    grams
+}
+
+#[test]
+fn a_full_cache_drops_the_filters_of_the_folder_searched_least_recently_first() {
+    // What two listings and one listing's filters cost, measured on a roomy cache.
+    let roomy = tree(64 << 20);
+    let (a, c) = (roomy.resolve("a").unwrap(), roomy.resolve("c").unwrap());
+    let listing_a = roomy.warm.list(&a, &|| false, None).unwrap();
+    let listing_c = roomy.warm.list(&c, &|| false, None).unwrap();
+    let listings = roomy.warm.stats().1;
+    let (filters_a, filters_c) = (filled(&listing_a).bytes(), filled(&listing_c).bytes());
+    assert!(filters_a > 0 && filters_c > 0);
+    // Room for both listings and the filters of one of them, not of both.
+    let cap = listings + filters_a.max(filters_c) + filters_a.min(filters_c) / 2;
+    let tight = tree(cap);
+    let (a, c) = (tight.resolve("a").unwrap(), tight.resolve("c").unwrap());
+    let grams_a = filled(&tight.warm.list(&a, &|| false, None).unwrap());
+    assert!(grams_a.bytes() > 0);
+    // Searched later: its filters take the place of the older folder's, whose listing stays.
+    let grams_c = filled(&tight.warm.list(&c, &|| false, None).unwrap());
+    assert!(grams_c.bytes() > 0, "the newer search's filters were built");
+    assert_eq!(grams_a.bytes(), 0, "the older folder lost its filters");
+    assert_eq!(tight.warm.stats().0, 2, "both listings are kept");
+    let needles = [vec![b"x.rs".to_vec()]];
+    assert!(grams_a.must_read(&needles).iter().all(|&read| read), "searches there read every file");
+    // Searched again, the older folder gets its filters back, and the other one loses them.
+    let again = tight.warm.list(&a, &|| false, None).unwrap();
+    assert!(Arc::ptr_eq(again.grams.as_ref().unwrap(), &grams_a));
+    filled(&again);
+    assert!(grams_a.bytes() > 0 && grams_c.bytes() == 0);
+    assert!(tight.warm.stats().1 <= cap);
+    // The answers are a cold walk's throughout.
+    tight.check("a");
+    tight.check("c");
+}
