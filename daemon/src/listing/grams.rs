@@ -50,8 +50,26 @@ fn fold(byte: u8) -> u32 {
 
 /// Bit of a folded trigram in a filter of `2^shift` bits.
 fn bit(gram: u32, shift: u32) -> usize {
-    // Fibonacci hashing: the top bits of a multiplication spread neighbouring trigrams.
-    (u64::from(gram).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - shift)) as usize
+    (hash(gram) >> (64 - shift)) as usize
+}
+
+/// Fibonacci hashing: the top bits of a multiplication spread neighbouring trigrams.
+fn hash(gram: u32) -> u64 {
+    u64::from(gram).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// A literal's trigrams, each [`hash`]ed once: what is left per filter is a shift (a grep of a
+/// rare name weighs 100,000 filters).
+struct Hashed(Vec<u64>);
+
+impl Hashed {
+    fn of(literal: &[u8]) -> Self {
+        let mut hashes = Vec::new();
+        trigrams(literal, |gram| hashes.push(hash(gram)));
+        hashes.sort_unstable();
+        hashes.dedup();
+        Self(hashes)
+    }
 }
 
 /// `words` in half: bit `i` of the result is set when bit `2i` or `2i + 1` was, which is where
@@ -127,16 +145,19 @@ impl GramFilter {
     /// Whether the file may contain `literal` (always, for one shorter than three bytes, unless
     /// the file is binary).
     pub fn may_contain(&self, literal: &[u8]) -> bool {
+        self.may_hold(&Hashed::of(literal))
+    }
+
+    /// [`may_contain`](Self::may_contain) for a literal hashed once for every filter.
+    fn may_hold(&self, literal: &Hashed) -> bool {
         if self.binary() {
             return false;
         }
         let shift = (self.words.len() * 64).trailing_zeros();
-        let mut all = true;
-        trigrams(literal, |gram| {
-            let i = bit(gram, shift);
-            all &= self.words[i / 64] & (1 << (i % 64)) != 0;
-        });
-        all
+        literal.0.iter().all(|&hash| {
+            let i = (hash >> (64 - shift)) as usize;
+            self.words[i / 64] & (1 << (i % 64)) != 0
+        })
     }
 
     /// Bytes it holds.
@@ -413,12 +434,13 @@ impl Grams {
         if filters.len() != self.files {
             return vec![true; self.files];
         }
+        let groups: Vec<Vec<Hashed>> =
+            needles.iter().map(|group| group.iter().map(|literal| Hashed::of(literal)).collect()).collect();
         filters
             .iter()
             .map(|filter| {
                 filter.as_ref().is_none_or(|f| {
-                    !f.binary()
-                        && needles.iter().all(|group| group.iter().any(|literal| f.may_contain(literal)))
+                    !f.binary() && groups.iter().all(|group| group.iter().any(|literal| f.may_hold(literal)))
                 })
             })
             .collect()
