@@ -283,6 +283,36 @@ impl Grams {
         }
     }
 
+    /// The filters of the listing's files after some came and went: file `i` of the new
+    /// listing takes the filter of file `from[i]` of this one (none for a new file). This one is
+    /// retired (a search still holding it reads every file; a build of it stops); the filters
+    /// moved keep their bytes, those of the files gone give theirs back.
+    pub fn remapped(&self, from: &[Option<usize>]) -> Self {
+        let mut old = self.filters.write().unwrap_or_else(PoisonError::into_inner);
+        self.retired.store(true, Ordering::Release);
+        let mut moved = 0;
+        let filters: Vec<Option<GramFilter>> = from
+            .iter()
+            .map(|&index| {
+                let filter = index.and_then(|index| old.get_mut(index)?.take());
+                moved += filter.as_ref().map_or(0, GramFilter::bytes);
+                filter
+            })
+            .collect();
+        old.clear();
+        old.shrink_to_fit();
+        self.cache.release(self.bytes.swap(0, Ordering::AcqRel).saturating_sub(moved));
+        Self {
+            filters: RwLock::new(filters),
+            files: from.len(),
+            generation: AtomicU64::new(0),
+            bytes: AtomicUsize::new(moved),
+            retired: AtomicBool::new(false),
+            complete: AtomicBool::new(false),
+            cache: Arc::clone(&self.cache),
+        }
+    }
+
     /// The listing is dropped: the filters go and their bytes are given back.
     pub fn retire(&self) {
         let mut filters = self.filters.write().unwrap_or_else(PoisonError::into_inner);
@@ -550,5 +580,25 @@ mod tests {
         assert_eq!(cache.used(), 0, "a dropped listing gives its filters' bytes back");
         assert_eq!(grams.must_read(&[vec![b"xyz".to_vec()]]), [true, true], "retired: every file is read");
         assert_eq!(grams.keep(0, GramFilter::of(b"abcdef"), grams.generation()), Err(Refused::Gone));
+    }
+
+    #[test]
+    fn remapped_filters_follow_their_files_and_their_bytes() {
+        let cache = Arc::new(CacheBytes::new(1 << 20));
+        let grams = Grams::new(3, Arc::clone(&cache));
+        for (index, text) in [b"alpha beta", b"gamma delt", b"omega zeta"].iter().enumerate() {
+            assert!(grams.keep(index, GramFilter::of(*text), grams.generation()).is_ok());
+        }
+        let third = grams.filters.read().unwrap()[2].as_ref().unwrap().bytes();
+        // File 1 went, a new one came first: [new, old 0, old 2].
+        let moved = grams.remapped(&[None, Some(0), Some(2)]);
+        assert_eq!(grams.keep(1, GramFilter::of(b"late"), grams.generation()), Err(Refused::Gone));
+        assert_eq!(grams.must_read(&[vec![b"gamma".to_vec()]]), [true; 3], "the old one reads all");
+        assert_eq!(moved.must_read(&[vec![b"omega".to_vec()]]), [true, false, true]);
+        assert_eq!(moved.must_read(&[vec![b"alpha".to_vec()]]), [true, true, false]);
+        assert_eq!(cache.used(), moved.bytes(), "the gone file's filter gave its bytes back");
+        assert!(moved.bytes() > third && !moved.is_complete() && !moved.has(0));
+        moved.retire();
+        assert_eq!(cache.used(), 0);
     }
 }

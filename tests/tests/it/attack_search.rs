@@ -327,13 +327,19 @@ fn a_folder_swapped_for_a_link_outside_mid_search_shows_nothing_outside() {
         let (stop, root, outside) = (stop.clone(), root.clone(), outside.clone());
         std::thread::spawn(move || {
             let (sub, away) = (root.join("tree/sub"), root.join("tree/sub.away"));
+            // A name of a kept listing that is a file, then a link to outside, then new again.
+            let (flip, staged) = (root.join("tree/flip.rs"), root.join("tree/flip.staged"));
             let mut swaps = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 fs::rename(&sub, &away).unwrap();
                 symlink(outside.join("big"), &sub).unwrap();
+                fs::write(&staged, "needle in\n").unwrap();
+                fs::rename(&staged, &flip).unwrap();
                 std::thread::yield_now();
                 fs::remove_file(&sub).unwrap();
                 fs::rename(&away, &sub).unwrap();
+                symlink(outside.join("big/out_0.rs"), &staged).unwrap();
+                fs::rename(&staged, &flip).unwrap();
                 swaps += 1;
             }
             swaps
@@ -352,10 +358,11 @@ fn a_folder_swapped_for_a_link_outside_mid_search_shows_nothing_outside() {
         };
         let text = prompt_text(&mut raw, name, arguments.clone());
         assert!(!text.contains("out"), "{name} {arguments} showed an outside file:\n{text}");
-        // Only the two inside files that move can fail to open (one name or the other).
+        // Only the inside files that move can fail to open (one name or the other, and the
+        // name that is a link by turns).
         let count = unreadable(&text);
         worst = worst.max(count);
-        assert!(count <= 2, "{name} {arguments} counted outside files:\n{text}");
+        assert!(count <= 3, "{name} {arguments} counted outside files:\n{text}");
         searches += 1;
     }
     stop.store(true, Ordering::Relaxed);
@@ -364,8 +371,9 @@ fn a_folder_swapped_for_a_link_outside_mid_search_shows_nothing_outside() {
     eprintln!("{searches} searches during {swaps} swaps; at most {worst} unreadable files counted");
 }
 
-/// Greps of a warm listing while files are added and removed in it (which drops the listing and
-/// retires its trigram filters under a running grep) always answer: never an internal error.
+/// Greps of a warm listing while files are added and removed in it (each change taken in as a
+/// new list with new filters, the old ones retired under a running grep) always answer: never
+/// an internal error.
 #[test]
 fn greps_whose_filters_are_retired_midway_always_answer() {
     // Each grep pauses between its listing and its use of the listing's filters, as a grep on a

@@ -418,6 +418,20 @@ fn cached_listings(raw: &mut Raw) -> u64 {
     raw.call("daemon/status", None)["cachedListings"].as_u64().unwrap()
 }
 
+/// Globs `glob` until the answer lists `expected` (the watcher tells the kept listing of a
+/// change asynchronously).
+fn until_listed(raw: &mut Raw, glob: &Value, expected: &[&str]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = tool_ok(raw, "glob", glob.clone());
+        if lines(&answer) == expected {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "never listed {expected:?}: {answer}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Waits until the watcher dropped the warm listing after a change (it is a hint, handled
 /// asynchronously; the answer after it must be a cold walk's).
 fn until_forgotten(raw: &mut Raw) {
@@ -443,21 +457,34 @@ fn a_repeated_search_is_warm_and_sees_every_change() {
     assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs"]);
     assert_eq!(cached_listings(&mut raw), 1, "answered warm");
 
+    // Files coming, going and renamed are taken in by the kept listing, without a walk.
     fs::write(root.join("src/c.rs"), "c\n").unwrap();
-    until_forgotten(&mut raw);
-    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/a.rs", "src/b.rs", "src/c.rs"]);
-
+    until_listed(&mut raw, &glob, &["src/a.rs", "src/b.rs", "src/c.rs"]);
     fs::remove_file(root.join("src/a.rs")).unwrap();
-    until_forgotten(&mut raw);
-    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/b.rs", "src/c.rs"]);
-
+    until_listed(&mut raw, &glob, &["src/b.rs", "src/c.rs"]);
     fs::rename(root.join("src/b.rs"), root.join("src/d.rs")).unwrap();
+    until_listed(&mut raw, &glob, &["src/c.rs", "src/d.rs"]);
+    assert_eq!(cached_listings(&mut raw), 1, "kept throughout");
+    // So are ignored files and folders coming, and a folder a walk enters (walked on its own).
+    fs::write(root.join("src/.gitignore"), "*.log\nout/\n").unwrap();
     until_forgotten(&mut raw);
-    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/c.rs", "src/d.rs"]);
+    until_listed(&mut raw, &glob, &["src/c.rs", "src/d.rs"]);
+    fs::write(root.join("src/debug.log"), "log\n").unwrap();
+    fs::create_dir(root.join("src/out")).unwrap();
+    fs::write(root.join("src/out/gen.rs"), "gen\n").unwrap();
+    fs::write(root.join("src/e.rs"), "e\n").unwrap();
+    until_listed(&mut raw, &glob, &["src/c.rs", "src/d.rs", "src/e.rs"]);
+    assert_eq!(cached_listings(&mut raw), 1, "nothing a walk would list came but src/e.rs");
+    fs::create_dir(root.join("src/mod")).unwrap();
+    fs::write(root.join("src/mod/f.rs"), "f\n").unwrap();
+    until_listed(&mut raw, &glob, &["src/c.rs", "src/d.rs", "src/e.rs", "src/mod/f.rs"]);
+    fs::rename(root.join("src/mod"), root.join("src/lib")).unwrap();
+    until_listed(&mut raw, &glob, &["src/c.rs", "src/d.rs", "src/e.rs", "src/lib/f.rs"]);
+    assert_eq!(cached_listings(&mut raw), 1, "folders coming and going keep the listing");
 
-    fs::write(root.join("src/.gitignore"), "c.rs\n").unwrap();
+    fs::write(root.join("src/.gitignore"), "c.rs\n*.log\nout/\n").unwrap();
     until_forgotten(&mut raw);
-    assert_eq!(tool_ok(&mut raw, "glob", glob.clone()), "src/d.rs");
+    assert_eq!(lines(&tool_ok(&mut raw, "glob", glob.clone())), ["src/d.rs", "src/e.rs", "src/lib/f.rs"]);
     assert_eq!(cached_listings(&mut raw), 1);
 }
 
@@ -523,18 +550,34 @@ fn a_listing_stands_through_atomic_replaces_of_its_files_and_hidden_churn() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(cached_listings(&mut raw), 1, "replaced files and hidden names keep the listing");
 
-    // A rule that whitelists makes hidden names count: one coming drops the listing.
+    // A rule that whitelists makes hidden names count: one coming is listed.
     fs::write(root.join(".gitignore"), "!.keep.rs\n").unwrap();
     until_forgotten(&mut raw);
     same(&mut raw, &mut cold, "fn ");
     assert_eq!(cached_listings(&mut raw), 1);
+    fs::write(root.join("src/.other.rs"), "fn other() {}\n").unwrap();
     fs::write(root.join("src/.keep.rs"), "fn kept() {}\n").unwrap();
-    until_forgotten(&mut raw);
-    assert!(same(&mut raw, &mut cold, "fn ").contains("src/.keep.rs"));
-    // A new file still drops the listing, and the answer has it.
+    until_grep(&mut raw, &mut cold, "src/.keep.rs");
+    assert!(!same(&mut raw, &mut cold, "fn ").contains(".other.rs"), "hidden and not whitelisted");
+    // A new file is taken in by the kept listing, and the answer has it.
     fs::write(root.join("src/c.rs"), "fn epsilon() {}\n").unwrap();
-    until_forgotten(&mut raw);
-    assert!(same(&mut raw, &mut cold, "fn ").contains("epsilon"));
+    until_grep(&mut raw, &mut cold, "epsilon");
+    assert_eq!(cached_listings(&mut raw), 1, "new files keep the listing");
+}
+
+/// Greps `fn ` (as content) until the answer holds `expected`, checked equal to `cold`'s.
+fn until_grep(raw: &mut Raw, cold: &mut Raw, expected: &str) {
+    let arguments = json!({"pattern": "fn ", "output_mode": "content"});
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let warm = tool_ok(raw, "grep", arguments.clone());
+        if warm.contains(expected) {
+            assert_eq!(warm, tool_ok(cold, "grep", arguments));
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "never found {expected}: {warm}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Bytes the warm listings (and their trigram filters) hold now, per `daemon/status`.

@@ -1,23 +1,33 @@
 //! Warm listings: the files a walk of a folder found, kept per (root, folder) so that a repeated
 //! search skips the walk, kept true by inotify watches on exactly the folders the walk entered.
 //!
-//! inotify is a hint, never the truth, so invalidation is conservative. Each folder is watched
-//! *before* the walk reads its entries or its ignore files, so any change during the walk
-//! discards the fresh list. A watch is added through the handle the walk opened the folder with
-//! (`/proc/self/fd/N`), so it is bound to the very folder read, never to whatever a name leads
-//! to later; and each one is taken from the daemon's share of the user's watches
-//! ([`WatchBudget`]): a walk that cannot watch every folder it reads is not kept. Afterwards
-//! every event of a watched folder drops the listing (a create, delete or rename in it, a
-//! change of an ignore file, the folder itself moved or deleted, a lost event queue), except a
-//! content or metadata change of a file the listing holds: that file's modification
-//! time is re-read (beneath its root) at the next answer. A file renamed onto a listed file's
-//! name (an atomic replace, which is how the daemon itself writes) is such a change too, and a
-//! hidden name coming or going is none while no ignore file the walk read whitelists. The
-//! folders between the root and the searched one are watched too, where only their ignore
-//! files, their `.git` and the next folder on the way matter. Ignored and hidden folders are never walked, so a build writing
-//! into `target/` drops nothing; a walked folder's `.git` and `.git/info` are watched for
-//! `info` and `exclude` alone, the one ignore file kept there, so git writing its own files
-//! drops nothing either.
+//! inotify is a hint, never the truth. Each folder is watched *before* the walk reads its
+//! entries or its ignore files, so any change during the walk discards the fresh list. A watch
+//! is added through the handle the walk opened the folder with (`/proc/self/fd/N`), so it is
+//! bound to the very folder read, never to whatever a name leads to later; and each one is
+//! taken from the daemon's share of the user's watches ([`WatchBudget`]): a walk that cannot
+//! watch every folder it reads is not kept.
+//!
+//! Afterwards the listing follows what happens in the folders it walked, without walking
+//! them again (see [`follow`]): an entry that changed, came or went there (or a walked folder
+//! itself moved or deleted) is noted, its filter going at once, and looked at at the next
+//! answer as a walk would see it then (see [`judge`](super::judge)): a file a walk lists is
+//! inserted in order or re-dated, one gone (or no longer a regular file) is removed, an
+//! ignored, hidden or linked one changes nothing; a folder gone takes out what was listed
+//! beneath it and the watches of its folders, and a folder that came is walked on its own,
+//! watched as a walk watches; the filters of the files that stayed move with them into the
+//! new list's [`Grams`]. So what an event means is asked of the tree itself, beneath the root:
+//! events late, doubled or out of order mislead nothing. A hidden name is not even noted while
+//! no ignore file the walk read whitelists (the daemon's own staging files, an editor's swap
+//! files). Only what a walk of the whole folder alone can tell drops the listing: a change of
+//! an ignore file or a `.git`; the searched folder or one on the way moved or deleted; more
+//! than [`MAX_CHANGED`] changes waiting; a new folder too big to walk at once; a listing grown
+//! past a walk's bounds or the cache; a lost event queue.
+//! The folders between the root and the searched one are watched too, where only their ignore
+//! files, their `.git` and the next folder on the way matter. Ignored and hidden folders are
+//! never walked, so a build writing into `target/` drops nothing; a walked folder's `.git` and
+//! `.git/info` are watched for `info` and `exclude` alone, the one ignore file kept there, so
+//! git writing its own files drops nothing either.
 //!
 //! Why not `notify` here (the file watcher uses it): each watch it adds is a round trip to its
 //! thread (a walk of 2,000 folders paid about 120 ms for them), and before notify 9 its mask
@@ -42,16 +52,16 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::grams::{CacheBytes, Grams};
-use super::listed::{Listed, mtime_of};
+use super::listed::Listed;
 use super::walker::{FolderHook, Watch};
 use crate::provider::Root;
 use crate::provider::budget::WatchBudget;
 
 /// Most listings kept at once.
 pub const MAX_LISTINGS: usize = 16;
-/// Most files of one listing whose time waits to be re-read; past it the listing is
-/// dropped instead.
-const MAX_TOUCHED: usize = 1024;
+/// Most paths of one listing that wait to be looked at again (files changed, names come or
+/// gone); past it the listing is dropped instead.
+const MAX_CHANGED: usize = 1024;
 /// Most folders one listing watches; a walk that enters more is not kept (its searches walk
 /// cold), so a tree of countless empty folders cannot fill the watch table.
 const MAX_WATCHED_FOLDERS: usize = 1 << 16;
@@ -90,8 +100,16 @@ impl Role {
 /// One inotify watch and the listings (or walks) using it.
 struct Watched {
     wd: WatchDescriptor,
+    users: HashMap<u64, User>,
+}
+
+/// What a watched folder is to one listing (or walk) using the watch.
+struct User {
+    role: Role,
+    /// The folder's path when this listing's walk opened it: a watch is of the folder itself,
+    /// so one shared with a listing walked before the folder was renamed is shown by each
+    /// listing at its own path (a rename drops every listing using the watch).
     folder: PathBuf,
-    users: HashMap<u64, Role>,
 }
 
 /// One kept listing.
@@ -99,8 +117,9 @@ struct Entry {
     id: u64,
     root: Root,
     files: Arc<Vec<Listed>>,
-    /// Listed files changed since listed (relative to the root).
-    touched: HashSet<PathBuf>,
+    /// Paths in its walked folders (relative to the root) whose entry changed, came or went
+    /// since it was listed: looked at again at the next answer (see [`judge`]).
+    changed: HashSet<PathBuf>,
     /// Trigram filters of its files, built by the searches that read them.
     grams: Arc<Grams>,
     bytes: usize,
@@ -133,15 +152,21 @@ impl State {
     /// Stops `id` using its watches; a watch nobody uses any more is removed.
     fn release(&mut self, id: u64, watches: &mut Watches) {
         for number in self.uses.remove(&id).unwrap_or_default() {
-            let Some(watched) = self.watches.get_mut(&number) else { continue };
-            watched.users.remove(&id);
-            if watched.users.is_empty()
-                && let Some(watched) = self.watches.remove(&number)
-            {
-                // Gone already when its folder was deleted: nothing to undo then.
-                let _ = watches.remove(watched.wd);
-                self.budget.give();
-            }
+            self.unuse(id, number, watches);
+        }
+    }
+
+    /// Stops `id` using the watch `number` (already taken off its uses); removes the watch
+    /// when nobody uses it any more.
+    fn unuse(&mut self, id: u64, number: i32, watches: &mut Watches) {
+        let Some(watched) = self.watches.get_mut(&number) else { return };
+        watched.users.remove(&id);
+        if watched.users.is_empty()
+            && let Some(watched) = self.watches.remove(&number)
+        {
+            // Gone already when its folder was deleted: nothing to undo then.
+            let _ = watches.remove(watched.wd);
+            self.budget.give();
         }
     }
 
@@ -191,48 +216,24 @@ impl State {
             }
             return;
         };
-        let path = name.map(|name| watched.folder.join(name));
-        let content = !mask.intersects(
-            EventMask::CREATE
-                | EventMask::DELETE
-                | EventMask::MOVED_FROM
-                | EventMask::MOVED_TO
-                | EventMask::DELETE_SELF
-                | EventMask::MOVE_SELF
-                | EventMask::IGNORED
-                | EventMask::UNMOUNT,
-        ) && name.is_some();
-        // A file renamed onto a name (an atomic replace, the daemon's own writes included): when
-        // the name is a listed file, the listing stands and the file is re-read as changed.
-        let replaced = mask.contains(EventMask::MOVED_TO) && !mask.contains(EventMask::ISDIR);
         let hidden = name.is_some_and(hidden_unlisted);
-        let users: Vec<(u64, Role)> = watched.users.iter().map(|(id, role)| (*id, role.clone())).collect();
-        for (id, role) in users {
+        let users: Vec<(u64, Role, PathBuf)> = watched
+            .users
+            .iter()
+            .map(|(id, user)| {
+                (*id, user.role.clone(), name.map_or_else(|| user.folder.clone(), |n| user.folder.join(n)))
+            })
+            .collect();
+        for (id, role, path) in users {
             if name.is_some_and(|name| !role.cares(name)) {
                 continue;
             }
+            // Only what happens in a folder a kept listing walked is followed (an entry of it,
+            // or the folder itself going); anything else (an event during the walk, a folder on
+            // the way) drops it.
             let kept = !self.filling.contains_key(&id) && role == Role::Walked;
-            let entry = self.keys.get(&id).and_then(|key| self.entries.get(key));
-            if kept && hidden && entry.is_some_and(|entry| !entry.whitelists) {
-                continue;
-            }
-            if !(content || replaced) || !kept {
+            if !(kept && self.follow(id, name, &path, hidden)) {
                 self.invalidate(id, watches);
-                continue;
-            }
-            // A content or metadata change: harmless to the list when it is of a listed file.
-            let Some(key) = self.keys.get(&id) else { continue };
-            let Some(entry) = self.entries.get_mut(key) else { continue };
-            let listed = path.as_deref().and_then(|path| path.strip_prefix(&key.0).ok()).and_then(|rel| {
-                let index = entry.files.binary_search_by(|f| (*f.rel).cmp(rel)).ok()?;
-                Some((rel, index))
-            });
-            match listed {
-                Some((rel, index)) if entry.touched.len() < MAX_TOUCHED => {
-                    entry.grams.forget(index);
-                    entry.touched.insert(rel.to_path_buf());
-                }
-                _ => self.invalidate(id, watches),
             }
         }
     }
@@ -294,14 +295,8 @@ impl Filling {
                 failed.store(true, Ordering::Relaxed);
                 return;
             }
-            let role = match what {
-                Watch::Walked => Role::Walked,
-                Watch::OnTheWay(next) => Role::OnTheWay(next.to_owned()),
-                Watch::Git => Role::Only("info"),
-                Watch::GitInfo => Role::Only("exclude"),
-            };
             let mut watches = watches.clone();
-            match watch(&state, &mut watches, id, folder, dir, role) {
+            match watch(&state, &mut watches, id, folder, dir, Role::of(what)) {
                 Ok(()) => {}
                 Err(Unwatched::Budget) => failed.store(true, Ordering::Relaxed),
                 Err(Unwatched::Failed(err)) => {
@@ -351,35 +346,61 @@ fn watch(
     role: Role,
 ) -> Result<(), Unwatched> {
     let mut guard = lock(state);
-    let state = &mut *guard;
-    if !state.budget.take_for_listing() {
+    let wd = add_watch(&guard.budget, watches, dir)?;
+    guard.register(id, wd, folder, role);
+    Ok(())
+}
+
+/// Adds an inotify watch on the folder open as `dir`, taken from `budget` (register it with
+/// [`State::register`], under the same hold of the state's lock).
+fn add_watch(
+    budget: &WatchBudget,
+    watches: &mut Watches,
+    dir: BorrowedFd<'_>,
+) -> Result<WatchDescriptor, Unwatched> {
+    if !budget.take_for_listing() {
         return Err(Unwatched::Budget);
     }
     let handle = format!("/proc/self/fd/{}", dir.as_raw_fd());
-    let wd = match watches.add(&handle, mask()) {
-        Ok(wd) => wd,
-        Err(err) => {
-            state.budget.give();
-            return Err(Unwatched::Failed(err));
+    watches.add(&handle, mask()).map_err(|err| {
+        budget.give();
+        Unwatched::Failed(err)
+    })
+}
+
+impl Role {
+    /// What a folder the walk opens is to the listing.
+    fn of(what: Watch<'_>) -> Self {
+        match what {
+            Watch::Walked => Role::Walked,
+            Watch::OnTheWay(next) => Role::OnTheWay(next.to_owned()),
+            Watch::Git => Role::Only("info"),
+            Watch::GitInfo => Role::Only("exclude"),
         }
-    };
-    let number = wd.get_watch_descriptor_id();
-    let watched = match state.watches.entry(number) {
-        std::collections::hash_map::Entry::Occupied(shared) => {
-            // The folder was watched already (by another listing): no new watch was made.
-            state.budget.give();
-            shared.into_mut()
-        }
-        std::collections::hash_map::Entry::Vacant(new) => {
-            new.insert(Watched { wd, folder: folder.to_path_buf(), users: HashMap::new() })
-        }
-    };
-    // A walk meets a folder once; should it meet one twice, the first role stays.
-    if let std::collections::hash_map::Entry::Vacant(user) = watched.users.entry(id) {
-        user.insert(role);
-        state.uses.entry(id).or_default().push(number);
     }
-    Ok(())
+}
+
+impl State {
+    /// Registers the watch `wd` just added (its share taken from the budget) on `folder` for
+    /// listing (or walk) `id`.
+    fn register(&mut self, id: u64, wd: WatchDescriptor, folder: &Path, role: Role) {
+        let number = wd.get_watch_descriptor_id();
+        let watched = match self.watches.entry(number) {
+            std::collections::hash_map::Entry::Occupied(shared) => {
+                // The folder was watched already (by another listing): no new watch was made.
+                self.budget.give();
+                shared.into_mut()
+            }
+            std::collections::hash_map::Entry::Vacant(new) => {
+                new.insert(Watched { wd, users: HashMap::new() })
+            }
+        };
+        // A walk meets a folder once; should it meet one twice, the first role stays.
+        if let std::collections::hash_map::Entry::Vacant(user) = watched.users.entry(id) {
+            user.insert(User { role, folder: folder.to_path_buf() });
+            self.uses.entry(id).or_default().push(number);
+        }
+    }
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -498,33 +519,23 @@ impl Listings {
             .as_ref()
     }
 
-    /// The kept listing of `rel` beneath `root`, its changed files' times re-read,
-    /// and its files' filters.
+    /// The kept listing of `rel` beneath `root`, with the changes it was told of taken in
+    /// (see [`State::take_in`]), and its files' filters.
     pub fn get(&self, root: &Root, rel: &Path) -> Option<(Arc<Vec<Listed>>, Arc<Grams>)> {
         let key = (root.path().to_path_buf(), rel.to_path_buf());
-        let mut state = lock(&self.state);
+        let mut guard = lock(&self.state);
+        let state = &mut *guard;
         state.clock += 1;
-        let clock = state.clock;
         let entry = state.entries.get_mut(&key)?;
-        entry.used = clock;
-        let mut gone = false;
-        for rel in std::mem::take(&mut entry.touched) {
-            let meta = entry.root.open_path(&rel).and_then(|f| f.metadata());
-            let Ok(meta) = meta.map_err(drop).and_then(|m| if m.is_file() { Ok(m) } else { Err(()) }) else {
-                gone = true;
-                break;
-            };
-            if let Ok(i) = entry.files.binary_search_by(|f| (*f.rel).cmp(&rel)) {
-                // In place: an earlier answer holding the list sees the newer time too.
-                entry.files[i].redate(mtime_of(&meta));
-            }
-        }
-        if gone {
-            if let Some(mut watches) = self.watcher().map(|w| w.watches.clone()) {
+        entry.used = state.clock;
+        if !entry.changed.is_empty() {
+            let mut watches = self.watcher()?.watches.clone();
+            if !state.take_in(&key, &mut watches) {
                 state.remove(&key, &mut watches);
+                return None;
             }
-            return None;
         }
+        let entry = state.entries.get(&key)?;
         Some((entry.files.clone(), entry.grams.clone()))
     }
 
@@ -599,7 +610,7 @@ impl Listings {
             id,
             root: root.clone(),
             files: files.clone(),
-            touched: HashSet::new(),
+            changed: HashSet::new(),
             grams: Arc::clone(&grams),
             bytes,
             used,
@@ -658,9 +669,10 @@ impl Listings {
         state
             .entries
             .get(&(root.path().to_path_buf(), rel.to_path_buf()))
-            .is_none_or(|e| e.touched.contains(file))
+            .is_none_or(|e| e.changed.contains(file))
     }
 }
 
+mod follow;
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 const DIRS: [&str; 4] = ["", "a", "a/b", "c"];
 const NAMES: [&str; 4] = ["x.rs", "y.txt", ".h", "z.log"];
 const PATTERNS: [&str; 5] = ["*.log\n", "x.rs\n", "b/\n", "", "*.log\n!z.log\n"];
+/// Where a folder may be moved to besides the folders of [`DIRS`] (in the tree, then out of the
+/// searched folders, then back).
+const FRESH: [&str; 3] = ["a/n", "n", "c/m"];
 /// The folders searched.
 const SEARCHED: [&str; 2] = ["", "a"];
 
@@ -19,21 +22,36 @@ enum Op {
     Delete(usize, usize),
     Rename((usize, usize), (usize, usize)),
     RenameDir(usize, usize),
+    /// A folder of [`DIRS`] to a name of [`FRESH`], or back.
+    MoveDir(usize, usize, bool),
     Ignore(usize, usize, bool),
     MakeDir(usize),
 }
 
-fn op() -> impl Strategy<Value = Op> {
+/// Changes of the tree: files created, changed, deleted and renamed (onto a name or not,
+/// hidden names among them), folders made and moved (those of `DIRS[moved..]`), and, when
+/// `ignores`, ignore files written.
+fn op_of(moved: usize, ignores: bool) -> proptest::strategy::Union<BoxedStrategy<Op>> {
     let file = (0..DIRS.len(), 0..NAMES.len());
-    prop_oneof![
-        file.clone().prop_map(|(d, n)| Op::Create(d, n)),
-        file.clone().prop_map(|(d, n)| Op::Modify(d, n)),
-        file.clone().prop_map(|(d, n)| Op::Delete(d, n)),
-        (file.clone(), file).prop_map(|(a, b)| Op::Rename(a, b)),
-        (1..DIRS.len(), 1..DIRS.len()).prop_map(|(a, b)| Op::RenameDir(a, b)),
-        (0..DIRS.len(), 0..PATTERNS.len(), any::<bool>()).prop_map(|(d, p, g)| Op::Ignore(d, p, g)),
-        (1..DIRS.len()).prop_map(Op::MakeDir),
-    ]
+    let mut ops = vec![
+        file.clone().prop_map(|(d, n)| Op::Create(d, n)).boxed(),
+        file.clone().prop_map(|(d, n)| Op::Modify(d, n)).boxed(),
+        file.clone().prop_map(|(d, n)| Op::Delete(d, n)).boxed(),
+        (file.clone(), file).prop_map(|(a, b)| Op::Rename(a, b)).boxed(),
+        (moved..DIRS.len(), 1..DIRS.len()).prop_map(|(a, b)| Op::RenameDir(a, b)).boxed(),
+        (moved..DIRS.len(), 0..FRESH.len(), any::<bool>())
+            .prop_map(|(a, b, back)| Op::MoveDir(a, b, back))
+            .boxed(),
+        (1..DIRS.len()).prop_map(Op::MakeDir).boxed(),
+    ];
+    if ignores {
+        ops.push(
+            (0..DIRS.len(), 0..PATTERNS.len(), any::<bool>())
+                .prop_map(|(d, p, g)| Op::Ignore(d, p, g))
+                .boxed(),
+        );
+    }
+    proptest::strategy::Union::new(ops)
 }
 
 fn path(root: &Path, dir: usize, name: usize) -> PathBuf {
@@ -48,6 +66,10 @@ fn apply(root: &Path, op: &Op, n: usize) {
         Op::Delete(d, f) => std::fs::remove_file(path(root, d, f)),
         Op::Rename((d1, f1), (d2, f2)) => std::fs::rename(path(root, d1, f1), path(root, d2, f2)),
         Op::RenameDir(a, b) => std::fs::rename(root.join(DIRS[a]), root.join(DIRS[b])),
+        Op::MoveDir(a, b, back) => {
+            let (from, to) = (root.join(DIRS[a]), root.join(FRESH[b]));
+            if back { std::fs::rename(to, from) } else { std::fs::rename(from, to) }
+        }
         Op::Ignore(d, p, git) => {
             let name = if git { ".gitignore" } else { ".ignore" };
             std::fs::write(root.join(DIRS[d]).join(name), PATTERNS[p])
@@ -63,6 +85,9 @@ struct Tree {
     provider: Provider,
     warm: Arc<Listings>,
     cold: Arc<Listings>,
+    /// Settlings so far (each writes a file of its own, see [`Tree::settle`]), and the last
+    /// file written in each folder.
+    flushes: std::sync::Mutex<(usize, HashMap<PathBuf, PathBuf>)>,
 }
 
 fn tree(max_bytes: usize) -> Tree {
@@ -82,7 +107,7 @@ fn tree(max_bytes: usize) -> Tree {
     })));
     let provider = Provider::new(ProviderConfig { max_search_cache_bytes: 0, ..config });
     let cold = Arc::new(Listings::for_provider(&provider));
-    Tree { _dir: dir, root, provider, warm, cold }
+    Tree { _dir: dir, root, provider, warm, cold, flushes: Default::default() }
 }
 
 impl Tree {
@@ -93,12 +118,23 @@ impl Tree {
     }
 
     /// Lets the warm provider's watcher catch up with every change made so far to `rel`:
-    /// changes a listed file there and waits until that change was handled (events of one
-    /// watcher arrive in order). The change is made again every 100 ms while waiting: an
-    /// event that came before the listing it would mark existed (the listing, walked after
-    /// the change, already shows it) marks nothing, and a later one will.
+    /// writes a file there and waits until that change was handled (events of one watcher
+    /// arrive in order). The file is new to each settling (the last one's goes): a late event
+    /// of an earlier write must not pass for this one. It is written again every 100 ms while
+    /// waiting: an event that came before the listing it would mark existed (the listing,
+    /// walked after the change, already shows it) marks nothing, and a later one will.
     fn settle(&self, rel: &str) {
-        let flush = Path::new(rel).join("flush.txt");
+        let flush = {
+            let mut flushes = self.flushes.lock().unwrap();
+            let (n, last) = &mut *flushes;
+            let flush = Path::new(rel).join(format!("flush{n}.txt"));
+            *n += 1;
+            if let Some(old) = last.insert(PathBuf::from(rel), flush.clone()) {
+                // Gone already when an operation moved its folder.
+                let _ = std::fs::remove_file(self.root.path().join(old));
+            }
+            flush
+        };
         let started = Instant::now();
         let deadline = started + Duration::from_secs(10);
         let write = || {
@@ -244,16 +280,42 @@ fn tree_with_cap(max_bytes: usize) -> Tree {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     #[test]
-    fn warm_listings_equal_cold_walks(ops in proptest::collection::vec(op(), 1..10)) {
+    fn warm_listings_equal_cold_walks(ops in proptest::collection::vec(op_of(1, true), 1..10)) {
         let tree = tree(64 << 20);
         for rel in SEARCHED {
             tree.check(rel);
         }
         for (n, op) in ops.iter().enumerate() {
             apply(tree.root.path(), op, n);
+            for rel in SEARCHED {
+                tree.check(rel);
+            }
+        }
+    }
+
+    /// Files and folders coming, going and changing are taken in by the kept listings, never by
+    /// walking them again: both stay kept throughout, and answer as a cold walk. (The ignore
+    /// files stay, and `a`, being searched, is never moved.)
+    #[test]
+    fn changes_are_taken_in_without_a_walk(ops in proptest::collection::vec(op_of(2, false), 1..12)) {
+        let tree = tree(64 << 20);
+        // A walk that saw an event (of the settling itself) is not kept: listed again then.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tree.warm.stats().0 < SEARCHED.len() {
+            prop_assert!(Instant::now() < deadline, "the listings were never kept");
+            for rel in SEARCHED {
+                tree.check(rel);
+            }
+        }
+        for (n, op) in ops.iter().enumerate() {
+            apply(tree.root.path(), op, n);
+            for rel in SEARCHED {
+                tree.settle(rel);
+            }
+            prop_assert_eq!(tree.warm.stats().0, SEARCHED.len(), "a listing was dropped after {:?}", op);
             for rel in SEARCHED {
                 tree.check(rel);
             }
@@ -306,4 +368,126 @@ fn a_full_cache_drops_the_filters_of_the_folder_searched_least_recently_first() 
     // The answers are a cold walk's throughout.
     tight.check("a");
     tight.check("c");
+}
+
+#[test]
+fn creates_deletes_and_renames_are_taken_in_with_the_filters_kept() {
+    let tree = tree(64 << 20);
+    let root = tree.root.path().to_path_buf();
+    std::fs::write(root.join(".gitignore"), "*.log\ntarget/\n").unwrap();
+    let all = tree.resolve("").unwrap();
+    let listing = tree.warm.list(&all, &|| false, None).unwrap();
+    let before = filled(&listing);
+    assert!(before.bytes() > 0);
+    // Files come, go and move; ignored, hidden and linked ones come too (none of them listed),
+    // and an ignored folder with a file in it.
+    std::fs::write(root.join("a/new.rs"), "fn fresh() {}").unwrap();
+    std::fs::remove_file(root.join("c/x.rs")).unwrap();
+    std::fs::rename(root.join("a/y.txt"), root.join("a/b/moved.txt")).unwrap();
+    std::fs::write(root.join("a/new.log"), "ignored").unwrap();
+    std::fs::write(root.join("a/.swap"), "hidden").unwrap();
+    std::os::unix::fs::symlink(root.join("a/x.rs"), root.join("a/link.rs")).unwrap();
+    std::fs::create_dir(root.join("a/target")).unwrap();
+    std::fs::write(root.join("a/target/out.rs"), "built").unwrap();
+    tree.settle("");
+    assert_eq!(tree.warm.stats().0, 1, "nothing here needs a walk");
+    let after = tree.warm.list(&all, &|| false, None).unwrap();
+    assert_eq!(after.files, tree.cold.list(&all, &|| false, None).unwrap().files);
+    let rels: Vec<_> = after.files.iter().map(|f| f.rel.to_str().unwrap()).collect();
+    assert!(rels.contains(&"a/new.rs") && rels.contains(&"a/b/moved.txt") && !rels.contains(&"c/x.rs"));
+    // The filters of the files that stayed moved with them: only what came (the settling's
+    // file among it) must be read for a literal no file holds.
+    let grams = after.grams.clone().unwrap();
+    assert!(!Arc::ptr_eq(&grams, &before) && grams.bytes() > 0);
+    assert!(before.must_read(&[vec![b"nowhere".to_vec()]]).iter().all(|&read| read), "the old ones read all");
+    let must = grams.must_read(&[vec![b"nowhere".to_vec()]]);
+    let read: Vec<&str> = rels.iter().zip(&must).filter(|(_, read)| **read).map(|(rel, _)| *rel).collect();
+    assert_eq!(read, ["a/b/moved.txt", "a/new.rs", "flush0.txt"]);
+    assert_eq!(tree.warm.stats().1, tree.warm.stats().1.min(64 << 20));
+    // Folders coming, going and renamed: a new one is walked on its own (and watched: what
+    // comes in it later is seen), one gone is taken out with its files and watches.
+    let rels = |tree: &Tree| -> Vec<String> {
+        let listing = tree.warm.list(&all, &|| false, None).unwrap();
+        listing.files.iter().map(|f| f.rel.display().to_string()).collect()
+    };
+    std::fs::create_dir_all(root.join("a/fresh/deep")).unwrap();
+    std::fs::write(root.join("a/fresh/inside.rs"), "f").unwrap();
+    std::fs::write(root.join("a/fresh/deep/further.rs"), "f").unwrap();
+    tree.check("");
+    assert!(rels(&tree).contains(&"a/fresh/deep/further.rs".to_owned()));
+    std::fs::write(root.join("a/fresh/deep/later.rs"), "l").unwrap();
+    tree.check("");
+    assert!(rels(&tree).contains(&"a/fresh/deep/later.rs".to_owned()));
+    std::fs::rename(root.join("a/fresh"), root.join("c/moved")).unwrap();
+    tree.check("");
+    std::fs::write(root.join("c/moved/deep/after.rs"), "a").unwrap();
+    tree.check("");
+    let now = rels(&tree);
+    assert!(
+        now.contains(&"c/moved/deep/after.rs".to_owned()) && !now.iter().any(|r| r.starts_with("a/fresh"))
+    );
+    std::fs::remove_dir_all(root.join("a/b")).unwrap();
+    tree.check("");
+    assert!(!rels(&tree).iter().any(|r| r.starts_with("a/b/")));
+    tree.settle("");
+    assert_eq!(tree.warm.stats().0, 1, "taken in without a walk of the whole tree");
+    let grams = tree.warm.list(&all, &|| false, None).unwrap().grams.unwrap();
+    assert!(grams.bytes() > 0, "the filters of the files that stayed are kept");
+}
+
+#[test]
+fn a_listing_that_outgrows_the_cache_is_dropped_and_answers_stay_right() {
+    // What the listing of `a` costs, measured on a roomy cache (its filters are never built).
+    let roomy = tree(64 << 20);
+    roomy.warm.list(&roomy.resolve("a").unwrap(), &|| false, None).unwrap();
+    let cost = roomy.warm.stats().1;
+    let tight = tree(cost + 40);
+    let a = tight.resolve("a").unwrap();
+    tight.warm.list(&a, &|| false, None).unwrap();
+    assert_eq!(tight.warm.stats(), (1, cost));
+    // A file going gives its bytes back; a longer one coming takes more than is left.
+    std::fs::remove_file(tight.root.path().join("a/y.txt")).unwrap();
+    let flush = tight.root.path().join("a/flush.txt");
+    std::fs::write(&flush, "0").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tight.warm.settled(&tight.root, Path::new("a"), Path::new("a/flush.txt")) {
+        assert!(Instant::now() < deadline, "the create was never seen");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let smaller = tight.warm.list(&a, &|| false, None).unwrap();
+    assert_eq!(smaller.files, tight.cold.list(&a, &|| false, None).unwrap().files);
+    assert_eq!(tight.warm.stats().0, 1);
+    assert!(tight.warm.stats().1 <= cost + 40);
+    std::fs::write(tight.root.path().join(format!("a/{}.rs", "long".repeat(40))), "x").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let warm = tight.warm.list(&a, &|| false, None).unwrap();
+        let cold = tight.cold.list(&a, &|| false, None).unwrap();
+        if warm.files.len() == cold.files.len() {
+            assert_eq!(warm.files, cold.files);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the long name never came");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(tight.warm.stats(), (0, 0), "over the cap: dropped, and not kept again");
+}
+
+#[test]
+fn a_flood_of_changes_drops_the_listing_instead_of_queueing_them() {
+    let tree = tree(64 << 20);
+    let a = tree.resolve("a").unwrap();
+    tree.warm.list(&a, &|| false, None).unwrap();
+    tree.settle("a");
+    tree.warm.list(&a, &|| false, None).unwrap();
+    assert_eq!(tree.warm.stats().0, 1);
+    for n in 0..=MAX_CHANGED {
+        std::fs::write(tree.root.path().join(format!("a/many{n}.rs")), "x").unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tree.warm.stats().0 != 0 {
+        assert!(Instant::now() < deadline, "more changes than a listing holds kept it");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    tree.check("a");
 }
