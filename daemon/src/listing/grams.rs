@@ -381,12 +381,22 @@ impl Grams {
 
     /// Builds the missing filters on [`BUILD_THREADS`] threads sharing the files in order.
     fn build(&self, root: &Root, listed: &[Listed], whole_max: u64) {
+        // Found under one hold of the lock: after a few files came, a few are missing of many.
+        let missing: Vec<usize> = {
+            let filters = self.filters.read().unwrap_or_else(PoisonError::into_inner);
+            filters
+                .iter()
+                .enumerate()
+                .filter(|(_, filter)| filter.is_none())
+                .map(|(index, _)| index)
+                .collect()
+        };
         let next = AtomicUsize::new(0);
         let ended = AtomicBool::new(false);
         let work = || {
             let mut bytes = Vec::new();
             while !ended.load(Ordering::Relaxed) {
-                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&index) = missing.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
                 let Some(file) = listed.get(index) else { return };
                 if self.has(index) {
                     continue;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use inotify::{WatchDescriptor, Watches};
 
-use super::{Key, MAX_CHANGED, MAX_WATCHED_FOLDERS, Role, State, Unwatched, add_watch, cost};
+use super::{Key, MAX_CHANGED, MAX_WATCHED_FOLDERS, Role, State, Unwatched, add_watch, cost, listed_bytes};
 use crate::listing::judge::{Judge, Now};
 use crate::listing::listed::Listed;
 use crate::listing::walker::{self, FolderHook, MAX_LISTED_BYTES, MAX_LISTED_FILES, Watch};
@@ -69,9 +69,9 @@ impl State {
         changed.sort_unstable();
         let mut judge = Judge::new(&root);
         let mut came = Vec::new();
-        // Paths whose listed files all go (a file's own path, or a folder's), and the folders
-        // among them to walk anew.
-        let (mut gone, mut walk) = (Vec::<PathBuf>::new(), Vec::new());
+        // Paths whose listed files all go (a file's own path, or a folder's), the folders
+        // among them to walk anew, and those whose watches go (all but the listed files).
+        let (mut gone, mut walk, mut unwatched) = (Vec::<PathBuf>::new(), Vec::new(), Vec::new());
         for rel in changed {
             if gone.last().is_some_and(|folder| rel.starts_with(folder)) {
                 continue;
@@ -81,13 +81,20 @@ impl State {
                 // In place: an earlier answer holding the list sees the newer time too.
                 (Now::Listed(mtime_ns), Ok(index)) => entry.files[index].redate(mtime_ns),
                 (Now::Listed(mtime_ns), Err(_)) => {
-                    // A file where a folder was: what was listed beneath it goes.
+                    // A file where a folder may have been: what was listed beneath it goes.
                     came.push(Listed::new(&rel, Some(mtime_ns)));
+                    unwatched.push(rel.clone());
                     gone.push(rel);
                 }
-                (Now::Unlisted, _) => gone.push(rel),
+                // A listed file has no folders beneath it.
+                (Now::Unlisted, Ok(_)) => gone.push(rel),
+                (Now::Unlisted, Err(_)) => {
+                    unwatched.push(rel.clone());
+                    gone.push(rel);
+                }
                 (Now::Folder, _) => {
                     walk.push(rel.clone());
+                    unwatched.push(rel.clone());
                     gone.push(rel);
                 }
                 (Now::Unknown, _) => return false,
@@ -97,7 +104,7 @@ impl State {
         if came.is_empty() && gone.is_empty() {
             return true;
         }
-        for rel in &gone {
+        for rel in &unwatched {
             self.release_beneath(id, &key.0.join(rel), watches);
         }
         let mut whitelists = false;
@@ -116,13 +123,13 @@ impl State {
         let old = std::mem::replace(&mut entry.files, Arc::new(Vec::new()));
         // Moved when no answer holds the list (the common case), copied otherwise.
         let old = Arc::try_unwrap(old).unwrap_or_else(|shared| (*shared).clone());
-        let (files, from) = merge(old, &gone, came);
-        let walked: usize =
-            files.iter().map(|f| f.rel.as_os_str().len() + std::mem::size_of::<Listed>()).sum();
-        if files.len() > MAX_LISTED_FILES || walked > MAX_LISTED_BYTES {
+        let added: usize = came.iter().map(listed_bytes).sum();
+        let (files, from, removed) = merge(old, &gone, came);
+        let listed = entry.listed + added - removed;
+        if files.len() > MAX_LISTED_FILES || listed > MAX_LISTED_BYTES {
             return false;
         }
-        let bytes = cost(key, &files, folders);
+        let bytes = cost(key, files.len(), listed, folders);
         if bytes > entry.bytes {
             if !self.cache.reserve(bytes - entry.bytes) {
                 return false;
@@ -131,6 +138,7 @@ impl State {
             self.cache.release(entry.bytes - bytes);
         }
         entry.bytes = bytes;
+        entry.listed = listed;
         entry.grams = Arc::new(entry.grams.remapped(&from));
         entry.files = Arc::new(files);
         true
@@ -201,16 +209,17 @@ impl State {
 }
 
 /// The listing `old` without the files at or beneath the paths `gone` (sorted) and with those
-/// that `came` (sorted, none of them in what stays), in order; and for each file of it, where it
-/// was in `old` (`None`: it came).
-fn merge(old: Vec<Listed>, gone: &[PathBuf], came: Vec<Listed>) -> (Vec<Listed>, Vec<Option<usize>>) {
+/// that `came` (sorted, none of them in what stays), in order; for each file of it, where it
+/// was in `old` (`None`: it came); and the [`listed_bytes`] of the files taken out.
+fn merge(old: Vec<Listed>, gone: &[PathBuf], came: Vec<Listed>) -> (Vec<Listed>, Vec<Option<usize>>, usize) {
     let total = old.len() + came.len();
-    let (mut files, mut from) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let (mut files, mut from, mut removed) = (Vec::with_capacity(total), Vec::with_capacity(total), 0);
     let (mut came, mut gone) = (came.into_iter().peekable(), gone.iter().peekable());
     for (index, file) in old.into_iter().enumerate() {
         // The paths gone that sort before this file cannot hold it or any later one.
         while gone.next_if(|path| **path < *file.rel && !file.rel.starts_with(path)).is_some() {}
         if gone.peek().is_some_and(|path| file.rel.starts_with(path)) {
+            removed += listed_bytes(&file);
             continue;
         }
         while let Some(new) = came.next_if(|new| new.rel < file.rel) {
@@ -224,7 +233,7 @@ fn merge(old: Vec<Listed>, gone: &[PathBuf], came: Vec<Listed>) -> (Vec<Listed>,
         files.push(new);
         from.push(None);
     }
-    (files, from)
+    (files, from, removed)
 }
 
 #[cfg(test)]
@@ -239,7 +248,10 @@ mod tests {
         let old = listed(&["a.rs", "b/c.rs", "b/d/e.rs", "b-x.rs", "c.rs", "d/f.rs"]);
         let gone: Vec<PathBuf> = ["b", "c.rs"].iter().map(PathBuf::from).collect();
         let came = listed(&["0.rs", "b/new.rs", "bz.rs", "e.rs"]);
-        let (files, from) = merge(old, &gone, came);
+        let (files, from, removed) = merge(old, &gone, came);
+        let taken_out =
+            ["b/c.rs", "b/d/e.rs", "c.rs"].iter().map(|p| p.len() + std::mem::size_of::<Listed>());
+        assert_eq!(removed, taken_out.sum::<usize>());
         let paths: Vec<_> = files.iter().map(|f| f.rel.to_str().unwrap()).collect();
         assert_eq!(paths, ["0.rs", "a.rs", "b/new.rs", "b-x.rs", "bz.rs", "d/f.rs", "e.rs"]);
         assert_eq!(from, [None, Some(0), None, Some(3), None, Some(5), None]);

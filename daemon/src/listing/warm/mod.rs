@@ -123,6 +123,8 @@ struct Entry {
     /// Trigram filters of its files, built by the searches that read them.
     grams: Arc<Grams>,
     bytes: usize,
+    /// The [`listed_bytes`] of its files.
+    listed: usize,
     used: u64,
     /// Whether an ignore file its walk read whitelists: without one, no hidden name can be
     /// listed, so hidden names coming and going (the daemon's own staging files, an editor's
@@ -407,15 +409,21 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// What one listing costs, in bytes.
-fn cost(key: &Key, files: &[Listed], folders: usize) -> usize {
+/// What one listing costs, in bytes: kept as `key`, of `files` files whose [`listed_bytes`]
+/// sum to `listed`, watching `folders` folders.
+fn cost(key: &Key, files: usize, listed: usize, folders: usize) -> usize {
     key.0.as_os_str().len()
         + key.1.as_os_str().len()
         + std::mem::size_of::<Entry>()
         + folders * (std::mem::size_of::<Watched>() + 64)
         // The slots of its trigram filters (the filters themselves are counted as they come).
-        + files.len() * std::mem::size_of::<Option<super::grams::GramFilter>>()
-        + files.iter().map(|f| f.rel.as_os_str().len() + std::mem::size_of::<Listed>()).sum::<usize>()
+        + files * std::mem::size_of::<Option<super::grams::GramFilter>>()
+        + listed
+}
+
+/// What one listed file holds, as a walk counts it against [`MAX_LISTED_BYTES`](super::MAX_LISTED_BYTES).
+fn listed_bytes(file: &Listed) -> usize {
+    file.rel.as_os_str().len() + std::mem::size_of::<Listed>()
 }
 
 /// Makes room in the full search cache for the filters of the listing `asking` holds: drops the
@@ -579,7 +587,8 @@ impl Listings {
         let mut state = lock(&self.state);
         let dirty = state.filling.remove(&id).unwrap_or(true);
         let folders = state.uses.get(&id).map_or(0, Vec::len);
-        let bytes = cost(&key, files, folders);
+        let listed = files.iter().map(listed_bytes).sum();
+        let bytes = cost(&key, files.len(), listed, folders);
         if dirty || failed.load(Ordering::Relaxed) || bytes > self.max_bytes {
             state.release(id, &mut watches);
             return None;
@@ -613,6 +622,7 @@ impl Listings {
             changed: HashSet::new(),
             grams: Arc::clone(&grams),
             bytes,
+            listed,
             used,
             whitelists,
         };
