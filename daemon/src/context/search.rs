@@ -204,10 +204,7 @@ impl FileContext<'_> {
             return Ok(contents);
         }
         self.one_name_opened(&file.display, &contents)?;
-        Ok(match contents {
-            SearchContents::Whole { bytes, .. } => SearchContents::Bytes(bytes),
-            other => other,
-        })
+        Ok(contents)
     }
 
     /// Refuses a searched file with several hard links while deny rules for reads apply,
@@ -228,7 +225,7 @@ impl FileContext<'_> {
                 meta.nlink()
             }
             // Unhashed bytes carry no links: never asked for while the rules apply.
-            SearchContents::Bytes(_) => {
+            SearchContents::Bytes(_) | SearchContents::Binary => {
                 return Err(ProviderError::Refused {
                     path: display.to_owned(),
                     why: "its hard links could not be checked against the deny rules".into(),

@@ -22,8 +22,12 @@ pub enum SearchContents {
         /// Its version and fingerprint when read.
         seen: SearchSeen,
     },
-    /// Small enough to hold, read without hashing (a search that records nothing).
+    /// Small enough to hold, read without hashing (a search that records nothing); its first
+    /// [`BINARY_PEEK`] bytes hold no NUL (a search needs to look through the rest only).
     Bytes(Vec<u8>),
+    /// Binary: a NUL byte in its first [`BINARY_PEEK`] bytes, the rest unread (a search that
+    /// records nothing skips it).
+    Binary,
     /// Too big to hold: searched from the open file, never recorded.
     Stream(File),
 }
@@ -67,15 +71,17 @@ impl Provider {
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
         // Its start first: a file with a NUL byte there is binary, which a search that records
         // nothing skips, so the rest of it (a library of megabytes) is never read.
-        (&mut file)
-            .take(BINARY_PEEK.min(whole_max + 1))
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_error(shown, "read", e))?;
+        let peek = BINARY_PEEK.min(whole_max + 1);
+        (&mut file).take(peek).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
         if !hash && memchr::memchr(0, &bytes).is_some() {
-            return Ok(SearchContents::Bytes(bytes));
+            return Ok(SearchContents::Binary);
         }
-        let rest = (whole_max + 1).saturating_sub(bytes.len() as u64);
-        (&mut file).take(rest).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
+        // A start shorter than asked for ended at the end of the file: nothing more to read
+        // (most files; one read call fewer each).
+        if bytes.len() as u64 >= peek {
+            let rest = (whole_max + 1).saturating_sub(bytes.len() as u64);
+            (&mut file).take(rest).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
+        }
         if bytes.len() as u64 > whole_max {
             // It grew meanwhile: search it as a stream from the start.
             file.seek(SeekFrom::Start(0)).map_err(|e| io_error(shown, "seek", e))?;

@@ -17,6 +17,7 @@ use super::bounds::{
 };
 use crate::context::FileContext;
 use crate::context::search::{Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles};
+use crate::provider::searched::BINARY_PEEK;
 use crate::tools::pieces::{Pace, Paced, search_pieces};
 use crate::tools::render::CUT_SUFFIX;
 
@@ -408,10 +409,12 @@ struct TimedOut {
     total: usize,
 }
 
-/// The searcher every grep uses to find matches (no context: a probe shows nothing).
-fn probe_searcher(multiline: bool) -> Searcher {
+/// The searcher every grep uses to find matches (no context: a probe shows nothing); without
+/// `binary` detection for bytes already looked through for a NUL.
+fn probe_searcher(multiline: bool, binary: bool) -> Searcher {
+    let binary = if binary { BinaryDetection::quit(b'\x00') } else { BinaryDetection::none() };
     SearcherBuilder::new()
-        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .binary_detection(binary)
         .line_number(false)
         .multi_line(multiline)
         .heap_limit(Some(SEARCH_HEAP_BYTES))
@@ -431,7 +434,7 @@ fn probe_all(
     let next = AtomicUsize::new(0);
     let results: Vec<Mutex<Probe>> = batch.iter().map(|_| Mutex::new(Probe::Unsearched)).collect();
     let work = || {
-        let mut searcher = probe_searcher(multiline);
+        let mut searchers = (probe_searcher(multiline, true), probe_searcher(multiline, false));
         let mut pace = Pace::default();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -442,7 +445,7 @@ fn probe_all(
             if budget.stop() {
                 break;
             }
-            let probe = probe(ctx, files, file, matcher, &mut searcher, &mut pace, count, budget);
+            let probe = probe(ctx, files, file, matcher, &mut searchers, &mut pace, count, budget);
             *results[i].lock().unwrap_or_else(PoisonError::into_inner) = probe;
         }
     };
@@ -469,14 +472,15 @@ fn matcher_multiline(matcher: &RegexMatcher) -> bool {
 /// Whether `file` matches: read whole or, when big, as a stream, in pieces between which
 /// `budget` is asked; a file with a NUL byte is binary and skipped. A multiline search runs
 /// over the whole file at once (a match may span any lines), so it stops only between files,
-/// and skips files too big to read whole.
+/// and skips files too big to read whole. `searchers`: one that detects binary data (for
+/// streams), one that does not (for bytes looked through for a NUL already).
 #[allow(clippy::too_many_arguments)]
 fn probe(
     ctx: &FileContext<'_>,
     files: &SearchFiles,
     file: &SearchFile,
     matcher: &RegexMatcher,
-    searcher: &mut Searcher,
+    (searcher, bytes_searcher): &mut (Searcher, Searcher),
     pace: &mut Pace,
     count: bool,
     budget: &Budget<'_>,
@@ -484,20 +488,15 @@ fn probe(
     let mut sink = ProbeSink { count, matched: 0, binary: false };
     let stop = || budget.stop();
     let multiline = searcher.multi_line_with_matcher(matcher);
-    let searched = match ctx.open_search_bytes(files, file) {
+    // Bytes read unhashed were looked through for a NUL as far as their start already.
+    let (bytes, checked) = match ctx.open_search_bytes(files, file) {
         Err(_) => return Probe::Unreadable,
-        Ok(SearchContents::Bytes(bytes) | SearchContents::Whole { bytes, .. }) => {
-            if memchr::memchr(0, &bytes).is_some() {
-                return Probe::Skip;
-            }
-            if multiline {
-                searcher.search_slice(matcher, &bytes, &mut sink).map(|()| true)
-            } else {
-                search_pieces(searcher, matcher, &bytes, &mut sink, pace, &stop, |sink| {
-                    !sink.count && sink.matched > 0
-                })
-            }
+        Ok(SearchContents::Binary) => return Probe::Skip,
+        Ok(SearchContents::Bytes(bytes)) => {
+            let checked = usize::try_from(BINARY_PEEK).unwrap_or(usize::MAX).min(bytes.len());
+            (bytes, checked)
         }
+        Ok(SearchContents::Whole { bytes, .. }) => (bytes, 0),
         Ok(SearchContents::Stream(_)) if multiline => return Probe::TooBig,
         Ok(SearchContents::Stream(handle)) => {
             let mut paced = Paced::new(&handle, pace, &stop);
@@ -505,9 +504,24 @@ fn probe(
             if paced.stopped() {
                 return Probe::Unsearched;
             }
-            searched.map(|()| true)
+            return probed(searched.map(|()| true), &sink);
         }
     };
+    if memchr::memchr(0, &bytes[checked..]).is_some() {
+        return Probe::Skip;
+    }
+    let searched = if multiline {
+        bytes_searcher.search_slice(matcher, &bytes, &mut sink).map(|()| true)
+    } else {
+        search_pieces(bytes_searcher, matcher, &bytes, &mut sink, pace, &stop, |sink| {
+            !sink.count && sink.matched > 0
+        })
+    };
+    probed(searched, &sink)
+}
+
+/// What a probe's search (`Ok(false)`: stopped before the end) into `sink` found.
+fn probed(searched: io::Result<bool>, sink: &ProbeSink) -> Probe {
     match searched {
         Err(_) => Probe::Unreadable,
         Ok(false) => Probe::Unsearched,
@@ -660,6 +674,7 @@ impl Lines {
                 (searched, Some((bytes, seen)))
             }
             SearchContents::Bytes(bytes) => (self.search(matcher, &bytes[..], &mut sink, budget), None),
+            SearchContents::Binary => return Shown::Done,
             SearchContents::Stream(handle) => (self.search(matcher, &handle, &mut sink, budget), None),
         };
         let (binary, stopped) = (sink.binary, sink.stopped);
