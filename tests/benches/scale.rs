@@ -4,7 +4,9 @@
 //! (`FILECTX_SCALE_TREES=/usr/lib`, colon-separated). For each tree, in one sitting: the first
 //! and the repeated glob `**/*.py`, grep -l of a rare name (in one file) and of a common one
 //! (in a few percent of the files), each answer checked equal to rg's (the same files), with
-//! medians of the repeated runs alternating with rg; then the daemon's RSS and the bytes its
+//! medians of the repeated runs alternating with rg; the searches after an agent's write and
+//! after a file it creates comes and goes (the kept listing takes them in); the first glob and
+//! grep of fresh daemons, medians alternating with rg; then the daemon's RSS and the bytes its
 //! search cache keeps per listed file (`daemon/status`).
 //!
 //! `cargo build --release -p filectx-daemon && cargo bench -p filectx-tests --bench scale`.
@@ -262,6 +264,14 @@ fn bench_tree(rg: &Path, tree: &Path, rare: &str, common: &str, edited: Option<&
     for row in &rows {
         let args: Vec<&str> = row.rg.iter().map(String::as_str).collect();
         let (first, text) = time_tool(&mut raw, row.tool, &row.arguments);
+        // What the first grep leaves to build off the request path (the trigram filters) is
+        // waited for before rg runs (on a machine of two cores rg would share them with the
+        // build), and how long it took is shown: the repeated runs are a warm daemon's.
+        let built = Instant::now();
+        while daemon.status()["cachedFiltersBuilding"] == true {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let built = built.elapsed();
         let (rg_first, theirs) = time_rg(rg, tree, &args);
         let ours = if row.tool == "glob" {
             // glob answers at most 200 paths: compare the count its footer gives.
@@ -295,13 +305,6 @@ fn bench_tree(rg: &Path, tree: &Path, rare: &str, common: &str, edited: Option<&
             );
             ours.len()
         };
-        // What the first grep leaves to build off the request path (the trigram filters) is
-        // waited for, and how long it took is shown: the repeated runs are a warm daemon's.
-        let built = Instant::now();
-        while daemon.status()["cachedFiltersBuilding"] == true {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let built = built.elapsed();
         let (mut daemon_runs, mut rg_runs) = (Vec::new(), Vec::new());
         for _ in 0..RUNS {
             daemon_runs.push(time_tool(&mut raw, row.tool, &row.arguments).0);
@@ -349,20 +352,96 @@ fn bench_tree(rg: &Path, tree: &Path, rare: &str, common: &str, edited: Option<&
             ms(grep),
             daemon.status()["cachedListings"]
         );
+        // The agent creates a file holding the rare name, and it is deleted again: the kept
+        // listing takes both in (the other files' filters stay), so the next searches are warm
+        // and find it, then do not.
+        let created = file.with_file_name("filectx_created.py");
+        let content = format!("def {rare}():\n    pass\n");
+        let (create, _) = time_tool(&mut agent, "write", &json!({"file_path": created, "content": content}));
+        let created_rel = created.strip_prefix(tree).unwrap().display().to_string();
+        let (glob, grep) = until_found(&mut raw, &rows[0].arguments, &rows[2].arguments, &created_rel, true);
+        std::fs::remove_file(&created).unwrap();
+        let (glob_gone, grep_gone) =
+            until_found(&mut raw, &rows[0].arguments, &rows[2].arguments, &created_rel, false);
+        println!(
+            "after an agent creates a file ({:.1} ms): the glob {:.1} ms, the rare grep {:.1} ms (both show it); \
+             after it is deleted: {:.1} ms, {:.1} ms; {} listing(s) kept",
+            ms(create),
+            ms(glob),
+            ms(grep),
+            ms(glob_gone),
+            ms(grep_gone),
+            daemon.status()["cachedListings"]
+        );
     }
     let status = daemon.status();
+    let rss = daemon.rss_kib();
+    drop(raw);
+    drop(daemon);
+    fresh_firsts(rg, tree, common);
     let kept = status["cachedListingBytes"].as_u64().unwrap_or(0);
     let files = status["cachedListedFiles"].as_u64().unwrap_or(0);
     let filters = status["cachedFilterBytes"].as_u64().unwrap_or(0);
     println!(
         "daemon RSS {:.1} MiB; {} listing(s) kept of {files} files, {:.1} MiB: {} bytes a listed file ({} of them its filter)",
-        daemon.rss_kib() as f64 / 1024.0,
+        rss as f64 / 1024.0,
         status["cachedListings"],
         kept as f64 / f64::from(1 << 20),
         kept.checked_div(files).unwrap_or(0),
         filters.checked_div(files).unwrap_or(0),
     );
     std::io::stdout().flush().unwrap();
+}
+
+/// A fresh daemon's first searches, each the median of [`RUNS`] daemons started anew,
+/// alternating with rg (one first run alone is at the mercy of the machine): its first glob
+/// (the walk), then its first grep of `common` (every file read; the listing is the glob's).
+fn fresh_firsts(rg: &Path, tree: &Path, common: &str) {
+    let (mut globs, mut greps, mut rg_globs, mut rg_greps) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let daemon = Daemon::start(&["--max-window-bytes", "16777216"]);
+        let mut raw = Raw::connect(&daemon.socket);
+        raw.call(
+            "initialize",
+            Some(json!({"roots": [tree], "tools": ["glob", "grep"], "readMaxBytes": 16_777_216})),
+        );
+        globs.push(time_tool(&mut raw, "glob", &json!({"pattern": "**/*.py"})).0);
+        greps.push(time_tool(&mut raw, "grep", &json!({"pattern": common})).0);
+        drop(raw);
+        drop(daemon);
+        rg_globs.push(time_rg(rg, tree, &["--no-require-git", "--files", "-g", "**/*.py"]).0);
+        rg_greps.push(time_rg(rg, tree, &["--no-require-git", "--no-messages", "-l", common]).0);
+    }
+    let (glob, rg_glob, grep, rg_grep) = (median(globs), median(rg_globs), median(greps), median(rg_greps));
+    println!(
+        "first searches of {RUNS} fresh daemons (medians, alternating with rg): glob {:.1} ms (rg {:.1} ms, {:.2}×), \
+         grep -l {common:?} {:.1} ms (rg {:.1} ms, {:.2}×)",
+        ms(glob),
+        ms(rg_glob),
+        rg_glob.as_secs_f64() / glob.as_secs_f64(),
+        ms(grep),
+        ms(rg_grep),
+        rg_grep.as_secs_f64() / grep.as_secs_f64()
+    );
+}
+
+/// Times `glob` then `grep` until both answers hold `rel` (or both lack it, `present` false):
+/// the watcher tells the daemon of a change asynchronously, so a first answer may predate it.
+/// The times of the pair that showed it.
+fn until_found(raw: &mut Raw, glob: &Value, grep: &Value, rel: &str, present: bool) -> (Duration, Duration) {
+    std::thread::sleep(Duration::from_millis(20));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (glob_time, globbed) = time_tool(raw, "glob", glob);
+        let (grep_time, grepped) = time_tool(raw, "grep", grep);
+        // The glob shows the newest first: a new file leads its answer.
+        let shown = globbed.lines().next() == Some(rel);
+        if shown == present && grepped.lines().any(|line| line == rel) == present {
+            return (glob_time, grep_time);
+        }
+        assert!(Instant::now() < deadline, "{rel} never {}", if present { "came" } else { "went" });
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn main() {
