@@ -16,8 +16,9 @@ use super::bounds::{
     Budget, FOOTER_ROOM, Limits, RegexLimits, SEARCH_HEAP_BYTES, SearchError, cancelled, listed,
 };
 use crate::context::FileContext;
-use crate::context::search::{Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles};
-use crate::provider::searched::BINARY_PEEK;
+use crate::context::search::{
+    BINARY_PEEK, Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles,
+};
 use crate::tools::pieces::{Pace, Paced, search_pieces};
 use crate::tools::render::CUT_SUFFIX;
 
