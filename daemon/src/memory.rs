@@ -33,6 +33,21 @@ pub fn release_free_memory() {
     }
 }
 
+/// Bytes the allocator has handed out and not had back (glibc's `mallinfo2`: every arena's
+/// allocations and the big blocks it mapped on its own); `None` elsewhere. What the daemon
+/// holds, unlike its resident memory, which also counts the free pages an arena keeps.
+pub fn heap_in_use() -> Option<usize> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 has no preconditions: it takes the allocator's own locks and only
+        // reads its counters into the struct it returns.
+        let info = unsafe { libc::mallinfo2() };
+        Some(info.uordblks + info.hblkhd)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
+}
+
 /// Makes the whole pages inside `room` resident and writable ahead of the writes that will fill
 /// it (`MADV_POPULATE_WRITE`, Linux 5.14 and later): one system call instead of one page fault
 /// per 4 KiB page as the writes reach them. Where the kernel refuses (older kernels, other

@@ -33,6 +33,7 @@ fn dispatch_survives_the_corpus_and_generated_inputs() {
     });
     filectx_daemon::memory::release_free_memory();
     let before = rss_anon_kib();
+    let heap_before = filectx_daemon::memory::heap_in_use();
     let (responses, errors, notes, out) =
         (Cell::new(0usize), Cell::new(0usize), Cell::new(0usize), Cell::new(0usize));
     let executions = fuzz_driver::explore("dispatch", &corpus_dir(), &|data| {
@@ -50,18 +51,28 @@ fn dispatch_survives_the_corpus_and_generated_inputs() {
     std::thread::sleep(filectx_daemon::BLOCKING_KEEP_ALIVE + std::time::Duration::from_millis(500));
     filectx_daemon::memory::release_free_memory();
     let after = rss_anon_kib();
+    let heap_after = filectx_daemon::memory::heap_in_use();
     eprintln!(
         "fuzz dispatch: {} responses ({} errors), {} notifications, {} KiB answered; \
          harness RssAnon {before} KiB before the generated inputs, {after} KiB after \
-         ({untrimmed} KiB before idle threads left and freed memory went back)",
+         ({untrimmed} KiB before idle threads left and freed memory went back); heap in use \
+         {heap_before:?} bytes before, {heap_after:?} after",
         responses.get(),
         errors.get(),
         notes.get(),
         out.get() / 1024,
     );
     // Every execution is its own connection, closed before the next: nothing may pile up.
-    // The allowance covers the provider's bounded caches and allocator slack.
+    // Judged by the bytes the allocator has handed out and not had back, where it can tell
+    // (glibc): resident memory also counts the free pages its arenas keep, which grew with how
+    // many connections a run got through (CI: 2.4 → 70.9 MiB after 9,144, while heaptrack saw
+    // a 12 MiB heap peak and 0.3 MiB left). The allowance covers the provider's bounded caches
+    // (a few MiB in this harness); resident memory still has a wide bound of its own.
     if executions > 100 {
-        assert!(after < before + 64 * 1024, "memory grew from {before} KiB to {after} KiB");
+        if let (Some(heap_before), Some(heap_after)) = (heap_before, heap_after) {
+            let grown = heap_after.saturating_sub(heap_before);
+            assert!(grown < 32 << 20, "the heap in use grew by {grown} bytes, from {heap_before}");
+        }
+        assert!(after < before + 256 * 1024, "memory grew from {before} KiB to {after} KiB");
     }
 }
