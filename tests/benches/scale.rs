@@ -406,11 +406,15 @@ fn fresh_firsts(rg: &Path, tree: &Path, common: &str) {
             Some(json!({"roots": [tree], "tools": ["glob", "grep"], "readMaxBytes": 16_777_216})),
         );
         globs.push(time_tool(&mut raw, "glob", &json!({"pattern": "**/*.py"})).0);
-        greps.push(time_tool(&mut raw, "grep", &json!({"pattern": common})).0);
+        let (grep, ours) = time_tool(&mut raw, "grep", &json!({"pattern": common}));
+        greps.push(grep);
+        // Stopped before rg runs: its filter build would share the cores with rg.
         drop(raw);
         drop(daemon);
         rg_globs.push(time_rg(rg, tree, &["--no-require-git", "--files", "-g", "**/*.py"]).0);
-        rg_greps.push(time_rg(rg, tree, &["--no-require-git", "--no-messages", "-l", common]).0);
+        let (rg_grep, theirs) = time_rg(rg, tree, &["--no-require-git", "--no-messages", "-l", common]);
+        rg_greps.push(rg_grep);
+        assert_eq!(paths_of(&ours), theirs, "a fresh daemon's first grep and rg disagree");
     }
     let (glob, rg_glob, grep, rg_grep) = (median(globs), median(rg_globs), median(greps), median(rg_greps));
     println!(

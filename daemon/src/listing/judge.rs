@@ -37,11 +37,14 @@ pub enum Now {
     Unknown,
 }
 
-/// Judges paths beneath one root, keeping the folders it opened and the rules it read for the
-/// next path (the changes one answer takes in are mostly in a few folders).
+/// Judges paths beneath one root, keeping the rules it read and the last folder it opened for
+/// the next path (the changes one answer takes in come sorted, mostly a few in each folder).
+/// It holds one folder open at a time, however many folders the paths are in.
 pub struct Judge<'a> {
     root: &'a RootDir,
-    folders: HashMap<PathBuf, Option<OwnedFd>>,
+    /// The folder of the last path judged, opened beneath the root (`None` inside: it could not
+    /// be).
+    folder: Option<(PathBuf, Option<OwnedFd>)>,
     rules: HashMap<PathBuf, Option<Arc<Rules>>>,
     /// The estimated bytes of the rules read, against the bound a walk has.
     rule_bytes: Arc<RuleBytes>,
@@ -57,7 +60,7 @@ impl GitSeen for Unwatched {
 impl<'a> Judge<'a> {
     /// Judges paths beneath `root`.
     pub fn new(root: &'a RootDir) -> Self {
-        Self { root, folders: HashMap::new(), rules: HashMap::new(), rule_bytes: Arc::default() }
+        Self { root, folder: None, rules: HashMap::new(), rule_bytes: Arc::default() }
     }
 
     /// What a walk would make of `rel` (relative to the root, in a folder the listing walked)
@@ -86,20 +89,21 @@ impl<'a> Judge<'a> {
         if is_dir { Now::Folder } else { Now::Listed(mtime_ns) }
     }
 
-    /// The folder `rel`, opened beneath the root (once per judge).
+    /// The folder `rel`, opened beneath the root (kept until a path in another folder comes).
     fn folder(&mut self, rel: &Path) -> Option<BorrowedFd<'_>> {
-        let root = self.root;
-        let fd = self
-            .folders
-            .entry(rel.to_path_buf())
-            .or_insert_with(|| root.open(rel, rules::folder_flags(), Mode::empty()).ok());
-        fd.as_ref().map(AsFd::as_fd)
+        if self.folder.as_ref().is_none_or(|(open, _)| open != rel) {
+            let fd = self.root.open(rel, rules::folder_flags(), Mode::empty()).ok();
+            self.folder = Some((rel.to_path_buf(), fd));
+        }
+        self.folder.as_ref()?.1.as_ref().map(AsFd::as_fd)
     }
 
     /// The rules in force in the folder `rel`: those of every folder from the root down to it,
-    /// each read beneath its own handle. `None` when one of them cannot be opened.
+    /// each read beneath its own handle (the first folder not read yet opened beneath the root,
+    /// each one below it beneath its parent's handle). `None` when one cannot be opened.
     fn rules_in(&mut self, rel: &Path) -> Option<Option<Arc<Rules>>> {
         let mut inherited = None;
+        let mut parent: Option<OwnedFd> = None;
         let mut ancestors: Vec<&Path> = rel.ancestors().collect();
         ancestors.reverse();
         for here in ancestors {
@@ -107,11 +111,17 @@ impl<'a> Judge<'a> {
                 inherited = known.clone();
                 continue;
             }
-            let bytes = Arc::clone(&self.rule_bytes);
-            let fd = self.folder(here)?;
-            let rules = rules::rules_of(fd, here, Found::ALL, inherited, &bytes, &Unwatched);
+            let fd = match (parent.take(), here.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rustix::fs::openat(&parent, name, rules::folder_flags(), Mode::empty()).ok()?
+                }
+                _ => self.root.open(here, rules::folder_flags(), Mode::empty()).ok()?,
+            };
+            let rules =
+                rules::rules_of(fd.as_fd(), here, Found::ALL, inherited, &self.rule_bytes, &Unwatched);
             self.rules.insert(here.to_path_buf(), rules.clone());
             inherited = rules;
+            parent = Some(fd);
         }
         Some(inherited)
     }

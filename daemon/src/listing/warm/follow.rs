@@ -113,11 +113,11 @@ impl State {
             came.extend(walked.files);
             whitelists |= walked.whitelists;
         }
-        if self.uses.get(&id).map_or(0, Vec::len) > MAX_WATCHED_FOLDERS {
+        let folders = self.uses.get(&id).map_or(0, Vec::len);
+        if folders > MAX_WATCHED_FOLDERS {
             return false;
         }
         came.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
-        let folders = self.uses.get(&id).map_or(0, Vec::len);
         let Some(entry) = self.entries.get_mut(key) else { return false };
         entry.whitelists |= whitelists;
         let old = std::mem::replace(&mut entry.files, Arc::new(Vec::new()));

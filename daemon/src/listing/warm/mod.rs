@@ -108,7 +108,8 @@ struct User {
     role: Role,
     /// The folder's path when this listing's walk opened it: a watch is of the folder itself,
     /// so one shared with a listing walked before the folder was renamed is shown by each
-    /// listing at its own path (a rename drops every listing using the watch).
+    /// listing at its own path (a listing that sees the rename lets go of the watch, see
+    /// [`State::take_in`]).
     folder: PathBuf,
 }
 
@@ -118,7 +119,7 @@ struct Entry {
     root: Root,
     files: Arc<Vec<Listed>>,
     /// Paths in its walked folders (relative to the root) whose entry changed, came or went
-    /// since it was listed: looked at again at the next answer (see [`judge`]).
+    /// since it was listed: looked at again at the next answer (see [`judge`](super::judge)).
     changed: HashSet<PathBuf>,
     /// Trigram filters of its files, built by the searches that read them.
     grams: Arc<Grams>,
