@@ -669,19 +669,30 @@ fn gate_answer(gate: &Gate, answer: Answer) -> Verdict {
 
 /// A gate's answer as a decision: a JSON object with a boolean `allow` and, optionally, a text
 /// `reason` (or `null`); other fields are ignored, for later versions. Anything else (an array,
-/// a bare `true`, `"allow": "yes"`) is not a decision, and says why.
+/// a bare `true`, `"allow": "yes"`, `allow` or `reason` given twice) is not a decision, and says
+/// why: a parser that keeps the last of two keys would read `{"allow":false,"allow":true}` as an
+/// allow, another the first, so an answer that could mean either fails closed.
 fn decision(raw: &str) -> Result<WriteIntentResult, &'static str> {
-    let Ok(serde_json::Value::Object(answer)) = serde_json::from_str::<serde_json::Value>(raw) else {
+    /// The answer's fields: serde refuses a field given twice.
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        allow: serde_json::Value,
+        #[serde(default)]
+        reason: serde_json::Value,
+    }
+    if !matches!(serde_json::from_str::<serde_json::Value>(raw), Ok(serde_json::Value::Object(_))) {
         return Err("not a JSON object");
+    }
+    let answer = match serde_json::from_str::<Answer>(raw) {
+        Ok(answer) => answer,
+        Err(e) if e.to_string().starts_with("duplicate field") => return Err("a field given twice"),
+        Err(_) => return Err("no boolean allow"),
     };
-    let allow = match answer.get("allow") {
-        Some(serde_json::Value::Bool(allow)) => *allow,
-        _ => return Err("no boolean allow"),
-    };
-    let reason = match answer.get("reason") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(reason)) => Some(reason.clone()),
-        Some(_) => return Err("a reason that is not text"),
+    let serde_json::Value::Bool(allow) = answer.allow else { return Err("no boolean allow") };
+    let reason = match answer.reason {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(reason) => Some(reason),
+        _ => return Err("a reason that is not text"),
     };
     Ok(WriteIntentResult { allow, reason })
 }
@@ -711,6 +722,14 @@ mod tests {
             assert!(decision(raw).is_err(), "{raw}");
         }
         assert!(decision(r#"{"allow": true, "reason": 7}"#).is_err());
+        // A key given twice is no decision, whichever value comes last: it fails closed.
+        assert_eq!(
+            decision(r#"{"allow": false, "allow": true}"#).map(|d| d.allow),
+            Err("a field given twice")
+        );
+        assert!(decision(r#"{"allow": true, "allow": true}"#).is_err());
+        assert!(decision(r#"{"allow": true, "reason": "a", "reason": "b"}"#).is_err());
+        assert_eq!(allow(r#"{"allow": true, "later": 1, "later": 2}"#), Ok(true), "other fields are ignored");
         assert!(valid_name("review") && valid_name("the \"review\" gate"));
         assert!(
             !valid_name("") && !valid_name("a\nb") && !valid_name("x\u{1b}]0;t") && !valid_name("\u{202e}x")

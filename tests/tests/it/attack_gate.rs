@@ -230,6 +230,24 @@ fn only_an_object_with_allow_true_allows() {
         assert_eq!(refused["error"]["data"]["gate"]["outcome"], "denied", "{refused}");
         assert_eq!(fs::read_to_string(root.join("src/a.txt")).unwrap(), "one\ntwo\n", "after {result}");
     }
+    // A key given twice: whichever comes last, it is no decision (a parser keeping the last
+    // would read the first as an allow).
+    for raw in [
+        r#"{"allow":false,"allow":true}"#,
+        r#"{"allow":true,"allow":true}"#,
+        r#"{"allow":true,"reason":"a","reason":"b"}"#,
+    ] {
+        let id = writer.send_request(
+            "fs/writeText",
+            Some(json!({"path": "src/a.txt", "content": "pwned\n", "expect": {"kind": "any"}})),
+        );
+        let asked = intent(&mut gate);
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{},"result":{raw}}}"#, asked["id"]);
+        gate.send_body(body.as_bytes());
+        let refused = writer.response(id);
+        assert_eq!(fs_error(&refused), "FS_PERMISSION_DENIED", "{raw}: {refused}");
+        assert_eq!(fs::read_to_string(root.join("src/a.txt")).unwrap(), "one\ntwo\n", "after {raw}");
+    }
     // The one shape that allows (extra fields are tolerated, for later versions).
     let id = writer.send_request(
         "fs/writeText",
