@@ -358,17 +358,41 @@ fn a_folder_swapped_for_a_link_outside_mid_search_shows_nothing_outside() {
         };
         let text = prompt_text(&mut raw, name, arguments.clone());
         assert!(!text.contains("out"), "{name} {arguments} showed an outside file:\n{text}");
-        // Only the inside files that move can fail to open (one name or the other, and the
-        // name that is a link by turns).
+        // A name gone, or that is a link by turns, is no file to search: nothing is counted.
         let count = unreadable(&text);
         worst = worst.max(count);
-        assert!(count <= 3, "{name} {arguments} counted outside files:\n{text}");
+        assert_eq!(count, 0, "{name} {arguments} counted files that are gone or outside:\n{text}");
         searches += 1;
     }
     stop.store(true, Ordering::Relaxed);
     let swaps = swapper.join().unwrap();
     assert!(swaps > 100, "the folder was swapped {swaps} times only");
     eprintln!("{searches} searches during {swaps} swaps; at most {worst} unreadable files counted");
+}
+
+/// The searched folder itself swapped for a link to an outside folder holding files of the same
+/// names, after its listing was kept: the grep shows and counts none of them.
+#[test]
+fn a_searched_folder_swapped_for_a_link_outside_counts_nothing() {
+    let daemon = Daemon::start(&[]);
+    let (root, outside) = project(&daemon);
+    let names: Vec<String> = (0..12).map(|n| format!("tree/f{n:02}.rs")).collect();
+    let inside: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "needle in\n")).collect();
+    put(&root, &inside);
+    let away: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "needle out\n")).collect();
+    put(&outside, &away);
+    let mut raw = session(&daemon, &root);
+    for _ in 0..2 {
+        let text = prompt_text(&mut raw, "grep", json!({"pattern": "needle", "path": "tree"}));
+        assert!(text.contains("f11.rs"), "{text}");
+    }
+    fs::rename(root.join("tree"), root.join("tree.away")).unwrap();
+    symlink(outside.join("tree"), root.join("tree")).unwrap();
+    for mode in ["files_with_matches", "content", "count"] {
+        let text = prompt_text(&mut raw, "grep", json!({"pattern": "needle", "output_mode": mode}));
+        assert!(!text.contains("out"), "{mode}: an outside file shown:\n{text}");
+        assert_eq!(unreadable(&text), 0, "{mode}: outside files counted:\n{text}");
+    }
 }
 
 /// Greps of a warm listing while files are added and removed in it (each change taken in as a

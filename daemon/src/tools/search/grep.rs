@@ -15,10 +15,10 @@ use ignore::types::TypesBuilder;
 use super::bounds::{
     Budget, FOOTER_ROOM, Limits, RegexLimits, SEARCH_HEAP_BYTES, SearchError, cancelled, listed,
 };
-use crate::context::FileContext;
 use crate::context::search::{
     BINARY_PEEK, Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles,
 };
+use crate::context::{ContextError, FileContext, ProviderError};
 use crate::tools::pieces::{Pace, Paced, search_pieces};
 use crate::tools::render::CUT_SUFFIX;
 
@@ -511,6 +511,7 @@ fn probe(
     let multiline = searcher.multi_line_with_matcher(matcher);
     // Bytes read unhashed were looked through for a NUL as far as their start already.
     let (bytes, checked) = match ctx.open_search_bytes(files, file) {
+        Err(e) if gone(&e) => return Probe::Skip,
         Err(_) => return Probe::Unreadable,
         Ok(SearchContents::Binary) => return Probe::Skip,
         Ok(SearchContents::Bytes(bytes)) => {
@@ -601,6 +602,22 @@ fn needles(req: &GrepRequest<'_>) -> Needles {
     Needles(groups)
 }
 
+/// Whether a listed file that failed to open is simply not one to search any more, rather than
+/// one that could not be read: gone, no regular file now, a name that now leads through a link
+/// (to outside, maybe: nothing there is counted), or one of the daemon's own files.
+fn gone(err: &ContextError) -> bool {
+    matches!(
+        err,
+        ContextError::File(
+            ProviderError::NotFound { .. }
+                | ProviderError::NotRegularFile { .. }
+                | ProviderError::IsDirectory { .. }
+                | ProviderError::Busy { .. }
+                | ProviderError::Private { .. }
+        )
+    )
+}
+
 /// How a `content` grep shows the lines of a matching file.
 enum Shown {
     /// Shown (or counted past the budget).
@@ -663,7 +680,11 @@ impl Lines {
         budget: &Budget<'_>,
     ) -> Shown {
         // Read whole and hashed, to record what it showed as read.
-        let Ok(contents) = ctx.open_search_file(files, file, true) else { return Shown::Unreadable };
+        let contents = match ctx.open_search_file(files, file, true) {
+            Ok(contents) => contents,
+            Err(e) if gone(&e) => return Shown::Done,
+            Err(_) => return Shown::Unreadable,
+        };
         // Counters only (the text is cut back to its length): cheap per file.
         let text = std::mem::take(&mut out.text);
         let mark = (text.len(), out.clone());
