@@ -39,10 +39,6 @@ pub enum Origin {
     Daemon,
     /// The session's `initialize`.
     Session,
-    /// The daemon's own private file (its gate token): denied by name like any rule, but not a
-    /// rule of the project's, so it does not make files with several links refused (a link to
-    /// that file can only be made by someone who may read it already).
-    Private,
 }
 
 /// A rule that refused an operation.
@@ -192,7 +188,7 @@ impl DenyRules {
     /// a file with several hard links is refused for that access: its other names might be
     /// denied, and no rule can see them.
     pub fn applies(&self, access: Access) -> bool {
-        let any = |set: &RuleSet| set.patterns.iter().any(|(_, origin)| *origin != Origin::Private);
+        let any = |set: &RuleSet| !set.patterns.is_empty();
         match access {
             Access::Read => any(&self.read),
             Access::Write => any(&self.write) || any(&self.read),
@@ -280,9 +276,5 @@ mod tests {
         let writes_only = DenyRules::daemon(&[], &["**/.git/**".into()]).unwrap();
         assert!(!writes_only.applies(Access::Read) && writes_only.applies(Access::Write));
         assert!(!DenyRules::default().applies(Access::Write));
-        // The daemon's private file is denied by name, yet no project rule is in force.
-        let private = DenyRules::default().with(&["**/t".into()], &["**/t".into()], Origin::Private).unwrap();
-        assert!(private.check(Path::new("a/t"), Access::Read).is_err());
-        assert!(!private.applies(Access::Read) && !private.applies(Access::Write));
     }
 }

@@ -67,6 +67,10 @@ impl<'a> Judge<'a> {
     /// now; `listed` says whether the listing holds it.
     pub fn judge(&mut self, rel: &Path, listed: bool) -> Now {
         let (Some(folder), Some(name)) = (rel.parent(), rel.file_name()) else { return Now::Unknown };
+        if self.root.fenced(rel) {
+            // One of the daemon's own folders or files: a walk skips it.
+            return Now::Unlisted;
+        }
         let Some(fd) = self.folder(folder) else { return Now::Unknown };
         let stat = match rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,

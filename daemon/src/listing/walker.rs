@@ -437,6 +437,10 @@ impl Walk<'_> {
             path.clear();
             path.push(&rel);
             path.push(name);
+            if self.root.fenced(path) {
+                // One of the daemon's own folders or files: no session's search sees it.
+                continue;
+            }
             let is_dir = kind == FileType::Directory;
             let verdict = rules::verdict(rules.as_ref(), path, is_dir);
             if verdict.is_ignore() || (verdict.is_none() && name.as_bytes().starts_with(b".")) {

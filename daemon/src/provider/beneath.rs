@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
+use super::private::Private;
+
 /// Whether `openat2` answered ENOSYS once (an old kernel or a seccomp filter): from then on
 /// every open walks component by component.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
@@ -35,6 +37,10 @@ pub struct RootDir {
     local: bool,
     /// Its descriptor's share of the daemon's budget, given back when the handle is closed.
     _charge: Option<crate::descriptors::Charge>,
+    /// The daemon's private files and folders (see [`super::private`]).
+    private: Arc<Private>,
+    /// The private folders and files inside this root, relative to it: never reached.
+    fences: Box<[PathBuf]>,
 }
 
 /// A shared root handle.
@@ -54,14 +60,16 @@ impl RootDir {
     /// root. `given` is the path as the client wrote it (lexically normalised); when it differs,
     /// absolute paths under it are accepted too (a root given through a symlinked folder).
     pub fn new(canonical: &Path, given: Option<&Path>) -> io::Result<Root> {
-        Self::charged(canonical, given, None)
+        Self::charged(canonical, given, None, &Private::none())
     }
 
-    /// [`RootDir::new`], its descriptor paid for by `charge` (kept as long as the handle).
+    /// [`RootDir::new`], its descriptor paid for by `charge` (kept as long as the handle), the
+    /// daemon's `private` files and folders out of its reach.
     pub fn charged(
         canonical: &Path,
         given: Option<&Path>,
         charge: Option<crate::descriptors::Charge>,
+        private: &Arc<Private>,
     ) -> io::Result<Root> {
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         // The canonical path has no symlinks; refusing them here means the handle is the folder
@@ -70,7 +78,30 @@ impl RootDir {
         let alias = given.map(normalize).filter(|g| g != canonical);
         let dev = rustix::fs::fstat(&fd)?.st_dev;
         let local = super::mmap::mappable(&fd);
-        Ok(Arc::new(Self { path: canonical.to_owned(), alias, fd, dev, local, _charge: charge }))
+        let fences = private.beneath(canonical);
+        Ok(Arc::new(Self {
+            path: canonical.to_owned(),
+            alias,
+            fd,
+            dev,
+            local,
+            _charge: charge,
+            private: private.clone(),
+            fences,
+        }))
+    }
+
+    /// Whether `rel` (relative to this root, as resolution places it) is, or lies beneath, one
+    /// of the daemon's private folders or files.
+    pub fn fenced(&self, rel: &Path) -> bool {
+        !self.fences.is_empty() && self.fences.iter().any(|fence| rel.starts_with(fence))
+    }
+
+    /// Whether the regular file of `meta` (opened beneath this root) may be served: not one
+    /// of the daemon's private files under another name (a hard link).
+    pub fn admits(&self, meta: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt as _;
+        meta.nlink() < 2 || !self.private.is_private_file(meta)
     }
 
     /// The device the root folder is on.

@@ -113,6 +113,8 @@ pub enum LockError {
     Busy(Duration),
     /// Opening, locking or stat-ing failed.
     Io(std::io::Error),
+    /// The name leads to one of the daemon's own private files (a hard link): never locked.
+    Private,
 }
 
 /// Opens `rel` beneath `root` (never through a symlink, never blocking on a FIFO) and takes an
@@ -131,6 +133,9 @@ pub fn lock_file(root: &RootDir, rel: &Path, patience: Duration) -> Result<Locke
         if !meta.is_file() {
             // Not ours to lock (a folder, a FIFO): the caller refuses it by its type.
             return Ok(LockedFile { file, meta });
+        }
+        if !root.admits(&meta) {
+            return Err(LockError::Private);
         }
         loop {
             match file.try_lock_exclusive() {

@@ -65,6 +65,9 @@ impl Provider {
         if !meta.is_file() {
             return Err(ProviderError::NotRegularFile { path: shown.to_owned() });
         }
+        if !root.admits(&meta) {
+            return Err(ProviderError::Private { path: shown.to_owned() });
+        }
         if meta.len() > whole_max {
             return Ok(SearchContents::Stream(file));
         }

@@ -66,6 +66,9 @@ pub struct SessionPolicy {
     pub max_roots: usize,
     /// The daemon's descriptor budget, which a session's root handles are paid from.
     pub descriptors: Arc<Descriptors>,
+    /// The daemon's own files and folders: no root may be at or inside one, and no root
+    /// reaches one beneath it.
+    pub private: Arc<crate::context::Private>,
 }
 
 impl Default for SessionPolicy {
@@ -77,6 +80,7 @@ impl Default for SessionPolicy {
             max_window_bytes: crate::context::DEFAULT_MAX_WINDOW_BYTES,
             max_roots: DEFAULT_MAX_ROOTS,
             descriptors: Arc::default(),
+            private: crate::context::Private::none(),
         }
     }
 }
@@ -256,6 +260,13 @@ fn canonical_folder(what: &'static str, raw: &str) -> Result<PathBuf, SessionErr
 /// `/` itself unless allowed by name.
 fn allowed(raw: &str, canonical: &Path, policy: &SessionPolicy) -> Result<(), SessionError> {
     let refuse = |why: String| Err(SessionError::RootNotAllowed { path: raw.to_owned(), why });
+    if let Some(private) = policy.private.containing(canonical) {
+        return refuse(format!(
+            "it is inside {}, one of filectxd's own private folders (its journal, tokens and indexes), \
+             which no session may reach",
+            private.display()
+        ));
+    }
     if policy.allowed_roots.is_empty() {
         if canonical == Path::new("/") {
             return refuse("`/` as a root would give the whole machine; name it in the daemon's allowed_roots to allow it".into());
@@ -301,7 +312,7 @@ impl SessionOptions {
             .map_err(|short| SessionError::NoDescriptors { given: folders.len(), allowed: short.allowed })?;
         let mut roots: Vec<Root> = Vec::with_capacity(folders.len());
         for (raw, canonical) in folders {
-            let root = crate::context::open_root(&canonical, Path::new(raw), grant.take())
+            let root = crate::context::open_root(&canonical, Path::new(raw), grant.take(), &policy.private)
                 .map_err(|source| SessionError::Io { what: "root", path: raw.clone(), source })?;
             roots.push(root);
         }

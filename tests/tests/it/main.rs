@@ -43,6 +43,7 @@ mod mcp;
 mod merge;
 mod owners;
 mod policy;
+mod private;
 mod projection;
 mod sandbox;
 mod search;

@@ -28,6 +28,16 @@ pub fn error(err: &ContextError, tool: &str) -> String {
              change it under its other names, which this session's deny rules cannot see. The \
              file is unchanged; ask the user to give it a single name if it should be changed."
         ),
+        ContextError::Hidden { entry, .. } => format!(
+            "Refused: entry {entry} of {path} is content the file had while it had several hard \
+             links, and this session's deny rules for reads cannot see its other names, so it is \
+             neither shown nor put back. The file is unchanged."
+        ),
+        ContextError::File(ProviderError::Private { .. }) => {
+            format!(
+                "Refused: {path} is one of filectxd's own files (its journal, tokens, indexes), which no session reads or writes."
+            )
+        }
         ContextError::Changed { change: Change::Shown(diff), .. } => format!(
             "{path} changed since your change to it, so nothing was undone. What changed since:\n{diff}\
              Read it and edit it yourself if your change should still go."
