@@ -199,14 +199,23 @@ pub async fn run(
     // Counted before the watcher and the listener's spare take theirs (the reserve covers them).
     let descriptors = crate::descriptors::Descriptors::of_this_process();
     let mut files = crate::context::Files::with_descriptors(config.files.clone(), descriptors.clone());
+    let private = private_of(&config);
     if let Some(journal) = &config.journal {
-        match crate::journal::Journal::open(journal.clone()) {
-            Ok(journal) => files = files.with_journal(journal),
-            Err(e) => tracing::warn!(
-                dir = %journal.dir.display(),
-                %e,
-                "running without a journal: changes are not recorded and cannot be undone"
-            ),
+        match crate::journal::Journal::open(journal.clone(), private.clone()) {
+            Ok(journal) => {
+                // Loaded in the background: the first use waits for it, nothing else does.
+                let loading = journal.clone();
+                tokio::task::spawn_blocking(move || loading.load());
+                files = files.with_journal(journal);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    dir = %journal.dir.display(),
+                    %e,
+                    "running without a journal: changes are not recorded and cannot be undone"
+                );
+                files = files.without_journal(format!("{e}"));
+            }
         }
     }
     let watch = WatchHub::start(&files);
@@ -222,6 +231,7 @@ pub async fn run(
         max_window_bytes: config.files.max_window_bytes,
         max_roots: config.max_roots,
         descriptors: descriptors.clone(),
+        private,
     };
     let handlers = crate::rpc::methods(config.clone(), stats.clone(), files.clone(), watch.clone(), policy)?;
     let sweeper =
@@ -411,29 +421,25 @@ async fn sweep_idle(
     }
 }
 
-/// The daemon's deny rules: its configured ones, and a rule for the name of its gate token's
-/// file, for reads and writes, so that no session reads the token (or writes another) through
-/// the daemon, whatever its roots.
+/// The daemon's deny rules: its configured ones.
 fn daemon_deny(config: &Config) -> Result<crate::context::deny::DenyRules, crate::context::deny::BadRule> {
-    use crate::context::deny::{DenyRules, Origin};
-    let mut rules = DenyRules::daemon(&config.deny_read, &config.deny_write)?;
-    if let Some(name) = config.gate_token.as_ref().and_then(|token| token.file().file_name()) {
-        let rule = vec![format!("**/{}", globset::escape(&name.to_string_lossy()))];
-        rules = rules.with(&rule, &rule, Origin::Private)?;
+    crate::context::deny::DenyRules::daemon(&config.deny_read, &config.deny_write)
+}
+
+/// The daemon's own files and folders, which no session reaches whatever its roots (see
+/// `provider::private`): the state folder (`$XDG_STATE_HOME/filectx`: the staging token, the
+/// default journal), the journal's folder, and the gate token.
+fn private_of(config: &Config) -> std::sync::Arc<crate::context::Private> {
+    let mut folders: Vec<std::path::PathBuf> = Vec::new();
+    if config.files.staging_token.is_some()
+        && let Some(state) = crate::xdg::state_dir()
+    {
+        folders.push(state);
     }
-    // The journal holds every session's contents: no session reads or writes it through the
-    // daemon, whatever its roots.
     if let Some(journal) = &config.journal {
-        let tail: Vec<String> = journal
-            .dir
-            .components()
-            .rev()
-            .take(2)
-            .map(|c| globset::escape(&c.as_os_str().to_string_lossy()))
-            .collect();
-        let folder = tail.into_iter().rev().collect::<Vec<_>>().join("/");
-        let rule = vec![format!("**/{folder}"), format!("**/{folder}/**")];
-        rules = rules.with(&rule, &rule, Origin::Private)?;
+        folders.push(journal.dir.clone());
     }
-    Ok(rules)
+    let files: Vec<std::path::PathBuf> =
+        config.gate_token.iter().map(|token| token.file().to_path_buf()).collect();
+    crate::context::Private::new(&folders, &files)
 }

@@ -128,8 +128,8 @@ pub enum Recorded {
     Nothing,
     /// The owner's own write of the file is landing: its record is about to catch up.
     Writing,
-    /// The version the owner was last shown.
-    Version(Version),
+    /// The version the owner was last shown, and the file's hard links then.
+    Version(Version, u64),
 }
 
 /// Who holds an observation: a session's owner (`None`: its default owner).
@@ -510,10 +510,11 @@ impl WatchHub {
                         later.push(path.clone());
                         continue;
                     }
-                    Recorded::Version(recorded) => recorded,
+                    Recorded::Version(recorded, links) => (recorded, links),
                 };
+                let (recorded, links) = recorded;
                 if Some(recorded) != current {
-                    self.journal_outside(&path, &roots, recorded, current);
+                    self.journal_outside(&path, &roots, (recorded, links), current);
                 }
                 if Some(recorded) == current {
                     let mut state = self.lock();
@@ -548,9 +549,11 @@ impl WatchHub {
     /// seen, when the daemon holds the bytes it is measured from (the journal's, else the
     /// provider's store) and no change of its own is landing there: an outside change, from a
     /// shell or an editor. The journal records each change once, and none it made itself.
-    fn journal_outside(&self, path: &Path, roots: &[Root], seen: Version, current: Option<Version>) {
+    /// The links of the version before are those the observer saw with it, or those the
+    /// journal's newest entry recorded; the version after's are read with it.
+    fn journal_outside(&self, path: &Path, roots: &[Root], seen: (Version, u64), current: Option<Version>) {
         let Some(journal) = &self.journal else { return };
-        let Some(base) = journal.outside_base(path, seen) else { return };
+        let Some((base, base_links)) = journal.outside_base(path, seen) else { return };
         if Some(base) == current {
             return;
         }
@@ -558,19 +561,26 @@ impl WatchHub {
         let Some(before) = kept.or_else(|| self.provider.store().get(&base).map(|c| c.to_vec())) else {
             return;
         };
-        let max = usize::try_from(journal.config().max_file_bytes).unwrap_or(usize::MAX);
+        let max = usize::try_from(journal.file_cap()).unwrap_or(usize::MAX);
         let after = match current {
             None => None,
             Some(version) => match self.provider.current_bytes_in(path, roots, max) {
-                Ok(Some((read, bytes, _))) if read == version => Some((version, Some(bytes))),
+                Ok(Some((read, bytes, links))) if read == version => {
+                    Some((version, Some(bytes), Some(links)))
+                }
                 // Over the cap: recorded without its bytes.
-                Ok(None) => Some((version, None)),
+                Ok(None) => Some((version, None, None)),
                 // It changed again meanwhile: the next look records that.
                 Ok(Some(_)) | Err(_) => return,
             },
         };
-        let after = after.as_ref().map(|(version, bytes)| (*version, bytes.as_deref()));
-        if let Some(seq) = journal.outside(path, (base, &before), after) {
+        let after = after.as_ref().map(|(version, bytes, links)| crate::journal::Side {
+            version: *version,
+            bytes: bytes.as_deref(),
+            links: *links,
+        });
+        let before = crate::journal::Side { version: base, bytes: Some(&before), links: base_links };
+        if let Some(seq) = journal.outside(path, before, after) {
             tracing::debug!(path = %path.display(), seq, "journaled an outside change");
         }
     }

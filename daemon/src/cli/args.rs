@@ -75,10 +75,13 @@ Journal:
   change lands; so are outside changes the watcher sees in files a session read, when the
   daemon still holds the version that session saw. Each version's bytes are kept once. The
   oldest entries go past --journal-max-bytes or --journal-max-age (and past 100000 entries); a
-  file over --journal-max-file-bytes is recorded without its bytes and cannot be restored. A
-  torn tail after a crash is dropped on start. journal/list, journal/diff and journal/restore
-  (guarded like a write) serve it; `filectx history`, `filectx diff` and `filectx undo` use
-  them. One daemon uses a journal folder at a time; a second runs without one (logged).
+  file over --journal-max-file-bytes (or a quarter of --journal-max-bytes) is recorded without
+  its bytes and cannot be restored. A torn tail after a crash is dropped on start; ids are never
+  reused. journal/list, journal/diff and journal/restore (guarded like a write) serve it;
+  `filectx history`, `filectx diff` and `filectx undo` use them. One daemon uses a journal
+  folder at a time; a second runs without one, as does a daemon that finds a segment of another
+  format version or cannot load it (logged, and said in `filectx status`). No session reaches
+  the journal's folder, the state folder or the gate token, whatever its roots.
 
 Socket:
   Default path: $XDG_RUNTIME_DIR/filectx.sock, or /tmp/filectx-$UID/filectx.sock when
@@ -330,7 +333,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub journal_dir: Option<PathBuf>,
 
-    /// Most bytes the journal keeps on disk, its log and the contents of versions together; past it the oldest entries go [default: 1 GiB]
+    /// Most bytes the journal keeps on disk, its log and the contents of versions together (at least 1 MiB); past it the oldest entries go [default: 1 GiB]
     #[arg(long, value_name = "BYTES")]
     pub journal_max_bytes: Option<u64>,
 

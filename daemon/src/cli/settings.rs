@@ -286,7 +286,8 @@ impl Args {
             no_journal: switch!(no_journal, false),
             journal_dir: given!(journal_dir, crate::journal::default_dir().unwrap_or_default())
                 .check(absolute_dir)?,
-            journal_max_bytes: given!(journal_max_bytes, DEFAULT_JOURNAL_MAX_BYTES).check(at_least_kib)?,
+            journal_max_bytes: given!(journal_max_bytes, DEFAULT_JOURNAL_MAX_BYTES)
+                .check(at_least_journal)?,
             journal_max_age: given!(journal_max_age, DEFAULT_JOURNAL_MAX_AGE).check(age_secs)?,
             journal_max_file_bytes: given!(journal_max_file_bytes, DEFAULT_JOURNAL_MAX_FILE_BYTES).any(),
             config_file,
@@ -345,6 +346,18 @@ fn at_least_one(key: &'static str, value: u64) -> Result<u64, SettingsError> {
 /// A byte budget: at least 1 KiB (a smaller one would only make every message wait).
 fn at_least_kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
     checked(key, value, value >= 1024, "must be at least 1024")
+}
+
+/// The journal's byte cap: at least [`crate::journal::MIN_MAX_BYTES`] (below it the log's
+/// segments and the newest entry's contents could not fit, and the cap would not hold).
+fn at_least_journal(key: &'static str, value: u64) -> Result<u64, SettingsError> {
+    let min = crate::journal::MIN_MAX_BYTES;
+    checked(
+        key,
+        value,
+        value >= min,
+        "must be at least 1048576 (1 MiB): below it the journal's log and its newest change could not stay within it",
+    )
 }
 
 /// A byte cap of what sessions remember: at least 64 KiB (room for a few records of the longest

@@ -72,6 +72,18 @@ pub enum ContextError {
         /// What was refused.
         access: Access,
     },
+    /// A journal entry's content this session may not be shown: the file had several hard
+    /// links at that version (or their count was not recorded) while deny rules for reads apply
+    /// to the session, so the content may be another, denied name's.
+    #[error(
+        "entry {entry} of {path} holds content of a file with several hard links, not shown under deny rules for reads"
+    )]
+    Hidden {
+        /// The path as shown.
+        path: String,
+        /// The entry's seq.
+        entry: u64,
+    },
     /// The request was cancelled while it ran (a search stops between files).
     #[error("the search under {path} was cancelled")]
     Cancelled {
@@ -155,6 +167,7 @@ impl ContextError {
             | Self::ReadOnly { path }
             | Self::Denied { path, .. }
             | Self::Linked { path, .. }
+            | Self::Hidden { path, .. }
             | Self::Cancelled { path }
             | Self::NotRestorable { path, .. }
             | Self::NothingToUndo { path }

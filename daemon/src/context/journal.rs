@@ -86,6 +86,25 @@ impl<'a> FileContext<'a> {
         crate::provider::resolve::display(path, self.scope.cwd)
     }
 
+    /// Whether this session may be shown the content of `entry`'s version `version` (its
+    /// links then were `links`): always, unless a deny rule for reads applies to it and the file
+    /// had several links at that version (or their count was not recorded) — the content may be
+    /// another name's, which the rules cannot see (as a read of such a file is refused).
+    fn shows(&self, version: Option<Version>, links: Option<u64>) -> bool {
+        version.is_none() || !self.deny.applies(Access::Read) || links == Some(1)
+    }
+
+    /// Refuses `found` when a version of it this session may not be shown is needed: both
+    /// (`after` too) for a diff, the one before for a restore.
+    fn showable(&self, found: &Entry, after: bool) -> Result<(), ContextError> {
+        let before_ok = self.shows(found.before, found.links.0);
+        let after_ok = !after || self.shows(found.after, found.links.1);
+        if before_ok && after_ok {
+            return Ok(());
+        }
+        Err(ContextError::Hidden { path: self.shown(&found.path), entry: found.seq })
+    }
+
     /// The entry `entry`, if this session may read its file.
     fn entry(&self, entry: &str) -> Result<Entry, ContextError> {
         let journal = self.journal()?;
@@ -129,6 +148,7 @@ impl<'a> FileContext<'a> {
     /// than the versions a stale diff is shown for (a page of 1,000 entries reads at most that
     /// much per entry).
     fn stat_of(&self, journal: &Journal, entry: &Entry) -> Option<(u64, u64)> {
+        self.showable(entry, true).ok()?;
         let max = self.provider.store().max_file_bytes() as u64;
         let side = |version: Option<Version>| match version {
             None => Some(Vec::new()),
@@ -142,6 +162,7 @@ impl<'a> FileContext<'a> {
     pub fn journal_diff(&self, entry: &str) -> Result<(String, bool), ContextError> {
         let journal = self.journal()?;
         let found = self.entry(entry)?;
+        self.showable(&found, true)?;
         let display = self.shown(&found.path);
         let side = |version: Option<Version>| -> Result<Vec<u8>, ContextError> {
             match version {
@@ -208,6 +229,10 @@ impl<'a> FileContext<'a> {
         if !found.restorable {
             return Err(ContextError::NotRestorable { path: target.display, entry: found.seq });
         }
+        self.showable(&found, false)?;
+        // A file put back gets the permission bits it had (never special ones), or only its
+        // owner's when they were not recorded.
+        target.create_mode = Some(found.mode.map_or(0o600, |mode| mode & 0o777));
         if self.warm_only {
             return Ok(Step::NeedsBlocking);
         }
@@ -240,7 +265,7 @@ impl<'a> FileContext<'a> {
             Ok(outcome) => {
                 files.observed.record(&target.path, outcome.version, outcome.links);
                 files.provider.store().put(outcome.version, std::borrow::Cow::Owned(bytes));
-                let entry = files.journal.and_then(|j| j.last_seq(&target.path));
+                let entry = outcome.entry;
                 Ok(RestoreView { entry, display: target.display, version: Some(outcome.version) })
             }
             Err(err) => Err(files.restore_refused(&target, &found, err)),
@@ -262,10 +287,7 @@ impl<'a> FileContext<'a> {
         }
         let expected = if force { None } else { found.after };
         match self.provider.remove(target, expected) {
-            Ok(()) => {
-                let entry = self.journal.and_then(|j| j.last_seq(&target.path));
-                Ok(RestoreView { entry, display: target.display.clone(), version: None })
-            }
+            Ok(entry) => Ok(RestoreView { entry, display: target.display.clone(), version: None }),
             Err(ProviderError::NotFound { .. }) => Err(ContextError::Changed {
                 path: target.display.clone(),
                 entry: found.seq,
@@ -290,16 +312,21 @@ impl<'a> FileContext<'a> {
         ContextError::Changed { path: target.display.clone(), entry: found.seq, current, change }
     }
 
-    /// The change from the version `found` left to the file now.
+    /// The change from the version `found` left to the file now; `None` where this session may
+    /// not be shown either side (see [`FileContext::shows`]).
     fn since_entry(&self, target: &Resolved, found: &Entry) -> Option<Change> {
         let journal = self.journal?;
-        let max = journal.config().max_file_bytes as usize;
+        if !self.shows(found.after, found.links.1) {
+            return None;
+        }
+        let max = usize::try_from(journal.file_cap()).unwrap_or(usize::MAX);
         let then = match found.after {
             Some(after) => journal.content(&after).ok().flatten()?,
             None => Vec::new(),
         };
         let now = match self.provider.current_bytes(target, max).ok()? {
-            Some((_, bytes, _)) => bytes,
+            Some((version, bytes, links)) if self.shows(Some(version), Some(links)) => bytes,
+            Some(_) => return None,
             None => Vec::new(),
         };
         Some(stale::diff_labelled(&target.display, ("after the entry", "now"), &then, &now))

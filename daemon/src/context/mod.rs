@@ -63,17 +63,21 @@ pub use crate::provider::index::{LineBuf, Oversized, Window, WindowRequest};
 pub use crate::provider::leftovers::staging_token;
 /// Installs the SIGBUS guard that makes mapped reads of truncated files safe; once per process.
 pub use crate::provider::mmap::install_sigbus_guard;
+/// The daemon's own files and folders, which no session reaches.
+pub use crate::provider::private::Private;
 /// The provider's scope, snapshots and window errors, as the layers above the context see them.
 pub use crate::provider::{Changed, Root, RootDir, Scope, Snapshot, WindowError};
 
 /// Opens a session root: a directory handle on the canonical folder `canonical`, which the
-/// client spelled `given`, paid for by `charge` from the daemon's descriptor budget.
+/// client spelled `given`, paid for by `charge` from the daemon's descriptor budget, with the
+/// daemon's `private` files and folders out of its reach.
 pub fn open_root(
     canonical: &Path,
     given: &Path,
     charge: Option<crate::descriptors::Charge>,
+    private: &Arc<Private>,
 ) -> std::io::Result<Root> {
-    crate::provider::resolve::open_root(canonical, given, charge)
+    crate::provider::resolve::open_root(canonical, given, charge, private)
 }
 
 /// Whether the folder or file at `path` is on a local filesystem (where the warm read path and
@@ -91,6 +95,8 @@ pub struct Files {
     listings: Arc<Listings>,
     /// The journal every change is recorded in (`None`: off).
     journal: Option<Arc<Journal>>,
+    /// Why the daemon runs without the journal it was configured with.
+    journal_problem: Option<Arc<str>>,
 }
 
 impl Files {
@@ -113,7 +119,7 @@ impl Files {
             }
         }));
         let listings = Arc::new(Listings::for_provider(&provider));
-        Self { provider, listings, journal: None }
+        Self { provider, listings, journal: None, journal_problem: None }
     }
 
     /// The same service recording every change in `journal`.
@@ -123,9 +129,23 @@ impl Files {
         self
     }
 
-    /// The journal, when on.
+    /// The same service without the journal it was configured with, for the reason given.
+    pub fn without_journal(mut self, why: String) -> Self {
+        self.journal_problem = Some(why.into());
+        self
+    }
+
+    /// The journal, when it records changes (on, and loaded or loading).
     pub fn journal(&self) -> Option<&Arc<Journal>> {
-        self.journal.as_ref()
+        self.journal.as_ref().filter(|journal| journal.off().is_none())
+    }
+
+    /// Why a configured journal records nothing: it could not be opened, or loaded.
+    pub fn journal_problem(&self) -> Option<String> {
+        self.journal_problem
+            .as_deref()
+            .map(str::to_owned)
+            .or_else(|| self.journal.as_ref().and_then(|journal| journal.off()))
     }
 
     /// The provider, for the watcher (which invalidates its cache); nothing above the context
@@ -154,7 +174,7 @@ impl Files {
         deny: &'a DenyRules,
     ) -> FileContext<'a> {
         let context = FileContext::new(&self.provider, &self.listings, scope, observed, read_only);
-        FileContext { journal: self.journal.as_deref(), ..context.with_deny(deny) }
+        FileContext { journal: self.journal().map(Arc::as_ref), ..context.with_deny(deny) }
     }
 
     /// Files with cached state.
@@ -787,7 +807,14 @@ struct Now {
 /// The outcome of an edit committed through the gate step.
 fn committed_edit(prepared: crate::provider::Prepared, done: crate::provider::Committed) -> EditOutcome {
     let (replacements, regions) = prepared.edit.unwrap_or_default();
-    EditOutcome { replacements, version: done.version, links: done.links, written: prepared.bytes, regions }
+    EditOutcome {
+        replacements,
+        version: done.version,
+        links: done.links,
+        written: prepared.bytes,
+        regions,
+        entry: done.entry,
+    }
 }
 
 #[cfg(test)]

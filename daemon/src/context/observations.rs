@@ -105,10 +105,11 @@ impl Observations {
         self.writing.lock().unwrap_or_else(PoisonError::into_inner).contains_key(path)
     }
 
-    /// The recorded version of `path`, without counting as a use (for the watcher).
-    pub fn peek(&self, path: &Path) -> Option<Version> {
+    /// The recorded version of `path` and the file's hard links then, without counting as a
+    /// use (for the watcher).
+    pub fn peek(&self, path: &Path) -> Option<(Version, u64)> {
         let map = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        map.versions.get(path).map(|(version, _, _)| *version)
+        map.versions.get(path).map(|(version, _, links)| (*version, *links))
     }
 
     /// The recorded version of `path`.

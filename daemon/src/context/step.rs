@@ -281,5 +281,6 @@ fn written(prepared: Prepared, done: Committed) -> WriteOutcome {
         version: done.version,
         links: done.links,
         converted: Some(prepared.bytes),
+        entry: done.entry,
     }
 }

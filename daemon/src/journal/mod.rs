@@ -9,10 +9,18 @@
 //! first; a version over the per-file cap is recorded without its bytes and cannot be
 //! restored. One daemon uses a journal at a time (an exclusive `flock` on its `lock` file).
 //!
-//! The journal is loaded at its first use, not at start-up: settling a begun change a crash
-//! left without its end looks at the file (landed: its version is the one after; otherwise the
-//! entry goes).
+//! Its segments' headers are checked when it is opened, before the daemon serves: a segment of
+//! another format version means no journal (the daemon writes without one and says so). It is
+//! loaded in the background right after, or at its first use if that comes first: settling a
+//! begun change a crash left without its end looks at the file (landed: its version is the one
+//! after; otherwise the entry goes). A journal whose load fails records nothing from then on,
+//! and says why ([`Journal::off`]): writes never stop because it cannot be loaded.
+//!
+//! Entry ids are never reused: the log's own seqs could go back after a torn tail, so the ids
+//! handed out are reserved ahead in the synced file `ids` (see [`ids`]).
 
+mod files;
+mod ids;
 mod log;
 mod objects;
 #[cfg(test)]
@@ -20,6 +28,7 @@ mod tests;
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,9 +41,15 @@ use self::objects::Objects;
 use crate::provider::Version;
 use crate::provider::crash::crash_point;
 use crate::provider::journaled::{Change, ChangeKind, Recorder};
+use crate::provider::private::Private;
 
 /// Most entries kept, whatever their bytes: each costs about 200 bytes of memory.
 pub const MAX_ENTRIES: usize = 100_000;
+
+/// The smallest byte cap a journal takes: room for its log's segments (a sixteenth of the cap
+/// each, at least 64 KiB) and the contents of its newest entry (each version at most a quarter
+/// of the cap), so that the cap holds whatever is recorded.
+pub const MIN_MAX_BYTES: u64 = 1 << 20;
 
 /// Where the journal lives and how much it keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +96,11 @@ pub struct Entry {
     pub restorable: bool,
     /// Whether the bytes after are kept.
     pub after_kept: bool,
+    /// The hard links of the file at the version before and after (`None`: not recorded, as
+    /// by an older daemon): a version a linked file had may be another name's content.
+    pub links: (Option<u64>, Option<u64>),
+    /// The permission bits of the file before the change (`None`: unknown, or no file).
+    pub mode: Option<u32>,
     /// Whether it landed (a begun change has not yet said).
     landed: bool,
     /// Lines added and removed, once someone asked.
@@ -115,9 +135,43 @@ pub struct JournalStats {
 #[derive(Debug)]
 pub struct Journal {
     config: JournalConfig,
+    /// The journal's folder (never reached through a link).
+    dir: Arc<OwnedFd>,
     /// The exclusive lock on the folder, held while the daemon runs.
     _lock: File,
-    state: Mutex<Option<State>>,
+    /// The daemon's private files, told of every file the journal makes.
+    private: Arc<Private>,
+    state: Mutex<Slot>,
+    /// Why it records nothing, once its load failed.
+    off: std::sync::OnceLock<String>,
+}
+
+/// Whether the journal is loaded.
+#[derive(Debug)]
+enum Slot {
+    /// Not yet: loaded at the first use.
+    Unloaded,
+    /// Loaded.
+    Loaded(Box<State>),
+    /// It could not be loaded ([`Journal::off`] says why): nothing is recorded.
+    Off,
+}
+
+/// Why a journal cannot be opened: the daemon runs without one.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Another daemon uses the folder.
+    #[error("{0} is in use by another filectxd")]
+    InUse(String),
+    /// A segment is of another format version (a newer daemon's): the journal is left as it is.
+    #[error("{0}")]
+    Format(String),
+    /// The byte cap is below [`MIN_MAX_BYTES`].
+    #[error("journal_max_bytes {0} is below the least a journal can keep to ({MIN_MAX_BYTES})")]
+    TooSmall(u64),
+    /// The filesystem failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// The loaded journal.
@@ -127,8 +181,10 @@ struct State {
     objects: Objects,
     entries: VecDeque<Entry>,
     next_seq: u64,
-    /// The newest entry of each path, and the version it left.
-    last: HashMap<Arc<Path>, (u64, Option<Version>)>,
+    /// Entry ids reserved ahead, durably (see [`ids`]).
+    ids: ids::Ids,
+    /// The newest entry of each path, the version it left and the file's links then.
+    last: HashMap<Arc<Path>, (u64, Option<Version>, Option<u64>)>,
     /// Paths with a change begun and not yet ended, and how many.
     landing: HashMap<Arc<Path>, usize>,
 }
@@ -178,6 +234,9 @@ impl State {
             after: entry.after.map(|v| v.to_string()),
             before_size,
             after_size,
+            before_links: entry.links.0,
+            after_links: entry.links.1,
+            mode: entry.mode,
         }
     }
 
@@ -206,6 +265,8 @@ impl State {
             after,
             restorable: before.is_none() || stored.before_size.is_some(),
             after_kept: after.is_none() || stored.after_size.is_some(),
+            links: (stored.before_links, stored.after_links),
+            mode: stored.mode,
             landed,
             stat: None,
         })
@@ -249,7 +310,7 @@ impl State {
     }
 
     fn push(&mut self, entry: Entry) {
-        self.last.insert(entry.path.clone(), (entry.seq, entry.after));
+        self.last.insert(entry.path.clone(), (entry.seq, entry.after, entry.links.1));
         self.entries.push_back(entry);
     }
 
@@ -261,7 +322,7 @@ impl State {
     fn recompute_last(&mut self, path: &Arc<Path>) {
         match self.entries.iter().rev().find(|e| e.path == *path) {
             Some(entry) => {
-                let last = (entry.seq, entry.after);
+                let last = (entry.seq, entry.after, entry.links.1);
                 self.last.insert(path.clone(), last);
             }
             None => {
@@ -270,13 +331,21 @@ impl State {
         }
     }
 
-    /// Drops the oldest entries while over a cap (never the newest one).
+    /// The id of a new entry, reserved durably first (see [`ids`]).
+    fn next_id(&mut self, dir: &OwnedFd, fsync: bool, private: &Private) -> std::io::Result<u64> {
+        self.ids.reserve(dir, self.next_seq, fsync, private)?;
+        Ok(self.next_seq)
+    }
+
+    /// Drops the oldest entries while over a cap (never the newest one). The log's bytes are
+    /// counted as what dropping its old segments leaves.
     fn enforce(&mut self, config: &JournalConfig) {
         let oldest_kept = now_ms().saturating_sub(config.max_age.as_millis() as u64);
         let mut upto = None;
         while self.entries.len() > 1 {
             let Some(front) = self.entries.front() else { break };
-            let over = self.bytes() > config.max_bytes
+            let log = upto.map_or_else(|| self.log.bytes(), |upto| self.log.bytes_after(upto));
+            let over = log + self.objects.bytes() > config.max_bytes
                 || self.entries.len() > MAX_ENTRIES
                 || front.time < oldest_kept;
             if !over {
@@ -284,7 +353,7 @@ impl State {
             }
             let Some(entry) = self.entries.pop_front() else { break };
             self.release(&entry);
-            if self.last.get(&entry.path).is_some_and(|(seq, _)| *seq == entry.seq) {
+            if self.last.get(&entry.path).is_some_and(|(seq, ..)| *seq == entry.seq) {
                 self.last.remove(&entry.path);
             }
             upto = Some(entry.seq);
@@ -299,26 +368,33 @@ impl State {
 }
 
 impl Journal {
-    /// Opens the journal in `config.dir` (made 0700 when missing) and locks it for this daemon.
-    /// Nothing is read yet.
-    pub fn open(config: JournalConfig) -> std::io::Result<Arc<Self>> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&config.dir)?;
-        std::fs::set_permissions(&config.dir, std::fs::Permissions::from_mode(0o700))?;
-        let lock = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(config.dir.join("lock"))?;
-        fs2::FileExt::try_lock_exclusive(&lock).map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("{} is in use by another filectxd ({e})", config.dir.display()),
-            )
+    /// Opens the journal in `config.dir` (made 0700 when missing), locks it for this daemon and
+    /// checks its segments' headers; nothing else is read yet ([`Journal::load`]). `private`
+    /// is told of every file it makes.
+    pub fn open(config: JournalConfig, private: Arc<Private>) -> Result<Arc<Self>, OpenError> {
+        use std::os::unix::fs::MetadataExt as _;
+        if config.max_bytes < MIN_MAX_BYTES {
+            return Err(OpenError::TooSmall(config.max_bytes));
+        }
+        let dir = Arc::new(files::open_folder(&config.dir)?);
+        let flags = rustix::fs::OFlags::RDWR
+            | rustix::fs::OFlags::CREATE
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC;
+        let lock = rustix::fs::openat(&*dir, "lock", flags, rustix::fs::Mode::from_raw_mode(0o600))
+            .map_err(std::io::Error::from)?;
+        let lock = File::from(lock);
+        fs2::FileExt::try_lock_exclusive(&lock)
+            .map_err(|_| OpenError::InUse(config.dir.display().to_string()))?;
+        if let Ok(meta) = lock.metadata() {
+            private.created(meta.dev(), meta.ino());
+        }
+        log::check(&dir, &config.dir).map_err(|e| match e {
+            log::LogError::Format { .. } => OpenError::Format(e.to_string()),
+            log::LogError::Io(e) => OpenError::Io(e),
         })?;
-        Ok(Arc::new(Self { config, _lock: lock, state: Mutex::new(None) }))
+        let state = Mutex::new(Slot::Unloaded);
+        Ok(Arc::new(Self { config, dir, _lock: lock, private, state, off: std::sync::OnceLock::new() }))
     }
 
     /// Its settings.
@@ -326,26 +402,77 @@ impl Journal {
         &self.config
     }
 
-    /// The loaded state (loaded now, at the first use). `None` when it cannot be loaded (logged).
-    fn state(&self) -> MutexGuard<'_, Option<State>> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.is_none() {
-            match self.load() {
-                Ok(loaded) => *state = Some(loaded),
-                Err(e) => tracing::error!(dir = %self.config.dir.display(), %e, "cannot load the journal"),
-            }
-        }
-        state
+    /// The largest version whose bytes are kept: the configured cap, at most a quarter of the
+    /// byte cap (so that the newest entry's contents always fit).
+    pub fn file_cap(&self) -> u64 {
+        self.config.max_file_bytes.min(self.config.max_bytes / 4)
     }
 
-    fn load(&self) -> Result<State, log::LogError> {
-        let (log, loaded) = Log::load(&self.config.dir, self.config.fsync)?;
-        let objects = Objects::open(self.config.dir.join("objects"), self.config.fsync)?;
+    /// Loads the journal now, if it is not loaded yet (the daemon calls it in the background
+    /// at start).
+    pub fn load(&self) {
+        drop(self.state());
+    }
+
+    /// Forgets the loaded state as a killed daemon would: nothing is flushed or closed.
+    #[cfg(test)]
+    fn crash(&self) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = Slot::Unloaded;
+    }
+
+    /// Why the journal records nothing: its load failed (logged). `None` while it works (or
+    /// is still loading: this never waits for the load).
+    pub fn off(&self) -> Option<String> {
+        self.off.get().cloned()
+    }
+
+    /// The state, loaded now at the first use.
+    fn state(&self) -> MutexGuard<'_, Slot> {
+        let mut slot = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*slot, Slot::Unloaded) {
+            *slot = match self.read() {
+                Ok(loaded) => Slot::Loaded(Box::new(loaded)),
+                Err(e) => {
+                    tracing::error!(
+                        dir = %self.config.dir.display(),
+                        %e,
+                        "the journal cannot be loaded: changes are written without it from now on, \
+                         and cannot be undone"
+                    );
+                    let why = format!("the journal in {} cannot be loaded: {e}", self.config.dir.display());
+                    let _ = self.off.set(why);
+                    Slot::Off
+                }
+            };
+        }
+        slot
+    }
+
+    /// `f` of the loaded state; `None` when the journal is off.
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> Option<T> {
+        match &mut *self.state() {
+            Slot::Loaded(state) => Some(f(state)),
+            _ => None,
+        }
+    }
+
+    fn read(&self) -> Result<State, log::LogError> {
+        let segment_bytes = log::segment_bytes(self.config.max_bytes);
+        let (log, loaded) = Log::load(
+            self.dir.clone(),
+            &self.config.dir,
+            self.config.fsync,
+            segment_bytes,
+            self.private.clone(),
+        )?;
+        let objects = Objects::open(&self.dir, self.config.fsync, self.private.clone())?;
+        let ids = ids::Ids::load(&self.dir)?;
         let mut state = State {
             log,
             objects,
             entries: VecDeque::new(),
-            next_seq: 1,
+            next_seq: ids.ceiling().max(1),
+            ids,
             last: HashMap::new(),
             landing: HashMap::new(),
         };
@@ -383,7 +510,7 @@ impl Journal {
             let landed = match ended.get(&seq) {
                 Some(landed) => *landed,
                 None => {
-                    let landed = settle(&stored, self.config.max_file_bytes);
+                    let landed = settle(&stored, self.file_cap());
                     settled.push((seq, landed));
                     landed
                 }
@@ -410,22 +537,28 @@ impl Journal {
                 bad_lines = loaded.bad_lines,
                 settled = settled.len(),
                 swept,
-                "the journal was not closed cleanly (a crash?): its torn tail was dropped and changes \
-                 left half-recorded were settled by looking at their files"
+                "the journal was not closed cleanly (a crash?): its torn tail was dropped, damaged \
+                 lines skipped, and changes left half-recorded settled by looking at their files"
             );
         }
         state.enforce(&self.config);
-        tracing::info!(entries = state.entries.len(), bytes = state.bytes(), "journal loaded");
+        tracing::info!(
+            entries = state.entries.len(),
+            bytes = state.bytes(),
+            next_id = state.next_seq,
+            strangers = loaded.strangers,
+            "journal loaded"
+        );
         Ok(state)
     }
 
     /// Entries and bytes.
     pub fn stats(&self) -> JournalStats {
-        let state = self.state();
-        state.as_ref().map_or_else(JournalStats::default, |s| JournalStats {
+        self.with(|s| JournalStats {
             entries: s.entries.iter().filter(|e| e.landed).count() as u64,
             bytes: s.bytes(),
         })
+        .unwrap_or_default()
     }
 
     /// The landed entries `filter` and `visible` (the asking session may read the path) accept,
@@ -436,172 +569,179 @@ impl Journal {
         limit: usize,
         visible: impl Fn(&Path) -> bool,
     ) -> (Vec<Entry>, bool) {
-        let mut state = self.state();
-        let Some(state) = state.as_mut() else { return (Vec::new(), false) };
-        state.enforce(&self.config);
-        let mut out = Vec::new();
-        for entry in state.entries.iter().rev() {
-            if !entry.landed || filter.before_seq.is_some_and(|seq| entry.seq >= seq) {
-                continue;
+        let config = &self.config;
+        self.with(|state| {
+            state.enforce(config);
+            let mut out = Vec::new();
+            for entry in state.entries.iter().rev() {
+                if !entry.landed || filter.before_seq.is_some_and(|seq| entry.seq >= seq) {
+                    continue;
+                }
+                if filter.since.is_some_and(|since| entry.time < since) {
+                    break;
+                }
+                let wanted = filter.path.is_none_or(|p| entry.path.starts_with(p))
+                    && filter.session.is_none_or(|s| *entry.session == *s)
+                    && filter.owner.is_none_or(|o| entry.owner.as_deref() == Some(o))
+                    && visible(&entry.path);
+                if !wanted {
+                    continue;
+                }
+                if out.len() == limit {
+                    return (out, true);
+                }
+                out.push(entry.clone());
             }
-            if filter.since.is_some_and(|since| entry.time < since) {
-                break;
-            }
-            let wanted = filter.path.is_none_or(|p| entry.path.starts_with(p))
-                && filter.session.is_none_or(|s| *entry.session == *s)
-                && filter.owner.is_none_or(|o| entry.owner.as_deref() == Some(o))
-                && visible(&entry.path);
-            if !wanted {
-                continue;
-            }
-            if out.len() == limit {
-                return (out, true);
-            }
-            out.push(entry.clone());
-        }
-        (out, false)
+            (out, false)
+        })
+        .unwrap_or_default()
     }
 
     /// The newest landed entry of `path` made by `session` as `owner` (`None`: the default
-    /// owner), among those `visible` accepts.
+    /// owner).
     pub fn newest_of(&self, path: &Path, session: &str, owner: Option<&str>) -> Option<Entry> {
-        let state = self.state();
-        let found =
-            state.as_ref()?.entries.iter().rev().find(|e| {
+        self.with(|state| {
+            let found = state.entries.iter().rev().find(|e| {
                 e.landed && *e.path == *path && *e.session == *session && e.owner.as_deref() == owner
             });
-        found.cloned()
+            found.cloned()
+        })?
     }
 
     /// The landed entry `seq`.
     pub fn get(&self, seq: u64) -> Option<Entry> {
-        let state = self.state();
-        let state = state.as_ref()?;
-        state.index_of(seq).map(|at| state.entries[at].clone()).filter(|e| e.landed)
+        self.with(|state| state.index_of(seq).map(|at| state.entries[at].clone()).filter(|e| e.landed))?
     }
 
     /// Remembers an entry's diff stat.
     pub fn set_stat(&self, seq: u64, stat: (u64, u64)) {
-        let mut state = self.state();
-        if let Some(state) = state.as_mut()
-            && let Some(at) = state.index_of(seq)
-        {
-            state.entries[at].stat = Some(stat);
-        }
+        self.with(|state| {
+            if let Some(at) = state.index_of(seq) {
+                state.entries[at].stat = Some(stat);
+            }
+        });
     }
 
     /// The bytes of `version`, when kept (and whole).
     pub fn content(&self, version: &Version) -> std::io::Result<Option<Vec<u8>>> {
-        let state = self.state();
-        match state.as_ref() {
-            Some(state) => state.objects.read(version),
-            None => Ok(None),
-        }
+        self.with(|state| state.objects.read(version)).unwrap_or(Ok(None))
     }
 
     /// The bytes of `version`, when kept and at most `max` long.
     pub fn content_within(&self, version: &Version, max: u64) -> std::io::Result<Option<Vec<u8>>> {
-        let state = self.state();
-        match state.as_ref() {
-            Some(state) if state.objects.size(version).is_some_and(|size| size <= max) => {
-                state.objects.read(version)
-            }
+        self.with(|state| match state.objects.size(version) {
+            Some(size) if size <= max => state.objects.read(version),
             _ => Ok(None),
-        }
+        })
+        .unwrap_or(Ok(None))
     }
 
     /// The version the newest entry of `path` left (`Some(None)`: it removed the file); `None`
     /// when no entry names the path.
     pub fn last_version(&self, path: &Path) -> Option<Option<Version>> {
-        let state = self.state();
-        state.as_ref()?.last.get(path).map(|(_, after)| *after)
+        self.with(|state| state.last.get(path).map(|(_, after, _)| *after))?
     }
 
     /// The version an outside change of `path` is measured from, for a session that last saw
-    /// `seen`: what the newest entry of the path left, else `seen`. `None` while a change of the
-    /// daemon's own is landing there, or when the newest entry removed the file.
-    pub fn outside_base(&self, path: &Path, seen: Version) -> Option<Version> {
-        let state = self.state();
-        let state = state.as_ref()?;
-        if state.landing.contains_key(path) {
-            return None;
-        }
-        match state.last.get(path) {
-            Some((_, after)) => *after,
-            None => Some(seen),
-        }
-    }
-
-    /// The seq of the newest entry of `path`.
-    pub fn last_seq(&self, path: &Path) -> Option<u64> {
-        let state = self.state();
-        state.as_ref()?.last.get(path).map(|(seq, _)| *seq)
-    }
-
-    /// Records an outside change of `path` from `before` (its bytes) to `after` (`None`:
-    /// removed; its bytes when under the cap), unless the newest entry of the path already
-    /// left it at `after`. Returns the new entry's seq.
-    pub fn outside(
-        &self,
-        path: &Path,
-        before: (Version, &[u8]),
-        after: Option<(Version, Option<&[u8]>)>,
-    ) -> Option<u64> {
-        let max = self.config.max_file_bytes;
-        let mut state = self.state();
-        let state = state.as_mut()?;
-        let after_version = after.map(|(v, _)| v);
-        let landing = state.landing.contains_key(path);
-        let known = state.last.get(path).is_some_and(|(_, last)| *last == after_version);
-        if landing || known || Some(before.0) == after_version {
-            return None;
-        }
-        let before_kept = (before.1.len() as u64 <= max).then_some(before);
-        let after_kept = after.and_then(|(v, bytes)| bytes.filter(|b| b.len() as u64 <= max).map(|b| (v, b)));
-        let sizes = match state.keep(before_kept, after_kept) {
-            Ok(sizes) => sizes,
-            Err(e) => {
-                tracing::warn!(path = %path.display(), %e, "cannot journal an outside change");
+    /// `seen` (a version, and the file's links then), with the file's links at it: what the
+    /// newest entry of the path left, else `seen`. `None` while a change of the daemon's own is
+    /// landing there, or when the newest entry removed the file.
+    pub fn outside_base(&self, path: &Path, seen: (Version, u64)) -> Option<(Version, Option<u64>)> {
+        self.with(|state| {
+            if state.landing.contains_key(path) {
                 return None;
             }
-        };
-        let session = Arc::from(OUTSIDE_SESSION);
-        let entry = Entry {
-            seq: state.next_seq,
-            time: now_ms(),
-            path: Arc::from(path),
-            session,
-            client: None,
-            owner: None,
-            operation: Operation::Outside,
-            before: Some(before.0),
-            after: after_version,
-            restorable: sizes.0.is_some(),
-            after_kept: after_version.is_none() || sizes.1.is_some(),
-            landed: true,
-            stat: None,
-        };
-        let record = Record::Entry(State::stored(&entry, sizes.0, sizes.1));
-        if let Err(e) = state.log.append(&record, true) {
-            tracing::warn!(path = %path.display(), %e, "cannot journal an outside change");
-            state.release(&entry);
-            return None;
-        }
-        state.next_seq += 1;
-        let seq = entry.seq;
-        state.push(entry);
-        state.enforce(&self.config);
-        Some(seq)
+            match state.last.get(path) {
+                Some((_, after, links)) => after.map(|after| (after, *links)),
+                None => Some((seen.0, Some(seen.1))),
+            }
+        })?
     }
+
+    /// Records an outside change of `path` from `before` (its bytes, and the file's links then
+    /// when known) to `after` (`None`: removed; its bytes when under the cap, and its links),
+    /// unless the newest entry of the path already left it at `after`. Returns the new entry's
+    /// seq.
+    pub fn outside(&self, path: &Path, before: Side<'_>, after: Option<Side<'_>>) -> Option<u64> {
+        let max = self.file_cap();
+        let (dir, fsync, private) = (&self.dir, self.config.fsync, &self.private);
+        let config = &self.config;
+        self.with(|state| {
+            let after_version = after.map(|side| side.version);
+            let landing = state.landing.contains_key(path);
+            let known = state.last.get(path).is_some_and(|(_, last, _)| *last == after_version);
+            if landing || known || Some(before.version) == after_version {
+                return None;
+            }
+            fn kept(side: Side<'_>, max: u64) -> Option<(Version, &[u8])> {
+                side.bytes.filter(|b| b.len() as u64 <= max).map(|b| (side.version, b))
+            }
+            let sizes = match state.keep(kept(before, max), after.and_then(|side| kept(side, max))) {
+                Ok(sizes) => sizes,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), %e, "cannot journal an outside change");
+                    return None;
+                }
+            };
+            let seq = match state.next_id(dir, fsync, private) {
+                Ok(seq) => seq,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), %e, "cannot journal an outside change");
+                    return None;
+                }
+            };
+            let entry = Entry {
+                seq,
+                time: now_ms(),
+                path: Arc::from(path),
+                session: Arc::from(OUTSIDE_SESSION),
+                client: None,
+                owner: None,
+                operation: Operation::Outside,
+                before: Some(before.version),
+                after: after_version,
+                restorable: sizes.0.is_some(),
+                after_kept: after_version.is_none() || sizes.1.is_some(),
+                links: (before.links, after.and_then(|side| side.links)),
+                mode: None,
+                landed: true,
+                stat: None,
+            };
+            let record = Record::Entry(State::stored(&entry, sizes.0, sizes.1));
+            if let Err(e) = state.log.append(&record, true) {
+                tracing::warn!(path = %path.display(), %e, "cannot journal an outside change");
+                state.release(&entry);
+                return None;
+            }
+            state.next_seq += 1;
+            state.push(entry);
+            state.enforce(config);
+            Some(seq)
+        })?
+    }
+}
+
+/// One side of an outside change: the version, its bytes (when read), the file's hard links
+/// (when known).
+#[derive(Debug, Clone, Copy)]
+pub struct Side<'a> {
+    /// The version.
+    pub version: Version,
+    /// Its bytes.
+    pub bytes: Option<&'a [u8]>,
+    /// The file's hard links at that version.
+    pub links: Option<u64>,
 }
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(state) = state.as_mut()
-            && let Err(e) = state.log.flush()
-        {
-            tracing::warn!(%e, "cannot record the ends of the last journaled changes");
+        let mut slot = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Slot::Loaded(state) = &mut *slot {
+            if let Err(e) = state.log.flush() {
+                tracing::warn!(%e, "cannot record the ends of the last journaled changes");
+            }
+            let next = state.next_seq;
+            state.ids.close(&self.dir, next, self.config.fsync, &self.private);
         }
     }
 }
@@ -645,75 +785,77 @@ fn read_regular(path: &Path, max_bytes: u64) -> std::io::Result<Option<Vec<u8>>>
 
 impl Recorder for Journal {
     fn max_file_bytes(&self) -> u64 {
-        self.config.max_file_bytes
+        self.file_cap()
     }
 
-    fn begin(&self, change: &Change<'_>) -> std::io::Result<u64> {
-        let mut state = self.state();
-        let Some(state) = state.as_mut() else {
-            return Err(std::io::Error::other("the journal could not be loaded (see the daemon's log)"));
-        };
-        let operation = match (change.kind, change.by.restore) {
-            (ChangeKind::Delete, _) => Operation::Delete,
-            (_, true) => Operation::Restore,
-            (ChangeKind::Create, false) => Operation::Create,
-            (ChangeKind::Write, false) => Operation::Write,
-            (ChangeKind::Edit, false) => Operation::Edit,
-        };
-        let max = self.config.max_file_bytes;
-        let fits = |bytes: &&[u8]| bytes.len() as u64 <= max;
-        let before = change.before.zip(change.before_bytes.filter(fits));
-        let after = change.after.zip(change.after_bytes.filter(fits));
-        let sizes = state.keep(before, after)?;
-        crash_point!("journal::kept");
-        let author = &change.by.author;
-        let (session, client, owner) = (author.session.clone(), author.client.clone(), author.owner.clone());
-        let entry = Entry {
-            seq: state.next_seq,
-            time: now_ms(),
-            path: Arc::from(change.path),
-            session,
-            client,
-            owner,
-            operation,
-            before: change.before,
-            after: change.after,
-            restorable: change.before.is_none() || sizes.0.is_some(),
-            after_kept: change.after.is_none() || sizes.1.is_some(),
-            landed: false,
-            stat: None,
-        };
-        if let Err(e) = state.log.append(&Record::Begin(State::stored(&entry, sizes.0, sizes.1)), true) {
-            state.release(&entry);
-            return Err(e);
-        }
-        crash_point!("journal::begun");
-        state.next_seq += 1;
-        let seq = entry.seq;
-        *state.landing.entry(entry.path.clone()).or_default() += 1;
-        state.push(entry);
-        Ok(seq)
+    fn begin(&self, change: &Change<'_>) -> std::io::Result<Option<u64>> {
+        let max = self.file_cap();
+        let (dir, fsync, private) = (&self.dir, self.config.fsync, &self.private);
+        let begun = self.with(|state| -> std::io::Result<u64> {
+            let operation = match (change.kind, change.by.restore) {
+                (ChangeKind::Delete, _) => Operation::Delete,
+                (_, true) => Operation::Restore,
+                (ChangeKind::Create, false) => Operation::Create,
+                (ChangeKind::Write, false) => Operation::Write,
+                (ChangeKind::Edit, false) => Operation::Edit,
+            };
+            let fits = |bytes: &&[u8]| bytes.len() as u64 <= max;
+            let before = change.before.zip(change.before_bytes.filter(fits));
+            let after = change.after.zip(change.after_bytes.filter(fits));
+            let seq = state.next_id(dir, fsync, private)?;
+            let sizes = state.keep(before, after)?;
+            crash_point!("journal::kept");
+            let author = &change.by.author;
+            let entry = Entry {
+                seq,
+                time: now_ms(),
+                path: Arc::from(change.path),
+                session: author.session.clone(),
+                client: author.client.clone(),
+                owner: author.owner.clone(),
+                operation,
+                before: change.before,
+                after: change.after,
+                restorable: change.before.is_none() || sizes.0.is_some(),
+                after_kept: change.after.is_none() || sizes.1.is_some(),
+                links: (change.before.map(|_| change.links.0), change.after.map(|_| change.links.1)),
+                mode: change.mode,
+                landed: false,
+                stat: None,
+            };
+            if let Err(e) = state.log.append(&Record::Begin(State::stored(&entry, sizes.0, sizes.1)), true) {
+                state.release(&entry);
+                return Err(e);
+            }
+            crash_point!("journal::begun");
+            state.next_seq += 1;
+            *state.landing.entry(entry.path.clone()).or_default() += 1;
+            state.push(entry);
+            Ok(seq)
+        });
+        begun.transpose()
     }
 
     fn end(&self, seq: u64, landed: bool) {
-        let mut state = self.state();
-        let Some(state) = state.as_mut() else { return };
-        // Written with the next record: an end a crash loses is settled by the file.
-        state.log.defer(&Record::End { seq, landed });
-        let Some(at) = state.index_of(seq) else { return };
-        let path = state.entries[at].path.clone();
-        if let Some(count) = state.landing.get_mut(&path) {
-            *count -= 1;
-            if *count == 0 {
-                state.landing.remove(&path);
+        let config = &self.config;
+        self.with(|state| {
+            // Written with the next record: an end a crash loses is settled by the file.
+            state.log.defer(&Record::End { seq, landed });
+            let Some(at) = state.index_of(seq) else { return };
+            let path = state.entries[at].path.clone();
+            if let Some(count) = state.landing.get_mut(&path) {
+                *count -= 1;
+                if *count == 0 {
+                    state.landing.remove(&path);
+                }
             }
-        }
-        if landed {
-            state.entries[at].landed = true;
-            state.enforce(&self.config);
-        } else if let Some(entry) = state.entries.remove(at) {
-            state.release(&entry);
-            state.recompute_last(&entry.path);
-        }
+            if landed {
+                state.entries[at].landed = true;
+                state.enforce(config);
+            } else if let Some(entry) = state.entries.remove(at) {
+                state.release(&entry);
+                state.recompute_last(&entry.path);
+            }
+        });
     }
 }

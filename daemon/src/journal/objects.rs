@@ -2,15 +2,23 @@
 //! as one file per version under `objects/<first two hex digits>/<version>` (mode 0600),
 //! written under a temporary name and renamed into place, so that a file under a version's name
 //! is always whole. Reference-counted by the entries that name them; the last reference gone,
-//! the file goes.
+//! the file goes. Every file and folder is opened beneath the `objects` folder's handle without
+//! following links (see [`files`](super::files)): a link planted there is never read, written
+//! through or swept through.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt as _;
+use std::sync::Arc;
 
+use rustix::fs::{FileType, Mode, OFlags};
+
+use super::files;
 use crate::provider::Version;
+use crate::provider::private::Private;
 
 /// One kept version.
 #[derive(Debug, Clone, Copy)]
@@ -24,17 +32,27 @@ struct Object {
 /// The kept versions.
 #[derive(Debug)]
 pub(super) struct Objects {
-    dir: PathBuf,
+    /// The `objects` folder.
+    dir: OwnedFd,
     fsync: bool,
     kept: HashMap<Version, Object>,
     bytes: u64,
+    /// The daemon's private files, told of each file made and removed.
+    private: Arc<Private>,
+}
+
+/// A version's fan folder name and file name.
+fn names(version: &Version) -> (String, String) {
+    let hex = version.to_string();
+    (hex[..2].to_owned(), hex)
 }
 
 impl Objects {
-    /// The contents under `dir` (created, 0700, when missing); nothing counted yet.
-    pub(super) fn open(dir: PathBuf, fsync: bool) -> std::io::Result<Self> {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-        Ok(Self { dir, fsync, kept: HashMap::new(), bytes: 0 })
+    /// The contents under the folder `objects` of the journal folder `journal` (created, 0700,
+    /// when missing); nothing counted yet.
+    pub(super) fn open(journal: &OwnedFd, fsync: bool, private: Arc<Private>) -> std::io::Result<Self> {
+        let (dir, _) = files::make_subfolder(journal, OsStr::new("objects"))?;
+        Ok(Self { dir, fsync, kept: HashMap::new(), bytes: 0, private })
     }
 
     /// Bytes of the versions kept.
@@ -50,11 +68,6 @@ impl Objects {
     /// Whether `version` is kept.
     pub(super) fn holds(&self, version: &Version) -> bool {
         self.kept.contains_key(version)
-    }
-
-    fn path_of(&self, version: &Version) -> PathBuf {
-        let hex = version.to_string();
-        self.dir.join(&hex[..2]).join(hex)
     }
 
     /// Counts one more reference to `version`, already on disk with `size` bytes (a journal
@@ -73,29 +86,30 @@ impl Objects {
             object.refs += 1;
             return Ok(());
         }
-        let path = self.path_of(&version);
-        let dir = path.parent().unwrap_or(&self.dir);
-        let fresh_dir = !dir.exists();
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        let temp = dir.join(format!(".tmp-{}", crate::random::hex(8)?));
-        let written = (|| {
-            let mut file =
-                std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
+        let (fan, name) = names(&version);
+        let (fan_dir, fresh) = files::make_subfolder(&self.dir, OsStr::new(&fan))?;
+        let temp = format!(".tmp-{}", crate::random::hex(8)?);
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let written = (|| -> std::io::Result<()> {
+            let fd = rustix::fs::openat(&fan_dir, temp.as_str(), flags, Mode::from_raw_mode(0o600))?;
+            let mut file = File::from(fd);
             file.write_all(bytes)?;
             if self.fsync {
                 file.sync_data()?;
             }
-            std::fs::rename(&temp, &path)?;
+            let stat = rustix::fs::fstat(&file)?;
+            self.private.created(stat.st_dev, stat.st_ino);
+            rustix::fs::renameat(&fan_dir, temp.as_str(), &fan_dir, name.as_str())?;
             if self.fsync {
-                File::open(dir)?.sync_all()?;
-                if fresh_dir {
-                    File::open(&self.dir)?.sync_all()?;
+                rustix::fs::fsync(&fan_dir)?;
+                if fresh {
+                    rustix::fs::fsync(&self.dir)?;
                 }
             }
             Ok(())
         })();
         if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
+            let _ = files::remove(&fan_dir, OsStr::new(&temp), &self.private);
             return Err(e);
         }
         self.kept.insert(version, Object { size: bytes.len() as u64, refs: 1 });
@@ -107,45 +121,59 @@ impl Objects {
     pub(super) fn release(&mut self, version: &Version) {
         let Some(object) = self.kept.get_mut(version) else { return };
         object.refs = object.refs.saturating_sub(1);
-        if object.refs == 0 {
-            self.bytes = self.bytes.saturating_sub(object.size);
-            self.kept.remove(version);
-            if let Err(e) = std::fs::remove_file(self.path_of(version))
-                && e.kind() != ErrorKind::NotFound
-            {
-                tracing::warn!(%version, %e, "cannot remove a journal content no entry names");
-            }
+        if object.refs > 0 {
+            return;
+        }
+        self.bytes = self.bytes.saturating_sub(object.size);
+        self.kept.remove(version);
+        let (fan, name) = names(version);
+        let removed = files::subfolder(&self.dir, OsStr::new(&fan)).and_then(|fan| {
+            fan.map_or(Ok(false), |fan| files::remove(&fan, OsStr::new(&name), &self.private))
+        });
+        if let Err(e) = removed {
+            tracing::warn!(%version, %e, "cannot remove a journal content no entry names");
         }
     }
 
     /// The bytes of `version`: `None` when it is not kept, or its file is missing or damaged
     /// (its bytes no longer hash to it).
     pub(super) fn read(&self, version: &Version) -> std::io::Result<Option<Vec<u8>>> {
-        if !self.holds(version) {
-            return Ok(None);
-        }
-        match std::fs::read(self.path_of(version)) {
-            Ok(bytes) if Version::of(&bytes) == *version => Ok(Some(bytes)),
-            Ok(_) => {
+        let Some(object) = self.kept.get(version) else { return Ok(None) };
+        let (fan, name) = names(version);
+        let Some(fan) = files::subfolder(&self.dir, OsStr::new(&fan)).or_else(gone)? else { return Ok(None) };
+        match files::read_regular(&fan, OsStr::new(&name), object.size)? {
+            Some(bytes) if Version::of(&bytes) == *version => Ok(Some(bytes)),
+            Some(_) => {
                 tracing::warn!(%version, "a journal content is damaged: its bytes no longer hash to its version");
                 Ok(None)
             }
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+            None => Ok(None),
         }
     }
 
     /// Removes every file under the folder that no counted version names (contents of changes
-    /// that never got their entry, temporary files of a crash): run once, after loading.
+    /// that never got their entry, temporary files of a crash): run once, after loading. A link
+    /// found there is removed itself, never followed; anything else unknown is left alone.
     pub(super) fn sweep(&self) -> usize {
         let mut removed = 0;
-        let Ok(fans) = std::fs::read_dir(&self.dir) else { return 0 };
-        for fan in fans.flatten() {
-            let Ok(files) = std::fs::read_dir(fan.path()) else { continue };
-            for file in files.flatten() {
-                let name = file.file_name();
-                let kept = name.to_str().and_then(Version::parse).is_some_and(|v| self.holds(&v));
-                if !kept && remove(&file.path()) {
+        let Ok(fans) = files::entries(&self.dir) else { return 0 };
+        for (fan_name, kind) in fans {
+            let fan_name = OsStr::from_bytes(&fan_name);
+            if kind != FileType::Directory {
+                tracing::warn!(name = %fan_name.to_string_lossy(), "the journal's objects folder holds something that is no folder of its own: left alone");
+                continue;
+            }
+            let Ok(Some(fan)) = files::subfolder(&self.dir, fan_name) else { continue };
+            let Ok(entries) = files::entries(&fan) else { continue };
+            for (name, kind) in entries {
+                let kept = std::str::from_utf8(&name)
+                    .ok()
+                    .and_then(Version::parse)
+                    .is_some_and(|v| kind == FileType::RegularFile && self.holds(&v));
+                if kept || kind == FileType::Directory {
+                    continue;
+                }
+                if files::remove(&fan, OsStr::from_bytes(&name), &self.private).unwrap_or(false) {
                     removed += 1;
                 }
             }
@@ -154,6 +182,15 @@ impl Objects {
     }
 }
 
-fn remove(path: &Path) -> bool {
-    std::fs::remove_file(path).is_ok()
+/// A fan folder that is not a folder (a planted link, a file) holds nothing of the journal's.
+fn gone(e: std::io::Error) -> std::io::Result<Option<OwnedFd>> {
+    match e.raw_os_error() {
+        Some(code)
+            if code == rustix::io::Errno::LOOP.raw_os_error()
+                || code == rustix::io::Errno::NOTDIR.raw_os_error() =>
+        {
+            Ok(None)
+        }
+        _ => Err(e),
+    }
 }

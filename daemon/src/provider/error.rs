@@ -156,6 +156,14 @@ pub enum ProviderError {
         /// The fenced name, relative to its root.
         rel: std::path::PathBuf,
     },
+    /// The path is, or leads through, one of the daemon's own private files or folders (its
+    /// journal, tokens, indexes), or names such a file through a hard link: no session reaches
+    /// them, whatever its roots.
+    #[error("{path} is one of filectxd's own private files")]
+    Private {
+        /// The path as given.
+        path: String,
+    },
     /// The file has several hard links, and the caller asked for a file with one name only.
     #[error("{path} has {links} hard links")]
     Linked {
@@ -198,6 +206,7 @@ impl ProviderError {
             | Self::NulInContent { path, .. }
             | Self::Busy { path, .. }
             | Self::Fenced { path, .. }
+            | Self::Private { path }
             | Self::Linked { path, .. }
             | Self::Io { path, .. } => path,
         }

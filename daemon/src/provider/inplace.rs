@@ -120,7 +120,7 @@ impl Provider {
         }
         crash_point!("provider::inplace::synced");
         drop(copy);
-        Ok(Landed { renamed: false, links: now.nlink(), fingerprint: None, version: None })
+        Ok(Landed { renamed: false, links: now.nlink(), fingerprint: None, version: None, entry: None })
     }
 
     /// Copies the locked file's content aside (see the module's documentation): written, its

@@ -59,6 +59,10 @@ pub struct Change<'a> {
     pub after: Option<Version>,
     /// Its bytes, when at most the recorder's cap.
     pub after_bytes: Option<&'a [u8]>,
+    /// The file's hard links before and after (each 0 where there is no file).
+    pub links: (u64, u64),
+    /// The file's permission bits before the change (`None`: no file there).
+    pub mode: Option<u32>,
 }
 
 /// A journal of changes, as the provider sees one.
@@ -67,9 +71,10 @@ pub trait Recorder: Send + Sync + std::fmt::Debug {
     /// without them (and cannot be restored).
     fn max_file_bytes(&self) -> u64;
     /// Records `change` before it lands: the bytes before it are kept (durably, when the
-    /// provider syncs) before this returns. Returns the entry's sequence number. An error means
+    /// provider syncs) before this returns. Returns the entry's sequence number, or `None`
+    /// when the recorder records nothing (a journal that could not be loaded). An error means
     /// the journal cannot keep them, and the change is not made.
-    fn begin(&self, change: &Change<'_>) -> std::io::Result<u64>;
+    fn begin(&self, change: &Change<'_>) -> std::io::Result<Option<u64>>;
     /// The change begun as `seq` landed (`true`) or did not (`false`: nothing was written).
     fn end(&self, seq: u64, landed: bool);
 }

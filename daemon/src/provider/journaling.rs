@@ -32,10 +32,10 @@ pub(super) struct Begun {
 }
 
 impl Begun {
-    /// The change landed; the version it wrote.
-    pub(super) fn landed(mut self) -> Option<Version> {
+    /// The change landed: the version it wrote, and its entry's id.
+    pub(super) fn landed(mut self) -> (Option<Version>, u64) {
         self.landed = true;
-        self.after
+        (self.after, self.seq)
     }
 }
 
@@ -60,14 +60,16 @@ impl Provider {
 
     /// Begins the journal entry of a change of `target` (under its locks, before anything is
     /// moved into place): `None` when nothing records it. `new` is what will be written
-    /// (`None`: the file is removed).
+    /// (`None`: the file is removed); `locked` the file it replaces, as locked (`None`: none).
     pub(super) fn journal_begin(
         &self,
         target: &Resolved,
         kind: ChangeKind,
         old: Old<'_>,
+        locked: Option<&std::fs::Metadata>,
         new: Option<&[u8]>,
     ) -> Result<Option<Begun>, ProviderError> {
+        use std::os::unix::fs::MetadataExt as _;
         let (Some(recorder), Some(by)) = (self.recorder.get(), target.by.as_ref()) else {
             return Ok(None);
         };
@@ -84,8 +86,25 @@ impl Provider {
         };
         let after = new.map(Version::of);
         let after_bytes = new.filter(|bytes| bytes.len() as u64 <= max);
-        let change = Change { path: &target.path, by, kind, before, before_bytes, after, after_bytes };
-        let seq = recorder.begin(&change).map_err(|e| ProviderError::Io {
+        let before_links = locked.map_or(0, std::os::unix::fs::MetadataExt::nlink);
+        // A file of several links is rewritten in place (it keeps them); else a new inode lands.
+        let after_links = match new {
+            None => 0,
+            Some(_) if before_links > 1 => before_links,
+            Some(_) => 1,
+        };
+        let change = Change {
+            path: &target.path,
+            by,
+            kind,
+            before,
+            before_bytes,
+            after,
+            after_bytes,
+            links: (before_links, after_links),
+            mode: locked.map(|meta| meta.mode() & 0o7777),
+        };
+        let begun = recorder.begin(&change).map_err(|e| ProviderError::Io {
             path: target.display.clone(),
             op: "journal the change to",
             source: std::io::Error::new(
@@ -96,6 +115,6 @@ impl Provider {
                 ),
             ),
         })?;
-        Ok(Some(Begun { recorder: recorder.clone(), seq, landed: false, after }))
+        Ok(begun.map(|seq| Begun { recorder: recorder.clone(), seq, landed: false, after }))
     }
 }

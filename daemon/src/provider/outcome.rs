@@ -114,6 +114,8 @@ pub struct WriteOutcome {
     pub links: u64,
     /// The bytes written, when they differ from the content given (its conventions were kept).
     pub converted: Option<Vec<u8>>,
+    /// The journal entry that recorded it (`None`: not journaled).
+    pub entry: Option<u64>,
 }
 
 /// Result of [`Provider::edit`](super::Provider::edit).
@@ -129,6 +131,8 @@ pub struct EditOutcome {
     pub written: Vec<u8>,
     /// The first edited places of the new version, with context lines (see [`Region`]).
     pub regions: Vec<Region>,
+    /// The journal entry that recorded it (`None`: not journaled).
+    pub entry: Option<u64>,
 }
 
 /// Where a write landed: the file's hard links, and the fingerprint of the inode a rename left
@@ -142,4 +146,6 @@ pub(super) struct Landed {
     pub fingerprint: Option<Fingerprint>,
     /// The version written, when the journal already hashed it.
     pub version: Option<super::Version>,
+    /// The journal entry that recorded the change (`None`: not journaled).
+    pub entry: Option<u64>,
 }

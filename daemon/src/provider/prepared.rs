@@ -38,6 +38,8 @@ pub struct Committed {
     pub version: Version,
     /// Hard links the written file has.
     pub links: u64,
+    /// The journal entry that recorded it (`None`: not journaled).
+    pub entry: Option<u64>,
 }
 
 impl Provider {
@@ -166,7 +168,7 @@ impl Provider {
             },
         };
         let version = self.remember_written(target, &prepared.bytes, &landed);
-        Ok(Committed { created, version, links: landed.links })
+        Ok(Committed { created, version, links: landed.links, entry: landed.entry })
     }
 }
 

@@ -86,6 +86,7 @@ fn located(path: &Path, roots: &[Root]) -> Option<Resolved> {
         rel: rel.to_owned(),
         file: None,
         one_name: false,
+        create_mode: None,
         by: None,
     })
 }
@@ -136,6 +137,9 @@ impl Provider {
         let file = target.dir.open_read(&target.rel).map_err(|e| io_error(&target.display, "open", e))?;
         let meta = file.metadata().map_err(|e| io_error(&target.display, "stat", e))?;
         regular(target, &meta)?;
+        if !target.dir.admits(&meta) {
+            return Err(ProviderError::Private { path: target.display.clone() });
+        }
         Ok((file, meta))
     }
 

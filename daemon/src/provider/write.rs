@@ -92,6 +92,7 @@ impl Provider {
                 why: format!("another process has held its lock (flock) for {waited:?}"),
             }),
             Err(LockError::Io(e)) => Err(io_error(&target.display, "lock", e)),
+            Err(LockError::Private) => Err(ProviderError::Private { path: target.display.clone() }),
         }
     }
 
@@ -201,7 +202,7 @@ impl Provider {
             Cow::Owned(bytes) => Some(bytes),
             Cow::Borrowed(_) => None,
         };
-        Ok(WriteOutcome { created, version, links, converted })
+        Ok(WriteOutcome { created, version, links, converted, entry: landed.entry })
     }
 
     /// The bytes to write over the locked file: `content` itself, or with the file's
@@ -289,7 +290,14 @@ impl Provider {
         let landed = self.replace(target, &locked, &out, ChangeKind::Edit, old)?;
         release(locked, &landed);
         let version = self.remember_written(target, &out, &landed);
-        Ok(EditOutcome { replacements, version, links: landed.links, written: out, regions })
+        Ok(EditOutcome {
+            replacements,
+            version,
+            links: landed.links,
+            written: out,
+            regions,
+            entry: landed.entry,
+        })
     }
 
     /// The edit of the locked file: its bytes read whole, the version checked against
@@ -357,7 +365,8 @@ impl Provider {
 
     /// Removes the file at `target` if it is at `expected` (a restore of the change that created
     /// it), under the same locks and version guard as a write, journaled first.
-    pub fn remove(&self, target: &Resolved, expected: Option<Version>) -> Result<(), ProviderError> {
+    /// Returns the journal entry that recorded the removal (`None`: not journaled).
+    pub fn remove(&self, target: &Resolved, expected: Option<Version>) -> Result<Option<u64>, ProviderError> {
         self.settle_folder(target);
         let _guard = self.lock_path(target)?;
         let locked = self.lock_file(target)?;
@@ -365,7 +374,8 @@ impl Provider {
         if expected.is_some_and(|expected| expected != current) {
             return Err(ProviderError::StaleVersion { path: target.display.clone(), current: Some(current) });
         }
-        let begun = self.journal_begin(target, ChangeKind::Delete, Old::Locked(&locked), None)?;
+        let begun =
+            self.journal_begin(target, ChangeKind::Delete, Old::Locked(&locked), Some(&locked.meta), None)?;
         let (dir, name) = self.parent_of(target)?;
         // Moved aside first, then checked to be the very inode locked and hashed: a file another
         // process renamed onto the name meanwhile is put back, never removed.
@@ -400,11 +410,10 @@ impl Provider {
         let removed = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
         self.own.abandon(&target.path);
         removed.map_err(|e| io_error(&target.display, "remove", e.into()))?;
-        if let Some(begun) = begun {
-            begun.landed();
-        }
+        let entry = begun.map(|begun| begun.landed().1);
         drop(locked);
-        self.sync_dir(&dir, target)
+        self.sync_dir(&dir, target)?;
+        Ok(entry)
     }
 
     /// The version of bytes we just wrote. What was cached for the file is dropped: an entry
@@ -519,10 +528,11 @@ impl Provider {
         kind: ChangeKind,
         old: Old<'_>,
     ) -> Result<Landed, ProviderError> {
-        let begun = self.journal_begin(target, kind, old, Some(bytes))?;
+        let begun = self.journal_begin(target, kind, old, Some(&locked.meta), Some(bytes))?;
         let mut landed = self.replace_journaled(target, locked, bytes)?;
         if let Some(begun) = begun {
-            landed.version = begun.landed();
+            let (version, seq) = begun.landed();
+            (landed.version, landed.entry) = (version, Some(seq));
         }
         Ok(landed)
     }
@@ -599,7 +609,7 @@ impl Provider {
             stat_of(rustix::fs::statx(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW, STATX_FINGERPRINT));
         match (staged, now) {
             (Some((staged, _)), Some((now, links))) if (staged.dev, staged.ino) == (now.dev, now.ino) => {
-                Ok(Landed { renamed: true, links, fingerprint: Some(now), version: None })
+                Ok(Landed { renamed: true, links, fingerprint: Some(now), version: None, entry: None })
             }
             (_, now) => {
                 self.own.abandon(&target.path);
@@ -608,6 +618,7 @@ impl Provider {
                     links: now.map_or(1, |(_, links)| links),
                     fingerprint: None,
                     version: None,
+                    entry: None,
                 })
             }
         }
@@ -653,10 +664,11 @@ impl Provider {
     /// where it landed (one hard link).
     pub(super) fn create(&self, target: &Resolved, bytes: &[u8]) -> Result<Landed, ProviderError> {
         let (dir, name) = self.make_parent(target)?;
-        let begun = self.journal_begin(target, ChangeKind::Create, Old::Absent, Some(bytes))?;
+        let begun = self.journal_begin(target, ChangeKind::Create, Old::Absent, None, Some(bytes))?;
         let mut landed = self.create_in(target, &dir, name, bytes)?;
         if let Some(begun) = begun {
-            landed.version = begun.landed();
+            let (version, seq) = begun.landed();
+            (landed.version, landed.entry) = (version, Some(seq));
         }
         Ok(landed)
     }
@@ -670,7 +682,7 @@ impl Provider {
         bytes: &[u8],
     ) -> Result<Landed, ProviderError> {
         let dir_path = target.path.parent().unwrap_or(Path::new("/"));
-        let mode = 0o666 & !*leftovers::UMASK;
+        let mode = target.create_mode.unwrap_or(0o666 & !*leftovers::UMASK);
         let (temp, file) = self.stage(dir, dir_path, target, bytes, mode, None)?;
         let moved = self.land(dir, &temp, file, name, target, rustix::fs::RenameFlags::NOREPLACE);
         let result = match moved {
@@ -697,7 +709,7 @@ impl Provider {
         let _ = rustix::fs::unlinkat(dir, temp.as_str(), rustix::fs::AtFlags::empty());
         result?;
         self.sync_dir(dir, target)?;
-        Ok(Landed { renamed: false, links: 1, fingerprint: None, version: None })
+        Ok(Landed { renamed: false, links: 1, fingerprint: None, version: None, entry: None })
     }
 }
 

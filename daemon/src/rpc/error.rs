@@ -90,6 +90,7 @@ pub fn code(err: &ContextError) -> FsErrorCode {
             ProviderError::Refused { .. }
             | ProviderError::PermissionDenied { .. }
             | ProviderError::Fenced { .. }
+            | ProviderError::Private { .. }
             | ProviderError::Linked { .. } => FsErrorCode::PermissionDenied,
             ProviderError::NotText { .. } => FsErrorCode::NotText,
             ProviderError::TooLarge { .. } | ProviderError::LineTooLarge { .. } => FsErrorCode::TooLarge,
@@ -109,6 +110,7 @@ pub fn code(err: &ContextError) -> FsErrorCode {
         ContextError::ReadOnly { .. }
         | ContextError::Denied { .. }
         | ContextError::Linked { .. }
+        | ContextError::Hidden { .. }
         | ContextError::GateRefused { .. } => FsErrorCode::PermissionDenied,
         ContextError::Cancelled { .. } => FsErrorCode::Aborted,
     }
@@ -164,6 +166,10 @@ fn details(err: &ContextError) -> serde_json::Map<String, serde_json::Value> {
         ContextError::Linked { links, access, .. } => {
             map.insert("links".into(), (*links).into());
             map.insert("access".into(), access.as_str().into());
+        }
+        ContextError::Hidden { entry, .. } => {
+            map.insert("entry".into(), entry.to_string().into());
+            map.insert("access".into(), "read".into());
         }
         ContextError::GateRefused { refusal, .. } => {
             let outcome = match refusal.kind {

@@ -381,6 +381,7 @@ fn status(
         journal: journal.is_some(),
         journal_entries: journal.map_or(0, |j| j.entries),
         journal_bytes: journal.map_or(0, |j| j.bytes),
+        journal_problem: ctx.files.journal_problem(),
         version: VERSION.to_owned(),
         pid: std::process::id(),
         uptime_ms: stats.uptime_ms(),

@@ -27,7 +27,10 @@ impl StaleSink for Session {
         if owner.observations().is_writing(path) {
             return Recorded::Writing;
         }
-        owner.observations().peek(path).map_or(Recorded::Nothing, Recorded::Version)
+        owner
+            .observations()
+            .peek(path)
+            .map_or(Recorded::Nothing, |(version, links)| Recorded::Version(version, links))
     }
 
     fn stale(&self, change: &FileDidChange) {

@@ -159,6 +159,11 @@ pub struct DaemonStatus {
     /// `journal_max_bytes`.
     #[serde(default)]
     pub journal_bytes: u64,
+    /// Why a journal the daemon is configured to keep records nothing (it could not be opened
+    /// or loaded: another daemon holds its folder, a segment of another format version, a
+    /// failing disk); absent when it works or is turned off by its setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_problem: Option<String>,
 }
 
 /// Params of `daemon/status` (optional, as is every field).

@@ -89,16 +89,21 @@ fn a_kill_at_each_step_of_a_journaled_edit_leaves_old_or_new_and_a_landed_edit_r
 
 #[test]
 fn the_byte_cap_drops_the_oldest_and_keeps_the_newest_restorable() {
-    let daemon = Daemon::start(&["--no-fsync", "--journal-max-bytes", "65536"]);
+    let daemon = Daemon::start(&["--no-fsync", "--journal-max-bytes", "1048576"]);
     let root = root_of(&daemon);
     let mut raw = session_at(&daemon, &root);
     let file = root.join("big.txt");
-    let body = |n: usize| format!("{n:04}{}\n", "x".repeat(4091));
+    let body = |n: usize| format!("{n:04}{}\n", "x".repeat(64 * 1024 - 5));
     tool_ok(&mut raw, "write", json!({"file_path": file, "content": body(0)}));
     for n in 1..40 {
         tool_ok(&mut raw, "write", json!({"file_path": file, "content": body(n)}));
         let bytes = daemon.status()["journalBytes"].as_u64().unwrap();
-        assert!(bytes <= 65536, "after {n} writes the journal holds {bytes} bytes");
+        assert!(bytes <= 1 << 20, "after {n} writes the journal holds {bytes} bytes");
+        let mut all = Vec::new();
+        walk(&journal_dir_of(&daemon), &mut all);
+        let on_disk: u64 =
+            all.iter().filter(|p| p.is_file()).map(|p| std::fs::metadata(p).unwrap().len()).sum();
+        assert!(on_disk <= 1 << 20, "after {n} writes the journal holds {on_disk} bytes on disk");
     }
     let entries = list(&mut raw, json!({"path": file, "limit": 1000}));
     assert!(entries.len() < 40, "nothing was dropped: {}", entries.len());
@@ -108,6 +113,34 @@ fn the_byte_cap_drops_the_oldest_and_keeps_the_newest_restorable() {
     assert_eq!(seqs[0], 40, "the newest is kept: {seqs:?}");
     ok(&mut raw, "journal/restore", json!({"entry": entries[0]["entry"]}));
     assert_eq!(read(&file), body(38));
+}
+
+/// The smallest byte cap holds on disk through 3,000 small changes, the log's segments included
+/// (a 4 MiB segment once grew past a 1 MiB cap, leaving one entry), and a smaller cap is refused
+/// at start with a clear error.
+#[test]
+fn the_smallest_byte_cap_holds_on_disk_and_a_smaller_one_is_refused() {
+    let daemon = Daemon::start(&["--no-fsync", "--journal-max-bytes", "1048576"]);
+    let root = root_of(&daemon);
+    let mut raw = session_at(&daemon, &root);
+    let file = root.join("small.txt");
+    for n in 0..3000 {
+        let content = format!("{n}\n{}\n", "y".repeat(100));
+        ok(&mut raw, "fs/writeText", json!({"path": file, "content": content, "expect": {"kind": "any"}}));
+    }
+    let mut all = Vec::new();
+    walk(&journal_dir_of(&daemon), &mut all);
+    let on_disk: u64 = all.iter().filter(|p| p.is_file()).map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    assert!(on_disk <= 1 << 20, "the journal holds {on_disk} bytes on disk");
+    let kept = list(&mut raw, json!({"path": file, "limit": 1000})).len();
+    assert!(kept > 100, "only {kept} entries kept");
+
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s.sock");
+    let out = Daemon::command(&socket, &["--journal-max-bytes", "65536"]).output().unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("journal_max_bytes") && said.contains("at least 1048576"), "{said}");
 }
 
 #[test]
@@ -336,4 +369,168 @@ fn a_gate_is_asked_about_a_restore_and_its_refusal_leaves_the_file() {
     let done = writer.response(id);
     assert!(done.get("error").is_none(), "{done}");
     assert_eq!(read(&file), "one\ntwo\n");
+}
+
+/// A denied file's content never shows through a journal entry: a file read under a deny rule
+/// for reads is replaced, outside, by a hard link to a denied file; the outside entry's version
+/// is the denied file's, and no diff, diff stat or restore of it shows or puts it back, even to
+/// a fresh session.
+#[test]
+fn a_denied_file_never_shows_through_a_hard_link_in_the_journal() {
+    let daemon = Daemon::start(&["--no-fsync", "--deny-read", "**/*.key"]);
+    let root = root_of(&daemon);
+    let public = root.join("public.txt");
+    let private = root.join("private.key");
+    std::fs::write(&public, "hello\n").unwrap();
+    std::fs::write(&private, "KEYMATERIAL-0123456789\n").unwrap();
+    let mut reader = session_at(&daemon, &root);
+    tool_ok(&mut reader, "read", json!({"file_path": public}));
+    std::fs::remove_file(&public).unwrap();
+    std::fs::hard_link(&private, &public).unwrap();
+    let (code, _) = crate::journal_attack::refused_read(&mut reader, &public);
+    assert_eq!(code, "FS_PERMISSION_DENIED");
+    // The watcher journals the outside change.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let outside = loop {
+        let entries = list(&mut reader, json!({"path": public}));
+        if let Some(entry) = entries.iter().find(|e| e["operation"] == "outside") {
+            break entry.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no outside entry: {entries:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut fresh = session_at(&daemon, &root);
+    for raw in [&mut reader, &mut fresh] {
+        let listed = list(raw, json!({"path": public}));
+        let entry = listed.iter().find(|e| e["entry"] == outside["entry"]).unwrap();
+        assert!(entry.get("added").is_none() && entry.get("removed").is_none(), "{entry}");
+        let refused = rpc(raw, "journal/diff", json!({"entry": outside["entry"]}));
+        assert_eq!(fs_error(&refused), "FS_PERMISSION_DENIED", "{refused}");
+        assert!(!refused.to_string().contains("KEYMATERIAL"), "{refused}");
+    }
+    // The change back, outside again: its version before is the denied content. Restoring it
+    // would put the key under the public name.
+    std::fs::remove_file(&public).unwrap();
+    std::fs::write(&public, "hello again\n").unwrap();
+    let restored = rpc(&mut fresh, "journal/restore", json!({"entry": outside["entry"], "force": true}));
+    assert!(restored.get("error").is_none(), "putting back hello is fine: {restored}");
+    assert_eq!(read(&public), "hello\n");
+    let entries = list(&mut fresh, json!({"path": public}));
+    for entry in entries.iter().filter(|e| e["operation"] == "restore" || e["operation"] == "outside") {
+        let diff = rpc(&mut fresh, "journal/diff", json!({"entry": entry["entry"]}));
+        assert!(!diff.to_string().contains("KEYMATERIAL"), "{diff}");
+    }
+    // Without deny rules for reads, nothing of a linked version is hidden.
+    let mut open = daemon.session_with(json!({"roots": [root], "deny": {"read": []}}));
+    let _ = ok(&mut open, "journal/list", json!({}));
+}
+
+/// A read the deny rules refuse: its code and text.
+pub(crate) fn refused_read(raw: &mut Raw, path: &Path) -> (String, String) {
+    filectx_tests::tool_err(raw, "read", json!({"file_path": path}))
+}
+
+/// A journal the daemon cannot use never stops a write: a segment of another format version
+/// means the daemon writes without one and says so everywhere; a garbage header and a stray
+/// `log-*` file are left alone while the rest stays in use.
+#[test]
+fn a_journal_it_cannot_load_never_stops_a_write() {
+    let base = tempfile::tempdir().unwrap();
+    let journal = base.path().join("journal");
+    let journal_arg = journal.display().to_string();
+    let project = base.path().canonicalize().unwrap().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    let file = project.join("f.txt");
+    {
+        let daemon = Daemon::start(&["--no-fsync", "--journal-dir", &journal_arg]);
+        let mut raw = session_at(&daemon, &project);
+        tool_ok(&mut raw, "write", json!({"file_path": file, "content": "one\n"}));
+        tool_ok(&mut raw, "write", json!({"file_path": file, "content": "two\n"}));
+    }
+    // Garbage and strangers: listed as before, and changes are still journaled.
+    std::fs::write(journal.join("log-00000000000000000500"), b"\x00garbage\n").unwrap();
+    std::fs::write(journal.join("log-stray"), b"{}\n").unwrap();
+    {
+        let daemon = Daemon::start(&["--no-fsync", "--journal-dir", &journal_arg]);
+        let mut raw = session_at(&daemon, &project);
+        assert_eq!(list(&mut raw, json!({"path": file})).len(), 2);
+        tool_ok(&mut raw, "read", json!({"file_path": file}));
+        tool_ok(&mut raw, "write", json!({"file_path": file, "content": "three\n"}));
+        assert_eq!(list(&mut raw, json!({"path": file})).len(), 3);
+        assert!(daemon.status().get("journalProblem").is_none());
+    }
+    assert!(journal.join("log-stray").exists() && journal.join("log-00000000000000000500").exists());
+    // Another format version: no journal, said in the log, the status and initialize.
+    let newer = journal.join("log-00000000000000000900");
+    std::fs::write(&newer, b"{\"format\":\"filectx-journal\",\"version\":2}\n{}\n").unwrap();
+    let daemon = Daemon::start(&["--no-fsync", "--journal-dir", &journal_arg]);
+    let mut raw = Raw::connect(&daemon.socket);
+    let init = raw.initialize(&project);
+    let features = init["capabilities"]["features"].as_array().unwrap();
+    assert!(!features.contains(&json!("journal")), "{features:?}");
+    for (n, content) in ["four\n", "five\n"].iter().enumerate() {
+        let written = rpc(
+            &mut raw,
+            "fs/writeText",
+            json!({"path": file, "content": content, "expect": {"kind": "any"}}),
+        );
+        assert!(written.get("error").is_none(), "write {n} refused: {written}");
+    }
+    tool_ok(&mut raw, "read", json!({"file_path": file}));
+    tool_ok(&mut raw, "edit", json!({"file_path": file, "old_string": "five", "new_string": "six"}));
+    assert_eq!(read(&file), "six\n");
+    let status = daemon.status();
+    assert_eq!(status["journal"], false, "{status}");
+    let problem = status["journalProblem"].as_str().unwrap_or_default();
+    assert!(problem.contains("format 2"), "{status}");
+    assert!(daemon.log_text().contains("running without a journal"), "{}", daemon.log_text());
+    assert_eq!(
+        std::fs::read(&newer).unwrap(),
+        b"{\"format\":\"filectx-journal\",\"version\":2}\n{}\n",
+        "the newer segment was touched"
+    );
+}
+
+/// A restore answers the id of the entry it made, never that of a write landing next to it.
+#[test]
+fn a_restore_reports_its_own_entry() {
+    let daemon = Daemon::start(&["--no-fsync"]);
+    let root = root_of(&daemon);
+    let file = root.join("r.txt");
+    let mut restorer = session_at(&daemon, &root);
+    let mut writer = session_at(&daemon, &root);
+    tool_ok(&mut restorer, "write", json!({"file_path": file, "content": "a\n"}));
+    tool_ok(&mut restorer, "write", json!({"file_path": file, "content": "b\n"}));
+    // The entry of the write of b: restoring it writes a.
+    let first = list(&mut restorer, json!({"path": file}))[0]["entry"].clone();
+    for round in 0..60 {
+        let other = root.join("r.txt");
+        let id = writer.send_request(
+            "fs/writeText",
+            Some(json!({"path": other, "content": format!("w{round}\n"), "expect": {"kind": "any"}})),
+        );
+        let restored = rpc(&mut restorer, "journal/restore", json!({"entry": first, "force": true}));
+        let _ = writer.response(id);
+        let Some(entry) = restored["result"]["entry"].as_str() else { continue };
+        let entries = list(&mut restorer, json!({"path": file, "limit": 1000}));
+        let made = entries.iter().find(|e| e["entry"] == entry).unwrap();
+        assert_eq!(made["operation"], "restore", "round {round}: the restore reported {made}");
+    }
+}
+
+/// An undo that removes a 0600 file and the undo of that undo put it back 0600, never wider.
+#[test]
+fn a_file_put_back_by_an_undo_keeps_its_mode() {
+    let daemon = Daemon::start(&["--no-fsync"]);
+    let root = root_of(&daemon);
+    let file = root.join("secret.env");
+    let mut raw = daemon.session_with(json!({"roots": [root], "tools": ["read", "write", "edit", "undo"]}));
+    tool_ok(&mut raw, "write", json!({"file_path": file, "content": "TOKEN=1\n"}));
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    tool_ok(&mut raw, "undo", json!({"file_path": file}));
+    assert!(!file.exists(), "the undo of a creation removes the file");
+    tool_ok(&mut raw, "undo", json!({"file_path": file}));
+    assert_eq!(read(&file), "TOKEN=1\n");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "put back {mode:o}");
 }

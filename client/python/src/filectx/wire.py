@@ -282,6 +282,12 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     journalEntries: int
     """Entries the journal holds now."""
 
+    journalProblem: str | None
+    """Why a journal the daemon is configured to keep records nothing (it could not be opened
+    or loaded: another daemon holds its folder, a segment of another format version, a
+    failing disk); absent when it works or is turned off by its setting.
+    """
+
     maxObservedBytes: int
     """The most `observed_bytes` may reach (`max_observed_bytes`): past it the session holding
     the most forgets its least recently used observations.

@@ -127,8 +127,12 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
     out
 }
 
-/// `on, 12 entries (4.0 KiB (4096))`, or `off` (the daemon runs with `journal = false`).
+/// `on, 12 entries (4.0 KiB (4096))`, or `off` and why (the daemon runs with `journal = false`,
+/// or its journal could not be opened or loaded).
 fn journal_summary(status: &DaemonStatus) -> String {
+    if let Some(problem) = &status.journal_problem {
+        return format!("off: {} (changes are written without it)", escape_field(problem));
+    }
     if !status.journal {
         return "off (journal = false or --no-journal; `filectx history --help`)".to_owned();
     }
@@ -360,6 +364,7 @@ mod tests {
             journal: true,
             journal_entries: 12,
             journal_bytes: 4096,
+            journal_problem: None,
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");

@@ -470,6 +470,12 @@ export interface DaemonStatus {
    */
   journalEntries?: number;
   /**
+   * Why a journal the daemon is configured to keep records nothing (it could not be opened
+   * or loaded: another daemon holds its folder, a segment of another format version, a
+   * failing disk); absent when it works or is turned off by its setting.
+   */
+  journalProblem?: string | null;
+  /**
    * Bytes of files currently memory-mapped.
    */
   mappedBytes: number;

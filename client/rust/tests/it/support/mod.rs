@@ -239,6 +239,7 @@ pub fn status() -> DaemonStatus {
         journal: true,
         journal_entries: 12,
         journal_bytes: 40_960,
+        journal_problem: None,
     }
 }
 
