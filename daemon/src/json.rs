@@ -79,6 +79,22 @@ fn word(bytes: &[u8], at: usize) -> u64 {
     u64::from_ne_bytes(word)
 }
 
+/// Bytes `text` takes once escaped by [`escape_into`] (as serde_json escapes it).
+pub fn escaped_len(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    if plain(bytes) {
+        return bytes.len();
+    }
+    bytes
+        .iter()
+        .map(|&b| match ESCAPE[usize::from(b)] {
+            0 => 1,
+            b'u' => 6,
+            _ => 2,
+        })
+        .sum()
+}
+
 /// Appends `text` escaped as the inside of a JSON string (no quotes), exactly as serde_json
 /// escapes it: `"` and `\` with a backslash, `\b \t \n \f \r`, other control characters as
 /// `\u00xx`, everything else (non-ASCII included) as it is. Runs of plain bytes are found

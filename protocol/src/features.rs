@@ -58,3 +58,7 @@ pub const STALE_EDITS: &str = "staleEdits";
 /// observed files) is recorded; `journal/list`, `journal/diff`, `journal/restore`, and the
 /// opt-in `undo` tool. Absent when the daemon runs with `journal = false`.
 pub const JOURNAL: &str = "journal";
+
+/// `initialize` takes `jsonBudget: true`: `readMaxBytes` then counts the text of the read, glob
+/// and grep answers as JSON escapes it, the unit of a client that keeps a result's JSON.
+pub const JSON_BUDGET: &str = "jsonBudget";

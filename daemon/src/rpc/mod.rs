@@ -52,6 +52,7 @@ pub const FEATURES: &[&str] = &[
     features::GATE,
     features::STALE_EDITS,
     features::JOURNAL,
+    features::JSON_BUDGET,
 ];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.

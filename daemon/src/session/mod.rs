@@ -113,6 +113,8 @@ pub struct SessionOptions {
     pub dedup_reads: bool,
     /// What an `edit` tool call whose observation is stale does (`staleEdits`; default refuse).
     pub stale_edits: StaleEdits,
+    /// Whether `read_max_bytes` counts the tools' text as JSON escapes it (`jsonBudget`).
+    pub json_budget: bool,
 }
 
 /// Why `initialize` was refused.
@@ -358,6 +360,7 @@ impl SessionOptions {
             read_max_bytes,
             dedup_reads: params.dedup_reads.unwrap_or(false),
             stale_edits: params.stale_edits.unwrap_or_default(),
+            json_budget: params.json_budget.unwrap_or(false),
         })
     }
 }

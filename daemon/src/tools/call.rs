@@ -117,7 +117,7 @@ enum Args<'a> {
 /// What the parsed arguments ask, checked against the rules a schema cannot state (an edit's
 /// strings), or the text saying which is broken. `budget` is the session's output budget (a
 /// grep's).
-fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64) -> Result<Args<'a>, Invalid> {
+fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64, escaped: bool) -> Result<Args<'a>, Invalid> {
     Ok(match parsed {
         Parsed::Read(read) => Args::Read {
             path: &read.file_path,
@@ -154,6 +154,7 @@ fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64) -> Result<Args<'a>, Invalid>
             head_limit: grep.head_limit.map(NonZeroU64::get),
             offset: grep.offset.unwrap_or(0),
             budget,
+            escaped,
         }),
     })
 }
@@ -174,26 +175,32 @@ fn run(
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
     let parsed = parse(tool, args)?;
-    let (outcome, file_path) = match checked(&parsed, options.read_max_bytes)? {
+    let (outcome, file_path) = match checked(&parsed, options.read_max_bytes, options.json_budget)? {
         Args::Read { path, offset, asked } => {
             let most = u64::from(READ_LINE_LIMIT);
             let request =
                 render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
             let capped = asked.is_some_and(|n| n > most);
-            let outcome = ctx.read(path, &request).map_warm(|view| match json {
-                // Projected and escaped in one pass, straight into the caller's response.
-                Some(out) => {
-                    let start = out.len();
-                    let len = render::read_json(&view, capped, out);
-                    match dedup::answer_json(delivered, &view, &out[start..], len) {
-                        None => Text::Written,
-                        Some(short) => {
-                            out.truncate(start);
-                            Text::Plain(short)
+            let budget = options.json_budget.then_some(options.read_max_bytes);
+            let outcome = ctx.read(path, &request).map_warm(|mut view| {
+                if let Some(budget) = budget {
+                    render::fit_json(&mut view.window, budget);
+                }
+                match json {
+                    // Projected and escaped in one pass, straight into the caller's response.
+                    Some(out) => {
+                        let start = out.len();
+                        let len = render::read_json(&view, capped, out);
+                        match dedup::answer_json(delivered, &view, &out[start..], len) {
+                            None => Text::Written,
+                            Some(short) => {
+                                out.truncate(start);
+                                Text::Plain(short)
+                            }
                         }
                     }
+                    None => Text::Plain(dedup::answer(delivered, &view, render::read(&view, capped))),
                 }
-                None => Text::Plain(dedup::answer(delivered, &view, render::read(&view, capped))),
             });
             (outcome, path)
         }
@@ -217,7 +224,8 @@ fn run(
             (outcome, path)
         }
         Args::Glob { pattern, path } => {
-            return searched(search::glob(ctx, pattern, path, options.read_max_bytes, limits), name);
+            let budget = (options.read_max_bytes, options.json_budget);
+            return searched(search::glob(ctx, pattern, path, budget, limits), name);
         }
         Args::Grep(request) => return searched(search::grep(ctx, &request, limits), name),
         Args::Undo { path } => {
@@ -314,7 +322,7 @@ mod tests {
 
     /// What a call with these arguments is asked, or the text the model sees instead.
     fn parsed(tool: ToolName, args: &Value) -> String {
-        match parse(tool, args).and_then(|parsed| checked(&parsed, 1024).map(|args| format!("ok {args:?}"))) {
+        match parse(tool, args).and_then(|parsed| checked(&parsed, 1024, false).map(|args| format!("ok {args:?}"))) {
             Ok(text) | Err(Invalid(text)) => text,
         }
     }

@@ -131,6 +131,7 @@ mod tests {
             read_max_bytes: filectx_protocol::tools::DEFAULT_READ_MAX_BYTES,
             dedup_reads: false,
             stale_edits: filectx_protocol::StaleEdits::Refuse,
+            json_budget: false,
         }
     }
 

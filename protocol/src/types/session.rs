@@ -66,6 +66,12 @@ pub struct InitializeParams {
     /// edits"). Never for `write`, `file/*` or `fs/*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_edits: Option<StaleEdits>,
+    /// When true, `readMaxBytes` counts the text of the `read`, `glob` and `grep` answers as JSON
+    /// escapes it (a control character as 6 bytes, `\n`, `\t`, `"` and `\` as 2), for a client
+    /// that keeps a tool result's JSON up to a number of characters, such as the MCP bridge for
+    /// a client that cuts results (feature `jsonBudget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_budget: Option<bool>,
 }
 
 /// What an `edit` tool call whose observation is stale does (`initialize` `staleEdits`).
@@ -98,6 +104,7 @@ impl InitializeParams {
             resume: None,
             dedup_reads: None,
             stale_edits: None,
+            json_budget: None,
         }
     }
 }

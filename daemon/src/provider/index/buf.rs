@@ -58,6 +58,26 @@ impl LineBuf {
         self.bounds.iter().map(|&(start, end)| self.text.get(start..end).unwrap_or_default())
     }
 
+    /// Keeps the first `n` lines.
+    pub fn truncate(&mut self, n: usize) {
+        for &(start, end) in self.bounds.get(n..).unwrap_or_default() {
+            self.line_bytes -= end - start;
+        }
+        self.bounds.truncate(n);
+    }
+
+    /// Cuts line `i` to its first `len` bytes (at a character boundary, which the caller
+    /// found).
+    pub fn shorten(&mut self, i: usize, len: usize) {
+        if let Some((start, end)) = self.bounds.get_mut(i)
+            && len < *end - *start
+            && self.text.is_char_boundary(*start + len)
+        {
+            self.line_bytes -= *end - *start - len;
+            *end = *start + len;
+        }
+    }
+
     /// The lines as owned strings (for wire types that hold a list).
     pub fn to_vec(&self) -> Vec<String> {
         self.iter().map(str::to_owned).collect()

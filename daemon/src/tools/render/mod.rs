@@ -17,4 +17,4 @@ mod read;
 
 pub use change::{edit, edit_over, not_read_shown, undo, write};
 pub use error::error;
-pub use read::{CUT_SUFFIX, JsonText, Sink, read, read_json, read_request};
+pub use read::{CUT_SUFFIX, JsonText, Sink, fit_json, read, read_json, read_request};

@@ -60,6 +60,58 @@ pub fn read_request(offset: u64, limit: u64, budget: u64) -> WindowRequest {
     }
 }
 
+/// Trims `window` so that its text, escaped as JSON (a session's `jsonBudget`), fits `budget`
+/// bytes as the window request fitted the text unescaped: the lines that no longer fit are
+/// dropped (the footer then says the output was capped and where to go on), and a first line
+/// alone over the budget is cut to fit, its characters kept named by the cut mark.
+pub fn fit_json(window: &mut crate::context::Window, budget: u64) {
+    let room = budget.saturating_sub(FOOTER_ROOM);
+    let mut used = 0u64;
+    let mut keep = window.lines.len();
+    let mut first_cut = None;
+    for (i, line) in window.lines.iter().enumerate() {
+        let n = window.start_line + i as u64;
+        let cut = window.truncated.contains(&n);
+        // The number, the tab and the newline (each escaped: 2 bytes), the cut mark.
+        let overhead = number_width(n) + 4 + if cut { CUT_SUFFIX.len() as u64 + 2 } else { 0 };
+        let cost = crate::json::escaped_len(line) as u64 + overhead;
+        if used + cost <= room {
+            used += cost;
+            continue;
+        }
+        keep = i;
+        if i == 0 {
+            // The longest prefix whose escape fits beside its number and mark.
+            let mut fits = room.saturating_sub(number_width(n) + 4 + CUT_SUFFIX.len() as u64 + 2);
+            let mut end = 0;
+            for (at, c) in line.char_indices() {
+                let mut buf = [0u8; 4];
+                let cost = crate::json::escaped_len(c.encode_utf8(&mut buf)) as u64;
+                if cost > fits {
+                    break;
+                }
+                fits -= cost;
+                end = at + c.len_utf8();
+            }
+            first_cut = Some(end.max(line.chars().next().map_or(0, char::len_utf8)));
+            keep = 1;
+        }
+        break;
+    }
+    if keep == window.lines.len() && first_cut.is_none() {
+        return;
+    }
+    window.lines.truncate(keep);
+    if let Some(len) = first_cut {
+        window.lines.shorten(0, len);
+        if !window.truncated.contains(&window.start_line) {
+            window.truncated.insert(0, window.start_line);
+        }
+    }
+    window.truncated.retain(|&n| n < window.start_line + keep as u64);
+    window.capped = true;
+}
+
 /// Where a projection is written: plain text, or the inside of a JSON string (escaped as it
 /// goes, so a read's text is built once, straight into its response).
 pub trait Sink {
@@ -324,6 +376,42 @@ mod tests {
                 oversized: None,
             },
         }
+    }
+
+    /// Under a JSON budget, the escaped text fits the budget: lines full of control characters
+    /// (six bytes each in JSON) are dropped past it, a first line alone over it is cut, and the
+    /// footer says where to go on; plain text keeps every line that fitted.
+    #[test]
+    fn a_json_budget_counts_the_escapes() {
+        let budget = 4096u64;
+        let noisy = "\u{1}".repeat(100);
+        let lines: Vec<&str> = (0..40).map(|_| noisy.as_str()).collect();
+        let mut v = view(7, &lines, 100, vec![]);
+        fit_json(&mut v.window, budget);
+        let mut out = Vec::new();
+        read_json(&v, false, &mut out);
+        assert!(out.len() as u64 <= budget, "{} escaped bytes", out.len());
+        assert!(v.window.lines.len() >= 5, "{} lines", v.window.lines.len());
+        let text = read(&v, false);
+        let last = 7 + v.window.lines.len() - 1;
+        assert!(text.ends_with(&format!("(Output capped. Showing lines 7-{last}. Use offset={} to continue.)", last + 1)), "{text}");
+
+        let huge = "\u{1}".repeat(2000);
+        let mut v = view(1, &[huge.as_str(), "next"], 2, vec![]);
+        fit_json(&mut v.window, budget);
+        let mut out = Vec::new();
+        read_json(&v, false, &mut out);
+        assert!(out.len() as u64 <= budget, "{} escaped bytes", out.len());
+        assert_eq!((v.window.lines.len(), v.window.truncated.clone()), (1, vec![1]));
+        let text = read(&v, false);
+        assert!(text.contains("... (line truncated to") && text.contains("Use offset=2 to continue."), "{text}");
+
+        let plain: Vec<String> = (0..20).map(|n| format!("let x{n} = {n};")).collect();
+        let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+        let mut v = view(1, &plain, 20, vec![]);
+        fit_json(&mut v.window, budget);
+        assert_eq!(v.window.lines.len(), 20);
+        assert!(!v.window.capped);
     }
 
     #[test]

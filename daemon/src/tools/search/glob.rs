@@ -13,7 +13,7 @@ pub fn glob(
     ctx: &FileContext<'_>,
     pattern: &str,
     path: Option<&str>,
-    budget: u64,
+    (budget, escaped): (u64, bool),
     limits: &Limits<'_>,
 ) -> Result<String, SearchError> {
     let glob = GlobBuilder::new(pattern)
@@ -35,6 +35,9 @@ pub fn glob(
     let mut hits = Newest::new(ctx, &files, &mut hits);
     let room = usize::try_from(budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
     let mut text = String::new();
+    // Bytes of the budget the text takes: its bytes, or as JSON escapes it.
+    let mut used = 0usize;
+    let cost = |line: &str| if escaped { crate::json::escaped_len(line) + 2 } else { line.len() + 1 };
     let mut shown = 0usize;
     let mut more = 0usize;
     while let Some(file) = hits.next() {
@@ -47,7 +50,8 @@ pub fn glob(
             more += 1 + hits.left();
             break;
         }
-        if text.len() + file.display.len() + 1 > room {
+        let line = cost(&file.display);
+        if used + line > room {
             more += 1;
             continue;
         }
@@ -57,6 +61,7 @@ pub fn glob(
         }
         text.push_str(&file.display);
         text.push('\n');
+        used += line;
         shown += 1;
     }
     if shown == 0 && more == 0 {

@@ -61,6 +61,8 @@ pub struct GrepRequest<'a> {
     pub offset: u64,
     /// The session's output budget in bytes.
     pub budget: u64,
+    /// Whether the budget counts the text as JSON escapes it (the session's `jsonBudget`).
+    pub escaped: bool,
 }
 
 fn budget_text(budget: u64) -> String {
@@ -88,6 +90,10 @@ fn line_text(bytes: &[u8], first: bool) -> String {
 struct Out {
     text: String,
     room: usize,
+    /// Bytes of the budget the text takes: its bytes, or as JSON escapes it.
+    used: usize,
+    /// Whether the budget counts the text as JSON escapes it.
+    escaped: bool,
     offset: u64,
     head: Option<u64>,
     seen: u64,
@@ -120,9 +126,10 @@ impl Out {
             return false;
         }
         let heading = heading.filter(|_| !self.file_shown);
-        let separator = if self.pending_break && self.file_shown { 3 } else { 0 };
-        let heading_len = heading.map_or(0, |h| h.len() + 1);
-        if self.capped || self.text.len() + separator + heading_len + line.len() + 1 > self.room {
+        let separator = if self.pending_break && self.file_shown { self.cost("--") } else { 0 };
+        let heading_len = heading.map_or(0, |h| self.cost(h));
+        let cost = separator + heading_len + self.cost(line);
+        if self.capped || self.used + cost > self.room {
             self.capped = true;
             self.hidden += 1;
             self.file_hidden = true;
@@ -138,9 +145,15 @@ impl Out {
         self.pending_break = false;
         self.text.push_str(line);
         self.text.push('\n');
+        self.used += cost;
         self.shown += 1;
         self.file_shown = true;
         true
+    }
+
+    /// What a line of the answer (`text` and its newline) takes of the budget.
+    fn cost(&self, text: &str) -> usize {
+        if self.escaped { crate::json::escaped_len(text) + 2 } else { text.len() + 1 }
     }
 
     fn start_file(&mut self) {
@@ -299,7 +312,7 @@ pub fn grep(
         .filter_map(|i| ctx.search_file(&files, i))
         .collect();
     let room = usize::try_from(req.budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
-    let mut out = Out { room, offset: req.offset, head: req.head_limit, ..Out::default() };
+    let mut out = Out { room, escaped: req.escaped, offset: req.offset, head: req.head_limit, ..Out::default() };
     let mut skipped = Skipped::default();
     // Candidates searched to their end (a file whose lines were being shown when time ran out
     // does not count).
@@ -857,6 +870,7 @@ mod tests {
             head_limit: None,
             offset: 0,
             budget: 1024,
+            escaped: false,
         };
         let mut out = Out { room: 1000, ..Out::default() };
         out.entry("a.txt:3");
