@@ -2,8 +2,9 @@
 //! terminal controls (`\r`, cursor moves, line clears, OSC title sequences, BEL, a bidi
 //! override), and the built `filectx` shows them as visible escapes on every human-readable
 //! path — the gate's screen on a pseudo-terminal (escaped lines marked), `filectx watch`,
-//! `status`, `stat`, `write` and error messages — while `cat` keeps a file's bytes exact when
-//! piped and `--json` stays JSON with nothing raw that a terminal acts on.
+//! `status`, `stat`, `write`, `history`, `diff` and `undo` and error messages — while `cat` (and
+//! a diff's lines, not its file name) keeps a file's bytes exact when piped and `--json` stays
+//! JSON with nothing raw that a terminal acts on.
 
 use std::fs;
 use std::time::{Duration, Instant};
@@ -143,6 +144,50 @@ fn watch_status_stat_write_and_errors_show_agent_names_escaped() {
     let out = text(&out);
     assert!(!out.chars().any(acts_on_terminal), "status printed the folder raw: {out:?}");
     assert!(out.contains(&format!("{}/src/d\\x1b[31m;", root.display())), "{out:?}");
+}
+
+#[test]
+fn history_diff_and_undo_show_a_hostile_file_name_escaped_even_when_piped() {
+    let (daemon, root) = with_src(&[]);
+    let name = "n\u{1b}]0;x\u{7}\r\u{202e}.txt";
+    let shown_name = "n\\x1b]0;x\\x07\\r\\u{202e}.txt";
+    let rel = format!("src/{name}");
+    let mut agent = daemon.session_with(json!({"roots": [root], "clientInfo": {"name": "agent"}}));
+    ok(
+        &mut agent,
+        "tools/call",
+        json!({"name": "write", "arguments": {"file_path": rel, "content": "one\n"}}),
+    );
+    let edit = json!({"file_path": rel, "old_string": "one", "new_string": "t\u{1b}[2Kwo"});
+    ok(&mut agent, "tools/call", json!({"name": "edit", "arguments": edit}));
+    let listed = ok(&mut agent, "journal/list", json!({"path": root}));
+    let entry = listed["entries"][0]["entry"].as_str().unwrap().to_owned();
+
+    // The name is escaped in the header lines; the changed line is content, as it is when piped.
+    let (code, out, err) = piped(&daemon, &root, &["diff", &entry]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        text(&out),
+        format!(
+            "--- src/{shown_name} (before)\n+++ src/{shown_name} (after)\n@@ -1,1 +1,1 @@\n-one\n+t\u{1b}[2Kwo\n"
+        )
+    );
+
+    let (code, out, err) = piped(&daemon, &root, &["history"]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = text(&out);
+    assert!(!out.chars().any(acts_on_terminal), "history printed the name raw: {out:?}");
+    assert!(out.contains(&format!(" src/{shown_name} ")), "{out:?}");
+
+    let (code, out, err) = piped(&daemon, &root, &["undo", &entry]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = text(&out);
+    assert!(
+        out.starts_with(&format!("restored src/{shown_name} as it was before entry {entry} ")),
+        "{out:?}"
+    );
+    assert!(!out.chars().any(acts_on_terminal), "undo printed the name raw: {out:?}");
+    assert_eq!(fs::read_to_string(root.join(&rel)).unwrap(), "one\n");
 }
 
 #[test]

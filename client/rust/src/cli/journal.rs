@@ -3,17 +3,15 @@
 //! unified diff; undo restores entries (one, a file's last, or a whole session's newest first,
 //! stopping at the first that is stale and printing each restore as it lands).
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use filectx_client::terminal::{escape_field, escape_json};
+use filectx_client::terminal::{escape_field, escape_json, escape_text};
 use filectx_client::{Client, ClientError, JOURNAL_MAX_PAGE};
 use filectx_protocol::{
     FsErrorCode, JournalEntry, JournalListParams, JournalOperation, JournalRestoreParams, OUTSIDE_SESSION,
     features,
 };
-
-use super::render::content;
 
 /// What `filectx history` asks for.
 #[derive(Debug)]
@@ -231,8 +229,9 @@ fn by(entry: &JournalEntry) -> String {
     format!("{} (session {})", escape_field(&who), escape_field(&entry.session_id))
 }
 
-/// `filectx diff ENTRY`: the entry's unified diff, as file content is printed (escaped on a
-/// terminal), and a line saying so when it was cut or no line differs.
+/// `filectx diff ENTRY`: the entry's unified diff, its lines as file content is printed (escaped
+/// on a terminal) and the file's name always escaped, and a line saying so when it was cut or no
+/// line differs.
 pub(crate) async fn diff(client: &Client, entry: &str, json: bool) -> anyhow::Result<String> {
     require_journal(client)?;
     let result = client.journal_diff(entry).await?;
@@ -242,7 +241,7 @@ pub(crate) async fn diff(client: &Client, entry: &str, json: bool) -> anyhow::Re
     if result.diff.is_empty() {
         return Ok(format!("entry {entry} changed no line (only bytes a line view hides, or nothing)\n"));
     }
-    let mut text = content(&result.diff).into_owned();
+    let mut text = shown_diff(&result.diff, std::io::stdout().is_terminal());
     if !text.ends_with('\n') {
         text.push('\n');
     }
@@ -250,6 +249,53 @@ pub(crate) async fn diff(client: &Client, entry: &str, json: bool) -> anyhow::Re
         text.push_str("(diff cut at 200 lines or 16 KiB)\n");
     }
     Ok(text)
+}
+
+/// A unified diff for stdout: the file's name in its two header lines (`--- NAME (before)`,
+/// `+++ NAME (after)`) always escaped, as every name is (piped too); the rest as file content is
+/// printed: escaped on a `terminal`, as it is otherwise. A diff not in that shape is escaped
+/// whole.
+fn shown_diff(diff: &str, terminal: bool) -> String {
+    match split_header(diff) {
+        Some(header) => format!(
+            "--- {name} ({})\n+++ {name} ({})\n{}",
+            escape_field(header.old),
+            escape_field(header.new),
+            if terminal { escape_text(header.rest) } else { header.rest.into() },
+            name = escape_field(header.name)
+        ),
+        None => escape_text(diff).into_owned(),
+    }
+}
+
+/// The two file header lines of a unified diff the daemon made, and what follows them.
+#[derive(Debug, PartialEq, Eq)]
+struct DiffHeader<'a> {
+    /// The file's name, as both lines give it.
+    name: &'a str,
+    /// The label of each side (`before`, `after`).
+    old: &'a str,
+    new: &'a str,
+    /// The hunks.
+    rest: &'a str,
+}
+
+/// Splits `--- NAME (OLD)\n+++ NAME (NEW)\n` off `diff`: NAME is the same text twice and may
+/// hold anything (a newline, ` (`, `+++ `), the labels no newline. Of the readings that fit, the
+/// one with the longest name is taken: its header runs at least as far as the true one's, so no
+/// part of the name is ever printed as content.
+fn split_header(diff: &str) -> Option<DiffHeader<'_>> {
+    let after = diff.strip_prefix("--- ")?;
+    let ends: Vec<usize> = after.match_indices(" (").map(|(at, _)| at).collect();
+    ends.into_iter().rev().find_map(|end| {
+        let name = &after[..end];
+        let (old, rest) = after[end + 2..].split_once('\n')?;
+        let old = old.strip_suffix(')')?;
+        let rest = rest.strip_prefix("+++ ")?.strip_prefix(name)?.strip_prefix(" (")?;
+        let (new, rest) = rest.split_once('\n')?;
+        let new = new.strip_suffix(')')?;
+        Some(DiffHeader { name, old, new, rest })
+    })
 }
 
 /// `filectx undo`: restores each entry in turn, printing a line (or, with `--json`, the
@@ -394,6 +440,44 @@ mod tests {
         "#]]
         .assert_eq(&text);
         assert!(render_history(&[], false, 0, 50).starts_with("no changes recorded"));
+    }
+
+    #[test]
+    fn a_diffs_header_names_the_file_escaped_even_when_the_name_mimics_a_header() {
+        let plain = "--- src/a.rs (before)\n+++ src/a.rs (after)\n@@ -1,1 +1,1 @@\n-x\n+y\n";
+        let header = split_header(plain);
+        assert_eq!(
+            header,
+            Some(DiffHeader {
+                name: "src/a.rs",
+                old: "before",
+                new: "after",
+                rest: "@@ -1,1 +1,1 @@\n-x\n+y\n"
+            })
+        );
+        assert_eq!(shown_diff(plain, false), plain);
+        assert_eq!(shown_diff(plain, true), plain);
+
+        let hostile = "n\u{1b}]0;x\u{7}\r\u{202e}.txt";
+        let diff =
+            format!("--- {hostile} (before)\n+++ {hostile} (after)\n@@ -1,1 +1,1 @@\n-a\r\u{1b}[2K\n+b\n");
+        // Piped: the name escaped, the lines as they are; on a terminal, the lines escaped too.
+        let name = r"n\x1b]0;x\x07\r\u{202e}.txt";
+        let header = format!("--- {name} (before)\n+++ {name} (after)\n@@ -1,1 +1,1 @@\n");
+        assert_eq!(shown_diff(&diff, false), format!("{header}-a\r\u{1b}[2K\n+b\n"));
+        assert_eq!(shown_diff(&diff, true), format!("{header}-a\\r\\x1b[2K\n+b\n"));
+
+        // A name that holds a newline and a whole fake header: never split into content.
+        let mimic = "x (y)\n+++ x (z)\n@@ -1 +1 @@\n\u{1b}[2J";
+        let diff = format!("--- {mimic} (before)\n+++ {mimic} (after)\n@@ -1,1 +1,1 @@\n-a\n+b\n");
+        let header = split_header(&diff).map(|h| (h.name, h.rest));
+        assert_eq!(header, Some((mimic, "@@ -1,1 +1,1 @@\n-a\n+b\n")));
+        let shown = shown_diff(&diff, false);
+        assert!(!shown.contains('\u{1b}'), "{shown:?}");
+        assert_eq!(shown.lines().count(), 5, "{shown:?}");
+
+        // Not a header at all: escaped whole.
+        assert_eq!(shown_diff("@@ -1 +1 @@\n-\u{1b}\n", false), "@@ -1 +1 @@\n-\\x1b\n");
     }
 
     #[test]
