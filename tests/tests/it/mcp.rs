@@ -697,6 +697,39 @@ fn a_client_that_cuts_results_gets_answers_within_its_budget() {
     bridge.finish_ok();
 }
 
+#[test]
+fn a_flood_of_huge_argument_names_is_said_briefly_and_once() {
+    let (daemon, root) = project();
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    let mut bridge = Bridge::start(&daemon.socket, &root, &[]);
+    bridge.initialize("2025-06-18");
+    // Six names of 4 MB each, each sent twice, then 100 more of every call's names.
+    let huge = "é".repeat(2 << 20);
+    for i in 0..12 {
+        let mut arguments = json!({"file_path": "a.txt"});
+        arguments[format!("{}\u{1b}]0;x\u{7}{huge}", i % 6)] = json!(true);
+        let read = bridge.tool("read", arguments);
+        assert_eq!(read["isError"], false, "{}", text(&read));
+    }
+    let mut arguments = json!({"file_path": "a.txt"});
+    for i in 0..100 {
+        arguments[format!("extra_{i}")] = json!(i);
+    }
+    let read = bridge.tool("read", arguments);
+    assert_eq!(read["isError"], false, "{}", text(&read));
+    let (status, stderr) = bridge.finish();
+    assert_eq!(status.code(), Some(0));
+    assert!(stderr.len() < 16 * 1024, "{} bytes on stderr", stderr.len());
+    assert!(!stderr.contains('\u{1b}') && !stderr.contains('\u{7}'), "raw controls on stderr");
+    let said: Vec<&str> = stderr.lines().filter(|line| line.contains("ignoring the argument")).collect();
+    assert_eq!(said.len(), 64, "{stderr}");
+    // Each huge name once, cut to its first 64 bytes and escaped.
+    let first =
+        format!("\"0\\x1b]0;x\\x07{}\" (the first 64 bytes of a 4194311-byte name) of read", "é".repeat(28));
+    assert_eq!(said.iter().filter(|line| line.contains(&first)).count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("past 64 names they are not said").count(), 1, "{stderr}");
+}
+
 /// A daemon with test hooks and one file-work slot (so a `debug/hold` of another session makes
 /// every tool call wait), and a project folder inside its temp folder.
 fn held_project() -> (Daemon, std::path::PathBuf) {

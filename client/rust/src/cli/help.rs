@@ -192,7 +192,8 @@ with Error (FS_CODE): (Error: for one made here, e.g. a lost daemon), its code a
 _meta.filectx.code. --structured adds structuredContent {text, error?} and the tools' \
 outputSchema (from 2025-06-18), which Claude Code and Codex show their model as JSON instead of \
 the text. Arguments a tool's schema does not name (a harness's own, e.g. wait_for_previous) are \
-dropped, and stderr names each once.
+dropped, and stderr names each once (at most 64 names, each cut to its first 64 bytes, \
+escaped).
 
 Re-reads: a read of exactly the lines this session already received, of the same version, is \
 answered with one short line (saying so, and that asking again returns the text); the next \

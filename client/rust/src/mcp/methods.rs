@@ -233,9 +233,11 @@ fn output_schema() -> Value {
 pub(super) async fn tools_call(
     shared: &Shared,
     version: &str,
-    params: Value,
+    mut params: Value,
     cancel: &CancellationToken,
 ) -> Outcome {
+    // Taken, not copied: arguments may be megabytes.
+    let arguments = params.get_mut("arguments").map_or_else(|| Value::Object(Map::new()), Value::take);
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Err((INVALID_PARAMS, "Invalid params: tools/call needs a string name".to_owned()));
     };
@@ -243,7 +245,6 @@ pub(super) async fn tools_call(
     if let Some(reason) = shared.lock_state().lost.clone() {
         return Ok(failure_result(&lost_text(&reason), version, structured));
     }
-    let arguments = params.get("arguments").cloned().unwrap_or_else(|| Value::Object(Map::new()));
     let arguments = match argument_names(shared, cancel).await {
         Some(names) => drop_unknown(shared, name, arguments, &names),
         None => arguments,
@@ -291,8 +292,9 @@ async fn argument_names(shared: &Shared, cancel: &CancellationToken) -> Option<A
 }
 
 /// `arguments` without the fields the schema of `tool` does not name (a harness's own, such as
-/// Gemini CLI's `wait_for_previous`); each dropped name is said once in the diagnostics. An
-/// unknown tool, or arguments that are not an object, are left for the daemon to refuse.
+/// Gemini CLI's `wait_for_previous`); each dropped name is said once in the diagnostics, within
+/// the bounds of [`super::session::DroppedArguments`]. An unknown tool, or arguments that are not
+/// an object, are left for the daemon to refuse.
 fn drop_unknown(shared: &Shared, tool: &str, arguments: Value, names: &ArgumentNames) -> Value {
     let Some(known) = names.get(tool) else { return arguments };
     let mut fields = match arguments {
@@ -301,11 +303,8 @@ fn drop_unknown(shared: &Shared, tool: &str, arguments: Value, names: &ArgumentN
     };
     fields.retain(|field, _| {
         let keep = known.contains(field);
-        if !keep && shared.first_drop(tool, field) {
-            shared.diagnose(&format!(
-                "ignoring the argument {field:?} of {tool}, which its schema does not name (the MCP \
-                 client added it)"
-            ));
+        if !keep {
+            shared.report_drop(tool, field);
         }
         keep
     });

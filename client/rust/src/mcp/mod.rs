@@ -197,7 +197,8 @@ impl McpOptions {
     /// Where diagnostics go (default: stderr, prefixed with `filectx mcp: `): e.g. why the daemon
     /// connection was lost, change notices dropped for a slow client, requests dropped at the
     /// end of the input, an output that cannot be written, an option an older daemon refused,
-    /// an argument a client added that no schema names. They never go to the MCP output,
+    /// an argument a client added that no schema names (at most 64 names, each cut to its first
+    /// 64 bytes, escaped). They never go to the MCP output,
     /// which carries only JSON-RPC messages. Each call gets one sentence, without a newline; the
     /// texts call the input "stdin" and the output "stdout", as for `filectx mcp`.
     pub fn diagnostics(mut self, sink: impl Fn(&str) + Send + Sync + 'static) -> Self {

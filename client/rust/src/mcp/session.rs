@@ -1,6 +1,7 @@
 //! The state the MCP server's handlers share: the daemon session (or how to open it, and the
 //! connection made at the start), the outgoing queue, the negotiated version and log level, the
-//! lost connection, the tools' argument names, and the running tool calls.
+//! lost connection, the tools' argument names (and the unknown ones dropped, bounded), and the
+//! running tool calls.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -11,11 +12,16 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Diagnostics, Setup};
+use crate::terminal::escape_field;
 use crate::{Client, ClientError, Notifications};
 
 /// Most dropped argument names remembered (and so reported), so a client sending ever new
 /// names cannot grow the set without bound.
-const MAX_REPORTED_DROPS: usize = 64;
+pub(super) const MAX_REPORTED_DROPS: usize = 64;
+
+/// Most bytes of a dropped argument's name remembered and reported (cut on a character
+/// boundary): a client may name an argument with megabytes.
+pub(super) const MAX_DROPPED_NAME_BYTES: usize = 64;
 
 /// Each tool's argument names, from the daemon's `tools/list`.
 pub(super) type ArgumentNames = Arc<HashMap<String, HashSet<String>>>;
@@ -43,8 +49,8 @@ pub(super) struct Shared {
     refusal: Mutex<Option<ClientError>>,
     /// The daemon tools' argument names, once known (arguments no schema names are dropped).
     arguments: Mutex<Option<ArgumentNames>>,
-    /// The `tool.argument` names already reported as dropped (each is reported once).
-    dropped_arguments: Mutex<HashSet<String>>,
+    /// The argument names already reported as dropped (each is reported once).
+    dropped_arguments: Mutex<DroppedArguments>,
     /// Running `tools/*` requests by their request id (as JSON text): `notifications/cancelled`
     /// takes one out and fires its token; a request still found here when done is answered.
     running: Mutex<HashMap<String, CancellationToken>>,
@@ -97,7 +103,7 @@ impl Shared {
             state: Mutex::new(state),
             refusal: Mutex::new(None),
             arguments: Mutex::new(None),
-            dropped_arguments: Mutex::new(HashSet::new()),
+            dropped_arguments: Mutex::new(DroppedArguments::default()),
             running: Mutex::new(HashMap::new()),
             diagnostics,
         }
@@ -161,11 +167,13 @@ impl Shared {
         names
     }
 
-    /// Whether dropping `argument` of `tool` is worth a diagnostic: the first time, for at most
-    /// [`MAX_REPORTED_DROPS`] names.
-    pub(super) fn first_drop(&self, tool: &str, argument: &str) -> bool {
-        let mut reported = self.dropped_arguments.lock().unwrap_or_else(PoisonError::into_inner);
-        reported.len() < MAX_REPORTED_DROPS && reported.insert(format!("{tool}.{argument}"))
+    /// Says that `argument` of `tool` was dropped, when [`DroppedArguments::note`] has something
+    /// to say.
+    pub(super) fn report_drop(&self, tool: &str, argument: &str) {
+        let note = self.dropped_arguments.lock().unwrap_or_else(PoisonError::into_inner).note(tool, argument);
+        if let Some(note) = note {
+            self.diagnose(&note);
+        }
     }
 
     pub(super) fn lock_state(&self) -> MutexGuard<'_, State> {
@@ -185,5 +193,107 @@ impl Shared {
     /// Says something to the operator (never to the MCP client).
     pub(super) fn diagnose(&self, message: &str) {
         (self.diagnostics)(message);
+    }
+}
+
+/// The arguments dropped so far (names no tool schema gives, which a client added), by tool:
+/// each said once in the diagnostics. Bounded whatever the client sends: at most
+/// [`MAX_REPORTED_DROPS`] names, each cut to its first [`MAX_DROPPED_NAME_BYTES`] bytes (names
+/// alike that far count as one), and shown escaped.
+#[derive(Debug, Default)]
+pub(super) struct DroppedArguments {
+    /// `(tool, name cut)` of each name said.
+    said: HashSet<(String, String)>,
+    /// Whether a name past the [`MAX_REPORTED_DROPS`] was met (and that said, once).
+    full: bool,
+}
+
+impl DroppedArguments {
+    /// The diagnostic for dropping `argument` of `tool`: the name (cut, escaped) the first time
+    /// it is met; once [`MAX_REPORTED_DROPS`] names are remembered, that the others go unsaid,
+    /// once; else nothing.
+    pub(super) fn note(&mut self, tool: &str, argument: &str) -> Option<String> {
+        let mut end = argument.len().min(MAX_DROPPED_NAME_BYTES);
+        while !argument.is_char_boundary(end) {
+            end -= 1;
+        }
+        let cut = &argument[..end];
+        let key = (tool.to_owned(), cut.to_owned());
+        if self.said.contains(&key) {
+            return None;
+        }
+        if self.said.len() >= MAX_REPORTED_DROPS {
+            if self.full {
+                return None;
+            }
+            self.full = true;
+            return Some(format!(
+                "ignoring more arguments that no schema names; past {MAX_REPORTED_DROPS} names they \
+                 are not said"
+            ));
+        }
+        self.said.insert(key);
+        let longer = if end < argument.len() {
+            format!(" (the first {MAX_DROPPED_NAME_BYTES} bytes of a {}-byte name)", argument.len())
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "ignoring the argument \"{}\"{longer} of {}, which its schema does not name (the MCP \
+             client added it)",
+            escape_field(cut),
+            escape_field(tool)
+        ))
+    }
+
+    /// Bytes of the names remembered (each name and its tool's, as stored).
+    #[cfg(test)]
+    fn remembered_bytes(&self) -> usize {
+        self.said.iter().map(|(tool, name)| tool.capacity() + name.capacity()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_of_huge_names_is_remembered_and_said_within_bounds() {
+        let mut dropped = DroppedArguments::default();
+        let tail = "\u{1b}".repeat(1 << 20);
+        let mut said = Vec::new();
+        for i in 0..1000 {
+            let name = format!("{i:03}{tail}");
+            // Each name twice: said the first time only.
+            for _ in 0..2 {
+                said.extend(dropped.note("read", &name));
+            }
+        }
+        // 64 names, then one line saying the rest go unsaid.
+        assert_eq!(said.len(), MAX_REPORTED_DROPS + 1, "{:?}", &said[..3]);
+        assert!(said[MAX_REPORTED_DROPS].contains("past 64 names they are not said"), "{said:?}");
+        let longest = said.iter().map(String::len).max().unwrap_or(0);
+        // 64 bytes, each `\x1b` at worst, and the sentence around them.
+        assert!(longest <= 4 * MAX_DROPPED_NAME_BYTES + 200, "{longest}: {}", said[0]);
+        assert!(!said.iter().any(|line| line.contains('\u{1b}')), "{}", said[0]);
+        assert!(
+            said[0].starts_with(&format!(
+                "ignoring the argument \"000{}\" (the first 64 bytes of a 1048579-byte name) of read,",
+                r"\x1b".repeat(61)
+            )),
+            "{}",
+            said[0]
+        );
+        assert!(dropped.remembered_bytes() <= MAX_REPORTED_DROPS * (MAX_DROPPED_NAME_BYTES + 8));
+
+        // Cut on a character boundary; a short name whole.
+        let mut dropped = DroppedArguments::default();
+        let wide = format!("{}é", "a".repeat(63));
+        let note = dropped.note("grep", &wide).unwrap_or_default();
+        assert!(note.contains(&format!("\"{}\" (the first 64 bytes", "a".repeat(63))), "{note}");
+        let note = dropped.note("grep", "wait_for_previous").unwrap_or_default();
+        assert!(note.starts_with("ignoring the argument \"wait_for_previous\" of grep, "), "{note}");
+        assert_eq!(dropped.note("grep", "wait_for_previous"), None);
+        assert!(dropped.note("read", "wait_for_previous").is_some(), "each tool's own");
     }
 }
