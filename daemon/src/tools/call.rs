@@ -322,7 +322,9 @@ mod tests {
 
     /// What a call with these arguments is asked, or the text the model sees instead.
     fn parsed(tool: ToolName, args: &Value) -> String {
-        match parse(tool, args).and_then(|parsed| checked(&parsed, 1024, false).map(|args| format!("ok {args:?}"))) {
+        match parse(tool, args)
+            .and_then(|parsed| checked(&parsed, 1024, false).map(|args| format!("ok {args:?}")))
+        {
             Ok(text) | Err(Invalid(text)) => text,
         }
     }

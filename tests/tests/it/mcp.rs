@@ -697,6 +697,108 @@ fn a_client_that_cuts_results_gets_answers_within_its_budget() {
     bridge.finish_ok();
 }
 
+/// The length of a result's `content` as JSON, in characters (as a client that keeps the
+/// result's JSON counts it, escapes included).
+fn json_chars(result: &Value) -> usize {
+    serde_json::to_string(&result["content"]).unwrap().chars().count()
+}
+
+/// The `offset=N` a text's footer says to continue with, if any.
+fn next_offset(text: &str) -> Option<u64> {
+    let (_, rest) = text.rsplit_once("offset=")?;
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+#[test]
+fn a_budget_counts_the_results_json_and_the_model_reads_on_past_each_cut() {
+    let (daemon, root) = project();
+    // Lines of control characters: one byte each in the file and the daemon's budget, six in the
+    // JSON a client keeps. Line 50 alone escapes to more than the whole budget.
+    let line = |n: usize| {
+        let run = if n == 50 { 1900 } else { 20 + n % 7 };
+        format!("{n}:{}", "\u{1}\u{1b}\u{2}".repeat(run / 3 + 1))
+    };
+    let lines: Vec<String> = (1..=300).map(line).collect();
+    std::fs::write(root.join("ctl.txt"), lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let plain: String = (1..=1200).map(|i| format!("    let value_{i} = compute(\"{i}\");\n")).collect();
+    std::fs::write(root.join("plain.rs"), &plain).unwrap();
+    for i in 0..200 {
+        std::fs::write(root.join(format!("f{i}{}.txt", "\u{1}".repeat(40))), "x\n").unwrap();
+    }
+    let mut bridge = Bridge::start(&daemon.socket, &root, &["--max-output", "10000"]);
+    bridge.initialize("2025-06-18");
+
+    // Read page by page from each footer's offset: every line comes once, whole, but line 50,
+    // which is cut to fit and counted as shown.
+    let mut offset = 1;
+    let mut pages = 0;
+    loop {
+        let read = bridge.tool("read", json!({"file_path": "ctl.txt", "offset": offset}));
+        assert!(json_chars(&read) <= 10_000, "{} chars at offset {offset}", json_chars(&read));
+        let shown = text(&read);
+        for (number, got) in (offset..).zip(shown.lines().take_while(|l| !l.is_empty())) {
+            let (n, got) = got.split_once('\t').unwrap();
+            assert_eq!(n, number.to_string(), "{shown:?}");
+            let want = &lines[usize::try_from(number).unwrap() - 1];
+            if number == 50 {
+                let (kept, _) =
+                    got.split_once("... (line truncated to ").unwrap_or_else(|| panic!("{got:?}"));
+                assert!(want.starts_with(kept) && kept.len() > 1000, "{got:?}");
+            } else {
+                assert_eq!(got, want);
+            }
+            offset = number + 1;
+        }
+        pages += 1;
+        match next_offset(&shown) {
+            Some(next) => assert_eq!(next, offset, "{shown:?}"),
+            None => {
+                assert!(shown.ends_with("(End of file - total 300 lines)"), "{shown:?}");
+                break;
+            }
+        }
+        assert!(pages < 100, "no end");
+    }
+    assert_eq!(offset, 301);
+    assert!(pages > 6, "cut to the budget: {pages} pages");
+
+    // Ordinary text still gets the whole budget.
+    let read = bridge.tool("read", json!({"file_path": "plain.rs"}));
+    let chars = json_chars(&read);
+    assert!((9_000..=10_000).contains(&chars), "{chars}");
+
+    // grep pages on from its footers' offsets and shows every matching line once.
+    let mut offset = 0;
+    let mut numbers: Vec<u64> = Vec::new();
+    for _ in 0..100 {
+        let grep = bridge.tool(
+            "grep",
+            json!({"pattern": ":", "path": "ctl.txt", "output_mode": "content", "offset": offset}),
+        );
+        assert!(json_chars(&grep) <= 10_000, "{} chars at offset {offset}", json_chars(&grep));
+        let shown = text(&grep);
+        let page: Vec<u64> =
+            shown.lines().filter_map(|l| l.split_once('\t')).filter_map(|(n, _)| n.parse().ok()).collect();
+        numbers.extend(&page);
+        match next_offset(&shown) {
+            Some(next) => {
+                assert_eq!(next, offset + page.len() as u64, "{shown:?}");
+                offset = next;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(numbers, (1..=300).collect::<Vec<u64>>());
+
+    // glob: as many names as fit, and what to do about the rest.
+    let glob = bridge.tool("glob", json!({"pattern": "*.txt"}));
+    assert!(json_chars(&glob) <= 10_000, "{}", json_chars(&glob));
+    let shown = text(&glob);
+    assert!(shown.lines().count() > 20, "{shown:?}");
+    assert!(shown.ends_with("Narrow the pattern or path.)"), "{shown:?}");
+    bridge.finish_ok();
+}
+
 #[test]
 fn a_flood_of_huge_argument_names_is_said_briefly_and_once() {
     let (daemon, root) = project();

@@ -358,10 +358,10 @@ pub(crate) struct McpArgs {
     /// MCP 2025-06-18) [default: text content only, which is what clients show their model]
     #[arg(long)]
     pub(crate) structured: bool,
-    /// The most characters of one tool result the MCP client keeps for its model: read, glob
-    /// and grep answers are sized to fit, footer included [default: by the client's
-    /// clientInfo.name: 10000 for Codex, 40000 for Gemini CLI; else no limit of the client's,
-    /// the daemon's 51200-byte budget]
+    /// The most characters of one tool result the MCP client keeps for its model, counted in the
+    /// result's JSON (a control character's escape is 6): read, glob and grep answers are sized
+    /// to fit, footer included [default: by the client's clientInfo.name: 10000 for Codex,
+    /// 40000 for Gemini CLI; else no limit of the client's, the daemon's 51200-byte budget]
     #[arg(long, value_name = "CHARS", value_parser = clap::value_parser!(u64).range(MIN_MAX_OUTPUT..))]
     pub(crate) max_output: Option<u64>,
     /// Apply an edit whose file changed since it was read when the change keeps away from the

@@ -50,13 +50,12 @@ pub(super) fn cutter(name: &str) -> Option<Cutter> {
 
 /// The session's `readMaxBytes` (bytes of one read, glob or grep answer, footer included) for a
 /// client that keeps `keeps` characters of a result: what is left once the client's own
-/// additions are taken off. A byte budget never holds more characters (nor UTF-16 units) than
-/// bytes; a client that keeps the result's JSON also counts the escapes (about 5 % of source
-/// code, 12 % of JSON or lock files: 15 % is kept for them), others add tags or notes of their
-/// own (5 %).
-pub(super) fn read_budget(keeps: u64, json: bool) -> u64 {
-    let percent = if json { 85 } else { 95 };
-    (keeps.saturating_mul(percent) / 100).max(MIN_READ_MAX_BYTES)
+/// additions are taken off (5 %: the JSON around the text, or tags and notes of its own). A
+/// byte budget never holds more characters (nor UTF-16 units) than bytes, and a budget the
+/// daemon counts as JSON escapes the text (`jsonBudget`, asked for a client that keeps the
+/// result's JSON, and for `--max-output`) never holds more characters of that JSON.
+pub(super) fn read_budget(keeps: u64) -> u64 {
+    (keeps.saturating_mul(95) / 100).max(MIN_READ_MAX_BYTES)
 }
 
 /// How the server opens its daemon session: the parameters the caller chose, whether its tool
@@ -89,7 +88,12 @@ fn params_for(plan: &Plan, client_info: Option<&Value>) -> InitializeParams {
     if params.read_max_bytes.is_none() {
         let known = name.and_then(cutter);
         let keeps = plan.max_output.or(known.map(|cutter| cutter.keeps));
-        params.read_max_bytes = keeps.map(|keeps| read_budget(keeps, known.is_some_and(|c| c.json)));
+        params.read_max_bytes = keeps.map(read_budget);
+        // `--max-output` counts characters of the result's JSON, as a JSON-keeping client does.
+        let json = plan.max_output.is_some() || known.is_some_and(|cutter| cutter.json);
+        if json && params.json_budget.is_none() {
+            params.json_budget = Some(true);
+        }
     }
     params
 }
@@ -109,8 +113,8 @@ pub(super) async fn open(
 ) -> Result<InitializeResult, ClientError> {
     let mut params = params_for(plan, client_info);
     let search = [ToolName::Glob, ToolName::Grep];
-    // Each retry drops one thing the daemon refused, so five attempts cover all four.
-    for _ in 0..4 {
+    // Each retry drops one thing the daemon refused, so six attempts cover all five.
+    for _ in 0..5 {
         let offers_search = params.tools.as_ref().is_some_and(|t| t.iter().any(|t| search.contains(t)));
         match client.initialize(params.clone()).await {
             Ok(session) => {
@@ -139,6 +143,16 @@ pub(super) async fn open(
                      budget, which the MCP client may cut (restart the daemon to size them)",
                 );
                 params.read_max_bytes = None;
+            }
+            Err(ClientError::Unsupported { feature })
+                if feature == features::JSON_BUDGET && params.json_budget.is_some() =>
+            {
+                diagnose(
+                    "the daemon does not support jsonBudget (an older filectxd?); answers are sized \
+                     in bytes of text, and text full of control characters may pass the MCP client's \
+                     cut (restart the daemon to count them)",
+                );
+                params.json_budget = None;
             }
             Err(ClientError::Unsupported { feature })
                 if feature == features::STALE_EDITS && params.stale_edits.is_some() =>
@@ -188,28 +202,32 @@ mod tests {
 
     #[test]
     fn the_budget_leaves_room_for_what_the_client_adds() {
-        assert_eq!(read_budget(10_000, true), 8_500);
-        assert_eq!(read_budget(40_000, false), 38_000);
-        assert_eq!(read_budget(MIN_MAX_OUTPUT, true), 1_700);
-        assert_eq!(read_budget(100, false), MIN_READ_MAX_BYTES);
-        assert_eq!(read_budget(u64::MAX, false), u64::MAX / 100);
+        assert_eq!(read_budget(10_000), 9_500);
+        assert_eq!(read_budget(40_000), 38_000);
+        assert_eq!(read_budget(MIN_MAX_OUTPUT), 1_900);
+        assert_eq!(read_budget(100), MIN_READ_MAX_BYTES);
+        assert_eq!(read_budget(u64::MAX), u64::MAX / 100);
     }
 
     #[test]
     fn the_session_is_shaped_by_the_mcp_client() {
         let codex = json!({"name": "codex-mcp-client", "title": "Codex", "version": "0.169.0"});
         let params = params_for(&plan(None), Some(&codex));
-        assert_eq!(params.read_max_bytes, Some(8_500));
+        assert_eq!((params.read_max_bytes, params.json_budget), (Some(9_500), Some(true)));
         let agent = params.client_info.unwrap_or_else(|| ClientInfo { name: String::new(), version: None });
         assert_eq!((agent.name.as_str(), agent.version.as_deref()), ("codex-mcp-client", Some("0.169.0")));
 
-        // --max-output is what the client keeps; Codex still JSON-encodes it.
-        assert_eq!(params_for(&plan(Some(40_000)), Some(&codex)).read_max_bytes, Some(34_000));
+        // --max-output is what the client keeps, in characters of the result's JSON.
+        assert_eq!(params_for(&plan(Some(40_000)), Some(&codex)).read_max_bytes, Some(38_000));
         let claude = json!({"name": "claude-code", "version": "2.1.332"});
-        assert_eq!(params_for(&plan(None), Some(&claude)).read_max_bytes, None);
-        assert_eq!(params_for(&plan(Some(20_000)), Some(&claude)).read_max_bytes, Some(19_000));
+        let params = params_for(&plan(None), Some(&claude));
+        assert_eq!((params.read_max_bytes, params.json_budget), (None, None));
+        let params = params_for(&plan(Some(20_000)), Some(&claude));
+        assert_eq!((params.read_max_bytes, params.json_budget), (Some(19_000), Some(true)));
+        // Gemini CLI counts the text itself.
         let gemini = json!({"name": "gemini-cli-mcp-client", "version": "0.61.0"});
-        assert_eq!(params_for(&plan(None), Some(&gemini)).read_max_bytes, Some(38_000));
+        let params = params_for(&plan(None), Some(&gemini));
+        assert_eq!((params.read_max_bytes, params.json_budget), (Some(38_000), None));
 
         // No clientInfo: the default name; the caller's own choices win.
         let nameless = params_for(&plan(None), None);

@@ -1031,6 +1031,13 @@ export interface InitializeParams {
    */
   deny?: DenyParams | null;
   /**
+   * When true, `readMaxBytes` counts the text of the `read`, `glob` and `grep` answers as JSON
+   * escapes it (a control character as 6 bytes, `\n`, `\t`, `"` and `\` as 2), for a client
+   * that keeps a tool result's JSON up to a number of characters, such as the MCP bridge for
+   * a client that cuts results (feature `jsonBudget`).
+   */
+  jsonBudget?: boolean | null;
+  /**
    * Most bytes of text one `read` tool answer holds (numbered lines and footer); default the
    * daemon's `--read-max-bytes` (51200), at least 1024, at most the daemon's
    * `maxWindowBytes`. `limits.readMaxBytes` reports what the session got.

@@ -394,7 +394,13 @@ mod tests {
         assert!(v.window.lines.len() >= 5, "{} lines", v.window.lines.len());
         let text = read(&v, false);
         let last = 7 + v.window.lines.len() - 1;
-        assert!(text.ends_with(&format!("(Output capped. Showing lines 7-{last}. Use offset={} to continue.)", last + 1)), "{text}");
+        assert!(
+            text.ends_with(&format!(
+                "(Output capped. Showing lines 7-{last}. Use offset={} to continue.)",
+                last + 1
+            )),
+            "{text}"
+        );
 
         let huge = "\u{1}".repeat(2000);
         let mut v = view(1, &[huge.as_str(), "next"], 2, vec![]);
@@ -404,7 +410,10 @@ mod tests {
         assert!(out.len() as u64 <= budget, "{} escaped bytes", out.len());
         assert_eq!((v.window.lines.len(), v.window.truncated.clone()), (1, vec![1]));
         let text = read(&v, false);
-        assert!(text.contains("... (line truncated to") && text.contains("Use offset=2 to continue."), "{text}");
+        assert!(
+            text.contains("... (line truncated to") && text.contains("Use offset=2 to continue."),
+            "{text}"
+        );
 
         let plain: Vec<String> = (0..20).map(|n| format!("let x{n} = {n};")).collect();
         let plain: Vec<&str> = plain.iter().map(String::as_str).collect();

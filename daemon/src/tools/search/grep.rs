@@ -128,7 +128,17 @@ impl Out {
         let heading = heading.filter(|_| !self.file_shown);
         let separator = if self.pending_break && self.file_shown { self.cost("--") } else { 0 };
         let heading_len = heading.map_or(0, |h| self.cost(h));
-        let cost = separator + heading_len + self.cost(line);
+        let mut cost = separator + heading_len + self.cost(line);
+        // The first entry shown is cut to fit rather than hidden: every page shows something,
+        // so paging on with its offset always gets past a line longer than the budget.
+        let cut;
+        let mut line = line;
+        if self.shown == 0 && !self.capped && self.used + cost > self.room {
+            let room = self.room.saturating_sub(self.used + separator + heading_len);
+            cut = self.cut_to(line, room);
+            line = &cut;
+            cost = separator + heading_len + self.cost(line);
+        }
         if self.capped || self.used + cost > self.room {
             self.capped = true;
             self.hidden += 1;
@@ -149,6 +159,26 @@ impl Out {
         self.shown += 1;
         self.file_shown = true;
         true
+    }
+
+    /// The longest start of `line` that, with a mark saying how many characters were kept,
+    /// takes at most `room` of the budget (at least one character).
+    fn cut_to(&self, line: &str, room: usize) -> String {
+        let mark = |kept: usize| format!("... (line truncated to {kept} chars)");
+        let mut left = room.saturating_sub(self.cost(&mark(line.chars().count())));
+        let (mut end, mut kept) = (0, 0);
+        for (at, c) in line.char_indices() {
+            let mut buf = [0u8; 4];
+            let one = c.encode_utf8(&mut buf);
+            let cost = if self.escaped { crate::json::escaped_len(one) } else { one.len() };
+            if cost > left && kept > 0 {
+                break;
+            }
+            left = left.saturating_sub(cost);
+            end = at + c.len_utf8();
+            kept += 1;
+        }
+        format!("{}{}", &line[..end], mark(kept))
     }
 
     /// What a line of the answer (`text` and its newline) takes of the budget.
@@ -312,7 +342,8 @@ pub fn grep(
         .filter_map(|i| ctx.search_file(&files, i))
         .collect();
     let room = usize::try_from(req.budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
-    let mut out = Out { room, escaped: req.escaped, offset: req.offset, head: req.head_limit, ..Out::default() };
+    let mut out =
+        Out { room, escaped: req.escaped, offset: req.offset, head: req.head_limit, ..Out::default() };
     let mut skipped = Skipped::default();
     // Candidates searched to their end (a file whose lines were being shown when time ran out
     // does not count).
@@ -896,5 +927,21 @@ mod tests {
         assert!(out.entry("a"));
         assert!(!out.entry("b"));
         assert!(out.head_reached);
+    }
+
+    /// A first entry longer than the budget is cut to fit (the next page starts past it);
+    /// under a JSON budget its escapes count.
+    #[test]
+    fn a_first_entry_over_the_budget_is_cut_to_fit() {
+        for escaped in [false, true] {
+            let mut out = Out { room: 100, escaped, ..Out::default() };
+            let line = format!("7\t{}", "\u{1}x".repeat(200));
+            assert!(out.entry(&line));
+            assert_eq!((out.shown, out.hidden), (1, 0), "escaped: {escaped}");
+            assert!(out.used <= 100 && out.text.contains("... (line truncated to "), "{:?}", out.text);
+            let shown_len = if escaped { crate::json::escaped_len(&out.text) } else { out.text.len() };
+            assert!(shown_len <= 100, "{shown_len}");
+            assert!(out.entry("next") && out.capped, "later entries are hidden as before");
+        }
     }
 }
