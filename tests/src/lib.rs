@@ -3,10 +3,10 @@
 //! code of ours on the client side), so the wire format is pinned independently of our client.
 //! Also what the tests of the one test binary (`tests/it/`) share because they share a process:
 //! [`alone`] for a test that must have the machine to itself, and [`run_seconds`] for the length
-//! of the long runs; [`another_user`] for the tests that play another local user (root only).
+//! of the long runs; [`skip`], the one way a test is skipped (recorded for `tests/run`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-pub mod another_user;
+pub mod skip;
 pub mod versus;
 
 use std::io::{ErrorKind, Read, Write};

@@ -2,8 +2,11 @@
 env ``FILECTXD``, else ``../../target/debug/filectxd`` relative to the package), and stops it.
 Its ``XDG_STATE_HOME`` is in that folder too, so its journal (and staging token) are its own,
 never the developer's.
-Also the one decision on the tests marked ``plays_another_user`` (they act as uid ``NOBODY``,
-which needs root): skipped and recorded in the file ``FILECTX_SKIPPED_LOG`` names unless root."""
+Also the one record of skipped tests: every skip, whatever raised it (``pytest.skip`` in a test
+or a fixture, a marker), is appended with its reason to the file ``FILECTX_SKIPPED_LOG`` names
+(tests/run names them, and fails under ``FILECTX_REQUIRE_ALL_TESTS=1``); and the one decision on
+the tests marked ``plays_another_user`` (they act as uid ``NOBODY``, which needs root): skipped
+unless root."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ NOBODY = 65534
 """The uid and gid of the other local user the ``plays_another_user`` tests play (``nobody``)."""
 
 SKIPPED_LOG_ENV = "FILECTX_SKIPPED_LOG"
-"""Names the file (set by tests/run) where each test skipped for want of root appends one line."""
+"""Names the file (set by tests/run) where each skipped test appends one line with its reason."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,16 +40,26 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skips a ``plays_another_user`` test unless this runs as root, and records it in the
-    ``FILECTX_SKIPPED_LOG`` file (from which tests/run counts the skipped tests)."""
+    """Skips a ``plays_another_user`` test unless this runs as root (recorded as every skip is)."""
     if item.get_closest_marker("plays_another_user") is None or os.geteuid() == 0:
         return
+    pytest.skip(f"it plays another local user (uid {NOBODY}), which needs root; run the tests as root")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Records a skipped test and why in the ``FILECTX_SKIPPED_LOG`` file (from which tests/run
+    names and counts the skipped tests), whatever skipped it."""
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
     log = os.environ.get(SKIPPED_LOG_ENV)
-    if log:
-        # One append of one line: the lines of tests running at once do not mix.
-        with open(log, "a", encoding="utf-8") as record:
-            record.write(f"python filectx {item.nodeid}\n")
-    pytest.skip(f"it plays another local user (uid {NOBODY}), which needs root")
+    if not log:
+        return
+    # A skip's report holds (file, line, "Skipped: <reason>").
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = " ".join(reason.removeprefix("Skipped: ").split())
+    # One append of one line: the lines of tests running at once do not mix.
+    with open(log, "a", encoding="utf-8") as record:
+        record.write(f"python filectx {report.nodeid}: {reason}\n")
 
 
 def daemon_binary() -> str:

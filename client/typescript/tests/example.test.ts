@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { connect } from '../src/index.js';
 import { packageDir, startDaemon } from './daemon.js';
+import { skip } from './skip.js';
 
 test('the quickstart example runs', async () => {
   const daemon = await startDaemon();
@@ -34,7 +35,7 @@ test('the undo example runs: a stale restore shows what changed since, newest fi
     const journaled = probe.hasFeature('journal');
     await probe.close();
     if (!journaled) {
-      t.skip('this filectxd does not announce the feature "journal": set FILECTXD to a build with it');
+      skip(t, 'this filectxd does not announce the feature "journal": set FILECTXD to a build with it');
       return;
     }
     const { stdout } = await promisify(execFile)(

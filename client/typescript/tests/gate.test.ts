@@ -11,6 +11,7 @@ import { CancellationTokenSource } from 'vscode-jsonrpc/node.js';
 import { connect, FsError, UnsupportedFeatureError, type WriteIntentParams } from '../src/index.js';
 import { startDaemon } from './daemon.js';
 import { scriptedPeer } from './peer.js';
+import { skip } from './skip.js';
 
 const intent = (overrides: Partial<WriteIntentParams> = {}): WriteIntentParams => ({
   gateId: 'gate-1',
@@ -111,7 +112,7 @@ test('a gate on the real filectxd: allowed writes land, refused ones are FS_PERM
     const reviewer = await connect({ socket: daemon.socket, roots: [daemon.root] });
     const writer = await connect({ socket: daemon.socket, roots: [daemon.root], clientInfo: { name: 'writer' } });
     if (!reviewer.hasFeature('gate')) {
-      t.skip(`this filectxd (${reviewer.info.serverInfo.version}) does not announce the feature "gate"`);
+      skip(t, `this filectxd (${reviewer.info.serverInfo.version}) does not announce the feature "gate"`);
       await reviewer.close();
       await writer.close();
       return;
@@ -160,7 +161,7 @@ test('a gate that does not answer in time: the daemon withdraws the intent (the 
     const reviewer = await connect({ socket: daemon.socket, roots: [daemon.root] });
     const writer = await connect({ socket: daemon.socket, roots: [daemon.root] });
     if (!reviewer.hasFeature('gate')) {
-      t.skip(`this filectxd (${reviewer.info.serverInfo.version}) does not announce the feature "gate"`);
+      skip(t, `this filectxd (${reviewer.info.serverInfo.version}) does not announce the feature "gate"`);
       await reviewer.close();
       await writer.close();
       return;

@@ -2,12 +2,12 @@
 // uid 65534 (`nobody`) owns, an impostor server run as that uid that records every connection
 // and every byte it receives, and a swapper run as that uid that keeps renaming folders in its
 // own folder. Running a process as another user needs root, which CI has: the tests that use
-// this ask canPlayAnotherUser (another-user.ts) first, and are skipped and recorded without it.
+// this ask canPlayAnotherUser (skip.ts) first, and are skipped and recorded without it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createConnection } from 'node:net';
 import { chmod, chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { NOBODY } from './another-user.js';
+import { NOBODY } from './skip.js';
 
 /** How long a test waits for anything that should happen promptly. */
 const PATIENCE_MS = 10_000;

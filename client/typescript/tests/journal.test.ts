@@ -9,6 +9,7 @@ import { after, before, test, type TestContext } from 'node:test';
 import { connect, FsError, UnsupportedFeatureError, type Session, type wire } from '../src/index.js';
 import { startDaemon, type Daemon } from './daemon.js';
 import { scriptedPeer } from './peer.js';
+import { skip } from './skip.js';
 
 let daemon: Daemon;
 let journaled = false;
@@ -25,7 +26,7 @@ after(async () => {
 /** A session on the shared daemon, rooted at its root; `undefined` (the test skipped) without a journal. */
 async function session(t: TestContext, roots = [daemon.root]): Promise<Session | undefined> {
   if (!journaled) {
-    t.skip('this filectxd does not announce the feature "journal": set FILECTXD to a build with it');
+    skip(t, 'this filectxd does not announce the feature "journal": set FILECTXD to a build with it');
     return undefined;
   }
   return connect({ socket: daemon.socket, roots });
@@ -202,7 +203,7 @@ test('journalRestore of an entry whose file changed since is FS_STALE_VERSION wi
 
 test("a path outside the session's roots is refused, and another root's entries are never shown nor restored", async (t) => {
   if (!journaled) {
-    t.skip('this filectxd does not announce the feature "journal": set FILECTXD to a build with it');
+    skip(t, 'this filectxd does not announce the feature "journal": set FILECTXD to a build with it');
     return;
   }
   const mineDir = join(daemon.root, 'mine');
@@ -282,7 +283,7 @@ test('paging with limit and cursor visits every entry once, newest first', async
 
 test('with the journal off (--no-journal) the feature is absent and the calls fail before anything is sent', async (t) => {
   if (!journaled) {
-    t.skip('this filectxd does not announce the feature "journal": set FILECTXD to a build with it');
+    skip(t, 'this filectxd does not announce the feature "journal": set FILECTXD to a build with it');
     return;
   }
   const off = await startDaemon(['--no-journal']);

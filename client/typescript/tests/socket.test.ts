@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { checkSocketTrust, connect, defaultSocketPath, TransportError, UntrustedSocketError } from '../src/index.js';
-import { canPlayAnotherUser, NOBODY } from './another-user.js';
+import { canPlayAnotherUser, NOBODY } from './skip.js';
 
 test('the default socket path: FILECTX_SOCKET, then XDG_RUNTIME_DIR, then /tmp/filectx-UID', () => {
   assert.equal(defaultSocketPath({ FILECTX_SOCKET: '/x/s.sock', XDG_RUNTIME_DIR: '/run/user/7' }, 7), '/x/s.sock');

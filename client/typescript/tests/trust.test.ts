@@ -3,13 +3,13 @@
 // when it swaps the socket's folder while the client connects, nor at the prefix Node would cut
 // a long socket path to. Our own socket is still reached (through a symlinked folder of ours
 // too, and at a path longer than a Unix socket address). These tests need root (to run the
-// impostor as another user): without it they are skipped and recorded (another-user.ts).
+// impostor as another user): without it they are skipped and recorded (skip.ts).
 import assert from 'node:assert/strict';
 import { chmod, chown, lchown, mkdir, open, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { connect, TransportError, UntrustedSocketError } from '../src/index.js';
-import { canPlayAnotherUser, NOBODY } from './another-user.js';
+import { canPlayAnotherUser, NOBODY } from './skip.js';
 import { scene, startImpostor, startSwapper, type Impostor, type Scene } from './impostor.js';
 import { scriptedPeer } from './peer.js';
 

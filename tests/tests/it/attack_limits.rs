@@ -11,10 +11,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use filectx_tests::skip::skip;
 use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, root_of, rpc, without_deny_rules};
 use serde_json::{Value, json};
 
-use super::faults::{can_unshare_mounts, names, seen_by, unshared};
+use super::faults::{NO_MOUNT_NAMESPACE, can_unshare_mounts, names, seen_by, unshared};
 
 /// About 8 KiB of old content, with a marker in the middle for edits.
 fn old_text() -> String {
@@ -93,7 +94,7 @@ fn refused_growing_writes(raw: &mut Raw, keep: &Path, big: &str, cause: &str, ch
 #[test]
 fn a_full_disk_never_tears_a_file_with_several_links() {
     if !can_unshare_mounts() {
-        eprintln!("skipped: this machine does not allow a private mount namespace (unshare -m)");
+        skip(NO_MOUNT_NAMESPACE);
         return;
     }
     let (old, big) = (old_text(), new_text());
@@ -264,6 +265,9 @@ fn a_daemon_killed_inside_an_in_place_write_leaves_old_or_new_content() {
 // ---------------------------------------------------------------------------------------------
 
 /// Whether `prlimit` (util-linux) is there to start the daemon under a small open-file limit.
+/// Why a test that needs `prlimit` is skipped without it.
+const NO_PRLIMIT: &str = "prlimit is not installed (util-linux): it sets the daemon's open-file limit";
+
 fn have_prlimit() -> bool {
     Command::new("prlimit").arg("--version").output().is_ok_and(|out| out.status.success())
 }
@@ -356,7 +360,7 @@ fn new_connection(daemon: &Daemon, root: &Path) -> (Raw, Value) {
 #[test]
 fn clients_with_many_roots_cannot_take_every_descriptor() {
     if !have_prlimit() {
-        eprintln!("skipped: no prlimit to start the daemon under a small open-file limit");
+        skip(NO_PRLIMIT);
         return;
     }
     // Three attackers, as in the issue, each taking as many roots as it can get; the cap on
@@ -427,7 +431,7 @@ fn too_many_roots_are_refused_clearly() {
 #[test]
 fn connections_past_the_descriptor_limit_are_answered_not_left_hanging() {
     if !have_prlimit() {
-        eprintln!("skipped: no prlimit to start the daemon under a small open-file limit");
+        skip(NO_PRLIMIT);
         return;
     }
     let daemon = start_limited(256, &[]);
@@ -464,7 +468,7 @@ fn connections_past_the_descriptor_limit_are_answered_not_left_hanging() {
 #[test]
 fn a_daemon_out_of_descriptors_still_answers_new_connections() {
     if !have_prlimit() {
-        eprintln!("skipped: no prlimit to change the daemon's open-file limit");
+        skip(NO_PRLIMIT);
         return;
     }
     let daemon = Daemon::start(&[]);
@@ -502,13 +506,29 @@ fn a_daemon_out_of_descriptors_still_answers_new_connections() {
 fn ten_thousand_roots_are_initialized_in_linear_time() {
     // 7,000 root handles need a limit well above them (a session's roots beyond its first take
     // at most half of what is left above the budget's last quarter); the daemon raises its soft
-    // limit to the hard one, which it inherits from here.
+    // limit to the hard one, which it inherits from here. Below that, prlimit raises the daemon's
+    // hard limit, which only a process with CAP_SYS_RESOURCE (root, normally) may do.
+    const ENOUGH: u64 = 20_000;
     let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
-    if hard.is_some_and(|hard| hard < 20_000) {
-        eprintln!("skipped: an open-file limit of {hard:?} leaves no room for 7,000 roots");
+    let daemon = if hard.is_none_or(|hard| hard >= ENOUGH) {
+        Daemon::start(&["--max-roots", "10000"])
+    } else if !have_prlimit() {
+        skip(NO_PRLIMIT);
         return;
-    }
-    let daemon = Daemon::start(&["--max-roots", "10000"]);
+    } else if !Command::new("prlimit")
+        .args([&format!("--nofile={ENOUGH}:{ENOUGH}"), "true"])
+        .output()
+        .is_ok_and(|out| out.status.success())
+    {
+        skip(&format!(
+            "the open-file hard limit is {}, under the {ENOUGH} that 7,000 roots need, and only root \
+             (CAP_SYS_RESOURCE) may raise it: run the tests as root, or after `ulimit -Hn {ENOUGH}`",
+            hard.unwrap_or_default()
+        ));
+        return;
+    } else {
+        start_limited(ENOUGH, &["--max-roots", "10000"])
+    };
     let root = root_of(&daemon);
     let mut roots = folders(&root.join("roots"), 7_000);
     // Duplicates (the same folders spelt again) are dropped, not opened twice, nor counted.

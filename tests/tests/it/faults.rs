@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use filectx_protocol::error::INTERNAL_ERROR;
+use filectx_tests::skip::skip;
 use filectx_tests::{Daemon, Raw, error_code, fs_error, ok, rpc, wait_for_sessions};
 use serde_json::{Value, json};
 
@@ -28,8 +29,12 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// Whether this machine lets us make a private mount namespace and mount in it (root, or a
-/// user namespace); when not, the sub-cases that need it say so and are skipped.
+/// Why a test that needs a private mount namespace is skipped without one.
+pub(crate) const NO_MOUNT_NAMESPACE: &str =
+    "this machine does not allow a private mount namespace (`unshare -m`, util-linux): run the tests as root";
+
+/// Whether this machine lets us make a private mount namespace and mount in it (`unshare -m`:
+/// root, with util-linux installed); when not, the tests that need it are skipped.
 pub(crate) fn can_unshare_mounts() -> bool {
     let probe = tempfile::tempdir().unwrap();
     let target = probe.path().display().to_string();
@@ -174,17 +179,29 @@ fn refused_in_read_only_folder(raw: &mut Raw, folder: &Path, outside_view: &Path
     assert_eq!(ok(raw, "file/read", json!({"path": keep}))["lines"], json!(["original"]));
 }
 
+/// A 0555 folder. Root ignores permission bits (the capability `CAP_DAC_OVERRIDE`): as root the
+/// daemon runs without it and its sibling `CAP_DAC_READ_SEARCH` (`setpriv` takes both out of its
+/// bounding set; its uid stays 0), so the mode bits stop it as they stop anyone else.
 #[test]
 fn writes_into_a_read_only_folder_are_refused_and_change_nothing() {
-    if is_root() {
-        // Root bypasses permission bits (CAP_DAC_OVERRIDE): a 0555 folder stops nothing.
-        eprintln!(
-            "skipped the chmod 0555 sub-case: running as root, which ignores permission bits; \
-             the read-only bind mount test below covers the refusal path"
+    let daemon = if !is_root() {
+        Daemon::start(&[])
+    } else if Command::new("setpriv").arg("--version").output().is_ok_and(|out| out.status.success()) {
+        Daemon::start_configured(&[], |_, filectxd| {
+            let mut command = Command::new("setpriv");
+            command
+                .args(["--bounding-set", "-dac_override,-dac_read_search", "--"])
+                .arg(filectxd.get_program())
+                .args(filectxd.get_args())
+                .env_remove("RUST_LOG");
+            command
+        })
+    } else {
+        skip(
+            "setpriv is not installed (util-linux): as root it takes from the daemon the power to ignore a 0555 folder",
         );
         return;
-    }
-    let daemon = Daemon::start(&[]);
+    };
     let folder = daemon.dir.path().canonicalize().unwrap().join("ro");
     std::fs::create_dir(&folder).unwrap();
     std::fs::write(folder.join("keep.txt"), "original\n").unwrap();
@@ -197,7 +214,7 @@ fn writes_into_a_read_only_folder_are_refused_and_change_nothing() {
 #[test]
 fn writes_onto_a_read_only_mount_are_refused_and_change_nothing() {
     if !can_unshare_mounts() {
-        eprintln!("skipped: this machine does not allow a private mount namespace (unshare -m)");
+        skip(NO_MOUNT_NAMESPACE);
         return;
     }
     // The folder is read-only in the daemon's mount namespace only (EROFS there, for root too).
@@ -246,7 +263,7 @@ fn refused_on_full_disk(raw: &mut Raw, folder: &Path, outside_view: &Path, expec
 #[test]
 fn a_full_tmpfs_answers_fs_io_and_keeps_the_original() {
     if !can_unshare_mounts() {
-        eprintln!("skipped: this machine does not allow a private mount namespace (unshare -m)");
+        skip(NO_MOUNT_NAMESPACE);
         return;
     }
     // A 256 KiB tmpfs, filled to the last block by `filler` (dd stops at ENOSPC).

@@ -9,7 +9,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use filectx_tests::another_user::{NOBODY, can_play_another_user};
+use filectx_tests::skip::{NOBODY, can_play_another_user};
 use filectx_tests::{Daemon, Raw, fs_error, ok, root_of, rpc, tool_as, tool_ok};
 use serde_json::{Value, json};
 

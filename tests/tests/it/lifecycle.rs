@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use filectx_tests::another_user::{NOBODY, can_play_another_user};
+use filectx_tests::skip::{NOBODY, can_play_another_user};
 use filectx_tests::{Daemon, PATIENCE, Raw, bin, error_code, test_name, wait_for_sessions};
 use rustix::process::Signal;
 use serde_json::json;

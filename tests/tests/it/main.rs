@@ -48,6 +48,7 @@ mod projection;
 mod sandbox;
 mod search;
 mod service;
+mod skips;
 mod soak;
 mod watch;
 mod wire;

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use filectx_tests::another_user::{NOBODY, can_play_another_user};
+use filectx_tests::skip::{NOBODY, can_play_another_user};
 use filectx_tests::{Daemon, PATIENCE, Raw, bin, fs_error, ok, rpc, test_name};
 use serde_json::{Value, json};
 

@@ -26,6 +26,7 @@ use filectx_daemon::config::{
 use filectx_daemon::provider::ProviderConfig;
 use filectx_protocol::DEFAULT_MAX_FRAME_BYTES;
 use filectx_protocol::socket::SOCKET_ENV;
+use filectx_tests::skip::skip;
 use filectx_tests::{PATIENCE, Raw, Share, bin, wait_for_sessions};
 use rustix::process::Signal;
 
@@ -528,7 +529,7 @@ fn systemd_analyze_verify_accepts_both_units_without_a_word() {
     let mut verify = match Proc::try_spawn(cmd, dir.path(), "verify") {
         Ok(verify) => verify,
         Err(err) if err.kind() == ErrorKind::NotFound => {
-            eprintln!("skipped: systemd-analyze is not installed");
+            skip("systemd-analyze is not installed (apt-get install systemd)");
             return;
         }
         Err(err) => panic!("running systemd-analyze: {err}"),

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use filectx_tests::skip::skip;
 use filectx_tests::{Daemon, Raw, fs_error, root_of};
 use serde_json::{Value, json};
 
@@ -427,7 +428,7 @@ fn symlink_retarget_changes_no_observed_file() {
     raw.assert_no_notification(DID_CHANGE, QUIET);
 }
 
-/// A save by the real vim (when installed): `-u NONE` keeps 'writebackup' with
+/// A save by the real vim (skipped when it is not installed): `-u NONE` keeps 'writebackup' with
 /// 'backupcopy=auto', so vim renames the original away, writes a new file and deletes the
 /// backup — the observed name is briefly missing. The daemon reports the version it sees when
 /// the coalescing interval ends, so a notice with the new version is expected (an empty file
@@ -435,7 +436,7 @@ fn symlink_retarget_changes_no_observed_file() {
 #[test]
 fn a_real_vim_save_is_notified() {
     if Command::new("vim").arg("--version").output().is_err() {
-        eprintln!("vim is not installed; skipping");
+        skip("vim is not installed (apt-get install vim)");
         return;
     }
     let Watched { daemon: _daemon, root, file, mut raw, .. } = watched_file("edit/me.txt", "hello\nworld\n");

@@ -23,7 +23,7 @@ use filectx_client::{Client, ClientError, SpawnOptions, Untrusted};
 use filectx_protocol::InitializeParams;
 use serde_json::{Value, json};
 
-use crate::support::another_user::{NOBODY, can_play_another_user};
+use crate::support::skip::{NOBODY, can_play_another_user};
 use crate::support::{self, TestResult, daemon_bin, text, write_script};
 
 /// Set (to the socket path) in the impostor's environment only.

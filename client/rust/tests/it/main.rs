@@ -3,7 +3,7 @@
 //! gate's library and CLI (`gate`, against a fake daemon that speaks the gate wire),
 //! autostart against the real `filectxd` (`autostart`), and an impostor daemon of another user
 //! (`impostor`, which runs this binary again as uid 65534 and so needs root: skipped and recorded
-//! without it, see `support::another_user`); `support` holds the fake daemon and the helpers they
+//! without it, see `support::skip`); `support` holds the fake daemon and the helpers they
 //! share. The tests share this process: none may change
 //! the environment, current folder or umask of the process (children get theirs through
 //! `Command`), and files a child executes are written by `sh` or `cp`, never from here.

@@ -2,13 +2,13 @@
 //! speaks the LSP codec, records every message it receives and answers through a script; a test
 //! can also push messages (e.g. the chunks of a stream) at a moment of its choosing. Also the
 //! helpers several test modules share: the real daemon binary, scripts, output as text, and
-//! [`another_user`], the workspace's one decision on the tests that play another local user
-//! (the file of `filectx_tests`, compiled here too).
+//! [`skip`], the workspace's one way a test is skipped (and the decision on the tests that play
+//! another local user): the file of `filectx_tests`, compiled here too.
 
 #![allow(dead_code, missing_docs)]
 
-#[path = "../../../../../tests/src/another_user.rs"]
-pub mod another_user;
+#[path = "../../../../../tests/src/skip.rs"]
+pub mod skip;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
