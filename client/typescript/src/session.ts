@@ -63,6 +63,7 @@ export const FEATURES = {
   gate: 'gate',
   staleEdits: 'staleEdits',
   journal: 'journal',
+  jsonBudget: 'jsonBudget',
 } as const;
 
 /** What `connect` needs: where the daemon is, and the session's `initialize` options. */
@@ -92,6 +93,11 @@ export interface ConnectOptions {
    * applies it over an outside change that keeps away from what it replaces; default `'refuse'`.
    */
   staleEdits?: StaleEdits;
+  /**
+   * `readMaxBytes` counts the tools' text as JSON escapes it (feature `jsonBudget`), for a client
+   * that keeps a tool result's JSON up to a number of characters.
+   */
+  jsonBudget?: boolean;
   /** Who is connecting (shows in the daemon's logs). */
   clientInfo?: ClientInfo;
   /** Most chunks a stream buffers for a slow reader before it is cancelled (default 256). */
@@ -138,6 +144,7 @@ const INIT_FEATURES: ReadonlyArray<readonly [keyof ConnectOptions, string]> = [
   ['dedupReads', FEATURES.dedupReads],
   ['readMaxBytes', FEATURES.readMaxBytes],
   ['staleEdits', FEATURES.staleEdits],
+  ['jsonBudget', FEATURES.jsonBudget],
 ];
 
 const CLIENT_NAME = 'filectx-ts';
@@ -172,6 +179,7 @@ export async function connect(options: ConnectOptions): Promise<Session> {
   if (options.resume !== undefined) params.resume = options.resume;
   if (options.dedupReads !== undefined) params.dedupReads = options.dedupReads;
   if (options.staleEdits !== undefined) params.staleEdits = options.staleEdits;
+  if (options.jsonBudget !== undefined) params.jsonBudget = options.jsonBudget;
   let info: InitializeResult;
   try {
     info = await channel.request<InitializeResult>('initialize', params);

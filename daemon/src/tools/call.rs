@@ -508,7 +508,7 @@ mod tests {
             grep {"pattern":1} => pattern must be a string, not a number.
             grep {"output_mode":"lines","pattern":"x"} => output_mode must be files_with_matches, content or count, not "lines".
             grep {"output_mode":1,"pattern":"x"} => output_mode must be a string, not a number.
-            grep {"output_mode":null,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024 })
+            grep {"output_mode":null,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024, escaped: false })
             grep {"output_mode":"lines"} => output_mode must be files_with_matches, content or count, not "lines".
             grep {"output_mode":"content"} => pattern is required.
             grep {"output_mode":"lines","pattern":1} => output_mode must be files_with_matches, content or count, not "lines".
@@ -519,16 +519,16 @@ mod tests {
             grep {"case_insensitive":"no","pattern":"x"} => case_insensitive must be true or false, not a string.
             grep {"context":-1,"pattern":"x"} => context must be an integer of at least 0, not -1.
             grep {"context":1.5,"pattern":"x"} => context must be an integer of at least 0, not 1.5.
-            grep {"context":1000,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 100, multiline: false, head_limit: None, offset: 0, budget: 1024 })
-            grep {"context":null,"head_limit":null,"offset":null,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024 })
+            grep {"context":1000,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 100, multiline: false, head_limit: None, offset: 0, budget: 1024, escaped: false })
+            grep {"context":null,"head_limit":null,"offset":null,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024, escaped: false })
             grep {"multiline":1,"pattern":"x"} => multiline must be true or false, not a number.
             grep {"head_limit":0,"pattern":"x"} => head_limit must be an integer of at least 1, not 0.
             grep {"offset":-1,"pattern":"x"} => offset must be an integer of at least 0, not -1.
             grep {"context":-1,"head_limit":0,"offset":0,"pattern":"x"} => context must be an integer of at least 0, not -1.
             grep {"case_insensitive":1,"multiline":1,"pattern":"x"} => case_insensitive must be true or false, not a number.
             grep {"-i":true,"pattern":"x"} => Unknown argument "-i" for the grep tool; its arguments are: pattern, path, glob, type, output_mode, case_insensitive, context, multiline, head_limit, offset.
-            grep {"case_insensitive":true,"context":2,"glob":"*.rs","head_limit":3,"multiline":true,"offset":4,"output_mode":"content","path":"src","pattern":"x","type":"rust"} => ok Grep(GrepRequest { pattern: "x", path: Some("src"), glob: Some("*.rs"), file_type: Some("rust"), mode: Content, case_insensitive: true, context: 2, multiline: true, head_limit: Some(3), offset: 4, budget: 1024 })
-            grep {"output_mode":"count","pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: Count, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024 })
+            grep {"case_insensitive":true,"context":2,"glob":"*.rs","head_limit":3,"multiline":true,"offset":4,"output_mode":"content","path":"src","pattern":"x","type":"rust"} => ok Grep(GrepRequest { pattern: "x", path: Some("src"), glob: Some("*.rs"), file_type: Some("rust"), mode: Content, case_insensitive: true, context: 2, multiline: true, head_limit: Some(3), offset: 4, budget: 1024, escaped: false })
+            grep {"output_mode":"count","pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: Count, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024, escaped: false })
         "#]].assert_eq(&text);
     }
 }

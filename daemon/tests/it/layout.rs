@@ -35,8 +35,12 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A file's code: comments dropped, string literals blanked, the trailing `#[cfg(test)]` module
-/// cut off.
+/// cut off; nothing of a file that is a test module of its own (`#![cfg(test)]`).
 fn code_of(text: &str) -> String {
+    if text.lines().take_while(|l| l.starts_with("//!") || l.starts_with("#![")).any(|l| l == "#![cfg(test)]")
+    {
+        return String::new();
+    }
     let text = match text.find("#[cfg(test)]\nmod ").or_else(|| text.find("#[cfg(test)]\npub mod ")) {
         Some(at) => &text[..at],
         None => text,

@@ -84,6 +84,7 @@ class Features:
     GATE: Final = "gate"
     STALE_EDITS: Final = "staleEdits"
     JOURNAL: Final = "journal"
+    JSON_BUDGET: Final = "jsonBudget"
 
 
 # The `initialize` options that need a feature: (field on the wire, feature). An older daemon
@@ -94,6 +95,7 @@ _INIT_FEATURES: Final = (
     ("dedupReads", Features.DEDUP_READS),
     ("readMaxBytes", Features.READ_MAX_BYTES),
     ("staleEdits", Features.STALE_EDITS),
+    ("jsonBudget", Features.JSON_BUDGET),
 )
 
 DEFAULT_STREAM_BUFFER_CHUNKS: Final = 256
@@ -115,6 +117,7 @@ async def connect(
     resume: str | None = None,
     dedup_reads: bool | None = None,
     stale_edits: StaleEdits | None = None,
+    json_budget: bool | None = None,
     client_info: ClientInfo | None = None,
     stream_buffer_chunks: int = DEFAULT_STREAM_BUFFER_CHUNKS,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
@@ -133,7 +136,8 @@ async def connect(
     ``resumable`` (ask for a :attr:`Session.resume_token`), ``resume`` (take over an ended
     resumable session's observations), ``dedup_reads``, ``stale_edits`` (``"merge"``: an ``edit``
     tool call whose observation is stale is applied over an outside change that keeps away from
-    what it replaces; default ``"refuse"``).
+    what it replaces; default ``"refuse"``), ``json_budget`` (``read_max_bytes`` counts the
+    tools' text as JSON escapes it).
 
     Raises :class:`~filectx.UntrustedSocketError` when the socket or its folder could be another
     user's, :class:`~filectx.TransportError` when no daemon answers, :class:`~filectx.FsError`
@@ -160,6 +164,7 @@ async def connect(
         "resume": resume,
         "dedupReads": dedup_reads,
         "staleEdits": stale_edits,
+        "jsonBudget": json_budget,
     }
     params.update({key: value for key, value in optional.items() if value is not None})
     try:

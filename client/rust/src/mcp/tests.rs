@@ -519,8 +519,9 @@ async fn the_session_opened_at_initialize_fits_the_client() -> TestResult {
     let methods: Vec<_> = messages.iter().map(|m| m["method"].as_str().unwrap_or("?")).collect();
     assert_eq!(methods, ["initialize", "shutdown", "exit"]);
     let opened = &messages[0]["params"];
-    // Codex keeps 10,000 bytes of a result's JSON: 8,500 of text leave room for its escapes.
-    assert_eq!(opened["readMaxBytes"], 8500, "{opened}");
+    // Codex keeps 10,000 bytes of a result's JSON: the daemon counts the escapes (jsonBudget).
+    assert_eq!(opened["readMaxBytes"], 9500, "{opened}");
+    assert_eq!(opened["jsonBudget"], true, "{opened}");
     assert_eq!(opened["clientInfo"], json!({"name": "codex-mcp-client", "version": "0.169.0"}));
     assert_eq!(opened["dedupReads"], true);
 
@@ -533,6 +534,7 @@ async fn the_session_opened_at_initialize_fits_the_client() -> TestResult {
     assert!(mcp.finish().await?.0.is_ok());
     let messages = daemon.messages().await?;
     assert_eq!(messages[0]["params"]["readMaxBytes"], 19_000, "{}", messages[0]);
+    assert_eq!(messages[0]["params"]["jsonBudget"], true, "{}", messages[0]);
     Ok(())
 }
 

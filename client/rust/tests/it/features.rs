@@ -34,7 +34,7 @@ fn daemon_with(features: &'static [&'static str]) -> TestResult<FakeDaemon> {
 /// A fake daemon of an older build: it refuses unknown `initialize` fields, as filectxd does.
 fn old_daemon() -> TestResult<FakeDaemon> {
     FakeDaemon::start(|request| {
-        let new_field = ["resumable", "resume", "dedupReads", "readMaxBytes"]
+        let new_field = ["resumable", "resume", "dedupReads", "readMaxBytes", "jsonBudget"]
             .into_iter()
             .find(|field| request["method"] == "initialize" && request["params"].get(*field).is_some());
         let search_tool = ["glob", "grep"].into_iter().find(|tool| {
@@ -234,22 +234,24 @@ async fn mcp_on_an_old_daemon_says_what_it_lacks_and_serves_without_it() -> Test
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("does not support dedupReads") && stderr.contains("without it"), "{stderr}");
     assert!(stderr.contains("does not support readMaxBytes"), "{stderr}");
+    assert!(stderr.contains("does not support jsonBudget"), "{stderr}");
     assert!(stderr.contains("does not offer glob and grep"), "{stderr}");
     let stdout = text(&output.stdout);
     assert!(stdout.contains("fn main() {}"), "the read was served: {stdout}");
     let received = daemon.received().await?;
     let inits: Vec<&Value> = received.iter().filter(|m| m["method"] == "initialize").collect();
-    // Refused for its search tools, then for dedupReads, then for readMaxBytes, then opened
-    // with none of them.
-    assert_eq!(inits.len(), 4, "{received:?}");
+    // Refused for its search tools, then for each option it does not know, then opened with
+    // none of them.
+    assert_eq!(inits.len(), 5, "{received:?}");
     assert_eq!(inits[0]["params"]["dedupReads"], true);
-    assert_eq!(inits[0]["params"]["readMaxBytes"], 8500);
+    assert_eq!(inits[0]["params"]["readMaxBytes"], 9500);
+    assert_eq!(inits[0]["params"]["jsonBudget"], true);
     assert_eq!(inits[0]["params"]["tools"], json!(["read", "write", "edit", "glob", "grep"]));
     assert_eq!(inits[1]["params"]["tools"], json!(["read", "write", "edit"]));
-    assert!(inits[2]["params"].get("dedupReads").is_none(), "{}", inits[2]);
-    assert_eq!(inits[2]["params"]["readMaxBytes"], 8500);
-    let last = &inits[3]["params"];
-    assert!(last.get("dedupReads").is_none() && last.get("readMaxBytes").is_none(), "{last}");
+    let last = &inits[4]["params"];
+    for option in ["dedupReads", "readMaxBytes", "jsonBudget"] {
+        assert!(last.get(option).is_none(), "{last}");
+    }
     assert_eq!(last["tools"], json!(["read", "write", "edit"]));
     // --name is the agent's name at the daemon (what a write gate shows).
     assert_eq!(last["clientInfo"]["name"], "claude-code");

@@ -1,0 +1,88 @@
+//! Tests of grep's answer building: offsets, heads, budgets, footers.
+#![cfg(test)]
+
+use super::*;
+
+#[test]
+fn lines_are_cut_and_cleaned() {
+    assert_eq!(line_text(b"\xEF\xBB\xBFfn main() {\r\n", true), "fn main() {");
+    let long = "x".repeat(2500);
+    let cut = line_text(long.as_bytes(), false);
+    assert_eq!(cut, format!("{}{CUT_SUFFIX}", "x".repeat(2000)));
+}
+
+#[test]
+fn a_pattern_over_its_program_bound_is_too_big_and_says_so() {
+    let build = |pattern: &str, bytes: usize| {
+        let limits = RegexLimits::of(bytes);
+        RegexMatcherBuilder::new().size_limit(limits.program).dfa_size_limit(limits.dfa_cache).build(pattern)
+    };
+    assert_eq!(RegexLimits::of(16 << 20), RegexLimits { program: 4 << 20, dfa_cache: 2 << 20 });
+    // grep-regex's text for the case, which `too_big` recognises.
+    let err = build(r"\w{200}", 16 << 20).unwrap_err();
+    assert!(too_big(&err), "{err}");
+    assert!(!too_big(&build("(", 16 << 20).unwrap_err()));
+    // The smallest bound still takes a few Unicode classes; the default one \w{50}.
+    assert!(build(r"\w{4}", crate::config::MIN_SEARCH_REGEX_BYTES as usize).is_ok());
+    assert!(build(r"\w{50}", crate::config::DEFAULT_SEARCH_REGEX_BYTES as usize).is_ok());
+    assert_eq!(size_text(4 << 20), "4 MiB");
+    assert_eq!(size_text(300 * 1024), "300 KiB");
+}
+
+#[test]
+fn a_search_out_of_time_says_how_much_it_searched() {
+    let req = GrepRequest {
+        pattern: "x",
+        path: None,
+        glob: None,
+        file_type: None,
+        mode: GrepOutputMode::Count,
+        case_insensitive: false,
+        context: 0,
+        multiline: true,
+        head_limit: None,
+        offset: 0,
+        budget: 1024,
+        escaped: false,
+    };
+    let mut out = Out { room: 1000, ..Out::default() };
+    out.entry("a.txt:3");
+    let skipped = Skipped { unreadable: 0, too_big: 2 };
+    let timed_out = TimedOut { limit: "0.5 s".to_owned(), searched: 7, total: 9 };
+    expect_test::expect![[r#"
+        a.txt:3
+
+        (The search stopped at its time limit of 0.5 s with 7 of 9 files searched: more matches may exist. Narrow the path, glob or type, or simplify the pattern.)
+
+        (2 files over 16 MiB were not searched: a multiline search reads each file whole. Search them without multiline.)"#]]
+    .assert_eq(&finish(out, &req, &skipped, Some(&timed_out), false));
+}
+
+#[test]
+fn entries_respect_offset_head_and_budget() {
+    let mut out = Out { room: 10, offset: 1, head: Some(2), ..Out::default() };
+    assert!(out.entry("skip"));
+    assert!(out.entry("abc"));
+    assert!(out.entry("this is too long"));
+    assert!(out.capped && out.hidden == 1 && out.shown == 1);
+    let mut out = Out { room: 100, head: Some(1), ..Out::default() };
+    assert!(out.entry("a"));
+    assert!(!out.entry("b"));
+    assert!(out.head_reached);
+}
+
+/// A first entry longer than the budget is cut to fit (the next page starts past it);
+/// under a JSON budget its escapes count.
+#[test]
+fn a_first_entry_over_the_budget_is_cut_to_fit() {
+    for escaped in [false, true] {
+        let mut out = Out { room: 100, escaped, ..Out::default() };
+        let line = format!("7\t{}", "\u{1}x".repeat(200));
+        assert!(out.entry(&line));
+        assert_eq!((out.shown, out.hidden), (1, 0), "escaped: {escaped}");
+        assert!(out.used <= 100 && out.text.contains("... (line truncated to "), "{:?}", out.text);
+        let shown_len = if escaped { crate::json::escaped_len(&out.text) } else { out.text.len() };
+        assert!(shown_len <= 100, "{shown_len}");
+        assert!(out.entry("next") && out.capped, "later entries are hidden as before");
+    }
+}
