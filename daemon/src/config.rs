@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::context::ProviderConfig;
 
 /// Caps and timings the server enforces. Every field has a default that suits one user's agents.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Most connections (sessions) open at once; the one over the cap is refused with -32009.
     pub max_connections: usize,
@@ -59,6 +59,11 @@ pub struct Config {
     pub files: ProviderConfig,
     /// The journal of changes (`None`: off).
     pub journal: Option<crate::journal::JournalConfig>,
+    /// The language servers.
+    pub lsp: crate::lsp::LspConfig,
+    /// The program language servers are run under (`filectxd` itself, as their guard; see
+    /// `lsp::guard`); `None`: they run unguarded (a library use).
+    pub lsp_guard: Option<std::path::PathBuf>,
     /// Folders session roots must lie in; empty: anywhere but `/` itself.
     pub allowed_roots: Vec<std::path::PathBuf>,
     /// Globs (relative to a path's root) no session may read.
@@ -185,6 +190,8 @@ impl Default for Config {
             max_observed_bytes: crate::context::ledger::DEFAULT_MAX_OBSERVED_BYTES as usize,
             files: ProviderConfig::default(),
             journal: None,
+            lsp: crate::lsp::LspConfig::default(),
+            lsp_guard: None,
             allowed_roots: Vec::new(),
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),

@@ -11,6 +11,7 @@ pub mod json;
 pub mod listen;
 pub mod listing;
 pub mod lru;
+pub mod lsp;
 pub mod memory;
 pub mod provider;
 pub mod random;

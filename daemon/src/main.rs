@@ -135,6 +135,8 @@ async fn serve(
             ),
         }
     }
+    // Language servers run beneath this very binary as their guard.
+    config.lsp_guard = Some(std::path::PathBuf::from("/proc/self/exe"));
     let gate_token = config.gate_token.clone();
     let served = filectx_daemon::run(listener, config, shutdown).await;
     if let Some(token) = &gate_token {
@@ -169,6 +171,12 @@ fn fit_open_files(mut config: filectx_daemon::Config) -> filectx_daemon::Config 
 }
 
 fn main() -> ExitCode {
+    // A language server's guard (see `lsp::guard`), before anything else.
+    let mut raw = std::env::args_os().skip(1);
+    if raw.next().is_some_and(|first| first == filectx_daemon::lsp::guard::GUARD_ARG) {
+        let status = filectx_daemon::lsp::guard::main(raw.collect());
+        return ExitCode::from(u8::try_from(status).unwrap_or(1));
+    }
     let args = Args::parse();
     let settings = match args.settings() {
         Ok(settings) => settings,

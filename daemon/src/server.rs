@@ -218,6 +218,12 @@ pub async fn run(
             }
         }
     }
+    // Language servers: commands looked up on the daemon's PATH now, started when first needed.
+    let lsp = (!config.lsp.servers.is_empty() || config.lsp.builtins)
+        .then(|| crate::lsp::Lsp::start(config.lsp.clone(), config.lsp_guard.clone()));
+    if let Some(lsp) = &lsp {
+        files = files.with_lsp(lsp.clone());
+    }
     let watch = WatchHub::start(&files);
     let policy = crate::session::SessionPolicy {
         // Fenced by canonical folders (a folder that does not exist yet is kept as given).
@@ -368,6 +374,9 @@ pub async fn run(
         );
     }
     sweeper.abort();
+    if let Some(lsp) = lsp {
+        lsp.stop_all().await;
+    }
     tracing::info!(requests = Stats::get(&stats.requests), "filectxd stopped");
     Ok(())
 }

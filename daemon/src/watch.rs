@@ -197,6 +197,8 @@ pub struct WatchHub {
     warned_limit: AtomicBool,
     /// The journal outside changes of observed files are recorded in.
     journal: Option<Arc<Journal>>,
+    /// The language servers, told of outside changes to documents they have open.
+    lsp: Option<Arc<crate::lsp::Lsp>>,
 }
 
 impl std::fmt::Debug for WatchHub {
@@ -257,6 +259,7 @@ impl WatchHub {
             inbox: inbox.clone(),
             warned_limit: AtomicBool::new(false),
             journal: files.journal().cloned(),
+            lsp: files.lsp().cloned(),
         });
         tokio::spawn(process(Arc::downgrade(&hub), inbox));
         hub
@@ -502,6 +505,11 @@ impl WatchHub {
                     continue;
                 }
             };
+            if let Some(lsp) = &self.lsp
+                && let Some((root, _)) = crate::provider::resolve::locate(&roots, &path)
+            {
+                lsp.outside(root, &path, current);
+            }
             for (id, session) in observers {
                 let recorded = match session.recorded(id.owner.as_deref(), &path) {
                     Recorded::Nothing => continue,

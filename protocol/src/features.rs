@@ -62,3 +62,7 @@ pub const JOURNAL: &str = "journal";
 /// `initialize` takes `jsonBudget: true`: `readMaxBytes` then counts the text of the read, glob
 /// and grep answers as JSON escapes it, the unit of a client that keeps a result's JSON.
 pub const JSON_BUDGET: &str = "jsonBudget";
+
+/// Language servers: writes and edits wait for their diagnostics and say what they introduced
+/// (`initialize` `diagnostics`), `lsp/diagnostics`, and the `diagnostics` tool.
+pub const DIAGNOSTICS: &str = "diagnostics";

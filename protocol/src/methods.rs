@@ -90,7 +90,12 @@ pub const ALL: &[&str] = &[
     JOURNAL_LIST,
     JOURNAL_DIFF,
     JOURNAL_RESTORE,
+    LSP_DIAGNOSTICS,
 ];
+
+/// Request `{path}`: the file's diagnostics under its current version, from its language server
+/// (`{status, server?, version, diagnostics, elapsedMs}`).
+pub const LSP_DIAGNOSTICS: &str = "lsp/diagnostics";
 
 /// Request: the journal's entries, newest first (`{entries, cursor?}`).
 pub const JOURNAL_LIST: &str = "journal/list";

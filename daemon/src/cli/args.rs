@@ -27,7 +27,10 @@ Config file:
   max_observed_bytes, max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes,
   read_max_bytes, max_search_cache_bytes, max_watches, no_gates, max_gate_intents,
   gate_sessions, search_slots, search_timeout, search_regex_bytes, journal, journal_dir,
-  journal_max_bytes, journal_max_age, journal_max_file_bytes). A flag beats the file; the
+  journal_max_bytes, journal_max_age, journal_max_file_bytes, language_server,
+  builtin_language_servers, diagnostics_wait, diagnostics_wait_starting, diagnostics_settle,
+  diagnostics_warnings, language_server_idle, max_language_servers, language_server_memory). A
+  flag beats the file; the
   file beats the default. An unknown key or a wrong type is an error that names it.
   --print-config shows the result.
 
@@ -344,6 +347,43 @@ pub struct Args {
     /// Largest file version whose bytes the journal keeps; a change of a bigger file is recorded without them and cannot be restored [default: 16 MiB]
     #[arg(long, value_name = "BYTES")]
     pub journal_max_file_bytes: Option<u64>,
+
+    /// The language servers of the owner's choosing: [[language_server]] tables in the config file (name, command, args, extensions, root_markers, env, initialization_options, settings, project_code, did_save, language_ids); see docs/diagnostics.md
+    #[arg(skip)]
+    pub language_server: Option<Vec<crate::lsp::ServerSpec>>,
+
+    /// Use none of the built-in language servers (basedpyright or pyright-langserver, typescript-language-server, rust-analyzer, gopls), only [[language_server]] entries; the built-ins otherwise run when their command is on the daemon's PATH [default: built-ins on]
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    #[serde(rename = "builtin_language_servers", default, deserialize_with = "negated")]
+    pub no_builtin_language_servers: Option<bool>,
+
+    /// Seconds a write or edit waits for the diagnostics of what it wrote from a ready language server; past it the answer says they are still running [default: 3]
+    #[arg(long, value_name = "SECS")]
+    pub diagnostics_wait: Option<f64>,
+
+    /// Seconds a write or edit waits for them from a language server still starting [default: 20]
+    #[arg(long, value_name = "SECS")]
+    pub diagnostics_wait_starting: Option<f64>,
+
+    /// Seconds more publishes are waited for after the first one following a change, from a server that does not say which version it checked [default: 0.1]
+    #[arg(long, value_name = "SECS")]
+    pub diagnostics_settle: Option<f64>,
+
+    /// Show new warnings too, not only new errors [default: errors only]
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    pub diagnostics_warnings: Option<bool>,
+
+    /// Seconds a language server nobody used runs before it is stopped (documents nobody used are closed after as long) [default: 600]
+    #[arg(long, value_name = "SECS")]
+    pub language_server_idle: Option<f64>,
+
+    /// Most language servers running at once; past it the least recently used stops [default: 4]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_language_servers: Option<u64>,
+
+    /// Most bytes of memory the language servers may use together (resident, each server's whole process tree); past it the least recently used stops, and is refused for 30 s [default: 4 GiB]
+    #[arg(long, value_name = "BYTES")]
+    pub language_server_memory: Option<u64>,
 }
 
 /// Reads the config file's `fsync` (and `journal`) as `--no-fsync` reads: `Some(true)` means do

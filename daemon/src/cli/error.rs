@@ -35,4 +35,12 @@ pub enum SettingsError {
         /// What is wrong.
         why: &'static str,
     },
+    /// A table of the config file (a `[[language_server]]` entry) is not usable.
+    #[error("{key}: {why}")]
+    Entry {
+        /// The table's key.
+        key: &'static str,
+        /// What is wrong.
+        why: String,
+    },
 }

@@ -127,6 +127,25 @@ pub struct Settings {
     pub journal_max_age: f64,
     /// See [`JournalConfig::max_file_bytes`].
     pub journal_max_file_bytes: u64,
+    /// The owner's language servers.
+    pub language_server: Vec<crate::lsp::ServerSpec>,
+    /// Whether the built-in language servers are off.
+    #[serde(rename = "builtin_language_servers", serialize_with = "negated_out")]
+    pub no_builtin_language_servers: bool,
+    /// See [`LspConfig::wait`], seconds.
+    pub diagnostics_wait: f64,
+    /// See [`LspConfig::wait_starting`], seconds.
+    pub diagnostics_wait_starting: f64,
+    /// See [`LspConfig::settle`], seconds.
+    pub diagnostics_settle: f64,
+    /// See [`LspConfig::warnings`].
+    pub diagnostics_warnings: bool,
+    /// See [`LspConfig::idle`], seconds.
+    pub language_server_idle: f64,
+    /// See [`LspConfig::max_servers`].
+    pub max_language_servers: u64,
+    /// See [`LspConfig::max_memory`].
+    pub language_server_memory: u64,
     /// The config file that was read, if any.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
@@ -203,6 +222,7 @@ impl Args {
         }
         let defaults = Config::default();
         let service = &defaults.files;
+        let lsp = &defaults.lsp;
         let max_frame_bytes = given!(max_frame_bytes, DEFAULT_MAX_FRAME_BYTES as u64).check(at_least_kib)?;
         let max_window_bytes =
             given!(max_window_bytes, (max_frame_bytes / 8).max(1024)).check(|key, n| {
@@ -290,6 +310,16 @@ impl Args {
                 .check(at_least_journal)?,
             journal_max_age: given!(journal_max_age, DEFAULT_JOURNAL_MAX_AGE).check(age_secs)?,
             journal_max_file_bytes: given!(journal_max_file_bytes, DEFAULT_JOURNAL_MAX_FILE_BYTES).any(),
+            language_server: given!(language_server, Vec::new()).check(language_servers)?,
+            no_builtin_language_servers: switch!(no_builtin_language_servers, false),
+            diagnostics_wait: given!(diagnostics_wait, lsp.wait.as_secs_f64()).check(timeout_secs)?,
+            diagnostics_wait_starting: given!(diagnostics_wait_starting, lsp.wait_starting.as_secs_f64())
+                .check(timeout_secs)?,
+            diagnostics_settle: given!(diagnostics_settle, lsp.settle.as_secs_f64()).check(settle_secs)?,
+            diagnostics_warnings: switch!(diagnostics_warnings, false),
+            language_server_idle: given!(language_server_idle, lsp.idle.as_secs_f64()).check(timeout_secs)?,
+            max_language_servers: given!(max_language_servers, lsp.max_servers as u64).check(at_least_one)?,
+            language_server_memory: given!(language_server_memory, lsp.max_memory).check(at_least_mib)?,
             config_file,
         })
     }
@@ -377,6 +407,43 @@ fn search_regex_bytes(key: &'static str, value: u64) -> Result<u64, SettingsErro
 }
 
 /// A timeout: more than zero (zero would close every connection at once), at most a day.
+/// A short pause in seconds: from 0 to 10.
+fn settle_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
+    let fits = value.is_finite() && (0.0..=10.0).contains(&value);
+    checked(key, value, fits, "must be a number of seconds from 0 to 10")
+}
+
+/// A memory budget: at least 1 MiB.
+fn at_least_mib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
+    checked(key, value, value >= 1 << 20, "must be at least 1048576 (1 MiB)")
+}
+
+/// The `[[language_server]]` entries: each named, distinct, with extensions (or naming a built-in
+/// to change how it runs).
+fn language_servers(
+    key: &'static str,
+    entries: Vec<crate::lsp::ServerSpec>,
+) -> Result<Vec<crate::lsp::ServerSpec>, SettingsError> {
+    let mut names = std::collections::HashSet::new();
+    for entry in &entries {
+        let problem = if entry.name.trim().is_empty() {
+            Some("an entry has no name".to_owned())
+        } else if !names.insert(entry.name.clone()) {
+            Some(format!("two entries are named {:?}", entry.name))
+        } else if !entry.command.is_empty() && entry.extensions.is_empty() {
+            Some(format!("{:?} serves no extensions (extensions = [\".py\"])", entry.name))
+        } else if entry.extensions.iter().any(|e| !e.starts_with('.')) {
+            Some(format!("{:?}: extensions are written with their dot (\".py\")", entry.name))
+        } else {
+            None
+        };
+        if let Some(why) = problem {
+            return Err(SettingsError::Entry { key, why });
+        }
+    }
+    Ok(entries)
+}
+
 fn timeout_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
     let fits = value.is_finite() && value > 0.0 && value <= 86_400.0;
     checked(key, value, fits, "must be a number of seconds above 0, at most 86400")
@@ -477,6 +544,19 @@ impl Settings {
             search_slots: size(self.search_slots),
             search_timeout: Duration::from_secs_f64(self.search_timeout),
             search_regex_bytes: size(self.search_regex_bytes),
+            lsp: crate::lsp::LspConfig {
+                servers: self.language_server.clone(),
+                builtins: !self.no_builtin_language_servers,
+                wait: Duration::from_secs_f64(self.diagnostics_wait),
+                wait_starting: Duration::from_secs_f64(self.diagnostics_wait_starting),
+                settle: Duration::from_secs_f64(self.diagnostics_settle),
+                idle: Duration::from_secs_f64(self.language_server_idle),
+                document_idle: Duration::from_secs_f64(self.language_server_idle),
+                max_servers: size(self.max_language_servers),
+                max_memory: self.language_server_memory,
+                warnings: self.diagnostics_warnings,
+                path: std::env::var_os("PATH"),
+            },
             journal: Some(self.journal_dir.clone())
                 .filter(|dir| !self.no_journal && !dir.as_os_str().is_empty())
                 .map(|dir| JournalConfig {

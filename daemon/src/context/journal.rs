@@ -38,6 +38,8 @@ pub struct JournalPage {
 pub struct RestoreView {
     /// The entry the restore made.
     pub entry: Option<u64>,
+    /// The file, canonical.
+    pub path: std::path::PathBuf,
     /// The path as shown.
     pub display: String,
     /// The version written (`None`: the file was removed).
@@ -266,7 +268,12 @@ impl<'a> FileContext<'a> {
                 files.observed.record(&target.path, outcome.version, outcome.links);
                 files.provider.store().put(outcome.version, std::borrow::Cow::Owned(bytes));
                 let entry = outcome.entry;
-                Ok(RestoreView { entry, display: target.display, version: Some(outcome.version) })
+                Ok(RestoreView {
+                    entry,
+                    path: target.path,
+                    display: target.display,
+                    version: Some(outcome.version),
+                })
             }
             Err(err) => Err(files.restore_refused(&target, &found, err)),
         })
@@ -287,7 +294,12 @@ impl<'a> FileContext<'a> {
         }
         let expected = if force { None } else { found.after };
         match self.provider.remove(target, expected) {
-            Ok(entry) => Ok(RestoreView { entry, display: target.display.clone(), version: None }),
+            Ok(entry) => Ok(RestoreView {
+                entry,
+                path: target.path.clone(),
+                display: target.display.clone(),
+                version: None,
+            }),
             Err(ProviderError::NotFound { .. }) => Err(ContextError::Changed {
                 path: target.display.clone(),
                 entry: found.seq,

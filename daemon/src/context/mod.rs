@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub mod deny;
+mod diagnostics;
 mod error;
 pub mod gate;
 mod journal;
@@ -21,6 +22,7 @@ pub mod step;
 mod unrecorded;
 
 use self::deny::{Access, DenyRules};
+pub use self::diagnostics::{Diagnosed, visible_to};
 pub use self::error::ContextError;
 use self::gate::Gatekeeper;
 pub use self::journal::{JournalPage, RestoreView, UndoView, Who};
@@ -37,6 +39,8 @@ use crate::provider::{
     EditOutcome, Expectation, Lookup, Opened, OpenedRead, Provider, Resolved, Stat, WriteOutcome,
 };
 
+/// What a language server said of a file: its diagnostics, how fresh, what a change introduced.
+pub use crate::lsp::{Diagnostic, Report, Severity, Status};
 /// Whether a write keeps the replaced file's BOM and CRLF endings.
 pub use crate::provider::Conventions;
 /// The default cap on a window's bytes.
@@ -65,6 +69,8 @@ pub use crate::provider::leftovers::staging_token;
 pub use crate::provider::mmap::install_sigbus_guard;
 /// The daemon's own files and folders, which no session reaches.
 pub use crate::provider::private::Private;
+/// How a canonical path shows to a session: relative to its cwd when inside it.
+pub use crate::provider::resolve::display;
 /// The provider's scope, snapshots and window errors, as the layers above the context see them.
 pub use crate::provider::{Changed, Root, RootDir, Scope, Snapshot, WindowError};
 
@@ -97,6 +103,8 @@ pub struct Files {
     journal: Option<Arc<Journal>>,
     /// Why the daemon runs without the journal it was configured with.
     journal_problem: Option<Arc<str>>,
+    /// The language servers (`None`: none configured or found).
+    lsp: Option<Arc<crate::lsp::Lsp>>,
 }
 
 impl Files {
@@ -119,7 +127,7 @@ impl Files {
             }
         }));
         let listings = Arc::new(Listings::for_provider(&provider));
-        Self { provider, listings, journal: None, journal_problem: None }
+        Self { provider, listings, journal: None, journal_problem: None, lsp: None }
     }
 
     /// The same service recording every change in `journal`.
@@ -127,6 +135,27 @@ impl Files {
         self.provider.set_recorder(journal.clone());
         self.journal = Some(journal);
         self
+    }
+
+    /// The same service feeding every change that lands to `lsp` (see [`crate::lsp`]).
+    pub fn with_lsp(mut self, lsp: Arc<crate::lsp::Lsp>) -> Self {
+        self.provider.set_feed(lsp.clone());
+        self.lsp = Some(lsp);
+        self
+    }
+
+    /// The language servers, when any may run.
+    pub fn lsp(&self) -> Option<&Arc<crate::lsp::Lsp>> {
+        self.lsp.as_ref().filter(|lsp| lsp.any())
+    }
+
+    /// The running language servers, the built-ins not found (and configured ones that cannot
+    /// run), and the `PATH` searched, for `daemon/status`.
+    pub fn language_servers(&self) -> (Vec<crate::lsp::ServerStatus>, Vec<String>, Option<String>) {
+        match &self.lsp {
+            Some(lsp) => (lsp.status(), lsp.missing(), lsp.path()),
+            None => (Vec::new(), Vec::new(), None),
+        }
     }
 
     /// The same service without the journal it was configured with, for the reason given.
@@ -174,7 +203,11 @@ impl Files {
         deny: &'a DenyRules,
     ) -> FileContext<'a> {
         let context = FileContext::new(&self.provider, &self.listings, scope, observed, read_only);
-        FileContext { journal: self.journal().map(Arc::as_ref), ..context.with_deny(deny) }
+        FileContext {
+            journal: self.journal().map(Arc::as_ref),
+            lsp: self.lsp().map(Arc::as_ref),
+            ..context.with_deny(deny)
+        }
     }
 
     /// Files with cached state.
@@ -238,6 +271,8 @@ pub struct ReadView {
 /// A successful write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteView {
+    /// The file, canonical.
+    pub path: std::path::PathBuf,
     /// The path as shown.
     pub display: String,
     /// Whether the file was created (else replaced).
@@ -249,6 +284,8 @@ pub struct WriteView {
 /// A successful edit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditView {
+    /// The file, canonical.
+    pub path: std::path::PathBuf,
     /// The path as shown.
     pub display: String,
     /// Occurrences replaced.
@@ -316,6 +353,8 @@ pub struct FileContext<'a> {
     gate: Option<&'a dyn Gatekeeper>,
     /// The journal, when on.
     journal: Option<&'a Journal>,
+    /// The language servers, when any may run: a read opens its file there.
+    lsp: Option<&'a crate::lsp::Lsp>,
     /// Who makes this call's changes, for the journal (see [`FileContext::by`]).
     by: Option<Who<'a>>,
 }
@@ -340,6 +379,7 @@ impl<'a> FileContext<'a> {
             warm_only: false,
             gate: None,
             journal: None,
+            lsp: None,
             by: None,
         }
     }
@@ -494,6 +534,9 @@ impl<'a> FileContext<'a> {
                 match self.provider.read_opened(opened, path, request)? {
                     OpenedRead::Warm(outcome, opened) => {
                         self.one_name(&opened.display, outcome.links, Access::Read)?;
+                        if let Some(lsp) = self.lsp {
+                            lsp.touch(&opened.dir, &opened.path);
+                        }
                         let kept = keep(&outcome.window);
                         if kept {
                             self.observed.record(&opened.path, outcome.version, outcome.links);
@@ -515,6 +558,9 @@ impl<'a> FileContext<'a> {
             self.provider.read(&target, request)?
         };
         self.one_name(&target.display, outcome.links, Access::Read)?;
+        if let Some(lsp) = self.lsp {
+            lsp.touch(&target.dir, &target.path);
+        }
         let kept = keep(&outcome.window);
         if kept {
             self.observed.record(&target.path, outcome.version, outcome.links);
@@ -588,7 +634,12 @@ impl<'a> FileContext<'a> {
         self.observed.record(&target.path, outcome.version, outcome.links);
         let written = outcome.converted.map_or(Cow::Borrowed(content.as_bytes()), Cow::Owned);
         self.provider.store().put(outcome.version, written);
-        Ok(WriteView { display: target.display, created: outcome.created, version: outcome.version })
+        Ok(WriteView {
+            path: target.path,
+            display: target.display,
+            created: outcome.created,
+            version: outcome.version,
+        })
     }
 
     /// The refusal of a write or edit of `target`, which this session last saw at `seen` and
@@ -754,6 +805,7 @@ impl<'a> FileContext<'a> {
         self.observed.record(&target.path, outcome.version, outcome.links);
         self.provider.store().put(outcome.version, outcome.written.into());
         let edit = EditView {
+            path: target.path,
             display: target.display,
             replacements: outcome.replacements,
             replace_all: all,

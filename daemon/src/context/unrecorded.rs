@@ -97,9 +97,11 @@ impl Unrecorded<'_> {
             RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
         let written = self.files.write_gated(&target, content, expect, conventions, false);
-        let display = target.display;
+        let (path, display) = (target.path, target.display);
         step::then(written, &self.files, move |_, written| match written {
-            Ok(outcome) => Ok(WriteView { display, created: outcome.created, version: outcome.version }),
+            Ok(outcome) => {
+                Ok(WriteView { path, display, created: outcome.created, version: outcome.version })
+            }
             Err(ContextError::File(ProviderError::AlreadyExists { path })) => {
                 Err(ContextError::Exists { path })
             }
@@ -125,8 +127,9 @@ impl Unrecorded<'_> {
                 landed.map(|landed| super::committed_edit(landed.prepared, landed.committed))
             })),
         };
-        let (display, replace_all) = (target.display, change.all());
+        let (path, display, replace_all) = (target.path, target.display, change.all());
         Ok(edited.map(move |outcome| EditView {
+            path,
             display,
             replacements: outcome.replacements,
             replace_all,

@@ -3,6 +3,9 @@
 //! resolved target by the layer that knows the session), what it is, the versions before and
 //! after and their bytes. The journal lives above the provider and registers itself as a
 //! [`Recorder`]; with none registered (or a target no layer attributed) nothing is recorded.
+//!
+//! Every change that landed also goes to the [`Feed`] (the language servers), once it landed,
+//! whoever made it and whether or not a journal records it: the same seam, one way down.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -77,4 +80,30 @@ pub trait Recorder: Send + Sync + std::fmt::Debug {
     fn begin(&self, change: &Change<'_>) -> std::io::Result<Option<u64>>;
     /// The change begun as `seq` landed (`true`) or did not (`false`: nothing was written).
     fn end(&self, seq: u64, landed: bool);
+}
+
+/// A change that landed, as the [`Feed`] is told of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Landing<'a> {
+    /// The root of the session that made it.
+    pub root: &'a super::Root,
+    /// The file, canonical.
+    pub path: &'a Path,
+    /// The session that made it, when a layer said.
+    pub session: Option<&'a str>,
+    /// Whether it created the file.
+    pub created: bool,
+    /// The bytes it replaced, when read and within what the feed takes.
+    pub before: Option<&'a [u8]>,
+    /// The version and bytes it wrote (`None`: it removed the file; bytes over what the feed
+    /// takes are not given).
+    pub after: Option<(Version, Option<&'a [u8]>)>,
+}
+
+/// Where every change that landed goes besides the journal: the language servers.
+pub trait Feed: Send + Sync + std::fmt::Debug {
+    /// The most bytes of `path` it takes; `None`: it does not want changes of `path`.
+    fn wants(&self, path: &Path) -> Option<u64>;
+    /// A change landed (called once it did, still under the file's locks: it must not block).
+    fn landed(&self, landing: Landing<'_>);
 }

@@ -86,6 +86,8 @@ pub struct Provider {
     own: OwnWrites,
     /// The journal attributed changes are recorded in (see [`journaled`]).
     recorder: std::sync::OnceLock<Arc<dyn journaled::Recorder>>,
+    /// Where every change that lands goes besides the journal (see [`journaled::Feed`]).
+    feed: std::sync::OnceLock<Arc<dyn journaled::Feed>>,
 }
 
 impl Provider {
@@ -112,6 +114,7 @@ impl Provider {
             hashed: AtomicU64::new(0),
             own: OwnWrites::default(),
             recorder: std::sync::OnceLock::new(),
+            feed: std::sync::OnceLock::new(),
         }
     }
 

@@ -410,7 +410,7 @@ impl Provider {
         let removed = rustix::fs::unlinkat(&dir, temp.as_str(), rustix::fs::AtFlags::empty());
         self.own.abandon(&target.path);
         removed.map_err(|e| io_error(&target.display, "remove", e.into()))?;
-        let entry = begun.map(|begun| begun.landed().1);
+        let entry = begun.and_then(|begun| begun.landed().1);
         drop(locked);
         self.sync_dir(&dir, target)?;
         Ok(entry)
@@ -531,8 +531,7 @@ impl Provider {
         let begun = self.journal_begin(target, kind, old, Some(&locked.meta), Some(bytes))?;
         let mut landed = self.replace_journaled(target, locked, bytes)?;
         if let Some(begun) = begun {
-            let (version, seq) = begun.landed();
-            (landed.version, landed.entry) = (version, Some(seq));
+            (landed.version, landed.entry) = begun.landed();
         }
         Ok(landed)
     }
@@ -667,8 +666,7 @@ impl Provider {
         let begun = self.journal_begin(target, ChangeKind::Create, Old::Absent, None, Some(bytes))?;
         let mut landed = self.create_in(target, &dir, name, bytes)?;
         if let Some(begun) = begun {
-            let (version, seq) = begun.landed();
-            (landed.version, landed.entry) = (version, Some(seq));
+            (landed.version, landed.entry) = begun.landed();
         }
         Ok(landed)
     }

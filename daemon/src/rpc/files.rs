@@ -171,6 +171,7 @@ fn edit_result(view: crate::context::EditView) -> EditResult {
         replace_all: view.replace_all,
         display_path: view.display,
         version: view.version.to_string(),
+        diagnostics: None,
     }
 }
 
@@ -179,6 +180,42 @@ fn write_result(display: String, created: bool, version: Version) -> WriteResult
         operation: if created { WriteOperation::Create } else { WriteOperation::Update },
         display_path: display,
         version: version.to_string(),
+        diagnostics: None,
+    }
+}
+
+/// A tool call's answer, before what the rpc layer adds with nothing held: the diagnostics of
+/// a change that landed, or of the file the `diagnostics` tool names.
+enum Called {
+    /// Answered.
+    Ready(Ready<CallToolResult>),
+    /// A change's text, the diagnostics of the version it wrote to follow.
+    Changed(String, std::path::PathBuf, Version),
+    /// The `diagnostics` tool's file.
+    Diagnose(crate::context::Diagnosed),
+}
+
+impl Called {
+    /// A tool's text as its call's answer.
+    fn of(
+        text: tools::Text,
+        slot: Option<&Prepared>,
+        json: Option<Vec<u8>>,
+    ) -> Result<Self, ErrorObjectOwned> {
+        Ok(match text {
+            tools::Text::Written => match (slot, json) {
+                (Some(slot), Some(mut json)) => {
+                    // The response's closing brace.
+                    json.push(b'}');
+                    slot.put(json);
+                    Self::Ready(Ready::Prepared)
+                }
+                _ => return Err(internal("a tool wrote its text into no response")),
+            },
+            tools::Text::Plain(text) => Self::Ready(Ready::Value(tool_result(Ok(text)))),
+            tools::Text::Changed { text, path, version } => Self::Changed(text, path, version),
+            tools::Text::Diagnose(target) => Self::Diagnose(target),
+        })
     }
 }
 
@@ -246,24 +283,14 @@ async fn tool_call(
         }
         .map_err(|e| invalid_params(e.to_string()))?;
         match outcome {
-            Ok(Step::Done(tools::Text::Written)) => match (slot.as_ref(), json) {
-                (Some(slot), Some(mut json)) => {
-                    // The response's closing brace.
-                    json.push(b'}');
-                    slot.put(json);
-                    Ok(Step::Done(Ready::Prepared))
-                }
-                _ => Err(internal("a tool wrote its text into no response")),
-            },
-            Ok(Step::Done(tools::Text::Plain(text))) => Ok(Step::Done(Ready::Value(tool_result(Ok(text))))),
+            Ok(Step::Done(text)) => Called::of(text, slot.as_ref(), json).map(Step::Done),
             Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
             // A gated write's text is made once it is committed (or refused).
             Ok(Step::NeedsGate(pending)) => Ok(Step::NeedsGate(pending.then(|_, outcome| match outcome {
-                Ok(tools::Text::Plain(text)) => Ok(Ready::Value(tool_result(Ok(text)))),
-                Ok(tools::Text::Written) => Err(internal("a tool wrote its text into no response")),
-                Err(failure) => Ok(Ready::Value(tool_result(Err(failure)))),
+                Ok(text) => Called::of(text, None, None),
+                Err(failure) => Ok(Called::Ready(Ready::Value(tool_result(Err(failure))))),
             }))),
-            Err(failure) => Ok(Step::Done(Ready::Value(tool_result(Err(failure))))),
+            Err(failure) => Ok(Step::Done(Called::Ready(Ready::Value(tool_result(Err(failure)))))),
         }
     };
     // Only reads may take the warm path; writes and edits always run on the blocking pool,
@@ -286,7 +313,23 @@ async fn tool_call(
                 error: Some(ToolError { name: "FsError".to_owned(), code: FsErrorCode::Aborted }),
             }))
         }
-        answer => answer,
+        Err(err) => Err(err),
+        Ok(Called::Ready(ready)) => Ok(ready),
+        // The change landed: what it introduced, waited for with nothing held.
+        Ok(Called::Changed(mut text, path, version)) => {
+            if let Some(said) = super::diagnostics::after_change_text(&ctx, &ext, &path, version).await {
+                text.push('\n');
+                text.push_str(&said);
+            }
+            Ok(Ready::Value(tool_result(Ok(text))))
+        }
+        Ok(Called::Diagnose(target)) => {
+            let report = super::diagnostics::now(&ctx, &ext, &target).await;
+            Ok(Ready::Value(tool_result(Ok(tools::render::diagnostics_now(
+                &target.display,
+                report.as_ref(),
+            )))))
+        }
     }
 }
 
@@ -326,12 +369,14 @@ pub async fn file_write(
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: WriteParams = parse_params(FILE_WRITE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    run(&ctx, &ext, Way::Write, owner, move |files, _| {
+    let (mut result, path, version) = run(&ctx, &ext, Way::Write, owner, move |files, _| {
         wire(files, files.write(&params.path, &params.content), |view| {
-            write_result(view.display, view.created, view.version)
+            (write_result(view.display, view.created, view.version), view.path, view.version)
         })
     })
-    .await
+    .await?;
+    result.diagnostics = super::diagnostics::after_change_report(&ctx, &ext, &path, version).await;
+    Ok(result)
 }
 
 /// `file/edit`.
@@ -342,12 +387,17 @@ pub async fn file_edit(
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: EditParams = parse_params(FILE_EDIT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    run(&ctx, &ext, Way::Edit, owner, move |files, _| {
+    let (mut result, path, version) = run(&ctx, &ext, Way::Edit, owner, move |files, _| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
-        wire(files, files.edit(&params.path, &change), edit_result)
+        wire(files, files.edit(&params.path, &change), |view| {
+            let (path, version) = (view.path.clone(), view.version);
+            (edit_result(view), path, version)
+        })
     })
-    .await
+    .await?;
+    result.diagnostics = super::diagnostics::after_change_report(&ctx, &ext, &path, version).await;
+    Ok(result)
 }
 
 /// `file/stat`.

@@ -100,12 +100,20 @@ pub async fn journal_restore(
 ) -> Result<JournalRestoreResult, ErrorObjectOwned> {
     let params: JournalRestoreParams = parse_params(JOURNAL_RESTORE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    run(&ctx, &ext, Way::Write, owner, move |files, _| {
-        wire(files, files.restore(&params.entry, params.force), |view| JournalRestoreResult {
-            entry: view.entry.map_or_else(String::new, |seq| seq.to_string()),
-            display_path: view.display,
-            version: view.version.map(|v| v.to_string()),
+    let (mut result, path, version) = run(&ctx, &ext, Way::Write, owner, move |files, _| {
+        wire(files, files.restore(&params.entry, params.force), |view| {
+            let result = JournalRestoreResult {
+                entry: view.entry.map_or_else(String::new, |seq| seq.to_string()),
+                display_path: view.display,
+                version: view.version.map(|v| v.to_string()),
+                diagnostics: None,
+            };
+            (result, view.path, view.version)
         })
     })
-    .await
+    .await?;
+    if let Some(version) = version {
+        result.diagnostics = super::diagnostics::after_change_report(&ctx, &ext, &path, version).await;
+    }
+    Ok(result)
 }

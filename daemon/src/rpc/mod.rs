@@ -2,6 +2,7 @@
 //! its session in the request's `Extensions`, parses parameters, calls the layer below, and
 //! converts typed errors to JSON-RPC errors.
 
+mod diagnostics;
 pub mod error;
 mod files;
 mod gate;
@@ -53,6 +54,7 @@ pub const FEATURES: &[&str] = &[
     features::STALE_EDITS,
     features::JOURNAL,
     features::JSON_BUDGET,
+    features::DIAGNOSTICS,
 ];
 
 /// The daemon's version, as `initialize` and `daemon/status` report it.
@@ -262,6 +264,7 @@ fn initialize_result(
                 .filter(|f| ctx.files.journal().is_some() || **f != features::JOURNAL)
                 .map(|f| (*f).to_owned())
                 .collect(),
+            diagnostics: ctx.files.lsp().is_some(),
         },
         limits: Limits {
             read_line_limit: READ_LINE_LIMIT,
@@ -378,7 +381,24 @@ fn status(
     let descriptors = ctx.policy.descriptors.usage();
     let (watches_held, watches_cap) = ctx.files.watches();
     let journal = ctx.files.journal().map(|journal| journal.stats());
+    let (servers, language_servers_missing, language_server_path) = ctx.files.language_servers();
+    let language_servers = servers
+        .into_iter()
+        .map(|s| filectx_protocol::LanguageServerInfo {
+            name: s.name,
+            root: s.root.display().to_string(),
+            pid: s.pid,
+            state: s.state.to_owned(),
+            rss_bytes: s.rss_bytes,
+            open_documents: s.open_documents as u64,
+            sessions: s.sessions as u64,
+            restarts: u64::from(s.restarts),
+        })
+        .collect();
     Ok(DaemonStatus {
+        language_servers,
+        language_servers_missing,
+        language_server_path,
         journal: journal.is_some(),
         journal_entries: journal.map_or(0, |j| j.entries),
         journal_bytes: journal.map_or(0, |j| j.bytes),
@@ -506,6 +526,7 @@ pub fn methods(
     module.register_async_method(methods::JOURNAL_LIST, journal::journal_list)?;
     module.register_async_method(methods::JOURNAL_DIFF, journal::journal_diff)?;
     module.register_async_method(methods::JOURNAL_RESTORE, journal::journal_restore)?;
+    module.register_async_method(methods::LSP_DIAGNOSTICS, diagnostics::lsp_diagnostics)?;
     module.register_async_method(methods::FS_RESOLVE, files::fs_resolve)?;
     module.register_async_method(methods::FS_STAT, files::fs_stat)?;
     module.register_async_method(methods::FS_READ_TEXT, files::fs_read_text)?;

@@ -115,6 +115,8 @@ pub struct SessionOptions {
     pub stale_edits: StaleEdits,
     /// Whether `read_max_bytes` counts the tools' text as JSON escapes it (`jsonBudget`).
     pub json_budget: bool,
+    /// Whether writes and edits wait for their diagnostics (`diagnostics`; default wait).
+    pub diagnostics: filectx_protocol::DiagnosticsMode,
 }
 
 /// Why `initialize` was refused.
@@ -361,6 +363,7 @@ impl SessionOptions {
             dedup_reads: params.dedup_reads.unwrap_or(false),
             stale_edits: params.stale_edits.unwrap_or_default(),
             json_budget: params.json_budget.unwrap_or(false),
+            diagnostics: params.diagnostics.unwrap_or_default(),
         })
     }
 }

@@ -5,8 +5,8 @@
 use std::num::NonZeroU64;
 
 use filectx_protocol::tools::{
-    ArgumentError, EditArgs, GlobArgs, GrepArgs, GrepOutputMode, READ_LINE_LIMIT, ReadArgs, ToolArguments,
-    UndoArgs, WriteArgs,
+    ArgumentError, DiagnosticsArgs, EditArgs, GlobArgs, GrepArgs, GrepOutputMode, READ_LINE_LIMIT, ReadArgs,
+    ToolArguments, UndoArgs, WriteArgs,
 };
 use filectx_protocol::{StaleEdits, ToolName};
 use serde_json::Value;
@@ -14,7 +14,8 @@ use serde_json::Value;
 use super::search::{self, GrepRequest, SearchError};
 use super::{dedup, render};
 use crate::context::{
-    ContextError, FileContext, InvalidEdit, Pending, ReadView, Replacement, Step, WarmRead,
+    ContextError, Diagnosed, FileContext, InvalidEdit, Pending, ReadView, Replacement, Step, Version,
+    WarmRead,
 };
 use crate::session::SessionOptions;
 use crate::session::owners::Delivered;
@@ -55,6 +56,26 @@ pub enum Text {
     /// The text is written, JSON-escaped (the inside of a JSON string), at the end of the
     /// buffer the caller gave [`call`].
     Written,
+    /// The text of a change that landed, to which the caller adds what the change introduced
+    /// (the diagnostics of the version written, waited for with nothing held).
+    Changed {
+        /// The text so far.
+        text: String,
+        /// The file, canonical.
+        path: std::path::PathBuf,
+        /// The version written.
+        version: Version,
+    },
+    /// The `diagnostics` tool: the file to ask its language server about (the caller waits for
+    /// the answer and renders it with [`render::diagnostics_now`]).
+    Diagnose(Diagnosed),
+}
+
+impl Text {
+    /// The text of a change of `path` at `version`.
+    fn changed(text: String, path: std::path::PathBuf, version: Version) -> Self {
+        Self::Changed { text, path, version }
+    }
 }
 
 /// What a tool call answers: the model's text, or what it needs first (the blocking pool, or
@@ -88,6 +109,7 @@ enum Parsed<'a> {
     Glob(GlobArgs<'a>),
     Grep(GrepArgs<'a>),
     Undo(UndoArgs<'a>),
+    Diagnostics(DiagnosticsArgs<'a>),
 }
 
 /// The arguments of a `tool` call read into its type, or the text saying what does not fit
@@ -100,6 +122,7 @@ fn parse(tool: ToolName, args: &Value) -> Result<Parsed<'_>, Invalid> {
         ToolName::Glob => Parsed::Glob(arguments(args)?),
         ToolName::Grep => Parsed::Grep(arguments(args)?),
         ToolName::Undo => Parsed::Undo(arguments(args)?),
+        ToolName::Diagnostics => Parsed::Diagnostics(arguments(args)?),
     })
 }
 
@@ -112,6 +135,7 @@ enum Args<'a> {
     Glob { pattern: &'a str, path: Option<&'a str> },
     Grep(GrepRequest<'a>),
     Undo { path: &'a str },
+    Diagnostics { path: &'a str },
 }
 
 /// What the parsed arguments ask, checked against the rules a schema cannot state (an edit's
@@ -142,6 +166,7 @@ fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64, escaped: bool) -> Result<Arg
         }
         Parsed::Glob(glob) => Args::Glob { pattern: &glob.pattern, path: glob.path.as_deref() },
         Parsed::Undo(undo) => Args::Undo { path: &undo.file_path },
+        Parsed::Diagnostics(diagnostics) => Args::Diagnostics { path: &diagnostics.file_path },
         Parsed::Grep(grep) => Args::Grep(GrepRequest {
             pattern: &grep.pattern,
             path: grep.path.as_deref(),
@@ -204,20 +229,23 @@ fn run(
             });
             (outcome, path)
         }
-        Args::Write { path, content } => {
-            (ctx.write(path, content).map(|step| step.map(|view| Text::Plain(render::write(&view)))), path)
-        }
+        Args::Write { path, content } => (
+            ctx.write(path, content)
+                .map(|step| step.map(|view| Text::changed(render::write(&view), view.path, view.version))),
+            path,
+        ),
         Args::Edit { path, change } => {
             let outcome = match options.stale_edits {
-                StaleEdits::Refuse => {
-                    ctx.edit(path, &change).map(|step| step.map(|view| Text::Plain(render::edit(&view))))
-                }
+                StaleEdits::Refuse => ctx
+                    .edit(path, &change)
+                    .map(|step| step.map(|view| Text::changed(render::edit(&view), view.path, view.version))),
                 StaleEdits::Merge => ctx.edit_merging(path, &change).map(|step| {
                     step.map(|merged| {
-                        Text::Plain(match &merged.outside {
+                        let text = match &merged.outside {
                             Some(outside) => render::edit_over(&merged.edit, outside),
                             None => render::edit(&merged.edit),
-                        })
+                        };
+                        Text::changed(text, merged.edit.path, merged.edit.version)
                     })
                 }),
             };
@@ -228,8 +256,17 @@ fn run(
             return searched(search::glob(ctx, pattern, path, budget, limits), name);
         }
         Args::Grep(request) => return searched(search::grep(ctx, &request, limits), name),
-        Args::Undo { path } => {
-            (ctx.undo(path).map(|step| step.map(|view| Text::Plain(render::undo(&view)))), path)
+        Args::Undo { path } => (
+            ctx.undo(path).map(|step| {
+                step.map(|view| match view.restore.version {
+                    Some(version) => Text::changed(render::undo(&view), view.restore.path.clone(), version),
+                    None => Text::Plain(render::undo(&view)),
+                })
+            }),
+            path,
+        ),
+        Args::Diagnostics { path } => {
+            (ctx.diagnosed(path).map(|target| Step::Done(Text::Diagnose(target))), path)
         }
     };
     let budget = options.read_max_bytes;

@@ -132,6 +132,7 @@ mod tests {
             dedup_reads: false,
             stale_edits: filectx_protocol::StaleEdits::Refuse,
             json_budget: false,
+            diagnostics: filectx_protocol::DiagnosticsMode::Wait,
         }
     }
 

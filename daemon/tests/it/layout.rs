@@ -503,7 +503,7 @@ fn module_arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
 const FLOORS: &[&[&str]] = &[
     &["json", "lru", "random", "memory", "stats", "descriptors", "listen", "xdg"],
     &["provider"],
-    &["listing", "journal"],
+    &["listing", "journal", "lsp"],
     &["context"],
     &["watch"],
     &["session"],

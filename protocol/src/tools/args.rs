@@ -93,6 +93,19 @@ impl<'de> ToolArguments<'de> for UndoArgs<'de> {
     const TOOL: ToolName = ToolName::Undo;
 }
 
+/// The arguments of `diagnostics`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiagnosticsArgs<'a> {
+    /// Path of the file, absolute or relative to the session's working folder.
+    #[serde(borrow)]
+    pub file_path: Cow<'a, str>,
+}
+
+impl<'de> ToolArguments<'de> for DiagnosticsArgs<'de> {
+    const TOOL: ToolName = ToolName::Diagnostics;
+}
+
 /// The arguments of `glob`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

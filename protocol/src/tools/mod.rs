@@ -11,7 +11,10 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use args::{EditArgs, GlobArgs, GrepArgs, GrepOutputMode, ReadArgs, ToolArguments, UndoArgs, WriteArgs};
+pub use args::{
+    DiagnosticsArgs, EditArgs, GlobArgs, GrepArgs, GrepOutputMode, ReadArgs, ToolArguments, UndoArgs,
+    WriteArgs,
+};
 pub use check::{ArgumentError, parse};
 pub use name::ToolName;
 pub use schema::input_schema;
@@ -94,8 +97,13 @@ your most recent write, edit or undo of it in this session (undoing a creation r
 undoing an undo redoes). Refused, showing what changed, if anyone changed the file since. The \
 file then counts as read.";
 
+const DIAGNOSTICS_DESCRIPTION: &str = "The errors a language server reports in a file, as the file \
+is now (waits a few seconds for a fresh result). write and edit already end with the errors they \
+introduced; call this when their answer says diagnostics were still running, or to check a file \
+you have not changed. Each error is `LINE:COL message`.";
+
 /// Each tool's input schema, derived once (in [`ToolName::ALL`]'s order).
-static INPUT_SCHEMAS: LazyLock<[Value; 6]> = LazyLock::new(|| {
+static INPUT_SCHEMAS: LazyLock<[Value; 7]> = LazyLock::new(|| {
     ToolName::ALL.map(|tool| match tool {
         ToolName::Read => input_schema::<ReadArgs<'_>>(),
         ToolName::Write => input_schema::<WriteArgs<'_>>(),
@@ -103,6 +111,7 @@ static INPUT_SCHEMAS: LazyLock<[Value; 6]> = LazyLock::new(|| {
         ToolName::Glob => input_schema::<GlobArgs<'_>>(),
         ToolName::Grep => input_schema::<GrepArgs<'_>>(),
         ToolName::Undo => input_schema::<UndoArgs<'_>>(),
+        ToolName::Diagnostics => input_schema::<DiagnosticsArgs<'_>>(),
     })
 });
 
@@ -115,6 +124,7 @@ pub fn descriptor(tool: ToolName) -> ToolDescriptor {
         ToolName::Glob => GLOB_DESCRIPTION,
         ToolName::Grep => GREP_DESCRIPTION,
         ToolName::Undo => UNDO_DESCRIPTION,
+        ToolName::Diagnostics => DIAGNOSTICS_DESCRIPTION,
     };
     let input_schema = INPUT_SCHEMAS[tool as usize].clone();
     ToolDescriptor { name: tool.as_str().to_owned(), description: description.to_owned(), input_schema }

@@ -20,11 +20,14 @@ pub enum ToolName {
     Grep,
     /// Put a file back as it was before this agent's last change to it (the journal's).
     Undo,
+    /// The errors of a file from its language server, as the file is now.
+    Diagnostics,
 }
 
 impl ToolName {
     /// All tools, in listing order.
-    pub const ALL: [ToolName; 6] = [Self::Read, Self::Write, Self::Edit, Self::Glob, Self::Grep, Self::Undo];
+    pub const ALL: [ToolName; 7] =
+        [Self::Read, Self::Write, Self::Edit, Self::Glob, Self::Grep, Self::Undo, Self::Diagnostics];
 
     /// The file tools a harness offers when it asks for no particular set (`filectx mcp`
     /// without `--undo`): all but the opt-in `undo`, which a session gets only by naming it.
@@ -43,6 +46,7 @@ impl ToolName {
             Self::Glob => "glob",
             Self::Grep => "grep",
             Self::Undo => "undo",
+            Self::Diagnostics => "diagnostics",
         }
     }
 

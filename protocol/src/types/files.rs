@@ -90,6 +90,10 @@ pub struct WriteResult {
     pub display_path: String,
     /// The file's new version.
     pub version: String,
+    /// What the write introduced, by the file's language server (`file/write` of a session
+    /// whose `diagnostics` is `"wait"`, when a server applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<super::DiagnosticsReport>,
 }
 
 /// Parameters of `file/edit`.
@@ -125,6 +129,10 @@ pub struct EditResult {
     pub display_path: String,
     /// The file's new version.
     pub version: String,
+    /// What the edit introduced, by the file's language server (`file/edit` of a session whose
+    /// `diagnostics` is `"wait"`, when a server applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<super::DiagnosticsReport>,
 }
 
 /// Parameters of `file/stat`, `fs/stat` and `fs/resolve`.

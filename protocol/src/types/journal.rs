@@ -170,4 +170,8 @@ pub struct JournalRestoreResult {
     /// The version written (absent: the restore removed the file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// What the restore introduced, by the file's language server (a session whose
+    /// `diagnostics` is `"wait"`, when a server applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<super::DiagnosticsReport>,
 }

@@ -72,6 +72,22 @@ pub struct InitializeParams {
     /// a client that cuts results (feature `jsonBudget`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_budget: Option<bool>,
+    /// Whether writes and edits wait for their file's language server and say what they
+    /// introduced (`"wait"`, the default) or not (`"off"`) (feature `diagnostics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<DiagnosticsMode>,
+}
+
+/// Whether writes and edits wait for diagnostics (`initialize` `diagnostics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum DiagnosticsMode {
+    /// They wait, up to the daemon's deadline, and say what the change introduced.
+    #[default]
+    Wait,
+    /// They do not.
+    Off,
 }
 
 /// What an `edit` tool call whose observation is stale does (`initialize` `staleEdits`).
@@ -105,6 +121,7 @@ impl InitializeParams {
             dedup_reads: None,
             stale_edits: None,
             json_budget: None,
+            diagnostics: None,
         }
     }
 }
@@ -150,6 +167,10 @@ pub struct Capabilities {
     /// check a name here before relying on it.
     #[serde(default)]
     pub features: Vec<String>,
+    /// Whether at least one language server is configured and found, so writes and edits can
+    /// say what they introduced.
+    #[serde(default)]
+    pub diagnostics: bool,
 }
 
 /// Limits the daemon enforces, so clients can stay inside them.

@@ -164,6 +164,40 @@ pub struct DaemonStatus {
     /// failing disk); absent when it works or is turned off by its setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_problem: Option<String>,
+    /// The language servers running now, one per (server, project root).
+    #[serde(default)]
+    pub language_servers: Vec<LanguageServerInfo>,
+    /// The built-in language servers whose command the daemon did not find on its `PATH`, and
+    /// configured ones it cannot run (name and why).
+    #[serde(default)]
+    pub language_servers_missing: Vec<String>,
+    /// The `PATH` the daemon looked language servers up in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language_server_path: Option<String>,
+}
+
+/// One running language server, in `daemon/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct LanguageServerInfo {
+    /// Its short name.
+    pub name: String,
+    /// The project root it serves.
+    pub root: String,
+    /// The server's pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// `starting`, `ready`, `restarting` or `stopped`.
+    pub state: String,
+    /// Resident bytes of its whole process tree.
+    pub rss_bytes: u64,
+    /// Documents open in it.
+    pub open_documents: u64,
+    /// Sessions that used it.
+    pub sessions: u64,
+    /// Times it was started again after failing.
+    pub restarts: u64,
 }
 
 /// Params of `daemon/status` (optional, as is every field).

@@ -126,10 +126,11 @@ mod tests {
     #[test]
     fn success_texts() {
         let v = Version::of(b"");
-        let w = |created| WriteView { display: "a.txt".into(), created, version: v };
+        let w = |created| WriteView { path: "/a.txt".into(), display: "a.txt".into(), created, version: v };
         expect!["Created a.txt."].assert_eq(&write(&w(true)));
         expect!["Overwrote a.txt."].assert_eq(&write(&w(false)));
         let e = |replacements| EditView {
+            path: "/a.txt".into(),
             display: "a.txt".into(),
             replacements,
             replace_all: false,

@@ -12,9 +12,11 @@
 //! long line and stops at the last line that fits, cutting the first line if even it does not.
 
 mod change;
+mod diagnostics;
 mod error;
 mod read;
 
 pub use change::{edit, edit_over, not_read_shown, undo, write};
+pub use diagnostics::{after_change, diagnostics_now};
 pub use error::error;
 pub use read::{CUT_SUFFIX, JsonText, Sink, fit_json, read, read_json, read_request};

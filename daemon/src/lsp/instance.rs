@@ -1,0 +1,631 @@
+//! One running language server for one project root, shared by every session: its process (the
+//! guard and the server beneath it), its pipes, the documents the daemon opened in it and the
+//! diagnostics it published. The daemon is its only client, so every open document's text is
+//! what is on disk (or what the daemon just wrote there).
+//!
+//! Three tasks serve it: the driver (starts the server, then takes the events of its project in
+//! order: documents to open, changes that landed, outside changes), the reader (frames from the
+//! server, each at most [`MAX_FRAME_BYTES`], answered or kept: `publishDiagnostics` stored per
+//! file, requests of the server answered) and the writer (frames to the server, at most
+//! [`MAX_QUEUED`] waiting). A server that exits, hangs its input or speaks something that cannot be
+//! framed is ended and started again after a backoff; nothing it sends reaches the daemon's
+//! memory past those bounds.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use serde_json::Value;
+use tokio::io::AsyncWriteExt as _;
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::config::Server;
+use super::introduced::LineShift;
+use super::wire::{self, Diagnostic};
+use crate::provider::Version;
+
+/// Largest frame taken from a server; a larger one is skipped unread.
+pub const MAX_FRAME_BYTES: usize = 8 << 20;
+/// Most frames waiting to be written to a server; past it the server counts as hung.
+const MAX_QUEUED: usize = 1024;
+/// Most files whose diagnostics are kept (open documents first); past it the least recent go.
+const MAX_PUBLISHED_FILES: usize = 1024;
+/// Most documents open in one server; past it the least recently used is closed.
+pub const MAX_OPEN_DOCUMENTS: usize = 256;
+/// Most bytes of one server's stderr logged a minute.
+const STDERR_LOG_BYTES: usize = 4096;
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Spawned, `initialize` not answered yet.
+    Starting,
+    /// Answering.
+    Ready,
+    /// It failed (why); started again at `until`.
+    Restarting {
+        /// Why it failed.
+        why: String,
+        /// When it is started again.
+        until: Instant,
+    },
+    /// Stopped for good (idle, evicted, the daemon stopping): why.
+    Stopped(String),
+}
+
+/// A change of an open document the daemon sent, and what a wait for its diagnostics needs.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The content (blake3 version) it made.
+    pub content: Version,
+    /// The document version it was sent as.
+    pub version: i32,
+    /// The document's diagnostics before it, when they were known for the text it replaced.
+    pub before: Option<Vec<Diagnostic>>,
+    /// How the lines moved.
+    pub shift: LineShift,
+    /// When it was sent.
+    pub sent: Instant,
+    /// The first publish for the document after it was sent.
+    pub first_reply: Option<Instant>,
+    /// The other documents' diagnostics when it was sent.
+    pub others: HashMap<PathBuf, Vec<Diagnostic>>,
+}
+
+/// An open document.
+#[derive(Debug, Clone)]
+pub struct Doc {
+    /// Its LSP version.
+    pub version: i32,
+    /// Its text as sent.
+    pub text: Arc<str>,
+    /// The content's blake3 version.
+    pub content: Version,
+    /// When it was last used.
+    pub used: Instant,
+    /// The last change sent (or the open, with no diagnostics before it).
+    pub change: Change,
+}
+
+/// The diagnostics a server published for one file.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The document version it said they are for.
+    pub version: Option<i32>,
+    /// The diagnostics.
+    pub items: Vec<Diagnostic>,
+    /// When they came.
+    pub at: Instant,
+}
+
+/// What an instance holds, under its lock.
+#[derive(Debug)]
+pub struct State {
+    /// Its phase.
+    pub phase: Phase,
+    /// The guard's pid (the server runs beneath it).
+    pub pid: Option<u32>,
+    /// Whether the server answers `textDocument/diagnostic`.
+    pub pull: bool,
+    /// Its open documents.
+    pub docs: HashMap<PathBuf, Doc>,
+    /// What it published, per file.
+    pub published: HashMap<PathBuf, Published>,
+    /// Its requests waiting for an answer.
+    pending: HashMap<i64, oneshot::Sender<Value>>,
+    next_id: i64,
+    /// When it was last used.
+    pub used: Instant,
+    /// The sessions that used it.
+    pub sessions: HashSet<Arc<str>>,
+    /// Times it was started again after a failure.
+    pub restarts: u32,
+    /// Its process tree's resident bytes, when last measured.
+    pub rss: u64,
+    /// The writer's queue, while it runs.
+    out: Option<mpsc::Sender<Vec<u8>>>,
+    /// Ends the current run's process and tasks.
+    run: Option<CancellationToken>,
+}
+
+/// One server for one project root.
+#[derive(Debug)]
+pub struct Instance {
+    /// The server.
+    pub server: Arc<Server>,
+    /// The project root.
+    pub root: PathBuf,
+    state: Mutex<State>,
+    /// Told of every publish, answer and change of phase.
+    pub changed: Notify,
+    /// Ends its tasks and process.
+    pub stop: CancellationToken,
+}
+
+impl Instance {
+    /// A server for `root`, not started.
+    pub fn new(server: Arc<Server>, root: PathBuf) -> Arc<Self> {
+        Arc::new(Self {
+            server,
+            root,
+            state: Mutex::new(State {
+                phase: Phase::Starting,
+                pid: None,
+                pull: false,
+                docs: HashMap::new(),
+                published: HashMap::new(),
+                pending: HashMap::new(),
+                next_id: 1,
+                used: Instant::now(),
+                sessions: HashSet::new(),
+                restarts: 0,
+                rss: 0,
+                out: None,
+                run: None,
+            }),
+            changed: Notify::new(),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// Its state.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks it used now by `session`.
+    pub fn use_by(&self, session: Option<&Arc<str>>) {
+        let mut state = self.lock();
+        state.used = Instant::now();
+        if let Some(session) = session {
+            state.sessions.insert(session.clone());
+        }
+    }
+
+    /// Queues `message` for the server; false when it cannot take it (not running, or hung).
+    pub fn send(&self, message: &Value) -> bool {
+        let Some(out) = self.lock().out.clone() else { return false };
+        let body = message.to_string();
+        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(body.as_bytes());
+        out.try_send(frame).is_ok()
+    }
+
+    /// Sends the request `method` and waits for its answer at most `within`.
+    pub async fn request(&self, method: &str, params: Value, within: Duration) -> Option<Value> {
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut state = self.lock();
+            let id = state.next_id;
+            state.next_id += 1;
+            state.pending.insert(id, tx);
+            id
+        };
+        if !self.send(&wire::request(id, method, params)) {
+            self.lock().pending.remove(&id);
+            return None;
+        }
+        let answer = tokio::time::timeout(within, rx).await.ok().and_then(Result::ok);
+        self.lock().pending.remove(&id);
+        answer
+    }
+
+    /// Starts the server's process and its reader, writer and stderr tasks; `Err` says why it
+    /// could not start.
+    pub async fn spawn(
+        self: &Arc<Self>,
+        guard: Option<&(PathBuf, Arc<super::guard::Spawner>)>,
+    ) -> Result<(), String> {
+        use std::process::Stdio;
+        let server = &self.server;
+        let mut command = match guard {
+            Some((program, _)) => {
+                let mut command = tokio::process::Command::new(program);
+                command.arg(super::guard::GUARD_ARG).arg(std::process::id().to_string()).arg(&server.command);
+                command
+            }
+            None => {
+                let mut command = tokio::process::Command::new(&server.command);
+                command.process_group(0);
+                command
+            }
+        };
+        command
+            .args(&server.args)
+            .envs(server.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&self.root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        let spawned = match guard {
+            Some((_, spawner)) => spawner.spawn(command).await,
+            None => command.spawn(),
+        };
+        let mut child = spawned.map_err(|e| format!("it could not be started: {e}"))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("it could not be started: no pipes".to_owned());
+        };
+        let (tx, rx) = mpsc::channel(MAX_QUEUED);
+        let stop = self.stop.child_token();
+        {
+            let mut state = self.lock();
+            state.pid = child.id();
+            state.out = Some(tx);
+            state.phase = Phase::Starting;
+            state.docs.clear();
+            state.pending.clear();
+            state.run = Some(stop.clone());
+        }
+        tokio::spawn(write_all(rx, stdin, stop.clone()));
+        tokio::spawn(drain_stderr(stderr, self.server.name.clone(), stop.clone()));
+        tokio::spawn(self.clone().read_all(stdout, child, stop));
+        Ok(())
+    }
+
+    /// Ends the current run: its process (the guard ends the tree) and its tasks.
+    pub fn end_run(&self) {
+        if let Some(run) = self.lock().run.take() {
+            run.cancel();
+        }
+    }
+
+    /// Takes the server's frames until it exits or is stopped, then marks it failed (unless it
+    /// was stopped) and ends its process.
+    async fn read_all(
+        self: Arc<Self>,
+        stdout: tokio::process::ChildStdout,
+        mut child: tokio::process::Child,
+        stop: CancellationToken,
+    ) {
+        let mut frames = tokio_util::codec::FramedRead::new(
+            stdout,
+            filectx_protocol::codec::LspCodec::new(MAX_FRAME_BYTES),
+        );
+        let why = loop {
+            let frame = tokio::select! {
+                () = stop.cancelled() => break None,
+                frame = frames.next() => frame,
+            };
+            match frame {
+                None => break Some("it exited".to_owned()),
+                Some(Err(e)) => break Some(format!("it sent something that is not a framed message ({e})")),
+                Some(Ok(filectx_protocol::codec::Frame::Oversized { length, limit })) => {
+                    tracing::warn!(
+                        server = self.server.name,
+                        length,
+                        limit,
+                        "a language server's message over the cap was skipped"
+                    );
+                }
+                Some(Ok(filectx_protocol::codec::Frame::Message(body))) => {
+                    if let Ok(message) = serde_json::from_slice::<Value>(&body) {
+                        self.take(message);
+                    }
+                }
+            }
+        };
+        // Ends the process tree: the guard kills what is beneath it on SIGTERM.
+        if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let status = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
+        if status.is_err() {
+            let _ = child.kill().await;
+        }
+        let mut state = self.lock();
+        state.out = None;
+        state.pending.clear();
+        state.pid = None;
+        if let Some(why) = why
+            && !matches!(state.phase, Phase::Stopped(_))
+        {
+            let why = match status {
+                Ok(Ok(status)) => format!("{why} ({status})"),
+                _ => why,
+            };
+            let backoff = Duration::from_secs(1 << state.restarts.min(5));
+            tracing::warn!(server = self.server.name, root = %self.root.display(), why, ?backoff, "a language server failed; it starts again after a pause");
+            state.phase = Phase::Restarting { why, until: Instant::now() + backoff };
+            state.restarts += 1;
+        }
+        drop(state);
+        self.changed.notify_waiters();
+    }
+
+    /// One message of the server's.
+    fn take(&self, message: Value) {
+        let id = message.get("id").cloned();
+        let method = message.get("method").and_then(Value::as_str).map(str::to_owned);
+        match (id, method) {
+            // An answer to one of ours.
+            (Some(id), None) => {
+                let sender = id.as_i64().and_then(|id| self.lock().pending.remove(&id));
+                if let Some(sender) = sender {
+                    let _ = sender.send(message.get("result").cloned().unwrap_or(Value::Null));
+                }
+                self.changed.notify_waiters();
+            }
+            // A request of the server's.
+            (Some(id), Some(method)) => {
+                let params = message.get("params").cloned().unwrap_or(Value::Null);
+                let reply = match method.as_str() {
+                    "workspace/configuration" => {
+                        wire::answer(&id, wire::configuration(&params, self.server.settings.as_ref()))
+                    }
+                    "client/registerCapability"
+                    | "client/unregisterCapability"
+                    | "window/workDoneProgress/create"
+                    | "window/showMessageRequest" => wire::answer(&id, Value::Null),
+                    "workspace/workspaceFolders" => {
+                        let uri = wire::uri_of(&self.root);
+                        wire::answer(&id, serde_json::json!([{"uri": uri, "name": "root"}]))
+                    }
+                    other => wire::refusal(&id, other),
+                };
+                self.send(&reply);
+            }
+            (None, Some(method)) if method == "textDocument/publishDiagnostics" => {
+                if let Some(params) = message.get("params") {
+                    self.publish(params);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Keeps a `publishDiagnostics`: newer than what is kept for that file (a version older than
+    /// the one kept is stale and dropped), for a path inside the project root or open.
+    pub fn publish(&self, params: &Value) {
+        let Some(path) = params.get("uri").and_then(Value::as_str).and_then(wire::path_of) else { return };
+        let version = params.get("version").and_then(Value::as_i64).and_then(|v| i32::try_from(v).ok());
+        let items = wire::diagnostics(params.get("diagnostics"));
+        self.store(path, version, items);
+    }
+
+    /// Keeps diagnostics of `path` (see [`Instance::publish`]).
+    pub fn store(&self, path: PathBuf, version: Option<i32>, items: Vec<Diagnostic>) {
+        let now = Instant::now();
+        {
+            let mut state = self.lock();
+            let open = state.docs.contains_key(&path);
+            if !open && !path.starts_with(&self.root) {
+                return;
+            }
+            if let (Some(new), Some(Published { version: Some(kept), .. })) =
+                (version, state.published.get(&path))
+                && new < *kept
+            {
+                return;
+            }
+            if let Some(doc) = state.docs.get_mut(&path)
+                && doc.change.first_reply.is_none()
+                && version.is_none_or(|v| v >= doc.change.version)
+            {
+                doc.change.first_reply = Some(now);
+            }
+            if state.published.len() >= MAX_PUBLISHED_FILES && !state.published.contains_key(&path) {
+                let docs: HashSet<PathBuf> = state.docs.keys().cloned().collect();
+                let oldest = state
+                    .published
+                    .iter()
+                    .filter(|(p, _)| !docs.contains(*p))
+                    .min_by_key(|(_, p)| p.at)
+                    .map(|(p, _)| p.clone());
+                match oldest {
+                    Some(oldest) => {
+                        state.published.remove(&oldest);
+                    }
+                    None => return,
+                }
+            }
+            state.published.insert(path, Published { version, items, at: now });
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// The server's `initialize`, then `initialized`; whether it answered within `within`.
+    pub async fn initialize(&self, within: Duration) -> Result<(), String> {
+        let params = wire::initialize(&self.root, self.server.initialization_options.as_ref());
+        let Some(answer) = self.request("initialize", params, within).await else {
+            return Err(format!("it did not answer initialize within {} s", within.as_secs_f64()));
+        };
+        let pull = answer
+            .get("capabilities")
+            .and_then(|c| c.get("diagnosticProvider"))
+            .is_some_and(|p| !p.is_null());
+        self.send(&wire::notification("initialized", serde_json::json!({})));
+        let mut state = self.lock();
+        state.pull = pull;
+        state.phase = Phase::Ready;
+        drop(state);
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// The polite end: `shutdown` and `exit`, then the process and its tasks end.
+    pub async fn shutdown(&self, why: &str) {
+        let running = {
+            let mut state = self.lock();
+            let running = state.out.is_some() && state.phase == Phase::Ready;
+            state.phase = Phase::Stopped(why.to_owned());
+            running
+        };
+        if running {
+            self.request("shutdown", Value::Null, Duration::from_millis(500)).await;
+            self.send(&wire::notification("exit", Value::Null));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.stop.cancel();
+        self.changed.notify_waiters();
+    }
+
+    /// Opens `path` with `text` as a new document (version 1); its diagnostics before are
+    /// unknown.
+    pub fn open(&self, path: &Path, text: Arc<str>, content: Version) -> bool {
+        let now = Instant::now();
+        let mut state = self.lock();
+        if state.docs.len() >= MAX_OPEN_DOCUMENTS
+            && let Some(oldest) = state.docs.iter().min_by_key(|(_, d)| d.used).map(|(p, _)| p.clone())
+        {
+            state.docs.remove(&oldest);
+            drop(state);
+            self.send(&wire::notification(
+                "textDocument/didClose",
+                serde_json::json!({"textDocument": {"uri": wire::uri_of(&oldest)}}),
+            ));
+            state = self.lock();
+        }
+        let change = Change {
+            content,
+            version: 1,
+            before: None,
+            shift: LineShift::default(),
+            sent: now,
+            first_reply: None,
+            others: HashMap::new(),
+        };
+        state
+            .docs
+            .insert(path.to_path_buf(), Doc { version: 1, text: text.clone(), content, used: now, change });
+        state.published.remove(path);
+        drop(state);
+        self.send(&wire::notification(
+            "textDocument/didOpen",
+            serde_json::json!({"textDocument": {
+                "uri": wire::uri_of(path),
+                "languageId": self.server.language_id(path),
+                "version": 1,
+                "text": &*text,
+            }}),
+        ))
+    }
+
+    /// Sends the open document `path` its new `text` (full), with what a wait for its diagnostics
+    /// needs; false when it is not open.
+    pub fn change(&self, path: &Path, text: Arc<str>, content: Version) -> bool {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let others: HashMap<PathBuf, Vec<Diagnostic>> = state
+            .published
+            .iter()
+            .filter(|(p, _)| p.as_path() != path)
+            .map(|(p, published)| (p.clone(), published.items.clone()))
+            .collect();
+        let before = state.published.get(path).cloned();
+        let Some(doc) = state.docs.get_mut(path) else { return false };
+        if doc.content == content {
+            doc.used = now;
+            return true;
+        }
+        // What it said of the text being replaced, if it said it after that text was sent.
+        let before = before
+            .filter(|p| p.version.map_or(doc.change.first_reply.is_some(), |v| v == doc.version))
+            .map(|p| p.items);
+        let shift = LineShift::between(&doc.text, &text);
+        doc.version += 1;
+        doc.text = text.clone();
+        doc.content = content;
+        doc.used = now;
+        doc.change =
+            Change { content, version: doc.version, before, shift, sent: now, first_reply: None, others };
+        let version = doc.version;
+        drop(state);
+        let uri = wire::uri_of(path);
+        let sent = self.send(&wire::notification(
+            "textDocument/didChange",
+            serde_json::json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": &*text}]}),
+        ));
+        if self.server.did_save {
+            self.send(&wire::notification(
+                "textDocument/didSave",
+                serde_json::json!({"textDocument": {"uri": uri}}),
+            ));
+        }
+        sent
+    }
+
+    /// Closes `path` (gone, or long unused).
+    pub fn close(&self, path: &Path) {
+        let open = self.lock().docs.remove(path).is_some();
+        if open {
+            self.send(&wire::notification(
+                "textDocument/didClose",
+                serde_json::json!({"textDocument": {"uri": wire::uri_of(path)}}),
+            ));
+        }
+    }
+
+    /// Tells the server files came or went (`1` created, `2` changed, `3` deleted).
+    pub fn watched(&self, path: &Path, kind: u8) {
+        self.send(&wire::notification(
+            "workspace/didChangeWatchedFiles",
+            serde_json::json!({"changes": [{"uri": wire::uri_of(path), "type": kind}]}),
+        ));
+    }
+
+    /// Asks a server that answers pulls for the diagnostics of the open document `path`, and
+    /// keeps them as published for the version asked about.
+    pub async fn pull(&self, path: &Path, within: Duration) {
+        let version = match self.lock().docs.get(path) {
+            Some(doc) => doc.version,
+            None => return,
+        };
+        let params = serde_json::json!({"textDocument": {"uri": wire::uri_of(path)}});
+        if let Some(report) = self.request("textDocument/diagnostic", params, within).await {
+            let items = wire::diagnostics(report.get("items"));
+            self.store(path.to_path_buf(), Some(version), items);
+        }
+    }
+}
+
+/// Writes the frames queued for a server until it is stopped or its input closes.
+async fn write_all(
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut stdin: tokio::process::ChildStdin,
+    stop: CancellationToken,
+) {
+    loop {
+        let frame = tokio::select! {
+            () = stop.cancelled() => return,
+            frame = rx.recv() => frame,
+        };
+        let Some(frame) = frame else { return };
+        if stdin.write_all(&frame).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Logs what a server says on stderr, at most [`STDERR_LOG_BYTES`] a minute; the rest is read
+/// and dropped.
+async fn drain_stderr(stderr: tokio::process::ChildStderr, name: String, stop: CancellationToken) {
+    use tokio::io::AsyncReadExt as _;
+    let mut stderr = stderr;
+    let mut buf = vec![0u8; 8192];
+    let (mut window, mut logged) = (Instant::now(), 0usize);
+    loop {
+        let n = tokio::select! {
+            () = stop.cancelled() => return,
+            n = stderr.read(&mut buf) => n,
+        };
+        let Ok(n) = n else { return };
+        if n == 0 {
+            return;
+        }
+        if window.elapsed() > Duration::from_secs(60) {
+            (window, logged) = (Instant::now(), 0);
+        }
+        if logged < STDERR_LOG_BYTES {
+            let take = n.min(STDERR_LOG_BYTES - logged);
+            logged += take;
+            let text = String::from_utf8_lossy(&buf[..take]);
+            tracing::debug!(server = name, stderr = %text.escape_debug(), "language server said");
+        }
+    }
+}
