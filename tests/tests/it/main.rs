@@ -28,6 +28,7 @@ mod budgets;
 mod cancel;
 mod client;
 mod crash;
+mod fake_lsp;
 mod faults;
 mod files;
 mod gate;
