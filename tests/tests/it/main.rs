@@ -46,6 +46,7 @@ mod owners;
 mod policy;
 mod private;
 mod projection;
+mod real_lsp;
 mod sandbox;
 mod search;
 mod service;
