@@ -3,9 +3,11 @@
 //! code of ours on the client side), so the wire format is pinned independently of our client.
 //! Also what the tests of the one test binary (`tests/it/`) share because they share a process:
 //! [`alone`] for a test that must have the machine to itself, and [`run_seconds`] for the length
-//! of the long runs; [`skip`], the one way a test is skipped (recorded for `tests/run`).
+//! of the long runs; [`skip`], the one way a test is skipped (recorded for `tests/run`); [`lsp`],
+//! a plain client of a language server and where the real servers are installed.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+pub mod lsp;
 pub mod skip;
 pub mod versus;
 

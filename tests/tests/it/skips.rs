@@ -20,10 +20,16 @@ const REASON: &str = "the probe of skips.rs skips on purpose";
 /// `tests/summary` over the logs in `logs`, with `FILECTX_REQUIRE_ALL_TESTS` set to `require`:
 /// its exit code and its output.
 fn summary(logs: &Path, require: &str) -> (Option<i32>, String) {
+    summary_failed(logs, require, &[])
+}
+
+/// [`summary`] told that the parts `failed` failed.
+fn summary_failed(logs: &Path, require: &str, failed: &[&str]) -> (Option<i32>, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("summary");
     let out = Command::new("bash")
         .arg(script)
         .arg(logs)
+        .args(failed)
         .env("FILECTX_REQUIRE_ALL_TESTS", require)
         .output()
         .unwrap();
@@ -107,4 +113,18 @@ fn a_skipped_test_is_named_and_fails_a_run_that_requires_all() {
         "{out}"
     );
     assert!(!out.contains("skipped:"), "{out}");
+}
+
+#[test]
+fn a_failed_install_of_the_language_servers_counts_as_one_failure() {
+    // The Rust tests that need them were skipped (recorded) and the others passed: the run fails
+    // all the same, and the count says so.
+    let logs = tempfile::tempdir().unwrap();
+    let skipped = "rust filectx-tests real_lsp::basedpyright_reports_a_type_error: it is missing\n";
+    std::fs::write(logs.path().join("skipped"), skipped).unwrap();
+    std::fs::write(logs.path().join("rust"), "test result: ok. 5 passed; 0 failed; 0 ignored\n").unwrap();
+    let (code, out) = summary_failed(logs.path(), "0", &["lsp-servers"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("rust: 4 passed, 0 failed, 1 skipped;"), "{out}");
+    assert!(out.ends_with("failed: lsp-servers\nall tests: 4 passed, 1 failed\n"), "{out}");
 }
