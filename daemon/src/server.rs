@@ -238,6 +238,7 @@ pub async fn run(
         max_roots: config.max_roots,
         descriptors: descriptors.clone(),
         private,
+        diagnostics: files.lsp().is_some(),
     };
     let handlers = crate::rpc::methods(config.clone(), stats.clone(), files.clone(), watch.clone(), policy)?;
     let sweeper =

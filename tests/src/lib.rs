@@ -184,6 +184,9 @@ pub struct Daemon {
     pub share: Share,
 }
 
+/// The flag that keeps the built-in language servers off in the tests' daemons.
+const NO_BUILTINS: &str = "--no-builtin-language-servers";
+
 impl Daemon {
     /// Starts the daemon with extra flags and waits until its socket accepts connections.
     pub fn start(extra: &[&str]) -> Daemon {
@@ -211,6 +214,9 @@ impl Daemon {
     pub fn command(socket: &Path, extra: &[&str]) -> Command {
         let mut command = Command::new(bin("filectxd"));
         command.arg("--socket").arg(socket).args(["--log-level", "debug"]).args(extra).env_remove("RUST_LOG");
+        // No built-in language server from the developer's PATH: a test writing a .py file
+        // would wait for one (see `Daemon::start_with_builtin_language_servers`).
+        command.arg(NO_BUILTINS);
         // Each daemon its own journal, beside its socket (the user's one is for the user's daemon).
         if !extra.iter().any(|arg| arg.starts_with("--journal-dir") || *arg == "--no-journal") {
             let journal = socket.parent().unwrap_or(Path::new("/tmp")).join("journal");
@@ -248,6 +254,23 @@ impl Daemon {
         let daemon = Daemon { child, dir, socket, log, share };
         daemon.wait_ready();
         daemon
+    }
+
+    /// Starts the daemon with the built-in language servers looked up on `path` (its `PATH`)
+    /// and `extra` flags.
+    pub fn start_with_builtin_language_servers(extra: &[&str], path: &std::ffi::OsStr) -> Daemon {
+        Self::start_configured(extra, |_, usual| {
+            let mut command = Command::new(usual.get_program());
+            command.args(usual.get_args().filter(|arg| *arg != NO_BUILTINS));
+            for (key, value) in usual.get_envs() {
+                match value {
+                    Some(value) => command.env(key, value),
+                    None => command.env_remove(key),
+                };
+            }
+            command.env("PATH", path);
+            command
+        })
     }
 
     /// Starts the daemon with the fail points `spec` armed (`FILECTX_FAILPOINTS`, in the `fail`

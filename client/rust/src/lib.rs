@@ -198,13 +198,14 @@ struct SessionInfo {
 }
 
 /// The `initialize` options that need a feature: (field on the wire, feature).
-const INITIALIZE_FEATURES: [(&str, &str); 6] = [
+const INITIALIZE_FEATURES: [(&str, &str); 7] = [
     ("resumable", features::RESUME),
     ("resume", features::RESUME),
     ("dedupReads", features::DEDUP_READS),
     ("readMaxBytes", features::READ_MAX_BYTES),
     ("staleEdits", features::STALE_EDITS),
     ("jsonBudget", features::JSON_BUDGET),
+    ("diagnostics", features::DIAGNOSTICS),
 ];
 
 /// The feature `params` relies on, if the daemon refused `initialize` for not knowing one of its
@@ -219,6 +220,7 @@ fn refused_feature(params: &InitializeParams, error: &ClientError) -> Option<&'s
         "readMaxBytes" => params.read_max_bytes.is_some(),
         "staleEdits" => params.stale_edits.is_some(),
         "jsonBudget" => params.json_budget.is_some(),
+        "diagnostics" => params.diagnostics.is_some(),
         _ => params.dedup_reads.is_some(),
     };
     INITIALIZE_FEATURES

@@ -20,10 +20,12 @@ pub struct Diagnosed {
 }
 
 /// Whether a session with `roots` and `deny` rules may be shown anything of `path` (canonical):
-/// inside one of its roots, and no deny rule for reads names it.
+/// inside one of its roots, no deny rule for reads names it, and it is a regular file there now
+/// (a server's report on a name that is not a file, made up or gone, is not worth a line).
 pub fn visible_to(roots: &[Root], deny: &DenyRules, path: &Path) -> bool {
     crate::provider::resolve::locate(roots, path)
         .is_some_and(|(_, rel)| deny.check(rel, Access::Read).is_ok())
+        && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
 }
 
 impl FileContext<'_> {

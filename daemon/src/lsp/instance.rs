@@ -101,6 +101,25 @@ pub struct Published {
     pub at: Instant,
 }
 
+/// How diagnostics can be asked of a server, besides waiting for its pushes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pull {
+    /// They cannot: only its pushes.
+    #[default]
+    No,
+    /// `textDocument/diagnostic`.
+    Lsp,
+    /// typescript-language-server's `typescript.tsserverRequest` command, asking its tsserver
+    /// for a file's syntactic and semantic diagnostics: its pushes say no version, come only
+    /// when something changed, and may still be of the text before; what it answers to a
+    /// request sent after a change is of the text after. Its pushes for open documents are
+    /// then not taken: the pulls are (of the changed document, and of the others open).
+    TsServer,
+}
+
+/// Most other open documents pulled after a change, the most recently used first.
+const MAX_PULLED_OTHERS: usize = 16;
+
 /// What an instance holds, under its lock.
 #[derive(Debug)]
 pub struct State {
@@ -108,8 +127,8 @@ pub struct State {
     pub phase: Phase,
     /// The guard's pid (the server runs beneath it).
     pub pid: Option<u32>,
-    /// Whether the server answers `textDocument/diagnostic`.
-    pub pull: bool,
+    /// How its diagnostics can be asked for.
+    pub pull: Pull,
     /// Its open documents.
     pub docs: HashMap<PathBuf, Doc>,
     /// What it published, per file.
@@ -154,7 +173,7 @@ impl Instance {
             state: Mutex::new(State {
                 phase: Phase::Starting,
                 pid: None,
-                pull: false,
+                pull: Pull::No,
                 docs: HashMap::new(),
                 published: HashMap::new(),
                 pending: HashMap::new(),
@@ -187,7 +206,13 @@ impl Instance {
 
     /// Queues `message` for the server; false when it cannot take it (not running, or hung).
     pub fn send(&self, message: &Value) -> bool {
-        let Some(out) = self.lock().out.clone() else { return false };
+        Self::send_in(&self.lock(), message)
+    }
+
+    /// [`Instance::send`] with the state held: what was sent under one lock reaches the server
+    /// in that order, before anything sent after it.
+    fn send_in(state: &State, message: &Value) -> bool {
+        let Some(out) = &state.out else { return false };
         let body = message.to_string();
         let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
         frame.extend_from_slice(body.as_bytes());
@@ -196,18 +221,26 @@ impl Instance {
 
     /// Sends the request `method` and waits for its answer at most `within`.
     pub async fn request(&self, method: &str, params: Value, within: Duration) -> Option<Value> {
+        let (id, rx) = Self::request_in(&mut self.lock(), method, params)?;
+        self.answer_to(id, rx, within).await
+    }
+
+    /// Sends the request `method` with the state held (see [`Instance::send_in`]): its id and
+    /// where its answer comes.
+    fn request_in(state: &mut State, method: &str, params: Value) -> Option<(i64, oneshot::Receiver<Value>)> {
         let (tx, rx) = oneshot::channel();
-        let id = {
-            let mut state = self.lock();
-            let id = state.next_id;
-            state.next_id += 1;
-            state.pending.insert(id, tx);
-            id
-        };
-        if !self.send(&wire::request(id, method, params)) {
-            self.lock().pending.remove(&id);
+        let id = state.next_id;
+        state.next_id += 1;
+        state.pending.insert(id, tx);
+        if !Self::send_in(state, &wire::request(id, method, params)) {
+            state.pending.remove(&id);
             return None;
         }
+        Some((id, rx))
+    }
+
+    /// The answer to request `id`, waited for at most `within`.
+    async fn answer_to(&self, id: i64, rx: oneshot::Receiver<Value>, within: Duration) -> Option<Value> {
         let answer = tokio::time::timeout(within, rx).await.ok().and_then(Result::ok);
         self.lock().pending.remove(&id);
         answer
@@ -287,14 +320,17 @@ impl Instance {
             stdout,
             filectx_protocol::codec::LspCodec::new(MAX_FRAME_BYTES),
         );
+        // Why it failed, and whether it ended by itself (then its status is worth saying).
         let why = loop {
             let frame = tokio::select! {
                 () = stop.cancelled() => break None,
                 frame = frames.next() => frame,
             };
             match frame {
-                None => break Some("it exited".to_owned()),
-                Some(Err(e)) => break Some(format!("it sent something that is not a framed message ({e})")),
+                None => break Some(("it exited".to_owned(), true)),
+                Some(Err(e)) => {
+                    break Some((format!("it sent something that is not a framed message ({e})"), false));
+                }
                 Some(Ok(filectx_protocol::codec::Frame::Oversized { length, limit })) => {
                     tracing::warn!(
                         server = self.server.name,
@@ -322,11 +358,11 @@ impl Instance {
         state.out = None;
         state.pending.clear();
         state.pid = None;
-        if let Some(why) = why
+        if let Some((why, by_itself)) = why
             && !matches!(state.phase, Phase::Stopped(_))
         {
             let why = match status {
-                Ok(Ok(status)) => format!("{why} ({status})"),
+                Ok(Ok(status)) if by_itself => format!("{why} ({status})"),
                 _ => why,
             };
             let backoff = Duration::from_secs(1 << state.restarts.min(5));
@@ -397,17 +433,24 @@ impl Instance {
             if !open && !path.starts_with(&self.root) {
                 return;
             }
+            if open && version.is_none() && state.pull == Pull::TsServer {
+                return;
+            }
             if let (Some(new), Some(Published { version: Some(kept), .. })) =
                 (version, state.published.get(&path))
                 && new < *kept
             {
                 return;
             }
-            if let Some(doc) = state.docs.get_mut(&path)
-                && doc.change.first_reply.is_none()
-                && version.is_none_or(|v| v >= doc.change.version)
-            {
-                doc.change.first_reply = Some(now);
+            if let Some(doc) = state.docs.get_mut(&path) {
+                if doc.change.first_reply.is_none() && version.is_none_or(|v| v >= doc.change.version) {
+                    doc.change.first_reply = Some(now);
+                }
+                // Said of the text the last change replaced, after it was sent: what it is
+                // measured against, when nothing was known of that text before.
+                if doc.change.before.is_none() && version == Some(doc.change.version - 1) {
+                    doc.change.before = Some(items.clone());
+                }
             }
             if state.published.len() >= MAX_PUBLISHED_FILES && !state.published.contains_key(&path) {
                 let docs: HashSet<PathBuf> = state.docs.keys().cloned().collect();
@@ -435,10 +478,18 @@ impl Instance {
         let Some(answer) = self.request("initialize", params, within).await else {
             return Err(format!("it did not answer initialize within {} s", within.as_secs_f64()));
         };
-        let pull = answer
-            .get("capabilities")
-            .and_then(|c| c.get("diagnosticProvider"))
-            .is_some_and(|p| !p.is_null());
+        let capabilities = answer.get("capabilities");
+        let commands = capabilities
+            .and_then(|c| c.get("executeCommandProvider"))
+            .and_then(|p| p.get("commands"))
+            .and_then(Value::as_array);
+        let pull = if capabilities.and_then(|c| c.get("diagnosticProvider")).is_some_and(|p| !p.is_null()) {
+            Pull::Lsp
+        } else if commands.is_some_and(|all| all.iter().any(|c| c == wire::TSSERVER_REQUEST)) {
+            Pull::TsServer
+        } else {
+            Pull::No
+        };
         self.send(&wire::notification("initialized", serde_json::json!({})));
         let mut state = self.lock();
         state.pull = pull;
@@ -494,16 +545,18 @@ impl Instance {
             .docs
             .insert(path.to_path_buf(), Doc { version: 1, text: text.clone(), content, used: now, change });
         state.published.remove(path);
-        drop(state);
-        self.send(&wire::notification(
-            "textDocument/didOpen",
-            serde_json::json!({"textDocument": {
-                "uri": wire::uri_of(path),
-                "languageId": self.server.language_id(path),
-                "version": 1,
-                "text": &*text,
-            }}),
-        ))
+        Self::send_in(
+            &state,
+            &wire::notification(
+                "textDocument/didOpen",
+                serde_json::json!({"textDocument": {
+                    "uri": wire::uri_of(path),
+                    "languageId": self.server.language_id(path),
+                    "version": 1,
+                    "text": &*text,
+                }}),
+            ),
+        )
     }
 
     /// Sends the open document `path` its new `text` (full), with what a wait for its diagnostics
@@ -535,17 +588,22 @@ impl Instance {
         doc.change =
             Change { content, version: doc.version, before, shift, sent: now, first_reply: None, others };
         let version = doc.version;
-        drop(state);
         let uri = wire::uri_of(path);
-        let sent = self.send(&wire::notification(
-            "textDocument/didChange",
-            serde_json::json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": &*text}]}),
-        ));
+        let sent = Self::send_in(
+            &state,
+            &wire::notification(
+                "textDocument/didChange",
+                serde_json::json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": &*text}]}),
+            ),
+        );
         if self.server.did_save {
-            self.send(&wire::notification(
-                "textDocument/didSave",
-                serde_json::json!({"textDocument": {"uri": uri}}),
-            ));
+            Self::send_in(
+                &state,
+                &wire::notification(
+                    "textDocument/didSave",
+                    serde_json::json!({"textDocument": {"uri": uri}}),
+                ),
+            );
         }
         sent
     }
@@ -570,15 +628,65 @@ impl Instance {
     }
 
     /// Asks a server that answers pulls for the diagnostics of the open document `path`, and
-    /// keeps them as published for the version asked about.
-    pub async fn pull(&self, path: &Path, within: Duration) {
-        let version = match self.lock().docs.get(path) {
-            Some(doc) => doc.version,
-            None => return,
+    /// keeps them as published for the version asked about; with `others` (after a change),
+    /// first those of the other open documents a tsserver may have changed its mind about.
+    pub async fn pull(&self, path: &Path, within: Duration, others: bool) {
+        let until = Instant::now() + within;
+        let kind = self.lock().pull;
+        if kind == Pull::TsServer && others {
+            let mut open: Vec<(Instant, PathBuf)> = self
+                .lock()
+                .docs
+                .iter()
+                .filter(|(p, _)| p.as_path() != path)
+                .map(|(p, d)| (d.used, p.clone()))
+                .collect();
+            open.sort_by_key(|(used, _)| std::cmp::Reverse(*used));
+            for (_, other) in open.into_iter().take(MAX_PULLED_OTHERS) {
+                self.pull_one(&other, kind, until).await;
+            }
+        }
+        self.pull_one(path, kind, until).await;
+    }
+
+    /// One document's pull, answered by `until`.
+    async fn pull_one(&self, path: &Path, kind: Pull, until: Instant) {
+        let uri = wire::uri_of(path);
+        let ts = |command: &str| serde_json::json!({"command": wire::TSSERVER_REQUEST, "arguments": [command, {"file": uri}]});
+        // The version and the requests under one lock: no change goes between them.
+        let (version, asked) = {
+            let mut state = self.lock();
+            let Some(version) = state.docs.get(path).map(|d| d.version) else { return };
+            let asked: Vec<_> = match kind {
+                Pull::No => return,
+                Pull::Lsp => {
+                    let params = serde_json::json!({"textDocument": {"uri": uri}});
+                    Self::request_in(&mut state, "textDocument/diagnostic", params).into_iter().collect()
+                }
+                Pull::TsServer => ["syntacticDiagnosticsSync", "semanticDiagnosticsSync"]
+                    .iter()
+                    .filter_map(|c| Self::request_in(&mut state, "workspace/executeCommand", ts(c)))
+                    .collect(),
+            };
+            (version, asked)
         };
-        let params = serde_json::json!({"textDocument": {"uri": wire::uri_of(path)}});
-        if let Some(report) = self.request("textDocument/diagnostic", params, within).await {
-            let items = wire::diagnostics(report.get("items"));
+        let mut items = Vec::new();
+        let wanted = asked.len();
+        for (id, rx) in asked {
+            let within = until.saturating_duration_since(Instant::now());
+            let Some(answer) = self.answer_to(id, rx, within).await else { return };
+            // An error, or a report without its list, says nothing of the version.
+            let list = answer.get(if kind == Pull::TsServer { "body" } else { "items" });
+            if !list.is_some_and(Value::is_array) {
+                return;
+            }
+            match kind {
+                Pull::TsServer => items.extend(wire::tsserver_diagnostics(list)),
+                _ => items.extend(wire::diagnostics(list)),
+            }
+        }
+        if wanted > 0 {
+            items.truncate(wire::MAX_DIAGNOSTICS_PER_FILE);
             self.store(path.to_path_buf(), Some(version), items);
         }
     }

@@ -33,7 +33,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 pub use self::config::{LspConfig, Server, ServerSpec};
-use self::instance::{Instance, Phase};
+use self::instance::{Instance, Phase, Pull};
 pub use self::wire::{Diagnostic, Severity};
 use crate::provider::journaled::{Feed, Landing};
 use crate::provider::{Root, Version};
@@ -165,6 +165,8 @@ pub struct Lsp {
     refused: Mutex<HashMap<Key, (String, Instant)>>,
     /// Files whose last change was not sent to their server, and why.
     skipped: Mutex<HashMap<PathBuf, String>>,
+    /// Built-ins already logged as not run from inside a root (logged once each).
+    kept_out: Mutex<std::collections::HashSet<usize>>,
     /// Told whenever an event is handed to a driver.
     routed: Notify,
     queued: Arc<AtomicUsize>,
@@ -203,6 +205,7 @@ impl Lsp {
             index: Mutex::default(),
             refused: Mutex::default(),
             skipped: Mutex::default(),
+            kept_out: Mutex::default(),
             routed: Notify::new(),
             queued: Arc::default(),
             runtime,
@@ -271,6 +274,15 @@ impl Lsp {
         }
         let (root, path) = (root.clone(), path.to_path_buf());
         self.runtime.spawn(async move {
+            if let Some(why) = inside_root(&lsp.servers[server], &root) {
+                if Self::lock(&lsp.kept_out).insert(server) {
+                    tracing::warn!(server = lsp.servers[server].name, root = %root.path().display(), why, "a built-in language server is not run");
+                }
+                lsp.skip(&path, &why);
+                lsp.queued.fetch_sub(bytes, Ordering::Relaxed);
+                lsp.routed.notify_waiters();
+                return;
+            }
             let key = match Self::lock(&lsp.index).get(&path).cloned() {
                 Some(key) => key,
                 None => (server, root::project_root(&root, &path, &lsp.servers[server].markers)),
@@ -280,7 +292,13 @@ impl Lsp {
                     Self::lock(&lsp.index).insert(path.clone(), key);
                     running.events.send(event).await.is_ok()
                 }
-                None => false,
+                None => {
+                    // Refused by the budget: a wait for this file says why at once.
+                    if let Some((why, _)) = Self::lock(&lsp.refused).get(&key).cloned() {
+                        lsp.skip(&path, &why);
+                    }
+                    false
+                }
             };
             if !sent {
                 lsp.queued.fetch_sub(bytes, Ordering::Relaxed);
@@ -410,7 +428,17 @@ impl Lsp {
                         Some(v) => v >= change.version,
                         None => change.first_reply.is_some_and(|first| first.elapsed() >= self.config.settle),
                     });
-                    if let Some(published) = fresh {
+                    // Other open files' reports follow the changed file's: a change that
+                    // may have broken them is answered once the server has been quiet a
+                    // settle long (within the deadline).
+                    let last = state.published.values().map(|p| p.at).max();
+                    let quiet = last.map_or(Duration::MAX, |at| at.elapsed());
+                    let others_may_follow = introduced
+                        && state.pull != Pull::TsServer
+                        && state.docs.len() > 1
+                        && quiet < self.config.settle
+                        && Instant::now() + (self.config.settle - quiet) < until;
+                    if let Some(published) = fresh.filter(|_| !others_may_follow) {
                         let shown = |d: &Diagnostic| self.shown(d);
                         let after: Vec<Diagnostic> =
                             published.items.iter().filter(|d| shown(d)).cloned().collect();
@@ -445,11 +473,11 @@ impl Lsp {
                         others.sort();
                         return report(Status::Fresh, added, remaining, others);
                     }
-                    if state.pull && !pulled {
+                    if state.pull != Pull::No && !pulled {
                         pulled = true;
                         let (instance, path) = (instance.clone(), path.to_path_buf());
                         let within = until.saturating_duration_since(Instant::now());
-                        self.runtime.spawn(async move { instance.pull(&path, within).await });
+                        self.runtime.spawn(async move { instance.pull(&path, within, true).await });
                     }
                 }
             }
@@ -630,6 +658,26 @@ impl Lsp {
     }
 }
 
+/// Why a built-in server must not run for files beneath `root`: its command (as found on the
+/// daemon's `PATH`, or where that leads) lies inside it, where a repository chose it (a
+/// `node_modules/.bin`, a venv). The owner's own entries run wherever they are.
+fn inside_root(server: &Server, root: &Root) -> Option<String> {
+    if server.configured {
+        return None;
+    }
+    let real = std::fs::canonicalize(&server.command).ok();
+    let inside = [Some(server.command.as_path()), real.as_deref()]
+        .into_iter()
+        .flatten()
+        .any(|c| c.starts_with(root.path()));
+    inside.then(|| {
+        format!(
+            "its command {} lies inside this session's root, and a built-in never runs from there (name it in a [[language_server]] entry to allow it)",
+            server.command.display()
+        )
+    })
+}
+
 /// Every few seconds, while the `Lsp` lives: [`Lsp::tick`].
 async fn tend(lsp: Weak<Lsp>) {
     loop {
@@ -769,8 +817,8 @@ async fn first_diagnostics(instance: &Arc<Instance>, path: &Path, settle: Durati
             tokio::time::sleep(settle).await;
             return;
         }
-        if instance.lock().pull {
-            instance.pull(path, Duration::from_secs(2)).await;
+        if instance.lock().pull != Pull::No {
+            instance.pull(path, Duration::from_secs(2), false).await;
             return;
         }
         let now = Instant::now();
@@ -812,6 +860,12 @@ async fn open_from_disk(instance: &Arc<Instance>, root: &Root, path: &Path) {
         }
         None => {
             instance.open(path, text, content);
+            // A tsserver says nothing of an opened document unasked: asked now, what it says
+            // is what the next change is measured against.
+            if instance.lock().pull == Pull::TsServer {
+                let (instance, path) = (instance.clone(), path.to_path_buf());
+                tokio::spawn(async move { instance.pull(&path, Duration::from_secs(20), false).await });
+            }
         }
     }
 }

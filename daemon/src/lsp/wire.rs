@@ -101,6 +101,36 @@ pub fn diagnostics(items: Option<&Value>) -> Vec<Diagnostic> {
         .unwrap_or_default()
 }
 
+/// The command of typescript-language-server that hands a request to its tsserver as it is.
+pub const TSSERVER_REQUEST: &str = "typescript.tsserverRequest";
+
+/// The diagnostics of a tsserver `syntacticDiagnosticsSync` or `semanticDiagnosticsSync`
+/// answer's `body`, as typescript-language-server publishes them (positions from 1-based
+/// `line`/`offset` to 0-based, `text` as the message, `category` as the severity, source
+/// `typescript` unless given), at most [`MAX_DIAGNOSTICS_PER_FILE`].
+pub fn tsserver_diagnostics(body: Option<&Value>) -> Vec<Diagnostic> {
+    let lsp = |d: &Value| -> Option<Value> {
+        let start = d.get("start")?;
+        let at = |key: &str| start.get(key).and_then(Value::as_u64).unwrap_or(1).saturating_sub(1);
+        let severity = match d.get("category").and_then(Value::as_str) {
+            Some("warning") => 2,
+            Some("suggestion") => 4,
+            // "error", and "message" as typescript-language-server maps it.
+            _ => 1,
+        };
+        Some(json!({
+            "range": {"start": {"line": at("line"), "character": at("offset")}},
+            "message": d.get("text")?,
+            "severity": severity,
+            "code": d.get("code"),
+            "source": d.get("source").filter(|s| s.is_string()).cloned().unwrap_or_else(|| json!("typescript")),
+        }))
+    };
+    body.and_then(Value::as_array)
+        .map(|all| all.iter().filter_map(|d| diagnostic(&lsp(d)?)).take(MAX_DIAGNOSTICS_PER_FILE).collect())
+        .unwrap_or_default()
+}
+
 /// The `file://` URI of an absolute path (bytes outside the unreserved set percent-encoded).
 pub fn uri_of(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt as _;
@@ -251,6 +281,23 @@ mod tests {
         assert_eq!(read[1].message.chars().count(), MAX_MESSAGE_CHARS + 1);
         let many = Value::Array(vec![items[0].clone(); MAX_DIAGNOSTICS_PER_FILE * 2]);
         assert_eq!(diagnostics(Some(&many)).len(), MAX_DIAGNOSTICS_PER_FILE);
+    }
+
+    #[test]
+    fn tsserver_diagnostics_read_as_typescript_language_server_publishes_them() {
+        let body = json!([
+            {"start": {"line": 2, "offset": 3}, "end": {"line": 2, "offset": 9}, "text": "Type 'string' is not assignable to type 'number'.", "code": 2322, "category": "error"},
+            {"start": {"line": 1, "offset": 1}, "text": "unused", "code": 6133, "category": "suggestion", "source": "ts-plugin"},
+            {"text": "no start"},
+        ]);
+        let read = tsserver_diagnostics(Some(&body));
+        assert_eq!(read.len(), 2);
+        let first = &read[0];
+        assert_eq!((first.line, first.character, first.severity), (1, 2, Severity::Error));
+        assert_eq!((first.code.as_deref(), first.source.as_deref()), (Some("2322"), Some("typescript")));
+        assert_eq!(first.message, "Type 'string' is not assignable to type 'number'.");
+        assert_eq!((read[1].severity, read[1].source.as_deref()), (Severity::of(Some(4)), Some("ts-plugin")));
+        assert!(tsserver_diagnostics(Some(&json!({"not": "a list"}))).is_empty());
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub struct SessionPolicy {
     /// The daemon's own files and folders: no root may be at or inside one, and no root
     /// reaches one beneath it.
     pub private: Arc<crate::context::Private>,
+    /// Whether a language server may run: the `diagnostics` tool is offered only then.
+    pub diagnostics: bool,
 }
 
 impl Default for SessionPolicy {
@@ -81,6 +83,7 @@ impl Default for SessionPolicy {
             max_roots: DEFAULT_MAX_ROOTS,
             descriptors: Arc::default(),
             private: crate::context::Private::none(),
+            diagnostics: false,
         }
     }
 }
@@ -333,7 +336,11 @@ impl SessionOptions {
         };
         let tools = match &params.tools {
             None => ToolName::DEFAULT.to_vec(),
-            Some(wanted) => ToolName::ALL.into_iter().filter(|t| wanted.contains(t)).collect(),
+            // The diagnostics tool only where a language server may answer it.
+            Some(wanted) => ToolName::ALL
+                .into_iter()
+                .filter(|t| wanted.contains(t) && (policy.diagnostics || *t != ToolName::Diagnostics))
+                .collect(),
         };
         let local_roots = roots.iter().all(|root| crate::context::is_local(root.path()));
         let deny = match &params.deny {

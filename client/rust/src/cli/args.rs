@@ -341,9 +341,10 @@ pub(crate) struct McpArgs {
     /// `glob` and `grep`
     #[arg(long)]
     pub(crate) read_only: bool,
-    /// The tools to offer, comma-separated (read, write, edit, glob, grep, undo) [default:
-    /// read, write, edit, glob and grep (and undo with --undo); read, glob and grep with
-    /// --read-only]
+    /// The tools to offer, comma-separated (read, write, edit, glob, grep, undo, diagnostics)
+    /// [default: read, write, edit, glob, grep and diagnostics (and undo with --undo); read, glob,
+    /// grep and diagnostics with --read-only; diagnostics only when the daemon has a language
+    /// server]
     #[arg(long, value_name = "TOOLS", value_delimiter = ',', value_parser = parse_tool, num_args = 1..)]
     pub(crate) tools: Option<Vec<ToolName>>,
     /// Send a repeated read of unchanged lines in full every time, instead of one short line
@@ -373,6 +374,11 @@ pub(crate) struct McpArgs {
     /// change to it (refused, showing what changed, if anyone changed the file since)
     #[arg(long, conflicts_with_all = ["tools", "read_only"])]
     pub(crate) undo: bool,
+    /// Writes and edits do not wait for their file's language server, and the `diagnostics`
+    /// tool is not offered [default: a write's or edit's answer ends with the errors it
+    /// introduced, when the daemon has a language server for the file]
+    #[arg(long)]
+    pub(crate) no_diagnostics: bool,
     /// The agent's name, as the daemon knows the session (clientInfo.name; `filectx gate` shows
     /// it with each write) [default: the MCP client's clientInfo.name, else filectx mcp]
     #[arg(long, value_name = "NAME")]
@@ -417,8 +423,9 @@ fn check_glob(glob: &str) -> Result<String, String> {
 
 /// A tool name given on the command line.
 fn parse_tool(name: &str) -> Result<ToolName, String> {
-    ToolName::from_name(name.trim())
-        .ok_or_else(|| format!("unknown tool {name:?}: the tools are read, write, edit, glob, grep and undo"))
+    ToolName::from_name(name.trim()).ok_or_else(|| {
+        format!("unknown tool {name:?}: the tools are read, write, edit, glob, grep, undo and diagnostics")
+    })
 }
 
 /// Refuses what clap cannot express: `--json` is global, but `cat` and `mcp` have no JSON

@@ -118,13 +118,47 @@ pub(crate) fn render_status(status: &DaemonStatus, socket: &std::path::Path) -> 
         ("dropped notifications", status.notifications_dropped.to_string()),
         ("journal", journal_summary(status)),
         ("gates", gate_count(status)),
+        ("language servers", language_servers(status)),
         ("unmatched responses", status.unmatched_responses.to_string()),
     ];
     let mut out = aligned(&rows);
     for gate in &status.gates {
         out.push_str(&render_gate(gate));
     }
+    for server in &status.language_servers {
+        let _ = writeln!(
+            out,
+            "  {} {}: {}, pid {}, {}, {} open, {} sessions, {} restarts",
+            escape_field(&server.name),
+            escape_field(&server.root),
+            escape_field(&server.state),
+            server.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            human_bytes(server.rss_bytes),
+            server.open_documents,
+            server.sessions,
+            server.restarts
+        );
+    }
+    if !status.language_servers_missing.is_empty() {
+        let missing: Vec<String> =
+            status.language_servers_missing.iter().map(|m| escape_field(m).into_owned()).collect();
+        let _ = writeln!(out, "  not found: {}", missing.join(", "));
+        if let Some(path) = &status.language_server_path {
+            let _ = writeln!(out, "  PATH searched: {}", escape_field(path));
+        }
+    }
     out
+}
+
+/// How many language servers run (the list follows, one a line).
+fn language_servers(status: &DaemonStatus) -> String {
+    match status.language_servers.len() {
+        0 if status.language_servers_missing.is_empty() && status.language_server_path.is_none() => {
+            "none configured".to_owned()
+        }
+        0 => "none running".to_owned(),
+        n => format!("{n} running"),
+    }
 }
 
 /// `on, 12 entries (4.0 KiB (4096))`, or `off` and why (the daemon runs with `journal = false`,
@@ -365,6 +399,18 @@ mod tests {
             journal_entries: 12,
             journal_bytes: 4096,
             journal_problem: None,
+            language_servers: vec![filectx_protocol::LanguageServerInfo {
+                name: "basedpyright".into(),
+                root: "/p".into(),
+                pid: Some(7),
+                state: "ready".into(),
+                rss_bytes: 200 << 20,
+                open_documents: 2,
+                sessions: 1,
+                restarts: 0,
+            }],
+            language_servers_missing: vec!["gopls (gopls)".into()],
+            language_server_path: Some("/usr/bin:/bin".into()),
         };
         let text = render_status(&status, std::path::Path::new("/run/user/1/filectx.sock"));
         assert!(text.contains("uptime:                2h 3m 4s\n"), "{text}");
@@ -397,8 +443,17 @@ mod tests {
         );
         assert!(text.contains("inotify watches:       3 (max 16384)\n"), "{text}");
         assert!(text.contains("journal:               on, 12 entries (4.0 KiB (4096))\n"), "{text}");
-        assert_eq!(text.lines().count(), 22);
-        assert!(text.lines().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
+        assert!(text.contains("language servers:      1 running\n"), "{text}");
+        assert!(
+            text.contains(
+                "  basedpyright /p: ready, pid 7, 200.0 MiB (209715200), 2 open, 1 sessions, 0 restarts\n"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("  not found: gopls (gopls)\n  PATH searched: /usr/bin:/bin\n"), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with("  ")).collect();
+        assert_eq!(rows.len(), 23);
+        assert!(rows.iter().all(|l| l.get(22..23) == Some(" ") && l.get(23..24) != Some(" ")), "{text}");
     }
 
     #[test]

@@ -10,7 +10,8 @@ use anyhow::{Context as _, bail};
 use filectx_client::mcp::{self, McpError, McpOptions};
 use filectx_client::{Client, SpawnOptions};
 use filectx_protocol::{
-    ClientInfo, EditParams, InitializeParams, ReadParams, StaleEdits, StreamTextParams, ToolName, WriteParams,
+    ClientInfo, DiagnosticsMode, EditParams, InitializeParams, ReadParams, StaleEdits, StreamTextParams,
+    ToolName, WriteParams,
 };
 
 use serde_json::Map;
@@ -38,10 +39,18 @@ pub(crate) async fn run_mcp(cli: &Cli, args: &McpArgs, socket: &Path) -> anyhow:
     params.tools = match &args.tools {
         Some(tools) => Some(tools.clone()),
         // A read-only session lists only what it can do.
-        None if args.read_only => Some(vec![ToolName::Read, ToolName::Glob, ToolName::Grep]),
+        None if args.read_only => {
+            Some(vec![ToolName::Read, ToolName::Glob, ToolName::Grep, ToolName::Diagnostics])
+        }
         None if args.undo => Some(ToolName::ALL.to_vec()),
-        None => Some(ToolName::FILE_TOOLS.to_vec()),
+        None => Some(ToolName::FILE_TOOLS.iter().copied().chain([ToolName::Diagnostics]).collect()),
     };
+    // The daemon offers `diagnostics` only where a language server may run.
+    if args.no_diagnostics {
+        params.diagnostics = Some(DiagnosticsMode::Off);
+        params.tools =
+            params.tools.map(|tools| tools.into_iter().filter(|t| *t != ToolName::Diagnostics).collect());
+    }
     params.read_only = args.read_only.then_some(true);
     // On unless --no-dedup-reads (the last of --dedup-reads and --no-dedup-reads wins).
     params.dedup_reads = (!args.no_dedup_reads).then_some(true);

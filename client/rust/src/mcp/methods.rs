@@ -174,6 +174,7 @@ fn mcp_tool(mut tool: Value, version: &str, structured: bool) -> Value {
         "glob" => ("Find files", true, false, true),
         "grep" => ("Search file contents", true, false, true),
         "undo" => ("Undo last change", false, true, false),
+        "diagnostics" => ("File diagnostics", true, false, true),
         _ => return tool,
     };
     if at_least(version, ANNOTATIONS_SINCE) {

@@ -113,8 +113,8 @@ pub(super) async fn open(
 ) -> Result<InitializeResult, ClientError> {
     let mut params = params_for(plan, client_info);
     let search = [ToolName::Glob, ToolName::Grep];
-    // Each retry drops one thing the daemon refused, so six attempts cover all five.
-    for _ in 0..5 {
+    // Each retry drops one thing the daemon refused, so eight attempts cover all seven.
+    for _ in 0..7 {
         let offers_search = params.tools.as_ref().is_some_and(|t| t.iter().any(|t| search.contains(t)));
         match client.initialize(params.clone()).await {
             Ok(session) => {
@@ -162,6 +162,20 @@ pub(super) async fn open(
                      so stale edits are refused (restart the daemon to get it)",
                 );
                 params.stale_edits = None;
+            }
+            Err(ClientError::Unsupported { feature })
+                if feature == features::DIAGNOSTICS && params.diagnostics.is_some() =>
+            {
+                params.diagnostics = None;
+            }
+            Err(ClientError::Rpc { code: filectx_protocol::error::INVALID_PARAMS, message, .. })
+                if !plan.fixed_tools
+                    && params.tools.as_ref().is_some_and(|t| t.contains(&ToolName::Diagnostics))
+                    && message.contains("`diagnostics`") =>
+            {
+                // A daemon older than language servers: nothing to diagnose with.
+                params.tools =
+                    params.tools.map(|t| t.into_iter().filter(|t| *t != ToolName::Diagnostics).collect());
             }
             Err(ClientError::Rpc { code: filectx_protocol::error::INVALID_PARAMS, message, .. })
                 if !plan.fixed_tools

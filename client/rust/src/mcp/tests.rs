@@ -414,8 +414,9 @@ async fn tools_are_forwarded_as_text_without_the_arguments_no_schema_names() -> 
     let list = mcp.call(1, "tools/list", json!({})).await?;
     let tools = list["result"]["tools"].as_array().ok_or("tools/list answers tools")?;
     let names: Vec<_> = tools.iter().map(|tool| tool["name"].as_str().unwrap_or_default()).collect();
-    // The fake daemon's session has every tool, the opt-in undo too.
-    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "undo"]);
+    // The fake daemon's session has every tool, the opt-in undo and diagnostics too.
+    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "undo", "diagnostics"]);
+    assert_eq!(tools[6]["annotations"]["readOnlyHint"], true);
     assert_eq!(tools[0]["annotations"]["readOnlyHint"], true);
     assert_eq!(tools[5]["annotations"]["destructiveHint"], true);
     assert_eq!(tools[5]["title"], "Undo last change");

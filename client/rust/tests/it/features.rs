@@ -37,10 +37,13 @@ fn old_daemon() -> TestResult<FakeDaemon> {
         let new_field = ["resumable", "resume", "dedupReads", "readMaxBytes", "jsonBudget"]
             .into_iter()
             .find(|field| request["method"] == "initialize" && request["params"].get(*field).is_some());
-        let search_tool = ["glob", "grep"].into_iter().find(|tool| {
-            request["method"] == "initialize"
-                && request["params"]["tools"].as_array().is_some_and(|tools| tools.contains(&json!(tool)))
-        });
+        // The first tool it does not know, as serde names it.
+        let search_tool = request["params"]["tools"]
+            .as_array()
+            .filter(|_| request["method"] == "initialize")
+            .and_then(|tools| {
+                tools.iter().filter_map(Value::as_str).find(|t| ["glob", "grep", "diagnostics"].contains(t))
+            });
         if let Some(tool) = search_tool {
             return vec![support::error(
                 request,
@@ -240,15 +243,16 @@ async fn mcp_on_an_old_daemon_says_what_it_lacks_and_serves_without_it() -> Test
     assert!(stdout.contains("fn main() {}"), "the read was served: {stdout}");
     let received = daemon.received().await?;
     let inits: Vec<&Value> = received.iter().filter(|m| m["method"] == "initialize").collect();
-    // Refused for its search tools, then for each option it does not know, then opened with
-    // none of them.
-    assert_eq!(inits.len(), 5, "{received:?}");
+    // Refused for its search tools, then for diagnostics, then for each option it does not
+    // know, then opened with none of them.
+    assert_eq!(inits.len(), 6, "{received:?}");
     assert_eq!(inits[0]["params"]["dedupReads"], true);
     assert_eq!(inits[0]["params"]["readMaxBytes"], 9500);
     assert_eq!(inits[0]["params"]["jsonBudget"], true);
-    assert_eq!(inits[0]["params"]["tools"], json!(["read", "write", "edit", "glob", "grep"]));
-    assert_eq!(inits[1]["params"]["tools"], json!(["read", "write", "edit"]));
-    let last = &inits[4]["params"];
+    assert_eq!(inits[0]["params"]["tools"], json!(["read", "write", "edit", "glob", "grep", "diagnostics"]));
+    assert_eq!(inits[1]["params"]["tools"], json!(["read", "write", "edit", "diagnostics"]));
+    assert_eq!(inits[2]["params"]["tools"], json!(["read", "write", "edit"]));
+    let last = &inits[5]["params"];
     for option in ["dedupReads", "readMaxBytes", "jsonBudget"] {
         assert!(last.get(option).is_none(), "{last}");
     }

@@ -175,6 +175,7 @@ pub fn initialize_result() -> InitializeResult {
             methods: vec!["daemon/status".to_owned(), "initialize".to_owned()],
             batches: true,
             features: Vec::new(),
+            diagnostics: false,
         },
         limits: Limits {
             read_line_limit: 2000,
@@ -240,6 +241,9 @@ pub fn status() -> DaemonStatus {
         journal_entries: 12,
         journal_bytes: 40_960,
         journal_problem: None,
+        language_servers: Vec::new(),
+        language_servers_missing: Vec::new(),
+        language_server_path: None,
     }
 }
 
@@ -267,12 +271,23 @@ pub fn read_result(path: &str) -> ReadResult {
 
 /// `file/write` / `fs/writeText` of `path`.
 pub fn write_result(path: &str, operation: WriteOperation) -> WriteResult {
-    WriteResult { operation, display_path: path.to_owned(), version: NEW_VERSION.to_owned() }
+    WriteResult {
+        operation,
+        display_path: path.to_owned(),
+        version: NEW_VERSION.to_owned(),
+        diagnostics: None,
+    }
 }
 
 /// `file/edit` / `fs/editText` of `path`.
 pub fn edit_result(path: &str, replacements: u64, replace_all: bool) -> EditResult {
-    EditResult { replacements, replace_all, display_path: path.to_owned(), version: NEW_VERSION.to_owned() }
+    EditResult {
+        replacements,
+        replace_all,
+        display_path: path.to_owned(),
+        version: NEW_VERSION.to_owned(),
+        diagnostics: None,
+    }
 }
 
 /// `file/stat` of `path`: a 1536-byte file not observed yet, or nothing.
