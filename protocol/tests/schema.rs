@@ -17,8 +17,9 @@ use filectx_protocol::types::{
     EditResult, FileDidChange, FileStatParams, FileStatResult, FsEditParams, FsWriteParams, GateCancelParams,
     GateRefusalData, GateRegisterParams, GateRegisterResult, GateUnregisterParams, InitializeParams,
     InitializeResult, JournalDiffParams, JournalDiffResult, JournalListParams, JournalListResult,
-    JournalRestoreParams, JournalRestoreResult, PathParams, ReadParams, ReadResult, ResolveResult,
-    StreamTextParams, ToolsListResult, WriteIntentParams, WriteIntentResult, WriteParams, WriteResult,
+    JournalRestoreParams, JournalRestoreResult, LspDiagnosticsParams, LspDiagnosticsResult, PathParams,
+    ReadParams, ReadResult, ResolveResult, StreamTextParams, ToolsListResult, WriteIntentParams,
+    WriteIntentResult, WriteParams, WriteResult,
 };
 use filectx_protocol::{FsErrorCode, FsErrorData};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -124,6 +125,13 @@ fn method_table(g: &mut SchemaGenerator) -> Vec<Method> {
             Up,
             named::<JournalRestoreParams>(g),
             named::<JournalRestoreResult>(g),
+        ),
+        m(
+            methods::LSP_DIAGNOSTICS,
+            Request,
+            Up,
+            named::<LspDiagnosticsParams>(g),
+            named::<LspDiagnosticsResult>(g),
         ),
     ]
 }

@@ -618,7 +618,10 @@ mod tests {
             max_file_bytes: DEFAULT_JOURNAL_MAX_FILE_BYTES,
             fsync: true,
         });
-        assert_eq!(settings.config(), Config { journal, ..Config::default() });
+        // The library's default runs no language server; the daemon's looks on its PATH.
+        let lsp =
+            crate::lsp::LspConfig { builtins: true, path: std::env::var_os("PATH"), ..Default::default() };
+        assert_eq!(settings.config(), Config { journal, lsp, ..Config::default() });
     }
 
     #[test]

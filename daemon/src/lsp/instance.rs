@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,8 @@ use crate::provider::Version;
 pub const MAX_FRAME_BYTES: usize = 8 << 20;
 /// Most frames waiting to be written to a server; past it the server counts as hung.
 const MAX_QUEUED: usize = 1024;
+/// Most bytes of frames waiting to be written to a server; past it the server counts as hung.
+const MAX_QUEUED_BYTES: usize = 32 << 20;
 /// Most files whose diagnostics are kept (open documents first); past it the least recent go.
 const MAX_PUBLISHED_FILES: usize = 1024;
 /// Most documents open in one server; past it the least recently used is closed.
@@ -162,6 +165,10 @@ pub struct Instance {
     pub changed: Notify,
     /// Ends its tasks and process.
     pub stop: CancellationToken,
+    /// Bytes of frames queued for the writer and not written yet.
+    queued: Arc<AtomicUsize>,
+    /// Set when a frame found the queue full: the current run ends as failed.
+    hung: AtomicBool,
 }
 
 impl Instance {
@@ -187,6 +194,8 @@ impl Instance {
             }),
             changed: Notify::new(),
             stop: CancellationToken::new(),
+            queued: Arc::default(),
+            hung: AtomicBool::new(false),
         })
     }
 
@@ -206,33 +215,57 @@ impl Instance {
 
     /// Queues `message` for the server; false when it cannot take it (not running, or hung).
     pub fn send(&self, message: &Value) -> bool {
-        Self::send_in(&self.lock(), message)
+        self.send_in(&self.lock(), message)
     }
 
     /// [`Instance::send`] with the state held: what was sent under one lock reaches the server
     /// in that order, before anything sent after it.
-    fn send_in(state: &State, message: &Value) -> bool {
+    fn send_in(&self, state: &State, message: &Value) -> bool {
         let Some(out) = &state.out else { return false };
         let body = message.to_string();
         let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
         frame.extend_from_slice(body.as_bytes());
-        out.try_send(frame).is_ok()
+        let bytes = frame.len();
+        let waiting = self.queued.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let hung = if waiting > MAX_QUEUED_BYTES {
+            true
+        } else {
+            match out.try_send(frame) {
+                Ok(()) => return true,
+                Err(mpsc::error::TrySendError::Full(_)) => true,
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        };
+        self.queued.fetch_sub(bytes, Ordering::Relaxed);
+        if hung {
+            // It stopped reading its input: ended, and started again after a pause.
+            self.hung.store(true, Ordering::Relaxed);
+            if let Some(run) = &state.run {
+                run.cancel();
+            }
+        }
+        false
     }
 
     /// Sends the request `method` and waits for its answer at most `within`.
     pub async fn request(&self, method: &str, params: Value, within: Duration) -> Option<Value> {
-        let (id, rx) = Self::request_in(&mut self.lock(), method, params)?;
+        let (id, rx) = self.request_in(&mut self.lock(), method, params)?;
         self.answer_to(id, rx, within).await
     }
 
     /// Sends the request `method` with the state held (see [`Instance::send_in`]): its id and
     /// where its answer comes.
-    fn request_in(state: &mut State, method: &str, params: Value) -> Option<(i64, oneshot::Receiver<Value>)> {
+    fn request_in(
+        &self,
+        state: &mut State,
+        method: &str,
+        params: Value,
+    ) -> Option<(i64, oneshot::Receiver<Value>)> {
         let (tx, rx) = oneshot::channel();
         let id = state.next_id;
         state.next_id += 1;
         state.pending.insert(id, tx);
-        if !Self::send_in(state, &wire::request(id, method, params)) {
+        if !self.send_in(state, &wire::request(id, method, params)) {
             state.pending.remove(&id);
             return None;
         }
@@ -295,7 +328,9 @@ impl Instance {
             state.pending.clear();
             state.run = Some(stop.clone());
         }
-        tokio::spawn(write_all(rx, stdin, stop.clone()));
+        self.queued.store(0, Ordering::Relaxed);
+        self.hung.store(false, Ordering::Relaxed);
+        tokio::spawn(write_all(rx, stdin, self.queued.clone(), stop.clone()));
         tokio::spawn(drain_stderr(stderr, self.server.name.clone(), stop.clone()));
         tokio::spawn(self.clone().read_all(stdout, child, stop));
         Ok(())
@@ -323,7 +358,9 @@ impl Instance {
         // Why it failed, and whether it ended by itself (then its status is worth saying).
         let why = loop {
             let frame = tokio::select! {
-                () = stop.cancelled() => break None,
+                () = stop.cancelled() => break self.hung.swap(false, Ordering::Relaxed).then(|| {
+                    (format!("it stopped reading its input ({} MiB or {MAX_QUEUED} messages waited)", MAX_QUEUED_BYTES >> 20), false)
+                }),
                 frame = frames.next() => frame,
             };
             match frame {
@@ -545,7 +582,7 @@ impl Instance {
             .docs
             .insert(path.to_path_buf(), Doc { version: 1, text: text.clone(), content, used: now, change });
         state.published.remove(path);
-        Self::send_in(
+        self.send_in(
             &state,
             &wire::notification(
                 "textDocument/didOpen",
@@ -589,7 +626,7 @@ impl Instance {
             Change { content, version: doc.version, before, shift, sent: now, first_reply: None, others };
         let version = doc.version;
         let uri = wire::uri_of(path);
-        let sent = Self::send_in(
+        let sent = self.send_in(
             &state,
             &wire::notification(
                 "textDocument/didChange",
@@ -597,7 +634,7 @@ impl Instance {
             ),
         );
         if self.server.did_save {
-            Self::send_in(
+            self.send_in(
                 &state,
                 &wire::notification(
                     "textDocument/didSave",
@@ -661,11 +698,11 @@ impl Instance {
                 Pull::No => return,
                 Pull::Lsp => {
                     let params = serde_json::json!({"textDocument": {"uri": uri}});
-                    Self::request_in(&mut state, "textDocument/diagnostic", params).into_iter().collect()
+                    self.request_in(&mut state, "textDocument/diagnostic", params).into_iter().collect()
                 }
                 Pull::TsServer => ["syntacticDiagnosticsSync", "semanticDiagnosticsSync"]
                     .iter()
-                    .filter_map(|c| Self::request_in(&mut state, "workspace/executeCommand", ts(c)))
+                    .filter_map(|c| self.request_in(&mut state, "workspace/executeCommand", ts(c)))
                     .collect(),
             };
             (version, asked)
@@ -696,6 +733,7 @@ impl Instance {
 async fn write_all(
     mut rx: mpsc::Receiver<Vec<u8>>,
     mut stdin: tokio::process::ChildStdin,
+    queued: Arc<AtomicUsize>,
     stop: CancellationToken,
 ) {
     loop {
@@ -704,7 +742,9 @@ async fn write_all(
             frame = rx.recv() => frame,
         };
         let Some(frame) = frame else { return };
-        if stdin.write_all(&frame).await.is_err() {
+        let written = stdin.write_all(&frame).await;
+        queued.fetch_sub(frame.len(), Ordering::Relaxed);
+        if written.is_err() {
             return;
         }
     }

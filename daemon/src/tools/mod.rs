@@ -141,7 +141,10 @@ mod tests {
         let names = |o: &SessionOptions| list(o).into_iter().map(|d| d.name).collect::<Vec<_>>();
         assert_eq!(names(&options(&ToolName::DEFAULT, false)), ["read", "write", "edit"]);
         assert_eq!(names(&options(&ToolName::FILE_TOOLS, false)), ["read", "write", "edit", "glob", "grep"]);
-        assert_eq!(names(&options(&ToolName::ALL, false)), ["read", "write", "edit", "glob", "grep", "undo"]);
+        assert_eq!(
+            names(&options(&ToolName::ALL, false)),
+            ["read", "write", "edit", "glob", "grep", "undo", "diagnostics"]
+        );
         assert_eq!(names(&options(&[ToolName::Read], false)), ["read"]);
     }
 

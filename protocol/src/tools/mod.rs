@@ -424,6 +424,23 @@ mod tests {
                 "type": "object"
               }
             }
+            {
+              "name": "diagnostics",
+              "description": "The errors a language server reports in a file, as the file is now (waits a few seconds for a fresh result). write and edit already end with the errors they introduced; call this when their answer says diagnostics were still running, or to check a file you have not changed. Each error is `LINE:COL message`.",
+              "inputSchema": {
+                "additionalProperties": false,
+                "properties": {
+                  "file_path": {
+                    "description": "Path of the file, absolute or relative to the session's working folder.",
+                    "type": "string"
+                  }
+                },
+                "required": [
+                  "file_path"
+                ],
+                "type": "object"
+              }
+            }
         "#]].assert_eq(&text);
     }
 }

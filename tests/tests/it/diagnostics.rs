@@ -563,6 +563,26 @@ fn the_memory_budget_stops_a_server_and_says_why() {
     );
 }
 
+/// A server that stops reading its input never makes the daemon hold what it is sent: past
+/// 32 MiB waiting it counts as hung, is ended and started again, and says why.
+#[test]
+fn a_server_that_stops_reading_is_ended_before_its_queue_grows() {
+    let lab = lab(&["--deaf"], &[]);
+    let file = lab.file("a.fk", "one\n");
+    let mut raw = lab.session_with(json!({"diagnostics": "off"}));
+    tool_ok(&mut raw, "read", json!({"file_path": file}));
+    eventually(Duration::from_secs(10), "the server deaf", || !lab.events("deaf").is_empty());
+    for i in 0..48 {
+        let content = format!("{i}\n{}\n", "x".repeat(1 << 20));
+        tool_ok(&mut raw, "write", json!({"file_path": file, "content": content}));
+    }
+    eventually(Duration::from_secs(20), "a restart", || {
+        lab.daemon.status()["languageServers"][0]["restarts"].as_u64().unwrap_or(0) >= 1
+    });
+    assert!(lab.daemon.log_text().contains("it stopped reading its input (32 MiB or 1024 messages waited)"));
+    assert!(lab.daemon.rss_kib() < 200 * 1024, "the daemon holds {} KiB", lab.daemon.rss_kib());
+}
+
 #[test]
 fn an_idle_server_stops() {
     let lab = lab(&[], &["--language-server-idle", "1"]);

@@ -700,6 +700,16 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("journal_max_bytes", (1u64 << 30).to_string()),
         ("journal_max_age", secs(7.0 * 86_400.0)),
         ("journal_max_file_bytes", (16u64 << 20).to_string()),
+        // The language servers: none of the owner's, the built-ins looked for on PATH.
+        ("language_server", "[]".to_owned()),
+        ("builtin_language_servers", "true".to_owned()),
+        ("diagnostics_wait", secs(3.0)),
+        ("diagnostics_wait_starting", secs(20.0)),
+        ("diagnostics_settle", secs(0.1)),
+        ("diagnostics_warnings", "false".to_owned()),
+        ("language_server_idle", secs(600.0)),
+        ("max_language_servers", "4".to_owned()),
+        ("language_server_memory", (4u64 << 30).to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

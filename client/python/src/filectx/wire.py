@@ -86,7 +86,7 @@ class CancelParams(TypedDict):
     """The id of the request to cancel."""
 
 
-ToolName: TypeAlias = Literal["read", "write", "edit", "glob", "grep", "undo"]
+ToolName: TypeAlias = Literal["read", "write", "edit", "glob", "grep", "undo", "diagnostics"]
 """One of the model-facing tools."""
 
 
@@ -106,6 +106,11 @@ class _CapabilitiesRequired(TypedDict):
 
 class Capabilities(_CapabilitiesRequired, total=False):
     """What this session can do."""
+
+    diagnostics: bool
+    """Whether at least one language server is configured and found, so writes and edits can
+    say what they introduced.
+    """
 
     features: list[str]
     """What this daemon supports beyond protocol 1 (names in [`crate::features`]); clients
@@ -181,6 +186,36 @@ class GateInfo(_GateInfoRequired, total=False):
 
     name: str | None
     """Its name, if it has one."""
+
+
+class _LanguageServerInfoRequired(TypedDict):
+    name: str
+    """Its short name."""
+
+    root: str
+    """The project root it serves."""
+
+    state: str
+    """`starting`, `ready`, `restarting` or `stopped`."""
+
+    rssBytes: int
+    """Resident bytes of its whole process tree."""
+
+    openDocuments: int
+    """Documents open in it."""
+
+    sessions: int
+    """Sessions that used it."""
+
+    restarts: int
+    """Times it was started again after failing."""
+
+
+class LanguageServerInfo(_LanguageServerInfoRequired, total=False):
+    """One running language server, in `daemon/status`."""
+
+    pid: int | None
+    """The server's pid."""
 
 
 class _DaemonStatusRequired(TypedDict):
@@ -288,6 +323,17 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
     failing disk); absent when it works or is turned off by its setting.
     """
 
+    languageServerPath: str | None
+    """The `PATH` the daemon looked language servers up in."""
+
+    languageServers: list[LanguageServerInfo]
+    """The language servers running now, one per (server, project root)."""
+
+    languageServersMissing: list[str]
+    """The built-in language servers whose command the daemon did not find on its `PATH`, and
+    configured ones it cannot run (name and why).
+    """
+
     maxObservedBytes: int
     """The most `observed_bytes` may reach (`max_observed_bytes`): past it the session holding
     the most forgets its least recently used observations.
@@ -392,6 +438,87 @@ class DenyParams(TypedDict, total=False):
     """Paths that may not be written or edited."""
 
 
+DiagnosticSeverity: TypeAlias = Literal["error", "warning", "information", "hint"]
+"""How bad a diagnostic is."""
+
+
+class _DiagnosticRequired(TypedDict):
+    path: str
+    """The file, as shown to this session."""
+
+    line: int
+    """1-based line."""
+
+    column: int
+    """1-based column (UTF-16 units, as the server counts them)."""
+
+    severity: DiagnosticSeverity
+    """How bad."""
+
+    message: str
+    """What it says (at most 400 characters; control characters as the server sent them)."""
+
+
+class Diagnostic(_DiagnosticRequired, total=False):
+    """One diagnostic of a language server."""
+
+    code: str | None
+    """Its code."""
+
+    source: str | None
+    """Who said it (`typescript`, `basedpyright`)."""
+
+
+DiagnosticsMode: TypeAlias = Literal["wait", "off"]
+"""Whether writes and edits wait for diagnostics (`initialize` `diagnostics`)."""
+
+
+DiagnosticsStatus: TypeAlias = Literal["fresh", "pending", "starting", "failed", "none"]
+"""How fresh diagnostics are."""
+
+
+class OtherFile(TypedDict):
+    """Another file a change broke."""
+
+    path: str
+    """The file, as shown to this session."""
+
+    introduced: int
+    """Diagnostics the change introduced there."""
+
+
+class _DiagnosticsReportRequired(TypedDict):
+    status: DiagnosticsStatus
+    """How fresh: `fresh` is the version written; else `introduced` is empty."""
+
+    server: str
+    """The server's short name."""
+
+    elapsedMs: int
+    """How long the answer waited for it."""
+
+    introduced: list[Diagnostic]
+    """The diagnostics the change introduced in the file (errors; warnings too when the daemon
+    shows them), at most 100.
+    """
+
+    remaining: int
+    """Those of the file that were there before the change."""
+
+    otherFiles: list[OtherFile]
+    """Other files the change introduced diagnostics in (that this session may read), at most 20."""
+
+
+class DiagnosticsReport(_DiagnosticsReportRequired, total=False):
+    """What a write, an edit or a restore introduced, by its file's language server (on
+    `file/write`, `file/edit` and `journal/restore` results of a session whose `diagnostics` is
+    `"wait"`, when a server applies to the file).
+    """
+
+    reason: str | None
+    """Why there is nothing (`failed`)."""
+
+
 class _EditParamsRequired(TypedDict):
     path: str
     """Absolute, or relative to the session's cwd."""
@@ -415,9 +542,7 @@ class EditParams(_EditParamsRequired, total=False):
     """Replace every occurrence instead of exactly one."""
 
 
-class EditResult(TypedDict):
-    """Result of `file/edit` and `fs/editText`."""
-
+class _EditResultRequired(TypedDict):
     replacements: int
     """How many occurrences were replaced."""
 
@@ -429,6 +554,15 @@ class EditResult(TypedDict):
 
     version: str
     """The file's new version."""
+
+
+class EditResult(_EditResultRequired, total=False):
+    """Result of `file/edit` and `fs/editText`."""
+
+    diagnostics: DiagnosticsReport | None
+    """What the edit introduced, by the file's language server (`file/edit` of a session whose
+    `diagnostics` is `"wait"`, when a server applies).
+    """
 
 
 class _FileDidChangeRequired(TypedDict):
@@ -710,6 +844,11 @@ class InitializeParams(_InitializeParamsRequired, total=False):
     deny: DenyParams | None
     """Deny rules of this session, added to the daemon's."""
 
+    diagnostics: DiagnosticsMode | None
+    """Whether writes and edits wait for their file's language server and say what they
+    introduced (`"wait"`, the default) or not (`"off"`) (feature `diagnostics`).
+    """
+
     jsonBudget: bool | None
     """When true, `readMaxBytes` counts the text of the `read`, `glob` and `grep` answers as JSON
     escapes it (a control character as 6 bytes, `\\n`, `\\t`, `"` and `\\` as 2), for a client
@@ -954,8 +1093,46 @@ class _JournalRestoreResultRequired(TypedDict):
 class JournalRestoreResult(_JournalRestoreResultRequired, total=False):
     """Result of `journal/restore`."""
 
+    diagnostics: DiagnosticsReport | None
+    """What the restore introduced, by the file's language server (a session whose
+    `diagnostics` is `"wait"`, when a server applies).
+    """
+
     version: str | None
     """The version written (absent: the restore removed the file)."""
+
+
+class LspDiagnosticsParams(TypedDict):
+    """Parameters of `lsp/diagnostics`."""
+
+    path: str
+    """Absolute, or relative to the session's cwd."""
+
+
+class _LspDiagnosticsResultRequired(TypedDict):
+    status: DiagnosticsStatus
+    """How fresh (`none`: no server applies to the file)."""
+
+    version: str
+    """The file's version the diagnostics are of."""
+
+    diagnostics: list[Diagnostic]
+    """Its diagnostics (errors; warnings too when the daemon shows them)."""
+
+    elapsedMs: int
+    """How long the answer waited."""
+
+
+class LspDiagnosticsResult(_LspDiagnosticsResultRequired, total=False):
+    """Result of `lsp/diagnostics`: the file's diagnostics under its current version (waited for up
+    to the daemon's deadline).
+    """
+
+    reason: str | None
+    """Why there is nothing (`failed`)."""
+
+    server: str | None
+    """The server's short name."""
 
 
 class PathParams(TypedDict):
@@ -1210,9 +1387,7 @@ class WriteParams(_WriteParamsRequired, total=False):
     """
 
 
-class WriteResult(TypedDict):
-    """Result of `file/write` and `fs/writeText`."""
-
+class _WriteResultRequired(TypedDict):
     operation: WriteOperation
     """Created or replaced."""
 
@@ -1221,6 +1396,15 @@ class WriteResult(TypedDict):
 
     version: str
     """The file's new version."""
+
+
+class WriteResult(_WriteResultRequired, total=False):
+    """Result of `file/write` and `fs/writeText`."""
+
+    diagnostics: DiagnosticsReport | None
+    """What the write introduced, by the file's language server (`file/write` of a session
+    whose `diagnostics` is `"wait"`, when a server applies).
+    """
 
 
 class MethodInfo(TypedDict):
@@ -1261,6 +1445,7 @@ METHODS: Final[dict[str, MethodInfo]] = {
     "journal/diff": {"kind": "request", "direction": "clientToServer", "params": "JournalDiffParams", "result": "JournalDiffResult"},
     "journal/list": {"kind": "request", "direction": "clientToServer", "params": "JournalListParams", "result": "JournalListResult"},
     "journal/restore": {"kind": "request", "direction": "clientToServer", "params": "JournalRestoreParams", "result": "JournalRestoreResult"},
+    "lsp/diagnostics": {"kind": "request", "direction": "clientToServer", "params": "LspDiagnosticsParams", "result": "LspDiagnosticsResult"},
     "session/contextReset": {"kind": "request", "direction": "clientToServer", "params": "ContextResetParams", "result": None},
     "shutdown": {"kind": "request", "direction": "clientToServer", "params": None, "result": None},
     "tools/call": {"kind": "request", "direction": "clientToServer", "params": "CallToolParams", "result": "CallToolResult"},

@@ -52,7 +52,7 @@ export type RequestId = number | string;
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "ToolName".
  */
-export type ToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep' | 'undo';
+export type ToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep' | 'undo' | 'diagnostics';
 /**
  * What happens to a write whose gate did not answer in time.
  *
@@ -67,6 +67,27 @@ export type GateOnTimeout = 'deny' | 'allow';
  * via the `definition` "GateOperation".
  */
 export type GateOperation = 'create' | 'update' | 'edit';
+/**
+ * How bad a diagnostic is.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DiagnosticSeverity".
+ */
+export type DiagnosticSeverity = 'error' | 'warning' | 'information' | 'hint';
+/**
+ * Whether writes and edits wait for diagnostics (`initialize` `diagnostics`).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DiagnosticsMode".
+ */
+export type DiagnosticsMode = 'wait' | 'off';
+/**
+ * How fresh diagnostics are.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DiagnosticsStatus".
+ */
+export type DiagnosticsStatus = 'fresh' | 'pending' | 'starting' | 'failed' | 'none';
 /**
  * What a path names.
  *
@@ -183,6 +204,11 @@ export interface WireTypes {
   DaemonStatus: DaemonStatus;
   DaemonStatusParams: DaemonStatusParams;
   DenyParams: DenyParams;
+  Diagnostic: Diagnostic;
+  DiagnosticSeverity: DiagnosticSeverity;
+  DiagnosticsMode: DiagnosticsMode;
+  DiagnosticsReport: DiagnosticsReport;
+  DiagnosticsStatus: DiagnosticsStatus;
   EditParams: EditParams;
   EditResult: EditResult;
   FileDidChange: FileDidChange;
@@ -216,7 +242,11 @@ export interface WireTypes {
   JournalOperation: JournalOperation;
   JournalRestoreParams: JournalRestoreParams;
   JournalRestoreResult: JournalRestoreResult;
+  LanguageServerInfo: LanguageServerInfo;
   Limits: Limits;
+  LspDiagnosticsParams: LspDiagnosticsParams;
+  LspDiagnosticsResult: LspDiagnosticsResult;
+  OtherFile: OtherFile;
   PathParams: PathParams;
   ReadParams: ReadParams;
   ReadResult: ReadResult;
@@ -325,6 +355,11 @@ export interface Capabilities {
    * Whether JSON-RPC batches are accepted.
    */
   batches: boolean;
+  /**
+   * Whether at least one language server is configured and found, so writes and edits can
+   * say what they introduced.
+   */
+  diagnostics?: boolean;
   /**
    * What this daemon supports beyond protocol 1 (names in [`crate::features`]); clients
    * check a name here before relying on it.
@@ -475,6 +510,19 @@ export interface DaemonStatus {
    * failing disk); absent when it works or is turned off by its setting.
    */
   journalProblem?: string | null;
+  /**
+   * The `PATH` the daemon looked language servers up in.
+   */
+  languageServerPath?: string | null;
+  /**
+   * The language servers running now, one per (server, project root).
+   */
+  languageServers?: LanguageServerInfo[];
+  /**
+   * The built-in language servers whose command the daemon did not find on its `PATH`, and
+   * configured ones it cannot run (name and why).
+   */
+  languageServersMissing?: string[];
   /**
    * Bytes of files currently memory-mapped.
    */
@@ -655,6 +703,46 @@ export interface GateInfo {
   waiting: number;
 }
 /**
+ * One running language server, in `daemon/status`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "LanguageServerInfo".
+ */
+export interface LanguageServerInfo {
+  /**
+   * Its short name.
+   */
+  name: string;
+  /**
+   * Documents open in it.
+   */
+  openDocuments: number;
+  /**
+   * The server's pid.
+   */
+  pid?: number | null;
+  /**
+   * Times it was started again after failing.
+   */
+  restarts: number;
+  /**
+   * The project root it serves.
+   */
+  root: string;
+  /**
+   * Resident bytes of its whole process tree.
+   */
+  rssBytes: number;
+  /**
+   * Sessions that used it.
+   */
+  sessions: number;
+  /**
+   * `starting`, `ready`, `restarting` or `stopped`.
+   */
+  state: string;
+}
+/**
  * Params of `daemon/status` (optional, as is every field).
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -683,6 +771,97 @@ export interface DenyParams {
    * Paths that may not be written or edited.
    */
   write?: string[];
+}
+/**
+ * One diagnostic of a language server.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Diagnostic".
+ */
+export interface Diagnostic {
+  /**
+   * Its code.
+   */
+  code?: string | null;
+  /**
+   * 1-based column (UTF-16 units, as the server counts them).
+   */
+  column: number;
+  /**
+   * 1-based line.
+   */
+  line: number;
+  /**
+   * What it says (at most 400 characters; control characters as the server sent them).
+   */
+  message: string;
+  /**
+   * The file, as shown to this session.
+   */
+  path: string;
+  /**
+   * How bad.
+   */
+  severity: DiagnosticSeverity;
+  /**
+   * Who said it (`typescript`, `basedpyright`).
+   */
+  source?: string | null;
+}
+/**
+ * What a write, an edit or a restore introduced, by its file's language server (on
+ * `file/write`, `file/edit` and `journal/restore` results of a session whose `diagnostics` is
+ * `"wait"`, when a server applies to the file).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DiagnosticsReport".
+ */
+export interface DiagnosticsReport {
+  /**
+   * How long the answer waited for it.
+   */
+  elapsedMs: number;
+  /**
+   * The diagnostics the change introduced in the file (errors; warnings too when the daemon
+   * shows them), at most 100.
+   */
+  introduced: Diagnostic[];
+  /**
+   * Other files the change introduced diagnostics in (that this session may read), at most 20.
+   */
+  otherFiles: OtherFile[];
+  /**
+   * Why there is nothing (`failed`).
+   */
+  reason?: string | null;
+  /**
+   * Those of the file that were there before the change.
+   */
+  remaining: number;
+  /**
+   * The server's short name.
+   */
+  server: string;
+  /**
+   * How fresh: `fresh` is the version written; else `introduced` is empty.
+   */
+  status: DiagnosticsStatus;
+}
+/**
+ * Another file a change broke.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "OtherFile".
+ */
+export interface OtherFile {
+  /**
+   * Diagnostics the change introduced there.
+   */
+  introduced: number;
+  /**
+   * The file, as shown to this session.
+   */
+  path: string;
 }
 /**
  * Parameters of `file/edit`.
@@ -720,6 +899,11 @@ export interface EditParams {
  * via the `definition` "EditResult".
  */
 export interface EditResult {
+  /**
+   * What the edit introduced, by the file's language server (`file/edit` of a session whose
+   * `diagnostics` is `"wait"`, when a server applies).
+   */
+  diagnostics?: DiagnosticsReport | null;
   /**
    * The path as shown to people.
    */
@@ -1031,6 +1215,11 @@ export interface InitializeParams {
    */
   deny?: DenyParams | null;
   /**
+   * Whether writes and edits wait for their file's language server and say what they
+   * introduced (`"wait"`, the default) or not (`"off"`) (feature `diagnostics`).
+   */
+  diagnostics?: DiagnosticsMode | null;
+  /**
    * When true, `readMaxBytes` counts the text of the `read`, `glob` and `grep` answers as JSON
    * escapes it (a control character as 6 bytes, `\n`, `\t`, `"` and `\` as 2), for a client
    * that keeps a tool result's JSON up to a number of characters, such as the MCP bridge for
@@ -1336,6 +1525,11 @@ export interface JournalRestoreParams {
  */
 export interface JournalRestoreResult {
   /**
+   * What the restore introduced, by the file's language server (a session whose
+   * `diagnostics` is `"wait"`, when a server applies).
+   */
+  diagnostics?: DiagnosticsReport | null;
+  /**
    * The file as shown to this session.
    */
   displayPath: string;
@@ -1347,6 +1541,51 @@ export interface JournalRestoreResult {
    * The version written (absent: the restore removed the file).
    */
   version?: string | null;
+}
+/**
+ * Parameters of `lsp/diagnostics`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "LspDiagnosticsParams".
+ */
+export interface LspDiagnosticsParams {
+  /**
+   * Absolute, or relative to the session's cwd.
+   */
+  path: string;
+}
+/**
+ * Result of `lsp/diagnostics`: the file's diagnostics under its current version (waited for up
+ * to the daemon's deadline).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "LspDiagnosticsResult".
+ */
+export interface LspDiagnosticsResult {
+  /**
+   * Its diagnostics (errors; warnings too when the daemon shows them).
+   */
+  diagnostics: Diagnostic[];
+  /**
+   * How long the answer waited.
+   */
+  elapsedMs: number;
+  /**
+   * Why there is nothing (`failed`).
+   */
+  reason?: string | null;
+  /**
+   * The server's short name.
+   */
+  server?: string | null;
+  /**
+   * How fresh (`none`: no server applies to the file).
+   */
+  status: DiagnosticsStatus;
+  /**
+   * The file's version the diagnostics are of.
+   */
+  version: string;
 }
 /**
  * Parameters of `file/stat`, `fs/stat` and `fs/resolve`.
@@ -1667,6 +1906,11 @@ export interface WriteParams {
  */
 export interface WriteResult {
   /**
+   * What the write introduced, by the file's language server (`file/write` of a session
+   * whose `diagnostics` is `"wait"`, when a server applies).
+   */
+  diagnostics?: DiagnosticsReport | null;
+  /**
    * The path as shown to people.
    */
   displayPath: string;
@@ -1700,6 +1944,7 @@ export interface ClientRequests {
   'journal/diff': { params: JournalDiffParams; result: JournalDiffResult };
   'journal/list': { params: JournalListParams; result: JournalListResult };
   'journal/restore': { params: JournalRestoreParams; result: JournalRestoreResult };
+  'lsp/diagnostics': { params: LspDiagnosticsParams; result: LspDiagnosticsResult };
   'session/contextReset': { params: ContextResetParams; result: null };
   'shutdown': { params: undefined; result: null };
   'tools/call': { params: CallToolParams; result: CallToolResult };
@@ -1752,6 +1997,7 @@ export const METHODS = {
   'journal/diff': { kind: 'request', direction: 'clientToServer' },
   'journal/list': { kind: 'request', direction: 'clientToServer' },
   'journal/restore': { kind: 'request', direction: 'clientToServer' },
+  'lsp/diagnostics': { kind: 'request', direction: 'clientToServer' },
   'session/contextReset': { kind: 'request', direction: 'clientToServer' },
   'shutdown': { kind: 'request', direction: 'clientToServer' },
   'tools/call': { kind: 'request', direction: 'clientToServer' },

@@ -7,7 +7,7 @@ use std::time::Duration;
 pub const USAGE: &str = "usage: fake-lsp [--stdio] [--name NAME] [--log FILE] [--late MS] [--crash-at N] \
      [--crash-once FILE] [--no-init] [--flood N] [--control-bytes] [--huge BYTES] [--out-of-order] \
      [--versionless] [--pull] [--on-save] [--grandchild] [--grandchild-rss MB] [--rss MB] [--register] \
-     [--garbage]";
+     [--garbage] [--deaf]";
 
 /// What the command line asked for.
 #[derive(Debug, Default)]
@@ -48,6 +48,8 @@ pub struct Options {
     pub register: bool,
     /// Send a frame that is not JSON and one without `Content-Length`.
     pub garbage: bool,
+    /// Stop reading stdin once initialized.
+    pub deaf: bool,
     /// Be the grandchild (hidden).
     pub sleeper: bool,
 }
@@ -78,6 +80,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> 
             "--rss" => opts.rss_mb = size(&flag, &value()?)?,
             "--register" => opts.register = true,
             "--garbage" => opts.garbage = true,
+            "--deaf" => opts.deaf = true,
             "--sleeper" => opts.sleeper = true,
             _ => return Err(format!("unknown argument {flag:?}")),
         }

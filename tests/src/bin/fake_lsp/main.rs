@@ -87,6 +87,8 @@
 //! - `--garbage`: on `initialized`, write a frame whose body is not JSON (`Content-Length: 13`,
 //!   body `{not json at}`) and a header block without `Content-Length` (`Content-Type: ...`, no
 //!   body), then behave normally.
+//! - `--deaf`: once `initialized`, read nothing more from stdin, alive (for ten minutes at most):
+//!   what the client writes piles up.
 //!
 //! Bad flags end it with code 2 and a usage line on stderr.
 

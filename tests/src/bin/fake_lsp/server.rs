@@ -59,6 +59,12 @@ pub fn run(opts: Options) -> ! {
             Ok(Incoming::Message(message)) => {
                 log::message(&message);
                 server.handle(&message);
+                if server.opts.deaf && server.initialized {
+                    // Reads nothing more, alive, until killed (or ten minutes passed).
+                    log::event(json!({"event": "deaf"}));
+                    std::thread::sleep(Duration::from_secs(600));
+                    end(0, "deaf for ten minutes");
+                }
             }
             Ok(Incoming::Invalid(what)) => {
                 log::violation(format!("received {what}"));
