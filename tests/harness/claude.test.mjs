@@ -37,6 +37,9 @@ test('Claude Code with filectx mcp: every step of the task correct, plain text, 
   for (const builtin of ['Read', 'Edit', 'Write', 'Grep', 'Glob']) {
     assert.ok(!result.toolsOffered.includes(builtin), `${builtin} not offered: ${result.toolsOffered}`);
   }
+  // The daemon runs no language server, even one on the user's PATH (it would add its reports
+  // to the edits' answers measured here, and its start-up to the run).
+  assert.ok(!result.toolsOffered.includes('mcp__filectx__diagnostics'), `diagnostics not offered: ${result.toolsOffered}`);
 
   // Every step's outcome, each named when it fails.
   const wrong = result.steps.filter((s) => !s.ok).map((s) => `${s.step}: ${s.why}`);

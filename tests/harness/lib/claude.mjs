@@ -1,13 +1,15 @@
-// Runs the scripted task (task.mjs) through Claude Code, installed from npm into this package's
-// node_modules, against the scripted model (model.mjs) on loopback: either with filectx's tools
-// over MCP (`filectx mcp`, Claude Code's built-in file tools turned off) or with Claude Code's
-// own Read/Edit/Write/Grep/Glob. Then measures what the model got: the characters of every tool
-// result as Claude Code handed it over, per step, and the model turns.
+// Runs a scripted task (issue 27's, task.mjs, by default) through Claude Code, installed from npm
+// into this package's node_modules, against the scripted model (model.mjs) on loopback: either
+// with filectx's tools over MCP (`filectx mcp`, Claude Code's built-in file tools turned off) or
+// with Claude Code's own Read/Edit/Write/Grep/Glob. Then measures what the model got: the
+// characters of every tool result as Claude Code handed it over, per step, and the model turns.
 //
 // Binaries: `FILECTX` (the `filectx` client, whose `mcp` command is the bridge) and `FILECTXD`
 // (the daemon), by default ../../target/debug/filectx and filectxd; `CLAUDE` for another Claude
 // Code. `FILECTX_MCP_ARGS` (JSON array) replaces the bridge's options after `--root ROOT` (the
-// recommended configuration below by default), to measure another one.
+// recommended configuration below by default), to measure another one. The daemon runs none of
+// its built-in language servers unless a run names their folders (`languageServers`), so that a
+// server on the user's PATH changes neither the answers measured nor the time taken.
 
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -36,11 +38,18 @@ export const binaries = () => ({
   claude: binary('CLAUDE', path.join(packageDir, 'node_modules/.bin/claude')),
 });
 
-/** The words in the task's prompt that mark a request as the task's (not a side request). */
+/** The words in a task's prompt that mark a request as the task's (not a side request). */
 export const MARKER = 'filectx scripted task';
 const PROMPT = `${MARKER}: in src/greeter.py, read the whole file, make greet_10 and greet_20 say Hi, read lines 601-650 \
 twice, create src/farewell.py, overwrite config/settings.toml with the new settings, make greet_30 strip its \
 result, then find greet_7, greet_77 and greet_147 and list the Python files.`;
+
+/**
+ * A task `runTask` runs: the `prompt` (holding MARKER), the `tools` its agent uses (filectx's
+ * names), and `makeProject(root)`, `agent(root)` and `checkOutcome(root, notes)` as task.mjs
+ * gives them for issue 27's task, this default.
+ */
+export const SCRIPTED_TASK = { prompt: PROMPT, tools: TOOLS, makeProject, agent, checkOutcome };
 
 /**
  * What this `filectx mcp` offers, from its `--help`: `protocol3` (plain text by default, with
@@ -85,14 +94,25 @@ export const TOOLSETS = {
 };
 const BUILTIN_FILE_TOOLS = ['Read', 'Edit', 'Write', 'Grep', 'Glob', 'NotebookEdit'];
 
-/** Starts a daemon on a socket of its own in `dir`; resolves once it accepts connections. */
-async function startDaemon(filectxd, dir) {
+/**
+ * Starts a daemon on a socket of its own in `dir`; resolves once it accepts connections.
+ * `languageServers`: folders put first on its PATH, where it finds the built-in language servers
+ * it runs; without them the built-ins are off (`--no-builtin-language-servers`, where this
+ * filectxd has language servers at all).
+ */
+async function startDaemon(filectxd, dir, languageServers) {
   const socket = path.join(dir, 'run/filectx.sock');
   const logPath = path.join(dir, 'daemon.log');
+  const args = ['--socket', socket, '--log-level', 'info', '--no-fsync'];
+  const userPath = process.env.PATH ?? '/usr/bin:/bin';
+  if (!languageServers) {
+    const help = spawnSync(filectxd, ['--help'], { encoding: 'utf8' });
+    if (/--no-builtin-language-servers\b/.test(help.stdout ?? '')) args.push('--no-builtin-language-servers');
+  }
   const log = fs.openSync(logPath, 'a');
-  const child = spawn(filectxd, ['--socket', socket, '--log-level', 'info', '--no-fsync'], {
+  const child = spawn(filectxd, args, {
     stdio: ['ignore', 'ignore', log],
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
+    env: { PATH: [...(languageServers ?? []), userPath].join(path.delimiter), HOME: dir },
   });
   fs.closeSync(log);
   const deadline = Date.now() + 10_000;
@@ -152,7 +172,7 @@ export const SETTINGS = {
  * sets it up once) or 'flags' (all of it on this command line).
  */
 function claudeArgs(toolset, options) {
-  const common = ['-p', PROMPT, '--output-format', 'json', '--no-session-persistence'];
+  const common = ['-p', options.prompt, '--output-format', 'json', '--no-session-persistence'];
   if (toolset === 'builtin') {
     const tools = BUILTIN_FILE_TOOLS.slice(0, 5).join(',');
     return [...common, '--strict-mcp-config', '--tools', tools, '--allowedTools', tools];
@@ -241,27 +261,32 @@ export const chars = (text) => [...text].length;
  * `_meta` `anthropic/alwaysLoad` on each tool, Claude Code defers them and the model loads them
  * with ToolSearch first), `args` (the bridge's options beyond `--root`;
  * default `mcpArgs()`), `register` ('user': registered once with `claude mcp add --scope user`
- * and settings, as the README says; 'flags': on Claude Code's command line). Returns
+ * and settings, as the README says; 'flags': on Claude Code's command line), `task` (default
+ * SCRIPTED_TASK), `languageServers` (folders of the language servers the daemon runs as
+ * built-ins, first on its PATH; default none, the built-ins off). Returns
  * `{toolset, title, calls: [{step, tool, chars, isError, text}], toolChars, turns, notes,
  * steps, sideRequests, stray, errors, harnessNotes, claude, mcpArgs, features, toolsOffered}`.
  */
-export async function runTask(toolset, { keep = false, alwaysLoad = false, args: givenArgs, register = 'user' } = {}) {
+export async function runTask(
+  toolset,
+  { keep = false, alwaysLoad = false, args: givenArgs, register = 'user', task = SCRIPTED_TASK, languageServers } = {},
+) {
   const bins = binaries();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `filectx-harness-${toolset}-`));
   const root = path.join(dir, 'project');
   const home = path.join(dir, 'home');
   fs.mkdirSync(path.join(home, 'tmp'), { recursive: true });
   fs.mkdirSync(root);
-  makeProject(root);
+  task.makeProject(root);
   const set = TOOLSETS[toolset];
   const features = toolset === 'filectx' ? bridgeFeatures(bins.filectx) : undefined;
   const bridgeArgs = features ? (givenArgs ?? mcpArgs(features)) : undefined;
-  const script = agent(root);
-  const daemon = toolset === 'filectx' ? await startDaemon(bins.filectxd, dir) : undefined;
-  const model = await startModel({ script, marker: MARKER, toolName: set.toolName, toolArgs: set.toolArgs, tools: TOOLS });
+  const script = task.agent(root);
+  const daemon = toolset === 'filectx' ? await startDaemon(bins.filectxd, dir, languageServers) : undefined;
+  const model = await startModel({ script, marker: MARKER, toolName: set.toolName, toolArgs: set.toolArgs, tools: task.tools });
   let claude;
   try {
-    const options = { filectx: bins.filectx, socket: daemon?.socket, root, alwaysLoad, bridgeArgs, register };
+    const options = { filectx: bins.filectx, socket: daemon?.socket, root, alwaysLoad, bridgeArgs, register, prompt: task.prompt };
     const env = claudeEnv(home, model.url);
     if (toolset === 'filectx' && register === 'user') await registerUser(bins.claude, home, env, options);
     claude = await run(bins.claude, claudeArgs(toolset, options), { cwd: root, env }, 180_000);
@@ -277,7 +302,8 @@ export async function runTask(toolset, { keep = false, alwaysLoad = false, args:
   const notes = {};
   const replayErrors = [];
   try {
-    replay(script, all.filter((call) => call.name !== TOOL_SEARCH), new Set(['formatter']), set.toolName, {
+    // The outside changes the run made are not made again.
+    replay(script, all.filter((call) => call.name !== TOOL_SEARCH), new Set(state.effects), set.toolName, {
       notes,
       onCall: ({ step, tool, call }) =>
         calls.push({ step, tool: call.name, chars: chars(call.text), isError: call.isError, text: call.text, input: call.input }),
@@ -294,7 +320,7 @@ export async function runTask(toolset, { keep = false, alwaysLoad = false, args:
       if (block.type === 'text' && !(index === 0 && block.text.includes(MARKER))) harnessNotes.push(block.text);
     }
   });
-  const steps = checkOutcome(root, notes);
+  const steps = task.checkOutcome(root, notes);
   const result = {
     toolset,
     title: set.title,

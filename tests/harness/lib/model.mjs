@@ -170,15 +170,15 @@ function streamAnswer(res, id, model, blocks, stopReason) {
  *   apart;
  * - `toolName(tool)`, `toolArgs(tool, args)`: the harness's tool names and argument shapes;
  * - `tools`: the script's tools (loaded first with `ToolSearch` when the harness defers them).
- * Returns `{url, port, turns, sideRequests, stray, errors, last, close()}`: `turns` counts the
- * model turns of the task (requests answered from the script), `last` is the last task
- * request's body (its messages hold every tool result the model got), `stray` lists requests
- * to anything but the Messages API, `errors` what went wrong while answering.
+ * Returns `{url, port, state, close()}`; `state`: `turns` counts the model turns of the task
+ * (requests answered from the script), `last` is the last task request's body (its messages
+ * hold every tool result the model got), `stray` lists requests to anything but the Messages
+ * API, `errors` what went wrong while answering, `effects` the script's outside changes made.
  */
 export async function startModel(options) {
   const { script, marker, toolName, toolArgs, tools } = options;
   const effects = new Set();
-  const state = { turns: 0, sideRequests: 0, stray: [], errors: [], last: undefined, requests: [] };
+  const state = { turns: 0, sideRequests: 0, stray: [], errors: [], last: undefined, requests: [], effects };
   const server = http.createServer((req, res) => {
     const chunks = [];
     req.on('data', (chunk) => chunks.push(chunk));

@@ -62,7 +62,8 @@ fn a_skipped_test_is_named_and_fails_a_run_that_requires_all() {
     assert_eq!(std::fs::read_to_string(&record).unwrap(), format!("{line}\n"));
 
     // The other parts' output as their runners print it: a TypeScript skip recorded and one that
-    // bypassed the record, a recorded Python skip; a Rust binary with 9 tests that passed.
+    // bypassed the record, a recorded Python skip, a recorded harness skip; a Rust binary with 9
+    // tests that passed.
     std::fs::write(
         logs.path().join("rust"),
         format!("{stdout}test result: ok. 9 passed; 0 failed; 0 ignored\n"),
@@ -70,15 +71,18 @@ fn a_skipped_test_is_named_and_fails_a_run_that_requires_all() {
     .unwrap();
     std::fs::write(logs.path().join("ts"), "# tests 5\n# pass 3\n# fail 0\n# skipped 2\n").unwrap();
     std::fs::write(logs.path().join("py"), "4 passed, 1 skipped in 0.25s\n").unwrap();
+    std::fs::write(logs.path().join("harness"), "# tests 2\n# pass 1\n# fail 0\n# skipped 1\n").unwrap();
     let mut other = std::fs::OpenOptions::new().append(true).open(&record).unwrap();
     std::io::Write::write_all(
         &mut other,
-        b"typescript @filectx/client a gate test: no gates here\npython filectx tests/test_x.py::test_y: no journal here\n",
+        b"typescript @filectx/client a gate test: no gates here\npython filectx tests/test_x.py::test_y: no journal here\n\
+          harness filectx-harness a server test: no server here\n",
     )
     .unwrap();
 
     let named = format!(
-        "skipped: 4 tests, counted neither passed nor failed:\n  \
+        "skipped: 5 tests, counted neither passed nor failed:\n  \
+         harness filectx-harness a server test: no server here\n  \
          python filectx tests/test_x.py::test_y: no journal here\n  \
          {line}\n  \
          typescript @filectx/client a gate test: no gates here\n  \
@@ -86,18 +90,18 @@ fn a_skipped_test_is_named_and_fails_a_run_that_requires_all() {
     );
     let counts = "rust: 9 passed, 0 failed, 1 skipped; typescript: 3 passed, 0 failed, 2 skipped; \
                   python: 4 passed, 0 failed, 1 skipped; mcp sdk: 0 passed, 0 failed, 0 skipped; \
-                  harness: 0 passed, 0 failed, 0 skipped\n";
+                  harness: 1 passed, 0 failed, 1 skipped\n";
     assert_eq!(
         summary(logs.path(), "0"),
-        (Some(0), format!("{named}{counts}all tests: 16 passed, 0 failed\n"))
+        (Some(0), format!("{named}{counts}all tests: 17 passed, 0 failed\n"))
     );
     assert_eq!(
         summary(logs.path(), "1"),
         (
             Some(1),
             format!(
-                "{named}FILECTX_REQUIRE_ALL_TESTS=1: every test must run here, so the 4 skipped count as \
-                 failed\n{counts}failed: skipped\nall tests: 16 passed, 4 failed\n"
+                "{named}FILECTX_REQUIRE_ALL_TESTS=1: every test must run here, so the 5 skipped count as \
+                 failed\n{counts}failed: skipped\nall tests: 17 passed, 5 failed\n"
             )
         )
     );
@@ -106,10 +110,11 @@ fn a_skipped_test_is_named_and_fails_a_run_that_requires_all() {
     std::fs::write(&record, "").unwrap();
     std::fs::write(logs.path().join("ts"), "# pass 3\n# fail 0\n# skipped 0\n").unwrap();
     std::fs::write(logs.path().join("py"), "4 passed in 0.25s\n").unwrap();
+    std::fs::write(logs.path().join("harness"), "# pass 2\n# fail 0\n# skipped 0\n").unwrap();
     let (code, out) = summary(logs.path(), "1");
     assert_eq!(code, Some(0), "{out}");
     assert!(
-        out.ends_with("harness: 0 passed, 0 failed, 0 skipped\nall tests: 17 passed, 0 failed\n"),
+        out.ends_with("harness: 2 passed, 0 failed, 0 skipped\nall tests: 19 passed, 0 failed\n"),
         "{out}"
     );
     assert!(!out.contains("skipped:"), "{out}");
