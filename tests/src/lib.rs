@@ -425,6 +425,12 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test shows what the daemon said last.
+        if std::thread::panicking() {
+            let log = self.log_text();
+            let tail = log.char_indices().rev().nth(16 << 10).map_or(log.as_str(), |(at, _)| &log[at..]);
+            eprintln!("--- the daemon's log, its end ---\n{tail}");
+        }
     }
 }
 

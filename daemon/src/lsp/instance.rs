@@ -66,6 +66,8 @@ pub struct Change {
     pub content: Version,
     /// The document version it was sent as.
     pub version: i32,
+    /// The version it replaced (0: it is the document's open).
+    pub replaced: i32,
     /// The document's diagnostics before it, when they were known for the text it replaced.
     pub before: Option<Vec<Diagnostic>>,
     /// How the lines moved.
@@ -102,6 +104,8 @@ pub struct Published {
     pub items: Vec<Diagnostic>,
     /// When they came.
     pub at: Instant,
+    /// Whether they answered a pull (then they are all the server has to say of that version).
+    pub pulled: bool,
 }
 
 /// How diagnostics can be asked of a server, besides waiting for its pushes.
@@ -120,6 +124,11 @@ pub enum Pull {
     TsServer,
 }
 
+/// Most pieces of work in progress a server is followed in; more are not followed.
+const MAX_PROGRESS: usize = 64;
+/// Work in progress a server said nothing more of for this long is taken as ended.
+const PROGRESS_FORGOTTEN: Duration = Duration::from_secs(60);
+
 /// Most other open documents pulled after a change, the most recently used first.
 const MAX_PULLED_OTHERS: usize = 16;
 
@@ -132,12 +141,23 @@ pub struct State {
     pub pid: Option<u32>,
     /// How its diagnostics can be asked for.
     pub pull: Pull,
+    /// Its work in progress (`window/workDoneProgress/create` or `$/progress` begun, not
+    /// ended), by token, with when it last said something: while any goes on, what it
+    /// published may be a step of its work (pyright publishes a file checked in part, then
+    /// the rest).
+    pub progress: HashMap<String, Instant>,
+    /// When it last published or said something of its work.
+    pub activity: Instant,
     /// Its open documents.
     pub docs: HashMap<PathBuf, Doc>,
     /// What it published, per file.
     pub published: HashMap<PathBuf, Published>,
     /// Its requests waiting for an answer.
     pending: HashMap<i64, oneshot::Sender<Value>>,
+    /// The last document version given (each open and change takes the next, across all
+    /// documents and their reopenings, so no answer about an earlier text can pass for a
+    /// later one's).
+    versions: i32,
     next_id: i64,
     /// When it was last used.
     pub used: Instant,
@@ -181,9 +201,12 @@ impl Instance {
                 phase: Phase::Starting,
                 pid: None,
                 pull: Pull::No,
+                progress: HashMap::new(),
+                activity: Instant::now(),
                 docs: HashMap::new(),
                 published: HashMap::new(),
                 pending: HashMap::new(),
+                versions: 0,
                 next_id: 1,
                 used: Instant::now(),
                 sessions: HashSet::new(),
@@ -431,9 +454,14 @@ impl Instance {
                     "workspace/configuration" => {
                         wire::answer(&id, wire::configuration(&params, self.server.settings.as_ref()))
                     }
+                    "window/workDoneProgress/create" => {
+                        if let Some(token) = params.get("token") {
+                            self.progress(token, true);
+                        }
+                        wire::answer(&id, Value::Null)
+                    }
                     "client/registerCapability"
                     | "client/unregisterCapability"
-                    | "window/workDoneProgress/create"
                     | "window/showMessageRequest" => wire::answer(&id, Value::Null),
                     "workspace/workspaceFolders" => {
                         let uri = wire::uri_of(&self.root);
@@ -448,8 +476,42 @@ impl Instance {
                     self.publish(params);
                 }
             }
+            (None, Some(method)) if method == "$/progress" => {
+                let params = message.get("params");
+                if let Some(token) = params.and_then(|p| p.get("token")) {
+                    let kind = params.and_then(|p| p.pointer("/value/kind")).and_then(Value::as_str);
+                    self.progress(token, kind != Some("end"));
+                }
+            }
             _ => {}
         }
+    }
+
+    /// Work in progress `token` goes on (`going`) or ended.
+    fn progress(&self, token: &Value, going: bool) {
+        let token = match token {
+            Value::String(s) => s.chars().take(64).collect(),
+            other => other.to_string().chars().take(64).collect(),
+        };
+        let now = Instant::now();
+        {
+            let mut state = self.lock();
+            state.activity = now;
+            state.progress.retain(|_, at| at.elapsed() < PROGRESS_FORGOTTEN);
+            if !going {
+                state.progress.remove(&token);
+            } else if state.progress.len() < MAX_PROGRESS || state.progress.contains_key(&token) {
+                state.progress.insert(token, now);
+            }
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Whether the server has been quiet for `settle`: nothing published or said of its work
+    /// since, and no work in progress (what it published last is then what it has to say).
+    pub fn quiet(state: &State, settle: Duration) -> bool {
+        state.activity.elapsed() >= settle
+            && state.progress.values().all(|at| at.elapsed() >= PROGRESS_FORGOTTEN)
     }
 
     /// Keeps a `publishDiagnostics`: newer than what is kept for that file (a version older than
@@ -458,12 +520,13 @@ impl Instance {
         let Some(path) = params.get("uri").and_then(Value::as_str).and_then(wire::path_of) else { return };
         let version = params.get("version").and_then(Value::as_i64).and_then(|v| i32::try_from(v).ok());
         let items = wire::diagnostics(params.get("diagnostics"));
-        self.store(path, version, items);
+        self.store(path, version, items, false);
     }
 
     /// Keeps diagnostics of `path` (see [`Instance::publish`]).
-    pub fn store(&self, path: PathBuf, version: Option<i32>, items: Vec<Diagnostic>) {
+    pub fn store(&self, path: PathBuf, version: Option<i32>, items: Vec<Diagnostic>, pulled: bool) {
         let now = Instant::now();
+        tracing::debug!(server = self.server.name, path = %path.display(), ?version, diagnostics = items.len(), "diagnostics");
         {
             let mut state = self.lock();
             let open = state.docs.contains_key(&path);
@@ -485,7 +548,10 @@ impl Instance {
                 }
                 // Said of the text the last change replaced, after it was sent: what it is
                 // measured against, when nothing was known of that text before.
-                if doc.change.before.is_none() && version == Some(doc.change.version - 1) {
+                if doc.change.before.is_none()
+                    && doc.change.replaced > 0
+                    && version == Some(doc.change.replaced)
+                {
                     doc.change.before = Some(items.clone());
                 }
             }
@@ -504,7 +570,8 @@ impl Instance {
                     None => return,
                 }
             }
-            state.published.insert(path, Published { version, items, at: now });
+            state.activity = now;
+            state.published.insert(path, Published { version, items, at: now, pulled });
         }
         self.changed.notify_waiters();
     }
@@ -569,9 +636,12 @@ impl Instance {
             ));
             state = self.lock();
         }
+        state.versions = state.versions.saturating_add(1);
+        let version = state.versions;
         let change = Change {
             content,
-            version: 1,
+            version,
+            replaced: 0,
             before: None,
             shift: LineShift::default(),
             sent: now,
@@ -580,20 +650,33 @@ impl Instance {
         };
         state
             .docs
-            .insert(path.to_path_buf(), Doc { version: 1, text: text.clone(), content, used: now, change });
+            .insert(path.to_path_buf(), Doc { version, text: text.clone(), content, used: now, change });
         state.published.remove(path);
-        self.send_in(
+        tracing::debug!(server = self.server.name, path = %path.display(), version, "opened");
+        let uri = wire::uri_of(path);
+        let sent = self.send_in(
             &state,
             &wire::notification(
                 "textDocument/didOpen",
                 serde_json::json!({"textDocument": {
-                    "uri": wire::uri_of(path),
+                    "uri": uri,
                     "languageId": self.server.language_id(path),
-                    "version": 1,
+                    "version": version,
                     "text": &*text,
                 }}),
             ),
-        )
+        );
+        // A server that checks on save says nothing of an opened document until it is saved.
+        if self.server.did_save {
+            self.send_in(
+                &state,
+                &wire::notification(
+                    "textDocument/didSave",
+                    serde_json::json!({"textDocument": {"uri": uri}}),
+                ),
+            );
+        }
+        sent
     }
 
     /// Sends the open document `path` its new `text` (full), with what a wait for its diagnostics
@@ -608,6 +691,8 @@ impl Instance {
             .map(|(p, published)| (p.clone(), published.items.clone()))
             .collect();
         let before = state.published.get(path).cloned();
+        state.versions = state.versions.saturating_add(1);
+        let next = state.versions;
         let Some(doc) = state.docs.get_mut(path) else { return false };
         if doc.content == content {
             doc.used = now;
@@ -618,12 +703,14 @@ impl Instance {
             .filter(|p| p.version.map_or(doc.change.first_reply.is_some(), |v| v == doc.version))
             .map(|p| p.items);
         let shift = LineShift::between(&doc.text, &text);
-        doc.version += 1;
+        let replaced = doc.version;
+        tracing::debug!(server = self.server.name, path = %path.display(), version = next, replaced, before = ?before.as_ref().map(Vec::len), "changed");
+        doc.version = next;
         doc.text = text.clone();
         doc.content = content;
         doc.used = now;
         doc.change =
-            Change { content, version: doc.version, before, shift, sent: now, first_reply: None, others };
+            Change { content, version: next, replaced, before, shift, sent: now, first_reply: None, others };
         let version = doc.version;
         let uri = wire::uri_of(path);
         let sent = self.send_in(
@@ -724,7 +811,7 @@ impl Instance {
         }
         if wanted > 0 {
             items.truncate(wire::MAX_DIAGNOSTICS_PER_FILE);
-            self.store(path.to_path_buf(), Some(version), items);
+            self.store(path.to_path_buf(), Some(version), items, true);
         }
     }
 }

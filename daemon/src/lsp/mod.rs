@@ -394,7 +394,9 @@ impl Lsp {
             other_files,
         };
         let mut deadline: Option<Instant> = None;
-        let mut pulled = false;
+        // The document version last pulled: a document opened again (or changed) since is
+        // pulled again.
+        let mut pulled: Option<i32> = None;
         loop {
             if let Some(why) = Self::lock(&self.skipped).get(path) {
                 return report(Status::Failed(why.clone()), Vec::new(), 0, Vec::new());
@@ -428,17 +430,14 @@ impl Lsp {
                         Some(v) => v >= change.version,
                         None => change.first_reply.is_some_and(|first| first.elapsed() >= self.config.settle),
                     });
-                    // Other open files' reports follow the changed file's: a change that
-                    // may have broken them is answered once the server has been quiet a
-                    // settle long (within the deadline).
-                    let last = state.published.values().map(|p| p.at).max();
-                    let quiet = last.map_or(Duration::MAX, |at| at.elapsed());
-                    let others_may_follow = introduced
-                        && state.pull != Pull::TsServer
-                        && state.docs.len() > 1
-                        && quiet < self.config.settle
-                        && Instant::now() + (self.config.settle - quiet) < until;
-                    if let Some(published) = fresh.filter(|_| !others_may_follow) {
+                    // A pull's answer is all the server has to say of that version. A push may
+                    // be a step of its work (pyright publishes a file checked in part while it
+                    // says work remains), and other open files' reports follow the changed
+                    // one's: a push counts once the server has been quiet a settle long, with
+                    // no work in progress.
+                    let settled =
+                        |p: &&instance::Published| p.pulled || Instance::quiet(&state, self.config.settle);
+                    if let Some(published) = fresh.filter(settled) {
                         let shown = |d: &Diagnostic| self.shown(d);
                         let after: Vec<Diagnostic> =
                             published.items.iter().filter(|d| shown(d)).cloned().collect();
@@ -473,8 +472,8 @@ impl Lsp {
                         others.sort();
                         return report(Status::Fresh, added, remaining, others);
                     }
-                    if state.pull != Pull::No && !pulled {
-                        pulled = true;
+                    if state.pull != Pull::No && pulled != Some(doc.version) {
+                        pulled = Some(doc.version);
                         let (instance, path) = (instance.clone(), path.to_path_buf());
                         let within = until.saturating_duration_since(Instant::now());
                         self.runtime.spawn(async move { instance.pull(&path, within, true).await });
@@ -636,8 +635,9 @@ impl Feed for Lsp {
                 );
             }
         };
-        let open = Self::lock(&self.index).contains_key(path);
-        let before = if open { None } else { landing.before.and_then(text) };
+        // The text before, even for a document its server has: a read's open may still be on
+        // its way, to find this change's text on disk when it gets there.
+        let before = landing.before.and_then(text);
         let root = landing.root.clone();
         let event = Event::Landed { root, path: path.to_path_buf(), created: landing.created, before, after };
         self.route(landing.root, path, event);
@@ -770,7 +770,21 @@ async fn take(instance: &Arc<Instance>, event: Event, roots: &mut HashMap<PathBu
             }
         }
         Event::Landed { root, path, created, before, after } => {
-            let open = instance.lock().docs.contains_key(&path);
+            let mut open = instance.lock().docs.contains_key(&path);
+            // Opened from disk after this change had landed (a read's open went after it): the
+            // server has the new text as if it had always been there. Opened again from the
+            // text before, so that the change is measured, and sent, as one.
+            if let (Some((content, _)), Some(before)) = (&after, &before) {
+                let opened_after = instance.lock().docs.get(&path).is_some_and(|d| {
+                    d.change.replaced == 0
+                        && d.content == *content
+                        && Version::of(before.as_bytes()) != *content
+                });
+                if opened_after {
+                    instance.close(&path);
+                    open = false;
+                }
+            }
             roots.insert(path.clone(), root);
             match after {
                 None => {

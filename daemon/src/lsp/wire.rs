@@ -217,7 +217,7 @@ pub fn initialize(root: &Path, options: Option<&Value>) -> Value {
                 "publishDiagnostics": {"relatedInformation": false, "versionSupport": true},
                 "diagnostic": {"dynamicRegistration": false, "relatedDocumentSupport": false},
             },
-            "window": {"workDoneProgress": false},
+            "window": {"workDoneProgress": true},
             "general": {"positionEncodings": ["utf-16"]},
         },
     });

@@ -108,6 +108,9 @@ async function startDaemon(filectxd, dir, languageServers) {
   if (!languageServers) {
     const help = spawnSync(filectxd, ['--help'], { encoding: 'utf8' });
     if (/--no-builtin-language-servers\b/.test(help.stdout ?? '')) args.push('--no-builtin-language-servers');
+  } else {
+    // A long wait: on a loaded machine an answer the run expects must not be "still running".
+    args.push('--diagnostics-wait', '30');
   }
   const log = fs.openSync(logPath, 'a');
   const child = spawn(filectxd, args, {

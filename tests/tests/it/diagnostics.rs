@@ -33,7 +33,13 @@ struct Lab {
 
 fn lab_named(name: &str, flags: &[&str], extra: &[&str], entry: &str) -> Lab {
     let flags: Vec<String> = flags.iter().map(|f| format!("{f:?}")).collect();
-    let daemon = Daemon::start_configured(extra, |dir, mut command| {
+    // A long wait unless the test sets one: on a loaded machine an answer expected fresh must
+    // not turn into "still running".
+    let mut extra = extra.to_vec();
+    if !extra.contains(&"--diagnostics-wait") {
+        extra.extend(["--diagnostics-wait", "20"]);
+    }
+    let daemon = Daemon::start_configured(&extra, |dir, mut command| {
         let log = dir.join("fake.log");
         let config = dir.join("config.toml");
         let markers = if entry.contains("root_markers") { "" } else { "root_markers = [\"fake.toml\"]\n" };
@@ -75,7 +81,10 @@ impl Lab {
         for (k, v) in more.as_object().unwrap() {
             params[k] = v.clone();
         }
-        self.daemon.session_with(params)
+        let raw = self.daemon.session_with(params);
+        // Patient past the daemon's wait for the server.
+        raw.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        raw
     }
 
     /// The fake's log, one JSON value a line.
@@ -137,9 +146,13 @@ fn an_edit_answer_says_what_it_introduced_and_the_fix_says_no_new_errors() {
     let fixed = edit(&mut raw, &file, "two ERROR[E1]: type mismatch", "two");
     assert!(fixed.ends_with("\nNo new errors (fake)."), "{fixed}");
     assert!(after(&fixed).len() <= 40);
-    // One server, started once, with the document opened once and changed twice.
+    // One server, started once, with the document open once and changed twice (when the
+    // read's open came after the first edit had landed, it was opened again from the text
+    // before, to measure that edit).
     assert_eq!(lab.events("start").len(), 1);
-    assert_eq!(lab.received("textDocument/didOpen").len(), 1);
+    let (opened, closed) =
+        (lab.received("textDocument/didOpen").len(), lab.received("textDocument/didClose").len());
+    assert_eq!(opened - closed, 1, "opened {opened}, closed {closed}");
     assert_eq!(lab.received("textDocument/didChange").len(), 2);
     assert!(lab.events("violation").is_empty(), "{:?}", lab.events("violation"));
 }
@@ -203,6 +216,10 @@ fn a_late_server_reads_as_still_running_and_the_diagnostics_tool_gets_them_later
     let file = lab.file("a.fk", "fine\n");
     let mut raw = lab.session();
     tool_ok(&mut raw, "read", json!({"file_path": file}));
+    // Ready (a server still starting gets the longer wait).
+    eventually(Duration::from_secs(10), "the server ready", || {
+        lab.daemon.status()["languageServers"][0]["state"] == "ready"
+    });
     let text = edit(&mut raw, &file, "fine", "ERROR: late one");
     assert!(
         text.contains("Diagnostics still running (fake, ")
@@ -221,6 +238,21 @@ fn a_late_server_reads_as_still_running_and_the_diagnostics_tool_gets_them_later
     tool_ok(&mut plain, "read", json!({"file_path": file}));
     let text = edit(&mut plain, &file, "ERROR: late one", "ERROR: later");
     assert!(text.ends_with(" s)."), "{text}");
+}
+
+/// A server that publishes a file checked in part, empty, while it says work goes on (pyright
+/// under load), and the rest later: the answer waits for the end of the work, never reading the
+/// empty step as clean.
+#[test]
+fn a_publish_made_while_the_server_says_work_goes_on_is_not_the_answer() {
+    let lab = lab(&["--partial", "400"], &[]);
+    let file = lab.file("a.fk", "one\n");
+    let mut raw = lab.session();
+    tool_ok(&mut raw, "read", json!({"file_path": file}));
+    let text = edit(&mut raw, &file, "one", "ERROR: found late");
+    assert!(text.ends_with("New errors (fake):\n1:1 found late"), "{text}");
+    let text = edit(&mut raw, &file, "ERROR: found late", "one");
+    assert!(text.ends_with("\nNo new errors (fake)."), "{text}");
 }
 
 #[test]
@@ -367,7 +399,8 @@ fn built_in_rust_analyzer_and_gopls_stand_ins_find_their_roots_and_get_did_save(
     let log = bin.path().join("fake.log");
     stand_ins(bin.path(), &["rust-analyzer"], &log, "--on-save");
     stand_ins(bin.path(), &["gopls"], &log, "");
-    let daemon = Daemon::start_with_builtin_language_servers(&[], bin.path().as_os_str());
+    let daemon =
+        Daemon::start_with_builtin_language_servers(&["--diagnostics-wait", "20"], bin.path().as_os_str());
     let received = |method: &str| -> Vec<Value> {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         text.lines()
@@ -383,7 +416,9 @@ fn built_in_rust_analyzer_and_gopls_stand_ins_find_their_roots_and_get_did_save(
     let file = ws.join("crates/a/src/lib.rs");
     std::fs::write(&file, "fn x() {}\n").unwrap();
     let session = |daemon: &Daemon| {
-        daemon.session_with(json!({"roots": [root], "tools": ["read", "edit", "diagnostics"]}))
+        let raw = daemon.session_with(json!({"roots": [root], "tools": ["read", "edit", "diagnostics"]}));
+        raw.stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        raw
     };
     let mut raw = session(&daemon);
     tool_ok(&mut raw, "read", json!({"file_path": file}));

@@ -17,7 +17,8 @@ fn project(dirs: &[&Path], files: &[(&str, &str)]) -> (Daemon, PathBuf) {
     let mut path: Vec<PathBuf> = dirs.iter().map(|d| d.to_path_buf()).collect();
     path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
     let path: OsString = std::env::join_paths(path).unwrap();
-    let daemon = Daemon::start_with_builtin_language_servers(&[], &path);
+    // A long wait: on a loaded machine an answer expected fresh must not be "still running".
+    let daemon = Daemon::start_with_builtin_language_servers(&["--diagnostics-wait", "30"], &path);
     let project = root_of(&daemon).join("proj");
     std::fs::create_dir_all(&project).unwrap();
     for (name, text) in files {
@@ -27,11 +28,14 @@ fn project(dirs: &[&Path], files: &[(&str, &str)]) -> (Daemon, PathBuf) {
 }
 
 fn session(daemon: &Daemon, project: &Path) -> Raw {
-    daemon.session_with(json!({
+    let raw = daemon.session_with(json!({
         "roots": [project],
         "tools": ["read", "write", "edit", "diagnostics"],
         "clientInfo": {"name": "real-diagnostics-test"},
-    }))
+    }));
+    // Patient past the daemon's wait for the servers.
+    raw.stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    raw
 }
 
 fn edit(raw: &mut Raw, path: &Path, old: &str, new: &str) -> String {

@@ -7,7 +7,7 @@ use std::time::Duration;
 pub const USAGE: &str = "usage: fake-lsp [--stdio] [--name NAME] [--log FILE] [--late MS] [--crash-at N] \
      [--crash-once FILE] [--no-init] [--flood N] [--control-bytes] [--huge BYTES] [--out-of-order] \
      [--versionless] [--pull] [--on-save] [--grandchild] [--grandchild-rss MB] [--rss MB] [--register] \
-     [--garbage] [--deaf]";
+     [--garbage] [--deaf] [--partial MS]";
 
 /// What the command line asked for.
 #[derive(Debug, Default)]
@@ -48,6 +48,9 @@ pub struct Options {
     pub register: bool,
     /// Send a frame that is not JSON and one without `Content-Length`.
     pub garbage: bool,
+    /// After each check, work in progress and the changed document published empty, the real
+    /// publishes and the end of the work this long later.
+    pub partial: Option<Duration>,
     /// Stop reading stdin once initialized.
     pub deaf: bool,
     /// Be the grandchild (hidden).
@@ -81,6 +84,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> 
             "--register" => opts.register = true,
             "--garbage" => opts.garbage = true,
             "--deaf" => opts.deaf = true,
+            "--partial" => opts.partial = Some(Duration::from_millis(number(&flag, &value()?)?)),
             "--sleeper" => opts.sleeper = true,
             _ => return Err(format!("unknown argument {flag:?}")),
         }

@@ -87,6 +87,10 @@
 //! - `--garbage`: on `initialized`, write a frame whose body is not JSON (`Content-Length: 13`,
 //!   body `{not json at}`) and a header block without `Content-Length` (`Content-Type: ...`, no
 //!   body), then behave normally.
+//! - `--partial MS`: as pyright does when its check of a file takes more than one slice of its
+//!   time, after each check of a changed document: `window/workDoneProgress/create` (token
+//!   `fake-check-N`, N counting the checks), `$/progress` `begin`, and a publish of that document's version with no
+//!   diagnostics; MS milliseconds later the real publishes and `$/progress` `end`.
 //! - `--deaf`: once `initialized`, read nothing more from stdin, alive (for ten minutes at most):
 //!   what the client writes piles up.
 //!

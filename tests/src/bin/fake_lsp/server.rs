@@ -248,6 +248,17 @@ impl Server {
         if self.opts.pull {
             return;
         }
+        // `--partial`: work begun, the changed document published empty, the rest later.
+        let hold = match (self.opts.partial, changed) {
+            (Some(hold), Some(uri)) => {
+                let version = self.docs.get(uri).map(|d| d.version);
+                self.request_client("window/workDoneProgress/create", json!({"token": self.token()}));
+                self.progress("begin", Duration::ZERO);
+                self.publish_after(uri, version, &[], Duration::ZERO);
+                hold
+            }
+            _ => Duration::ZERO,
+        };
         // The changed document first, then the others whose diagnostics changed.
         let first = changed.and_then(|uri| self.checked.get_key_value(uri));
         let others = self
@@ -256,7 +267,10 @@ impl Server {
             .filter(|(uri, d)| changed != Some(uri.as_str()) && before.get(*uri) != Some(*d));
         for (uri, diagnostics) in first.into_iter().chain(others) {
             let version = self.docs.get(uri).map(|d| d.version);
-            self.publish(uri, version, diagnostics);
+            self.publish_after(uri, version, diagnostics, self.opts.late.max(hold));
+        }
+        if hold > Duration::ZERO {
+            self.progress("end", self.opts.late.max(hold));
         }
         if self.opts.out_of_order
             && let Some(uri) = changed
@@ -330,13 +344,33 @@ impl Server {
     /// Publishes `diagnostics` for `uri`, labelled `version` (unless `--versionless`), after
     /// `--late`.
     fn publish(&self, uri: &str, version: Option<i64>, diagnostics: &[Value]) {
+        self.publish_after(uri, version, diagnostics, self.opts.late);
+    }
+
+    fn publish_after(&self, uri: &str, version: Option<i64>, diagnostics: &[Value], delay: Duration) {
         let mut params = json!({"uri": uri, "diagnostics": diagnostics});
         if let Some(version) = version.filter(|_| !self.opts.versionless) {
             params["version"] = json!(version);
         }
         let message =
             json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": params});
-        self.out.send(&message, self.opts.late);
+        self.out.send(&message, delay);
+    }
+
+    /// The progress token of this check (`--partial`): `fake-check-N`, N counting the checks.
+    fn token(&self) -> String {
+        format!("fake-check-{}", self.checks)
+    }
+
+    /// `$/progress` of this check's token (`--partial`): `begin` or `end`.
+    fn progress(&self, kind: &str, delay: Duration) {
+        let value = if kind == "begin" {
+            json!({"kind": "begin", "title": "checking"})
+        } else {
+            json!({"kind": kind})
+        };
+        let message = json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": self.token(), "value": value}});
+        self.out.send(&message, delay);
     }
 
     fn request_client(&mut self, method: &str, params: Value) {
