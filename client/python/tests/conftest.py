@@ -69,14 +69,27 @@ def daemon_binary() -> str:
     return os.path.abspath(path)
 
 
-class Daemon:
-    """A ``filectxd`` serving ``socket``, with ``root`` as a folder for sessions."""
+def fake_lsp_binary() -> str:
+    """The repository's scripted language server (tests/src/bin/fake_lsp): env ``FILECTX_FAKE_LSP``,
+    else ``../../target/debug/fake-lsp`` relative to the package (``cargo test --workspace``
+    builds it; alone: ``cargo build -p filectx-tests --bin fake-lsp``). It may not exist: the
+    caller says so and skips."""
+    path = os.environ.get("FILECTX_FAKE_LSP") or str(PACKAGE_DIR / ".." / ".." / "target" / "debug" / "fake-lsp")
+    return os.path.abspath(path)
 
-    def __init__(self, extra: list[str] | None = None) -> None:
+
+class Daemon:
+    """A ``filectxd`` serving ``socket``, with ``root`` as a folder for sessions, and with
+    ``config`` (TOML) as its config file when given."""
+
+    def __init__(self, extra: list[str] | None = None, config: str | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="filectx-py-")
         self.dir = Path(self._tmp.name)
         self.root = self.dir / "root"
         self.root.mkdir()
+        if config is not None:
+            (self.dir / "config.toml").write_text(config)
+            extra = ["--config", str(self.dir / "config.toml"), *(extra or [])]
         self.socket = str(self.dir / "run" / "filectx.sock")
         self.log_path = self.dir / "daemon.log"
         self.state = self.dir / "state"

@@ -1,11 +1,12 @@
 """The wire types come from the protocol's JSON Schema: the checked-in module is what the
 generator makes of the checked-in schema, and the client has a method for every client → server
-method the schema lists."""
+method the schema lists, and :class:`filectx.Features` names every feature of the protocol crate."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -100,6 +101,15 @@ def test_the_client_handles_every_server_to_client_method() -> None:
     for name in wanted:
         owner, attribute = SERVER_METHODS[name]
         assert callable(getattr(owner, attribute, None)), f"{name}: {owner.__name__}.{attribute} is not a method"
+
+
+def test_features_names_every_feature_of_the_protocol_crate() -> None:
+    rust = (PACKAGE_DIR.parent.parent / "protocol" / "src" / "features.rs").read_text(encoding="utf-8")
+    names = re.findall(r'^pub const \w+: &str = "([^"]+)";$', rust, re.MULTILINE)
+    assert len(names) >= 10, names
+    known = {value for key, value in vars(filectx.Features).items() if key.isupper()}
+    missing = [name for name in names if name not in known]
+    assert not missing, f"Features lacks {missing}"
 
 
 def test_the_package_exports_its_surface() -> None:

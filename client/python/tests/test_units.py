@@ -9,7 +9,7 @@ import asyncio
 import filectx
 from filectx import FsError, RpcError, TransportError, UnsupportedFeatureError
 from filectx._channel import _error_of, _frame
-from filectx.session import _refused_feature
+from filectx.features import refused_feature as _refused_feature
 
 
 def test_fs_errors_keep_code_message_data_and_rpc_code() -> None:
@@ -46,6 +46,17 @@ def test_an_older_daemon_refusing_a_field_is_an_unsupported_feature() -> None:
     search = RpcError(-32602, "unknown variant `grep`, expected one of `read`, `write`, `edit`")
     refused = _refused_feature({"roots": ["/r"], "tools": ["read", "grep"]}, search)
     assert isinstance(refused, UnsupportedFeatureError) and refused.feature == "search"
+    # Language servers: the session option, and the tool's name.
+    option = RpcError(-32602, "unknown field `diagnostics`, expected one of `clientInfo`, `roots`")
+    refused = _refused_feature({"roots": ["/r"], "diagnostics": "off"}, option)
+    assert isinstance(refused, UnsupportedFeatureError) and refused.feature == "diagnostics"
+    tool = RpcError(-32602, "unknown variant `diagnostics`, expected one of `read`, `write`")
+    refused = _refused_feature({"roots": ["/r"], "tools": ["read", "diagnostics"]}, tool)
+    assert isinstance(refused, UnsupportedFeatureError) and refused.feature == "diagnostics"
+    assert _refused_feature({"roots": ["/r"], "tools": ["read"]}, tool) is None
+    undo = RpcError(-32602, "unknown variant `undo`, expected one of `read`, `write`")
+    refused = _refused_feature({"roots": ["/r"], "tools": ["undo"]}, undo)
+    assert isinstance(refused, UnsupportedFeatureError) and refused.feature == "journal"
 
 
 def test_cancelled_outcome_reads_the_message_through_a_task() -> None:

@@ -18,6 +18,7 @@ import type {
   ClientInfo,
   DaemonStatus,
   DenyParams,
+  DiagnosticsMode,
   EditParams,
   EditResult,
   FileDidChange,
@@ -33,6 +34,7 @@ import type {
   JournalListResult,
   JournalRestoreParams,
   JournalRestoreResult,
+  LspDiagnosticsResult,
   ReadParams,
   ReadResult,
   ResolveResult,
@@ -64,6 +66,7 @@ export const FEATURES = {
   staleEdits: 'staleEdits',
   journal: 'journal',
   jsonBudget: 'jsonBudget',
+  diagnostics: 'diagnostics',
 } as const;
 
 /** What `connect` needs: where the daemon is, and the session's `initialize` options. */
@@ -74,7 +77,11 @@ export interface ConnectOptions {
   roots: string[];
   /** Folder relative paths resolve against; default `roots[0]`. */
   cwd?: string;
-  /** The model-facing tools (`read`, `write`, `edit`; `glob`, `grep` need feature `search`). */
+  /**
+   * The model-facing tools (`read`, `write`, `edit`; `glob`, `grep` need feature `search`;
+   * `undo` feature `journal`; `diagnostics` feature `diagnostics`, and the daemon keeps it only
+   * when `capabilities.diagnostics`).
+   */
   tools?: ToolName[];
   /** Refuse every write of this session (every layer). */
   readOnly?: boolean;
@@ -98,6 +105,12 @@ export interface ConnectOptions {
    * that keeps a tool result's JSON up to a number of characters.
    */
   jsonBudget?: boolean;
+  /**
+   * Whether writes, edits and restores wait for their file's language server and report what
+   * they introduced in the result's `diagnostics` (feature `diagnostics`): `'wait'` (the
+   * daemon's default) or `'off'`.
+   */
+  diagnostics?: DiagnosticsMode;
   /** Who is connecting (shows in the daemon's logs). */
   clientInfo?: ClientInfo;
   /** Most chunks a stream buffers for a slow reader before it is cancelled (default 256). */
@@ -145,6 +158,15 @@ const INIT_FEATURES: ReadonlyArray<readonly [keyof ConnectOptions, string]> = [
   ['readMaxBytes', FEATURES.readMaxBytes],
   ['staleEdits', FEATURES.staleEdits],
   ['jsonBudget', FEATURES.jsonBudget],
+  ['diagnostics', FEATURES.diagnostics],
+];
+
+/** The tools that need a feature: a daemon of an older build refuses their names in `tools`. */
+const TOOL_FEATURES: ReadonlyArray<readonly [ToolName, string]> = [
+  ['glob', FEATURES.search],
+  ['grep', FEATURES.search],
+  ['undo', FEATURES.journal],
+  ['diagnostics', FEATURES.diagnostics],
 ];
 
 const CLIENT_NAME = 'filectx-ts';
@@ -180,6 +202,7 @@ export async function connect(options: ConnectOptions): Promise<Session> {
   if (options.dedupReads !== undefined) params.dedupReads = options.dedupReads;
   if (options.staleEdits !== undefined) params.staleEdits = options.staleEdits;
   if (options.jsonBudget !== undefined) params.jsonBudget = options.jsonBudget;
+  if (options.diagnostics !== undefined) params.diagnostics = options.diagnostics;
   let info: InitializeResult;
   try {
     info = await channel.request<InitializeResult>('initialize', params);
@@ -190,11 +213,19 @@ export async function connect(options: ConnectOptions): Promise<Session> {
   return new Session(channel, socketPath, info, gates, options.streamBufferChunks ?? 256);
 }
 
-/** A daemon of an older build refuses the `initialize` fields it does not know with -32602. */
+/**
+ * A daemon of an older build refuses the `initialize` fields it does not know, and the tool
+ * names in `tools`, with -32602.
+ */
 function refusedFeature(options: ConnectOptions, error: unknown): UnsupportedFeatureError | undefined {
   if (!(error instanceof RpcError) || error.code !== -32602) return undefined;
   for (const [field, feature] of INIT_FEATURES) {
     if (options[field] !== undefined && error.message.includes(`unknown field \`${field}\``)) {
+      return new UnsupportedFeatureError(feature);
+    }
+  }
+  for (const [tool, feature] of TOOL_FEATURES) {
+    if (options.tools?.includes(tool) && error.message.includes(`unknown variant \`${tool}\``)) {
       return new UnsupportedFeatureError(feature);
     }
   }
@@ -477,6 +508,18 @@ export class Session {
     }
     // A restore writes: an aborted one still reports what happened.
     return this.channel.request('journal/restore', params, { signal: options?.signal, awaitAnswer: true });
+  }
+
+  /**
+   * `lsp/diagnostics` (feature `diagnostics`): the file's diagnostics under its current version
+   * from its language server (errors; warnings too when the daemon shows them), waited for up to
+   * the daemon's deadline; the file is opened in its server when it was not. `status`: `fresh`
+   * (of `version`), `pending` or `starting` (the deadline passed), `failed` (`reason` says why),
+   * `none` (no server applies to the file).
+   */
+  async lspDiagnostics(path: string, options?: CallOptions): Promise<LspDiagnosticsResult> {
+    this.require(FEATURES.diagnostics);
+    return this.channel.request('lsp/diagnostics', { path }, { signal: options?.signal });
   }
 
   /**

@@ -1,10 +1,10 @@
 // Test harness: starts a real filectxd in a temp folder on its own socket (the binary from env
 // FILECTXD, else ../../target/debug/filectxd relative to the package), and stops it. Its
 // XDG_STATE_HOME is in that folder too, so its journal (and staging token) are its own, never
-// the developer's.
+// the developer's. Also where the scripted language server fake-lsp is.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, openSync, closeSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -20,6 +20,15 @@ export function daemonBinary(): string {
     throw new Error(`filectxd not found at ${path}: build it (cargo build -p filectx-daemon) or set FILECTXD`);
   }
   return path;
+}
+
+/**
+ * The repository's scripted language server (tests/src/bin/fake_lsp): env FILECTX_FAKE_LSP, else
+ * ../../target/debug/fake-lsp relative to the package (`cargo test --workspace` builds it; alone:
+ * `cargo build -p filectx-tests --bin fake-lsp`). It may not exist: the caller says so and skips.
+ */
+export function fakeLspBinary(): string {
+  return process.env['FILECTX_FAKE_LSP'] ?? resolve(packageDir, '../../target/debug/fake-lsp');
 }
 
 export interface Daemon {
@@ -84,11 +93,15 @@ async function allStopped(pid: number): Promise<boolean> {
   return states.length > 0 && states.every((state) => state === 'T' || state === 't');
 }
 
-/** Starts a daemon with extra flags. */
-export async function startDaemon(extra: string[] = []): Promise<Daemon> {
+/** Starts a daemon with extra flags, and with `config` (TOML) as its config file when given. */
+export async function startDaemon(extra: string[] = [], config?: string): Promise<Daemon> {
   const dir = await mkdtemp(join(tmpdir(), 'filectx-ts-'));
   const root = join(dir, 'root');
   await mkdir(root);
+  if (config !== undefined) {
+    await writeFile(join(dir, 'config.toml'), config);
+    extra = ['--config', join(dir, 'config.toml'), ...extra];
+  }
   const socket = join(dir, 'run', 'filectx.sock');
   const logPath = join(dir, 'daemon.log');
   const state = join(dir, 'state');

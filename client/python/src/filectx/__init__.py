@@ -26,10 +26,10 @@ from .errors import (
     UntrustedSocketError,
     cancelled_outcome,
 )
+from .features import Features
 from .gate import GateHandler, GateOnTimeout, GateOperation, WriteIntentParams, WriteIntentResult
 from .session import (
     ChangeStream,
-    Features,
     FileApi,
     FsApi,
     Gate,

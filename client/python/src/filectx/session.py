@@ -27,13 +27,13 @@ from typing import Any, Final
 from . import gate as gate_wire
 from ._channel import DEFAULT_MAX_FRAME_BYTES, Channel, ServerRequestHandler
 from .errors import (
-    INVALID_PARAMS,
     FsError,
     RpcError,
     StreamError,
     TransportError,
     UnsupportedFeatureError,
 )
+from .features import Features, refused_feature
 from .stream import STREAM_CANCEL, TextStream
 from .trust import check_folder, check_peer, check_socket_file, socket_path
 from .wire import (
@@ -41,6 +41,7 @@ from .wire import (
     ClientInfo,
     DaemonStatus,
     DenyParams,
+    DiagnosticsMode,
     EditResult,
     FileDidChange,
     FileStatResult,
@@ -50,6 +51,7 @@ from .wire import (
     JournalEntry,
     JournalListResult,
     JournalRestoreResult,
+    LspDiagnosticsResult,
     ReadResult,
     ResolveResult,
     StaleEdits,
@@ -66,37 +68,6 @@ CLIENT_VERSION: Final = "0.1.0"
 CLOSE_GRACE: Final = 2.0
 """Seconds :meth:`Session.close` gives the daemon to answer ``shutdown`` and to hang up."""
 
-
-class Features:
-    """Names of the features a daemon announces (``capabilities.features``)."""
-
-    CANCEL_REQUEST: Final = "cancelRequest"
-    OWNERS: Final = "owners"
-    DEDUP_READS: Final = "dedupReads"
-    CONTEXT_RESET: Final = "contextReset"
-    RESUME: Final = "resume"
-    STALE_DIFFS: Final = "staleDiffs"
-    KEEP_CONVENTIONS: Final = "keepConventions"
-    EDIT_REGIONS: Final = "editRegions"
-    READ_MAX_BYTES: Final = "readMaxBytes"
-    WHOLE_LINES: Final = "wholeLines"
-    SEARCH: Final = "search"
-    GATE: Final = "gate"
-    STALE_EDITS: Final = "staleEdits"
-    JOURNAL: Final = "journal"
-    JSON_BUDGET: Final = "jsonBudget"
-
-
-# The `initialize` options that need a feature: (field on the wire, feature). An older daemon
-# refuses unknown fields with -32602 "unknown field `name`".
-_INIT_FEATURES: Final = (
-    ("resumable", Features.RESUME),
-    ("resume", Features.RESUME),
-    ("dedupReads", Features.DEDUP_READS),
-    ("readMaxBytes", Features.READ_MAX_BYTES),
-    ("staleEdits", Features.STALE_EDITS),
-    ("jsonBudget", Features.JSON_BUDGET),
-)
 
 DEFAULT_STREAM_BUFFER_CHUNKS: Final = 256
 """Chunks a stream buffers for a slow reader before it is cancelled as lagged."""
@@ -118,6 +89,7 @@ async def connect(
     dedup_reads: bool | None = None,
     stale_edits: StaleEdits | None = None,
     json_budget: bool | None = None,
+    diagnostics: DiagnosticsMode | None = None,
     client_info: ClientInfo | None = None,
     stream_buffer_chunks: int = DEFAULT_STREAM_BUFFER_CHUNKS,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
@@ -131,13 +103,16 @@ async def connect(
 
     The other arguments are ``initialize``'s: ``roots`` (absolute folders the session may
     touch), ``cwd`` (relative paths resolve there; default ``roots[0]``), ``tools`` (the
-    model-facing tools; ``glob``/``grep`` need feature ``search``), ``read_only``, ``deny``
+    model-facing tools; ``glob``/``grep`` need feature ``search``, ``undo`` ``journal``,
+    ``diagnostics`` ``diagnostics``, kept only when ``capabilities.diagnostics``), ``read_only``, ``deny``
     (rules added to the daemon's), ``read_max_bytes`` (the ``read`` tool's budget),
     ``resumable`` (ask for a :attr:`Session.resume_token`), ``resume`` (take over an ended
     resumable session's observations), ``dedup_reads``, ``stale_edits`` (``"merge"``: an ``edit``
     tool call whose observation is stale is applied over an outside change that keeps away from
     what it replaces; default ``"refuse"``), ``json_budget`` (``read_max_bytes`` counts the
-    tools' text as JSON escapes it).
+    tools' text as JSON escapes it), ``diagnostics`` (``"wait"``, the daemon's default: writes,
+    edits and restores wait for their file's language server and report what they introduced in
+    their result's ``diagnostics``; ``"off"``: they do not).
 
     Raises :class:`~filectx.UntrustedSocketError` when the socket or its folder could be another
     user's, :class:`~filectx.TransportError` when no daemon answers, :class:`~filectx.FsError`
@@ -165,13 +140,14 @@ async def connect(
         "dedupReads": dedup_reads,
         "staleEdits": stale_edits,
         "jsonBudget": json_budget,
+        "diagnostics": diagnostics,
     }
     params.update({key: value for key, value in optional.items() if value is not None})
     try:
         info: InitializeResult = await channel.request("initialize", params)
     except BaseException as error:
         channel.abort("initialize failed")
-        refused = _refused_feature(params, error)
+        refused = refused_feature(params, error)
         if refused is not None:
             raise refused from error
         raise
@@ -202,20 +178,6 @@ async def _open(path: str, max_frame_bytes: int, server_requests: dict[str, Serv
         sock.close()
         raise
     return Channel(reader, writer, server_requests, max_frame_bytes=max_frame_bytes)
-
-
-def _refused_feature(params: dict[str, Any], error: BaseException) -> UnsupportedFeatureError | None:
-    """A daemon of an older build refuses the ``initialize`` fields it does not know with -32602."""
-    if not isinstance(error, RpcError) or error.code != INVALID_PARAMS:
-        return None
-    for field, feature in _INIT_FEATURES:
-        if field in params and f"unknown field `{field}`" in error.message:
-            return UnsupportedFeatureError(feature)
-    # A daemon older than the search tools does not know them as tool names.
-    for tool in ("glob", "grep"):
-        if tool in params.get("tools", ()) and f"unknown variant `{tool}`" in error.message:
-            return UnsupportedFeatureError(Features.SEARCH)
-    return None
 
 
 class _GateRegistry:
@@ -788,6 +750,16 @@ class Session:
         result: JournalRestoreResult = await self._channel.request("journal/restore", params, settle_on_cancel=True)
         return result
 
+    async def lsp_diagnostics(self, path: str) -> LspDiagnosticsResult:
+        """``lsp/diagnostics`` (feature ``diagnostics``): the file's diagnostics under its current
+        version from its language server (errors; warnings too when the daemon shows them), waited
+        for up to the daemon's deadline. ``status``: ``fresh`` (of ``version``), ``pending`` or
+        ``starting`` (the deadline passed), ``failed`` (``reason`` says why), ``none`` (no server
+        applies to the file)."""
+        self.require(Features.DIAGNOSTICS)
+        result: LspDiagnosticsResult = await self._channel.request("lsp/diagnostics", {"path": path})
+        return result
+
     def on_did_change(
         self, listener: Callable[[FileDidChange], None] | Callable[[FileDidChange], Awaitable[None]]
     ) -> Subscription:
@@ -849,6 +821,7 @@ CLIENT_METHODS: Final[dict[str, tuple[type, str]]] = {
     "journal/list": (Session, "journal_list"),  # also Session.journal_entries, page after page
     "journal/diff": (Session, "journal_diff"),
     "journal/restore": (Session, "journal_restore"),
+    "lsp/diagnostics": (Session, "lsp_diagnostics"),
     "tools/list": (ToolsApi, "list"),
     "tools/call": (ToolsApi, "call"),
     "file/read": (FileApi, "read"),

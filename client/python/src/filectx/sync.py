@@ -38,6 +38,7 @@ from .wire import (
     ClientInfo,
     DaemonStatus,
     DenyParams,
+    DiagnosticsMode,
     EditResult,
     FileDidChange,
     FileStatResult,
@@ -47,6 +48,7 @@ from .wire import (
     JournalEntry,
     JournalListResult,
     JournalRestoreResult,
+    LspDiagnosticsResult,
     ReadResult,
     ResolveResult,
     StaleEdits,
@@ -153,6 +155,7 @@ def connect(
     dedup_reads: bool | None = None,
     stale_edits: StaleEdits | None = None,
     json_budget: bool | None = None,
+    diagnostics: DiagnosticsMode | None = None,
     client_info: ClientInfo | None = None,
     stream_buffer_chunks: int = aio.DEFAULT_STREAM_BUFFER_CHUNKS,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
@@ -176,6 +179,7 @@ def connect(
                 dedup_reads=dedup_reads,
                 stale_edits=stale_edits,
                 json_budget=json_budget,
+                diagnostics=diagnostics,
                 client_info=client_info,
                 stream_buffer_chunks=stream_buffer_chunks,
                 max_frame_bytes=max_frame_bytes,
@@ -490,6 +494,9 @@ class SyncSession:
 
     def journal_restore(self, entry: str, force: bool = False, owner: str | None = None) -> JournalRestoreResult:
         return self._run(self._session.journal_restore(entry, force, owner))
+
+    def lsp_diagnostics(self, path: str) -> LspDiagnosticsResult:
+        return self._run(self._session.lsp_diagnostics(path))
 
     def on_did_change(self, listener: Callable[[FileDidChange], None]) -> aio.Subscription:
         """As :meth:`filectx.Session.on_did_change`; ``listener`` runs on the loop thread."""
