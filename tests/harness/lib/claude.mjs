@@ -86,7 +86,7 @@ export const TOOLSETS = {
 const BUILTIN_FILE_TOOLS = ['Read', 'Edit', 'Write', 'Grep', 'Glob', 'NotebookEdit'];
 
 /** Starts a daemon on a socket of its own in `dir`; resolves once it accepts connections. */
-async function startDaemon(filectxd, dir) {
+export async function startDaemon(filectxd, dir) {
   const socket = path.join(dir, 'run/filectx.sock');
   const logPath = path.join(dir, 'daemon.log');
   const log = fs.openSync(logPath, 'a');
@@ -147,12 +147,13 @@ export const SETTINGS = {
 };
 
 /**
- * Claude Code's command line for a toolset. `register`: 'user' (filectx registered beforehand
- * with `claude mcp add-json --scope user` and SETTINGS in ~/.claude/settings.json, as a user
- * sets it up once) or 'flags' (all of it on this command line).
+ * Claude Code's command line for a toolset and a prompt (the task's by default). `register`:
+ * 'user' (filectx registered beforehand with `claude mcp add-json --scope user` and SETTINGS in
+ * ~/.claude/settings.json, as a user sets it up once) or 'flags' (all of it on this command
+ * line).
  */
-function claudeArgs(toolset, options) {
-  const common = ['-p', PROMPT, '--output-format', 'json', '--no-session-persistence'];
+export function claudeArgs(toolset, options, prompt = PROMPT) {
+  const common = ['-p', prompt, '--output-format', 'json', '--no-session-persistence'];
   if (toolset === 'builtin') {
     const tools = BUILTIN_FILE_TOOLS.slice(0, 5).join(',');
     return [...common, '--strict-mcp-config', '--tools', tools, '--allowedTools', tools];
@@ -175,7 +176,7 @@ function claudeArgs(toolset, options) {
  * -- filectx mcp …` (with `alwaysLoad`, `claude mcp add-json`, which alone can set it), and
  * SETTINGS in ~/.claude/settings.json.
  */
-async function registerUser(claudeBin, home, env, options) {
+export async function registerUser(claudeBin, home, env, options) {
   const entry = serverEntry(options);
   const args = options.alwaysLoad
     ? ['mcp', 'add-json', '--scope', 'user', 'filectx', JSON.stringify(entry)]
@@ -187,7 +188,7 @@ async function registerUser(claudeBin, home, env, options) {
 }
 
 /** Claude Code's environment: nothing of ours but PATH and a home of its own, every nonessential traffic off. */
-function claudeEnv(home, modelUrl) {
+export function claudeEnv(home, modelUrl) {
   return {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: home,
@@ -215,7 +216,7 @@ function claudeEnv(home, modelUrl) {
 }
 
 /** Runs `command` with a deadline; resolves `{code, signal, stdout, stderr}`. */
-function run(command, args, options, timeoutMs) {
+export function run(command, args, options, timeoutMs) {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
