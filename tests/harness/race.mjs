@@ -46,6 +46,9 @@ if (argv.includes('--json')) {
     for (const change of r.lostChanges) {
       console.log(`  ${r.label}: agent ${change.agent}'s change of round ${change.round} lost; it was told: ${change.told}`);
     }
+    for (const change of r.failedChanges) {
+      console.log(`  ${r.label}: agent ${change.agent}'s change of round ${change.round} never went through; last told: ${change.told}`);
+    }
     for (const error of r.errors) console.log(`  ${r.label}: ${error}`);
     console.log(`  ${r.label}: ${r.seconds.toFixed(0)} s`);
   }

@@ -114,7 +114,7 @@ function barriers(agents, spreadMs) {
 /**
  * One race: `agents` Claude Code agents, `rounds` rounds over `files` files, with `toolset`
  * ('builtin' or 'filectx', with `bridgeArgs` for the bridge). Returns `{toolset, label, changes,
- * lost, failed, refusals, turns, minimalTurns, errors, lostChanges}`.
+ * lost, failed, refusals, turns, minimalTurns, errors, lostChanges, failedChanges}`.
  */
 export async function race({ toolset, label, agents, rounds, files, spreadMs = 0, bridgeArgs = [], keep = false }) {
   const bins = binaries();
@@ -159,6 +159,7 @@ export async function race({ toolset, label, agents, rounds, files, spreadMs = 0
   let turns = 0;
   let minimalTurns = 0;
   const lostChanges = [];
+  const failedChanges = [];
   for (const agent of runs) {
     const { state } = agent.model;
     errors.push(...state.errors.map((e) => `agent ${agent.a}: ${e}`));
@@ -180,8 +181,10 @@ export async function race({ toolset, label, agents, rounds, files, spreadMs = 0
       refusals += attempts.filter((attempt) => attempt.isError).length;
       const told = attempts.length > 0 && !attempts.at(-1).isError;
       const text = fs.readFileSync(path.join(root, fileOf(r, files)), 'utf8');
-      if (!told) failed += 1;
-      else if (!text.split('\n').includes(after(agent.a, r))) {
+      if (!told) {
+        failed += 1;
+        failedChanges.push({ agent: agent.a, round: r, told: attempts.at(-1)?.text.split('\n')[0] ?? '(never tried)' });
+      } else if (!text.split('\n').includes(after(agent.a, r))) {
         lost += 1;
         lostChanges.push({ agent: agent.a, round: r, told: attempts.at(-1).text.split('\n')[0] });
       }
@@ -189,7 +192,7 @@ export async function race({ toolset, label, agents, rounds, files, spreadMs = 0
   }
   if (meet.timeouts > 0) errors.push(`${meet.timeouts} meeting points let agents go before all came`);
   if (!keep) fs.rmSync(dir, { recursive: true, force: true });
-  return { toolset, label, agents, changes: agents * rounds, lost, failed, refusals, turns, minimalTurns, errors, lostChanges, dir };
+  return { toolset, label, agents, changes: agents * rounds, lost, failed, refusals, turns, minimalTurns, errors, lostChanges, failedChanges, dir };
 }
 
 /** The configurations raced: the built-ins, filectx's defaults, and filectx merging stale edits. */
