@@ -290,6 +290,16 @@ fn unit_state(query: &str, unit: &str) -> String {
     }
 }
 
+/// Whether a daemon answers at the units' socket, `$XDG_RUNTIME_DIR/filectx.sock`.
+fn daemon_answers() -> bool {
+    let Some(runtime) =
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|dir| dir.is_absolute())
+    else {
+        return false;
+    };
+    std::os::unix::net::UnixStream::connect(runtime.join("filectx.sock")).is_ok()
+}
+
 /// The user's name for loginctl: `$USER`, `$LOGNAME`, else the uid.
 fn user_name() -> String {
     ["USER", "LOGNAME"]
@@ -358,6 +368,8 @@ fn install(places: &Places, folder: &Path) -> anyhow::Result<String> {
     }
     let _ = writeln!(out, "filectxd: {}", escape_text(&daemon.display().to_string()));
     let _ = writeln!(out, "Its PATH: {}", escape_text(&path));
+    // Asked before systemd takes the socket: a daemon `filectx` started holds its lock.
+    let running = daemon_answers() && unit_state("is-active", SERVICE_NAME) != "active";
     systemctl(&["daemon-reload"])?;
     systemctl(&["enable", "--now", SOCKET_NAME])?;
     let _ = writeln!(
@@ -365,7 +377,14 @@ fn install(places: &Places, folder: &Path) -> anyhow::Result<String> {
         "Enabled and started {SOCKET_NAME}: systemd starts filectxd on the first connection to \
          $XDG_RUNTIME_DIR/filectx.sock, and it exits after 10 idle minutes."
     );
-    if service_changed && unit_state("is-active", SERVICE_NAME) == "active" {
+    if running {
+        let _ = writeln!(
+            out,
+            "A filectxd that systemd did not start (filectx starts one when none answers) serves \
+             $XDG_RUNTIME_DIR/filectx.sock and holds its lock, so the service cannot start until it is \
+             gone: stop it (`filectx status` shows its pid), then: systemctl --user restart {SOCKET_NAME}"
+        );
+    } else if service_changed && unit_state("is-active", SERVICE_NAME) == "active" {
         let _ = writeln!(
             out,
             "A filectxd of the previous unit is still running; it goes on until it exits, or: \
@@ -385,8 +404,9 @@ fn uninstall(folder: &Path) -> anyhow::Result<String> {
         ));
     }
     let mut out = String::new();
-    // Stopped before their files go, so systemd still knows what it stops.
-    systemctl(&["disable", "--now", SOCKET_NAME, SERVICE_NAME])?;
+    // Stopped before their files go, so systemd still knows what it stops. Without a reachable
+    // systemd the files go all the same: it finds them gone when it next loads its units.
+    let stopped = systemctl(&["disable", "--now", SOCKET_NAME, SERVICE_NAME]);
     for unit in &units {
         match std::fs::remove_file(unit) {
             Ok(()) => {
@@ -396,8 +416,18 @@ fn uninstall(folder: &Path) -> anyhow::Result<String> {
             Err(error) => return Err(error).with_context(|| format!("cannot remove {}", unit.display())),
         }
     }
-    systemctl(&["daemon-reload"])?;
-    out.push_str("Stopped and disabled filectxd.socket and filectxd.service; `filectx` starts a daemon itself again when none answers.\n");
+    match stopped.and_then(|_| systemctl(&["daemon-reload"])) {
+        Ok(_) => out.push_str(
+            "Stopped and disabled filectxd.socket and filectxd.service; `filectx` starts a daemon itself \
+             again when none answers.\n",
+        ),
+        Err(error) => {
+            let _ = writeln!(
+                out,
+                "{error:#}: the units are removed; systemd forgets them when it next loads its units."
+            );
+        }
+    }
     Ok(out)
 }
 

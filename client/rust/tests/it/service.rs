@@ -196,6 +196,61 @@ fn a_systemd_that_cannot_be_reached_fails_the_install_with_its_words() -> TestRe
 }
 
 #[test]
+fn uninstall_removes_the_units_even_when_systemd_cannot_be_reached() -> TestResult {
+    let home =
+        Home::with_systemctl(".local/bin", "echo 'Failed to connect to bus: No medium found' >&2; exit 1")?;
+    std::fs::create_dir_all(home.units())?;
+    std::fs::write(home.units().join("filectxd.socket"), "[Socket]\n")?;
+    std::fs::write(home.units().join("filectxd.service"), "[Service]\n")?;
+    let out = home.service(&home.bin, "uninstall", &[])?;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        !home.units().join("filectxd.service").exists() && !home.units().join("filectxd.socket").exists()
+    );
+    assert!(stdout.contains("Failed to connect to bus: No medium found: the units are removed"), "{stdout}");
+    Ok(())
+}
+
+#[test]
+fn install_says_when_a_daemon_filectx_started_holds_the_socket() -> TestResult {
+    let home = Home::new(".local/bin")?;
+    let runtime = home.home.join("run");
+    std::fs::create_dir_all(&runtime)?;
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    let socket = runtime.join("filectx.sock");
+    let mut daemon = Command::new(daemon_bin()?)
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--no-fsync")
+        .env("XDG_STATE_HOME", home.home.join("state"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let started = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = daemon.kill();
+            return Err("the daemon did not listen within 10 s".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = home.service(&home.bin, "install", &[("XDG_RUNTIME_DIR", &runtime)]);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let out = out?;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("A filectxd that systemd did not start"), "{stdout}");
+    assert!(stdout.contains("systemctl --user restart filectxd.socket"), "{stdout}");
+    // Without one there, install says nothing of it.
+    let quiet = home.service(&home.bin, "install", &[("XDG_RUNTIME_DIR", &runtime)])?;
+    assert!(!text(&quiet.stdout).contains("systemd did not start"), "{}", text(&quiet.stdout));
+    Ok(())
+}
+
+#[test]
 fn status_shows_the_units_and_uninstall_removes_them_once() -> TestResult {
     let home = Home::new(".local/bin")?;
     let before = home.service(&home.bin, "status", &[])?;
