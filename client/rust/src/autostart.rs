@@ -206,9 +206,10 @@ pub(crate) async fn connect_or_spawn(socket: &Path, options: SpawnOptions) -> Re
     result
 }
 
-/// The daemon binary: `requested` (a path, or a bare name looked up on `PATH`), else a
-/// `filectxd` next to the current executable, else `filectxd` on `PATH`.
-fn daemon_binary(requested: Option<&Path>) -> std::io::Result<PathBuf> {
+/// The daemon binary autostart runs: `requested` (a path, made absolute, or a bare name looked
+/// up on `PATH`), else a `filectxd` next to the current executable, else `filectxd` on `PATH`.
+/// `filectx service install` writes the same one into its unit.
+pub fn daemon_binary(requested: Option<&Path>) -> std::io::Result<PathBuf> {
     if let Some(requested) = requested {
         if requested.components().count() > 1 || requested.is_absolute() {
             return std::path::absolute(requested);

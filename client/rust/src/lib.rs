@@ -98,7 +98,7 @@ use jsonrpsee::core::middleware::RpcServiceBuilder;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use autostart::{DAEMON_ENV, DEFAULT_AUTOSTART_TIMEOUT, SpawnOptions, default_log_path};
+pub use autostart::{DAEMON_ENV, DEFAULT_AUTOSTART_TIMEOUT, SpawnOptions, daemon_binary, default_log_path};
 pub use error::ClientError;
 pub use journal::JOURNAL_MAX_PAGE;
 /// The stream of a jsonrpsee subscription, as returned by [`Client::subscribe`].

@@ -1,7 +1,7 @@
 //! `filectx`: the command-line client of the filectx daemon — shows the daemon's status and the
 //! tools a session gets, reads, streams, writes, edits and stats files through the daemon, and
 //! watches them for changes; serves MCP (`filectx mcp`) and reviews agents' writes as a write
-//! gate (`filectx gate`). Thin: every call goes through `filectx_client`, which starts the
+//! gate (`filectx gate`); installs the daemon as a systemd user service (`filectx service`). Thin: every call goes through `filectx_client`, which starts the
 //! daemon when none answers at the socket (unless `--no-autostart` or `FILECTX_NO_AUTOSTART`).
 
 mod cli;
@@ -15,6 +15,7 @@ use crate::cli::args::{Cli, Command, check_usage};
 use crate::cli::exit::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE, describe, print_stdout};
 use crate::cli::gate::run_gate;
 use crate::cli::run::{run, run_mcp};
+use crate::cli::service::run_service;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse().and_then(check_usage) {
@@ -25,6 +26,16 @@ fn main() -> ExitCode {
             return ExitCode::from(if error.use_stderr() { EXIT_USAGE } else { EXIT_OK });
         }
     };
+    if let Command::Service(args) = &cli.command {
+        // No daemon, no runtime: files and systemctl.
+        return match run_service(&args.action) {
+            Ok(output) => print_stdout(&output),
+            Err(error) => {
+                eprintln!("filectx service: {}", escape_text(&format!("{error:#}")));
+                ExitCode::from(EXIT_FAILURE)
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -1,5 +1,5 @@
 // The package's entry point: connect() and the session, the design's interfaces over it, the
-// errors, the socket rules and the generated wire types.
+// errors, the socket rules, autostart and the generated wire types.
 export { connect, Session, FEATURES } from './session.js';
 export type { ConnectOptions, CallOptions, OwnerCallOptions, JournalRestoreOptions, Gate, Disposable } from './session.js';
 export { TextStream } from './stream.js';
@@ -21,6 +21,8 @@ export {
   connectTrusted,
   defaultSocketPath,
 } from './socket.js';
+export { DAEMON_ENV, DEFAULT_AUTOSTART_TIMEOUT_MS, connectOrStart, defaultLogPath, findDaemon } from './autostart.js';
+export type { AutostartOptions } from './autostart.js';
 export * from './gate.js';
 export * from './design.js';
 /** The wire types, generated from protocol/schema/filectx.schema.json. */

@@ -46,6 +46,7 @@ import type {
   WriteParams,
   WriteResult,
 } from './generated/wire.js';
+import { connectOrStart, type AutostartOptions } from './autostart.js';
 import { connectTrusted, defaultSocketPath } from './socket.js';
 import { TextStream } from './stream.js';
 
@@ -115,6 +116,12 @@ export interface ConnectOptions {
   clientInfo?: ClientInfo;
   /** Most chunks a stream buffers for a slow reader before it is cancelled (default 256). */
   streamBufferChunks?: number;
+  /**
+   * Start the daemon when nothing answers at the socket (`true`: with the defaults), and wait
+   * for it: the option's `daemon`, else `FILECTX_DAEMON`, else `@filectx/cli`'s filectxd, else
+   * `filectxd` on PATH. Default: off (no daemon, `TransportError`).
+   */
+  autostart?: boolean | AutostartOptions;
 }
 
 /** Options of a call. */
@@ -182,7 +189,9 @@ const CLIENT_VERSION = '0.1.0';
  */
 export async function connect(options: ConnectOptions): Promise<Session> {
   const socketPath = options.socket ?? defaultSocketPath();
-  const socket = await connectTrusted(socketPath);
+  const socket = options.autostart
+    ? await connectOrStart(socketPath, options.autostart === true ? {} : options.autostart)
+    : await connectTrusted(socketPath);
   const gates = new GateRegistry();
   const handlers = new Map<string, ServerRequestHandler>([
     [GATE_METHODS.writeIntent, (params, token) => gates.decide(params as WriteIntentParams, token)],

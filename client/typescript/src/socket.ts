@@ -67,6 +67,25 @@ const HOW = 'choose a socket in a folder of your own (option socket, or FILECTX_
 const ANOTHER = 'choose another socket (option socket, or FILECTX_SOCKET)';
 const NO_DAEMON = ' (is filectxd running? start it with `filectxd`, or give the socket of a running one)';
 
+/** Marks a `TransportError` that means nothing answers at the socket (no socket, or nobody listening). */
+const NOBODY_ANSWERS = Symbol('nobodyAnswers');
+
+/** A `TransportError` saying nothing answers at `socket`. */
+function nobodyThere(message: string, cause?: unknown): TransportError {
+  const error = new TransportError(message, cause === undefined ? undefined : { cause });
+  Object.defineProperty(error, NOBODY_ANSWERS, { value: true });
+  return error;
+}
+
+/**
+ * Whether `error` (from {@link connectTrusted}) means that nothing answers at the socket: no
+ * socket file, or a socket nobody listens on (left by a daemon that died). Only then may a client
+ * start a daemon there; never after a refusal.
+ */
+export function nobodyAnswers(error: unknown): boolean {
+  return error instanceof TransportError && (error as unknown as Record<symbol, unknown>)[NOBODY_ANSWERS] === true;
+}
+
 /** The socket's folder, opened and judged, and the path that reaches the socket through it. */
 interface Reached {
   /** The open folder; closed by whoever asked for it. */
@@ -212,7 +231,7 @@ export async function connectTrusted(socket: string, uid: number = ourUid()): Pr
   const reached = await reach(socket, uid);
   if (reached === undefined || !reached.present) {
     await reached?.folder.close();
-    throw new TransportError(`cannot connect to filectxd at ${socket}: connect ENOENT ${socket}${NO_DAEMON}`);
+    throw nobodyThere(`cannot connect to filectxd at ${socket}: connect ENOENT ${socket}${NO_DAEMON}`);
   }
   try {
     return await connectVia(reached.via, socket);
@@ -229,9 +248,10 @@ function connectVia(via: string, socket: string): Promise<Socket> {
     const connection = createConnection(via);
     const onError = (error: NodeJS.ErrnoException) => {
       connection.destroy();
-      const hint = error.code === 'ENOENT' || error.code === 'ECONNREFUSED' ? NO_DAEMON : '';
       const message = error.message.split(via).join(socket);
-      reject(new TransportError(`cannot connect to filectxd at ${socket}: ${message}${hint}`, { cause: error }));
+      const text = `cannot connect to filectxd at ${socket}: ${message}`;
+      if (error.code === 'ENOENT' || error.code === 'ECONNREFUSED') reject(nobodyThere(`${text}${NO_DAEMON}`, error));
+      else reject(new TransportError(text, { cause: error }));
     };
     connection.once('error', onError);
     connection.once('connect', () => {

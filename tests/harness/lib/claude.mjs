@@ -100,7 +100,7 @@ const BUILTIN_FILE_TOOLS = ['Read', 'Edit', 'Write', 'Grep', 'Glob', 'NotebookEd
  * it runs; without them the built-ins are off (`--no-builtin-language-servers`, where this
  * filectxd has language servers at all).
  */
-async function startDaemon(filectxd, dir, languageServers) {
+export async function startDaemon(filectxd, dir, languageServers) {
   const socket = path.join(dir, 'run/filectx.sock');
   const logPath = path.join(dir, 'daemon.log');
   const args = ['--socket', socket, '--log-level', 'info', '--no-fsync'];
@@ -170,12 +170,12 @@ export const SETTINGS = {
 };
 
 /**
- * Claude Code's command line for a toolset. `register`: 'user' (filectx registered beforehand
+ * Claude Code's command line for a toolset and a prompt (the task's by default). `register`: 'user' (filectx registered beforehand
  * with `claude mcp add-json --scope user` and SETTINGS in ~/.claude/settings.json, as a user
  * sets it up once) or 'flags' (all of it on this command line).
  */
-function claudeArgs(toolset, options) {
-  const common = ['-p', options.prompt, '--output-format', 'json', '--no-session-persistence'];
+export function claudeArgs(toolset, options, prompt = options.prompt) {
+  const common = ['-p', prompt, '--output-format', 'json', '--no-session-persistence'];
   if (toolset === 'builtin') {
     const tools = BUILTIN_FILE_TOOLS.slice(0, 5).join(',');
     return [...common, '--strict-mcp-config', '--tools', tools, '--allowedTools', tools];
@@ -198,7 +198,7 @@ function claudeArgs(toolset, options) {
  * -- filectx mcp …` (with `alwaysLoad`, `claude mcp add-json`, which alone can set it), and
  * SETTINGS in ~/.claude/settings.json.
  */
-async function registerUser(claudeBin, home, env, options) {
+export async function registerUser(claudeBin, home, env, options) {
   const entry = serverEntry(options);
   const args = options.alwaysLoad
     ? ['mcp', 'add-json', '--scope', 'user', 'filectx', JSON.stringify(entry)]
@@ -210,7 +210,7 @@ async function registerUser(claudeBin, home, env, options) {
 }
 
 /** Claude Code's environment: nothing of ours but PATH and a home of its own, every nonessential traffic off. */
-function claudeEnv(home, modelUrl) {
+export function claudeEnv(home, modelUrl) {
   return {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: home,
@@ -238,7 +238,7 @@ function claudeEnv(home, modelUrl) {
 }
 
 /** Runs `command` with a deadline; resolves `{code, signal, stdout, stderr}`. */
-function run(command, args, options, timeoutMs) {
+export function run(command, args, options, timeoutMs) {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

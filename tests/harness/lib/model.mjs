@@ -15,9 +15,10 @@ import http from 'node:http';
 
 /** The call the script makes next (thrown to stop a replay there). */
 class NextCall {
-  constructor(tool, args) {
+  constructor(tool, args, step) {
     this.tool = tool;
     this.args = args;
+    this.step = step;
   }
 }
 
@@ -62,7 +63,7 @@ export function toolCalls(messages) {
 
 /**
  * Replays `script` over the answered `calls`: returns `{done: true}` when the script ends,
- * else `{done: false, tool, args}` for its next call. `effects` (a Set) names the side effects
+ * else `{done: false, tool, args, step}` for its next call. `effects` (a Set) names the side effects
  * already carried out; the script's `outside(name, fn)` runs `fn` only the first time.
  * `toolName(tool)` is the harness's name of one of the script's tools. `observe` (optional):
  * `notes`, an object the script writes what it saw into, and `onCall({step, tool, args,
@@ -85,7 +86,7 @@ export function replay(script, calls, effects, toolName, observe = {}) {
         observe.onCall?.({ step, tool, args, call: seen });
         return { text: seen.text, isError: seen.isError };
       }
-      throw new NextCall(tool, args);
+      throw new NextCall(tool, args, step);
     },
     outside(name, fn) {
       if (!effects.has(name)) {
@@ -97,7 +98,7 @@ export function replay(script, calls, effects, toolName, observe = {}) {
   try {
     script(t);
   } catch (error) {
-    if (error instanceof NextCall) return { done: false, tool: error.tool, args: error.args };
+    if (error instanceof NextCall) return { done: false, tool: error.tool, args: error.args, step: error.step };
     throw error;
   }
   if (index < calls.length) throw new Diverged(`the script ended after ${index} calls, the conversation has ${calls.length}`);
@@ -169,14 +170,16 @@ function streamAnswer(res, id, model, blocks, stopReason) {
  *   side request of the harness (a title, a summary), answered with a short text and counted
  *   apart;
  * - `toolName(tool)`, `toolArgs(tool, args)`: the harness's tool names and argument shapes;
- * - `tools`: the script's tools (loaded first with `ToolSearch` when the harness defers them).
+ * - `tools`: the script's tools (loaded first with `ToolSearch` when the harness defers them);
+ * - `hold(next)` (optional): awaited before the answer `next` (the script's next call, or
+ *   `{done: true}`) is sent, to release several agents' calls at one moment (race.mjs).
  * Returns `{url, port, state, close()}`; `state`: `turns` counts the model turns of the task
  * (requests answered from the script), `last` is the last task request's body (its messages
  * hold every tool result the model got), `stray` lists requests to anything but the Messages
  * API, `errors` what went wrong while answering, `effects` the script's outside changes made.
  */
 export async function startModel(options) {
-  const { script, marker, toolName, toolArgs, tools } = options;
+  const { script, marker, toolName, toolArgs, tools, hold } = options;
   const effects = new Set();
   const state = { turns: 0, sideRequests: 0, stray: [], errors: [], last: undefined, requests: [], effects };
   const server = http.createServer((req, res) => {
@@ -205,45 +208,52 @@ export async function startModel(options) {
         return;
       }
       state.requests.push({ time: Date.now(), messages: body.messages?.length ?? 0 });
-      const first = body.messages?.[0];
-      const firstText = Array.isArray(first?.content) ? first.content.map((b) => b.text ?? '').join('') : String(first?.content ?? '');
-      const id = `msg_${state.requests.length}`;
-      let blocks;
-      let stopReason;
-      if (!firstText.includes(marker)) {
-        state.sideRequests += 1;
-        blocks = [{ type: 'text', text: 'Scripted task' }];
-        stopReason = 'end_turn';
-      } else {
-        let next;
-        try {
-          const calls = toolCalls(body.messages);
-          next =
-            loadDeferred(body, calls, tools.map(toolName)) ??
-            replay(script, calls.filter((call) => call.name !== TOOL_SEARCH), effects, toolName);
-        } catch (error) {
-          state.errors.push(String(error?.stack ?? error));
-          next = { done: true };
+      const answer = async () => {
+        const first = body.messages?.[0];
+        const firstText = Array.isArray(first?.content) ? first.content.map((b) => b.text ?? '').join('') : String(first?.content ?? '');
+        const id = `msg_${state.requests.length}`;
+        let blocks;
+        let stopReason;
+        if (!firstText.includes(marker)) {
+          state.sideRequests += 1;
+          blocks = [{ type: 'text', text: 'Scripted task' }];
+          stopReason = 'end_turn';
+        } else {
+          let next;
+          try {
+            const calls = toolCalls(body.messages);
+            next =
+              loadDeferred(body, calls, tools.map(toolName)) ??
+              replay(script, calls.filter((call) => call.name !== TOOL_SEARCH), effects, toolName);
+          } catch (error) {
+            state.errors.push(String(error?.stack ?? error));
+            next = { done: true };
+          }
+          state.turns += 1;
+          state.last = body;
+          if (hold) await hold(next);
+          blocks = answerBlocks(state.turns, next, toolName, toolArgs);
+          stopReason = next.done ? 'end_turn' : 'tool_use';
         }
-        state.turns += 1;
-        state.last = body;
-        blocks = answerBlocks(state.turns, next, toolName, toolArgs);
-        stopReason = next.done ? 'end_turn' : 'tool_use';
-      }
-      if (body.stream) {
-        streamAnswer(res, id, body.model, blocks, stopReason);
-      } else {
-        json(200, {
-          id,
-          type: 'message',
-          role: 'assistant',
-          model: body.model,
-          content: blocks,
-          stop_reason: stopReason,
-          stop_sequence: null,
-          usage: { input_tokens: 1, output_tokens: 1 },
-        });
-      }
+        if (body.stream) {
+          streamAnswer(res, id, body.model, blocks, stopReason);
+        } else {
+          json(200, {
+            id,
+            type: 'message',
+            role: 'assistant',
+            model: body.model,
+            content: blocks,
+            stop_reason: stopReason,
+            stop_sequence: null,
+            usage: { input_tokens: 1, output_tokens: 1 },
+          });
+        }
+      };
+      answer().catch((error) => {
+        state.errors.push(String(error?.stack ?? error));
+        if (!res.headersSent) json(500, { type: 'error', error: { type: 'api_error', message: String(error) } });
+      });
     });
   });
   // A CONNECT (a proxied HTTPS request) is traffic that would have left loopback: refuse it.

@@ -264,7 +264,11 @@ fn write_file_edit_and_default_sessions_never_merge() {
         std::fs::write(&path, &outside).unwrap();
         let (error, text) = outcome(tool(&mut raw, "edit", edit_args(&path, "line 15\n", "x\n")));
         assert_eq!(error, !merge, "{text}");
-        assert_eq!(text.contains("changed since you last read it (+N,M"), !merge, "{text}");
+        assert_eq!(
+            text.contains("changed since you last read it (line numbers after + are current)"),
+            !merge,
+            "{text}"
+        );
         assert_eq!(contents(&path) == outside, !merge);
     }
 
@@ -275,7 +279,7 @@ fn write_file_edit_and_default_sessions_never_merge() {
     std::fs::write(&path, &outside).unwrap();
     let (error, text) = outcome(tool(&mut raw, "write", json!({"file_path": path, "content": "new\n"})));
     assert!(error, "{text}");
-    assert!(text.contains("changed since you last read it (+N,M"), "{text}");
+    assert!(text.contains("changed since you last read it (line numbers after + are current)"), "{text}");
     assert_eq!(contents(&path), outside);
 
     // `file/edit` in a merging session (its observation from `file/read`).

@@ -465,6 +465,11 @@ fn units_folder() -> PathBuf {
 
 const EXEC_START: &str = "%h/.cargo/bin/filectxd";
 
+/// Every value of `key` in `[Service]`.
+fn service_values(unit: &Unit, key: &str) -> Vec<String> {
+    unit.get("Service").and_then(|s| s.get(key)).cloned().unwrap_or_default()
+}
+
 #[test]
 fn the_units_have_the_settings_the_issue_requires() {
     let socket = std::fs::read_to_string(units_folder().join("filectxd.socket")).unwrap();
@@ -488,12 +493,22 @@ fn the_units_have_the_settings_the_issue_requires() {
         ("SystemCallFilter", "@system-service"),
         ("SystemCallArchitectures", "native"),
         ("LockPersonality", "yes"),
-        ("MemoryDenyWriteExecute", "yes"),
         ("RestrictRealtime", "yes"),
         ("RestrictSUIDSGID", "yes"),
         ("UMask", "0077"),
     ] {
         expect(&service, "Service", key, value);
+    }
+    // Node-based language servers, which the daemon starts under this sandbox, need writable
+    // executable memory (V8's JIT).
+    assert!(!service["Service"].contains_key("MemoryDenyWriteExecute"), "{service:?}");
+    // The daemon finds language servers where pip, uv and cargo put them.
+    let path = service_values(&service, "Environment")
+        .into_iter()
+        .find_map(|value| value.strip_prefix("PATH=").map(str::to_owned))
+        .unwrap_or_default();
+    for folder in ["%h/.local/bin", "%h/.cargo/bin", "/usr/bin"] {
+        assert!(path.split(':').any(|f| f == folder), "PATH={path} lacks {folder}");
     }
     // ExecStart runs the installed binary (where `cargo install` puts it), with arguments the
     // daemon accepts, and without its own --socket (the socket comes from systemd).

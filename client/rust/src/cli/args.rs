@@ -11,8 +11,8 @@ use filectx_protocol::tools::READ_LINE_LIMIT;
 
 use super::help::{
     AFTER_HELP, CAT_LONG_ABOUT, EDIT_LONG_ABOUT, GATE_AFTER_HELP, GATE_LONG_ABOUT, HISTORY_LONG_ABOUT,
-    JOURNAL_AFTER_HELP, MCP_AFTER_HELP, MCP_LONG_ABOUT, UNDO_LONG_ABOUT, WATCH_AFTER_HELP, WATCH_LONG_ABOUT,
-    WRITE_LONG_ABOUT, socket_help,
+    JOURNAL_AFTER_HELP, MCP_AFTER_HELP, MCP_LONG_ABOUT, SERVICE_LONG_ABOUT, UNDO_LONG_ABOUT,
+    WATCH_AFTER_HELP, WATCH_LONG_ABOUT, WRITE_LONG_ABOUT, socket_help,
 };
 use super::journal::{entry_id, parse_since};
 use super::values::{OnTimeoutArg, compile_glob, parse_seconds};
@@ -84,6 +84,8 @@ impl Cli {
             Command::History(args) => &args.roots,
             Command::Diff(args) => &args.roots,
             Command::Undo(args) => &args.roots,
+            // No session: the units are the user's, whatever the folders.
+            Command::Service(_) => return self.roots.roots.clone(),
         };
         self.roots.roots.iter().chain(&after.roots).cloned().collect()
     }
@@ -140,6 +142,27 @@ pub(crate) enum Command {
     /// change of a session, newest first (journal/restore)
     #[command(long_about = UNDO_LONG_ABOUT, after_help = JOURNAL_AFTER_HELP)]
     Undo(UndoArgs),
+    /// Run the daemon as a systemd user service, started on the first connection: install or
+    /// uninstall its units (with this installation's filectxd), or show their state
+    #[command(long_about = SERVICE_LONG_ABOUT)]
+    Service(ServiceArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServiceArgs {
+    #[command(subcommand)]
+    pub(crate) action: ServiceAction,
+}
+
+#[derive(Debug, Clone, Copy, Subcommand)]
+pub(crate) enum ServiceAction {
+    /// Write filectxd.socket and filectxd.service into ~/.config/systemd/user (ExecStart: the
+    /// filectxd beside this filectx; PATH: yours), reload systemd and enable the socket
+    Install,
+    /// Stop and disable the units and remove them
+    Uninstall,
+    /// Show the installed units, their filectxd and whether systemd runs them
+    Status,
 }
 
 #[derive(Debug, Args)]
@@ -450,6 +473,12 @@ pub(crate) fn check_usage(cli: Cli) -> Result<Cli, clap::Error> {
             "--json cannot be used with mcp, which always speaks JSON-RPC on stdout",
         ));
     }
+    if matches!(cli.command, Command::Service(_)) && (cli.json || !cli.roots.roots.is_empty()) {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "service takes neither --json nor --root: it sets up the daemon, which serves every folder",
+        ));
+    }
     Ok(cli)
 }
 
@@ -474,6 +503,25 @@ mod tests {
         assert!(matches!(&cli.command, Command::Watch(args) if args.paths == ["a", "b"]));
         assert_eq!(cli.roots(), [PathBuf::from("r")]);
         assert!(check_usage(cli).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn service_has_three_actions_and_no_session_options() -> Result<(), clap::Error> {
+        for (word, action) in [
+            ("install", ServiceAction::Install),
+            ("uninstall", ServiceAction::Uninstall),
+            ("status", ServiceAction::Status),
+        ] {
+            let cli = Cli::try_parse_from(["filectx", "service", word])?;
+            assert!(
+                matches!(&cli.command, Command::Service(args) if std::mem::discriminant(&args.action) == std::mem::discriminant(&action))
+            );
+            assert!(check_usage(cli).is_ok());
+        }
+        assert!(Cli::try_parse_from(["filectx", "service"]).is_err());
+        let cli = Cli::try_parse_from(["filectx", "--json", "service", "status"])?;
+        assert!(check_usage(cli).is_err());
         Ok(())
     }
 

@@ -45,6 +45,8 @@ Agents:
       serve the file tools to an MCP client (Claude Code, Codex, Cursor, ...) over stdio
   filectx gate [FOLDER...] [--allow-create] [--deny GLOB] [--auto-allow GLOB]
       review agents' writes and edits in FOLDERs before they land: allow or deny each diff
+  filectx service install | uninstall | status
+      run the daemon as a systemd user service, started on the first connection
 
 Undo (every change through the daemon is journaled, and outside changes to files agents read):
   filectx history [PATH...] [--session ID] [--owner NAME] [--since 1h] [--limit N]
@@ -374,3 +376,22 @@ pub(crate) fn socket_help() -> String {
         here = filectx_client::socket_path(None).display(),
     )
 }
+
+/// `filectx service --help`: what install writes, what it refuses, and lingering.
+pub(crate) const SERVICE_LONG_ABOUT: &str = "\
+Run the daemon as a systemd user service: systemd listens on $XDG_RUNTIME_DIR/filectx.sock and
+starts filectxd on the first connection; the daemon exits after 10 idle minutes.
+
+install writes filectxd.socket and filectxd.service (the units of the source's systemd/ folder,
+built into this binary) into $XDG_CONFIG_HOME/systemd/user (~/.config/systemd/user), with
+ExecStart the filectxd beside this filectx (or FILECTX_DAEMON) and PATH yours (without npx's,
+uv's and temp folders, with ~/.local/bin, npm's global bin and ~/.cargo/bin added), for the
+language servers the daemon starts; then `systemctl --user daemon-reload` and `systemctl --user
+enable --now filectxd.socket`. It refuses a filectxd that will not last: in npx's or uv's cache
+(npx -y, uvx) or a temp folder; install filectx to stay first (uv tool install filectx, pip
+install filectx, npm install -g @filectx/cli, cargo install). Run it again after an upgrade or
+a PATH change: it rewrites the units when they differ. Without lingering (loginctl
+enable-linger USER) systemd stops the service when you log out; install says which it is.
+
+uninstall stops and disables both units and removes their files; status shows them, their
+filectxd and what systemctl says of them. See docs/service.md.";

@@ -270,9 +270,11 @@ fn prepare(command: &Command, session: &Session) -> anyhow::Result<Job> {
             };
             Job::Undo { undo, force: args.force }
         }
-        // `main` runs `mcp` and `gate` through `run_mcp` and `run_gate`, never through `run`.
+        // `main` runs `mcp`, `gate` and `service` through `run_mcp`, `run_gate` and `run_service`,
+        // never through `run`.
         Command::Mcp(_) => bail!("mcp is served by run_mcp"),
         Command::Gate(_) => bail!("gate is served by run_gate"),
+        Command::Service(_) => bail!("service is served by run_service"),
     };
     Ok(job)
 }

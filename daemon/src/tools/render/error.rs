@@ -68,7 +68,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
                 "retry your edit as is if it still fits, else adapt it"
             };
             format!(
-                "{path} changed since you last read it (+N,M: its line numbers now):\n{diff}This counts as read: {retry}."
+                "{path} changed since you last read it (line numbers after + are current):\n{diff}This counts as read: {retry}."
             )
         }
         ContextError::Stale { change: Change::TooLarge, .. } => format!(
@@ -174,7 +174,7 @@ mod tests {
             .assert_eq(&error(&stale(Change::TooLarge), "edit"));
         let diff = crate::context::stale::diff("a.txt", b"a\nb\nc\n", b"a\nB\nc\n");
         expect![[r#"
-            a.txt changed since you last read it (+N,M: its line numbers now):
+            a.txt changed since you last read it (line numbers after + are current):
             --- a.txt (as you last saw it)
             +++ a.txt (now)
             @@ -1,3 +1,3 @@
@@ -185,7 +185,7 @@ mod tests {
             This counts as read: retry your edit as is if it still fits, else adapt it."#]]
         .assert_eq(&error(&stale(diff.clone()), "edit"));
         expect![[r#"
-            a.txt changed since you last read it (+N,M: its line numbers now):
+            a.txt changed since you last read it (line numbers after + are current):
             --- a.txt (as you last saw it)
             +++ a.txt (now)
             @@ -1,3 +1,3 @@
