@@ -113,8 +113,8 @@ fn a_change_elsewhere_is_merged_and_shown_and_counts_as_read() {
     save_as_editor(&path, &lines(|i, l| if i == 6 { "line six, changed outside\n".into() } else { l }));
     let text = tool_ok(&mut raw, "edit", edit_args(&path, "line 10\n", "line ten\n"));
     assert!(text.starts_with("Edited a.txt. Lines now:"), "{text}");
-    let notice = "Applied over an outside change since your last read (now counted as read; +N,M: line \
-         numbers before this edit):\n\
+    let notice = "Applied over an outside change since your last read (now counted as read; line numbers \
+         after + are before this edit):\n\
          --- a.txt (as you last saw it)\n+++ a.txt (before this edit)\n\
          @@ -3,7 +3,7 @@\n line 3\n line 4\n line 5\n-line 6\n+line six, changed outside\n line 7\n line 8\n line 9";
     assert!(text.ends_with(notice), "{text}");

@@ -89,8 +89,8 @@ pub fn edit_over(view: &EditView, outside: &str) -> String {
         return out;
     }
     out.push_str(
-        "\nApplied over an outside change since your last read (now counted as read; +N,M: line \
-         numbers before this edit):\n",
+        "\nApplied over an outside change since your last read (now counted as read; line numbers \
+         after + are before this edit):\n",
     );
     out.push_str(outside.strip_suffix('\n').unwrap_or(outside));
     out
