@@ -76,8 +76,10 @@ pub struct Change {
     pub sent: Instant,
     /// The first publish for the document after it was sent.
     pub first_reply: Option<Instant>,
-    /// The other documents' diagnostics when it was sent.
-    pub others: HashMap<PathBuf, Vec<Diagnostic>>,
+    /// The other documents' diagnostics when it was sent, when the server had said what it had
+    /// to say of every other document's last change (`None` otherwise: another change was
+    /// still being checked, and what appears in other files cannot be told apart).
+    pub others: Option<HashMap<PathBuf, Vec<Diagnostic>>>,
 }
 
 /// An open document.
@@ -646,7 +648,7 @@ impl Instance {
             shift: LineShift::default(),
             sent: now,
             first_reply: None,
-            others: HashMap::new(),
+            others: None,
         };
         state
             .docs
@@ -684,12 +686,22 @@ impl Instance {
     pub fn change(&self, path: &Path, text: Arc<str>, content: Version) -> bool {
         let now = Instant::now();
         let mut state = self.lock();
-        let others: HashMap<PathBuf, Vec<Diagnostic>> = state
-            .published
-            .iter()
-            .filter(|(p, _)| p.as_path() != path)
-            .map(|(p, published)| (p.clone(), published.items.clone()))
-            .collect();
+        // Every other open document's last change answered (its own version published): what
+        // the others say after this change is this change's doing.
+        let settled = state.docs.iter().filter(|(p, _)| p.as_path() != path).all(|(p, d)| {
+            state.published.get(p).is_some_and(|published| match published.version {
+                Some(v) => v >= d.version,
+                None => d.change.first_reply.is_some(),
+            })
+        });
+        let others: Option<HashMap<PathBuf, Vec<Diagnostic>>> = settled.then(|| {
+            state
+                .published
+                .iter()
+                .filter(|(p, _)| p.as_path() != path)
+                .map(|(p, published)| (p.clone(), published.items.clone()))
+                .collect()
+        });
         let before = state.published.get(path).cloned();
         state.versions = state.versions.saturating_add(1);
         let next = state.versions;

@@ -449,19 +449,21 @@ impl Lsp {
                         let new = introduced::introduced(&before, &after, &change.shift);
                         let remaining = after.len() - new.len();
                         let added: Vec<Diagnostic> = new.into_iter().map(|i| after[i].clone()).collect();
+                        // Other files broken: only while no other document changed since this
+                        // change (nor was still being checked when it was sent), and only files
+                        // whose errors before it are known; else another change may be the cause.
+                        let alone = state
+                            .docs
+                            .iter()
+                            .all(|(p, d)| p.as_path() == path || d.change.sent <= change.sent);
+                        let snapshot = change.others.as_ref().filter(|_| alone);
                         let mut others: Vec<(PathBuf, usize)> = state
                             .published
                             .iter()
                             .filter(|(p, pub_)| p.as_path() != path && pub_.at > change.sent && visible(p))
                             .filter_map(|(p, pub_)| {
-                                let before: Vec<Diagnostic> = change
-                                    .others
-                                    .get(p)
-                                    .into_iter()
-                                    .flatten()
-                                    .filter(|d| shown(d))
-                                    .cloned()
-                                    .collect();
+                                let before: Vec<Diagnostic> =
+                                    snapshot?.get(p)?.iter().filter(|d| shown(d)).cloned().collect();
                                 let after: Vec<Diagnostic> =
                                     pub_.items.iter().filter(|d| shown(d)).cloned().collect();
                                 let count =

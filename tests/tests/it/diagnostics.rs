@@ -210,6 +210,26 @@ fn other_files_the_change_broke_are_counted_and_only_those_the_session_may_read(
     assert!(!text.contains("secret"), "a file denied to the session was named: {text}");
 }
 
+/// Two agents editing two files of one project at once: an error the other agent's change
+/// brought is never named as this change's doing.
+#[test]
+fn another_agents_concurrent_change_is_not_counted_as_this_ones() {
+    let lab = lab(&["--late", "400"], &[]);
+    let (x, y) = (lab.file("x.fk", "x\n"), lab.file("y.fk", "y\n"));
+    let (mut a, mut b) = (lab.session(), lab.session());
+    for raw in [&mut a, &mut b] {
+        tool_ok(raw, "read", json!({"file_path": x}));
+        tool_ok(raw, "read", json!({"file_path": y}));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    let other = std::thread::spawn(move || edit(&mut b, &y, "y", "ERROR: from b"));
+    std::thread::sleep(Duration::from_millis(100));
+    let text = edit(&mut a, &x, "x", "x2");
+    assert!(text.ends_with("\nNo new errors (fake)."), "{text}");
+    let theirs = other.join().unwrap();
+    assert!(theirs.ends_with("New errors (fake):\n1:1 from b"), "{theirs}");
+}
+
 #[test]
 fn a_late_server_reads_as_still_running_and_the_diagnostics_tool_gets_them_later() {
     let lab = lab(&["--late", "2500"], &["--diagnostics-wait", "0.5", "--diagnostics-wait-starting", "5"]);
