@@ -20,7 +20,9 @@
 //!    ones. Goal: the daemon within 1.1× the server's time + 5 ms.
 //! 3. A corpus of scripted edits per language with known expected diagnostics
 //!    (`lsp/corpus.rs`): false clean, stale, false new and missed counted (goal: all 0), and
-//!    the answers still running.
+//!    the answers still running; then the work of row 1's eight agents (each breaks and fixes
+//!    three modules of its own, all at once, on a fresh daemon) judged the same way, where an
+//!    error of another agent's named as this edit's counts as unexpected.
 //! 4. Characters diagnostics add to an edit's answer (from the line break before their first
 //!    line): goal at most 40 when clean, at most 200 with one new error.
 //!
@@ -334,6 +336,8 @@ struct Memory {
     /// Answers of the agents' edits in the shared runs: fresh and right, fresh and wrong,
     /// still running, else.
     answers: [usize; 4],
+    /// Each answer not right: agents, module, expected new errors, the diagnostics' lines.
+    wrong: Vec<String>,
 }
 
 /// Row 1.
@@ -343,7 +347,7 @@ fn memory(servers: &Servers, modules: usize) -> HashMap<Lang, Memory> {
     for &n in &AGENTS {
         let start = Instant::now();
         let lab = Lab::start(servers, modules);
-        let answers: Vec<([usize; 4], Lang)> = std::thread::scope(|scope| {
+        let answers: Vec<([usize; 4], Vec<String>, Lang)> = std::thread::scope(|scope| {
             let lab = &lab;
             let langs = &langs;
             let agents: Vec<_> = (0..n)
@@ -362,20 +366,34 @@ fn memory(servers: &Servers, modules: usize) -> HashMap<Lang, Memory> {
                                 );
                             }
                             let mut kinds = [0; 4];
+                            let mut wrong = Vec::new();
                             for &i in &files {
                                 let path = lang.path(&project, &stem(i));
                                 let (clean, broken) = limit_line(lang, i);
                                 for (old, new, errors) in [(&clean, &broken, 1), (&broken, &clean, 0)] {
                                     let (_, text) = edit(&mut raw, &path, old, new);
-                                    kinds[match corpus::read(&text, lang.server()).verdict {
-                                        Verdict::Fresh { new, .. } if new.len() == errors => 0,
+                                    let answer = corpus::read(&text, lang.server());
+                                    let kind = match &answer.verdict {
+                                        Verdict::Fresh { new, others, .. }
+                                            if new.len() == errors && others.is_empty() =>
+                                        {
+                                            0
+                                        }
                                         Verdict::Fresh { .. } => 1,
                                         Verdict::Running => 2,
                                         _ => 3,
-                                    }] += 1;
+                                    };
+                                    kinds[kind] += 1;
+                                    if kind != 0 {
+                                        let tail = &answer.text;
+                                        wrong.push(format!(
+                                            "{n} agents, agent {a}, {} ({old} → {new}): {errors} new expected, answered {tail:?}",
+                                            stem(i)
+                                        ));
+                                    }
                                 }
                             }
-                            tally.push((kinds, lang));
+                            tally.push((kinds, wrong, lang));
                         }
                         tally
                     })
@@ -393,11 +411,12 @@ fn memory(servers: &Servers, modules: usize) -> HashMap<Lang, Memory> {
             let rss: u64 = mine.iter().map(|(_, rss, _)| rss).sum();
             let pss: u64 = mine.iter().filter_map(|(_, _, pid)| pid.map(|p| tree_memory(p).1)).sum();
             memory.shared.push((n, rss, pss));
-            for (kinds, l) in &answers {
+            for (kinds, wrong, l) in &answers {
                 if *l == lang {
                     for (sum, k) in memory.answers.iter_mut().zip(kinds) {
                         *sum += k;
                     }
+                    memory.wrong.extend(wrong.iter().cloned());
                 }
             }
         }
@@ -580,8 +599,7 @@ fn corpus_run(lab: &Lab, lang: Lang, added: &mut corpus::Added) -> Tally {
         added.take(&answer);
         corpus::judge(lang, &step, &after, &answer, &mut known, &mut tally);
         if std::env::var_os("FILECTX_LSP_BENCH_VERBOSE").is_some() {
-            let tail: String = text.chars().skip(text.chars().count() - answer.added).collect();
-            eprintln!("{} {:?}: {tail:?}", lang.server(), step.what);
+            eprintln!("{} {:?}: {:?}", lang.server(), step.what, answer.text);
         }
     }
     tally
@@ -619,6 +637,12 @@ fn print_memory(langs: &[Lang], memory: &HashMap<Lang, Memory>) {
             m.answers[2],
             m.answers[3]
         );
+        for wrong in m.wrong.iter().take(3) {
+            println!("{:<14}   {wrong}", "");
+        }
+        if m.wrong.len() > 3 {
+            println!("{:<14}   … and {} more (row 3 judges the same work)", "", m.wrong.len() - 3);
+        }
     }
     let total = |pick: &dyn Fn(&Memory) -> &Sums, n: usize| -> u64 {
         langs.iter().map(|l| pick(&memory[l]).iter().find(|s| s.0 == n).map_or(0, |s| s.1)).sum()
@@ -683,10 +707,10 @@ fn print_latency(latencies: &[(Lang, Latency)], edits: usize) {
 }
 
 /// Prints row 3.
-fn print_corpus(tallies: &[(Lang, Tally)]) {
+fn print_corpus(tallies: &[(String, Tally)]) {
     println!("3. Corpus of scripted edits");
     println!(
-        "{:<14} {:>6} {:>12} {:>6} {:>10} {:>7} {:>14} {:>12} {:>11}",
+        "{:<26} {:>6} {:>12} {:>6} {:>10} {:>7} {:>14} {:>12} {:>11}",
         "server",
         "edits",
         "false clean",
@@ -698,10 +722,10 @@ fn print_corpus(tallies: &[(Lang, Tally)]) {
         "unexpected"
     );
     let mut all = Tally::default();
-    for (lang, t) in tallies {
+    for (label, t) in tallies {
         println!(
-            "{:<14} {:>6} {:>12} {:>6} {:>10} {:>7} {:>14} {:>12} {:>11}",
-            lang.server(),
+            "{:<26} {:>6} {:>12} {:>6} {:>10} {:>7} {:>14} {:>12} {:>11}",
+            label,
             t.edits,
             t.false_clean,
             t.stale,
@@ -713,8 +737,17 @@ fn print_corpus(tallies: &[(Lang, Tally)]) {
         );
         all.add(t);
     }
-    for note in &all.notes {
-        println!("  {note}");
+    for note in all.notes.iter().filter(|n| n.counted) {
+        println!("  {}", note.text);
+    }
+    // Those only naming other sessions' errors as this edit's (or saying a count of remaining
+    // errors other than expected): a few, then how many.
+    let rest: Vec<_> = all.notes.iter().filter(|n| !n.counted).collect();
+    for note in rest.iter().take(3) {
+        println!("  {}", note.text);
+    }
+    if rest.len() > 3 {
+        println!("  … and {} more answers of that kind (unexpected only)", rest.len() - 3);
     }
     let zero = all.false_clean + all.stale + all.false_new + all.missed == 0;
     println!(
@@ -751,6 +784,91 @@ fn print_added(added: &corpus::Added) {
     );
 }
 
+/// Sessions of the corpus's concurrent part, and the first of their modules (three each).
+const CONCURRENT: usize = 8;
+const CONCURRENT_FIRST: usize = 176;
+
+/// Row 3's concurrent part, the agents' work of row 1 judged as the corpus is: a fresh daemon,
+/// [`CONCURRENT`] sessions at once, each reading three modules of its own in each language and
+/// then (as agents do, while the servers are still starting and checking what was opened)
+/// breaking and fixing each in turn (a type error). Another session's error named as this
+/// edit's counts as unexpected. The tallies by language.
+fn concurrent_run(servers: &Servers, modules: usize, added: &mut corpus::Added) -> Vec<(Lang, Tally)> {
+    let lab = Lab::start(servers, modules);
+    let langs = servers.langs();
+    let barrier = std::sync::Barrier::new(CONCURRENT);
+    let results: Vec<Vec<(Lang, Tally, corpus::Added)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..CONCURRENT)
+            .map(|k| {
+                let (lab, langs, barrier) = (&lab, &langs, &barrier);
+                scope.spawn(move || {
+                    let modules: Vec<usize> = (0..3).map(|j| CONCURRENT_FIRST + 3 * k + j).collect();
+                    let mut raw = lab.session();
+                    for &lang in langs {
+                        for &i in &modules {
+                            let path = lang.path(&lab.project(lang), &stem(i));
+                            tool_ok(&mut raw, "read", json!({"file_path": path}));
+                        }
+                    }
+                    let what = [
+                        format!("{CONCURRENT} at once: a type error, as the others edit theirs"),
+                        format!("{CONCURRENT} at once: its fix, as the others edit theirs"),
+                    ];
+                    barrier.wait();
+                    let mut out = Vec::new();
+                    for &lang in langs {
+                        let (mut tally, mut added) = (Tally::default(), corpus::Added::default());
+                        for &i in &modules {
+                            let (module, path) = (stem(i), lang.path(&lab.project(lang), &stem(i)));
+                            let (clean, broken) = limit_line(lang, i);
+                            let broken_at = [broken.as_str()];
+                            let step = |what, old, new, errors| corpus::Step {
+                                what,
+                                file: &module,
+                                old,
+                                new,
+                                new_here: errors,
+                                errors_here: errors,
+                                breaks: &[],
+                                mends: &[],
+                            };
+                            let steps = [
+                                step(&what[0], &clean, &broken, &broken_at[..]),
+                                step(&what[1], &broken, &clean, &[]),
+                            ];
+                            let mut known = corpus::Known::default();
+                            for step in &steps {
+                                let after =
+                                    std::fs::read_to_string(&path).unwrap().replacen(step.old, step.new, 1);
+                                let (_, text) = edit(&mut raw, &path, step.old, step.new);
+                                let answer = corpus::read(&text, lang.server());
+                                added.take(&answer);
+                                corpus::judge(lang, step, &after, &answer, &mut known, &mut tally);
+                            }
+                        }
+                        out.push((lang, tally, added));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    langs
+        .iter()
+        .map(|&lang| {
+            let mut tally = Tally::default();
+            for (l, t, a) in results.iter().flatten() {
+                if *l == lang {
+                    tally.add(t);
+                    added.add(a);
+                }
+            }
+            (lang, tally)
+        })
+        .collect()
+}
+
 fn version(program: &Path, args: &[&str]) -> String {
     Command::new(program)
         .args(args)
@@ -764,7 +882,7 @@ fn version(program: &Path, args: &[&str]) -> String {
 fn main() {
     let env =
         |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let modules = env("FILECTX_LSP_BENCH_MODULES", 200).max(172);
+    let modules = env("FILECTX_LSP_BENCH_MODULES", 200).max(CONCURRENT_FIRST + 3 * CONCURRENT);
     let edits = env("FILECTX_LSP_BENCH_EDITS", 24);
     let only = std::env::var("FILECTX_LSP_BENCH_ONLY").unwrap_or_else(|_| "memory,latency,corpus".to_owned());
     let servers =
@@ -825,8 +943,13 @@ fn main() {
                 latencies.push((lang, l));
             }
             if only.contains("corpus") {
-                tallies.push((lang, corpus_run(&lab, lang, &mut added)));
+                tallies.push((lang.server().to_owned(), corpus_run(&lab, lang, &mut added)));
             }
+        }
+    }
+    if only.contains("corpus") {
+        for (lang, tally) in concurrent_run(&servers, modules, &mut added) {
+            tallies.push((format!("{}, {CONCURRENT} at once", lang.server()), tally));
         }
     }
 

@@ -10,28 +10,28 @@ use super::project::Lang;
 
 /// One scripted edit of module `file` (a stem: `m170`): `old` replaced by `new` (`old` occurs
 /// once), with what it is known to do.
-pub struct Step {
+pub struct Step<'a> {
     /// What it is, for the printout.
-    pub what: &'static str,
+    pub what: &'a str,
     /// The module edited.
-    pub file: &'static str,
+    pub file: &'a str,
     /// The text replaced.
-    pub old: &'static str,
+    pub old: &'a str,
     /// Its replacement.
-    pub new: &'static str,
+    pub new: &'a str,
     /// The lines of the edited file (each found by a text it alone holds afterwards) that hold
     /// an error the edit introduced.
-    pub new_here: &'static [&'static str],
+    pub new_here: &'a [&'a str],
     /// The lines of the edited file that hold an error after the edit, old or new.
-    pub errors_here: &'static [&'static str],
+    pub errors_here: &'a [&'a str],
     /// Other modules the edit introduces an error in.
-    pub breaks: &'static [&'static str],
+    pub breaks: &'a [&'a str],
     /// Other modules whose errors the edit takes away.
-    pub mends: &'static [&'static str],
+    pub mends: &'a [&'a str],
 }
 
 /// The corpus of `lang`: module `m170` and its caller `m171`, both read by the agent first.
-pub fn steps(lang: Lang) -> Vec<Step> {
+pub fn steps(lang: Lang) -> Vec<Step<'static>> {
     match lang {
         Lang::Python => python(),
         Lang::TypeScript => typescript(),
@@ -45,11 +45,11 @@ const fn step(
     new: &'static str,
     new_here: &'static [&'static str],
     errors_here: &'static [&'static str],
-) -> Step {
+) -> Step<'static> {
     Step { what, file, old, new, new_here, errors_here, breaks: &[], mends: &[] }
 }
 
-fn python() -> Vec<Step> {
+fn python() -> Vec<Step<'static>> {
     const LIMIT: &str = "LIMIT_170: int = \"170\"";
     const EXTRA: &str = "EXTRA_170: int = \"170\"";
     const TOTAL: &str = "rec.total(\"1\")";
@@ -167,7 +167,7 @@ fn python() -> Vec<Step> {
     ]
 }
 
-fn typescript() -> Vec<Step> {
+fn typescript() -> Vec<Step<'static>> {
     const LIMIT: &str = "LIMIT_170: number = \"170\";";
     const EXTRA: &str = "EXTRA_170: number = \"170\";";
     const TOTAL: &str = "rec.total(\"1\")";
@@ -305,6 +305,8 @@ pub enum Verdict {
 pub struct Answer {
     pub verdict: Verdict,
     pub added: usize,
+    /// What diagnostics added (from the line break before their first line).
+    pub text: String,
 }
 
 /// Reads an edit's answer `text` from `server`.
@@ -318,7 +320,7 @@ pub fn read(text: &str, server: &str) -> Answer {
     let Some((at, kind)) =
         starts.iter().enumerate().filter_map(|(k, s)| text.rfind(s.as_str()).map(|at| (at, k))).max()
     else {
-        return Answer { verdict: Verdict::Silent, added: 0 };
+        return Answer { verdict: Verdict::Silent, added: 0, text: String::new() };
     };
     let tail = &text[at..];
     let added = tail.chars().count();
@@ -349,7 +351,7 @@ pub fn read(text: &str, server: &str) -> Answer {
             Verdict::Fresh { new, unlisted, remaining, others }
         }
     };
-    Answer { verdict, added }
+    Answer { verdict, added, text: tail.to_owned() }
 }
 
 /// The characters diagnostics added to edit answers, by what the answers said.
@@ -389,6 +391,14 @@ impl Added {
     }
 }
 
+/// An answer that was off: whether it counts against the goal (false clean, stale, false new,
+/// missed, still running, unavailable), and what it was.
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub counted: bool,
+    pub text: String,
+}
+
 /// The counts of a corpus run.
 #[derive(Debug, Default, Clone)]
 pub struct Tally {
@@ -402,10 +412,15 @@ pub struct Tally {
     /// Errors reported as new that are neither expected nor of the text before.
     pub unexpected: usize,
     /// Lines describing each answer that was off.
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
 }
 
 impl Tally {
+    /// The answers off that count against the goal, and those still running or unavailable.
+    pub fn counted(&self) -> usize {
+        self.false_clean + self.stale + self.false_new + self.missed + self.running + self.unavailable
+    }
+
     /// Adds `other`'s counts.
     pub fn add(&mut self, other: &Tally) {
         self.edits += other.edits;
@@ -431,17 +446,25 @@ pub fn line_of(text: &str, marker: &str) -> u32 {
 /// What the judge knows before a step: each module's errors as the answers said them (line in
 /// its text then, message), and which modules hold errors.
 #[derive(Debug, Default, Clone)]
-pub struct Known {
+pub struct Known<'a> {
     /// Errors each module's text held, as reported.
-    pub reported: BTreeMap<&'static str, Vec<(u32, String)>>,
+    pub reported: BTreeMap<&'a str, Vec<(u32, String)>>,
     /// Modules holding errors.
-    pub broken: BTreeSet<&'static str>,
+    pub broken: BTreeSet<&'a str>,
 }
 
 /// Judges the answer to `step` (the edited file's text after it is `after`), given what was
 /// known before; updates `known`.
-pub fn judge(lang: Lang, step: &Step, after: &str, answer: &Answer, known: &mut Known, tally: &mut Tally) {
+pub fn judge<'a>(
+    lang: Lang,
+    step: &Step<'a>,
+    after: &str,
+    answer: &Answer,
+    known: &mut Known<'a>,
+    tally: &mut Tally,
+) {
     tally.edits += 1;
+    let counted_before = tally.counted();
     let mut off = Vec::new();
     let reported = known.reported.entry(step.file).or_default();
     let expected_new: Vec<u32> = step.new_here.iter().map(|m| line_of(after, m)).collect();
@@ -460,8 +483,10 @@ pub fn judge(lang: Lang, step: &Step, after: &str, answer: &Answer, known: &mut 
             off.push("no diagnostics line".to_owned());
         }
         Verdict::Fresh { new, unlisted, remaining, others } => {
-            let expected_any = !expected_new.is_empty() || !step.breaks.is_empty();
-            if new.is_empty() && *unlisted == 0 && others.is_empty() && expected_any {
+            // "No new errors" where the file got one, or where only other files did and none
+            // is named.
+            let says_clean = new.is_empty() && *unlisted == 0;
+            if says_clean && (!expected_new.is_empty() || (!step.breaks.is_empty() && others.is_empty())) {
                 tally.false_clean += 1;
                 off.push("false clean".to_owned());
             }
@@ -528,6 +553,14 @@ pub fn judge(lang: Lang, step: &Step, after: &str, answer: &Answer, known: &mut 
         known.broken.insert(step.file);
     }
     if !off.is_empty() {
-        tally.notes.push(format!("{} {:?} ({}): {}", lang.server(), step.what, step.file, off.join("; ")));
+        let said: String = answer.text.chars().take(300).collect();
+        let text = format!(
+            "{} {:?} ({}): {}; the answer ended {said:?}",
+            lang.server(),
+            step.what,
+            step.file,
+            off.join("; ")
+        );
+        tally.notes.push(Note { counted: tally.counted() > counted_before, text });
     }
 }
