@@ -338,6 +338,8 @@ struct Memory {
     answers: [usize; 4],
     /// Each answer not right: agents, module, expected new errors, the diagnostics' lines.
     wrong: Vec<String>,
+    /// RSS of one server a plain client opened and changed all eight agents' files in.
+    all_files: u64,
 }
 
 /// Row 1.
@@ -465,6 +467,24 @@ fn memory(servers: &Servers, modules: usize) -> HashMap<Lang, Memory> {
             memory.own.push((n, rss, pss));
         }
         drop(clients);
+        // One plain client with every agent's files: what the server itself takes for them.
+        let mut plain = servers.plain(lang, &project);
+        let files: Vec<usize> = (0..max).flat_map(|a| agent_modules(a, modules)).collect();
+        for &i in &files {
+            assert_eq!(plain.open(&lang.path(&project, &stem(i)), COLD), Some(0), "module {i} opens clean");
+        }
+        for &i in &files {
+            let path = lang.path(&project, &stem(i));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let (clean, broken) = limit_line(lang, i);
+            let (_, _, errors) = plain.change(&path, &text.replace(&clean, &broken), COLD);
+            assert_eq!(errors, Some(1), "{}: the broken module {i}", lang.server());
+            let (_, _, errors) = plain.change(&path, &text, COLD);
+            assert_eq!(errors, Some(0), "{}: the fixed module {i}", lang.server());
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        memory.all_files = tree_memory(plain.pid()).0;
+        drop(plain);
         eprintln!(
             "memory: {max} {} servers, one per agent, in {:.1} s",
             lang.server(),
@@ -629,6 +649,12 @@ fn print_memory(langs: &[Lang], memory: &HashMap<Lang, Memory>) {
                 *rss as f64 / one as f64
             );
         }
+        println!(
+            "{:<14} one server with all {} agents' files, opened and changed by a plain client: {:.0} MiB",
+            lang.server(),
+            AGENTS[AGENTS.len() - 1],
+            mib(m.all_files)
+        );
         println!(
             "{:<14} the agents' edits through filectxd: {} answered right, {} wrong, {} still running, {} else",
             lang.server(),
