@@ -9,7 +9,9 @@
 //!    process trees as `daemon/status` gives them, `languageServers[].rssBytes`) against one
 //!    server per agent (each opening and changing its agent's files; the RSS of each server's
 //!    process tree from `/proc`, added up). PSS (shared pages split among the processes mapping
-//!    them) is printed beside. Goal: 8 agents at most 1.2× the memory of 1, shared.
+//!    them) is printed beside, and one plain server that opened and changed all eight agents'
+//!    files (what the server itself takes for them). Goal: 8 agents at most 1.2× the memory of
+//!    1, shared.
 //! 2. A warm edit's whole answer with its diagnostics (`tools/call` `edit`, the agent having
 //!    read the file and one that imports it) against the server's own time for the same change,
 //!    by a plain client using the rule the daemon accepts a result by: basedpyright's publish of
@@ -17,7 +19,9 @@
 //!    (`workspace/executeCommand` `typescript.tsserverRequest`, `syntacticDiagnosticsSync` and
 //!    `semanticDiagnosticsSync`) after the `didChange`. Each change alternates between the two
 //!    sides (never at once), a pause after each; p50 and p95 of the timed edits, after warm-up
-//!    ones. Goal: the daemon within 1.1× the server's time + 5 ms.
+//!    ones; beside, the server's time until it said its piece of both open files (its last
+//!    publish; the importing file asked too). Goal: the daemon within 1.1× the server's time
+//!    + 5 ms.
 //! 3. A corpus of scripted edits per language with known expected diagnostics
 //!    (`lsp/corpus.rs`): false clean, stale, false new and missed counted (goal: all 0), and
 //!    the answers still running; then the work of row 1's eight agents (each breaks and fixes
@@ -27,16 +31,20 @@
 //!    line): goal at most 40 when clean, at most 200 with one new error.
 //!
 //! `cargo build --release -p filectx-daemon && cargo bench -p filectx-tests --bench lsp` (about
-//! 6 minutes on 2 cores). The servers are those `tests/run` installs under `target/`
+//! 4 to 5 minutes on 2 cores; `FILECTX_FILECTXD_BIN` picks another daemon build). The servers are
+//! those `tests/run` installs under `target/`
 //! (`FILECTX_TEST_BASEDPYRIGHT`, `FILECTX_TEST_TSLS`, `FILECTX_TEST_TSSERVER` name others); a
-//! language whose server is missing is skipped, and said so. `FILECTX_LSP_BENCH_MODULES`
-//! (default 200), `FILECTX_LSP_BENCH_EDITS` (timed edits per language, default 24) and
-//! `FILECTX_LSP_BENCH_ONLY=memory,latency,corpus` shrink it for a quick look. Prints numbers
-//! and checks the answers; asserts no time.
+//! language whose server is missing is skipped, and said so. `FILECTX_LSP_BENCH_ONLY=memory,
+//! latency,corpus` runs some rows only, `FILECTX_LSP_BENCH_EDITS` sets the timed edits per
+//! language (default 24), `FILECTX_LSP_BENCH_MODULES` grows the projects (200 at least), and
+//! `FILECTX_LSP_BENCH_VERBOSE=1` prints each corpus answer. Prints numbers and checks the
+//! answers; asserts no time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "lsp/corpus.rs"]
 mod corpus;
+#[path = "lsp/plain.rs"]
+mod plain;
 #[path = "lsp/project.rs"]
 mod project;
 
@@ -44,13 +52,13 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use corpus::{Answer, Tally, Verdict};
-use filectx_daemon::lsp::tree;
-use filectx_tests::lsp::{self, LspClient, uri};
+use filectx_tests::lsp;
 use filectx_tests::{Daemon, Raw, root_of, tool_ok};
+use plain::{Plain, tree_memory};
 use project::{Lang, stem};
 use serde_json::{Value, json};
 
@@ -109,117 +117,8 @@ impl Servers {
                 (program, json!({"tsserver": {"path": lib}}))
             }
         };
-        let mut command = Command::new(program);
-        command.arg("--stdio").current_dir(project).stderr(Stdio::null());
-        let mut client = LspClient::spawn(command);
-        client.answer_requests = true;
-        client.initialize(project, options);
-        Plain { lang, client, docs: HashMap::new() }
+        Plain::start(lang, &program, &options, project)
     }
-}
-
-/// One server of one agent, driven by a plain LSP client.
-struct Plain {
-    lang: Lang,
-    client: LspClient,
-    /// Open documents: version and text.
-    docs: HashMap<PathBuf, (i64, String)>,
-}
-
-impl Plain {
-    /// Opens `path` (its text from disk) and waits for its first diagnostics: their errors.
-    fn open(&mut self, path: &Path, patience: Duration) -> Option<usize> {
-        let text = std::fs::read_to_string(path).unwrap();
-        self.client.open(&uri(path), self.lang.language_id(), 1, &text);
-        self.docs.insert(path.to_path_buf(), (1, text));
-        self.errors(path, 1, patience)
-    }
-
-    /// Sends `path`'s new `text` and waits for its diagnostics: when it was sent, how long it
-    /// took, and their errors (`None`: none came within `patience`).
-    fn change(&mut self, path: &Path, text: &str, patience: Duration) -> (Instant, Duration, Option<usize>) {
-        let doc = self.docs.get_mut(path).expect("an open document");
-        doc.0 += 1;
-        doc.1 = text.to_owned();
-        let version = doc.0;
-        let start = Instant::now();
-        self.client.change(&uri(path), version, text);
-        let errors = self.errors(path, version, patience);
-        (start, start.elapsed(), errors)
-    }
-
-    /// The errors of `path` at `version`, by the rule the daemon accepts diagnostics by.
-    fn errors(&mut self, path: &Path, version: i64, patience: Duration) -> Option<usize> {
-        let uri = uri(path);
-        let deadline = Instant::now() + patience;
-        let is_error = |d: &Value| d["severity"] == 1 || d["category"] == "error";
-        match self.lang {
-            Lang::Python => loop {
-                let left = deadline.checked_duration_since(Instant::now())?;
-                let message = self.client.next_within(left)?;
-                let params = &message["params"];
-                if message["method"] == "textDocument/publishDiagnostics"
-                    && params["uri"] == uri
-                    && params["version"].as_i64().is_some_and(|v| v >= version)
-                {
-                    return Some(params["diagnostics"].as_array()?.iter().filter(|d| is_error(d)).count());
-                }
-            },
-            Lang::TypeScript => {
-                let ask = |kind: &str| json!({"command": "typescript.tsserverRequest", "arguments": [kind, {"file": uri}]});
-                let ids = [
-                    self.client.ask("workspace/executeCommand", ask("syntacticDiagnosticsSync")),
-                    self.client.ask("workspace/executeCommand", ask("semanticDiagnosticsSync")),
-                ];
-                let mut errors = 0;
-                let mut answered = 0;
-                while answered < ids.len() {
-                    let left = deadline.checked_duration_since(Instant::now())?;
-                    let message = self.client.next_within(left)?;
-                    if message.get("method").is_none() && ids.iter().any(|id| message["id"] == json!(id)) {
-                        answered += 1;
-                        errors +=
-                            message["result"]["body"].as_array()?.iter().filter(|d| is_error(d)).count();
-                    }
-                }
-                Some(errors)
-            }
-        }
-    }
-
-    /// Reads what comes for `period` (drops it): the server finishing what a change started.
-    /// When the last `publishDiagnostics` among it came.
-    fn drain(&mut self, period: Duration) -> Option<Instant> {
-        let until = Instant::now() + period;
-        let mut last = None;
-        while let Some(left) = until.checked_duration_since(Instant::now()) {
-            match self.client.next_within(left) {
-                Some(message) if message["method"] == "textDocument/publishDiagnostics" => {
-                    last = Some(Instant::now());
-                }
-                Some(_) => {}
-                None => break,
-            }
-        }
-        last
-    }
-
-    fn pid(&self) -> u32 {
-        self.client.pid()
-    }
-}
-
-/// Resident and proportional bytes of `pid`'s whole process tree.
-fn tree_memory(pid: u32) -> (u64, u64) {
-    let pss: u64 = std::iter::once(pid)
-        .chain(tree::descendants(pid))
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
-        .filter_map(|text| {
-            let line = text.lines().find(|l| l.starts_with("Pss:"))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .sum();
-    (tree::resident_bytes(pid), pss * 1024)
 }
 
 fn mib(bytes: u64) -> f64 {
