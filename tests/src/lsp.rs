@@ -138,19 +138,27 @@ impl LspClient {
     /// Sends a request and waits for its answer (the whole response message); what comes
     /// before it is kept for [`LspClient::next_message`].
     pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_within(method, params, PATIENCE)
+            .unwrap_or_else(|| panic!("no answer to {method} in time"))
+    }
+
+    /// Sends a request and waits at most `patience` for its answer (the whole response
+    /// message); `None` when none came. What comes before it is kept for
+    /// [`LspClient::next_message`].
+    pub fn request_within(&mut self, method: &str, params: Value, patience: Duration) -> Option<Value> {
         let id = self.ask(method, params);
-        let deadline = Instant::now() + PATIENCE;
+        let deadline = Instant::now() + patience;
         let mut skipped = VecDeque::new();
-        loop {
-            let message =
-                self.read_until(deadline).unwrap_or_else(|| panic!("no answer to {method} in time"));
+        let answer = loop {
+            let Some(message) = self.read_until(deadline) else { break None };
             if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
-                skipped.extend(self.backlog.drain(..));
-                self.backlog = skipped;
-                return message;
+                break Some(message);
             }
             skipped.push_back(message);
-        }
+        };
+        skipped.extend(self.backlog.drain(..));
+        self.backlog = skipped;
+        answer
     }
 
     /// `initialize` with `root` as the one workspace folder, the client capabilities a
@@ -232,6 +240,12 @@ impl LspClient {
                 return message["params"].clone();
             }
         }
+    }
+
+    /// The next message within `patience` (answering the server's requests when
+    /// [`LspClient::answer_requests`]); `None` when none came, or the server closed its stdout.
+    pub fn next_within(&mut self, patience: Duration) -> Option<Value> {
+        self.read_until(Instant::now() + patience)
     }
 
     /// The next frame as it came, valid or not, within `patience`; `None` when none came or the
