@@ -177,6 +177,7 @@ impl LspClient {
                     "diagnostic": {},
                 },
                 "workspace": {"configuration": true, "workspaceFolders": true},
+                "window": {"workDoneProgress": true},
             },
             "initializationOptions": options,
         });

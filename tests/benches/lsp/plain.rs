@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 
 use super::project::Lang;
 
+/// The daemon's default `diagnostics_settle`.
+const SETTLE: Duration = Duration::from_millis(100);
+
 /// One server of one agent, driven by a plain LSP client.
 pub struct Plain {
     lang: Lang,
@@ -65,32 +68,73 @@ impl Plain {
         let deadline = Instant::now() + patience;
         let is_error = |d: &Value| d["severity"] == 1 || d["category"] == "error";
         match self.lang {
-            Lang::Python => loop {
-                let left = deadline.checked_duration_since(Instant::now())?;
-                let message = self.client.next_within(left)?;
-                let params = &message["params"];
-                if message["method"] == "textDocument/publishDiagnostics"
-                    && params["uri"] == uri
-                    && params["version"].as_i64().is_some_and(|v| v >= version)
-                {
-                    return Some(params["diagnostics"].as_array()?.iter().filter(|d| is_error(d)).count());
+            // The publish of that version, then quiet for the settle with no work in progress
+            // (what came last is the answer): the daemon's rule for pushes.
+            Lang::Python => {
+                let mut errors = None;
+                let mut progress = std::collections::HashSet::new();
+                let mut last = Instant::now();
+                loop {
+                    let quiet = errors.is_some() && progress.is_empty();
+                    let wait = if quiet { SETTLE.saturating_sub(last.elapsed()) } else { Duration::MAX };
+                    let left = deadline.checked_duration_since(Instant::now())?.min(wait);
+                    let Some(message) = self.client.next_within(left) else {
+                        if quiet {
+                            return errors;
+                        }
+                        return None;
+                    };
+                    let params = &message["params"];
+                    match message["method"].as_str() {
+                        Some("textDocument/publishDiagnostics") => {
+                            last = Instant::now();
+                            if params["uri"] == uri && params["version"].as_i64().is_some_and(|v| v >= version) {
+                                errors =
+                                    Some(params["diagnostics"].as_array()?.iter().filter(|d| is_error(d)).count());
+                            }
+                        }
+                        Some("window/workDoneProgress/create") => {
+                            last = Instant::now();
+                            progress.insert(params["token"].to_string());
+                        }
+                        Some("$/progress") => {
+                            last = Instant::now();
+                            if params["value"]["kind"] == "end" {
+                                progress.remove(&params["token"].to_string());
+                            } else {
+                                progress.insert(params["token"].to_string());
+                            }
+                        }
+                        _ => {}
+                    }
                 }
-            },
+            }
+            // The other open documents asked of tsserver first (at most 16), then this one:
+            // the daemon's rule.
             Lang::TypeScript => {
-                let ask = |kind: &str| json!({"command": "typescript.tsserverRequest", "arguments": [kind, {"file": uri}]});
-                let ids = [
-                    self.client.ask("workspace/executeCommand", ask("syntacticDiagnosticsSync")),
-                    self.client.ask("workspace/executeCommand", ask("semanticDiagnosticsSync")),
-                ];
+                let ask = |uri: &str, kind: &str| {
+                    json!({"command": "typescript.tsserverRequest", "arguments": [kind, {"file": uri}]})
+                };
+                let others: Vec<String> =
+                    self.docs.keys().filter(|p| p.as_path() != path).take(16).map(|p| filectx_tests::lsp::uri(p)).collect();
+                let mut ids = Vec::new();
+                for other in others.iter().chain(std::iter::once(&uri)) {
+                    for kind in ["syntacticDiagnosticsSync", "semanticDiagnosticsSync"] {
+                        ids.push((other == &uri, self.client.ask("workspace/executeCommand", ask(other, kind))));
+                    }
+                }
                 let mut errors = 0;
                 let mut answered = 0;
                 while answered < ids.len() {
                     let left = deadline.checked_duration_since(Instant::now())?;
                     let message = self.client.next_within(left)?;
-                    if message.get("method").is_none() && ids.iter().any(|id| message["id"] == json!(id)) {
-                        answered += 1;
-                        errors +=
-                            message["result"]["body"].as_array()?.iter().filter(|d| is_error(d)).count();
+                    let Some((mine, _)) = ids.iter().find(|(_, id)| message["id"] == json!(id)) else { continue };
+                    if message.get("method").is_some() {
+                        continue;
+                    }
+                    answered += 1;
+                    if *mine {
+                        errors += message["result"]["body"].as_array()?.iter().filter(|d| is_error(d)).count();
                     }
                 }
                 Some(errors)
