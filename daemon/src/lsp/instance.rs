@@ -509,11 +509,12 @@ impl Instance {
         self.changed.notify_waiters();
     }
 
-    /// Whether the server has been quiet for `settle`: nothing published or said of its work
-    /// since, and no work in progress (what it published last is then what it has to say).
-    pub fn quiet(state: &State, settle: Duration) -> bool {
-        state.activity.elapsed() >= settle
-            && state.progress.values().all(|at| at.elapsed() >= PROGRESS_FORGOTTEN)
+    /// Whether what the server published at `at` is what it has to say: no work in progress,
+    /// and it has been quiet for `settle` since (nothing published or said of its work), or,
+    /// on a server other agents keep busy, `at` is four settles old.
+    pub fn settled(state: &State, at: Instant, settle: Duration) -> bool {
+        state.progress.values().all(|said| said.elapsed() >= PROGRESS_FORGOTTEN)
+            && (state.activity.elapsed() >= settle || at.elapsed() >= settle * 4)
     }
 
     /// Keeps a `publishDiagnostics`: newer than what is kept for that file (a version older than

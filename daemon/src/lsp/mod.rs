@@ -433,10 +433,11 @@ impl Lsp {
                     // A pull's answer is all the server has to say of that version. A push may
                     // be a step of its work (pyright publishes a file checked in part while it
                     // says work remains), and other open files' reports follow the changed
-                    // one's: a push counts once the server has been quiet a settle long, with
-                    // no work in progress.
-                    let settled =
-                        |p: &&instance::Published| p.pulled || Instance::quiet(&state, self.config.settle);
+                    // one's: a push counts once the server has been quiet a settle long (or the
+                    // push is four settles old), with no work in progress.
+                    let settled = |p: &&instance::Published| {
+                        p.pulled || Instance::settled(&state, p.at, self.config.settle)
+                    };
                     if let Some(published) = fresh.filter(settled) {
                         let shown = |d: &Diagnostic| self.shown(d);
                         let after: Vec<Diagnostic> =

@@ -88,9 +88,12 @@ impl Plain {
                     match message["method"].as_str() {
                         Some("textDocument/publishDiagnostics") => {
                             last = Instant::now();
-                            if params["uri"] == uri && params["version"].as_i64().is_some_and(|v| v >= version) {
-                                errors =
-                                    Some(params["diagnostics"].as_array()?.iter().filter(|d| is_error(d)).count());
+                            if params["uri"] == uri
+                                && params["version"].as_i64().is_some_and(|v| v >= version)
+                            {
+                                errors = Some(
+                                    params["diagnostics"].as_array()?.iter().filter(|d| is_error(d)).count(),
+                                );
                             }
                         }
                         Some("window/workDoneProgress/create") => {
@@ -112,15 +115,21 @@ impl Plain {
             // The other open documents asked of tsserver first (at most 16), then this one:
             // the daemon's rule.
             Lang::TypeScript => {
-                let ask = |uri: &str, kind: &str| {
-                    json!({"command": "typescript.tsserverRequest", "arguments": [kind, {"file": uri}]})
-                };
-                let others: Vec<String> =
-                    self.docs.keys().filter(|p| p.as_path() != path).take(16).map(|p| filectx_tests::lsp::uri(p)).collect();
+                let ask = |uri: &str, kind: &str| json!({"command": "typescript.tsserverRequest", "arguments": [kind, {"file": uri}]});
+                let others: Vec<String> = self
+                    .docs
+                    .keys()
+                    .filter(|p| p.as_path() != path)
+                    .take(16)
+                    .map(|p| filectx_tests::lsp::uri(p))
+                    .collect();
                 let mut ids = Vec::new();
                 for other in others.iter().chain(std::iter::once(&uri)) {
                     for kind in ["syntacticDiagnosticsSync", "semanticDiagnosticsSync"] {
-                        ids.push((other == &uri, self.client.ask("workspace/executeCommand", ask(other, kind))));
+                        ids.push((
+                            other == &uri,
+                            self.client.ask("workspace/executeCommand", ask(other, kind)),
+                        ));
                     }
                 }
                 let mut errors = 0;
@@ -128,13 +137,16 @@ impl Plain {
                 while answered < ids.len() {
                     let left = deadline.checked_duration_since(Instant::now())?;
                     let message = self.client.next_within(left)?;
-                    let Some((mine, _)) = ids.iter().find(|(_, id)| message["id"] == json!(id)) else { continue };
+                    let Some((mine, _)) = ids.iter().find(|(_, id)| message["id"] == json!(id)) else {
+                        continue;
+                    };
                     if message.get("method").is_some() {
                         continue;
                     }
                     answered += 1;
                     if *mine {
-                        errors += message["result"]["body"].as_array()?.iter().filter(|d| is_error(d)).count();
+                        errors +=
+                            message["result"]["body"].as_array()?.iter().filter(|d| is_error(d)).count();
                     }
                 }
                 Some(errors)
