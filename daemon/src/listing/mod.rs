@@ -18,6 +18,7 @@ pub mod grams;
 pub mod judge;
 mod listed;
 pub mod rules;
+pub mod stamp;
 pub mod walker;
 pub mod warm;
 
