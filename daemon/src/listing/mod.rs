@@ -15,6 +15,7 @@
 //! none above the root (nor the user's global git excludes) is ever read (see [`rules`]).
 
 pub mod grams;
+pub mod index;
 pub mod judge;
 mod listed;
 pub mod rules;

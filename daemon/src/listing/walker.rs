@@ -18,6 +18,14 @@
 //! confined, one lookup per component). The walk is bounded: files and bytes listed, bytes of
 //! one folder's entries, bytes of the folders waiting (past a bound it stops: `truncated`), and
 //! the estimated bytes of the ignore rules in force (past it a file gives no rules).
+//!
+//! A walk of a listing kept warm also records each folder it reads ([`Folder`]: its stat data,
+//! ignore files and rules), which the search index keeps on disk. A walk given such a listing
+//! as it was before ([`Section`]) validates it instead of listing anew: a folder whose stat data
+//! and rules are as recorded has the same entries, so its files are taken from the record and
+//! each one `fstatat`'d (a file whose stat data match keeps its trigram filter); any other
+//! folder is read, its entries judged, and its files matched with the record by name; a change
+//! of rules anywhere has every folder beneath it read and judged again.
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -28,8 +36,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, Mode, RawDir};
 
+use super::index::section::Section;
 use super::listed::{Listed, ns};
 use super::rules::{self, Found, GitSeen, RuleBytes, Rules};
+use super::stamp::Stamp;
 use crate::provider::RootDir;
 
 /// Most files one listing holds; a walk that finds more stops there.
@@ -83,6 +93,36 @@ pub struct Walked {
     /// Whether an ignore file it read whitelists (`!pattern`): without one, no hidden entry can
     /// be listed, so a listing may overlook hidden names coming and going.
     pub whitelists: bool,
+    /// The folders it read, when it was asked to record them (see [`walk_with`]).
+    pub folders: Vec<Folder>,
+    /// The digest of the rules of the folders on the way from the root to the walked one.
+    pub way: u64,
+    /// With a listing as it was before: for each file, the index of its entry there when its
+    /// stat data match that entry's (its filter still holds), else `None`.
+    pub kept: Vec<Option<u32>>,
+}
+
+/// A folder a walk read, as the search index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folder {
+    /// Relative to the root.
+    pub rel: Box<Path>,
+    /// Its stat data when the walk opened it; `None` when it had changed within the racy window
+    /// (or could not be looked at): a validation then reads its entries again.
+    pub stamp: Option<Stamp>,
+    /// Which ignore files its entries held.
+    pub found: Found,
+    /// The digest of its own ignore files' rules.
+    pub rules: u64,
+}
+
+/// A file of a listing as it was before, found again by a validation.
+struct Kept {
+    /// Its place in the listing before.
+    rank: u32,
+    /// Its entry there, when its stat data match it.
+    entry: Option<u32>,
+    file: Listed,
 }
 
 /// Threads of one walk: the walk is mostly system calls, so two already gain most of what
@@ -97,6 +137,9 @@ struct Parent {
     fd: Option<OwnedFd>,
     rel: PathBuf,
     rules: Option<Arc<Rules>>,
+    /// Whether the rules in force in it differ from the listing's before: its subfolders are
+    /// read and judged anew.
+    rejudge: bool,
     /// The walk's count of held handles, given back when this one goes.
     held: Arc<AtomicUsize>,
 }
@@ -113,6 +156,8 @@ impl Drop for Parent {
 struct Unit {
     parent: Arc<Parent>,
     name: OsString,
+    /// The folder in the listing before, when it was there.
+    known: Option<u32>,
 }
 
 impl Unit {
@@ -141,6 +186,14 @@ struct Walk<'a> {
     stack: Mutex<Stack>,
     ready: Condvar,
     found: Mutex<Vec<Listed>>,
+    /// The listing before (a validation), and what was found again of it.
+    prior: Option<&'a Section>,
+    kept: Mutex<Vec<Kept>>,
+    /// Whether folders are recorded, and those recorded.
+    record: bool,
+    folders: Mutex<Vec<Folder>>,
+    /// When the walk began (folders changed within the racy window before it are not trusted).
+    began: i64,
     files: AtomicUsize,
     bytes: AtomicUsize,
     /// Bytes of the folders waiting.
@@ -168,6 +221,10 @@ struct Scratch {
     entries: Vec<Entry>,
     path: PathBuf,
     files: Vec<Listed>,
+    kept: Vec<Kept>,
+    /// Files of a folder taken from the listing before, until all were found again.
+    trial: Vec<Kept>,
+    folders: Vec<Folder>,
     seen: usize,
 }
 
@@ -179,6 +236,9 @@ impl Scratch {
             entries: Vec::new(),
             path: PathBuf::new(),
             files: Vec::new(),
+            kept: Vec::new(),
+            trial: Vec::new(),
+            folders: Vec::new(),
             seen: 0,
         }
     }
@@ -196,19 +256,39 @@ pub fn walk<'a>(
     hook: Option<&'a FolderHook>,
     dated: Option<&'a Dated<'a>>,
 ) -> std::io::Result<Walked> {
+    walk_with(root, rel, stop, hook, dated, (false, None))
+}
+
+/// [`walk`], recording each folder read when `record` (see [`Folder`]), and validating
+/// `prior`, the listing of `rel` as it was before, when given (every file is dated then; see
+/// the module documentation).
+pub fn walk_with<'a>(
+    root: &'a RootDir,
+    rel: &Path,
+    stop: &'a (dyn Fn() -> bool + Sync),
+    hook: Option<&'a FolderHook>,
+    dated: Option<&'a Dated<'a>>,
+    (record, prior): (bool, Option<&'a Section>),
+) -> std::io::Result<Walked> {
     let skip = match rel.as_os_str().len() {
         0 => 0,
         len => len + 1,
     };
+    let prior = prior.filter(|prior| prior.rel == rel && !prior.folders.is_empty());
     let walk = Walk {
         root,
         stop,
         hook,
-        dated,
+        dated: if prior.is_some() { None } else { dated },
         skip,
         stack: Mutex::default(),
         ready: Condvar::new(),
         found: Mutex::default(),
+        prior,
+        kept: Mutex::default(),
+        record: record || prior.is_some(),
+        folders: Mutex::default(),
+        began: super::stamp::now(),
         files: AtomicUsize::new(0),
         bytes: AtomicUsize::new(0),
         waiting: AtomicUsize::new(0),
@@ -217,9 +297,11 @@ pub fn walk<'a>(
         truncated: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
     };
-    let (fd, rules) = walk.open_start(rel)?;
+    let (fd, rules, way) = walk.open_start(rel)?;
     let mut scratch = Scratch::new();
-    let children = walk.folder(fd, rel.to_path_buf(), rules, &mut scratch);
+    let known = prior.map(|_| 0);
+    let rejudge = prior.is_none_or(|prior| prior.way != way);
+    let children = walk.folder(fd, rel.to_path_buf(), (rules, rejudge), known, &mut scratch);
     if !children.is_empty() {
         walk.push(children, false);
         let threads = walk_threads();
@@ -231,15 +313,60 @@ pub fn walk<'a>(
         });
     }
     walk.keep(&mut scratch);
-    let Walk { found, truncated, stopped, rule_bytes, .. } = walk;
+    let Walk { found, truncated, stopped, rule_bytes, kept, folders, .. } = walk;
     let mut files = found.into_inner().unwrap_or_else(PoisonError::into_inner);
     files.sort_unstable_by(|a, b| path_order(&a.rel, &b.rel));
+    let (files, kept) = match prior {
+        Some(prior) => in_order(prior, kept.into_inner().unwrap_or_else(PoisonError::into_inner), files),
+        None => (files, Vec::new()),
+    };
     Ok(Walked {
         files,
         truncated: truncated.into_inner(),
         stopped: stopped.into_inner(),
         whitelists: rule_bytes.whitelists(),
+        folders: folders.into_inner().unwrap_or_else(PoisonError::into_inner),
+        way,
+        kept,
     })
+}
+
+/// The files of a validation in order: those found again (`kept`) by their place in the
+/// listing before, merged with those that came (`new`, sorted); for each, its entry before when
+/// its stat data matched.
+fn in_order(prior: &Section, kept: Vec<Kept>, mut new: Vec<Listed>) -> (Vec<Listed>, Vec<Option<u32>>) {
+    let mut slots: Vec<Option<Kept>> = std::iter::repeat_with(|| None).take(prior.len()).collect();
+    for found in kept {
+        match slots.get_mut(found.rank as usize) {
+            Some(slot @ None) => *slot = Some(found),
+            // Two files of one place: the record was not what it should be; sorted below.
+            _ => new.push(found.file),
+        }
+    }
+    let total = new.len() + slots.iter().flatten().count();
+    let (mut files, mut from) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let mut new = new.into_iter().peekable();
+    for found in slots.into_iter().flatten() {
+        while let Some(came) = new.next_if(|came| path_order(&came.rel, &found.file.rel).is_lt()) {
+            files.push(came);
+            from.push(None);
+        }
+        files.push(found.file);
+        from.push(found.entry);
+    }
+    for came in new {
+        files.push(came);
+        from.push(None);
+    }
+    // The record's places are checked, not trusted: a listing out of order would mislead the
+    // binary searches of the warm listing.
+    if !files.windows(2).all(|pair| path_order(&pair[0].rel, &pair[1].rel).is_lt()) {
+        let mut paired: Vec<(Listed, Option<u32>)> = files.into_iter().zip(from).collect();
+        paired.sort_unstable_by(|a, b| path_order(&a.0.rel, &b.0.rel));
+        paired.dedup_by(|a, b| a.0.rel == b.0.rel);
+        return paired.into_iter().unzip();
+    }
+    (files, from)
 }
 
 /// `a.cmp(b)` for paths as the walk makes them (relative, normal: no `.`, no doubled or trailing
@@ -292,22 +419,26 @@ impl Walk<'_> {
     }
 
     /// Opens the searched folder from the root down, one folder at a time beneath the last,
-    /// reading the ignore files of each folder on the way; its handle and the rules in force
-    /// in it.
-    fn open_start(&self, rel: &Path) -> std::io::Result<(OwnedFd, Option<Arc<Rules>>)> {
+    /// reading the ignore files of each folder on the way; its handle, the rules in force in
+    /// it, and the digest of the rules read on the way.
+    fn open_start(&self, rel: &Path) -> std::io::Result<(OwnedFd, Option<Arc<Rules>>, u64)> {
         let mut fd = rustix::fs::openat(self.root.fd(), c".", rules::folder_flags(), Mode::empty())?;
         let mut rules = None;
         let mut here = PathBuf::new();
+        let mut way = 0u64;
         for component in rel.components() {
             let Component::Normal(name) = component else {
                 return Err(rustix::io::Errno::XDEV.into());
             };
             self.tell(&here, fd.as_fd(), Watch::OnTheWay(name));
-            rules = rules::rules_of(fd.as_fd(), &here, Found::ALL, rules, &self.rule_bytes, self);
+            let (read, digest) =
+                rules::rules_read(fd.as_fd(), &here, Found::ALL, rules, &self.rule_bytes, self);
+            rules = read;
+            way = way.rotate_left(17) ^ digest;
             fd = rustix::fs::openat(&fd, name, rules::folder_flags(), Mode::empty())?;
             here.push(name);
         }
-        Ok((fd, rules))
+        Ok((fd, rules, way))
     }
 
     /// Whether the walk is over: a bound was reached, or the caller said stop.
@@ -375,10 +506,16 @@ impl Walk<'_> {
         self.keep(&mut scratch);
     }
 
-    /// Hands the thread's files over.
+    /// Hands the thread's files (and folders) over.
     fn keep(&self, scratch: &mut Scratch) {
         if !scratch.files.is_empty() {
             self.found.lock().unwrap_or_else(PoisonError::into_inner).append(&mut scratch.files);
+        }
+        if !scratch.kept.is_empty() {
+            self.kept.lock().unwrap_or_else(PoisonError::into_inner).append(&mut scratch.kept);
+        }
+        if !scratch.folders.is_empty() {
+            self.folders.lock().unwrap_or_else(PoisonError::into_inner).append(&mut scratch.folders);
         }
     }
 
@@ -386,7 +523,7 @@ impl Walk<'_> {
     /// by its path when the parent's was not kept. One that cannot be opened (gone, a link now,
     /// unreadable) is skipped, as ripgrep skips it.
     fn child(&self, unit: Unit, scratch: &mut Scratch) -> Vec<Unit> {
-        let Unit { parent, name } = unit;
+        let Unit { parent, name, known } = unit;
         let rel = parent.rel.join(&name);
         let opened = match &parent.fd {
             Some(fd) => rustix::fs::openat(fd, name.as_os_str(), rules::folder_flags(), Mode::empty())
@@ -394,18 +531,20 @@ impl Walk<'_> {
             None => self.root.open(&rel, rules::folder_flags(), Mode::empty()),
         };
         let Ok(fd) = opened else { return Vec::new() };
-        let rules = parent.rules.clone();
+        let rules = (parent.rules.clone(), parent.rejudge);
         drop(parent);
-        self.folder(fd, rel, rules, scratch)
+        self.folder(fd, rel, rules, known, scratch)
     }
 
-    /// Walks the folder `rel`, open as `fd`, under `inherited` rules: lists its files, returns
-    /// its subfolders to walk.
+    /// Walks the folder `rel`, open as `fd`, under `inherited` rules (and whether they differ
+    /// from the listing's before): lists its files, returns its subfolders to walk. `known` is
+    /// the folder in the listing before, when it was there (see the module documentation).
     fn folder(
         &self,
         fd: OwnedFd,
         rel: PathBuf,
-        inherited: Option<Arc<Rules>>,
+        (inherited, rejudge): (Option<Arc<Rules>>, bool),
+        known: Option<u32>,
         scratch: &mut Scratch,
     ) -> Vec<Unit> {
         // Asked on entering each folder too, so a small tree stops as soon as a big one.
@@ -414,10 +553,40 @@ impl Walk<'_> {
             return Vec::new();
         }
         self.tell(&rel, fd.as_fd(), Watch::Walked);
-        let Some(found) = self.entries(fd.as_fd(), scratch) else { return Vec::new() };
-        let rules = rules::rules_of(fd.as_fd(), &rel, found, inherited, &self.rule_bytes, self);
-        let mut subfolders: Vec<OsString> = Vec::new();
-        let Scratch { names, entries, path, files, seen, .. } = scratch;
+        // Looked at once it is watched: a change from now on is an event.
+        let stamp = if self.record { rustix::fs::fstat(&fd).ok().map(|stat| Stamp::of(&stat)) } else { None };
+        let before = known.and_then(|id| Some((id, self.prior?.folder(id)?)));
+        let same =
+            !rejudge && before.is_some_and(|(_, folder)| folder.stamp.is_some() && folder.stamp == stamp);
+        let found = match before {
+            Some((_, folder)) if same => folder.found,
+            _ => match self.entries(fd.as_fd(), scratch) {
+                Some(found) => found,
+                None => return Vec::new(),
+            },
+        };
+        let (rules, digest) = rules::rules_read(fd.as_fd(), &rel, found, inherited, &self.rule_bytes, self);
+        let rejudge = rejudge || before.is_none_or(|(_, folder)| folder.rules != digest);
+        if self.record {
+            let stamp = stamp.filter(|stamp| stamp.settled(self.began));
+            scratch.folders.push(Folder { rel: rel.as_path().into(), stamp, found, rules: digest });
+        }
+        let known = before.map(|(id, _)| id);
+        if same {
+            if let (Some(id), false) = (known, rejudge) {
+                match self.known_files(fd.as_fd(), &rel, id, scratch) {
+                    Some(true) => return self.known_folders(fd, rel, rules, id),
+                    Some(false) => {}
+                    None => return Vec::new(),
+                }
+            }
+            // Its rules changed, or it is not as recorded after all: read it.
+            if self.entries(fd.as_fd(), scratch).is_none() {
+                return Vec::new();
+            }
+        }
+        let mut subfolders: Vec<(OsString, Option<u32>)> = Vec::new();
+        let Scratch { names, entries, path, files, kept, seen, .. } = scratch;
         for entry in entries.iter() {
             if self.check(seen) {
                 return Vec::new();
@@ -446,44 +615,139 @@ impl Walk<'_> {
             if verdict.is_ignore() || (verdict.is_none() && name.as_bytes().starts_with(b".")) {
                 continue;
             }
+            let prior = self.prior.zip(known);
             if is_dir {
-                subfolders.push(name.to_owned());
+                subfolders
+                    .push((name.to_owned(), prior.and_then(|(prior, id)| prior.child(id, name.as_bytes()))));
                 continue;
             }
+            // A file of the listing before is looked at to tell whether its filter holds.
+            let entry = prior.and_then(|(prior, id)| Some((prior, prior.file_named(id, name.as_bytes())?)));
             // Dated beneath the folder's handle, and then what is listed is what is there now;
             // an undated file is listed as the folder's entry said (every later open of it
             // refuses links and anything but a regular file).
-            let wanted = self.dated.is_none_or(|dated| {
-                let under = &path.as_os_str().as_bytes()[self.skip.min(path.as_os_str().len())..];
-                dated(Path::new(OsStr::from_bytes(under)))
-            });
-            let mtime_ns = if wanted {
+            let wanted = entry.is_some()
+                || self.dated.is_none_or(|dated| {
+                    let under = &path.as_os_str().as_bytes()[self.skip.min(path.as_os_str().len())..];
+                    dated(Path::new(OsStr::from_bytes(under)))
+                });
+            let (mtime_ns, stamp) = if wanted {
                 let Ok(stat) = rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
                 if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
                     continue;
                 }
-                Some(ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0)))
+                (
+                    Some(ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0))),
+                    Some(Stamp::of(&stat)),
+                )
             } else {
-                None
+                (None, None)
             };
-            let cost = path.as_os_str().len() + std::mem::size_of::<Listed>();
-            let bytes = self.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
-            let count = self.files.fetch_add(1, Ordering::Relaxed) + 1;
-            if count > MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
-                self.end(&self.truncated);
+            if !self.count(path) {
                 return Vec::new();
             }
-            files.push(Listed::new(path, mtime_ns));
+            let file = Listed::new(path, mtime_ns);
+            match entry.and_then(|(prior, index)| Some((prior.file(index)?, index))) {
+                Some((before, index)) => kept.push(Kept {
+                    rank: before.rank,
+                    entry: (before.stamp.is_some() && before.stamp == stamp).then_some(index),
+                    file,
+                }),
+                None => files.push(file),
+            }
         }
         if subfolders.is_empty() || self.over() {
             return Vec::new();
         }
+        self.units(fd, rel, (rules, rejudge), subfolders)
+    }
+
+    /// Counts one more file at `path` against the walk's bounds; whether it fits (else the walk
+    /// ends, truncated).
+    fn count(&self, path: &Path) -> bool {
+        let cost = path.as_os_str().len() + std::mem::size_of::<Listed>();
+        let bytes = self.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
+        let count = self.files.fetch_add(1, Ordering::Relaxed) + 1;
+        if count > MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
+            self.end(&self.truncated);
+            return false;
+        }
+        true
+    }
+
+    /// The subfolders of the folder `rel` (open as `fd`, under `rules`) waiting to be walked,
+    /// each with its folder in the listing before.
+    fn units(
+        &self,
+        fd: OwnedFd,
+        rel: PathBuf,
+        (rules, rejudge): (Option<Arc<Rules>>, bool),
+        subfolders: Vec<(OsString, Option<u32>)>,
+    ) -> Vec<Unit> {
         let keep = self.held.fetch_add(1, Ordering::Relaxed) < MAX_HELD_FOLDERS;
         if !keep {
             self.held.fetch_sub(1, Ordering::Relaxed);
         }
-        let parent = Arc::new(Parent { fd: keep.then_some(fd), rel, rules, held: Arc::clone(&self.held) });
-        subfolders.into_iter().map(|name| Unit { parent: Arc::clone(&parent), name }).collect()
+        let parent =
+            Arc::new(Parent { fd: keep.then_some(fd), rel, rules, rejudge, held: Arc::clone(&self.held) });
+        subfolders
+            .into_iter()
+            .map(|(name, known)| Unit { parent: Arc::clone(&parent), name, known })
+            .collect()
+    }
+
+    /// Lists the files of the folder `rel` (open as `dir`) as the listing before held them
+    /// (its folder `id`, whose entries and rules are as they were), each `fstatat`'d: its filter
+    /// holds when its stat data match. `Some(false)` when one is no regular file there any more
+    /// (the folder is then read instead); `None` when the walk ended.
+    fn known_files(&self, dir: BorrowedFd<'_>, rel: &Path, id: u32, scratch: &mut Scratch) -> Option<bool> {
+        let Some(prior) = self.prior else { return Some(false) };
+        let Scratch { path, trial, seen, .. } = scratch;
+        trial.clear();
+        for index in prior.files_of(id) {
+            if self.check(seen) {
+                return None;
+            }
+            let (Some(before), name) = (prior.file(index), OsStr::from_bytes(prior.file_name(index))) else {
+                return Some(false);
+            };
+            path.clear();
+            path.push(rel);
+            path.push(name);
+            if self.root.fenced(path) {
+                continue;
+            }
+            let stat = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => stat,
+                _ => return Some(false),
+            };
+            let stamp = Stamp::of(&stat);
+            let entry = (before.stamp == Some(stamp)).then_some(index);
+            let file =
+                Listed::new(path, Some(ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0))));
+            trial.push(Kept { rank: before.rank, entry, file });
+        }
+        for found in &scratch.trial {
+            if !self.count(&found.file.rel) {
+                return None;
+            }
+        }
+        scratch.kept.append(&mut scratch.trial);
+        Some(true)
+    }
+
+    /// The subfolders of the folder `rel` (open as `fd`) as the listing before held them (its
+    /// folder `id`, whose entries and rules are as they were).
+    fn known_folders(&self, fd: OwnedFd, rel: PathBuf, rules: Option<Arc<Rules>>, id: u32) -> Vec<Unit> {
+        let Some(prior) = self.prior else { return Vec::new() };
+        let subfolders: Vec<(OsString, Option<u32>)> = prior
+            .children(id)
+            .map(|child| (OsStr::from_bytes(prior.folder_name(child)).to_owned(), Some(child)))
+            .collect();
+        if subfolders.is_empty() || self.over() {
+            return Vec::new();
+        }
+        self.units(fd, rel, (rules, false), subfolders)
     }
 
     /// Reads the entries of the folder `dir` into `scratch` (all but `.` and `..`), noting its
