@@ -13,6 +13,9 @@
 //! Ignore files are read beneath the handle of the folder holding them, only at or below the
 //! session's root: the ones of the folders between the root and the searched folder apply, and
 //! none above the root (nor the user's global git excludes) is ever read (see [`rules`]).
+//!
+//! Kept listings and their filters are persisted in the search index on disk (see [`index`]),
+//! so that a restarted daemon validates them instead of walking and reading every file again.
 
 pub mod grams;
 pub mod index;
@@ -81,11 +84,17 @@ impl Listings {
         if let Some((files, grams)) = self.get(&root, &base.rel) {
             return Ok(Listing { root, files, truncated: false, stopped: false, grams: Some(grams) });
         }
+        // The root's index being validated may hold it.
+        self.await_validation(&root, &base.rel, stop);
+        if let Some((files, grams)) = self.get(&root, &base.rel) {
+            return Ok(Listing { root, files, truncated: false, stopped: false, grams: Some(grams) });
+        }
         // Each folder is watched before it is read: whatever changes during the walk spoils
         // the listing.
         let filling = self.start(&root, &base.rel);
         let hook = filling.as_ref().map(Filling::folder_hook);
-        let walked = match walker::walk(&root, &base.rel, stop, hook.as_ref(), dated) {
+        let record = (filling.is_some(), None);
+        let walked = match walker::walk_with(&root, &base.rel, stop, hook.as_ref(), dated, record) {
             Ok(walked) => walked,
             Err(err) => {
                 if let Some(filling) = filling {
@@ -102,6 +111,7 @@ impl Listings {
             }
         };
         let files = Arc::new(walked.files);
+        let records = (Arc::new(walked.folders), walked.way);
         let mut listing = Listing {
             root: root.clone(),
             files,
@@ -113,7 +123,7 @@ impl Listings {
             if listing.truncated || listing.stopped {
                 self.abandon(filling);
             } else {
-                listing.grams = self.finish(filling, &root, &listing.files, walked.whitelists);
+                listing.grams = self.finish(filling, &root, &listing.files, walked.whitelists, records);
             }
         }
         Ok(listing)
