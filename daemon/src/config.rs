@@ -59,6 +59,8 @@ pub struct Config {
     pub files: ProviderConfig,
     /// The journal of changes (`None`: off).
     pub journal: Option<crate::journal::JournalConfig>,
+    /// The search index on disk (`None`: none kept).
+    pub search_index: Option<crate::listing::index::IndexConfig>,
     /// Folders session roots must lie in; empty: anywhere but `/` itself.
     pub allowed_roots: Vec<std::path::PathBuf>,
     /// Globs (relative to a path's root) no session may read.
@@ -185,6 +187,7 @@ impl Default for Config {
             max_observed_bytes: crate::context::ledger::DEFAULT_MAX_OBSERVED_BYTES as usize,
             files: ProviderConfig::default(),
             journal: None,
+            search_index: None,
             allowed_roots: Vec::new(),
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),

@@ -209,10 +209,15 @@ impl Daemon {
     pub fn command(socket: &Path, extra: &[&str]) -> Command {
         let mut command = Command::new(bin("filectxd"));
         command.arg("--socket").arg(socket).args(["--log-level", "debug"]).args(extra).env_remove("RUST_LOG");
-        // Each daemon its own journal, beside its socket (the user's one is for the user's daemon).
+        // Each daemon its own journal and search index, beside its socket (the user's are for
+        // the user's daemon).
         if !extra.iter().any(|arg| arg.starts_with("--journal-dir") || *arg == "--no-journal") {
             let journal = socket.parent().unwrap_or(Path::new("/tmp")).join("journal");
             command.arg("--journal-dir").arg(journal);
+        }
+        if !extra.iter().any(|arg| arg.starts_with("--search-index-dir")) {
+            let index = socket.parent().unwrap_or(Path::new("/tmp")).join("index");
+            command.arg("--search-index-dir").arg(index);
         }
         command
     }
