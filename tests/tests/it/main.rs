@@ -47,6 +47,7 @@ mod private;
 mod projection;
 mod sandbox;
 mod search;
+mod search_index;
 mod service;
 mod skips;
 mod soak;
