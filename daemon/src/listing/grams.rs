@@ -147,11 +147,15 @@ impl GramFilter {
     /// The filter of bits `bits` (as [`bits`](Self::bits) gave them) and stamp digest `stamp`;
     /// `None` when no filter has that many bits.
     pub fn from_parts(stamp: u64, bits: impl ExactSizeIterator<Item = u64>) -> Option<Self> {
-        let len = bits.len();
-        if len != 0 && !(len.is_power_of_two() && (MIN_WORDS..=MAX_WORDS).contains(&len)) {
+        if !Self::possible_words(bits.len()) {
             return None;
         }
         Some(Self { data: std::iter::once(stamp).chain(bits).collect() })
+    }
+
+    /// Whether a filter may have `words` words of bits.
+    pub fn possible_words(words: usize) -> bool {
+        words == 0 || (words.is_power_of_two() && (MIN_WORDS..=MAX_WORDS).contains(&words))
     }
 
     /// The same filter, built from bytes whose stamp has the digest `stamp` (0: untrusted).
@@ -324,35 +328,32 @@ impl Grams {
         }
     }
 
-    /// The filters `filters` (one slot per file of a listing: its filter, or none), their bytes
-    /// taken from `cache`: those that do not fit are left out (their files are read).
-    pub fn with_filters(filters: Vec<Option<GramFilter>>, cache: Arc<CacheBytes>) -> Self {
-        let mut bytes = 0;
-        let filters: Vec<Option<GramFilter>> = filters
-            .into_iter()
-            .map(|filter| {
-                let filter = filter?;
-                cache.reserve(filter.bytes()).then(|| {
-                    bytes += filter.bytes();
-                    filter
-                })
-            })
-            .collect();
-        Self {
-            files: filters.len(),
-            filters: RwLock::new(filters),
-            generation: AtomicU64::new(0),
-            bytes: AtomicUsize::new(bytes),
-            retired: AtomicBool::new(false),
-            complete: AtomicBool::new(false),
-            cache,
-            built: std::sync::OnceLock::new(),
-        }
-    }
-
     /// Sets what is told when a build goes through every file (once).
     pub fn on_built(&self, built: Built) {
         let _ = self.built.set(built);
+    }
+
+    /// Puts in `filters` (one slot per file; a validation found them true of their files),
+    /// unless a change was reported since `generation` or the listing was dropped (then none:
+    /// the files are read, and their filters built again); those that do not fit the cache are
+    /// left out. Whether they were put in.
+    pub fn install(&self, filters: Vec<Option<GramFilter>>, generation: u64) -> bool {
+        let mut slots = self.filters.write().unwrap_or_else(PoisonError::into_inner);
+        if self.retired.load(Ordering::Acquire)
+            || self.generation.load(Ordering::Acquire) != generation
+            || filters.len() != slots.len()
+        {
+            return false;
+        }
+        for (slot, filter) in slots.iter_mut().zip(filters) {
+            let Some(filter) = filter.filter(|_| slot.is_none()) else { continue };
+            if !self.cache.reserve(filter.bytes()) {
+                break;
+            }
+            self.bytes.fetch_add(filter.bytes(), Ordering::Relaxed);
+            *slot = Some(filter);
+        }
+        true
     }
 
     /// Calls `read` with the filters, one slot per file, under the read lock (writers wait);

@@ -26,6 +26,7 @@ pub mod stamp;
 pub mod walker;
 pub mod warm;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use self::grams::Grams;
@@ -81,12 +82,16 @@ impl Listings {
             let files = Arc::new(vec![Listed::new(&base.rel, Some(mtime_ns))]);
             return Ok(Listing { root, files, truncated: false, stopped: false, grams: None });
         }
+        // The root's index being validated may hold it: its folders validated are enough for a
+        // search that dates the files it shows (a glob); one that reads them (a grep, dating
+        // none) waits for their filters too.
+        self.await_validation(&root, &base.rel, dated.is_none(), stop);
         if let Some((files, grams)) = self.get(&root, &base.rel) {
-            return Ok(Listing { root, files, truncated: false, stopped: false, grams: Some(grams) });
-        }
-        // The root's index being validated may hold it.
-        self.await_validation(&root, &base.rel, stop);
-        if let Some((files, grams)) = self.get(&root, &base.rel) {
+            if let Some(dated) = dated {
+                self.dating.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                date_wanted(&root, &files, &base.rel, dated);
+                self.dating.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
             return Ok(Listing { root, files, truncated: false, stopped: false, grams: Some(grams) });
         }
         // Each folder is watched before it is read: whatever changes during the walk spoils
@@ -127,6 +132,30 @@ impl Listings {
             }
         }
         Ok(listing)
+    }
+}
+
+/// Dates the undated files of `files` (beneath the folder `rel` of `root`) that `dated` accepts
+/// (by their path relative to `rel`), each beneath its folder's handle: a listing validated
+/// from the search index holds its files undated until their stat data are compared.
+fn date_wanted(root: &Root, files: &[Listed], rel: &Path, dated: &Dated<'_>) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let skip = match rel.as_os_str().len() {
+        0 => 0,
+        len => len + 1,
+    };
+    let wanted: Vec<usize> = (0..files.len())
+        .filter(|&index| {
+            let file = &files[index];
+            let bytes = file.rel.as_os_str().as_bytes();
+            file.mtime_ns().is_none()
+                && dated(Path::new(std::ffi::OsStr::from_bytes(&bytes[skip.min(bytes.len())..])))
+        })
+        .collect();
+    for (index, stamp) in wanted.iter().zip(stamp::stamps_of(root, files, &wanted, None)) {
+        if let Some(stamp) = stamp {
+            files[*index].date(stamp.mtime_ns);
+        }
     }
 }
 

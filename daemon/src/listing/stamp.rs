@@ -4,13 +4,24 @@
 //! the first was taken within the timestamp granularity of a change ("racily clean", as git
 //! calls it): such a stamp is never trusted ([`Stamp::settled`]).
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
+use rustix::fs::{AtFlags, FileType, Mode};
+
+use super::listed::Listed;
+use crate::provider::RootDir;
 use crate::provider::version::{RACY_WINDOW_NS, now_ns};
 
 /// How long after its last change a file's stamp is trusted (the provider's racy window: file
 /// timestamps come from a coarse clock, a whole second on some filesystems).
 pub const RACY_NS: i64 = RACY_WINDOW_NS as i64;
+
+/// How many files [`stamps_of`] looks at between two looks at whether to yield.
+const YIELD_EVERY: usize = 512;
+/// The longest [`stamps_of`] yields at once.
+const MAX_YIELD: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The racy window in force: [`RACY_NS`], but for tests that change it ([`set_racy_ns`]).
 static RACY: AtomicI64 = AtomicI64::new(RACY_NS);
@@ -83,6 +94,65 @@ impl Stamp {
         }
         hash.max(1)
     }
+}
+
+/// The stamps of the files `indices` (ascending) of `files` beneath `root`, now (`None`: gone,
+/// or no regular file), each `fstatat`'d beneath its folder's handle (each folder opened once
+/// for its files side by side), on two threads. While `yielding` is above 0 (searches waiting
+/// on such looks of their own), it pauses now and then, a moment at most each time.
+pub fn stamps_of(
+    root: &RootDir,
+    files: &[Listed],
+    indices: &[usize],
+    yielding: Option<&AtomicUsize>,
+) -> Vec<Option<Stamp>> {
+    let half = indices.len() / 2;
+    let (first, second) = indices.split_at(half);
+    if first.len() < 1024 {
+        return stamp_run(root, files, indices, yielding);
+    }
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| stamp_run(root, files, second, yielding));
+        let mut stamps = stamp_run(root, files, first, yielding);
+        match other.join() {
+            Ok(rest) => stamps.extend(rest),
+            Err(_) => stamps.extend(std::iter::repeat_n(None, second.len())),
+        }
+        stamps
+    })
+}
+
+/// [`stamps_of`] on the calling thread.
+fn stamp_run(
+    root: &RootDir,
+    files: &[Listed],
+    indices: &[usize],
+    yielding: Option<&AtomicUsize>,
+) -> Vec<Option<Stamp>> {
+    let mut folder: Option<(PathBuf, Option<OwnedFd>)> = None;
+    indices
+        .iter()
+        .enumerate()
+        .map(|(done, &index)| {
+            if done % YIELD_EVERY == 0
+                && let Some(yielding) = yielding
+            {
+                let started = std::time::Instant::now();
+                while yielding.load(Ordering::Relaxed) > 0 && started.elapsed() < MAX_YIELD {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            let rel = &files.get(index)?.rel;
+            let (parent, name) = (rel.parent().unwrap_or(Path::new("")), rel.file_name()?);
+            if folder.as_ref().is_none_or(|(open, _)| open != parent) {
+                let fd = root.open(parent, super::rules::folder_flags(), Mode::empty()).ok();
+                folder = Some((parent.to_path_buf(), fd));
+            }
+            let fd = folder.as_ref()?.1.as_ref()?;
+            let stat = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+            (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| Stamp::of(&stat))
+        })
+        .collect()
 }
 
 /// Now, in nanoseconds since the epoch (the clock file timestamps use).

@@ -21,11 +21,12 @@
 //!
 //! A walk of a listing kept warm also records each folder it reads ([`Folder`]: its stat data,
 //! ignore files and rules), which the search index keeps on disk. A walk given such a listing
-//! as it was before ([`Section`]) validates it instead of listing anew: a folder whose stat data
-//! and rules are as recorded has the same entries, so its files are taken from the record and
-//! each one `fstatat`'d (a file whose stat data match keeps its trigram filter); any other
-//! folder is read, its entries judged, and its files matched with the record by name; a change
-//! of rules anywhere has every folder beneath it read and judged again.
+//! as it was before ([`Section`]) validates its folders instead of listing anew: a folder whose
+//! stat data and rules are as recorded has the same entries, so its files and subfolders are
+//! taken from the record without reading it; any other folder is read, its entries judged, and
+//! its files matched with the record by name; a change of rules anywhere has every folder
+//! beneath it read and judged again. Each file found again is given with its entry in the
+//! record, whose stat data the caller compares (see [`index`](super::index)).
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -97,8 +98,8 @@ pub struct Walked {
     pub folders: Vec<Folder>,
     /// The digest of the rules of the folders on the way from the root to the walked one.
     pub way: u64,
-    /// With a listing as it was before: for each file, the index of its entry there when its
-    /// stat data match that entry's (its filter still holds), else `None`.
+    /// With a listing as it was before: for each file, the index of its entry there (`None`: it
+    /// came since).
     pub kept: Vec<Option<u32>>,
 }
 
@@ -120,8 +121,8 @@ pub struct Folder {
 struct Kept {
     /// Its place in the listing before.
     rank: u32,
-    /// Its entry there, when its stat data match it.
-    entry: Option<u32>,
+    /// Its entry there.
+    entry: u32,
     file: Listed,
 }
 
@@ -222,8 +223,6 @@ struct Scratch {
     path: PathBuf,
     files: Vec<Listed>,
     kept: Vec<Kept>,
-    /// Files of a folder taken from the listing before, until all were found again.
-    trial: Vec<Kept>,
     folders: Vec<Folder>,
     seen: usize,
 }
@@ -237,7 +236,6 @@ impl Scratch {
             path: PathBuf::new(),
             files: Vec::new(),
             kept: Vec::new(),
-            trial: Vec::new(),
             folders: Vec::new(),
             seen: 0,
         }
@@ -260,8 +258,7 @@ pub fn walk<'a>(
 }
 
 /// [`walk`], recording each folder read when `record` (see [`Folder`]), and validating
-/// `prior`, the listing of `rel` as it was before, when given (every file is dated then; see
-/// the module documentation).
+/// `prior`, the listing of `rel` as it was before, when given (see the module documentation).
 pub fn walk_with<'a>(
     root: &'a RootDir,
     rel: &Path,
@@ -279,7 +276,7 @@ pub fn walk_with<'a>(
         root,
         stop,
         hook,
-        dated: if prior.is_some() { None } else { dated },
+        dated,
         skip,
         stack: Mutex::default(),
         ready: Condvar::new(),
@@ -332,8 +329,7 @@ pub fn walk_with<'a>(
 }
 
 /// The files of a validation in order: those found again (`kept`) by their place in the
-/// listing before, merged with those that came (`new`, sorted); for each, its entry before when
-/// its stat data matched.
+/// listing before, merged with those that came (`new`, sorted); for each, its entry before.
 fn in_order(prior: &Section, kept: Vec<Kept>, mut new: Vec<Listed>) -> (Vec<Listed>, Vec<Option<u32>>) {
     let mut slots: Vec<Option<Kept>> = std::iter::repeat_with(|| None).take(prior.len()).collect();
     for found in kept {
@@ -352,7 +348,7 @@ fn in_order(prior: &Section, kept: Vec<Kept>, mut new: Vec<Listed>) -> (Vec<List
             from.push(None);
         }
         files.push(found.file);
-        from.push(found.entry);
+        from.push(Some(found.entry));
     }
     for came in new {
         files.push(came);
@@ -574,13 +570,12 @@ impl Walk<'_> {
         let known = before.map(|(id, _)| id);
         if same {
             if let (Some(id), false) = (known, rejudge) {
-                match self.known_files(fd.as_fd(), &rel, id, scratch) {
-                    Some(true) => return self.known_folders(fd, rel, rules, id),
-                    Some(false) => {}
-                    None => return Vec::new(),
+                if self.known_files(&rel, id, scratch).is_none() {
+                    return Vec::new();
                 }
+                return self.known_folders(fd, rel, rules, id);
             }
-            // Its rules changed, or it is not as recorded after all: read it.
+            // Its rules changed: read it.
             if self.entries(fd.as_fd(), scratch).is_none() {
                 return Vec::new();
             }
@@ -621,38 +616,33 @@ impl Walk<'_> {
                     .push((name.to_owned(), prior.and_then(|(prior, id)| prior.child(id, name.as_bytes()))));
                 continue;
             }
-            // A file of the listing before is looked at to tell whether its filter holds.
-            let entry = prior.and_then(|(prior, id)| Some((prior, prior.file_named(id, name.as_bytes())?)));
             // Dated beneath the folder's handle, and then what is listed is what is there now;
             // an undated file is listed as the folder's entry said (every later open of it
             // refuses links and anything but a regular file).
-            let wanted = entry.is_some()
-                || self.dated.is_none_or(|dated| {
-                    let under = &path.as_os_str().as_bytes()[self.skip.min(path.as_os_str().len())..];
-                    dated(Path::new(OsStr::from_bytes(under)))
-                });
-            let (mtime_ns, stamp) = if wanted {
+            let wanted = self.dated.is_none_or(|dated| {
+                let under = &path.as_os_str().as_bytes()[self.skip.min(path.as_os_str().len())..];
+                dated(Path::new(OsStr::from_bytes(under)))
+            });
+            let mtime_ns = if wanted {
                 let Ok(stat) = rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
                 if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
                     continue;
                 }
-                (
-                    Some(ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0))),
-                    Some(Stamp::of(&stat)),
-                )
+                Some(ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0)))
             } else {
-                (None, None)
+                None
             };
             if !self.count(path) {
                 return Vec::new();
             }
             let file = Listed::new(path, mtime_ns);
-            match entry.and_then(|(prior, index)| Some((prior.file(index)?, index))) {
-                Some((before, index)) => kept.push(Kept {
-                    rank: before.rank,
-                    entry: (before.stamp.is_some() && before.stamp == stamp).then_some(index),
-                    file,
-                }),
+            // A file of the listing before keeps its place there, and its entry.
+            let entry = prior.and_then(|(prior, id)| {
+                let index = prior.file_named(id, name.as_bytes())?;
+                Some((prior.file(index)?.rank, index))
+            });
+            match entry {
+                Some((rank, entry)) => kept.push(Kept { rank, entry, file }),
                 None => files.push(file),
             }
         }
@@ -696,44 +686,35 @@ impl Walk<'_> {
             .collect()
     }
 
-    /// Lists the files of the folder `rel` (open as `dir`) as the listing before held them
-    /// (its folder `id`, whose entries and rules are as they were), each `fstatat`'d: its filter
-    /// holds when its stat data match. `Some(false)` when one is no regular file there any more
-    /// (the folder is then read instead); `None` when the walk ended.
-    fn known_files(&self, dir: BorrowedFd<'_>, rel: &Path, id: u32, scratch: &mut Scratch) -> Option<bool> {
-        let Some(prior) = self.prior else { return Some(false) };
-        let Scratch { path, trial, seen, .. } = scratch;
-        trial.clear();
-        for index in prior.files_of(id) {
+    /// Lists the files of the folder `rel` as the listing before held them (its folder `id`,
+    /// whose entries and rules are as they were), undated; `None` when the walk ended.
+    fn known_files(&self, rel: &Path, id: u32, scratch: &mut Scratch) -> Option<()> {
+        let prior = self.prior?;
+        let Scratch { path, kept, seen, .. } = scratch;
+        let (mut count, mut bytes) = (0, 0);
+        for entry in prior.files_of(id) {
             if self.check(seen) {
                 return None;
             }
-            let (Some(before), name) = (prior.file(index), OsStr::from_bytes(prior.file_name(index))) else {
-                return Some(false);
-            };
+            let Some(before) = prior.file(entry) else { continue };
             path.clear();
             path.push(rel);
-            path.push(name);
+            path.push(OsStr::from_bytes(prior.file_name(entry)));
             if self.root.fenced(path) {
                 continue;
             }
-            let stat = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => stat,
-                _ => return Some(false),
-            };
-            let stamp = Stamp::of(&stat);
-            let entry = (before.stamp == Some(stamp)).then_some(index);
-            let file =
-                Listed::new(path, Some(ns(stat.st_mtime, i64::try_from(stat.st_mtime_nsec).unwrap_or(0))));
-            trial.push(Kept { rank: before.rank, entry, file });
+            count += 1;
+            bytes += path.as_os_str().len() + std::mem::size_of::<Listed>();
+            kept.push(Kept { rank: before.rank, entry, file: Listed::new(path, None) });
         }
-        for found in &scratch.trial {
-            if !self.count(&found.file.rel) {
-                return None;
-            }
+        // Counted once for the folder (two threads counting each file fought over the counters).
+        let bytes = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let count = self.files.fetch_add(count, Ordering::Relaxed) + count;
+        if count > MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
+            self.end(&self.truncated);
+            return None;
         }
-        scratch.kept.append(&mut scratch.trial);
-        Some(true)
+        Some(())
     }
 
     /// The subfolders of the folder `rel` (open as `fd`) as the listing before held them (its

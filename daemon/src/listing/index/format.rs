@@ -1,9 +1,9 @@
-//! The search index's bytes: a header (magic, version, the writer's uid, the length, a blake3
+//! The search index's bytes: a header (magic, version, the writer's uid, the length, an xxh3
 //! checksum of everything else), the root, then one section per kept listing of that root.
 //! Little-endian throughout, every table 8-byte aligned:
 //!
 //! ```text
-//! header   magic "filectxI" | version u32 | uid u32 | length u64 | 0 u64 | blake3 [32]
+//! header   magic "filectxI" | version u32 | uid u32 | length u64 | 0 [24] | xxh3-128 [16]
 //! root     length u32 | bytes | pad to 8          sections u32 | 0 u32
 //! section  rel length u32 | rel | pad | flags u32 | folders u32 | files u32 | names u32
 //!          words u32 | 0 u32 | way digest u64
@@ -38,7 +38,9 @@ pub const VERSION: u32 = 1;
 /// Bytes of the header.
 pub const HEADER: usize = 64;
 /// Where the checksum lies in the header.
-const CHECKSUM: std::ops::Range<usize> = 32..64;
+const CHECKSUM: std::ops::Range<usize> = 48..64;
+/// The header's reserved bytes (zero).
+const RESERVED: std::ops::Range<usize> = 24..48;
 /// Bytes of a folder's entry.
 const FOLDER_BYTES: usize = 80;
 /// Bytes of a file's entry.
@@ -258,12 +260,13 @@ impl Encoder {
     }
 }
 
-/// The checksum of an index file's bytes: blake3 of all of them but the checksum itself.
-fn checksum(bytes: &[u8]) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new();
+/// The checksum of an index file's bytes: xxh3-128 of all of them but the checksum itself (it
+/// finds corruption and truncation; the file is private, so no one forges it).
+fn checksum(bytes: &[u8]) -> [u8; 16] {
+    let mut hasher = xxhash_rust::xxh3::Xxh3Default::new();
     hasher.update(&bytes[..CHECKSUM.start]);
     hasher.update(&bytes[CHECKSUM.end..]);
-    *hasher.finalize().as_bytes()
+    hasher.digest128().to_le_bytes()
 }
 
 /// The folders of a section to encode, and their breadth-first order from the searched folder:
@@ -396,7 +399,7 @@ pub fn decode(bytes: &[u8], root: &Path, uid: u32, written_ns: i64) -> Result<Im
     if bytes[CHECKSUM] != checksum(bytes) {
         return Err(Refused::Checksum);
     }
-    if bytes[24..32].iter().any(|&b| b != 0) {
+    if bytes[RESERVED].iter().any(|&b| b != 0) {
         return Err(Refused::Malformed("a reserved field is not zero"));
     }
     let mut reader = Reader { bytes, at: HEADER };
@@ -443,7 +446,8 @@ fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, Refused>
     let mut files_bytes = Reader { bytes: reader.take(file_count.saturating_mul(FILE_BYTES))?, at: 0 };
     let names = reader.take(names_len)?.to_vec();
     reader.align()?;
-    let words = reader.take(word_count.saturating_mul(8))?;
+    // Copied whole; each filter is made of them when a validation finds its file unchanged.
+    let words = reader.take(word_count.saturating_mul(8))?.to_vec();
     let name = |offset: u32, len: u32| -> Result<std::ops::Range<u32>, Refused> {
         let end = offset.checked_add(len).filter(|&end| end as usize <= names_len);
         let end = end.ok_or(Refused::Malformed("a name runs past the names"))?;
@@ -471,7 +475,6 @@ fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, Refused>
     }
     check_tree(&folders, file_count)?;
     let mut files = Vec::with_capacity(file_count);
-    let mut filters = Vec::with_capacity(file_count);
     let mut ranked = vec![false; file_count];
     for _ in 0..file_count {
         let rank = files_bytes.u32()?;
@@ -485,24 +488,20 @@ fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, Refused>
             return Err(Refused::Malformed("a file's flags are unknown"));
         }
         let stamp = files_bytes.stamp(bits & HAS_STAMP != 0, written_ns)?;
-        let (start, len) = (files_bytes.u32()? as usize, files_bytes.u32()? as usize);
+        let (start, len) = (files_bytes.u32()?, files_bytes.u32()?);
         let filter = if bits & HAS_FILTER != 0 {
-            let end = start.checked_add(len).filter(|&end| end <= word_count);
-            let end = end.ok_or(Refused::Malformed("a filter runs past the filters"))?;
-            let bits = words[start * 8..end * 8]
-                .chunks_exact(8)
-                .map(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
-            let stamp_digest = stamp.map_or(0, |s| s.digest());
-            let filter = GramFilter::from_parts(stamp_digest, bits);
-            Some(filter.ok_or(Refused::Malformed("a filter has no size a filter has"))?)
+            let words = range(start, len, word_count)?;
+            if !GramFilter::possible_words(len as usize) {
+                return Err(Refused::Malformed("a filter has no size a filter has"));
+            }
+            Some(words)
         } else {
             None
         };
-        files.push(KnownFile { rank, name, stamp });
         // A filter whose stamp is not trusted is not kept.
-        filters.push(filter.filter(|_| stamp.is_some()));
+        files.push(KnownFile { rank, name, stamp, filter: filter.filter(|_| stamp.is_some()) });
     }
-    Ok(Section { rel, whitelists: flags & WHITELISTS != 0, way, folders, files, names, filters })
+    Ok(Section { rel, whitelists: flags & WHITELISTS != 0, way, folders, files, names, words })
 }
 
 /// `start..start + len` when it lies within `0..total`.

@@ -28,8 +28,8 @@ pub struct Section {
     pub files: Vec<KnownFile>,
     /// The names of its folders and files.
     pub names: Vec<u8>,
-    /// The trigram filters of its files, by index in `files` (a validation takes them).
-    pub filters: Vec<Option<GramFilter>>,
+    /// The bits of its files' trigram filters, 64 a word, little-endian.
+    pub words: Vec<u8>,
 }
 
 /// A folder of a kept listing.
@@ -59,6 +59,8 @@ pub struct KnownFile {
     pub name: Range<u32>,
     /// Its stat data when its filter was built, when they can be trusted.
     pub stamp: Option<Stamp>,
+    /// Its filter's bits: a range of [`Section::words`], in words (only with a stamp).
+    pub filter: Option<Range<u32>>,
 }
 
 impl Section {
@@ -112,6 +114,17 @@ impl Section {
     /// The name of file `index`.
     pub fn file_name(&self, index: u32) -> &[u8] {
         self.file(index).map_or(&[], |file| self.name(&file.name))
+    }
+
+    /// The filter of file `index`, stamped with its stamp's digest (only with a stamp).
+    pub fn filter(&self, index: u32) -> Option<GramFilter> {
+        let file = self.file(index)?;
+        let (stamp, words) = (file.stamp?, file.filter.clone()?);
+        let bytes = self.words.get(words.start as usize * 8..words.end as usize * 8)?;
+        let bits = bytes
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
+        GramFilter::from_parts(stamp.digest(), bits)
     }
 
     /// The listed file `name` of folder `id`.

@@ -99,7 +99,8 @@ fn what_is_written_is_read_back() {
         let file = &tree.files[known.rank as usize];
         assert_eq!(section.file_name(index as u32), file.rel.file_name().unwrap().as_encoded_bytes());
         assert_eq!(known.stamp, tree.stamps[known.rank as usize]);
-        let filter = section.filters[index].as_ref();
+        let filter = section.filter(index as u32);
+        let filter = filter.as_ref();
         match tree.stamps[known.rank as usize] {
             Some(stamp) => {
                 let filter = filter.unwrap();
@@ -135,7 +136,7 @@ fn stamps_changed_within_the_racy_window_of_the_write_are_not_trusted() {
     let image = decode(&bytes, &tree.root, uid(), written).unwrap();
     let section = &image.sections[0];
     assert!(section.files.iter().all(|f| f.stamp.is_none()));
-    assert!(section.filters.iter().all(Option::is_none));
+    assert!((0..section.len() as u32).all(|index| section.filter(index).is_none()));
     assert!(section.folders.iter().all(|f| f.stamp.is_none()));
 }
 

@@ -273,6 +273,9 @@ pub struct Listings {
     index: OnceLock<Arc<Indexes>>,
     /// Roots whose index is being loaded and validated.
     validating: Mutex<HashMap<PathBuf, Arc<stored::Pending>>>,
+    /// Searches dating the files they show now: a validation comparing every file's stat data
+    /// lets them go first.
+    pub(super) dating: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Listings {
@@ -511,6 +514,7 @@ impl Listings {
             watcher: OnceLock::new(),
             index: OnceLock::new(),
             validating: Mutex::default(),
+            dating: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 

@@ -5,18 +5,20 @@
 //! back, in the background, when a build of their filters went through (at most once a
 //! [`WRITE_EVERY`]), and all of those that changed at a clean stop ([`Listings::persist_all`]).
 //!
-//! A validation is a walk like any other of a kept listing: every folder it reads is watched
-//! before it is read, so a change during it spoils it (it is tried again once, then the next
-//! search walks). Only what it found true is kept, with the filters of the files whose stat
-//! data matched; the others are read by the searches, and their filters built again.
+//! A validation goes in two steps. Its folders first: a walk like any other of a kept listing
+//! (every folder watched before it is read, so a change during it spoils it; it is tried again
+//! once, then the next search walks), which takes the entries of every folder whose stat data
+//! and rules are as recorded from the index; the listing is kept then, its files undated and
+//! without filters, and a glob may be answered from it (dating the files it shows). Then its
+//! files: each one's stat data, looked at beneath its folder's handle, date it, and a file
+//! whose stat data are as recorded gets its filter back, put in only if no change was reported
+//! meanwhile; a grep waits for that. The other files are read by the searches, and their
+//! filters built again.
 
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-
-use rustix::fs::{AtFlags, Mode};
 
 use super::{Listings, State, lock};
 use crate::listing::grams::{Built, GramFilter, Grams};
@@ -24,8 +26,7 @@ use crate::listing::index::format::{Encoder, Out};
 use crate::listing::index::section::Section;
 use crate::listing::index::{Indexes, RootIndex};
 use crate::listing::listed::Listed;
-use crate::listing::rules;
-use crate::listing::stamp::Stamp;
+use crate::listing::stamp::{Stamp, stamps_of};
 use crate::listing::walker;
 use crate::provider::{Root, RootDir};
 
@@ -48,16 +49,36 @@ pub struct Pending {
 
 #[derive(Debug, Default)]
 struct PendingState {
-    /// The searched folders its index holds, once read.
-    rels: Option<Vec<PathBuf>>,
+    /// The searched folders its index holds, once read, and how far each one's validation is.
+    rels: Option<Vec<(PathBuf, Step)>>,
     /// Whether it is over.
     done: bool,
+}
+
+/// How far the validation of one listing is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Its folders are being validated.
+    Folders,
+    /// Its listing is kept (or could not be): its files' stat data are being compared.
+    Files,
+    /// Over.
+    Done,
 }
 
 impl Pending {
     fn update(&self, change: impl FnOnce(&mut PendingState)) {
         change(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
         self.ready.notify_all();
+    }
+
+    /// Listing `at` of the index reached `step`.
+    fn reached(&self, at: usize, step: Step) {
+        self.update(|state| {
+            if let Some((_, reached)) = state.rels.as_mut().and_then(|rels| rels.get_mut(at)) {
+                *reached = step;
+            }
+        });
     }
 }
 
@@ -112,28 +133,39 @@ impl Listings {
             Ok(None) => return,
             Err(why) => return index.discard(root.path(), &why),
         };
-        let rels = image.sections.iter().map(|section| section.rel.clone()).collect();
+        let rels = image.sections.iter().map(|section| (section.rel.clone(), Step::Folders)).collect();
         pending.update(|state| state.rels = Some(rels));
-        let (mut loaded, mut reread) = (false, 0u64);
-        for mut section in image.sections {
-            if let Some(changed) = self.validate_section(root, &mut section) {
-                loaded = true;
-                reread += changed;
-            }
+        let load_ms = started.elapsed().as_millis();
+        index.note(root.path(), |known| *known = RootIndex { bytes, ..RootIndex::default() });
+        for (at, section) in image.sections.iter().enumerate() {
+            let reread = self.validate_section(root, section, &|step| pending.reached(at, step));
+            let validation_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            tracing::debug!(root = %root.path().display(), rel = %section.rel.display(), ?reread, load_ms, validation_ms, "search index validated");
+            // Told before the listing's searches go on, so that they see it.
+            index.note(root.path(), |known| {
+                known.loaded |= reread.is_some();
+                known.reread += reread.unwrap_or(0);
+                known.validation_ms = validation_ms;
+            });
+            pending.reached(at, Step::Done);
         }
-        let validation_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        tracing::debug!(root = %root.path().display(), loaded, reread, validation_ms, "search index validated");
-        index.note(root.path(), |known| *known = RootIndex { loaded, reread, bytes, validation_ms });
     }
 
-    /// Validates one listing of `root`'s index and keeps it; the files whose filters were not
-    /// kept (`None`: it was not kept).
-    fn validate_section(&self, root: &Root, section: &mut Section) -> Option<u64> {
+    /// Validates one listing of `root`'s index and keeps it, telling `reached` when its folders
+    /// are done; the files whose stat data did not match the index (`None`: it was not kept).
+    fn validate_section(&self, root: &Root, section: &Section, reached: &dyn Fn(Step)) -> Option<u64> {
         for _ in 0..VALIDATION_ATTEMPTS {
             let filling = self.start(root, &section.rel)?;
             let hook = filling.folder_hook();
-            let walked =
-                walker::walk_with(root, &section.rel, &|| false, Some(&hook), None, (true, Some(&*section)));
+            // Its folders; no file is looked at yet (dated: none).
+            let walked = walker::walk_with(
+                root,
+                &section.rel,
+                &|| false,
+                Some(&hook),
+                Some(&|_| false),
+                (true, Some(section)),
+            );
             drop(hook);
             let walked = match walked {
                 Ok(walked) if !walked.truncated && !walked.stopped => walked,
@@ -142,37 +174,44 @@ impl Listings {
                     return None;
                 }
             };
-            let reread = walked.kept.iter().filter(|kept| kept.is_none()).count() as u64;
             let files = Arc::new(walked.files);
             let records = (Arc::new(walked.folders), walked.way);
-            let (kept, filters) = (&walked.kept, &mut section.filters);
-            let grams = self.keep(filling, root, &files, (walked.whitelists, records), |cache| {
-                let taken: Vec<Option<GramFilter>> = kept
-                    .iter()
-                    .map(|entry| entry.and_then(|index| filters.get_mut(index as usize)?.take()))
-                    .collect();
-                Grams::with_filters(taken, Arc::clone(cache))
-            });
-            if grams.is_some() {
-                if reread > 0 {
-                    lock(&self.state).dirty.insert(root.path().to_path_buf());
-                }
-                return Some(reread);
+            let Some(grams) = self.keep(filling, root, &files, (walked.whitelists, records), |cache| {
+                Grams::new(files.len(), Arc::clone(cache))
+            }) else {
+                continue;
+            };
+            // Any change reported from now on keeps the filters out.
+            let generation = grams.generation();
+            reached(Step::Files);
+            tracing::debug!(root = %root.path().display(), rel = %section.rel.display(), files = files.len(), "search index: folders validated");
+            let (filters, reread) = filters_back(root, &files, &walked.kept, section, &self.dating);
+            grams.install(filters, generation);
+            if reread > 0 {
+                lock(&self.state).dirty.insert(root.path().to_path_buf());
             }
+            return Some(reread);
         }
         None
     }
 
     /// Waits while `root`'s index is being validated, unless it turns out to hold no listing of
-    /// `rel`, or `stop` says so.
-    pub fn await_validation(&self, root: &Root, rel: &Path, stop: &(dyn Fn() -> bool + Sync)) {
+    /// `rel`, or `stop` says so: until the listing's folders are validated, and its files too
+    /// when `files` (a search that reads them wants their filters).
+    pub fn await_validation(&self, root: &Root, rel: &Path, files: bool, stop: &(dyn Fn() -> bool + Sync)) {
         let pending =
             self.validating.lock().unwrap_or_else(PoisonError::into_inner).get(root.path()).cloned();
         let Some(pending) = pending else { return };
         let mut state = pending.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            let elsewhere = state.rels.as_ref().is_some_and(|rels| !rels.iter().any(|held| held == rel));
-            if state.done || elsewhere || stop() {
+            let ready = match state.rels.as_ref().map(|rels| rels.iter().find(|(held, _)| held == rel)) {
+                // Not read yet.
+                None => false,
+                // The index holds no listing of it.
+                Some(None) => true,
+                Some(Some((_, step))) => *step == Step::Done || (*step == Step::Files && !files),
+            };
+            if state.done || ready || stop() {
                 return;
             }
             state = pending.ready.wait_timeout(state, WAIT_STEP).unwrap_or_else(PoisonError::into_inner).0;
@@ -183,8 +222,10 @@ impl Listings {
     /// or loaded (at a clean stop); the roots written.
     pub fn persist_all(&self) -> usize {
         let Some(index) = self.index.get() else { return 0 };
+        // After a write under way (it may have taken a root off the dirty ones).
+        let writing = index.hold();
         let roots: Vec<PathBuf> = lock(&self.state).dirty.iter().cloned().collect();
-        roots.iter().filter(|root| write_root(&self.state, index, root)).count()
+        roots.iter().filter(|root| write_root(&self.state, index, &writing, root)).count()
     }
 
     /// What is known of each root's index.
@@ -216,7 +257,8 @@ pub(super) fn on_built(state: &Arc<Mutex<State>>, index: &Arc<Indexes>, root: &P
         let (state, index, root) = (Arc::downgrade(&strong), Arc::clone(&index), root.clone());
         let _ = std::thread::Builder::new().name("filectx-index".into()).spawn(move || {
             if let Some(state) = state.upgrade() {
-                write_root(&state, &index, &root);
+                let writing = index.hold();
+                write_root(&state, &index, &writing, &root);
             }
         });
     })
@@ -233,9 +275,13 @@ struct Part {
 }
 
 /// Writes the index of `root` from its kept listings (none kept: the index on disk stays as
-/// it is); whether it was written.
-fn write_root(state: &Mutex<State>, index: &Indexes, root: &Path) -> bool {
-    let _writing = index.hold();
+/// it is), `writing` held; whether it was written.
+fn write_root(
+    state: &Mutex<State>,
+    index: &Indexes,
+    _writing: &std::sync::MutexGuard<'_, ()>,
+    root: &Path,
+) -> bool {
     let parts: Vec<Part> = {
         let mut state = lock(state);
         state.dirty.remove(root);
@@ -290,25 +336,45 @@ fn write_root(state: &Mutex<State>, index: &Indexes, root: &Path) -> bool {
 /// its stamp now, when it has that digest: the filter is of its bytes (else `None`, and the
 /// filter is not written).
 fn stamps_again(root: &RootDir, files: &[Listed], wanted: &[u64]) -> Vec<Option<Stamp>> {
-    let mut folder: Option<(PathBuf, Option<OwnedFd>)> = None;
-    files
+    let indices: Vec<usize> = (0..files.len()).filter(|&index| wanted[index] != 0).collect();
+    let mut stamps = vec![None; files.len()];
+    for (index, stamp) in indices.iter().zip(stamps_of(root, files, &indices, None)) {
+        stamps[*index] = stamp.filter(|stamp| stamp.digest() == wanted[*index]);
+    }
+    stamps
+}
+
+/// The second step of a validation: every file of `files` (beneath `root`; `kept`: its entry
+/// in `section`, the listing as the index held it) is looked at and dated; a file whose stat
+/// data are the entry's gets the entry's filter. The filters, and how many files did not match.
+fn filters_back(
+    root: &RootDir,
+    files: &[Listed],
+    kept: &[Option<u32>],
+    section: &Section,
+    dating: &std::sync::atomic::AtomicUsize,
+) -> (Vec<Option<GramFilter>>, u64) {
+    let indices: Vec<usize> = (0..files.len()).collect();
+    // A glob dating the files it shows meanwhile goes first.
+    let stamps = stamps_of(root, files, &indices, Some(dating));
+    let mut reread = 0;
+    let filters = files
         .iter()
-        .zip(wanted)
-        .map(|(file, &wanted)| {
-            if wanted == 0 {
+        .zip(kept)
+        .zip(stamps)
+        .map(|((file, &entry), stamp)| {
+            if let Some(stamp) = stamp {
+                file.date(stamp.mtime_ns);
+            }
+            let before = entry.and_then(|entry| section.file(entry)).and_then(|before| before.stamp);
+            if stamp.is_none() || before != stamp {
+                reread += 1;
                 return None;
             }
-            let (parent, name) = (file.rel.parent()?, file.rel.file_name()?);
-            if folder.as_ref().is_none_or(|(open, _)| open != parent) {
-                let fd = root.open(parent, rules::folder_flags(), Mode::empty()).ok();
-                folder = Some((parent.to_path_buf(), fd));
-            }
-            let fd = folder.as_ref()?.1.as_ref()?;
-            let stat = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-            let stamp = Stamp::of(&stat);
-            (stamp.digest() == wanted).then_some(stamp)
+            section.filter(entry?)
         })
-        .collect()
+        .collect();
+    (filters, reread)
 }
 
 #[cfg(test)]
