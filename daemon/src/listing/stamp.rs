@@ -4,8 +4,9 @@
 //! the first was taken within the timestamp granularity of a change ("racily clean", as git
 //! calls it): such a stamp is never trusted ([`Stamp::settled`]).
 
-use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use rustix::fs::{AtFlags, FileType, Mode};
@@ -129,7 +130,7 @@ fn stamp_run(
     indices: &[usize],
     yielding: Option<&AtomicUsize>,
 ) -> Vec<Option<Stamp>> {
-    let mut folder: Option<(PathBuf, Option<OwnedFd>)> = None;
+    let mut folders = Folders { open: Vec::new() };
     indices
         .iter()
         .enumerate()
@@ -142,17 +143,58 @@ fn stamp_run(
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             }
-            let rel = &files.get(index)?.rel;
-            let (parent, name) = (rel.parent().unwrap_or(Path::new("")), rel.file_name()?);
-            if folder.as_ref().is_none_or(|(open, _)| open != parent) {
-                let fd = root.open(parent, super::rules::folder_flags(), Mode::empty()).ok();
-                folder = Some((parent.to_path_buf(), fd));
-            }
-            let fd = folder.as_ref()?.1.as_ref()?;
-            let stat = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+            // By bytes: the paths of a listing are relative and normal (no `.`, no doubled or
+            // trailing `/`), and component-wise path methods were a tenth of this loop.
+            let rel = files.get(index)?.rel.as_os_str().as_bytes();
+            let (parent, name) = match memchr::memrchr(b'/', rel) {
+                Some(at) => (&rel[..at], &rel[at + 1..]),
+                None => (&rel[..0], rel),
+            };
+            let fd = folders.open(root, parent)?;
+            let stat = rustix::fs::statat(fd, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW).ok()?;
             (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| Stamp::of(&stat))
         })
         .collect()
+}
+
+/// The folders from the root down to the last one a file was looked at in, each open beneath
+/// the one above (`O_NOFOLLOW`, as the walk opens them): files in path order reach each
+/// folder with one `openat` (a folder that cannot be opened is left out, with what is in it).
+struct Folders {
+    /// Each folder's path relative to the root (bytes), and its handle.
+    open: Vec<(Vec<u8>, Option<OwnedFd>)>,
+}
+
+impl Folders {
+    /// The folder `rel` (relative to `root`), opened beneath the nearest one open above it.
+    fn open(&mut self, root: &RootDir, rel: &[u8]) -> Option<BorrowedFd<'_>> {
+        let within = |open: &[u8]| {
+            open.is_empty() || (rel.starts_with(open) && (rel.len() == open.len() || rel[open.len()] == b'/'))
+        };
+        while self.open.last().is_some_and(|(open, _)| !within(open)) {
+            self.open.pop();
+        }
+        if self.open.is_empty() {
+            let top = rustix::fs::openat(root.fd(), c".", super::rules::folder_flags(), Mode::empty()).ok();
+            self.open.push((Vec::new(), top));
+        }
+        let done = self.open.last().map_or(0, |(open, _)| open.len());
+        let rest = &rel[done..];
+        for name in rest.split(|&b| b == b'/').filter(|name| !name.is_empty()) {
+            let (above, fd) = self.open.last()?;
+            let below = fd.as_ref().and_then(|fd| {
+                rustix::fs::openat(fd, OsStr::from_bytes(name), super::rules::folder_flags(), Mode::empty())
+                    .ok()
+            });
+            let mut path = above.clone();
+            if !path.is_empty() {
+                path.push(b'/');
+            }
+            path.extend_from_slice(name);
+            self.open.push((path, below));
+        }
+        self.open.last()?.1.as_ref().map(AsFd::as_fd)
+    }
 }
 
 /// Now, in nanoseconds since the epoch (the clock file timestamps use).

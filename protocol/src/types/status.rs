@@ -181,9 +181,9 @@ pub struct SearchIndexInfo {
     /// Whether its listings were loaded from its index on disk and validated when a session
     /// named it (else they were built by walking).
     pub loaded: bool,
-    /// Files whose stat data did not match the index at that validation (changed, new, or
-    /// changed within the racy window of the index's write): their filters are built again,
-    /// and searches read them meanwhile.
+    /// Files that validation found new, or changed since their filter was built (stat data:
+    /// device, inode, size, mtime, ctime): their filters are built again, and searches read
+    /// them meanwhile.
     pub reread_files: u64,
     /// Bytes of its index file on disk (0: none written).
     pub bytes: u64,

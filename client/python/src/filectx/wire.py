@@ -195,9 +195,9 @@ class SearchIndexInfo(TypedDict):
     """
 
     rereadFiles: int
-    """Files whose stat data did not match the index at that validation (changed, new, or
-    changed within the racy window of the index's write): their filters are built again,
-    and searches read them meanwhile.
+    """Files that validation found new, or changed since their filter was built (stat data:
+    device, inode, size, mtime, ctime): their filters are built again, and searches read
+    them meanwhile.
     """
 
     bytes: int

@@ -247,6 +247,11 @@ impl Encoder {
         self.sections += 1;
     }
 
+    /// Whether no listing was added.
+    pub fn is_empty(&self) -> bool {
+        self.sections == 0
+    }
+
     /// The file's bytes, length and checksum filled in.
     pub fn finish(mut self) -> Vec<u8> {
         let root_len = u32::from_le_bytes(self.bytes[HEADER..HEADER + 4].try_into().unwrap_or_default());

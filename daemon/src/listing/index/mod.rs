@@ -70,8 +70,8 @@ pub struct RootIndex {
     /// Whether its listings were loaded from the index on disk (and validated), rather than
     /// walked.
     pub loaded: bool,
-    /// Files whose stat data did not match the index at validation (changed, new, or racily
-    /// clean): their filters are built again, and searches read them meanwhile.
+    /// Files that validation found new, or changed since their filter was built: their
+    /// filters are built again, and searches read them meanwhile.
     pub reread: u64,
     /// Bytes of its index file on disk (0: none).
     pub bytes: u64,

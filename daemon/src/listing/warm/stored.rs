@@ -138,7 +138,13 @@ impl Listings {
         let load_ms = started.elapsed().as_millis();
         index.note(root.path(), |known| *known = RootIndex { bytes, ..RootIndex::default() });
         for (at, section) in image.sections.iter().enumerate() {
-            let reread = self.validate_section(root, section, &|step| pending.reached(at, step));
+            let reread = self.validate_section(root, section, &|step| {
+                if step == Step::Files {
+                    // Its listing is kept: from disk, whatever the files' step finds.
+                    index.note(root.path(), |known| known.loaded = true);
+                }
+                pending.reached(at, step);
+            });
             let validation_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             tracing::debug!(root = %root.path().display(), rel = %section.rel.display(), ?reread, load_ms, validation_ms, "search index validated");
             // Told before the listing's searches go on, so that they see it.
@@ -323,6 +329,10 @@ fn write_root(
             });
         });
     }
+    // Every listing was dropped meanwhile: the index on disk stays as it is.
+    if encoder.is_empty() {
+        return false;
+    }
     match index.write(root, &encoder.finish()) {
         Ok(written) => written,
         Err(err) => {
@@ -366,9 +376,14 @@ fn filters_back(
             if let Some(stamp) = stamp {
                 file.date(stamp.mtime_ns);
             }
-            let before = entry.and_then(|entry| section.file(entry)).and_then(|before| before.stamp);
-            if stamp.is_none() || before != stamp {
-                reread += 1;
+            let before = entry.and_then(|entry| section.file(entry));
+            // New, or changed since its filter was built (a file kept without one, such as one
+            // too big for a filter, is read by every search anyway).
+            let known = before.and_then(|before| before.stamp);
+            if stamp.is_none() || known != stamp {
+                if before.is_none_or(|before| before.filter.is_some()) {
+                    reread += 1;
+                }
                 return None;
             }
             section.filter(entry?)
