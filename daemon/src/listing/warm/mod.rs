@@ -158,6 +158,9 @@ struct State {
     budget: Arc<WatchBudget>,
     /// Roots whose kept listings changed since their index was last written or loaded.
     dirty: HashSet<PathBuf>,
+    /// Roots whose index is being validated: not written meanwhile (a listing whose filters
+    /// are still being looked at would be written without them).
+    validating: HashSet<PathBuf>,
 }
 
 impl State {
@@ -427,12 +430,12 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 }
 
 /// What one listing costs, in bytes: kept as `key`, of `files` files whose [`listed_bytes`]
-/// sum to `listed`, watching `folders` folders.
+/// sum to `listed`, watching (and recording) `folders` folders.
 fn cost(key: &Key, files: usize, listed: usize, folders: usize) -> usize {
     key.0.as_os_str().len()
         + key.1.as_os_str().len()
         + std::mem::size_of::<Entry>()
-        + folders * (std::mem::size_of::<Watched>() + 64)
+        + folders * (std::mem::size_of::<Watched>() + std::mem::size_of::<Folder>() + 64)
         // The slots of its trigram filters (the filters themselves are counted as they come).
         + files * std::mem::size_of::<Option<super::grams::GramFilter>>()
         + listed
@@ -503,6 +506,7 @@ impl Listings {
             cache: Arc::new(CacheBytes::new(max_bytes)),
             budget,
             dirty: HashSet::new(),
+            validating: HashSet::new(),
         };
         let cache = Arc::clone(&state.cache);
         let state = Arc::new(Mutex::new(state));

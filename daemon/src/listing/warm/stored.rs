@@ -127,6 +127,13 @@ impl Listings {
     /// Loads `root`'s index and validates each of its listings, keeping what holds.
     fn validate(&self, root: &Root, pending: &Pending) {
         let Some(index) = self.index.get() else { return };
+        lock(&self.state).validating.insert(root.path().to_path_buf());
+        self.validate_index(root, index, pending);
+        lock(&self.state).validating.remove(root.path());
+    }
+
+    /// [`validate`](Self::validate) with `index`.
+    fn validate_index(&self, root: &Root, index: &Indexes, pending: &Pending) {
         let started = Instant::now();
         let (image, bytes) = match index.load(root.path()) {
             Ok(Some(loaded)) => loaded,
@@ -290,6 +297,10 @@ fn write_root(
 ) -> bool {
     let parts: Vec<Part> = {
         let mut state = lock(state);
+        if state.validating.contains(root) {
+            // Written after its validation (it stays dirty until then).
+            return false;
+        }
         state.dirty.remove(root);
         state
             .entries
