@@ -64,6 +64,8 @@ pub struct Config {
     /// The program language servers are run under (`filectxd` itself, as their guard; see
     /// `lsp::guard`); `None`: they run unguarded (a library use).
     pub lsp_guard: Option<std::path::PathBuf>,
+    /// The search index on disk (`None`: none kept).
+    pub search_index: Option<crate::listing::index::IndexConfig>,
     /// Folders session roots must lie in; empty: anywhere but `/` itself.
     pub allowed_roots: Vec<std::path::PathBuf>,
     /// Globs (relative to a path's root) no session may read.
@@ -192,6 +194,7 @@ impl Default for Config {
             journal: None,
             lsp: crate::lsp::LspConfig::default(),
             lsp_guard: None,
+            search_index: None,
             allowed_roots: Vec::new(),
             deny_read: Vec::new(),
             deny_write: crate::context::deny::DEFAULT_DENY_WRITE.iter().map(|s| (*s).to_owned()).collect(),

@@ -224,6 +224,10 @@ pub async fn run(
     if let Some(lsp) = &lsp {
         files = files.with_lsp(lsp.clone());
     }
+    if let Some(index) = &config.search_index {
+        files = files.with_search_index(index, private.clone());
+    }
+    let persisting = files.clone();
     let watch = WatchHub::start(&files);
     let policy = crate::session::SessionPolicy {
         // Fenced by canonical folders (a folder that does not exist yet is kept as given).
@@ -378,6 +382,11 @@ pub async fn run(
     if let Some(lsp) = lsp {
         lsp.stop_all().await;
     }
+    // Kept listings go to the search index, so the next start is warm.
+    match tokio::task::spawn_blocking(move || persisting.persist_search_indexes()).await {
+        Ok(0) | Err(_) => {}
+        Ok(roots) => tracing::info!(roots, "search indexes written"),
+    }
     tracing::info!(requests = Stats::get(&stats.requests), "filectxd stopped");
     Ok(())
 }
@@ -438,7 +447,7 @@ fn daemon_deny(config: &Config) -> Result<crate::context::deny::DenyRules, crate
 
 /// The daemon's own files and folders, which no session reaches whatever its roots (see
 /// `provider::private`): the state folder (`$XDG_STATE_HOME/filectx`: the staging token, the
-/// default journal), the journal's folder, and the gate token.
+/// default journal), the journal's folder, the search index's folder, and the gate token.
 fn private_of(config: &Config) -> std::sync::Arc<crate::context::Private> {
     let mut folders: Vec<std::path::PathBuf> = Vec::new();
     if config.files.staging_token.is_some()
@@ -448,6 +457,9 @@ fn private_of(config: &Config) -> std::sync::Arc<crate::context::Private> {
     }
     if let Some(journal) = &config.journal {
         folders.push(journal.dir.clone());
+    }
+    if let Some(index) = &config.search_index {
+        folders.push(index.dir.clone());
     }
     let files: Vec<std::path::PathBuf> =
         config.gate_token.iter().map(|token| token.file().to_path_buf()).collect();

@@ -25,6 +25,9 @@ use filectx_tests::versus::{Rng, median, paths_of, time_rg, time_tool};
 use filectx_tests::{Daemon, Raw};
 use serde_json::{Value, json};
 
+#[path = "scale/restart.rs"]
+mod restart;
+
 /// Timed runs of each repeated search, per side.
 const RUNS: usize = 5;
 /// The rare name: written into exactly one file of the generated tree.
@@ -461,14 +464,26 @@ fn main() {
     );
     println!("daemon: {}", filectx_tests::bin("filectxd").display());
     let tree = generated_tree();
-    bench_tree(&rg, &tree, RARE, COMMON, Some(&tree.join("pkg000/mod00/f06.rs")));
-    fairness(&tree, &tree.join("pkg000/mod00/f01.rs"));
+    // FILECTX_SCALE_ONLY=restart: only the rows of searches after a restart (issue 41).
+    let only_restarts = std::env::var("FILECTX_SCALE_ONLY").is_ok_and(|only| only == "restart");
+    if !only_restarts {
+        bench_tree(&rg, &tree, RARE, COMMON, Some(&tree.join("pkg000/mod00/f06.rs")));
+        fairness(&tree, &tree.join("pkg000/mod00/f01.rs"));
+    }
+    println!();
+    println!("tree: {} after a restart", tree.display());
+    restart::restarts(&rg, &tree, RARE, COMMON, true);
     if let Some(trees) = std::env::var_os("FILECTX_SCALE_TREES") {
         // A real tree: a name found in one file and a common word, as the issue's.
         let rare =
             std::env::var("FILECTX_SCALE_RARE").unwrap_or_else(|_| "PyUnicode_AsUTF8AndSize".to_owned());
         for tree in std::env::split_paths(&trees) {
-            bench_tree(&rg, &tree, &rare, COMMON, None);
+            if !only_restarts {
+                bench_tree(&rg, &tree, &rare, COMMON, None);
+            }
+            println!();
+            println!("tree: {} after a restart", tree.display());
+            restart::restarts(&rg, &tree, &rare, COMMON, false);
         }
     }
     println!();

@@ -217,10 +217,15 @@ impl Daemon {
         // No built-in language server from the developer's PATH: a test writing a .py file
         // would wait for one (see `Daemon::start_with_builtin_language_servers`).
         command.arg(NO_BUILTINS);
-        // Each daemon its own journal, beside its socket (the user's one is for the user's daemon).
+        // Each daemon its own journal and search index, beside its socket (the user's are for
+        // the user's daemon).
         if !extra.iter().any(|arg| arg.starts_with("--journal-dir") || *arg == "--no-journal") {
             let journal = socket.parent().unwrap_or(Path::new("/tmp")).join("journal");
             command.arg("--journal-dir").arg(journal);
+        }
+        if !extra.iter().any(|arg| arg.starts_with("--search-index-dir")) {
+            let index = socket.parent().unwrap_or(Path::new("/tmp")).join("index");
+            command.arg("--search-index-dir").arg(index);
         }
         command
     }

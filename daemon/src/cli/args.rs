@@ -25,7 +25,7 @@ Config file:
   allowed_roots, deny_read, deny_write, refuse_multi_link_writes, max_owners, max_roots,
   resume_grace, max_parked_sessions, max_parked_bytes, max_session_observed_bytes,
   max_observed_bytes, max_snapshot_bytes, max_snapshot_file_bytes, max_window_bytes,
-  read_max_bytes, max_search_cache_bytes, max_watches, no_gates, max_gate_intents,
+  read_max_bytes, max_search_cache_bytes, search_index_dir, max_search_index_bytes, max_watches, no_gates, max_gate_intents,
   gate_sessions, search_slots, search_timeout, search_regex_bytes, journal, journal_dir,
   journal_max_bytes, journal_max_age, journal_max_file_bytes, language_server,
   builtin_language_servers, diagnostics_wait, diagnostics_wait_starting, diagnostics_settle,
@@ -70,7 +70,11 @@ Searches:
   its compiled program (forward and reverse), an eighth for each lazy DFA cache (forward and
   reverse, on each of its two threads); a pattern whose program does not fit is refused.
   daemon/status shows searchSlots, searchSlotsBusy and searchMemoryBytes, the bound over all
-  slots.
+  slots. Kept listings and their filters are written to --search-index-dir (0700, files 0600,
+  one per root, at most --max-search-index-bytes together) after their filters are built and at
+  a clean stop; when a session next names the root, its index is validated against every
+  folder's and file's stat data before the first search is answered from it (what changed is
+  read again), so a restarted daemon's first search is warm.
 
 Journal:
   Every change the daemon makes (the tools, file/*, fs/*, restores, gated writes once allowed)
@@ -302,6 +306,14 @@ pub struct Args {
     /// Most bytes of searched folders' file lists kept warm, so that a repeated glob or grep skips the walk, with the trigram filters a repeated grep skips files by (least recently used list out first; a list over it alone is never kept); 0 keeps none [default: 64 MiB]
     #[arg(long, value_name = "BYTES")]
     pub max_search_cache_bytes: Option<u64>,
+
+    /// Folder of the search index, where kept listings and their trigram filters are written so that a restarted daemon's first search is warm [default: $XDG_STATE_HOME/filectx/index, else ~/.local/state/filectx/index]
+    #[arg(long, value_name = "PATH")]
+    pub search_index_dir: Option<PathBuf>,
+
+    /// Most bytes the search index keeps on disk, every root's file together (the least recently written go first; one bigger than this alone is not kept); 0 keeps none, and a restarted daemon walks and reads the searched files again [default: 256 MiB]
+    #[arg(long, value_name = "BYTES")]
+    pub max_search_index_bytes: Option<u64>,
 
     /// Most inotify watches the daemon holds at once, the search listings and the file watcher together (listings take at most three quarters): a search needing more walks every time instead of being kept warm, and a read file in a folder that cannot be watched is checked when next used instead of notified. Keep it well below fs.inotify.max_user_watches, which all the user's programs share; 0 holds none [default: a quarter of fs.inotify.max_user_watches, at most 65536]
     #[arg(long, value_name = "N", display_order = 100)]

@@ -104,6 +104,10 @@ pub struct Settings {
     pub max_snapshot_file_bytes: u64,
     /// Bytes of searched folders' file lists kept warm.
     pub max_search_cache_bytes: u64,
+    /// The search index's folder (empty: no default could be had, and none was given).
+    pub search_index_dir: PathBuf,
+    /// Bytes the search index keeps on disk (0: none kept).
+    pub max_search_index_bytes: u64,
     /// Most inotify watches held at once.
     pub max_watches: u64,
     /// Most bytes of line text in one window of whole lines.
@@ -295,6 +299,12 @@ impl Args {
                 .any(),
             max_search_cache_bytes: given!(max_search_cache_bytes, service.max_search_cache_bytes as u64)
                 .any(),
+            search_index_dir: given!(
+                search_index_dir,
+                crate::listing::index::default_dir().unwrap_or_default()
+            )
+            .check(absolute_dir)?,
+            max_search_index_bytes: given!(max_search_index_bytes, DEFAULT_MAX_SEARCH_INDEX_BYTES).any(),
             max_watches: given!(max_watches, service.max_watches as u64).any(),
             max_window_bytes,
             read_max_bytes,
@@ -324,6 +334,9 @@ impl Args {
         })
     }
 }
+
+/// The search index's default byte cap: 256 MiB (a 100,000-file tree takes about 20 MiB).
+const DEFAULT_MAX_SEARCH_INDEX_BYTES: u64 = 256 << 20;
 
 /// The journal's default byte cap: 1 GiB.
 const DEFAULT_JOURNAL_MAX_BYTES: u64 = 1 << 30;
@@ -566,6 +579,13 @@ impl Settings {
                     max_file_bytes: self.journal_max_file_bytes,
                     fsync: self.fsync,
                 }),
+            search_index: Some(self.search_index_dir.clone())
+                .filter(|dir| self.max_search_index_bytes > 0 && !dir.as_os_str().is_empty())
+                .map(|dir| crate::listing::index::IndexConfig {
+                    dir,
+                    max_bytes: self.max_search_index_bytes,
+                    fsync: self.fsync,
+                }),
             ..defaults
         }
     }
@@ -621,7 +641,10 @@ mod tests {
         // The library's default runs no language server; the daemon's looks on its PATH.
         let lsp =
             crate::lsp::LspConfig { builtins: true, path: std::env::var_os("PATH"), ..Default::default() };
-        assert_eq!(settings.config(), Config { journal, lsp, ..Config::default() });
+        let search_index = crate::listing::index::default_dir().map(|dir| {
+            crate::listing::index::IndexConfig { dir, max_bytes: DEFAULT_MAX_SEARCH_INDEX_BYTES, fsync: true }
+        });
+        assert_eq!(settings.config(), Config { journal, lsp, search_index, ..Config::default() });
     }
 
     #[test]

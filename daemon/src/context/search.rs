@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::deny::Access;
-use super::{ContextError, FileContext, ProviderError};
+use super::{ContextError, FileContext, Private, ProviderError, Root};
 pub use crate::listing::Dated;
 use crate::listing::Listed;
 use crate::listing::grams::Grams;
@@ -117,6 +117,47 @@ impl SearchFiles {
             _ => return rel.file_name().map_or(&**rel, Path::new),
         };
         Path::new(std::ffi::OsStr::from_bytes(under))
+    }
+}
+
+/// The search index of the service's listings (see [`crate::listing::index`]).
+impl super::Files {
+    /// The same service keeping its search listings in the index `config` names (see
+    /// [`crate::listing::index`]); without one when its folder cannot be opened (logged).
+    pub fn with_search_index(
+        self,
+        config: &crate::listing::index::IndexConfig,
+        private: Arc<Private>,
+    ) -> Self {
+        match crate::listing::index::Indexes::open(config, private) {
+            Ok(indexes) => self.listings.use_index(Arc::new(indexes)),
+            Err(err) => tracing::warn!(
+                dir = %config.dir.display(),
+                %err,
+                "no search index: searches after a restart walk and read every file again"
+            ),
+        }
+        self
+    }
+
+    /// Starts loading and validating, in the background, the search index of each of `roots`
+    /// (a session named them), so its first search is warm.
+    pub fn prepare_search(&self, roots: &[Root]) {
+        for root in roots {
+            self.listings.prepare(root);
+        }
+    }
+
+    /// Writes the search index of every root whose kept listings changed since (at a clean
+    /// stop; blocking); the roots written.
+    pub fn persist_search_indexes(&self) -> usize {
+        self.listings.persist_all()
+    }
+
+    /// What is known of each root's search index: (root, loaded from disk, files re-read at
+    /// validation, bytes on disk).
+    pub fn search_indexes(&self) -> Vec<(std::path::PathBuf, crate::listing::index::RootIndex)> {
+        self.listings.index_roots()
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use super::listed::Listed;
+use super::stamp::Stamp;
 use crate::provider::Root;
 
 /// Threads that build a listing's filters after its first search: two, so a 100,000-file tree
@@ -35,10 +36,13 @@ const MAX_WORDS: usize = 1 << 14;
 /// twice as many are).
 const FOLD_BELOW: f64 = 0.35;
 
-/// The trigrams of one file (no words: a binary file, which no search matches).
-#[derive(Debug, Clone)]
+/// The trigrams of one file (no bits: a binary file, which no search matches), and the digest
+/// of the stamp of the bytes it was built from (see [`Stamp::digest`]; 0: none to trust), which
+/// the search index keeps it by.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GramFilter {
-    words: Box<[u64]>,
+    /// The stamp's digest, then the bits.
+    data: Box<[u64]>,
 }
 
 /// Folds a byte for the filter: ASCII letters lose their case (so do a few punctuation pairs,
@@ -118,7 +122,7 @@ impl GramFilter {
     /// skips such a file as binary).
     pub fn of(bytes: &[u8]) -> Self {
         if memchr::memchr(0, bytes).is_some() {
-            return Self { words: Box::new([]) };
+            return Self { data: Box::new([0]) };
         }
         let words = (bytes.len() / 128).next_power_of_two().clamp(MIN_WORDS, MAX_WORDS);
         let shift = (words * 64).trailing_zeros();
@@ -134,12 +138,46 @@ impl GramFilter {
             }
             set = halve(&set);
         }
-        Self { words: set.into_boxed_slice() }
+        let mut data = Vec::with_capacity(set.len() + 1);
+        data.push(0);
+        data.extend_from_slice(&set);
+        Self { data: data.into_boxed_slice() }
+    }
+
+    /// The filter of bits `bits` (as [`bits`](Self::bits) gave them) and stamp digest `stamp`;
+    /// `None` when no filter has that many bits.
+    pub fn from_parts(stamp: u64, bits: impl ExactSizeIterator<Item = u64>) -> Option<Self> {
+        if !Self::possible_words(bits.len()) {
+            return None;
+        }
+        Some(Self { data: std::iter::once(stamp).chain(bits).collect() })
+    }
+
+    /// Whether a filter may have `words` words of bits.
+    pub fn possible_words(words: usize) -> bool {
+        words == 0 || (words.is_power_of_two() && (MIN_WORDS..=MAX_WORDS).contains(&words))
+    }
+
+    /// The same filter, built from bytes whose stamp has the digest `stamp` (0: untrusted).
+    pub fn stamped(mut self, stamp: u64) -> Self {
+        self.data[0] = stamp;
+        self
+    }
+
+    /// The digest of the stamp of the bytes it was built from; 0 when none can be trusted (the
+    /// file had changed within the racy window when it was read).
+    pub fn stamp(&self) -> u64 {
+        self.data[0]
+    }
+
+    /// Its bits, 64 a word (none: a binary file's).
+    pub fn bits(&self) -> &[u64] {
+        &self.data[1..]
     }
 
     /// Whether this is a binary file's filter, which no search matches.
     pub fn binary(&self) -> bool {
-        self.words.is_empty()
+        self.data.len() == 1
     }
 
     /// Whether the file may contain `literal` (always, for one shorter than three bytes, unless
@@ -153,16 +191,17 @@ impl GramFilter {
         if self.binary() {
             return false;
         }
-        let shift = (self.words.len() * 64).trailing_zeros();
+        let bits = self.bits();
+        let shift = (bits.len() * 64).trailing_zeros();
         literal.0.iter().all(|&hash| {
             let i = (hash >> (64 - shift)) as usize;
-            self.words[i / 64] & (1 << (i % 64)) != 0
+            bits[i / 64] & (1 << (i % 64)) != 0
         })
     }
 
     /// Bytes it holds.
     pub fn bytes(&self) -> usize {
-        self.words.len() * 8 + std::mem::size_of::<Self>()
+        self.data.len() * 8 + std::mem::size_of::<Self>()
     }
 }
 
@@ -261,7 +300,12 @@ pub struct Grams {
     /// Set when a build went through every file.
     complete: AtomicBool,
     cache: Arc<CacheBytes>,
+    /// Told when a build went through every file (the search index is written then).
+    built: std::sync::OnceLock<Built>,
 }
+
+/// What a listing's filters tell when a build of them went through every file.
+pub type Built = Arc<dyn Fn() + Send + Sync>;
 
 impl std::fmt::Debug for Grams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -280,7 +324,43 @@ impl Grams {
             retired: AtomicBool::new(false),
             complete: AtomicBool::new(false),
             cache,
+            built: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets what is told when a build goes through every file (once).
+    pub fn on_built(&self, built: Built) {
+        let _ = self.built.set(built);
+    }
+
+    /// Puts in `filters` (one slot per file; a validation found them true of their files),
+    /// unless a change was reported since `generation` or the listing was dropped (then none:
+    /// the files are read, and their filters built again); those that do not fit the cache are
+    /// left out. Whether they were put in.
+    pub fn install(&self, filters: Vec<Option<GramFilter>>, generation: u64) -> bool {
+        let mut slots = self.filters.write().unwrap_or_else(PoisonError::into_inner);
+        if self.retired.load(Ordering::Acquire)
+            || self.generation.load(Ordering::Acquire) != generation
+            || filters.len() != slots.len()
+        {
+            return false;
+        }
+        for (slot, filter) in slots.iter_mut().zip(filters) {
+            let Some(filter) = filter.filter(|_| slot.is_none()) else { continue };
+            if !self.cache.reserve(filter.bytes()) {
+                break;
+            }
+            self.bytes.fetch_add(filter.bytes(), Ordering::Relaxed);
+            *slot = Some(filter);
+        }
+        true
+    }
+
+    /// Calls `read` with the filters, one slot per file, under the read lock (writers wait);
+    /// `None` once the listing is dropped.
+    pub fn read_filters<R>(&self, read: impl FnOnce(&[Option<GramFilter>]) -> R) -> Option<R> {
+        let filters = self.filters.read().unwrap_or_else(PoisonError::into_inner);
+        (filters.len() == self.files && !self.retired.load(Ordering::Acquire)).then(|| read(&filters))
     }
 
     /// The filters of the listing's files after some came and went: file `i` of the new
@@ -310,6 +390,7 @@ impl Grams {
             retired: AtomicBool::new(false),
             complete: AtomicBool::new(false),
             cache: Arc::clone(&self.cache),
+            built: self.built.get().cloned().map(std::sync::OnceLock::from).unwrap_or_default(),
         }
     }
 
@@ -393,6 +474,7 @@ impl Grams {
         };
         let next = AtomicUsize::new(0);
         let ended = AtomicBool::new(false);
+        let kept = AtomicBool::new(false);
         let work = || {
             let mut bytes = Vec::new();
             while !ended.load(Ordering::Relaxed) {
@@ -403,11 +485,17 @@ impl Grams {
                 }
                 let generation = self.generation();
                 bytes.clear();
+                let mut stamp = 0;
                 // Dated from the descriptor read (a glob's walk left most files undated); too
                 // big a file gets no filter. The start first: a binary file gets its filter
-                // without the rest being read.
+                // without the rest being read. The filter keeps the stamp of what was read,
+                // when it can be trusted (the search index keeps it by that).
                 let read = root.open_read(&file.rel).and_then(|mut f| {
                     let meta = f.metadata()?;
+                    let seen = Stamp::of_meta(&meta);
+                    if seen.settled(super::stamp::now()) {
+                        stamp = seen.digest();
+                    }
                     file.date(super::listed::mtime_of(&meta));
                     if meta.len() > whole_max {
                         return Err(std::io::ErrorKind::FileTooLarge.into());
@@ -422,13 +510,14 @@ impl Grams {
                 if read.is_err() || bytes.len() as u64 > whole_max {
                     continue;
                 }
-                let filter = GramFilter::of(&bytes);
+                let filter = GramFilter::of(&bytes).stamped(stamp);
                 if self.cache.used() + filter.bytes() > self.cache.max() {
                     // Full: the filters of a listing searched less recently make room, if any.
                     self.cache.make_room(self);
                 }
                 match self.keep(index, filter, generation) {
-                    Ok(_) | Err(Refused::Changed) => {}
+                    Ok(_) => kept.store(true, Ordering::Relaxed),
+                    Err(Refused::Changed) => {}
                     Err(Refused::Gone | Refused::Full) => ended.store(true, Ordering::Relaxed),
                 }
             }
@@ -441,6 +530,9 @@ impl Grams {
         });
         if !ended.load(Ordering::Relaxed) {
             self.complete.store(true, Ordering::Release);
+            if let Some(built) = self.built.get().filter(|_| kept.load(Ordering::Relaxed)) {
+                built();
+            }
         }
     }
 
@@ -549,7 +641,7 @@ mod tests {
     fn a_repetitive_file_gets_a_small_filter_and_a_binary_one_none() {
         let text = "let value = self.cache.get(key)?;\n".repeat(3000);
         let filter = GramFilter::of(text.as_bytes());
-        assert_eq!(filter.words.len(), MIN_WORDS, "100 KB of one line folds to the smallest filter");
+        assert_eq!(filter.bits().len(), MIN_WORDS, "100 KB of one line folds to the smallest filter");
         assert!(filter.may_contain(b"self.cache.get") && !filter.may_contain(b"poll_ready"));
         let binary = GramFilter::of(b"ELF\0\x01poll_ready");
         assert!(binary.binary() && !binary.may_contain(b"poll_ready") && !binary.may_contain(b"p"));

@@ -13,14 +13,20 @@
 //! Ignore files are read beneath the handle of the folder holding them, only at or below the
 //! session's root: the ones of the folders between the root and the searched folder apply, and
 //! none above the root (nor the user's global git excludes) is ever read (see [`rules`]).
+//!
+//! Kept listings and their filters are persisted in the search index on disk (see [`index`]),
+//! so that a restarted daemon validates them instead of walking and reading every file again.
 
 pub mod grams;
+pub mod index;
 pub mod judge;
 mod listed;
 pub mod rules;
+pub mod stamp;
 pub mod walker;
 pub mod warm;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use self::grams::Grams;
@@ -76,14 +82,24 @@ impl Listings {
             let files = Arc::new(vec![Listed::new(&base.rel, Some(mtime_ns))]);
             return Ok(Listing { root, files, truncated: false, stopped: false, grams: None });
         }
+        // The root's index being validated may hold it: its folders validated are enough for a
+        // search that dates the files it shows (a glob); one that reads them (a grep, dating
+        // none) waits for their filters too.
+        self.await_validation(&root, &base.rel, dated.is_none(), stop);
         if let Some((files, grams)) = self.get(&root, &base.rel) {
+            if let Some(dated) = dated {
+                self.dating.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                date_wanted(&root, &files, &base.rel, dated);
+                self.dating.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
             return Ok(Listing { root, files, truncated: false, stopped: false, grams: Some(grams) });
         }
         // Each folder is watched before it is read: whatever changes during the walk spoils
         // the listing.
         let filling = self.start(&root, &base.rel);
         let hook = filling.as_ref().map(Filling::folder_hook);
-        let walked = match walker::walk(&root, &base.rel, stop, hook.as_ref(), dated) {
+        let record = (filling.is_some(), None);
+        let walked = match walker::walk_with(&root, &base.rel, stop, hook.as_ref(), dated, record) {
             Ok(walked) => walked,
             Err(err) => {
                 if let Some(filling) = filling {
@@ -100,6 +116,7 @@ impl Listings {
             }
         };
         let files = Arc::new(walked.files);
+        let records = (Arc::new(walked.folders), walked.way);
         let mut listing = Listing {
             root: root.clone(),
             files,
@@ -111,10 +128,34 @@ impl Listings {
             if listing.truncated || listing.stopped {
                 self.abandon(filling);
             } else {
-                listing.grams = self.finish(filling, &root, &listing.files, walked.whitelists);
+                listing.grams = self.finish(filling, &root, &listing.files, walked.whitelists, records);
             }
         }
         Ok(listing)
+    }
+}
+
+/// Dates the undated files of `files` (beneath the folder `rel` of `root`) that `dated` accepts
+/// (by their path relative to `rel`), each beneath its folder's handle: a listing validated
+/// from the search index holds its files undated until their stat data are compared.
+fn date_wanted(root: &Root, files: &[Listed], rel: &Path, dated: &Dated<'_>) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let skip = match rel.as_os_str().len() {
+        0 => 0,
+        len => len + 1,
+    };
+    let wanted: Vec<usize> = (0..files.len())
+        .filter(|&index| {
+            let file = &files[index];
+            let bytes = file.rel.as_os_str().as_bytes();
+            file.mtime_ns().is_none()
+                && dated(Path::new(std::ffi::OsStr::from_bytes(&bytes[skip.min(bytes.len())..])))
+        })
+        .collect();
+    for (index, stamp) in wanted.iter().zip(stamp::stamps_of(root, files, &wanted, None)) {
+        if let Some(stamp) = stamp {
+            files[*index].date(stamp.mtime_ns);
+        }
     }
 }
 

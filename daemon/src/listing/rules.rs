@@ -109,7 +109,7 @@ impl Drop for Held {
 }
 
 /// Which ignore files a folder holds (known from its entries, or to be tried).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Found {
     /// `.ignore`.
     pub ignore: bool,
@@ -122,6 +122,16 @@ pub struct Found {
 impl Found {
     /// Every one of them may be there (a folder whose entries are not read).
     pub const ALL: Found = Found { ignore: true, gitignore: true, git: true };
+
+    /// As three bits (`.ignore` 1, `.gitignore` 2, `.git` 4), as the search index keeps it.
+    pub fn bits(self) -> u8 {
+        u8::from(self.ignore) | u8::from(self.gitignore) << 1 | u8::from(self.git) << 2
+    }
+
+    /// What [`bits`](Self::bits) gave.
+    pub fn from_bits(bits: u8) -> Self {
+        Self { ignore: bits & 1 != 0, gitignore: bits & 2 != 0, git: bits & 4 != 0 }
+    }
 
     /// Notes the entry `name` of a folder.
     pub fn note(&mut self, name: &[u8]) {
@@ -179,6 +189,22 @@ pub fn rules_of(
     bytes: &Arc<RuleBytes>,
     git: &dyn GitSeen,
 ) -> Option<Arc<Rules>> {
+    rules_read(dir, rel, found, parent, bytes, git).0
+}
+
+/// [`rules_of`], and a digest of what the folder's own ignore files gave: for each, whether it
+/// was there, unusable (and why), or its bytes and whether its rules fitted the walk. Two walks
+/// whose digests of a folder are equal read the same rules there (the search index, see
+/// [`index`](super::index), re-judges a folder's entries only when it differs).
+pub fn rules_read(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    found: Found,
+    parent: Option<Arc<Rules>>,
+    bytes: &Arc<RuleBytes>,
+    git: &dyn GitSeen,
+) -> (Option<Arc<Rules>>, u64) {
+    let mut digest = blake3::Hasher::new();
     let mut held = Vec::new();
     let mut keep = |read: Option<(Gitignore, Held)>| match read {
         Some((set, bytes)) => {
@@ -187,27 +213,37 @@ pub fn rules_of(
         }
         None => Gitignore::empty(),
     };
-    let ignore = found.ignore.then(|| read_rules(dir, c".ignore", rel, bytes, &|| rel.join(".ignore")));
+    let mut read = |name: &CStr, dir: BorrowedFd<'_>, shown: &dyn Fn() -> std::path::PathBuf| {
+        digest.update(name.to_bytes_with_nul());
+        read_rules(dir, name, rel, bytes, shown, &mut digest)
+    };
+    let ignore = found.ignore.then(|| read(c".ignore", dir, &|| rel.join(".ignore")));
     let ignore = keep(ignore.flatten());
-    let gitignore =
-        found.gitignore.then(|| read_rules(dir, c".gitignore", rel, bytes, &|| rel.join(".gitignore")));
+    let gitignore = found.gitignore.then(|| read(c".gitignore", dir, &|| rel.join(".gitignore")));
     let gitignore = keep(gitignore.flatten());
-    let exclude = keep(found.git.then(|| exclude(dir, rel, bytes, git)).flatten());
+    let exclude = keep(found.git.then(|| exclude(dir, rel, git, &mut read)).flatten());
     if [&ignore, &gitignore, &exclude].iter().any(|set| set.num_whitelists() > 0) {
         bytes.whitelists.store(true, Ordering::Release);
     }
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest.finalize().as_bytes()[..8]);
+    let digest = u64::from_le_bytes(first);
     if ignore.is_empty() && gitignore.is_empty() && exclude.is_empty() {
-        return parent;
+        return (parent, digest);
     }
-    Some(Arc::new(Rules { sets: [ignore, gitignore, exclude], parent, _held: held }))
+    (Some(Arc::new(Rules { sets: [ignore, gitignore, exclude], parent, _held: held })), digest)
 }
+
+/// Reads one ignore file (see [`read_rules`]): its name, the folder holding it, how it is shown.
+type ReadOne<'r> =
+    dyn FnMut(&CStr, BorrowedFd<'_>, &dyn Fn() -> std::path::PathBuf) -> Option<(Gitignore, Held)> + 'r;
 
 /// The rules of `rel`'s `.git/info/exclude`, when `.git` and `info` are folders.
 fn exclude(
     dir: BorrowedFd<'_>,
     rel: &Path,
-    bytes: &Arc<RuleBytes>,
     seen: &dyn GitSeen,
+    read: &mut ReadOne<'_>,
 ) -> Option<(Gitignore, Held)> {
     let git = rustix::fs::openat(dir, c".git", folder_flags(), Mode::empty()).ok()?;
     let git_rel = rel.join(".git");
@@ -215,28 +251,35 @@ fn exclude(
     let info = rustix::fs::openat(&git, c"info", folder_flags(), Mode::empty()).ok()?;
     let info_rel = git_rel.join("info");
     seen.seen(&info_rel, std::os::fd::AsFd::as_fd(&info), true);
-    read_rules(std::os::fd::AsFd::as_fd(&info), c"exclude", rel, bytes, &|| info_rel.join("exclude"))
+    read(c"exclude", std::os::fd::AsFd::as_fd(&info), &|| info_rel.join("exclude"))
 }
 
 /// The rules of the ignore file `name` in `dir`, matched against paths under the folder `rel`,
 /// and their estimated bytes, held in `bytes`; `None` when it is absent, unusable (see the
 /// module documentation), holds no rule, or its rules do not fit the walk's bytes. `shown`
-/// names it (relative to the root) in the log.
+/// names it (relative to the root) in the log; `digest` is told what was found.
 fn read_rules(
     dir: BorrowedFd<'_>,
     name: &CStr,
     rel: &Path,
     bytes: &Arc<RuleBytes>,
     shown: &dyn Fn() -> std::path::PathBuf,
+    digest: &mut blake3::Hasher,
 ) -> Option<(Gitignore, Held)> {
     let text = match read_bounded(dir, name) {
         Ok(Some(text)) => text,
-        Ok(None) => return None,
+        Ok(None) => {
+            digest.update(b"absent");
+            return None;
+        }
         Err(why) => {
+            digest.update(why.as_bytes());
             unusable(&shown(), why);
             return None;
         }
     };
+    digest.update(&(text.len() as u64).to_le_bytes());
+    digest.update(&text);
     let Some(cost) = cost(&text) else {
         unusable(&shown(), "has more than 10,000 lines");
         return None;
@@ -245,6 +288,7 @@ fn read_rules(
         return None;
     }
     let Some(held) = bytes.hold(cost) else {
+        digest.update(b"did not fit");
         unusable(&shown(), "holds more rules than one search takes at once (16 MiB of them, compiled)");
         return None;
     };

@@ -18,6 +18,15 @@
 //! confined, one lookup per component). The walk is bounded: files and bytes listed, bytes of
 //! one folder's entries, bytes of the folders waiting (past a bound it stops: `truncated`), and
 //! the estimated bytes of the ignore rules in force (past it a file gives no rules).
+//!
+//! A walk of a listing kept warm also records each folder it reads ([`Folder`]: its stat data,
+//! ignore files and rules), which the search index keeps on disk. A walk given such a listing
+//! as it was before ([`Section`]) validates its folders instead of listing anew: a folder whose
+//! stat data and rules are as recorded has the same entries, so its files and subfolders are
+//! taken from the record without reading it; any other folder is read, its entries judged, and
+//! its files matched with the record by name; a change of rules anywhere has every folder
+//! beneath it read and judged again. Each file found again is given with its entry in the
+//! record, whose stat data the caller compares (see [`index`](super::index)).
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -28,8 +37,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, Mode, RawDir};
 
+use super::index::section::Section;
 use super::listed::{Listed, ns};
 use super::rules::{self, Found, GitSeen, RuleBytes, Rules};
+use super::stamp::Stamp;
 use crate::provider::RootDir;
 
 /// Most files one listing holds; a walk that finds more stops there.
@@ -83,6 +94,36 @@ pub struct Walked {
     /// Whether an ignore file it read whitelists (`!pattern`): without one, no hidden entry can
     /// be listed, so a listing may overlook hidden names coming and going.
     pub whitelists: bool,
+    /// The folders it read, when it was asked to record them (see [`walk_with`]).
+    pub folders: Vec<Folder>,
+    /// The digest of the rules of the folders on the way from the root to the walked one.
+    pub way: u64,
+    /// With a listing as it was before: for each file, the index of its entry there (`None`: it
+    /// came since).
+    pub kept: Vec<Option<u32>>,
+}
+
+/// A folder a walk read, as the search index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folder {
+    /// Relative to the root.
+    pub rel: Box<Path>,
+    /// Its stat data when the walk opened it; `None` when it had changed within the racy window
+    /// (or could not be looked at): a validation then reads its entries again.
+    pub stamp: Option<Stamp>,
+    /// Which ignore files its entries held.
+    pub found: Found,
+    /// The digest of its own ignore files' rules.
+    pub rules: u64,
+}
+
+/// A file of a listing as it was before, found again by a validation.
+struct Kept {
+    /// Its place in the listing before.
+    rank: u32,
+    /// Its entry there.
+    entry: u32,
+    file: Listed,
 }
 
 /// Threads of one walk: the walk is mostly system calls, so two already gain most of what
@@ -97,6 +138,9 @@ struct Parent {
     fd: Option<OwnedFd>,
     rel: PathBuf,
     rules: Option<Arc<Rules>>,
+    /// Whether the rules in force in it differ from the listing's before: its subfolders are
+    /// read and judged anew.
+    rejudge: bool,
     /// The walk's count of held handles, given back when this one goes.
     held: Arc<AtomicUsize>,
 }
@@ -113,6 +157,8 @@ impl Drop for Parent {
 struct Unit {
     parent: Arc<Parent>,
     name: OsString,
+    /// The folder in the listing before, when it was there.
+    known: Option<u32>,
 }
 
 impl Unit {
@@ -141,6 +187,14 @@ struct Walk<'a> {
     stack: Mutex<Stack>,
     ready: Condvar,
     found: Mutex<Vec<Listed>>,
+    /// The listing before (a validation), and what was found again of it.
+    prior: Option<&'a Section>,
+    kept: Mutex<Vec<Kept>>,
+    /// Whether folders are recorded, and those recorded.
+    record: bool,
+    folders: Mutex<Vec<Folder>>,
+    /// When the walk began (folders changed within the racy window before it are not trusted).
+    began: i64,
     files: AtomicUsize,
     bytes: AtomicUsize,
     /// Bytes of the folders waiting.
@@ -168,6 +222,8 @@ struct Scratch {
     entries: Vec<Entry>,
     path: PathBuf,
     files: Vec<Listed>,
+    kept: Vec<Kept>,
+    folders: Vec<Folder>,
     seen: usize,
 }
 
@@ -179,6 +235,8 @@ impl Scratch {
             entries: Vec::new(),
             path: PathBuf::new(),
             files: Vec::new(),
+            kept: Vec::new(),
+            folders: Vec::new(),
             seen: 0,
         }
     }
@@ -196,10 +254,24 @@ pub fn walk<'a>(
     hook: Option<&'a FolderHook>,
     dated: Option<&'a Dated<'a>>,
 ) -> std::io::Result<Walked> {
+    walk_with(root, rel, stop, hook, dated, (false, None))
+}
+
+/// [`walk`], recording each folder read when `record` (see [`Folder`]), and validating
+/// `prior`, the listing of `rel` as it was before, when given (see the module documentation).
+pub fn walk_with<'a>(
+    root: &'a RootDir,
+    rel: &Path,
+    stop: &'a (dyn Fn() -> bool + Sync),
+    hook: Option<&'a FolderHook>,
+    dated: Option<&'a Dated<'a>>,
+    (record, prior): (bool, Option<&'a Section>),
+) -> std::io::Result<Walked> {
     let skip = match rel.as_os_str().len() {
         0 => 0,
         len => len + 1,
     };
+    let prior = prior.filter(|prior| prior.rel == rel && !prior.folders.is_empty());
     let walk = Walk {
         root,
         stop,
@@ -209,6 +281,11 @@ pub fn walk<'a>(
         stack: Mutex::default(),
         ready: Condvar::new(),
         found: Mutex::default(),
+        prior,
+        kept: Mutex::default(),
+        record: record || prior.is_some(),
+        folders: Mutex::default(),
+        began: super::stamp::now(),
         files: AtomicUsize::new(0),
         bytes: AtomicUsize::new(0),
         waiting: AtomicUsize::new(0),
@@ -217,9 +294,11 @@ pub fn walk<'a>(
         truncated: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
     };
-    let (fd, rules) = walk.open_start(rel)?;
+    let (fd, rules, way) = walk.open_start(rel)?;
     let mut scratch = Scratch::new();
-    let children = walk.folder(fd, rel.to_path_buf(), rules, &mut scratch);
+    let known = prior.map(|_| 0);
+    let rejudge = prior.is_none_or(|prior| prior.way != way);
+    let children = walk.folder(fd, rel.to_path_buf(), (rules, rejudge), known, &mut scratch);
     if !children.is_empty() {
         walk.push(children, false);
         let threads = walk_threads();
@@ -231,15 +310,59 @@ pub fn walk<'a>(
         });
     }
     walk.keep(&mut scratch);
-    let Walk { found, truncated, stopped, rule_bytes, .. } = walk;
+    let Walk { found, truncated, stopped, rule_bytes, kept, folders, .. } = walk;
     let mut files = found.into_inner().unwrap_or_else(PoisonError::into_inner);
     files.sort_unstable_by(|a, b| path_order(&a.rel, &b.rel));
+    let (files, kept) = match prior {
+        Some(prior) => in_order(prior, kept.into_inner().unwrap_or_else(PoisonError::into_inner), files),
+        None => (files, Vec::new()),
+    };
     Ok(Walked {
         files,
         truncated: truncated.into_inner(),
         stopped: stopped.into_inner(),
         whitelists: rule_bytes.whitelists(),
+        folders: folders.into_inner().unwrap_or_else(PoisonError::into_inner),
+        way,
+        kept,
     })
+}
+
+/// The files of a validation in order: those found again (`kept`) by their place in the
+/// listing before, merged with those that came (`new`, sorted); for each, its entry before.
+fn in_order(prior: &Section, kept: Vec<Kept>, mut new: Vec<Listed>) -> (Vec<Listed>, Vec<Option<u32>>) {
+    let mut slots: Vec<Option<Kept>> = std::iter::repeat_with(|| None).take(prior.len()).collect();
+    for found in kept {
+        match slots.get_mut(found.rank as usize) {
+            Some(slot @ None) => *slot = Some(found),
+            // Two files of one place: the record was not what it should be; sorted below.
+            _ => new.push(found.file),
+        }
+    }
+    let total = new.len() + slots.iter().flatten().count();
+    let (mut files, mut from) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let mut new = new.into_iter().peekable();
+    for found in slots.into_iter().flatten() {
+        while let Some(came) = new.next_if(|came| path_order(&came.rel, &found.file.rel).is_lt()) {
+            files.push(came);
+            from.push(None);
+        }
+        files.push(found.file);
+        from.push(Some(found.entry));
+    }
+    for came in new {
+        files.push(came);
+        from.push(None);
+    }
+    // The record's places are checked, not trusted: a listing out of order would mislead the
+    // binary searches of the warm listing.
+    if !files.windows(2).all(|pair| path_order(&pair[0].rel, &pair[1].rel).is_lt()) {
+        let mut paired: Vec<(Listed, Option<u32>)> = files.into_iter().zip(from).collect();
+        paired.sort_unstable_by(|a, b| path_order(&a.0.rel, &b.0.rel));
+        paired.dedup_by(|a, b| a.0.rel == b.0.rel);
+        return paired.into_iter().unzip();
+    }
+    (files, from)
 }
 
 /// `a.cmp(b)` for paths as the walk makes them (relative, normal: no `.`, no doubled or trailing
@@ -292,22 +415,26 @@ impl Walk<'_> {
     }
 
     /// Opens the searched folder from the root down, one folder at a time beneath the last,
-    /// reading the ignore files of each folder on the way; its handle and the rules in force
-    /// in it.
-    fn open_start(&self, rel: &Path) -> std::io::Result<(OwnedFd, Option<Arc<Rules>>)> {
+    /// reading the ignore files of each folder on the way; its handle, the rules in force in
+    /// it, and the digest of the rules read on the way.
+    fn open_start(&self, rel: &Path) -> std::io::Result<(OwnedFd, Option<Arc<Rules>>, u64)> {
         let mut fd = rustix::fs::openat(self.root.fd(), c".", rules::folder_flags(), Mode::empty())?;
         let mut rules = None;
         let mut here = PathBuf::new();
+        let mut way = 0u64;
         for component in rel.components() {
             let Component::Normal(name) = component else {
                 return Err(rustix::io::Errno::XDEV.into());
             };
             self.tell(&here, fd.as_fd(), Watch::OnTheWay(name));
-            rules = rules::rules_of(fd.as_fd(), &here, Found::ALL, rules, &self.rule_bytes, self);
+            let (read, digest) =
+                rules::rules_read(fd.as_fd(), &here, Found::ALL, rules, &self.rule_bytes, self);
+            rules = read;
+            way = way.rotate_left(17) ^ digest;
             fd = rustix::fs::openat(&fd, name, rules::folder_flags(), Mode::empty())?;
             here.push(name);
         }
-        Ok((fd, rules))
+        Ok((fd, rules, way))
     }
 
     /// Whether the walk is over: a bound was reached, or the caller said stop.
@@ -375,10 +502,16 @@ impl Walk<'_> {
         self.keep(&mut scratch);
     }
 
-    /// Hands the thread's files over.
+    /// Hands the thread's files (and folders) over.
     fn keep(&self, scratch: &mut Scratch) {
         if !scratch.files.is_empty() {
             self.found.lock().unwrap_or_else(PoisonError::into_inner).append(&mut scratch.files);
+        }
+        if !scratch.kept.is_empty() {
+            self.kept.lock().unwrap_or_else(PoisonError::into_inner).append(&mut scratch.kept);
+        }
+        if !scratch.folders.is_empty() {
+            self.folders.lock().unwrap_or_else(PoisonError::into_inner).append(&mut scratch.folders);
         }
     }
 
@@ -386,7 +519,7 @@ impl Walk<'_> {
     /// by its path when the parent's was not kept. One that cannot be opened (gone, a link now,
     /// unreadable) is skipped, as ripgrep skips it.
     fn child(&self, unit: Unit, scratch: &mut Scratch) -> Vec<Unit> {
-        let Unit { parent, name } = unit;
+        let Unit { parent, name, known } = unit;
         let rel = parent.rel.join(&name);
         let opened = match &parent.fd {
             Some(fd) => rustix::fs::openat(fd, name.as_os_str(), rules::folder_flags(), Mode::empty())
@@ -394,18 +527,20 @@ impl Walk<'_> {
             None => self.root.open(&rel, rules::folder_flags(), Mode::empty()),
         };
         let Ok(fd) = opened else { return Vec::new() };
-        let rules = parent.rules.clone();
+        let rules = (parent.rules.clone(), parent.rejudge);
         drop(parent);
-        self.folder(fd, rel, rules, scratch)
+        self.folder(fd, rel, rules, known, scratch)
     }
 
-    /// Walks the folder `rel`, open as `fd`, under `inherited` rules: lists its files, returns
-    /// its subfolders to walk.
+    /// Walks the folder `rel`, open as `fd`, under `inherited` rules (and whether they differ
+    /// from the listing's before): lists its files, returns its subfolders to walk. `known` is
+    /// the folder in the listing before, when it was there (see the module documentation).
     fn folder(
         &self,
         fd: OwnedFd,
         rel: PathBuf,
-        inherited: Option<Arc<Rules>>,
+        (inherited, rejudge): (Option<Arc<Rules>>, bool),
+        known: Option<u32>,
         scratch: &mut Scratch,
     ) -> Vec<Unit> {
         // Asked on entering each folder too, so a small tree stops as soon as a big one.
@@ -414,10 +549,39 @@ impl Walk<'_> {
             return Vec::new();
         }
         self.tell(&rel, fd.as_fd(), Watch::Walked);
-        let Some(found) = self.entries(fd.as_fd(), scratch) else { return Vec::new() };
-        let rules = rules::rules_of(fd.as_fd(), &rel, found, inherited, &self.rule_bytes, self);
-        let mut subfolders: Vec<OsString> = Vec::new();
-        let Scratch { names, entries, path, files, seen, .. } = scratch;
+        // Looked at once it is watched: a change from now on is an event.
+        let stamp = if self.record { rustix::fs::fstat(&fd).ok().map(|stat| Stamp::of(&stat)) } else { None };
+        let before = known.and_then(|id| Some((id, self.prior?.folder(id)?)));
+        let same =
+            !rejudge && before.is_some_and(|(_, folder)| folder.stamp.is_some() && folder.stamp == stamp);
+        let found = match before {
+            Some((_, folder)) if same => folder.found,
+            _ => match self.entries(fd.as_fd(), scratch) {
+                Some(found) => found,
+                None => return Vec::new(),
+            },
+        };
+        let (rules, digest) = rules::rules_read(fd.as_fd(), &rel, found, inherited, &self.rule_bytes, self);
+        let rejudge = rejudge || before.is_none_or(|(_, folder)| folder.rules != digest);
+        if self.record {
+            let stamp = stamp.filter(|stamp| stamp.settled(self.began));
+            scratch.folders.push(Folder { rel: rel.as_path().into(), stamp, found, rules: digest });
+        }
+        let known = before.map(|(id, _)| id);
+        if same {
+            if let (Some(id), false) = (known, rejudge) {
+                if self.known_files(&rel, id, scratch).is_none() {
+                    return Vec::new();
+                }
+                return self.known_folders(fd, rel, rules, id);
+            }
+            // Its rules changed: read it.
+            if self.entries(fd.as_fd(), scratch).is_none() {
+                return Vec::new();
+            }
+        }
+        let mut subfolders: Vec<(OsString, Option<u32>)> = Vec::new();
+        let Scratch { names, entries, path, files, kept, seen, .. } = scratch;
         for entry in entries.iter() {
             if self.check(seen) {
                 return Vec::new();
@@ -446,8 +610,10 @@ impl Walk<'_> {
             if verdict.is_ignore() || (verdict.is_none() && name.as_bytes().starts_with(b".")) {
                 continue;
             }
+            let prior = self.prior.zip(known);
             if is_dir {
-                subfolders.push(name.to_owned());
+                subfolders
+                    .push((name.to_owned(), prior.and_then(|(prior, id)| prior.child(id, name.as_bytes()))));
                 continue;
             }
             // Dated beneath the folder's handle, and then what is listed is what is there now;
@@ -466,24 +632,103 @@ impl Walk<'_> {
             } else {
                 None
             };
-            let cost = path.as_os_str().len() + std::mem::size_of::<Listed>();
-            let bytes = self.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
-            let count = self.files.fetch_add(1, Ordering::Relaxed) + 1;
-            if count > MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
-                self.end(&self.truncated);
+            if !self.count(path) {
                 return Vec::new();
             }
-            files.push(Listed::new(path, mtime_ns));
+            let file = Listed::new(path, mtime_ns);
+            // A file of the listing before keeps its place there, and its entry.
+            let entry = prior.and_then(|(prior, id)| {
+                let index = prior.file_named(id, name.as_bytes())?;
+                Some((prior.file(index)?.rank, index))
+            });
+            match entry {
+                Some((rank, entry)) => kept.push(Kept { rank, entry, file }),
+                None => files.push(file),
+            }
         }
         if subfolders.is_empty() || self.over() {
             return Vec::new();
         }
+        self.units(fd, rel, (rules, rejudge), subfolders)
+    }
+
+    /// Counts one more file at `path` against the walk's bounds; whether it fits (else the walk
+    /// ends, truncated).
+    fn count(&self, path: &Path) -> bool {
+        let cost = path.as_os_str().len() + std::mem::size_of::<Listed>();
+        let bytes = self.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
+        let count = self.files.fetch_add(1, Ordering::Relaxed) + 1;
+        if count > MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
+            self.end(&self.truncated);
+            return false;
+        }
+        true
+    }
+
+    /// The subfolders of the folder `rel` (open as `fd`, under `rules`) waiting to be walked,
+    /// each with its folder in the listing before.
+    fn units(
+        &self,
+        fd: OwnedFd,
+        rel: PathBuf,
+        (rules, rejudge): (Option<Arc<Rules>>, bool),
+        subfolders: Vec<(OsString, Option<u32>)>,
+    ) -> Vec<Unit> {
         let keep = self.held.fetch_add(1, Ordering::Relaxed) < MAX_HELD_FOLDERS;
         if !keep {
             self.held.fetch_sub(1, Ordering::Relaxed);
         }
-        let parent = Arc::new(Parent { fd: keep.then_some(fd), rel, rules, held: Arc::clone(&self.held) });
-        subfolders.into_iter().map(|name| Unit { parent: Arc::clone(&parent), name }).collect()
+        let parent =
+            Arc::new(Parent { fd: keep.then_some(fd), rel, rules, rejudge, held: Arc::clone(&self.held) });
+        subfolders
+            .into_iter()
+            .map(|(name, known)| Unit { parent: Arc::clone(&parent), name, known })
+            .collect()
+    }
+
+    /// Lists the files of the folder `rel` as the listing before held them (its folder `id`,
+    /// whose entries and rules are as they were), undated; `None` when the walk ended.
+    fn known_files(&self, rel: &Path, id: u32, scratch: &mut Scratch) -> Option<()> {
+        let prior = self.prior?;
+        let Scratch { path, kept, seen, .. } = scratch;
+        let (mut count, mut bytes) = (0, 0);
+        for entry in prior.files_of(id) {
+            if self.check(seen) {
+                return None;
+            }
+            let Some(before) = prior.file(entry) else { continue };
+            path.clear();
+            path.push(rel);
+            path.push(OsStr::from_bytes(prior.file_name(entry)));
+            if self.root.fenced(path) {
+                continue;
+            }
+            count += 1;
+            bytes += path.as_os_str().len() + std::mem::size_of::<Listed>();
+            kept.push(Kept { rank: before.rank, entry, file: Listed::new(path, None) });
+        }
+        // Counted once for the folder (two threads counting each file fought over the counters).
+        let bytes = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let count = self.files.fetch_add(count, Ordering::Relaxed) + count;
+        if count > MAX_LISTED_FILES || bytes > MAX_LISTED_BYTES {
+            self.end(&self.truncated);
+            return None;
+        }
+        Some(())
+    }
+
+    /// The subfolders of the folder `rel` (open as `fd`) as the listing before held them (its
+    /// folder `id`, whose entries and rules are as they were).
+    fn known_folders(&self, fd: OwnedFd, rel: PathBuf, rules: Option<Arc<Rules>>, id: u32) -> Vec<Unit> {
+        let Some(prior) = self.prior else { return Vec::new() };
+        let subfolders: Vec<(OsString, Option<u32>)> = prior
+            .children(id)
+            .map(|child| (OsStr::from_bytes(prior.folder_name(child)).to_owned(), Some(child)))
+            .collect();
+        if subfolders.is_empty() || self.over() {
+            return Vec::new();
+        }
+        self.units(fd, rel, (rules, false), subfolders)
     }
 
     /// Reads the entries of the folder `dir` into `scratch` (all but `.` and `..`), noting its
@@ -522,192 +767,4 @@ impl Walk<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use std::os::unix::fs::symlink;
-
-    /// Folders of a generated tree (hidden ones among them), parents before children.
-    const DIRS: [&str; 8] = ["", "a", "a/b", "a/b/c", ".h", "a/.hd", "d", "d/e"];
-    const FILES: [&str; 6] = ["x.rs", "y.txt", ".z", "w.log", "keep.log", "c"];
-    /// Lines of ignore files: globs of every kind, whitelists, anchors, folders only, comments.
-    const LINES: [&str; 18] = [
-        "*.log",
-        "!keep.log",
-        "b/",
-        "/x.rs",
-        "**/e",
-        "*.txt",
-        ".h",
-        "!.z",
-        "a/b/*.rs",
-        "c",
-        "#x.rs",
-        "",
-        "!/d/",
-        "!*.rs",
-        "y.*",
-        "e/",
-        "!c",
-        "/a/b",
-    ];
-
-    /// One folder of a generated tree: which files it holds, and the lines of its `.gitignore`,
-    /// `.ignore` and `.git/info/exclude` (none when `None`).
-    #[derive(Debug, Clone)]
-    struct Folder {
-        files: Vec<bool>,
-        ignore_files: [Option<Vec<usize>>; 3],
-    }
-
-    fn folder() -> impl Strategy<Value = Folder> {
-        let lines = || proptest::option::weighted(0.3, proptest::collection::vec(0..LINES.len(), 1..4));
-        (proptest::collection::vec(any::<bool>(), FILES.len()), lines(), lines(), lines())
-            .prop_map(|(files, a, b, c)| Folder { files, ignore_files: [a, b, c] })
-    }
-
-    fn make(root: &Path, tree: &[Folder]) {
-        for dir in DIRS {
-            std::fs::create_dir_all(root.join(dir)).unwrap();
-        }
-        for (dir, folder) in DIRS.iter().zip(tree) {
-            let dir = root.join(dir);
-            for (name, _) in FILES.iter().zip(&folder.files).filter(|(_, there)| **there) {
-                // A file named as a folder of the tree (`c` in `a/b`) is left out there.
-                if !dir.join(name).is_dir() {
-                    std::fs::write(dir.join(name), name).unwrap();
-                }
-            }
-            for (file, lines) in
-                [".gitignore", ".ignore", ".git/info/exclude"].iter().zip(&folder.ignore_files)
-            {
-                if let Some(lines) = lines {
-                    let text: String = lines.iter().map(|&i| format!("{}\n", LINES[i])).collect();
-                    let path = dir.join(file);
-                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                    std::fs::write(path, text).unwrap();
-                }
-            }
-        }
-    }
-
-    /// What ripgrep's walker lists under `root/rel`, relative to `root`.
-    fn ripgrep(root: &Path, rel: &str) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = ignore::WalkBuilder::new(root.join(rel))
-            .hidden(true)
-            .parents(true)
-            .git_global(false)
-            .require_git(false)
-            .follow_links(false)
-            .build()
-            .filter_map(Result::ok)
-            .filter(|entry| entry.file_type().is_some_and(|t| t.is_file()))
-            .map(|entry| entry.path().strip_prefix(root).unwrap().to_path_buf())
-            .collect();
-        files.sort();
-        files
-    }
-
-    fn ours(root: &Path, rel: &str) -> Vec<PathBuf> {
-        let handle = RootDir::new(root, None).unwrap();
-        let walked = walk(&handle, Path::new(rel), &|| false, None, None).unwrap();
-        assert!(!walked.truncated && !walked.stopped);
-        walked.files.into_iter().map(|f| f.rel.into_path_buf()).collect()
-    }
-
-    /// The folders above a test tree hold no ignore files (ripgrep would read them with
-    /// `parents(true)`; the walk never looks above its root).
-    fn nothing_above(root: &Path) {
-        for above in root.ancestors().skip(1) {
-            for name in [".gitignore", ".ignore", ".git"] {
-                assert!(
-                    !above.join(name).exists(),
-                    "{} exists: the comparison would differ",
-                    above.join(name).display()
-                );
-            }
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
-
-        /// On trees of ordinary files, the walk lists exactly what ripgrep's walker lists, for a
-        /// search of the root or of any folder in it.
-        #[test]
-        fn lists_what_ripgrep_lists(tree in proptest::collection::vec(folder(), DIRS.len()), searched in 0..DIRS.len()) {
-            let dir = tempfile::tempdir().unwrap();
-            let root = std::fs::canonicalize(dir.path()).unwrap();
-            nothing_above(&root);
-            make(&root, &tree);
-            let rel = DIRS[searched];
-            prop_assert_eq!(ours(&root, rel), ripgrep(&root, rel), "searching {:?}", rel);
-        }
-    }
-
-    proptest! {
-        /// The byte order with `/` lowest is the order of the components, on paths whose
-        /// names share prefixes and hold bytes around `/` (`-`, `.`, `0`).
-        #[test]
-        fn path_order_is_component_order(
-            paths in proptest::collection::vec(proptest::collection::vec("[a.0-]{1,3}|abcdefgh[x.-]{0,2}", 1..5), 2..12)
-        ) {
-            let mut paths: Vec<PathBuf> = paths
-                .into_iter()
-                .map(|names| names.into_iter().filter(|n| n != "." && n != "..").collect())
-                .filter(|p: &PathBuf| !p.as_os_str().is_empty())
-                .collect();
-            let mut by_components = paths.clone();
-            by_components.sort();
-            paths.sort_by(|a, b| path_order(a, b));
-            prop_assert_eq!(paths, by_components);
-        }
-    }
-
-    #[test]
-    fn paths_sort_by_their_components() {
-        let mut paths: Vec<PathBuf> =
-            ["a-c", "a/b", "a/b/c", "a.rs", "a", "ab/x", "a/b-c", "a/bc"].iter().map(PathBuf::from).collect();
-        let mut by_components = paths.clone();
-        by_components.sort();
-        paths.sort_by(|a, b| path_order(a, b));
-        assert_eq!(paths, by_components);
-    }
-
-    #[test]
-    fn a_folder_swapped_for_a_link_is_not_entered_and_bounds_hold() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
-        let root = base.join("root");
-        std::fs::create_dir_all(root.join("a/b")).unwrap();
-        std::fs::create_dir_all(base.join("outside")).unwrap();
-        std::fs::write(base.join("outside/secret.rs"), "s").unwrap();
-        std::fs::write(root.join("a/b/in.rs"), "i").unwrap();
-        let handle = RootDir::new(&root, None).unwrap();
-        // Swapped after resolution: the searched folder itself is a link now.
-        std::fs::rename(root.join("a/b"), root.join("a/b.real")).unwrap();
-        symlink(base.join("outside"), root.join("a/b")).unwrap();
-        let err = walk(&handle, Path::new("a/b"), &|| false, None, None).unwrap_err();
-        assert_eq!(
-            err.raw_os_error(),
-            Some(rustix::io::Errno::NOTDIR.raw_os_error()),
-            "never walked through a link"
-        );
-        let walked = walk(&handle, Path::new("a"), &|| false, None, None).unwrap();
-        let rels: Vec<_> = walked.files.iter().map(|f| f.rel.to_path_buf()).collect();
-        assert_eq!(rels, [PathBuf::from("a/b.real/in.rs")]);
-        // A stop flag that says stop ends the walk at once.
-        assert!(walk(&handle, Path::new(""), &|| true, None, None).unwrap().stopped);
-        // Deeper than the folders a walk keeps open: still every file, beneath the root.
-        let deep: PathBuf = (0..(MAX_HELD_FOLDERS + 10)).map(|i| format!("d{i}")).collect();
-        std::fs::create_dir_all(root.join(&deep)).unwrap();
-        for i in 0..3 {
-            std::fs::create_dir_all(root.join(format!("w{i}"))).unwrap();
-            std::fs::write(root.join(format!("w{i}/f.rs")), "f").unwrap();
-        }
-        std::fs::write(root.join(&deep).join("leaf.rs"), "l").unwrap();
-        let walked = walk(&handle, Path::new(""), &|| false, None, None).unwrap();
-        assert!(walked.files.iter().any(|f| *f.rel == *deep.join("leaf.rs")));
-        assert_eq!(walked.files.len(), 5);
-    }
-}
+mod tests;

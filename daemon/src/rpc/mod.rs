@@ -21,7 +21,7 @@ use filectx_protocol::methods::{
 use filectx_protocol::tools::{READ_LINE_LIMIT, READ_LINE_MAX_CHARS};
 use filectx_protocol::{
     Capabilities, ContextResetParams, DaemonStatus, DaemonStatusParams, InitializeParams, InitializeResult,
-    Limits, PROTOCOL_VERSION, ServerInfo, ToolsListResult, features,
+    Limits, PROTOCOL_VERSION, SearchIndexInfo, ServerInfo, ToolsListResult, features,
 };
 use jsonrpsee::core::RegisterMethodError;
 use jsonrpsee::core::server::{Methods, RpcModule};
@@ -312,6 +312,8 @@ async fn initialize(
         None => None,
     };
     let options = session.install(options)?;
+    // Each root's search index is validated in the background from now on.
+    ctx.files.prepare_search(&options.roots);
     if let Some(parked) = parked {
         let owners = parked.len();
         let adopter = session.clone();
@@ -430,6 +432,7 @@ fn status(
         cached_listed_files: cached_listed_files as u64,
         cached_filter_bytes: cached_filter_bytes as u64,
         cached_filters_building,
+        search_indexes: search_indexes(ctx, session, owner),
         gates,
         unmatched_responses: Stats::get(&stats.unmatched_responses),
         other_gates,
@@ -451,6 +454,26 @@ fn status(
         watches_held: watches_held as u64,
         watches_cap: watches_cap as u64,
     })
+}
+
+/// The search indexes `session` may see: its roots', or every root's for the daemon's owner.
+fn search_indexes(ctx: &ServerContext, session: &Session, owner: bool) -> Vec<SearchIndexInfo> {
+    let roots: Vec<&std::path::Path> = session
+        .options()
+        .map(|options| options.roots.iter().map(|root| root.path()).collect())
+        .unwrap_or_default();
+    ctx.files
+        .search_indexes()
+        .into_iter()
+        .filter(|(root, _)| owner || roots.contains(&root.as_path()))
+        .map(|(root, index)| SearchIndexInfo {
+            root: root.display().to_string(),
+            loaded: index.loaded,
+            reread_files: index.reread,
+            bytes: index.bytes,
+            validation_ms: index.validation_ms,
+        })
+        .collect()
 }
 
 /// The method table, and what every connection's session takes from it.

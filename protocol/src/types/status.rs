@@ -85,6 +85,11 @@ pub struct DaemonStatus {
     /// repeated grep reads the files still without one.
     #[serde(default)]
     pub cached_filters_building: bool,
+    /// The search index on disk of each root (of the asking session's roots, unless
+    /// `daemon/status` carried the daemon's gate token): kept listings and their filters, which
+    /// a restarted daemon validates instead of walking and reading every file.
+    #[serde(default)]
+    pub search_indexes: Vec<SearchIndexInfo>,
     /// The write-intent gates registered now, in registration order.
     #[serde(default)]
     pub gates: Vec<GateInfo>,
@@ -198,6 +203,26 @@ pub struct LanguageServerInfo {
     pub sessions: u64,
     /// Times it was started again after failing.
     pub restarts: u64,
+}
+
+/// One root's search index, as `daemon/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SearchIndexInfo {
+    /// The root.
+    pub root: String,
+    /// Whether its listings were loaded from its index on disk and validated when a session
+    /// named it (else they were built by walking).
+    pub loaded: bool,
+    /// Files that validation found new, or changed since their filter was built (stat data:
+    /// device, inode, size, mtime, ctime): their filters are built again, and searches read
+    /// them meanwhile.
+    pub reread_files: u64,
+    /// Bytes of its index file on disk (0: none written).
+    pub bytes: u64,
+    /// Milliseconds the validation took (0: not loaded).
+    pub validation_ms: u64,
 }
 
 /// Params of `daemon/status` (optional, as is every field).

@@ -51,6 +51,7 @@ mod real_diagnostics;
 mod real_lsp;
 mod sandbox;
 mod search;
+mod search_index;
 mod service;
 mod skips;
 mod soak;

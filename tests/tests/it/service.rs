@@ -700,6 +700,9 @@ fn print_config_merges_flags_the_file_and_defaults() {
         ("max_snapshot_bytes", provider.max_snapshot_bytes.to_string()),
         ("max_snapshot_file_bytes", provider.max_snapshot_file_bytes.to_string()),
         ("max_search_cache_bytes", provider.max_search_cache_bytes.to_string()),
+        // The search index, in its default folder under the test's XDG_STATE_HOME.
+        ("search_index_dir", quoted(&dir.path().join("state/filectx/index"))),
+        ("max_search_index_bytes", (256u64 << 20).to_string()),
         ("max_watches", provider.max_watches.to_string()),
         // Write-intent gates.
         ("no_gates", "false".to_owned()),

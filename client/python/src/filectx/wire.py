@@ -218,6 +218,30 @@ class LanguageServerInfo(_LanguageServerInfoRequired, total=False):
     """The server's pid."""
 
 
+class SearchIndexInfo(TypedDict):
+    """One root's search index, as `daemon/status` shows it."""
+
+    root: str
+    """The root."""
+
+    loaded: bool
+    """Whether its listings were loaded from its index on disk and validated when a session
+    named it (else they were built by walking).
+    """
+
+    rereadFiles: int
+    """Files that validation found new, or changed since their filter was built (stat data:
+    device, inode, size, mtime, ctime): their filters are built again, and searches read
+    them meanwhile.
+    """
+
+    bytes: int
+    """Bytes of its index file on disk (0: none written)."""
+
+    validationMs: int
+    """Milliseconds the validation took (0: not loaded)."""
+
+
 class _DaemonStatusRequired(TypedDict):
     version: str
     """The daemon's version."""
@@ -378,6 +402,12 @@ class DaemonStatus(_DaemonStatusRequired, total=False):
 
     rootsHeld: int
     """Root handles the open sessions hold (one descriptor each)."""
+
+    searchIndexes: list[SearchIndexInfo]
+    """The search index on disk of each root (of the asking session's roots, unless
+    `daemon/status` carried the daemon's gate token): kept listings and their filters, which
+    a restarted daemon validates instead of walking and reading every file.
+    """
 
     searchMemoryBytes: int
     """Most memory all searches at once may hold: search slots × (the regex bound + the file

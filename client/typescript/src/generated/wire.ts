@@ -252,6 +252,7 @@ export interface WireTypes {
   ReadResult: ReadResult;
   RequestId: RequestId;
   ResolveResult: ResolveResult;
+  SearchIndexInfo: SearchIndexInfo;
   ServerInfo: ServerInfo;
   StaleEdits: StaleEdits;
   StreamCancelParams: StreamCancelParams;
@@ -598,6 +599,12 @@ export interface DaemonStatus {
    */
   rootsHeld?: number;
   /**
+   * The search index on disk of each root (of the asking session's roots, unless
+   * `daemon/status` carried the daemon's gate token): kept listings and their filters, which
+   * a restarted daemon validates instead of walking and reading every file.
+   */
+  searchIndexes?: SearchIndexInfo[];
+  /**
    * Most memory all searches at once may hold: search slots × (the regex bound + the file
    * bytes one search holds at most).
    */
@@ -741,6 +748,37 @@ export interface LanguageServerInfo {
    * `starting`, `ready`, `restarting` or `stopped`.
    */
   state: string;
+}
+/**
+ * One root's search index, as `daemon/status` shows it.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SearchIndexInfo".
+ */
+export interface SearchIndexInfo {
+  /**
+   * Bytes of its index file on disk (0: none written).
+   */
+  bytes: number;
+  /**
+   * Whether its listings were loaded from its index on disk and validated when a session
+   * named it (else they were built by walking).
+   */
+  loaded: boolean;
+  /**
+   * Files that validation found new, or changed since their filter was built (stat data:
+   * device, inode, size, mtime, ctime): their filters are built again, and searches read
+   * them meanwhile.
+   */
+  rereadFiles: number;
+  /**
+   * The root.
+   */
+  root: string;
+  /**
+   * Milliseconds the validation took (0: not loaded).
+   */
+  validationMs: number;
 }
 /**
  * Params of `daemon/status` (optional, as is every field).

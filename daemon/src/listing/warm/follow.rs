@@ -50,6 +50,8 @@ impl State {
             entry.grams.forget(index);
         }
         entry.changed.insert(rel.to_path_buf());
+        let root = key.0.clone();
+        self.dirty.insert(root);
         true
     }
 

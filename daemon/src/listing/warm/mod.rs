@@ -52,8 +52,9 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::grams::{CacheBytes, Grams};
+use super::index::Indexes;
 use super::listed::Listed;
-use super::walker::{FolderHook, Watch};
+use super::walker::{Folder, FolderHook, Watch};
 use crate::provider::Root;
 use crate::provider::budget::WatchBudget;
 
@@ -131,7 +132,13 @@ struct Entry {
     /// listed, so hidden names coming and going (the daemon's own staging files, an editor's
     /// swap files) change nothing.
     whitelists: bool,
+    /// The folders its walk read and the digest of the rules on its way, as the search index
+    /// keeps them (a folder changed since is read again at the next validation).
+    records: Records,
 }
+
+/// The folders a listing's walk read, and the digest of the rules on its way.
+pub type Records = (Arc<Vec<Folder>>, u64);
 
 struct State {
     entries: HashMap<Key, Entry>,
@@ -149,6 +156,11 @@ struct State {
     cache: Arc<CacheBytes>,
     /// The daemon's share of inotify watches, one taken per watch held here.
     budget: Arc<WatchBudget>,
+    /// Roots whose kept listings changed since their index was last written or loaded.
+    dirty: HashSet<PathBuf>,
+    /// Roots whose index is being validated: not written meanwhile (a listing whose filters
+    /// are still being looked at would be written without them).
+    validating: HashSet<PathBuf>,
 }
 
 impl State {
@@ -260,6 +272,13 @@ pub struct Listings {
     max_bytes: usize,
     /// Started at the first walk that may be kept; `None` inside: inotify is unavailable.
     watcher: OnceLock<Option<Watcher>>,
+    /// The search index on disk, when one is kept (see [`stored`]).
+    index: OnceLock<Arc<Indexes>>,
+    /// Roots whose index is being loaded and validated.
+    validating: Mutex<HashMap<PathBuf, Arc<stored::Pending>>>,
+    /// Searches dating the files they show now: a validation comparing every file's stat data
+    /// lets them go first.
+    pub(super) dating: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Listings {
@@ -411,12 +430,12 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 }
 
 /// What one listing costs, in bytes: kept as `key`, of `files` files whose [`listed_bytes`]
-/// sum to `listed`, watching `folders` folders.
+/// sum to `listed`, watching (and recording) `folders` folders.
 fn cost(key: &Key, files: usize, listed: usize, folders: usize) -> usize {
     key.0.as_os_str().len()
         + key.1.as_os_str().len()
         + std::mem::size_of::<Entry>()
-        + folders * (std::mem::size_of::<Watched>() + 64)
+        + folders * (std::mem::size_of::<Watched>() + std::mem::size_of::<Folder>() + 64)
         // The slots of its trigram filters (the filters themselves are counted as they come).
         + files * std::mem::size_of::<Option<super::grams::GramFilter>>()
         + listed
@@ -486,12 +505,21 @@ impl Listings {
             clock: 0,
             cache: Arc::new(CacheBytes::new(max_bytes)),
             budget,
+            dirty: HashSet::new(),
+            validating: HashSet::new(),
         };
         let cache = Arc::clone(&state.cache);
         let state = Arc::new(Mutex::new(state));
         let weak = Arc::downgrade(&state);
         cache.on_full(Box::new(move |grams| make_room(&weak, grams)));
-        Self { state, max_bytes, watcher: OnceLock::new() }
+        Self {
+            state,
+            max_bytes,
+            watcher: OnceLock::new(),
+            index: OnceLock::new(),
+            validating: Mutex::default(),
+            dating: std::sync::atomic::AtomicUsize::new(0),
+        }
     }
 
     /// Listings kept and their bytes (with their filters').
@@ -575,14 +603,35 @@ impl Listings {
         })
     }
 
-    /// Keeps the listing `files` that the walk begun by `filling` found, unless an event
-    /// arrived meanwhile or it does not fit; its (still empty) filters when kept.
+    /// Keeps the listing `files` that the walk begun by `filling` found (recording `records`),
+    /// unless an event arrived meanwhile or it does not fit; its (still empty) filters when kept.
     pub fn finish(
         &self,
         filling: Filling,
         root: &Root,
         files: &Arc<Vec<Listed>>,
         whitelists: bool,
+        records: Records,
+    ) -> Option<Arc<Grams>> {
+        let kept = self.keep(filling, root, files, (whitelists, records), |cache| {
+            Grams::new(files.len(), Arc::clone(cache))
+        });
+        if kept.is_some() {
+            lock(&self.state).dirty.insert(root.path().to_path_buf());
+        }
+        kept
+    }
+
+    /// Keeps the listing `files` that the walk begun by `filling` found, with the filters
+    /// `grams` makes (asked only once it is kept), unless an event arrived meanwhile or it does
+    /// not fit; its filters when kept.
+    fn keep(
+        &self,
+        filling: Filling,
+        root: &Root,
+        files: &Arc<Vec<Listed>>,
+        (whitelists, records): (bool, Records),
+        grams: impl FnOnce(&Arc<CacheBytes>) -> Grams,
     ) -> Option<Arc<Grams>> {
         let Filling { key, id, mut watches, failed, .. } = filling;
         let mut state = lock(&self.state);
@@ -615,7 +664,10 @@ impl Listings {
             state.remove(&oldest, &mut watches);
         }
         state.keys.insert(id, key.clone());
-        let grams = Arc::new(Grams::new(files.len(), Arc::clone(&state.cache)));
+        let grams = Arc::new(grams(&state.cache));
+        if let Some(index) = self.index.get() {
+            grams.on_built(stored::on_built(&self.state, index, root.path()));
+        }
         let entry = Entry {
             id,
             root: root.clone(),
@@ -626,6 +678,7 @@ impl Listings {
             listed,
             used,
             whitelists,
+            records,
         };
         state.entries.insert(key, entry);
         Some(grams)
@@ -685,5 +738,6 @@ impl Listings {
 }
 
 mod follow;
+pub mod stored;
 #[cfg(test)]
 mod tests;

@@ -219,6 +219,7 @@ pub fn status() -> DaemonStatus {
         cached_listed_files: 0,
         cached_filter_bytes: 0,
         cached_filters_building: false,
+        search_indexes: Vec::new(),
         gates: Vec::new(),
         unmatched_responses: 0,
         other_gates: 0,
