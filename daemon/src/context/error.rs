@@ -2,7 +2,7 @@
 //! (not observed, stale, read-only, denied). Typed only: the rpc layer maps them to the wire.
 
 use super::deny::{self, Access, Denial};
-use super::stale::Change;
+use super::stale::ChangeSince;
 use super::{ProviderError, Version};
 
 /// A file-context failure.
@@ -24,9 +24,9 @@ pub enum ContextError {
     },
     /// The file changed (or was deleted) since this session read or wrote it.
     #[error("{path} has changed since this session last read it{}", match change {
-        Change::Shown(_) => "; the change is shown, and a retry may now go ahead",
-        Change::TooLarge => "; the change is too large to show: read it again",
-        Change::Unknown => "; read it again",
+        ChangeSince::Shown(_) => "; the change is shown, and a retry may now go ahead",
+        ChangeSince::TooLarge => "; the change is too large to show: read it again",
+        ChangeSince::Unknown => "; read it again",
     })]
     Stale {
         /// The path as shown.
@@ -35,7 +35,7 @@ pub enum ContextError {
         current: Option<Version>,
         /// What can be shown of the change (and whether the session's record moved to
         /// `current`).
-        change: Change,
+        change: ChangeSince,
     },
     /// A write that may only create found the file there (`FS_NOT_OBSERVED`: the caller has
     /// not seen that file).
@@ -121,9 +121,9 @@ pub enum ContextError {
     },
     /// The file is no longer at the version the entry left; nothing was restored.
     #[error("{path} has changed since entry {entry}{}; nothing was restored: undo the later changes first, or restore with force to put back the content before entry {entry} anyway", match change {
-        Change::Shown(_) => " (the change since is shown)",
-        Change::TooLarge => " (the change since is too large to show)",
-        Change::Unknown => "",
+        ChangeSince::Shown(_) => " (the change since is shown)",
+        ChangeSince::TooLarge => " (the change since is too large to show)",
+        ChangeSince::Unknown => "",
     })]
     Changed {
         /// The path as shown.
@@ -133,7 +133,7 @@ pub enum ContextError {
         /// The version now (`None`: no file).
         current: Option<Version>,
         /// The change from the version the entry left to now.
-        change: Change,
+        change: ChangeSince,
     },
     /// A gate refused the write or edit; nothing was written.
     #[error("{path} was not changed: {refusal}")]

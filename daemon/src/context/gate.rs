@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Version;
-use super::stale::{self, Change};
+use super::stale::{self, ChangeSince};
 use crate::provider::{Prepared, Resolved};
 
 /// A file of several hard links, as the gates see it: its device and its link count. Its other
@@ -98,9 +98,9 @@ impl Intent {
                 let labels = ("current", "proposed");
                 match stale::diff_labelled(&target.path.display().to_string(), labels, &old, &prepared.bytes)
                 {
-                    Change::Shown(diff) => Shown::Diff(diff),
-                    Change::TooLarge => Shown::TooLarge,
-                    Change::Unknown => Shown::NotText,
+                    ChangeSince::Shown(diff) => Shown::Diff(diff),
+                    ChangeSince::TooLarge => Shown::TooLarge,
+                    ChangeSince::Unknown => Shown::NotText,
                 }
             }
             _ => Shown::TooLarge,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::deny::Access;
 use super::gate::{Subject, linked};
-use super::stale::{self, Change};
+use super::stale::{self, ChangeSince};
 use super::{ContextError, Conventions, Expectation, FileContext, ProviderError, Resolved, Step, Version};
 use crate::journal::{Entry, Filter, Journal};
 use crate::provider::journaled::{Attribution, Author};
@@ -220,7 +220,7 @@ impl<'a> FileContext<'a> {
         target.by = self.attribution(true);
         if target.path != *found.path {
             // A folder on the way is now a symlink elsewhere: not the file the entry names.
-            let change = Change::Unknown;
+            let change = ChangeSince::Unknown;
             return Err(ContextError::Changed {
                 path: target.display,
                 entry: found.seq,
@@ -304,7 +304,7 @@ impl<'a> FileContext<'a> {
                 path: target.display.clone(),
                 entry: found.seq,
                 current: None,
-                change: Change::Unknown,
+                change: ChangeSince::Unknown,
             }),
             Err(err) => Err(self.restore_refused(target, found, err.into())),
         }
@@ -320,13 +320,13 @@ impl<'a> FileContext<'a> {
             }
             err => return err,
         };
-        let change = self.since_entry(target, found).unwrap_or(Change::Unknown);
+        let change = self.since_entry(target, found).unwrap_or(ChangeSince::Unknown);
         ContextError::Changed { path: target.display.clone(), entry: found.seq, current, change }
     }
 
     /// The change from the version `found` left to the file now; `None` where this session may
     /// not be shown either side (see [`FileContext::shows`]).
-    fn since_entry(&self, target: &Resolved, found: &Entry) -> Option<Change> {
+    fn since_entry(&self, target: &Resolved, found: &Entry) -> Option<ChangeSince> {
         let journal = self.journal?;
         if !self.shows(found.after, found.links.1) {
             return None;

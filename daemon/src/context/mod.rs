@@ -28,7 +28,7 @@ pub use self::error::ContextError;
 use self::gate::Gatekeeper;
 pub use self::journal::{JournalPage, RestoreView, UndoView, Who};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
-pub use self::stale::Change;
+pub use self::stale::ChangeSince;
 use self::step::Passage;
 pub use self::step::{Pending, Step, Warm, WarmRead};
 pub use self::unrecorded::{RawExpectation, Unrecorded};
@@ -554,7 +554,7 @@ impl<'a> FileContext<'a> {
             Err(ContextError::File(ProviderError::StaleVersion { path, current })) => {
                 return Err(match seen {
                     Some(seen) => self.stale(&target, seen, current),
-                    None => ContextError::Stale { path, current, change: Change::Unknown },
+                    None => ContextError::Stale { path, current, change: ChangeSince::Unknown },
                 });
             }
             Err(e) => return Err(e),
@@ -581,7 +581,9 @@ impl<'a> FileContext<'a> {
                 let change = stale::diff(&target.display, &old, &now.bytes);
                 self.refused(target, now, change)
             }
-            None => ContextError::Stale { path: target.display.clone(), current, change: Change::Unknown },
+            None => {
+                ContextError::Stale { path: target.display.clone(), current, change: ChangeSince::Unknown }
+            }
         }
     }
 
@@ -601,7 +603,7 @@ impl<'a> FileContext<'a> {
 
     /// The stale refusal that shows `change` (to `now`, the file as read); when the change was
     /// shown whole, the session's record moves to the version shown.
-    fn refused(&self, target: &Resolved, now: Now, change: Change) -> ContextError {
+    fn refused(&self, target: &Resolved, now: Now, change: ChangeSince) -> ContextError {
         if change.reauthorized() {
             self.observed.record(&target.path, now.version, now.links);
             self.provider.store().put(now.version, now.bytes.into());
@@ -661,7 +663,7 @@ impl<'a> FileContext<'a> {
         let labels = ("as you last saw it", "before this edit");
         let shown = stale::diff_labelled(&target.display, labels, &old, &now.bytes);
         let outside = match (shown, merge::check(&old, &now.bytes, change)) {
-            (Change::Shown(diff), Ok(())) => diff,
+            (ChangeSince::Shown(diff), Ok(())) => diff,
             (_, unmerged) => {
                 tracing::debug!(path = %target.display, ?unmerged, "stale edit not merged");
                 let change = stale::diff(&target.display, &old, &now.bytes);
@@ -848,7 +850,7 @@ mod tests {
         // Stale is reported before matching; the change is shown (a wrote the version it last
         // saw, so its bytes are stored) and now counts as read by a.
         match a.edit("f.txt", &edit("no such text", "x")) {
-            Err(ContextError::Stale { current: Some(_), change: Change::Shown(diff), .. }) => {
+            Err(ContextError::Stale { current: Some(_), change: ChangeSince::Shown(diff), .. }) => {
                 assert!(diff.contains("-two\n+2\n"), "{diff}");
             }
             other => panic!("{other:?}"),

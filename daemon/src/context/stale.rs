@@ -21,7 +21,7 @@ const DIFF_TIME: Duration = Duration::from_millis(100);
 
 /// What a stale refusal can show of the change since the session's last look.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
+pub enum ChangeSince {
     /// The whole change, as a unified diff (empty when no line differs: only line endings, the
     /// BOM or the final newline changed). The session's record moved to the version shown.
     Shown(String),
@@ -32,7 +32,7 @@ pub enum Change {
     Unknown,
 }
 
-impl Change {
+impl ChangeSince {
     /// Whether the session's record moved to the current version.
     pub fn reauthorized(&self) -> bool {
         matches!(self, Self::Shown(_))
@@ -99,17 +99,17 @@ fn range(start: usize, len: usize) -> String {
 
 /// The change from `old` (the version last seen) to `new` (the current one) of the file shown
 /// as `display`.
-pub fn diff(display: &str, old: &[u8], new: &[u8]) -> Change {
+pub fn diff(display: &str, old: &[u8], new: &[u8]) -> ChangeSince {
     diff_labelled(display, ("as you last saw it", "now"), old, new)
 }
 
 /// [`diff`] with other labels on the two file headers (`--- PATH (old label)`,
 /// `+++ PATH (new label)`).
-pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]) -> Change {
+pub fn diff_labelled(display: &str, labels: (&str, &str), old: &[u8], new: &[u8]) -> ChangeSince {
     match unified(display, labels, old, new, false) {
-        Some((_, true)) => Change::TooLarge,
-        Some((diff, false)) => Change::Shown(diff),
-        None => Change::Unknown,
+        Some((_, true)) => ChangeSince::TooLarge,
+        Some((diff, false)) => ChangeSince::Shown(diff),
+        None => ChangeSince::Unknown,
     }
 }
 
@@ -240,14 +240,14 @@ mod tests {
         .assert_eq(diff_text(&diff("a.txt", old, new)));
     }
 
-    fn diff_text(change: &Change) -> &str {
+    fn diff_text(change: &ChangeSince) -> &str {
         change.diff().expect("a diff")
     }
 
     #[test]
     fn line_endings_and_bom_are_not_changes_of_lines() {
         let change = diff("a.txt", b"\xEF\xBB\xBFa\r\nb\r\n", b"a\nb");
-        assert_eq!(change, Change::Shown(String::new()));
+        assert_eq!(change, ChangeSince::Shown(String::new()));
         assert!(change.reauthorized());
     }
 
@@ -255,10 +255,10 @@ mod tests {
     fn too_large_and_not_text() {
         let old: String = (0..300).map(|i| format!("{i}\n")).collect();
         let new: String = (0..300).map(|i| format!("{i}x\n")).collect();
-        assert_eq!(diff("a.txt", old.as_bytes(), new.as_bytes()), Change::TooLarge);
+        assert_eq!(diff("a.txt", old.as_bytes(), new.as_bytes()), ChangeSince::TooLarge);
         let long = "y".repeat(20_000);
-        assert_eq!(diff("a.txt", b"x\n", long.as_bytes()), Change::TooLarge);
-        assert_eq!(diff("a.txt", b"x\n", b"\0"), Change::Unknown);
-        assert!(!Change::TooLarge.reauthorized() && !Change::Unknown.reauthorized());
+        assert_eq!(diff("a.txt", b"x\n", long.as_bytes()), ChangeSince::TooLarge);
+        assert_eq!(diff("a.txt", b"x\n", b"\0"), ChangeSince::Unknown);
+        assert!(!ChangeSince::TooLarge.reauthorized() && !ChangeSince::Unknown.reauthorized());
     }
 }

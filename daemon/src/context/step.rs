@@ -141,7 +141,7 @@ pub(super) struct Proposal {
 }
 
 /// A committed change: what was prepared, and what the commit made.
-pub(super) struct Landed {
+pub(super) struct LandedChange {
     /// The prepared change.
     pub(super) prepared: Prepared,
     /// The commit.
@@ -159,7 +159,8 @@ pub struct Pending<T, E = ContextError> {
 
 /// How a [`Pending`] change makes its answer from what its commit did (with the file context
 /// of the commit).
-type Answering<T, E> = Box<dyn FnOnce(&FileContext<'_>, Result<Landed, ContextError>) -> Result<T, E> + Send>;
+type Answering<T, E> =
+    Box<dyn FnOnce(&FileContext<'_>, Result<LandedChange, ContextError>) -> Result<T, E> + Send>;
 
 impl<T, E> std::fmt::Debug for Pending<T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -167,7 +168,7 @@ impl<T, E> std::fmt::Debug for Pending<T, E> {
     }
 }
 
-impl Pending<Landed> {
+impl Pending<LandedChange> {
     /// The change waiting for the gates, answering what its commit made.
     pub(super) fn new(proposal: Proposal) -> Self {
         Self { proposal: Box::new(proposal), answer: Box::new(|_, landed| landed) }
@@ -201,7 +202,7 @@ impl<T: 'static, E: 'static> Pending<T, E> {
         let Proposal { intent, target, expect, recorded } = *proposal;
         let _writing = recorded.then(|| files.observed.writing(&target.path));
         let landed = match files.provider.commit(&target, &intent.prepared, expect) {
-            Ok(committed) => Ok(Landed { prepared: intent.prepared, committed }),
+            Ok(committed) => Ok(LandedChange { prepared: intent.prepared, committed }),
             Err(err) => Err(ContextError::from(err)),
         };
         answer(files, landed).map(Step::Done)
@@ -222,7 +223,7 @@ pub(super) enum Passage {
     /// operation).
     Done(Prepared, Committed),
     /// Prepared: the gates must be asked first.
-    Asking(Pending<Landed>),
+    Asking(Pending<LandedChange>),
 }
 
 impl super::FileContext<'_> {

@@ -40,7 +40,7 @@ use self::log::{Log, Record, Stored};
 use self::objects::Objects;
 use crate::provider::Version;
 use crate::provider::crash::crash_point;
-use crate::provider::journaled::{Change, ChangeKind, Recorder};
+use crate::provider::journaled::{ChangeKind, ChangeToRecord, Recorder};
 use crate::provider::private::Private;
 
 /// Most entries kept, whatever their bytes: each costs about 200 bytes of memory.
@@ -788,7 +788,7 @@ impl Recorder for Journal {
         self.file_cap()
     }
 
-    fn begin(&self, change: &Change<'_>) -> std::io::Result<Option<u64>> {
+    fn begin(&self, change: &ChangeToRecord<'_>) -> std::io::Result<Option<u64>> {
         let max = self.file_cap();
         let (dir, fsync, private) = (&self.dir, self.config.fsync, &self.private);
         let begun = self.with(|state| -> std::io::Result<u64> {

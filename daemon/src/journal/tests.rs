@@ -37,9 +37,9 @@ fn open(config: JournalConfig) -> Arc<Journal> {
 }
 
 /// A change of `path` from `old` to `new` as the provider tells it (one link, mode 0640 before).
-fn told<'a>(by: &'a Attribution, path: &'a Path, old: Option<&'a [u8]>, new: &'a [u8]) -> Change<'a> {
+fn told<'a>(by: &'a Attribution, path: &'a Path, old: Option<&'a [u8]>, new: &'a [u8]) -> ChangeToRecord<'a> {
     let kind = if old.is_some() { ChangeKind::Edit } else { ChangeKind::Create };
-    Change {
+    ChangeToRecord {
         path,
         by,
         kind,

@@ -277,7 +277,7 @@ pub fn building() -> bool {
 
 /// Why a filter was not kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub enum FilterRefused {
     /// The file changed meanwhile (or already has one).
     Changed,
     /// The search cache is full.
@@ -423,19 +423,19 @@ impl Grams {
 
     /// Keeps the filter of file `index`, built from bytes read since `generation`, when no
     /// change was reported meanwhile and the cache has room.
-    pub fn keep(&self, index: usize, filter: GramFilter, generation: u64) -> Result<usize, Refused> {
+    pub fn keep(&self, index: usize, filter: GramFilter, generation: u64) -> Result<usize, FilterRefused> {
         let mut filters = self.filters.write().unwrap_or_else(PoisonError::into_inner);
         let bytes = filter.bytes();
         if self.retired.load(Ordering::Acquire) {
-            return Err(Refused::Gone);
+            return Err(FilterRefused::Gone);
         }
         if self.generation.load(Ordering::Acquire) != generation
             || filters.get(index).is_none_or(Option::is_some)
         {
-            return Err(Refused::Changed);
+            return Err(FilterRefused::Changed);
         }
         if !self.cache.reserve(bytes) {
-            return Err(Refused::Full);
+            return Err(FilterRefused::Full);
         }
         filters[index] = Some(filter);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -517,8 +517,8 @@ impl Grams {
                 }
                 match self.keep(index, filter, generation) {
                     Ok(_) => kept.store(true, Ordering::Relaxed),
-                    Err(Refused::Changed) => {}
-                    Err(Refused::Gone | Refused::Full) => ended.store(true, Ordering::Relaxed),
+                    Err(FilterRefused::Changed) => {}
+                    Err(FilterRefused::Gone | FilterRefused::Full) => ended.store(true, Ordering::Relaxed),
                 }
             }
         };
@@ -663,12 +663,12 @@ mod tests {
     #[test]
     fn kept_filters_respect_changes_and_the_reservation() {
         let small = Grams::new(2, Arc::new(CacheBytes::new(16)));
-        assert_eq!(small.keep(0, GramFilter::of(b"abcdef"), small.generation()), Err(Refused::Full));
+        assert_eq!(small.keep(0, GramFilter::of(b"abcdef"), small.generation()), Err(FilterRefused::Full));
         let cache = Arc::new(CacheBytes::new(1 << 20));
         let grams = Grams::new(2, Arc::clone(&cache));
         let generation = grams.generation();
         grams.forget(1);
-        assert_eq!(grams.keep(0, GramFilter::of(b"abcdef"), generation), Err(Refused::Changed));
+        assert_eq!(grams.keep(0, GramFilter::of(b"abcdef"), generation), Err(FilterRefused::Changed));
         let generation = grams.generation();
         assert!(grams.keep(0, GramFilter::of(b"abcdef"), generation).is_ok());
         assert_eq!(cache.used(), grams.bytes());
@@ -681,7 +681,7 @@ mod tests {
         grams.retire();
         assert_eq!(cache.used(), 0, "a dropped listing gives its filters' bytes back");
         assert_eq!(grams.must_read(&[vec![b"xyz".to_vec()]]), [true, true], "retired: every file is read");
-        assert_eq!(grams.keep(0, GramFilter::of(b"abcdef"), grams.generation()), Err(Refused::Gone));
+        assert_eq!(grams.keep(0, GramFilter::of(b"abcdef"), grams.generation()), Err(FilterRefused::Gone));
     }
 
     #[test]
@@ -694,7 +694,7 @@ mod tests {
         let third = grams.filters.read().unwrap()[2].as_ref().unwrap().bytes();
         // File 1 went, a new one came first: [new, old 0, old 2].
         let moved = grams.remapped(&[None, Some(0), Some(2)]);
-        assert_eq!(grams.keep(1, GramFilter::of(b"late"), grams.generation()), Err(Refused::Gone));
+        assert_eq!(grams.keep(1, GramFilter::of(b"late"), grams.generation()), Err(FilterRefused::Gone));
         assert_eq!(grams.must_read(&[vec![b"gamma".to_vec()]]), [true; 3], "the old one reads all");
         assert_eq!(moved.must_read(&[vec![b"omega".to_vec()]]), [true, false, true]);
         assert_eq!(moved.must_read(&[vec![b"alpha".to_vec()]]), [true, true, false]);

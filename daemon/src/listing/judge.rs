@@ -19,7 +19,7 @@ use rustix::fs::{AtFlags, FileType, Mode};
 use rustix::io::Errno;
 
 use super::listed::ns;
-use super::rules::{self, Found, GitSeen, RuleBytes, Rules};
+use super::rules::{self, GitSeen, IgnoreFiles, RuleBytes, Rules};
 use crate::provider::RootDir;
 
 /// What a walk would make of a path now.
@@ -122,7 +122,7 @@ impl<'a> Judge<'a> {
                 _ => self.root.open(here, rules::folder_flags(), Mode::empty()).ok()?,
             };
             let rules =
-                rules::rules_of(fd.as_fd(), here, Found::ALL, inherited, &self.rule_bytes, &Unwatched);
+                rules::rules_of(fd.as_fd(), here, IgnoreFiles::ALL, inherited, &self.rule_bytes, &Unwatched);
             self.rules.insert(here.to_path_buf(), rules.clone());
             inherited = rules;
             parent = Some(fd);

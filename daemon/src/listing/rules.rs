@@ -110,7 +110,7 @@ impl Drop for Held {
 
 /// Which ignore files a folder holds (known from its entries, or to be tried).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Found {
+pub struct IgnoreFiles {
     /// `.ignore`.
     pub ignore: bool,
     /// `.gitignore`.
@@ -119,9 +119,9 @@ pub struct Found {
     pub git: bool,
 }
 
-impl Found {
+impl IgnoreFiles {
     /// Every one of them may be there (a folder whose entries are not read).
-    pub const ALL: Found = Found { ignore: true, gitignore: true, git: true };
+    pub const ALL: IgnoreFiles = IgnoreFiles { ignore: true, gitignore: true, git: true };
 
     /// As three bits (`.ignore` 1, `.gitignore` 2, `.git` 4), as the search index keeps it.
     pub fn bits(self) -> u8 {
@@ -184,7 +184,7 @@ pub trait GitSeen {
 pub fn rules_of(
     dir: BorrowedFd<'_>,
     rel: &Path,
-    found: Found,
+    found: IgnoreFiles,
     parent: Option<Arc<Rules>>,
     bytes: &Arc<RuleBytes>,
     git: &dyn GitSeen,
@@ -199,7 +199,7 @@ pub fn rules_of(
 pub fn rules_read(
     dir: BorrowedFd<'_>,
     rel: &Path,
-    found: Found,
+    found: IgnoreFiles,
     parent: Option<Arc<Rules>>,
     bytes: &Arc<RuleBytes>,
     git: &dyn GitSeen,
@@ -415,7 +415,7 @@ mod tests {
     /// The verdicts of `paths` under the rules of the folder `dir`.
     fn verdicts(dir: &Path, paths: &[(&str, bool)]) -> Vec<&'static str> {
         let fd = open(dir);
-        let rules = rules_of(fd.as_fd(), Path::new(""), Found::ALL, None, &Arc::default(), &Nobody);
+        let rules = rules_of(fd.as_fd(), Path::new(""), IgnoreFiles::ALL, None, &Arc::default(), &Nobody);
         paths
             .iter()
             .map(|(path, is_dir)| match verdict(rules.as_ref(), Path::new(path), *is_dir) {
@@ -517,7 +517,7 @@ mod tests {
         let bytes = Arc::new(RuleBytes::default());
         let rules_in = |rel: &str, parent: Option<Arc<Rules>>| {
             let fd = open(&dir.path().join(rel));
-            rules_of(fd.as_fd(), Path::new(rel), Found::ALL, parent, &bytes, &Nobody)
+            rules_of(fd.as_fd(), Path::new(rel), IgnoreFiles::ALL, parent, &bytes, &Nobody)
         };
         // One file over the whole budget gives nothing.
         std::fs::write(dir.path().join(".gitignore"), wild(MAX_RULE_BYTES / PATTERN_RULE_COST + 1)).unwrap();

@@ -39,7 +39,7 @@ use rustix::fs::{AtFlags, FileType, Mode, RawDir};
 
 use super::index::section::Section;
 use super::listed::{Listed, ns};
-use super::rules::{self, Found, GitSeen, RuleBytes, Rules};
+use super::rules::{self, GitSeen, IgnoreFiles, RuleBytes, Rules};
 use super::stamp::Stamp;
 use crate::provider::RootDir;
 
@@ -112,7 +112,7 @@ pub struct Folder {
     /// (or could not be looked at): a validation then reads its entries again.
     pub stamp: Option<Stamp>,
     /// Which ignore files its entries held.
-    pub found: Found,
+    pub found: IgnoreFiles,
     /// The digest of its own ignore files' rules.
     pub rules: u64,
 }
@@ -428,7 +428,7 @@ impl Walk<'_> {
             };
             self.tell(&here, fd.as_fd(), Watch::OnTheWay(name));
             let (read, digest) =
-                rules::rules_read(fd.as_fd(), &here, Found::ALL, rules, &self.rule_bytes, self);
+                rules::rules_read(fd.as_fd(), &here, IgnoreFiles::ALL, rules, &self.rule_bytes, self);
             rules = read;
             way = way.rotate_left(17) ^ digest;
             fd = rustix::fs::openat(&fd, name, rules::folder_flags(), Mode::empty())?;
@@ -733,13 +733,13 @@ impl Walk<'_> {
 
     /// Reads the entries of the folder `dir` into `scratch` (all but `.` and `..`), noting its
     /// ignore files; `None` when the walk ended meanwhile. An error partway keeps what was read.
-    fn entries(&self, dir: BorrowedFd<'_>, scratch: &mut Scratch) -> Option<Found> {
+    fn entries(&self, dir: BorrowedFd<'_>, scratch: &mut Scratch) -> Option<IgnoreFiles> {
         scratch.names.clear();
         scratch.entries.clear();
         if scratch.names.capacity() > MAX_HELD_BYTES / 16 {
             scratch.names.shrink_to(MAX_HELD_BYTES / 16);
         }
-        let mut found = Found::default();
+        let mut found = IgnoreFiles::default();
         let mut raw = RawDir::new(dir, scratch.buffer.spare_capacity_mut());
         while let Some(entry) = raw.next() {
             let Ok(entry) = entry else { break };

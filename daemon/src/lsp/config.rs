@@ -225,7 +225,7 @@ fn builtins() -> Vec<(ServerSpec, &'static [&'static str])> {
 
 /// What the daemon's `PATH` gave: the servers it may run, and the built-ins it did not find.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Found {
+pub struct ServersFound {
     /// The servers, the owner's entries first.
     pub servers: Vec<Server>,
     /// Built-ins whose command is not on `PATH` (with the commands looked for).
@@ -235,13 +235,13 @@ pub struct Found {
 }
 
 /// Looks the commands up: the owner's entries, then the built-ins not replaced by one.
-pub fn find(config: &LspConfig) -> Found {
+pub fn find(config: &LspConfig) -> ServersFound {
     let dirs: Vec<PathBuf> = config
         .path
         .as_deref()
         .map(|p| std::env::split_paths(p).filter(|d| d.is_absolute()).collect())
         .unwrap_or_default();
-    let mut found = Found::default();
+    let mut found = ServersFound::default();
     let builtin_names: Vec<String> = builtins().into_iter().map(|(spec, _)| spec.name).collect();
     // An entry naming a built-in without a command only changes how the built-in runs.
     let tweaks: Vec<&ServerSpec> =

@@ -43,7 +43,7 @@ const STDERR_LOG_BYTES: usize = 4096;
 
 /// Where a server is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
+pub enum ServerPhase {
     /// Spawned, `initialize` not answered yet.
     Starting,
     /// Answering.
@@ -61,7 +61,7 @@ pub enum Phase {
 
 /// A change of an open document the daemon sent, and what a wait for its diagnostics needs.
 #[derive(Debug, Clone)]
-pub struct Change {
+pub struct SentChange {
     /// The content (blake3 version) it made.
     pub content: Version,
     /// The document version it was sent as.
@@ -94,7 +94,7 @@ pub struct Doc {
     /// When it was last used.
     pub used: Instant,
     /// The last change sent (or the open, with no diagnostics before it).
-    pub change: Change,
+    pub change: SentChange,
 }
 
 /// The diagnostics a server published for one file.
@@ -138,7 +138,7 @@ const MAX_PULLED_OTHERS: usize = 16;
 #[derive(Debug)]
 pub struct State {
     /// Its phase.
-    pub phase: Phase,
+    pub phase: ServerPhase,
     /// The guard's pid (the server runs beneath it).
     pub pid: Option<u32>,
     /// How its diagnostics can be asked for.
@@ -200,7 +200,7 @@ impl Instance {
             server,
             root,
             state: Mutex::new(State {
-                phase: Phase::Starting,
+                phase: ServerPhase::Starting,
                 pid: None,
                 pull: Pull::No,
                 progress: HashMap::new(),
@@ -348,7 +348,7 @@ impl Instance {
             let mut state = self.lock();
             state.pid = child.id();
             state.out = Some(tx);
-            state.phase = Phase::Starting;
+            state.phase = ServerPhase::Starting;
             state.docs.clear();
             state.pending.clear();
             state.run = Some(stop.clone());
@@ -421,7 +421,7 @@ impl Instance {
         state.pending.clear();
         state.pid = None;
         if let Some((why, by_itself)) = why
-            && !matches!(state.phase, Phase::Stopped(_))
+            && !matches!(state.phase, ServerPhase::Stopped(_))
         {
             let why = match status {
                 Ok(Ok(status)) if by_itself => format!("{why} ({status})"),
@@ -429,7 +429,7 @@ impl Instance {
             };
             let backoff = Duration::from_secs(1 << state.restarts.min(5));
             tracing::warn!(server = self.server.name, root = %self.root.display(), why, ?backoff, "a language server failed; it starts again after a pause");
-            state.phase = Phase::Restarting { why, until: Instant::now() + backoff };
+            state.phase = ServerPhase::Restarting { why, until: Instant::now() + backoff };
             state.restarts += 1;
         }
         drop(state);
@@ -600,7 +600,7 @@ impl Instance {
         self.send(&wire::notification("initialized", serde_json::json!({})));
         let mut state = self.lock();
         state.pull = pull;
-        state.phase = Phase::Ready;
+        state.phase = ServerPhase::Ready;
         drop(state);
         self.changed.notify_waiters();
         Ok(())
@@ -610,8 +610,8 @@ impl Instance {
     pub async fn shutdown(&self, why: &str) {
         let running = {
             let mut state = self.lock();
-            let running = state.out.is_some() && state.phase == Phase::Ready;
-            state.phase = Phase::Stopped(why.to_owned());
+            let running = state.out.is_some() && state.phase == ServerPhase::Ready;
+            state.phase = ServerPhase::Stopped(why.to_owned());
             running
         };
         if running {
@@ -641,7 +641,7 @@ impl Instance {
         }
         state.versions = state.versions.saturating_add(1);
         let version = state.versions;
-        let change = Change {
+        let change = SentChange {
             content,
             version,
             replaced: 0,
@@ -722,8 +722,16 @@ impl Instance {
         doc.text = text.clone();
         doc.content = content;
         doc.used = now;
-        doc.change =
-            Change { content, version: next, replaced, before, shift, sent: now, first_reply: None, others };
+        doc.change = SentChange {
+            content,
+            version: next,
+            replaced,
+            before,
+            shift,
+            sent: now,
+            first_reply: None,
+            others,
+        };
         let version = doc.version;
         let uri = wire::uri_of(path);
         let sent = self.send_in(

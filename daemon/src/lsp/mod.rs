@@ -33,7 +33,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 pub use self::config::{LspConfig, Server, ServerSpec};
-use self::instance::{Instance, Phase, Pull};
+use self::instance::{Instance, Pull, ServerPhase};
 pub use self::wire::{Diagnostic, Severity};
 use crate::provider::journaled::{Feed, Landing};
 use crate::provider::{Root, Version};
@@ -402,7 +402,7 @@ impl Lsp {
                 return report(Status::Failed(why.clone()), Vec::new(), 0, Vec::new());
             }
             let found = self.instance_of(path);
-            let starting = found.as_ref().is_none_or(|(_, i)| i.lock().phase == Phase::Starting);
+            let starting = found.as_ref().is_none_or(|(_, i)| i.lock().phase == ServerPhase::Starting);
             // Set once: a server still starting when asked gets the longer deadline.
             let limit = if starting { self.config.wait_starting } else { self.config.wait };
             let until = *deadline.get_or_insert(started + limit);
@@ -414,15 +414,15 @@ impl Lsp {
                 }
                 let state = instance.lock();
                 match &state.phase {
-                    Phase::Restarting { why, until } => {
+                    ServerPhase::Restarting { why, until } => {
                         let left = until.saturating_duration_since(Instant::now()).as_secs_f64().ceil();
                         let why = format!("{why}; it starts again in {left} s");
                         return report(Status::Failed(why), Vec::new(), 0, Vec::new());
                     }
-                    Phase::Stopped(why) => {
+                    ServerPhase::Stopped(why) => {
                         return report(Status::Failed(why.clone()), Vec::new(), 0, Vec::new());
                     }
-                    Phase::Starting | Phase::Ready => {}
+                    ServerPhase::Starting | ServerPhase::Ready => {}
                 }
                 if let Some(doc) = state.docs.get(path).filter(|d| d.change.content == content) {
                     let change = &doc.change;
@@ -527,10 +527,10 @@ impl Lsp {
                         }
                     }),
                     state: match state.phase {
-                        Phase::Starting => "starting",
-                        Phase::Ready => "ready",
-                        Phase::Restarting { .. } => "restarting",
-                        Phase::Stopped(_) => "stopped",
+                        ServerPhase::Starting => "starting",
+                        ServerPhase::Ready => "ready",
+                        ServerPhase::Restarting { .. } => "restarting",
+                        ServerPhase::Stopped(_) => "stopped",
                     },
                     rss_bytes: state.rss,
                     open_documents: state.docs.len(),
@@ -708,12 +708,12 @@ async fn drive(lsp: Weak<Lsp>, instance: Arc<Instance>, mut events: mpsc::Receiv
         };
         if let Err(why) = started {
             let mut state = instance.lock();
-            if matches!(state.phase, Phase::Stopped(_)) {
+            if matches!(state.phase, ServerPhase::Stopped(_)) {
                 return;
             }
             let backoff = Duration::from_secs(1 << state.restarts.min(5));
             tracing::warn!(server = instance.server.name, root = %instance.root.display(), why, "a language server could not start");
-            state.phase = Phase::Restarting { why, until: Instant::now() + backoff };
+            state.phase = ServerPhase::Restarting { why, until: Instant::now() + backoff };
             state.restarts += 1;
             drop(state);
             instance.end_run();
@@ -728,15 +728,15 @@ async fn drive(lsp: Weak<Lsp>, instance: Arc<Instance>, mut events: mpsc::Receiv
         loop {
             let phase = instance.lock().phase.clone();
             match phase {
-                Phase::Stopped(_) => return,
-                Phase::Restarting { until, .. } => {
+                ServerPhase::Stopped(_) => return,
+                ServerPhase::Restarting { until, .. } => {
                     tokio::select! {
                         () = instance.stop.cancelled() => return,
                         () = tokio::time::sleep_until(until.into()) => {}
                     }
                     break;
                 }
-                Phase::Starting | Phase::Ready => {}
+                ServerPhase::Starting | ServerPhase::Ready => {}
             }
             let event = tokio::select! {
                 () = instance.stop.cancelled() => return,
@@ -828,7 +828,7 @@ async fn first_diagnostics(instance: &Arc<Instance>, path: &Path, settle: Durati
     loop {
         let ready = {
             let state = instance.lock();
-            state.published.contains_key(path) || state.phase != Phase::Ready
+            state.published.contains_key(path) || state.phase != ServerPhase::Ready
         };
         if ready {
             tokio::time::sleep(settle).await;

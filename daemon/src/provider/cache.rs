@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
-use super::entry::{Entry, unchanged};
+use super::entry::{CacheEntry, unchanged};
 use super::index::LineEnds;
 use super::version;
 use super::{Fingerprint, Provider, ProviderConfig};
@@ -17,7 +17,7 @@ use super::{Fingerprint, Provider, ProviderConfig};
 /// descriptor budget.
 #[derive(Debug, Default)]
 pub(super) struct Cache {
-    entries: HashMap<PathBuf, (Arc<Entry>, u64)>,
+    entries: HashMap<PathBuf, (Arc<CacheEntry>, u64)>,
     tick: u64,
     index_bytes: usize,
     mapped_bytes: usize,
@@ -50,7 +50,7 @@ impl Cache {
         self.descriptors.set_cached(open);
     }
 
-    fn get(&mut self, path: &Path) -> Option<Arc<Entry>> {
+    fn get(&mut self, path: &Path) -> Option<Arc<CacheEntry>> {
         self.tick += 1;
         let tick = self.tick;
         self.entries.get_mut(path).map(|(entry, used)| {
@@ -65,10 +65,10 @@ impl Cache {
     fn insert(
         &mut self,
         path: PathBuf,
-        mut entry: Entry,
+        mut entry: CacheEntry,
         config: &ProviderConfig,
-    ) -> (Arc<Entry>, Vec<Arc<Entry>>) {
-        let mut released: Vec<Arc<Entry>> = self.remove(&path).into_iter().collect();
+    ) -> (Arc<CacheEntry>, Vec<Arc<CacheEntry>>) {
+        let mut released: Vec<Arc<CacheEntry>> = self.remove(&path).into_iter().collect();
         if entry.file.is_some() && (self.open_files >= config.max_open_files || !self.descriptors.may_cache())
         {
             entry.file = None;
@@ -90,10 +90,10 @@ impl Cache {
     fn add_ends(
         &mut self,
         path: &Path,
-        entry: &Arc<Entry>,
+        entry: &Arc<CacheEntry>,
         ends: LineEnds,
         config: &ProviderConfig,
-    ) -> Vec<Arc<Entry>> {
+    ) -> Vec<Arc<CacheEntry>> {
         let Some((cached, _)) = self.entries.get(path) else { return Vec::new() };
         let Ok(index) = cached.text.as_ref() else { return Vec::new() };
         if !Arc::ptr_eq(cached, entry) || !index.set_ends(ends) {
@@ -105,7 +105,7 @@ impl Cache {
 
     /// Evicts the least recently used entries while the cache is over a bound (but for the
     /// most recent entry).
-    fn shrink(&mut self, config: &ProviderConfig) -> Vec<Arc<Entry>> {
+    fn shrink(&mut self, config: &ProviderConfig) -> Vec<Arc<CacheEntry>> {
         let mut released = Vec::new();
         while self.entries.len() > 1
             && (self.entries.len() > config.max_cached_files.max(1)
@@ -123,13 +123,13 @@ impl Cache {
     }
 
     /// Takes `path`'s entry out (see [`Cache::insert`] on dropping it).
-    pub(super) fn remove(&mut self, path: &Path) -> Option<Arc<Entry>> {
+    pub(super) fn remove(&mut self, path: &Path) -> Option<Arc<CacheEntry>> {
         let (old, _) = self.entries.remove(path)?;
         self.forget_sizes(&old);
         Some(old)
     }
 
-    fn forget_sizes(&mut self, old: &Entry) {
+    fn forget_sizes(&mut self, old: &CacheEntry) {
         self.index_bytes -= old.heap_bytes();
         self.mapped_bytes -= old.mapped_bytes();
         self.set_open(self.open_files - usize::from(old.file.is_some()));
@@ -137,7 +137,7 @@ impl Cache {
 
     /// Takes out the least recently used entries that hold mappings until the cached mappings
     /// total at most `target` bytes (see [`Cache::insert`] on dropping them).
-    pub(super) fn shed_mapped(&mut self, target: usize) -> Vec<Arc<Entry>> {
+    pub(super) fn shed_mapped(&mut self, target: usize) -> Vec<Arc<CacheEntry>> {
         let mut mapped: Vec<(u64, PathBuf)> = self
             .entries
             .iter()
@@ -157,7 +157,7 @@ impl Cache {
 
     /// Takes out the `count` least recently used entries that hold their file open (see
     /// [`Cache::insert`] on dropping them).
-    fn shed_open(&mut self, count: usize) -> Vec<Arc<Entry>> {
+    fn shed_open(&mut self, count: usize) -> Vec<Arc<CacheEntry>> {
         let open = self.entries.iter().filter(|(_, (entry, _))| entry.file.is_some());
         let oldest = crate::lru::least_recent_of(open, count, |(_, used)| *used);
         oldest.iter().filter_map(|path| self.remove(path)).collect()
@@ -165,7 +165,7 @@ impl Cache {
 
     /// Takes out the entries nobody used since the previous sweep (see [`Cache::insert`] on
     /// dropping them).
-    fn sweep(&mut self) -> Vec<Arc<Entry>> {
+    fn sweep(&mut self) -> Vec<Arc<CacheEntry>> {
         let idle_before = self.swept_at;
         self.swept_at = self.tick;
         let idle: Vec<PathBuf> = self
@@ -174,7 +174,7 @@ impl Cache {
             .filter(|(_, (_, used))| *used <= idle_before)
             .map(|(p, _)| p.clone())
             .collect();
-        let released: Vec<Arc<Entry>> = idle.iter().filter_map(|path| self.remove(path)).collect();
+        let released: Vec<Arc<CacheEntry>> = idle.iter().filter_map(|path| self.remove(path)).collect();
         if self.entries.is_empty() {
             // Give the table's memory back too, not just its entries.
             *self = self.emptied();
@@ -194,7 +194,7 @@ impl Provider {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner).mapped_bytes
     }
 
-    pub(super) fn cached(&self, path: &Path, fingerprint: &Fingerprint) -> Option<Arc<Entry>> {
+    pub(super) fn cached(&self, path: &Path, fingerprint: &Fingerprint) -> Option<Arc<CacheEntry>> {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = cache.get(path)?;
         let usable = entry.fingerprint == *fingerprint
@@ -205,7 +205,7 @@ impl Provider {
 
     /// The entry cached for `path`, whatever the file is now, when it could be used if the
     /// file still has its fingerprint (trusted, its mapping not torn): the caller checks that.
-    pub(super) fn cached_at(&self, path: &Path) -> Option<Arc<Entry>> {
+    pub(super) fn cached_at(&self, path: &Path) -> Option<Arc<CacheEntry>> {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = cache.get(path)?;
         let usable = version::trusted(&entry.fingerprint, entry.recorded_ns)
@@ -213,7 +213,7 @@ impl Provider {
         usable.then_some(entry)
     }
 
-    pub(super) fn remember(&self, path: &Path, entry: Entry) -> Arc<Entry> {
+    pub(super) fn remember(&self, path: &Path, entry: CacheEntry) -> Arc<CacheEntry> {
         let (entry, released) = self.cache.lock().unwrap_or_else(PoisonError::into_inner).insert(
             path.to_owned(),
             entry,
@@ -228,7 +228,7 @@ impl Provider {
     /// windows are cut without a search for their lines' ends: once per cached version, only
     /// when the bytes read agree with the index and the file kept its fingerprint meanwhile;
     /// counted in the cache's index bytes.
-    pub(super) fn add_line_ends(&self, path: &Path, entry: &Arc<Entry>, file: &File) {
+    pub(super) fn add_line_ends(&self, path: &Path, entry: &Arc<CacheEntry>, file: &File) {
         let Ok(index) = entry.text.as_ref() else { return };
         if !index.wants_ends() {
             return;

@@ -1,4 +1,4 @@
-//! What the provider's cache keeps of one file version ([`Entry`]), where a snapshot of it reads
+//! What the provider's cache keeps of one file version ([`CacheEntry`]), where a snapshot of it reads
 //! its bytes from ([`Body`]), and whether an open file still is the version it was
 //! ([`unchanged`]): below both the cache and the snapshots, which share them.
 
@@ -11,7 +11,7 @@ use super::{Fingerprint, Version};
 
 /// What the provider remembers about one file version.
 #[derive(Debug)]
-pub(super) struct Entry {
+pub(super) struct CacheEntry {
     pub(super) fingerprint: Fingerprint,
     pub(super) version: Version,
     /// When hashing started (nanoseconds since the epoch), for the racy rule.
@@ -25,7 +25,7 @@ pub(super) struct Entry {
     pub(super) local: bool,
 }
 
-impl Entry {
+impl CacheEntry {
     /// Its index's bytes, line ends included (those are only ever added while the entry is
     /// cached, under the cache's lock, and counted then: see [`add_ends`](super::cache::Cache::add_ends)).
     pub(super) fn heap_bytes(&self) -> usize {

@@ -47,7 +47,7 @@ pub enum ChangeKind {
 
 /// A change about to land.
 #[derive(Debug, Clone, Copy)]
-pub struct Change<'a> {
+pub struct ChangeToRecord<'a> {
     /// The file, canonical.
     pub path: &'a Path,
     /// Who makes it.
@@ -77,7 +77,7 @@ pub trait Recorder: Send + Sync + std::fmt::Debug {
     /// provider syncs) before this returns. Returns the entry's sequence number, or `None`
     /// when the recorder records nothing (a journal that could not be loaded). An error means
     /// the journal cannot keep them, and the change is not made.
-    fn begin(&self, change: &Change<'_>) -> std::io::Result<Option<u64>>;
+    fn begin(&self, change: &ChangeToRecord<'_>) -> std::io::Result<Option<u64>>;
     /// The change begun as `seq` landed (`true`) or did not (`false`: nothing was written).
     fn end(&self, seq: u64, landed: bool);
 }

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::sync::Arc;
 
 use super::error::io_error;
-use super::journaled::{Change, ChangeKind, Feed, Landing, Recorder};
+use super::journaled::{ChangeKind, ChangeToRecord, Feed, Landing, Recorder};
 use super::lock::LockedFile;
 use super::read::read_all_at;
 use super::{Provider, ProviderError, Resolved, Version};
@@ -135,7 +135,7 @@ impl Provider {
                     Some(_) if before_links > 1 => before_links,
                     Some(_) => 1,
                 };
-                let change = Change {
+                let change = ChangeToRecord {
                     path: &target.path,
                     by,
                     kind,

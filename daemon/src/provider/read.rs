@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 use super::budget::Reservation;
-use super::entry::{Body, Entry, unchanged};
+use super::entry::{Body, CacheEntry, unchanged};
 use super::error::io_error;
 use super::index::{self, Oversized, Scanner, Window, WindowRequest};
 use super::mmap::{self, Mapped};
@@ -158,7 +158,7 @@ impl Provider {
         keep: Option<&Arc<File>>,
         meta: &Metadata,
         need: Need,
-    ) -> Result<Option<(Entry, Body)>, ProviderError> {
+    ) -> Result<Option<(CacheEntry, Body)>, ProviderError> {
         let recorded_ns = version::now_ns();
         let fingerprint = Fingerprint::of(meta);
         let io = |e| io_error(&target.display, "read", e);
@@ -194,7 +194,7 @@ impl Provider {
                 return Ok(None);
             };
             let mapped = Arc::new(mapped);
-            let entry = Entry {
+            let entry = CacheEntry {
                 fingerprint,
                 version,
                 recorded_ns,
@@ -216,7 +216,7 @@ impl Provider {
             self.hashed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             let text = text.map(Arc::new);
             let entry =
-                Entry { fingerprint, version, recorded_ns, text, mapping: None, file: file_kept, local };
+                CacheEntry { fingerprint, version, recorded_ns, text, mapping: None, file: file_kept, local };
             return Ok(Some((entry, Body::Memory(bytes))));
         }
         let mut scanner = Scanner::new();
@@ -241,7 +241,7 @@ impl Provider {
         }
         let (version, text) = scanner.finish();
         Ok(Some((
-            Entry {
+            CacheEntry {
                 fingerprint,
                 version,
                 recorded_ns,
@@ -279,7 +279,7 @@ impl Provider {
         keep: Option<&Arc<File>>,
         meta: &Metadata,
         need: Need,
-    ) -> Result<Option<(Arc<Entry>, Body)>, ProviderError> {
+    ) -> Result<Option<(Arc<CacheEntry>, Body)>, ProviderError> {
         let fingerprint = Fingerprint::of(meta);
         if let Some(entry) = self.cached(&target.path, &fingerprint) {
             let body = entry.body();

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::ErrorKind;
 use std::sync::Arc;
 
-use super::entry::{Body, Entry};
+use super::entry::{Body, CacheEntry};
 use super::index::{self, LineIndex, NotText, Window, WindowRequest};
 use super::{Fingerprint, Version};
 
@@ -30,7 +30,7 @@ pub struct Changed;
 impl Snapshot {
     /// Pins `entry`'s version for reading windows from `body` through `file` (which has
     /// `links` hard links); fails when the version is not text.
-    pub(super) fn pin(entry: &Entry, file: Arc<File>, links: u64, body: Body) -> Result<Self, NotText> {
+    pub(super) fn pin(entry: &CacheEntry, file: Arc<File>, links: u64, body: Body) -> Result<Self, NotText> {
         let index = entry.text.as_ref().map_err(|why| *why)?.clone();
         Ok(Self { version: entry.version, links, index, fingerprint: entry.fingerprint, file, body })
     }

@@ -20,8 +20,8 @@ use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
-use super::run::{Answer, Way, run};
-use super::{Prepared, Ready, ServerContext, internal, parse_params, session_of};
+use super::run::{StepAnswer, Way, run};
+use super::{PreparedResponse, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
     ContextError, Conventions, FileContext, Kind, RawExpectation, Replacement, Step, Version, Warm, Window,
     WindowRequest, step,
@@ -161,7 +161,7 @@ pub(super) fn wire<T: 'static, U: 'static>(
     files: &FileContext<'_>,
     stepped: Result<Step<T>, ContextError>,
     f: impl FnOnce(T) -> U + Send + 'static,
-) -> Answer<U> {
+) -> StepAnswer<U> {
     step::then(stepped, files, |_, answer| answer.map(f).map_err(ErrorObjectOwned::from))
 }
 
@@ -199,7 +199,7 @@ impl Called {
     /// A tool's text as its call's answer.
     fn of(
         text: tools::Text,
-        slot: Option<&Prepared>,
+        slot: Option<&PreparedResponse>,
         json: Option<Vec<u8>>,
     ) -> Result<Self, ErrorObjectOwned> {
         Ok(match text {
@@ -219,16 +219,16 @@ impl Called {
     }
 }
 
-/// `tools/call` (its result serialized once, see [`Prepared`]; a read's text is escaped into
+/// `tools/call` (its result serialized once, see [`PreparedResponse`]; a read's text is escaped into
 /// the response as it is projected).
 pub async fn tools_call(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
     ext: Extensions,
 ) -> Result<Ready<CallToolResult>, ErrorObjectOwned> {
-    let slot = Prepared::of(&ext);
+    let slot = PreparedResponse::of(&ext);
     match tool_call(params, ctx, ext, slot.clone()).await? {
-        Ready::Value(result) => Ok(Prepared::offer(slot, result)),
+        Ready::Value(result) => Ok(PreparedResponse::offer(slot, result)),
         Ready::Prepared => Ok(Ready::Prepared),
     }
 }
@@ -247,7 +247,7 @@ async fn tool_call(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
     ext: Extensions,
-    slot: Option<Prepared>,
+    slot: Option<PreparedResponse>,
 ) -> Result<Ready<CallToolResult>, ErrorObjectOwned> {
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
     let is_read = params.name == ToolName::Read.as_str();
@@ -334,7 +334,7 @@ async fn tool_call(
 }
 
 /// `file/read` (its response written once, its lines escaped straight into it: see
-/// [`Prepared`]).
+/// [`PreparedResponse`]).
 pub async fn file_read(
     params: Params<'static>,
     ctx: Arc<ServerContext>,
@@ -343,7 +343,7 @@ pub async fn file_read(
     let params: ReadParams = parse_params(FILE_READ, &params)?;
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    let slot = Prepared::of(&ext);
+    let slot = PreparedResponse::of(&ext);
     run(&ctx, &ext, Way::Read, owner, move |files, _| {
         let Warm::Done(view) = files.read(&params.path, &request)? else { return Ok(Step::NeedsBlocking) };
         Ok(Step::Done(match &slot {

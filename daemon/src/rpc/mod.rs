@@ -106,13 +106,13 @@ pub struct Cancel(pub tokio_util::sync::CancellationToken);
 /// into a bounded buffer and then parses the whole response again to make it a `RawValue`
 /// (about a tenth of a 100 KB read's CPU). The driver attaches an empty one (with the request's
 /// id) to each request's `Extensions`; a handler that finds it writes the whole success response
-/// once into it — with serde_json ([`Prepared::offer`]) or by hand after [`Prepared::start`]
-/// ([`Prepared::put`]: the read tool's text and `file/read`'s lines, escaped by
+/// once into it — with serde_json ([`PreparedResponse::offer`]) or by hand after [`PreparedResponse::start`]
+/// ([`PreparedResponse::put`]: the read tool's text and `file/read`'s lines, escaped by
 /// [`crate::json`] as they are built) — and answers [`Ready::Prepared`], a `null` placeholder
 /// the driver replaces with those bytes, neither parsed nor copied again.
 /// Without one (a handler called another way) the result is returned as usual.
 #[derive(Debug, Clone)]
-pub struct Prepared(Arc<PreparedSlot>);
+pub struct PreparedResponse(Arc<PreparedSlot>);
 
 #[derive(Debug)]
 struct PreparedSlot {
@@ -130,10 +130,10 @@ struct Success<'a, T> {
     result: &'a T,
 }
 
-impl Prepared {
+impl PreparedResponse {
     /// An empty slot for the request `id`.
-    pub(crate) fn new(id: jsonrpsee::types::Id<'static>) -> Prepared {
-        Prepared(Arc::new(PreparedSlot { id, response: std::sync::Mutex::new(None) }))
+    pub(crate) fn new(id: jsonrpsee::types::Id<'static>) -> PreparedResponse {
+        PreparedResponse(Arc::new(PreparedSlot { id, response: std::sync::Mutex::new(None) }))
     }
 
     /// The serialized success response a handler left, if any.
@@ -142,12 +142,12 @@ impl Prepared {
     }
 
     /// The request's slot, if the driver attached one.
-    pub(crate) fn of(ext: &Extensions) -> Option<Prepared> {
-        ext.get::<Prepared>().cloned()
+    pub(crate) fn of(ext: &Extensions) -> Option<PreparedResponse> {
+        ext.get::<PreparedResponse>().cloned()
     }
 
     /// `result`, serialized into the request's slot when it has one.
-    pub(crate) fn offer<T: serde::Serialize>(slot: Option<Prepared>, result: T) -> Ready<T> {
+    pub(crate) fn offer<T: serde::Serialize>(slot: Option<PreparedResponse>, result: T) -> Ready<T> {
         let Some(slot) = slot else { return Ready::Value(result) };
         let success = Success { jsonrpc: "2.0", id: &slot.0.id, result: &result };
         match serde_json::value::to_raw_value(&success) {
@@ -173,7 +173,7 @@ impl Prepared {
         out
     }
 
-    /// Leaves a whole success response written after [`Prepared::start`] (the result and the
+    /// Leaves a whole success response written after [`PreparedResponse::start`] (the result and the
     /// closing `}`) in the slot; the handler then answers [`Ready::Prepared`].
     pub(crate) fn put(&self, response: Vec<u8>) {
         self.set(Some(Json::trusted(response)));
@@ -185,12 +185,12 @@ impl Prepared {
 }
 
 /// A handler's result: the value itself, or a placeholder for the bytes it left in
-/// [`Prepared`].
+/// [`PreparedResponse`].
 #[derive(Debug, Clone)]
 pub enum Ready<T> {
     /// Serialized by jsonrpsee as usual.
     Value(T),
-    /// Already serialized into the request's [`Prepared`] slot; `null` here.
+    /// Already serialized into the request's [`PreparedResponse`] slot; `null` here.
     Prepared,
 }
 

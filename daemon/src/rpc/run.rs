@@ -35,7 +35,7 @@ pub(super) enum Way {
 
 /// What a call's file work answers: its answer, or what it needs next ([`Step`]), or its
 /// failure on the wire.
-pub(super) type Answer<T> = Result<Step<T, ErrorObjectOwned>, ErrorObjectOwned>;
+pub(super) type StepAnswer<T> = Result<Step<T, ErrorObjectOwned>, ErrorObjectOwned>;
 
 /// Runs `work` with the session's file context (its scope, read-only flag, deny rules and the
 /// observations of `owner`; `None`: the session's default owner) the `way` allows, and does
@@ -53,7 +53,7 @@ pub(super) async fn run<T, F>(
 ) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
-    F: Fn(&FileContext<'_>, &SessionOptions) -> Answer<T> + Send + 'static,
+    F: Fn(&FileContext<'_>, &SessionOptions) -> StepAnswer<T> + Send + 'static,
 {
     // Right here first when the way allows it: a read the provider answers warm, an edit it
     // can make at once while no gate is registered. Only a try that answered
@@ -111,7 +111,7 @@ fn at_once<T>(
     ctx: &ServerContext,
     ext: &Extensions,
     owner: Option<&Owner>,
-    work: impl FnOnce(&FileContext<'_>, &SessionOptions) -> Option<Answer<T>>,
+    work: impl FnOnce(&FileContext<'_>, &SessionOptions) -> Option<StepAnswer<T>>,
 ) -> Result<Option<Step<T, ErrorObjectOwned>>, ErrorObjectOwned> {
     let session = session_of(ext)?;
     let Some(options) = session.options().filter(|o| o.local_roots) else { return Ok(None) };
@@ -164,7 +164,7 @@ async fn through_gates<T, F>(
 ) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
-    F: FnOnce(&FileContext<'_>, &SessionOptions) -> Answer<T> + Send + 'static,
+    F: FnOnce(&FileContext<'_>, &SessionOptions) -> StepAnswer<T> + Send + 'static,
 {
     let cancel = ext.get::<Cancel>().map(|c| c.0.clone());
     let registry = ctx.gates.clone();

@@ -337,7 +337,7 @@ pub(crate) struct Outgoing {
 
 /// Why a message was not queued without waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refused {
+pub(crate) enum QueueRefused {
     /// No room now (the connection or the daemon is at its budget).
     Full,
     /// The connection is gone.
@@ -381,11 +381,11 @@ impl Outgoing {
     }
 
     /// Queues a message only if that needs no waiting (notifications: dropped when refused).
-    pub(crate) fn try_send(&self, json: Json) -> Result<(), Refused> {
+    pub(crate) fn try_send(&self, json: Json) -> Result<(), QueueRefused> {
         let n = json.len();
         match self.budget.try_reserve(n) {
-            None => return Err(Refused::Closed),
-            Some(false) => return Err(Refused::Full),
+            None => return Err(QueueRefused::Closed),
+            Some(false) => return Err(QueueRefused::Full),
             Some(true) => {}
         }
         match self.tx.try_send(json) {
@@ -393,8 +393,8 @@ impl Outgoing {
             Err(err) => {
                 self.budget.release(n);
                 match err {
-                    mpsc::error::TrySendError::Full(_) => Err(Refused::Full),
-                    mpsc::error::TrySendError::Closed(_) => Err(Refused::Closed),
+                    mpsc::error::TrySendError::Full(_) => Err(QueueRefused::Full),
+                    mpsc::error::TrySendError::Closed(_) => Err(QueueRefused::Closed),
                 }
             }
         }

@@ -29,7 +29,7 @@ use crate::context::Observations;
 use crate::context::Root;
 use crate::context::deny::{DenyRules, Origin};
 use crate::descriptors::Descriptors;
-use crate::session::budget::{Outgoing, Refused};
+use crate::session::budget::{Outgoing, QueueRefused};
 use crate::session::outbound::Outbound;
 use crate::session::owners::Owners;
 use crate::session::resume::{Digest, ParkStore};
@@ -504,12 +504,12 @@ impl Session {
         };
         match self.outgoing.try_send(crate::json::Json::from(json)) {
             Ok(()) => true,
-            Err(Refused::Full) => {
+            Err(QueueRefused::Full) => {
                 Stats::bump(&self.stats.notifications_dropped);
                 tracing::debug!(session = %self.id, method, "client is not reading; notification dropped");
                 false
             }
-            Err(Refused::Closed) => false,
+            Err(QueueRefused::Closed) => false,
         }
     }
 }

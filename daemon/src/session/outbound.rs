@@ -77,20 +77,20 @@ struct OutgoingNotification<'a, P> {
 /// A request sent and not answered yet; dropping it forgets the request (a late answer is
 /// then dropped and counted).
 #[derive(Debug)]
-pub struct Pending {
+pub struct PendingRequest {
     outbound: Arc<Outbound>,
     id: String,
     answer: oneshot::Receiver<Answer>,
 }
 
-impl Pending {
+impl PendingRequest {
     /// The client's answer; `Closed` when the connection ended first.
     pub async fn answer(&mut self) -> Result<Answer, OutboundError> {
         (&mut self.answer).await.map_err(|_| OutboundError::Closed)
     }
 }
 
-impl Drop for Pending {
+impl Drop for PendingRequest {
     fn drop(&mut self) {
         self.outbound.lock().remove(&self.id);
     }
@@ -146,7 +146,7 @@ impl Outbound {
         id: &str,
         method: &str,
         params: P,
-    ) -> Result<Pending, OutboundError> {
+    ) -> Result<PendingRequest, OutboundError> {
         let json = serde_json::value::to_raw_value(&OutgoingRequest { jsonrpc: "2.0", id, method, params })
             .map(Json::from)
             .map_err(|_| OutboundError::Closed)?;
@@ -161,7 +161,7 @@ impl Outbound {
             }
             pending.insert(id.to_owned(), tx);
         }
-        let pending = Pending { outbound: self.clone(), id: id.to_owned(), answer };
+        let pending = PendingRequest { outbound: self.clone(), id: id.to_owned(), answer };
         if !self.out.send(json).await {
             return Err(OutboundError::Closed);
         }

@@ -36,7 +36,7 @@ pub fn error_response(id: Id<'_>, error: ErrorObjectOwned) -> Json {
     Json::from(MethodResponse::error(id, error).into_parts().0)
 }
 
-/// A response serialized beforehand (see `rpc::Prepared`), or, past `max_bytes`, the error
+/// A response serialized beforehand (see `rpc::PreparedResponse`), or, past `max_bytes`, the error
 /// jsonrpsee gives an oversized response.
 pub fn bounded(id: Id<'_>, json: Json, max_bytes: usize) -> Json {
     if json.len() <= max_bytes {

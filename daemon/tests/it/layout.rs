@@ -41,7 +41,14 @@ fn code_of(text: &str) -> String {
     {
         return String::new();
     }
-    let text = match text.find("#[cfg(test)]\nmod ").or_else(|| text.find("#[cfg(test)]\npub mod ")) {
+    // The test module written in the file (`mod tests {`), not one declared there (`mod tests;`,
+    // whose file is read as its own).
+    let inline = |marker: &str| {
+        text.match_indices(marker)
+            .map(|(at, _)| at)
+            .find(|&at| text[at + marker.len()..].lines().next().is_some_and(|line| line.contains('{')))
+    };
+    let text = match inline("#[cfg(test)]\nmod ").or_else(|| inline("#[cfg(test)]\npub mod ")) {
         Some(at) => &text[..at],
         None => text,
     };
@@ -423,6 +430,10 @@ fn the_layout_checks_see_what_they_look_for() {
         "use a::b; // use c::d;\nlet s = \"crate::x\"; crate::y::z();\n#[cfg(test)]\nmod tests { use crate::w; }",
     );
     assert_eq!(paths_in(&code), [vec!["a", "b"], vec!["crate", "y", "z"]]);
+    // A test module declared in the file (its own file read apart) cuts nothing off.
+    let code =
+        code_of("#[cfg(test)]\nmod tests;\nuse crate::v;\n#[cfg(test)]\nmod more {\n use crate::w;\n}");
+    assert_eq!(paths_in(&code), [vec!["crate", "v"]]);
     let mut arrows = BTreeMap::new();
     let [a, b, c] = ["a", "b", "c"].map(PathBuf::from);
     arrows.insert(a.clone(), BTreeSet::from([b.clone()]));
@@ -477,6 +488,48 @@ fn no_source_file_is_over_900_lines() {
 
 /// The top-level module a file of `src` belongs to (`provider` for `provider/index.rs`, `json`
 /// for `json.rs`).
+/// The types a crate's code declares beyond its file (`pub`, `pub(crate)`, `pub(super)`, …):
+/// name to the files declaring one so named.
+fn public_types(krate: &Crate) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (file, code) in &krate.files {
+        for line in code.lines() {
+            let Some(rest) = line.trim_start().strip_prefix("pub") else { continue };
+            let rest = match rest.strip_prefix('(') {
+                Some(inner) => match inner.split_once(')') {
+                    Some((_, after)) => after,
+                    None => continue,
+                },
+                None => rest,
+            };
+            let mut words = rest.split_whitespace();
+            if !matches!(words.next(), Some("struct" | "enum" | "type" | "trait")) {
+                continue;
+            }
+            let Some(name) = words.next() else { continue };
+            let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if !name.is_empty() {
+                out.entry(name).or_default().push(krate.shown(file));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_two_daemon_types_share_a_name() {
+    let twice: Vec<String> = public_types(&daemon())
+        .into_iter()
+        .filter(|(_, files)| files.len() > 1)
+        .map(|(name, files)| format!("{name}: {}", files.join(", ")))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "each type the daemon's modules share has one meaning, so one name; these name several:\n{}",
+        twice.join("\n")
+    );
+}
+
 fn top_module(file: &Path) -> String {
     let first = file.iter().next().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     first.trim_end_matches(".rs").to_owned()

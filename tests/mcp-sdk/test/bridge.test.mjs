@@ -128,7 +128,7 @@ function assertNoStructured(seen) {
 test('tools/list declares no outputSchema and schemas that let a harness add arguments', async (t) => {
   const { client } = await connect(t);
   const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((tool) => tool.name), ['read', 'write', 'edit', 'glob', 'grep']);
+  assert.deepEqual(tools.map((tool) => tool.name), ['read', 'write', 'edit', 'glob', 'grep', 'diagnostics']);
   for (const tool of tools) {
     assert.equal(tool.outputSchema, undefined, tool.name);
     assert.equal(tool.inputSchema.type, 'object', tool.name);

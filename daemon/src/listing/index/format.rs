@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use crate::listing::grams::GramFilter;
 use crate::listing::index::section::{KnownFile, KnownFolder, Section};
 use crate::listing::listed::Listed;
-use crate::listing::rules::Found;
+use crate::listing::rules::IgnoreFiles;
 use crate::listing::stamp::Stamp;
 use crate::listing::walker::Folder;
 
@@ -54,7 +54,7 @@ const WHITELISTS: u32 = 1;
 
 /// Why an index file was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
+pub enum IndexRefused {
     /// Not an index file of filectx.
     #[error("it is not a filectx search index")]
     Magic,
@@ -337,32 +337,33 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], Refused> {
-        let end = self.at.checked_add(len).ok_or(Refused::Malformed("a length overflows"))?;
-        let taken = self.bytes.get(self.at..end).ok_or(Refused::Malformed("a table runs past the end"))?;
+    fn take(&mut self, len: usize) -> Result<&'a [u8], IndexRefused> {
+        let end = self.at.checked_add(len).ok_or(IndexRefused::Malformed("a length overflows"))?;
+        let taken =
+            self.bytes.get(self.at..end).ok_or(IndexRefused::Malformed("a table runs past the end"))?;
         self.at = end;
         Ok(taken)
     }
 
-    fn u32(&mut self) -> Result<u32, Refused> {
+    fn u32(&mut self) -> Result<u32, IndexRefused> {
         let bytes = self.take(4)?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
-    fn u64(&mut self) -> Result<u64, Refused> {
+    fn u64(&mut self) -> Result<u64, IndexRefused> {
         Ok(u64::from(self.u32()?) | u64::from(self.u32()?) << 32)
     }
 
-    fn align(&mut self) -> Result<(), Refused> {
+    fn align(&mut self) -> Result<(), IndexRefused> {
         let pad = self.at.next_multiple_of(8) - self.at;
         let padding = self.take(pad)?;
         if padding.iter().any(|&b| b != 0) {
-            return Err(Refused::Malformed("padding is not zero"));
+            return Err(IndexRefused::Malformed("padding is not zero"));
         }
         Ok(())
     }
 
-    fn stamp(&mut self, kept: bool, written_ns: i64) -> Result<Option<Stamp>, Refused> {
+    fn stamp(&mut self, kept: bool, written_ns: i64) -> Result<Option<Stamp>, IndexRefused> {
         let stamp = Stamp {
             dev: self.u64()?,
             ino: self.u64()?,
@@ -377,74 +378,74 @@ impl<'a> Reader<'a> {
 
 /// Checks the header of an index file: `Ok(length)` when it is one this daemon reads, written
 /// by `uid`; decoding checks the rest.
-pub fn check_header(bytes: &[u8], uid: u32) -> Result<u64, Refused> {
+pub fn check_header(bytes: &[u8], uid: u32) -> Result<u64, IndexRefused> {
     if bytes.len() < HEADER || bytes[..8] != MAGIC {
-        return Err(Refused::Magic);
+        return Err(IndexRefused::Magic);
     }
     let mut reader = Reader { bytes, at: 8 };
     let version = reader.u32()?;
     if version != VERSION {
-        return Err(Refused::Version(version));
+        return Err(IndexRefused::Version(version));
     }
     let writer = reader.u32()?;
     if writer != uid {
-        return Err(Refused::Uid(writer));
+        return Err(IndexRefused::Uid(writer));
     }
     let said = reader.u64()?;
     if said != bytes.len() as u64 {
-        return Err(Refused::Length { found: bytes.len() as u64, said });
+        return Err(IndexRefused::Length { found: bytes.len() as u64, said });
     }
     Ok(said)
 }
 
 /// Decodes an index file of `root` written by `uid`; its stamps changed within the racy window
 /// before `written_ns` (the file's own modification time) are not trusted.
-pub fn decode(bytes: &[u8], root: &Path, uid: u32, written_ns: i64) -> Result<Image, Refused> {
+pub fn decode(bytes: &[u8], root: &Path, uid: u32, written_ns: i64) -> Result<Image, IndexRefused> {
     check_header(bytes, uid)?;
     if bytes[CHECKSUM] != checksum(bytes) {
-        return Err(Refused::Checksum);
+        return Err(IndexRefused::Checksum);
     }
     if bytes[RESERVED].iter().any(|&b| b != 0) {
-        return Err(Refused::Malformed("a reserved field is not zero"));
+        return Err(IndexRefused::Malformed("a reserved field is not zero"));
     }
     let mut reader = Reader { bytes, at: HEADER };
     let root_len = reader.u32()? as usize;
     let found = reader.take(root_len)?;
     if found != root.as_os_str().as_encoded_bytes() {
-        return Err(Refused::Root(String::from_utf8_lossy(found).into_owned()));
+        return Err(IndexRefused::Root(String::from_utf8_lossy(found).into_owned()));
     }
     reader.align()?;
     let count = reader.u32()?;
     if reader.u32()? != 0 {
-        return Err(Refused::Malformed("a reserved field is not zero"));
+        return Err(IndexRefused::Malformed("a reserved field is not zero"));
     }
     let mut sections = Vec::new();
     for _ in 0..count {
         sections.push(section(&mut reader, written_ns)?);
     }
     if reader.at != bytes.len() {
-        return Err(Refused::Malformed("bytes after the last section"));
+        return Err(IndexRefused::Malformed("bytes after the last section"));
     }
     Ok(Image { root: root.to_path_buf(), sections })
 }
 
 /// Decodes one section.
-fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, Refused> {
+fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, IndexRefused> {
     let rel_len = reader.u32()? as usize;
     let rel = reader.take(rel_len)?;
     if rel.contains(&0) {
-        return Err(Refused::Malformed("a path holds a NUL byte"));
+        return Err(IndexRefused::Malformed("a path holds a NUL byte"));
     }
     let rel = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(rel));
     if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-        return Err(Refused::Malformed("a searched folder is not a plain relative path"));
+        return Err(IndexRefused::Malformed("a searched folder is not a plain relative path"));
     }
     reader.align()?;
     let flags = reader.u32()?;
     let (folder_count, file_count) = (reader.u32()? as usize, reader.u32()? as usize);
     let (names_len, word_count) = (reader.u32()? as usize, reader.u32()? as usize);
     if reader.u32()? != 0 {
-        return Err(Refused::Malformed("a reserved field is not zero"));
+        return Err(IndexRefused::Malformed("a reserved field is not zero"));
     }
     let way = reader.u64()?;
     let mut folders_bytes = Reader { bytes: reader.take(folder_count.saturating_mul(FOLDER_BYTES))?, at: 0 };
@@ -453,13 +454,13 @@ fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, Refused>
     reader.align()?;
     // Copied whole; each filter is made of them when a validation finds its file unchanged.
     let words = reader.take(word_count.saturating_mul(8))?.to_vec();
-    let name = |offset: u32, len: u32| -> Result<std::ops::Range<u32>, Refused> {
+    let name = |offset: u32, len: u32| -> Result<std::ops::Range<u32>, IndexRefused> {
         let end = offset.checked_add(len).filter(|&end| end as usize <= names_len);
-        let end = end.ok_or(Refused::Malformed("a name runs past the names"))?;
+        let end = end.ok_or(IndexRefused::Malformed("a name runs past the names"))?;
         let bytes = &names[offset as usize..end as usize];
         if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') || bytes.contains(&0)
         {
-            return Err(Refused::Malformed("a name is not a plain name"));
+            return Err(IndexRefused::Malformed("a name is not a plain name"));
         }
         Ok(offset..end)
     };
@@ -469,13 +470,13 @@ fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, Refused>
         let name = if index == 0 && len == 0 { offset..offset } else { name(offset, len)? };
         let bits = folders_bytes.u32()?;
         if bits & !(HAS_STAMP | 7) != 0 || folders_bytes.u32()? != 0 {
-            return Err(Refused::Malformed("a folder's flags are unknown"));
+            return Err(IndexRefused::Malformed("a folder's flags are unknown"));
         }
         let stamp = folders_bytes.stamp(bits & HAS_STAMP != 0, written_ns)?;
         let rules = folders_bytes.u64()?;
         let files = range(folders_bytes.u32()?, folders_bytes.u32()?, file_count)?;
         let children = range(folders_bytes.u32()?, folders_bytes.u32()?, folder_count)?;
-        let found = Found::from_bits((bits & 7) as u8);
+        let found = IgnoreFiles::from_bits((bits & 7) as u8);
         folders.push(KnownFolder { name, stamp, found, rules, files, children });
     }
     check_tree(&folders, file_count)?;
@@ -485,19 +486,19 @@ fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, Refused>
         let rank = files_bytes.u32()?;
         match ranked.get_mut(rank as usize) {
             Some(seen @ false) => *seen = true,
-            _ => return Err(Refused::Malformed("two files of one rank, or a rank out of range")),
+            _ => return Err(IndexRefused::Malformed("two files of one rank, or a rank out of range")),
         }
         let name = name(files_bytes.u32()?, files_bytes.u32()?)?;
         let bits = files_bytes.u32()?;
         if bits & !(HAS_STAMP | HAS_FILTER) != 0 {
-            return Err(Refused::Malformed("a file's flags are unknown"));
+            return Err(IndexRefused::Malformed("a file's flags are unknown"));
         }
         let stamp = files_bytes.stamp(bits & HAS_STAMP != 0, written_ns)?;
         let (start, len) = (files_bytes.u32()?, files_bytes.u32()?);
         let filter = if bits & HAS_FILTER != 0 {
             let words = range(start, len, word_count)?;
             if !GramFilter::possible_words(len as usize) {
-                return Err(Refused::Malformed("a filter has no size a filter has"));
+                return Err(IndexRefused::Malformed("a filter has no size a filter has"));
             }
             Some(words)
         } else {
@@ -510,38 +511,38 @@ fn section(reader: &mut Reader<'_>, written_ns: i64) -> Result<Section, Refused>
 }
 
 /// `start..start + len` when it lies within `0..total`.
-fn range(start: u32, len: u32, total: usize) -> Result<std::ops::Range<u32>, Refused> {
+fn range(start: u32, len: u32, total: usize) -> Result<std::ops::Range<u32>, IndexRefused> {
     match start.checked_add(len) {
         Some(end) if end as usize <= total => Ok(start..end),
-        _ => Err(Refused::Malformed("a range runs past its table")),
+        _ => Err(IndexRefused::Malformed("a range runs past its table")),
     }
 }
 
 /// Checks that the folders form a tree breadth first from the first (every folder but the first
 /// the subfolder of exactly one, listed after it) and that their files cover every file once,
 /// in order.
-fn check_tree(folders: &[KnownFolder], file_count: usize) -> Result<(), Refused> {
+fn check_tree(folders: &[KnownFolder], file_count: usize) -> Result<(), IndexRefused> {
     let mut next_child = 1u32;
     let mut next_file = 0u32;
     for (index, folder) in folders.iter().enumerate() {
         if !folder.children.is_empty() && folder.children.start as usize <= index {
-            return Err(Refused::Malformed("a folder is its own subfolder"));
+            return Err(IndexRefused::Malformed("a folder is its own subfolder"));
         }
         if folder.children.is_empty() {
             if folder.children.start != 0 && folder.children.start != next_child {
-                return Err(Refused::Malformed("the folders are not breadth first"));
+                return Err(IndexRefused::Malformed("the folders are not breadth first"));
             }
         } else if folder.children.start != next_child {
-            return Err(Refused::Malformed("the folders are not breadth first"));
+            return Err(IndexRefused::Malformed("the folders are not breadth first"));
         }
         next_child = next_child.max(folder.children.end);
         if folder.files.start != next_file {
-            return Err(Refused::Malformed("the files are not folder by folder"));
+            return Err(IndexRefused::Malformed("the files are not folder by folder"));
         }
         next_file = folder.files.end;
     }
     if next_child as usize != folders.len().max(1) || next_file as usize != file_count {
-        return Err(Refused::Malformed("folders or files are left out of the tree"));
+        return Err(IndexRefused::Malformed("folders or files are left out of the tree"));
     }
     Ok(())
 }

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
-use self::format::{Image, Refused};
+use self::format::{Image, IndexRefused};
 use super::stamp::Stamp;
 use crate::provider::crash::crash_point;
 use crate::provider::private::Private;
@@ -84,7 +84,7 @@ pub struct RootIndex {
 pub enum Unread {
     /// It is not one to trust: discarded.
     #[error("{0}")]
-    Refused(#[from] Refused),
+    IndexRefused(#[from] IndexRefused),
     /// It could not be read.
     #[error("it cannot be read: {0}")]
     Io(#[from] std::io::Error),
@@ -185,19 +185,19 @@ impl Indexes {
         let file = match rustix::fs::openat(&self.fd, name.as_str(), flags, Mode::empty()) {
             Ok(fd) => File::from(fd),
             Err(Errno::NOENT) => return Ok(None),
-            Err(Errno::LOOP) => return Err(Refused::Malformed("it is a link").into()),
+            Err(Errno::LOOP) => return Err(IndexRefused::Malformed("it is a link").into()),
             Err(err) => return Err(Unread::Io(err.into())),
         };
         let before = rustix::fs::fstat(&file).map_err(std::io::Error::from)?;
         if rustix::fs::FileType::from_raw_mode(before.st_mode) != rustix::fs::FileType::RegularFile {
-            return Err(Refused::Malformed("it is not a regular file").into());
+            return Err(IndexRefused::Malformed("it is not a regular file").into());
         }
         if before.st_uid != self.uid {
-            return Err(Refused::Uid(before.st_uid).into());
+            return Err(IndexRefused::Uid(before.st_uid).into());
         }
         let len = u64::try_from(before.st_size).unwrap_or(0);
         if len > self.max_bytes.max(format::HEADER as u64) {
-            return Err(Refused::Malformed("it is bigger than the indexes may be").into());
+            return Err(IndexRefused::Malformed("it is bigger than the indexes may be").into());
         }
         let written_ns = Stamp::of(&before).mtime_ns;
         let image = match crate::provider::mmap::Mapped::map(&file, len)? {
@@ -205,7 +205,7 @@ impl Indexes {
                 let image = format::decode(mapped.bytes(), root, self.uid, written_ns);
                 // Copied out first, then checked: a torn mapping is never believed.
                 if mapped.torn() {
-                    return Err(Refused::Malformed("it changed while it was read").into());
+                    return Err(IndexRefused::Malformed("it changed while it was read").into());
                 }
                 image?
             }
@@ -218,7 +218,7 @@ impl Indexes {
         };
         let after = rustix::fs::fstat(&file).map_err(std::io::Error::from)?;
         if Stamp::of(&after) != Stamp::of(&before) {
-            return Err(Refused::Malformed("it changed while it was read").into());
+            return Err(IndexRefused::Malformed("it changed while it was read").into());
         }
         Ok(Some((image, len)))
     }

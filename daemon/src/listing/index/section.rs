@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 
 use crate::listing::grams::GramFilter;
-use crate::listing::rules::Found;
+use crate::listing::rules::IgnoreFiles;
 use crate::listing::stamp::Stamp;
 
 /// One kept listing (of one searched folder of a root).
@@ -41,7 +41,7 @@ pub struct KnownFolder {
     /// are read again).
     pub stamp: Option<Stamp>,
     /// Which ignore files its entries held.
-    pub found: Found,
+    pub found: IgnoreFiles,
     /// The digest of its own ignore files' rules.
     pub rules: u64,
     /// Its listed files: a range of [`Section::files`].

@@ -170,17 +170,17 @@ fn another_version_uid_or_root_is_refused_and_says_so() {
     other_version[8..12].copy_from_slice(&(format::VERSION + 1).to_le_bytes());
     assert_eq!(
         decode(&other_version, &tree.root, uid(), LATER).unwrap_err(),
-        Refused::Version(format::VERSION + 1)
+        IndexRefused::Version(format::VERSION + 1)
     );
     let theirs = encoded(&tree, uid() + 1);
-    assert_eq!(decode(&theirs, &tree.root, uid(), LATER).unwrap_err(), Refused::Uid(uid() + 1));
+    assert_eq!(decode(&theirs, &tree.root, uid(), LATER).unwrap_err(), IndexRefused::Uid(uid() + 1));
     let elsewhere = tree.root.join("elsewhere");
-    assert!(matches!(decode(&bytes, &elsewhere, uid(), LATER), Err(Refused::Root(_))));
+    assert!(matches!(decode(&bytes, &elsewhere, uid(), LATER), Err(IndexRefused::Root(_))));
     assert_eq!(
         decode(b"not an index at all, not at all.", &tree.root, uid(), LATER).unwrap_err(),
-        Refused::Magic
+        IndexRefused::Magic
     );
-    assert!(Refused::Checksum.to_string().contains("corrupt"));
+    assert!(IndexRefused::Checksum.to_string().contains("corrupt"));
 }
 
 #[test]
@@ -236,12 +236,12 @@ fn the_folder_is_private_bounded_and_cleaned_of_unfinished_writes() {
     corrupt[100] ^= 1;
     std::fs::write(&third_name, &corrupt).unwrap();
     let why = indexes.load(&third).unwrap_err();
-    assert!(matches!(why, Unread::Refused(Refused::Checksum)), "{why}");
+    assert!(matches!(why, Unread::IndexRefused(IndexRefused::Checksum)), "{why}");
     indexes.discard(&third, &why);
     assert!(!third_name.exists());
     // A link where an index belongs is never followed.
     std::os::unix::fs::symlink(dir.path().join("link"), &third_name).unwrap();
-    assert!(matches!(indexes.load(&third), Err(Unread::Refused(Refused::Malformed(_)))));
+    assert!(matches!(indexes.load(&third), Err(Unread::IndexRefused(IndexRefused::Malformed(_)))));
     // An unfinished write a killed daemon left is removed at the next open.
     std::fs::write(folder.join(".tmp-0123456789abcdef"), "half").unwrap();
     let _again = Indexes::open(&config, private).unwrap();

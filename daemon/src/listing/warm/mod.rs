@@ -275,7 +275,7 @@ pub struct Listings {
     /// The search index on disk, when one is kept (see [`stored`]).
     index: OnceLock<Arc<Indexes>>,
     /// Roots whose index is being loaded and validated.
-    validating: Mutex<HashMap<PathBuf, Arc<stored::Pending>>>,
+    validating: Mutex<HashMap<PathBuf, Arc<stored::Validation>>>,
     /// Searches dating the files they show now: a validation comparing every file's stat data
     /// lets them go first.
     pub(super) dating: std::sync::atomic::AtomicUsize,

@@ -42,7 +42,7 @@ const WAIT_STEP: Duration = Duration::from_millis(5);
 
 /// A root's index being loaded and validated.
 #[derive(Debug, Default)]
-pub struct Pending {
+pub struct Validation {
     state: Mutex<PendingState>,
     ready: Condvar,
 }
@@ -66,7 +66,7 @@ enum Step {
     Done,
 }
 
-impl Pending {
+impl Validation {
     fn update(&self, change: impl FnOnce(&mut PendingState)) {
         change(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
         self.ready.notify_all();
@@ -107,7 +107,7 @@ impl Listings {
             if lock(&self.state).entries.keys().any(|(kept, _)| kept == root.path()) {
                 return;
             }
-            let pending = Arc::new(Pending::default());
+            let pending = Arc::new(Validation::default());
             validating.insert(root.path().to_path_buf(), Arc::clone(&pending));
             pending
         };
@@ -125,7 +125,7 @@ impl Listings {
     }
 
     /// Loads `root`'s index and validates each of its listings, keeping what holds.
-    fn validate(&self, root: &Root, pending: &Pending) {
+    fn validate(&self, root: &Root, pending: &Validation) {
         let Some(index) = self.index.get() else { return };
         lock(&self.state).validating.insert(root.path().to_path_buf());
         self.validate_index(root, index, pending);
@@ -133,7 +133,7 @@ impl Listings {
     }
 
     /// [`validate`](Self::validate) with `index`.
-    fn validate_index(&self, root: &Root, index: &Indexes, pending: &Pending) {
+    fn validate_index(&self, root: &Root, index: &Indexes, pending: &Validation) {
         let started = Instant::now();
         let (image, bytes) = match index.load(root.path()) {
             Ok(Some(loaded)) => loaded,

@@ -3,7 +3,7 @@
 
 use crate::context::deny::Access;
 use crate::context::gate::RefusalKind;
-use crate::context::{Change, ContextError, ProviderError};
+use crate::context::{ChangeSince, ContextError, ProviderError};
 
 /// An error text that says what went wrong and what to do next.
 pub fn error(err: &ContextError, tool: &str) -> String {
@@ -38,7 +38,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
                 "Refused: {path} is one of filectxd's own files (its journal, tokens, indexes), which no session reads or writes."
             )
         }
-        ContextError::Changed { change: Change::Shown(diff), .. } => format!(
+        ContextError::Changed { change: ChangeSince::Shown(diff), .. } => format!(
             "{path} changed since your change to it, so nothing was undone. What changed since:\n{diff}\
              Read it and edit it yourself if your change should still go."
         ),
@@ -57,11 +57,11 @@ pub fn error(err: &ContextError, tool: &str) -> String {
                  changed; write creates a new file."
             )
         }
-        ContextError::Stale { change: Change::Shown(diff), .. } if diff.is_empty() => format!(
+        ContextError::Stale { change: ChangeSince::Shown(diff), .. } if diff.is_empty() => format!(
             "{path} changed since you last read it, but only its line endings, byte-order mark or \
              final newline. Retry your {tool} as it is."
         ),
-        ContextError::Stale { change: Change::Shown(diff), .. } => {
+        ContextError::Stale { change: ChangeSince::Shown(diff), .. } => {
             let retry = if tool == "write" {
                 "retry the write only with content that keeps these changes"
             } else {
@@ -71,7 +71,7 @@ pub fn error(err: &ContextError, tool: &str) -> String {
                 "{path} changed since you last read it (line numbers after + are current):\n{diff}This counts as read: {retry}."
             )
         }
-        ContextError::Stale { change: Change::TooLarge, .. } => format!(
+        ContextError::Stale { change: ChangeSince::TooLarge, .. } => format!(
             "{path} changed since you last read it, too much to show here. Read it again, then redo \
              your {tool} on its current content."
         ),
@@ -169,9 +169,9 @@ mod tests {
         let stale =
             |change| ContextError::Stale { path: "a.txt".into(), current: Some(Version::of(b"x")), change };
         expect!["a.txt was changed by someone else since you last read it. Read it again, then redo your edit on its current content."]
-            .assert_eq(&error(&stale(Change::Unknown), "edit"));
+            .assert_eq(&error(&stale(ChangeSince::Unknown), "edit"));
         expect!["a.txt changed since you last read it, too much to show here. Read it again, then redo your edit on its current content."]
-            .assert_eq(&error(&stale(Change::TooLarge), "edit"));
+            .assert_eq(&error(&stale(ChangeSince::TooLarge), "edit"));
         let diff = crate::context::stale::diff("a.txt", b"a\nb\nc\n", b"a\nB\nc\n");
         expect![[r#"
             a.txt changed since you last read it (line numbers after + are current):
@@ -196,14 +196,14 @@ mod tests {
             This counts as read: retry the write only with content that keeps these changes."#]]
         .assert_eq(&error(&stale(diff), "write"));
         expect!["a.txt changed since you last read it, but only its line endings, byte-order mark or final newline. Retry your edit as it is."]
-            .assert_eq(&error(&stale(Change::Shown(String::new())), "edit"));
+            .assert_eq(&error(&stale(ChangeSince::Shown(String::new())), "edit"));
         let nul = ContextError::File(ProviderError::NulInContent {
             path: "a.txt".into(),
             at: crate::context::NulAt { line: 2, column: 3, offset: 7 },
         });
         expect!["The content for a.txt has a NUL byte (\\0) at line 2, column 3 (byte offset 7): files written by these tools are text. Remove it and retry the write."]
             .assert_eq(&error(&nul, "write"));
-        let gone = ContextError::Stale { path: "a.txt".into(), current: None, change: Change::Unknown };
+        let gone = ContextError::Stale { path: "a.txt".into(), current: None, change: ChangeSince::Unknown };
         expect!["a.txt was deleted since you last read it. Check whether it should still be changed; write creates a new file."]
             .assert_eq(&error(&gone, "write"));
     }

@@ -20,7 +20,7 @@ use crate::json::Json;
 use crate::transport::message::{self};
 
 /// One entry of a batch, in the order it came.
-pub(super) enum Entry {
+pub(super) enum BatchEntry {
     /// Not started yet: the call, and whether it gets an answer (not a notification).
     Run(OwnedCall, bool),
     /// Started; its outcome comes back through the batch's running set.
@@ -35,11 +35,11 @@ pub(super) enum Entry {
 
 /// The position of the first batch entry known to be past the budget: the responses before
 /// it (those already complete, counting the others as empty) are more than the budget.
-pub(super) fn past_budget(slots: &[Entry], budget: usize) -> usize {
+pub(super) fn past_budget(slots: &[BatchEntry], budget: usize) -> usize {
     // The opening and closing brackets.
     let mut bytes = 2usize;
     for (pos, entry) in slots.iter().enumerate() {
-        if let Entry::Done(reply) = entry
+        if let BatchEntry::Done(reply) = entry
             && !reply.already_sent
         {
             bytes += reply.json.len() + 1;
@@ -97,13 +97,13 @@ impl Conn {
             return false;
         }
         let mut exit = false;
-        let mut slots: Vec<Entry> = Vec::with_capacity(entries.len());
+        let mut slots: Vec<BatchEntry> = Vec::with_capacity(entries.len());
         for raw in entries {
             match self.admit(message::parse_call(raw)) {
-                Admission::Inline(call) => slots.push(Entry::Done(self.run(call).await)),
-                Admission::Spawn(call) => slots.push(Entry::Run(call, true)),
-                Admission::Notify(call) => slots.push(Entry::Run(call, false)),
-                Admission::Respond(json) => slots.push(Entry::Done(Reply::plain(json))),
+                Admission::Inline(call) => slots.push(BatchEntry::Done(self.run(call).await)),
+                Admission::Spawn(call) => slots.push(BatchEntry::Run(call, true)),
+                Admission::Notify(call) => slots.push(BatchEntry::Run(call, false)),
+                Admission::Respond(json) => slots.push(BatchEntry::Done(Reply::plain(json))),
                 Admission::Exit => exit = true,
                 Admission::Ignore => {}
             }
@@ -124,11 +124,15 @@ impl Conn {
     /// -32010. An entry known to be past the budget (the responses before it already exceed
     /// it) is not started, and its response is dropped if it was, so the batch never holds much
     /// more than its budget.
-    pub(super) async fn run_batch(self: Arc<Self>, mut slots: Vec<Entry>, permit: OwnedSemaphorePermit) {
+    pub(super) async fn run_batch(self: Arc<Self>, mut slots: Vec<BatchEntry>, permit: OwnedSemaphorePermit) {
         let config = &self.shared.config;
         let budget = config.max_batch_response_bytes.min(config.max_frame_bytes);
-        let mut waiting: VecDeque<usize> =
-            slots.iter().enumerate().filter(|(_, e)| matches!(e, Entry::Run(..))).map(|(i, _)| i).collect();
+        let mut waiting: VecDeque<usize> = slots
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e, BatchEntry::Run(..)))
+            .map(|(i, _)| i)
+            .collect();
         let mut running = FuturesUnordered::new();
         let mut own = Some(permit);
         let mut cut = past_budget(&slots, budget);
@@ -158,20 +162,20 @@ impl Conn {
                         own = Some(slot);
                     }
                     slots[pos] = match reply {
-                        Some(reply) if pos < cut => Entry::Done(reply),
+                        Some(reply) if pos < cut => BatchEntry::Done(reply),
                         Some(reply) => {
                             if let Some(on_sent) = reply.on_sent {
                                 on_sent.notify(false);
                             }
-                            Entry::Dropped(id_of(&reply.json))
+                            BatchEntry::Dropped(id_of(&reply.json))
                         }
-                        None => Entry::Silent,
+                        None => BatchEntry::Silent,
                     };
                     cut = cut.min(past_budget(&slots, budget));
                     for entry in slots.iter_mut().skip(cut) {
-                        if let Entry::Done(reply) = entry {
+                        if let BatchEntry::Done(reply) = entry {
                             let id = id_of(&reply.json);
-                            *entry = Entry::Dropped(id);
+                            *entry = BatchEntry::Dropped(id);
                         }
                     }
                 }
@@ -189,14 +193,14 @@ impl Conn {
     /// notification) and the permit it ran under.
     pub(super) fn start(
         self: Arc<Self>,
-        entry: &mut Entry,
+        entry: &mut BatchEntry,
         pos: usize,
         permit: OwnedSemaphorePermit,
     ) -> impl std::future::Future<Output = (usize, Option<Reply>, OwnedSemaphorePermit)> + use<> {
-        let taken = std::mem::replace(entry, Entry::Running);
+        let taken = std::mem::replace(entry, BatchEntry::Running);
         async move {
             match taken {
-                Entry::Run(call, answer) => {
+                BatchEntry::Run(call, answer) => {
                     let reply = self.run(call).await;
                     (pos, answer.then_some(reply), permit)
                 }
@@ -206,7 +210,7 @@ impl Conn {
     }
 
     /// Sends a batch's responses in order; past the budget, -32010 for each remaining request.
-    pub(super) async fn send_batch(&self, slots: Vec<Entry>, budget: usize) {
+    pub(super) async fn send_batch(&self, slots: Vec<BatchEntry>, budget: usize) {
         let mut array = vec![b'['];
         let mut answered = 0usize;
         let mut over = false;
@@ -214,8 +218,8 @@ impl Conn {
         for entry in slots {
             let (json, on_sent) = match entry {
                 // Subscription answers went out on their own (jsonrpsee sends them at accept).
-                Entry::Done(reply) if reply.already_sent => continue,
-                Entry::Done(reply) => {
+                BatchEntry::Done(reply) if reply.already_sent => continue,
+                BatchEntry::Done(reply) => {
                     // +2: a comma, and the closing bracket.
                     if over || array.len() + reply.json.len() + 2 > budget {
                         over = true;
@@ -227,15 +231,15 @@ impl Conn {
                         (reply.json, reply.on_sent)
                     }
                 }
-                Entry::Dropped(id) => {
+                BatchEntry::Dropped(id) => {
                     over = true;
                     (batch_cut(id, budget, true), None)
                 }
-                Entry::Run(call, true) => {
+                BatchEntry::Run(call, true) => {
                     over = true;
                     (batch_cut(call.id, budget, false), None)
                 }
-                Entry::Run(_, false) | Entry::Silent | Entry::Running => continue,
+                BatchEntry::Run(_, false) | BatchEntry::Silent | BatchEntry::Running => continue,
             };
             if answered > 0 {
                 array.push(b',');

@@ -176,7 +176,7 @@ impl Conn {
         // A response an async handler serialized itself, into the slot its call carries, goes
         // out as those bytes, unparsed.
         let prepared = |extensions: &mut Extensions| {
-            let prepared = crate::rpc::Prepared::new(id.clone());
+            let prepared = crate::rpc::PreparedResponse::new(id.clone());
             extensions.insert(prepared.clone());
             prepared
         };
