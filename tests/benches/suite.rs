@@ -314,7 +314,12 @@ fn run() -> Res<()> {
             );
             let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::edit(&files[s], s))?;
             eprintln!("  {}", phase.summary());
-            report.edits.push((fsync, n, mode, phase));
+            report.edits.push((fsync, n, mode, false, phase));
+            // The model's edit, through tools/call, on the same files.
+            eprintln!("  the same through tools/call edit ...");
+            let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::tool_edit(&files[s], s))?;
+            eprintln!("  {}", phase.summary());
+            report.edits.push((fsync, n, mode, true, phase));
         }
         daemon.stop()?;
     }
@@ -1081,10 +1086,15 @@ impl Conn {
 
     /// Waits for the success response to `id` (notifications are skipped).
     fn recv_ok(&mut self, id: u64) -> Res<()> {
+        self.recv_mine(id).map(drop)
+    }
+
+    /// Waits for the response to `id` (a success); its body.
+    fn recv_mine(&mut self, id: u64) -> Res<&[u8]> {
         loop {
             let range = self.next_frame()?;
-            if let Answer::Mine = classify(self.rx.body(range), id, &mut self.slow)? {
-                return Ok(());
+            if let Answer::Mine = classify(self.rx.body(range.clone()), id, &mut self.slow)? {
+                return Ok(self.rx.body(range));
             }
         }
     }
@@ -1126,8 +1136,9 @@ fn init_params(root: &Path) -> Value {
 enum Work {
     /// `file/read` of a 50-line window at a random offset of a random file.
     Reads { files: Arc<Vec<ReadFile>>, rng: Rng },
-    /// `file/edit` of a unique marker in the session's own file, back and forth.
-    Edit { file: EditFile, to_b: bool },
+    /// `file/edit` (or with `tool`, the `edit` tool through `tools/call`) of a unique marker in
+    /// the session's own file, back and forth.
+    Edit { file: EditFile, to_b: bool, tool: bool },
     /// Requests from a fixed pool (so the floor server can answer each with the bytes filectxd
     /// gave for it): picked at random, or in order (`rng` `None`) for a sequence that must stay
     /// in step with the file (edits back and forth).
@@ -1140,16 +1151,24 @@ impl Work {
     }
 
     fn edit(file: &EditFile, _session: usize) -> Work {
-        Work::Edit { file: file.clone(), to_b: true }
+        Work::Edit { file: file.clone(), to_b: true, tool: false }
+    }
+
+    fn tool_edit(file: &EditFile, _session: usize) -> Work {
+        Work::Edit { file: file.clone(), to_b: true, tool: true }
     }
 
     /// Requests sent (fully checked) before the measurement: an edit needs a prior read.
     fn setup(&self) -> Vec<(&'static str, String)> {
         match self {
             Work::Reads { .. } => Vec::new(),
-            Work::Edit { file, .. } => {
+            Work::Edit { file, tool: false, .. } => {
                 vec![("file/read", format!(r#"{{"path":{},"offset":1,"limit":1}}"#, file.path_json))]
             }
+            Work::Edit { file, tool: true, .. } => vec![(
+                "tools/call",
+                format!(r#"{{"name":"read","arguments":{{"file_path":{},"limit":1}}}}"#, file.path_json),
+            )],
             Work::Pool(pool, ..) => pool.setup.clone(),
         }
     }
@@ -1177,14 +1196,22 @@ impl Work {
                     file.path_json
                 );
             }
-            Work::Edit { file, to_b } => {
+            Work::Edit { file, to_b, tool } => {
                 let (old, new) =
                     if *to_b { (&file.marker_a, &file.marker_b) } else { (&file.marker_b, &file.marker_a) };
-                let _ = write!(
-                    out,
-                    r#"{{"jsonrpc":"2.0","id":{id},"method":"file/edit","params":{{"path":{},"oldString":"{old}","newString":"{new}"}}}}"#,
-                    file.path_json
-                );
+                let _ = if *tool {
+                    write!(
+                        out,
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"edit","arguments":{{"file_path":{},"old_string":"{old}","new_string":"{new}"}}}}}}"#,
+                        file.path_json
+                    )
+                } else {
+                    write!(
+                        out,
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"file/edit","params":{{"path":{},"oldString":"{old}","newString":"{new}"}}}}"#,
+                        file.path_json
+                    )
+                };
             }
             Work::Pool(pool, rng, next) => {
                 let i = match rng {
@@ -1198,10 +1225,17 @@ impl Work {
         }
     }
 
-    fn on_success(&mut self) {
-        if let Work::Edit { to_b, .. } = self {
+    /// After the answer `body` to a request: a tool's answer must not be a failure (it comes
+    /// as a result); an edit goes back next time.
+    fn on_success(&mut self, body: &[u8]) -> Res<()> {
+        if let Work::Edit { to_b, tool, .. } = self {
+            // Structural only: a quote inside a JSON string is escaped.
+            if *tool && body.windows(16).any(|w| w == br#"],"isError":true"#) {
+                return Err(format!("a tool edit failed: {}", String::from_utf8_lossy(body)));
+            }
             *to_b = !*to_b;
         }
+        Ok(())
     }
 }
 
@@ -1398,8 +1432,7 @@ fn run_threads(socket: &Path, root: &Path, works: Vec<Work>, opts: &Opts) -> Res
                                 cpu_start = Some(thread_cpu_ns());
                             }
                             let id = conn.send_with(|id, body| work.write_request(id, body))?;
-                            conn.recv_ok(id)?;
-                            work.on_success();
+                            work.on_success(conn.recv_mine(id)?)?;
                             let t1 = Instant::now();
                             if t1 >= window.start && t1 <= window.end {
                                 out.latencies.push(t1.duration_since(t0).as_nanos() as u64);
@@ -1541,13 +1574,13 @@ fn run_mux(socket: &Path, root: &Path, works: Vec<Work>, opts: &Opts, pace: Opti
                                         }
                                         _ => Instant::now(),
                                     };
-                                    tokio::time::timeout(
+                                    let range = tokio::time::timeout(
                                         IO_TIMEOUT,
                                         conn.request(|id, b| work.write_request(id, b)),
                                     )
                                     .await
                                     .ctx(|| "a request timed out".into())??;
-                                    work.on_success();
+                                    work.on_success(conn.rx.body(range))?;
                                     let t1 = Instant::now();
                                     if t1 >= window.start && t1 <= window.end {
                                         latencies.push(t1.duration_since(t0).as_nanos() as u64);
@@ -2097,7 +2130,8 @@ struct Report {
     paced: Option<Phase>,
     inproc: Vec<(usize, Phase)>,
     inproc_watch: Vec<(usize, Phase)>,
-    edits: Vec<(bool, usize, ClientMode, Phase)>,
+    /// fsync, sessions, client, through `tools/call`, the phase.
+    edits: Vec<(bool, usize, ClientMode, bool, Phase)>,
     scale: Option<ScaleResult>,
     floors: Vec<floor::Row>,
 }
@@ -2209,8 +2243,9 @@ impl Report {
         for (threads, p) in &self.inproc_watch {
             row(&mut o, "5   same + the watcher's sink (in-process)", *threads, "thread", p);
         }
-        for (fsync, n, mode, p) in &self.edits {
-            let name = format!("2 file/edit 100 KB, fsync {}", if *fsync { "on" } else { "off" });
+        for (fsync, n, mode, tool, p) in &self.edits {
+            let door = if *tool { "tools/call edit" } else { "file/edit" };
+            let name = format!("2 {door} 100 KB, fsync {}", if *fsync { "on" } else { "off" });
             row(&mut o, &name, *n, mode.name(), p);
         }
         let _ = writeln!(
@@ -2225,7 +2260,7 @@ impl Report {
             .reads
             .iter()
             .map(|(_, _, p)| p.slow)
-            .chain(self.edits.iter().map(|(_, _, _, p)| p.slow))
+            .chain(self.edits.iter().map(|(_, _, _, _, p)| p.slow))
             .sum();
         if slow > 0 {
             let _ = writeln!(
@@ -2416,7 +2451,7 @@ impl Report {
                 Some(cpu_ratio <= 3.0),
             );
         }
-        if let Some((_, _, _, p)) = self.edits.iter().find(|(fsync, n, _, _)| !fsync && *n == 1) {
+        if let Some((.., p)) = self.edits.iter().find(|(fsync, n, _, tool, _)| !fsync && *n == 1 && !tool) {
             let p50 = p.pct(50.0);
             line(
                 &mut o,

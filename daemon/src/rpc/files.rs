@@ -250,12 +250,9 @@ async fn tool_call(
     slot: Option<PreparedResponse>,
 ) -> Result<Ready<CallToolResult>, ErrorObjectOwned> {
     let params: CallToolParams = parse_params(TOOLS_CALL, &params)?;
-    let is_read = params.name == ToolName::Read.as_str();
-    let params_writes = params.name == ToolName::Write.as_str()
-        || params.name == ToolName::Edit.as_str()
-        || params.name == ToolName::Undo.as_str();
-    let is_search = params.name == ToolName::Glob.as_str() || params.name == ToolName::Grep.as_str();
     let session = session_of(&ext)?;
+    let options = session.options().ok_or_else(error::not_initialized)?;
+    let tool = tools::tool(options, &params.name).map_err(|e| invalid_params(e.to_string()))?;
     let owner = match session.owners().get(params.owner.as_deref()) {
         Ok(owner) => owner,
         Err(err) => {
@@ -263,25 +260,25 @@ async fn tool_call(
             return Ok(Ready::Value(tool_result(Err(failure))));
         }
     };
-    let dedup = session.options().is_some_and(|o| o.dedup_reads).then(|| owner.clone());
+    let dedup = options.dedup_reads.then(|| owner.clone());
     drop(session);
     let token = ext.get::<super::Cancel>().map(|c| c.0.clone());
     let (timeout, regex_bytes) = (ctx.config.search_timeout, ctx.config.search_regex_bytes);
     // Only a read writes its text into the response itself.
-    let slot = slot.filter(|_| is_read);
+    let slot = slot.filter(|_| tool == ToolName::Read);
+    #[allow(clippy::result_large_err, reason = "a tool's failure is its result (`tools::Outcome`)")]
     let work = move |files: &FileContext<'_>, options: &SessionOptions| {
         let delivered = dedup.as_deref().map(Owner::delivered);
         let cancelled = || token.as_ref().is_some_and(|t| t.is_cancelled());
         let limits = tools::search::Limits { cancelled: &cancelled, timeout, regex_bytes };
         let call = |out: Option<&mut Vec<u8>>| {
-            tools::call(files, options, &params.name, &params.arguments, delivered, &limits, out)
+            tools::call(files, options, tool, &params.arguments, delivered, &limits, out)
         };
         let mut json = slot.as_ref().map(|slot| slot.start(64));
         let outcome = match json.as_mut() {
             Some(out) => tool_text_json(out, |out| call(Some(out))),
             None => call(None),
-        }
-        .map_err(|e| invalid_params(e.to_string()))?;
+        };
         match outcome {
             Ok(Step::Done(text)) => Called::of(text, slot.as_ref(), json).map(Step::Done),
             Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
@@ -293,13 +290,14 @@ async fn tool_call(
             Err(failure) => Ok(Step::Done(Called::Ready(Ready::Value(tool_result(Err(failure)))))),
         }
     };
-    // Only reads may take the warm path; writes and edits always run on the blocking pool,
-    // through the gates; searches in slots of their own.
-    let way = match (is_read, is_search, params_writes) {
-        (true, _, _) => Way::Read,
-        (_, true, _) => Way::Search,
-        (_, _, true) => Way::Write,
-        _ => Way::Pool,
+    // The tool's own way, as the file method doing the same runs: an edit as file/edit (at
+    // once when it can be), a write or undo through the gates, searches in their own slots.
+    let way = match tool {
+        ToolName::Read => Way::Read,
+        ToolName::Edit => Way::Edit,
+        ToolName::Write | ToolName::Undo => Way::Write,
+        ToolName::Glob | ToolName::Grep => Way::Search,
+        ToolName::Diagnostics => Way::Pool,
     };
     let answer = run(&ctx, &ext, way, Some(owner), work).await;
     match answer {

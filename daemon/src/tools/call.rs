@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::search::{self, GrepRequest, SearchError};
 use super::{dedup, render};
 use crate::context::{
-    ContextError, Diagnosed, FileContext, InvalidEdit, Pending, ReadView, Replacement, Step, Version,
+    ContextError, Diagnosed, FileContext, InvalidEdit, Pending, ReadView, Replacement, Step, Version, Warm,
     WarmRead,
 };
 use crate::session::SessionOptions;
@@ -276,7 +276,10 @@ fn run(
         }
         Ok(Step::Done(text)) => Ok(Step::Done(text)),
         Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
-        Err(err) => failed(ctx, tool, file_path, budget, Err(err)).map(Step::Done),
+        Err(err) => match unread(ctx, tool, file_path, budget, &err) {
+            Shown::NeedsBlocking => Ok(Step::NeedsBlocking),
+            shown => failed_as(tool, shown, Err(err)).map(Step::Done),
+        },
     })
 }
 
@@ -297,14 +300,42 @@ fn failed(
     budget: u64,
     outcome: Result<Text, ContextError>,
 ) -> Result<Text, Failure> {
-    let name = tool.as_str();
-    if let (Err(ContextError::NotObserved { .. }), ToolName::Write | ToolName::Edit) = (&outcome, tool)
-        && let Some(shown) = unread_shown(ctx, file_path, budget)
-    {
-        let text = render::not_read_shown(name, &shown);
-        return outcome.map_err(|err| Failure { text, cause: Cause::File(err) });
+    let shown = match &outcome {
+        Err(err) => unread(ctx, tool, file_path, budget, err),
+        Ok(_) => Shown::No,
+    };
+    failed_as(tool, shown, outcome)
+}
+
+/// What a refusal of `tool` shows of the file it was refused for.
+enum Shown {
+    /// The file, refused as not read and small: read now (see [`unread_shown`]).
+    File(ReadView),
+    /// Nothing.
+    No,
+    /// The file, once read on the blocking pool (the call was tried at once): nothing was read.
+    NeedsBlocking,
+}
+
+/// What a write or edit refused with `err` as not read shows of `file_path`.
+fn unread(ctx: &FileContext<'_>, tool: ToolName, file_path: &str, budget: u64, err: &ContextError) -> Shown {
+    match (err, tool) {
+        (ContextError::NotObserved { .. }, ToolName::Write | ToolName::Edit) => {
+            unread_shown(ctx, file_path, budget)
+        }
+        _ => Shown::No,
     }
-    outcome.map_err(|err| Failure { text: render::error(&err, name), cause: Cause::File(err) })
+}
+
+/// [`failed`], given what it shows.
+#[allow(clippy::result_large_err, reason = "a failure is a result here, as in `Outcome`")]
+fn failed_as(tool: ToolName, shown: Shown, outcome: Result<Text, ContextError>) -> Result<Text, Failure> {
+    let name = tool.as_str();
+    let text = |err: &ContextError| match &shown {
+        Shown::File(view) => render::not_read_shown(name, view),
+        Shown::No | Shown::NeedsBlocking => render::error(err, name),
+    };
+    outcome.map_err(|err| Failure { text: text(&err), cause: Cause::File(err) })
 }
 
 /// The most lines of an unread file a refused write or edit shows (as a stale refusal's diff).
@@ -317,12 +348,28 @@ const UNREAD_SHOWN_BYTES: u64 = 16 * 1024;
 /// read projection, recorded for the session as a read is, so that a retry that still fits goes
 /// ahead without a turn spent reading. `None` (nothing recorded; the refusal asks for a read)
 /// when it is larger, not text, or cannot be read.
-fn unread_shown(ctx: &FileContext<'_>, path: &str, budget: u64) -> Option<ReadView> {
+fn unread_shown(ctx: &FileContext<'_>, path: &str, budget: u64) -> Shown {
     let request = render::read_request(1, UNREAD_SHOWN_LINES, budget.min(UNREAD_SHOWN_BYTES));
-    ctx.read_if_whole(path, &request).ok()?.done()?
+    match ctx.read_if_whole(path, &request) {
+        Ok(Warm::Done(Some(view))) => Shown::File(view),
+        Ok(Warm::NeedsBlocking) => Shown::NeedsBlocking,
+        Ok(Warm::Done(None)) | Err(_) => Shown::No,
+    }
 }
 
-/// Calls one of this session's tools. Blocking (it reads and writes files). With `delivered`
+/// The tool `name` names, when it is one of this session's: the one place a tool call's name is
+/// read (the runner picks how the call runs from it).
+pub fn tool(options: &SessionOptions, name: &str) -> Result<ToolName, UnknownTool> {
+    let tools = &options.tools;
+    ToolName::from_name(name).filter(|t| tools.contains(t)).ok_or_else(|| UnknownTool {
+        name: name.to_owned(),
+        available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// Calls `tool` (one of this session's: see [`tool`]). Blocking (it reads and writes files),
+/// unless `ctx` is warm-only: then what cannot be done at once answers
+/// [`Step::NeedsBlocking`] having done nothing. With `delivered`
 /// (the owner's dedup record, when the session asked for `dedupReads`), a read of lines this
 /// owner already received unchanged answers one short line (see [`dedup`]). `limits` bound a
 /// search (`glob`, `grep`) and say when its request was cancelled: it then fails as cancelled,
@@ -330,26 +377,20 @@ fn unread_shown(ctx: &FileContext<'_>, path: &str, budget: u64) -> Option<ReadVi
 /// With `json` (a buffer holding the caller's response up to the opening quote of the text), a
 /// successful read writes its text there JSON-escaped and answers [`Text::Written`]; every
 /// other answer is [`Text::Plain`] and leaves the buffer as it was.
+#[allow(clippy::result_large_err, reason = "a failure is a result here, as in `Outcome`")]
 pub fn call(
     ctx: &FileContext<'_>,
     options: &SessionOptions,
-    name: &str,
+    tool: ToolName,
     args: &Value,
     delivered: Option<&Delivered>,
     limits: &search::Limits<'_>,
     json: Option<&mut Vec<u8>>,
-) -> Result<Outcome, UnknownTool> {
-    let tools = &options.tools;
-    let Some(tool) = ToolName::from_name(name).filter(|t| tools.contains(t)) else {
-        return Err(UnknownTool {
-            name: name.to_owned(),
-            available: tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
-        });
-    };
-    Ok(match run(ctx, options, tool, args, delivered, limits, json) {
+) -> Outcome {
+    match run(ctx, options, tool, args, delivered, limits, json) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ mod pieces;
 pub mod render;
 pub mod search;
 
-pub use call::{Cause, Failure, Outcome, Text, UnknownTool, call};
+pub use call::{Cause, Failure, Outcome, Text, UnknownTool, call, tool};
 
 use filectx_protocol::tools::descriptor;
 use filectx_protocol::{ToolDescriptor, ToolName};

@@ -312,3 +312,58 @@ fn one_sessions_slow_requests_never_keep_another_sessions_read_waiting() {
     assert_eq!(answers(&mut c, 2), ["c0", "c1"]);
     assert_eq!(slots(&daemon), (0, 0));
 }
+
+/// The model's `edit` runs as `file/edit` does: a small edit of a local file is made at once
+/// when writes are not fsynced, with no file slot, and so is its refusal as not read (which shows the small file, read at
+/// once too). A stale edit needs the pool (its answer reads the current file): it waits for a
+/// slot, and is answered once one frees.
+#[test]
+fn the_edit_tool_is_made_at_once_as_file_edit_is() {
+    let daemon = hooked(&["--file-slots", "1", "--no-fsync"]);
+    let root = daemon.dir.path();
+    let gates: PathBuf = root.join("gates");
+    fs::create_dir(&gates).unwrap();
+    let (mine, unread) = (root.join("mine.py"), root.join("unread.py"));
+    fs::write(&mine, "x = 1\n").unwrap();
+    fs::write(&unread, "y = 2\n").unwrap();
+
+    let mut agent = daemon.session();
+    assert!(filectx_tests::tool_ok(&mut agent, "read", json!({"file_path": s(&mine)})).contains("x = 1"));
+    // The folder's first edit cleans it of leftovers (on the pool); later ones may be at once.
+    let first = json!({"file_path": s(&mine), "old_string": "x = 1", "new_string": "x = 2"});
+    filectx_tests::tool_ok(&mut agent, "edit", first);
+
+    // Another session holds the only file slot.
+    let mut holder = daemon.session();
+    holder.send_request("debug/hold", Some(json!({"dir": gates, "name": "h"})));
+    until("the slot is held", || started(&gates, "h").len() == 1);
+    assert_eq!(slots(&daemon), (1, 0));
+
+    let edited = filectx_tests::tool_ok(
+        &mut agent,
+        "edit",
+        json!({"file_path": s(&mine), "old_string": "x = 2", "new_string": "x = 3"}),
+    );
+    assert!(edited.contains("mine.py"), "{edited}");
+    assert_eq!(fs::read_to_string(&mine).unwrap(), "x = 3\n");
+    let (code, text) = filectx_tests::tool_err(
+        &mut agent,
+        "edit",
+        json!({"file_path": s(&unread), "old_string": "y = 2", "new_string": "y = 4"}),
+    );
+    assert_eq!(code, "FS_NOT_OBSERVED");
+    assert!(text.contains("y = 2"), "the small unread file is shown: {text}");
+    assert_eq!(slots(&daemon), (1, 0), "neither took a slot or waited for one");
+
+    // Changed outside: the stale edit waits for the slot, then is refused with what changed.
+    fs::write(&mine, "x = 5\n").unwrap();
+    let id =
+        agent.send_tool("edit", json!({"file_path": s(&mine), "old_string": "x = 3", "new_string": "x = 6"}));
+    until("the stale edit waits for the slot", || slots(&daemon) == (1, 1));
+    release(&gates, "h");
+    assert_eq!(answers(&mut holder, 1), ["h"]);
+    let stale = agent.response(id);
+    assert_eq!(stale["result"]["isError"], true, "{stale}");
+    assert!(filectx_tests::tool_text(&stale["result"]).contains("x = 5"), "{stale}");
+    assert_eq!(fs::read_to_string(&mine).unwrap(), "x = 5\n");
+}
