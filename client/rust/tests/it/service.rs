@@ -1,6 +1,6 @@
 //! `filectx service install | uninstall | status`, run as a user would: the binaries in a home's
-//! `~/.local/bin` (hard links of the built ones, in a folder under cargo's target, which is no
-//! temp folder), `systemctl`, `loginctl` and `npm` as stand-ins on PATH that record their calls
+//! `~/.local/bin` (hard links of the built ones, in a folder under cargo's target, or under
+//! `~/.local/share` when the checkout is in a temp folder), `systemctl`, `loginctl` and `npm` as stand-ins on PATH that record their calls
 //! (CI runs no user systemd), and the written units checked with `systemd-analyze verify`.
 
 use std::path::{Path, PathBuf};
@@ -21,6 +21,27 @@ struct Home {
     calls: PathBuf,
 }
 
+/// A folder `filectx service` takes for a lasting installation: cargo's target folder, unless
+/// the checkout is in a temp folder (a clone in `mktemp -d`), where the command would rightly
+/// refuse it; then `~/.local/share` (each test's folder in it is removed when it ends).
+fn lasting_folder() -> TestResult<PathBuf> {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let real = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    let mut temps: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"].map(PathBuf::from).into();
+    temps.extend(std::env::var_os("TMPDIR").map(PathBuf::from));
+    let in_temp = |path: &Path| temps.iter().any(|temp| real(path).starts_with(real(temp)));
+    if !in_temp(&target) {
+        return Ok(target);
+    }
+    match std::env::home_dir().map(|home| home.join(".local/share")) {
+        Some(share) if !in_temp(&share) => {
+            std::fs::create_dir_all(&share)?;
+            Ok(share)
+        }
+        _ => Ok(target),
+    }
+}
+
 impl Home {
     /// The binaries go in `~/<bin>`; `systemctl` answers as [`SYSTEMCTL`] does.
     fn new(bin: &str) -> TestResult<Self> {
@@ -29,7 +50,7 @@ impl Home {
 
     /// [`Home::new`] with `systemctl` answering as the shell script `systemctl` says.
     fn with_systemctl(bin: &str, systemctl: &str) -> TestResult<Self> {
-        let dir = tempfile::Builder::new().prefix("service-").tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+        let dir = tempfile::Builder::new().prefix("filectx-service-").tempdir_in(lasting_folder()?)?;
         let home = dir.path().join("home");
         let stand_ins = dir.path().join("stand-ins");
         std::fs::create_dir_all(&stand_ins)?;
@@ -43,11 +64,18 @@ impl Home {
         Ok(this)
     }
 
-    /// Hard links of the built binaries in `folder` (no descriptor of them is opened here).
+    /// Hard links of the built binaries in `folder` (no descriptor of them is opened here), or
+    /// copies when `folder` is on another filesystem.
     fn install_binaries(&self, folder: &Path) -> TestResult {
         std::fs::create_dir_all(folder)?;
-        std::fs::hard_link(BIN, folder.join("filectx"))?;
-        std::fs::hard_link(daemon_bin()?, folder.join("filectxd"))?;
+        for (from, name) in [(PathBuf::from(BIN), "filectx"), (daemon_bin()?, "filectxd")] {
+            match std::fs::hard_link(&from, folder.join(name)) {
+                Err(error) if error.kind() == std::io::ErrorKind::CrossesDevices => {
+                    std::fs::copy(&from, folder.join(name))?;
+                }
+                linked => linked?,
+            }
+        }
         Ok(())
     }
 
