@@ -315,9 +315,13 @@ fn run() -> Res<()> {
             let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::edit(&files[s], s))?;
             eprintln!("  {}", phase.summary());
             report.edits.push((fsync, n, mode, false, phase));
-            // The model's edit, through tools/call, on the same files.
+            // The model's edit, through tools/call, on files of its own (as the previous phase
+            // left them, their markers may be either way).
             eprintln!("  the same through tools/call edit ...");
-            let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::tool_edit(&files[s], s))?;
+            let dir = dir.with_extension("tool");
+            let files = gen_edit_files(&dir, n)?;
+            let phase =
+                run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::tool_edit(&files[s], s))?;
             eprintln!("  {}", phase.summary());
             report.edits.push((fsync, n, mode, true, phase));
         }
