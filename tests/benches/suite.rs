@@ -320,8 +320,7 @@ fn run() -> Res<()> {
             eprintln!("  the same through tools/call edit ...");
             let dir = dir.with_extension("tool");
             let files = gen_edit_files(&dir, n)?;
-            let phase =
-                run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::tool_edit(&files[s], s))?;
+            let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::tool_edit(&files[s], s))?;
             eprintln!("  {}", phase.summary());
             report.edits.push((fsync, n, mode, true, phase));
         }
@@ -1675,7 +1674,11 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
         let files = service.context(Scope { roots: &roots, cwd: &set.root }, &observed, false, &no_deny);
         for file in set.files.iter() {
             files
-                .read(&file.path, &WindowRequest::whole(1, WINDOW, DEFAULT_MAX_WINDOW_BYTES))
+                .read(
+                    &file.path,
+                    &WindowRequest::whole(1, WINDOW, DEFAULT_MAX_WINDOW_BYTES),
+                    filectx_daemon::context::How::POOL,
+                )
                 .map_err(|e| format!("in-process read {}: {e}", file.path))?;
         }
     }
@@ -1711,6 +1714,7 @@ fn inproc_reads(set: &ReadSet, threads: usize, opts: &Opts, with_watch: bool) ->
                                 .read(
                                     &file.path,
                                     &WindowRequest::whole(offset, WINDOW, DEFAULT_MAX_WINDOW_BYTES),
+                                    filectx_daemon::context::How::POOL,
                                 )
                                 .map_err(|e| format!("in-process read {}: {e}", file.path))?;
                             std::hint::black_box(&view);

@@ -7,9 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::deny::Access;
+use super::gate::Gatekeeper;
 use super::gate::{Subject, linked};
 use super::stale::{self, ChangeSince};
-use super::{ContextError, Conventions, Expectation, FileContext, ProviderError, Resolved, Step, Version};
+use super::{
+    ContextError, Conventions, Expectation, FileContext, How, ProviderError, Resolved, Step, Version,
+};
 use crate::journal::{Entry, Filter, Journal};
 use crate::provider::journaled::{Attribution, Author};
 
@@ -203,16 +206,17 @@ impl<'a> FileContext<'a> {
 
     /// Puts `path` back as it was before this owner's newest change to it (guarded as
     /// [`FileContext::restore`] is).
-    pub fn undo(&self, path: &str) -> Result<Step<UndoView>, ContextError> {
+    pub fn undo(&self, path: &str, how: How<'_>) -> Result<Step<UndoView>, ContextError> {
         let last = self.last_own_change(path)?;
         let undone = last.operation;
-        Ok(self.restore(&last.seq.to_string(), false)?.map(move |restore| UndoView { undone, restore }))
+        Ok(self.restore(&last.seq.to_string(), false, how)?.map(move |restore| UndoView { undone, restore }))
     }
 
     /// Puts back the content before `entry` (a creation's restore removes the file), only if the
     /// file is now at the version the entry left, unless `force`. Guarded as a write; the
     /// restore is journaled, and this session's record of the file follows it.
-    pub fn restore(&self, entry: &str, force: bool) -> Result<Step<RestoreView>, ContextError> {
+    /// Tried at once ([`How::AtOnce`]), it answers [`Step::NeedsBlocking`].
+    pub fn restore(&self, entry: &str, force: bool, how: How<'_>) -> Result<Step<RestoreView>, ContextError> {
         let journal = self.journal()?;
         let found = self.entry(entry)?;
         let path = found.path.to_str().ok_or_else(|| ContextError::NoEntry { entry: entry.to_owned() })?;
@@ -235,12 +239,12 @@ impl<'a> FileContext<'a> {
         // A file put back gets the permission bits it had (never special ones), or only its
         // owner's when they were not recorded.
         target.create_mode = Some(found.mode.map_or(0o600, |mode| mode & 0o777));
-        if self.warm_only {
+        if how.at_once() {
             return Ok(Step::NeedsBlocking);
         }
         let _writing = self.observed.writing(&target.path);
         let Some(before) = found.before else {
-            return self.remove(&target, &found, force).map(Step::Done);
+            return self.remove(&target, &found, force, how.gates()).map(Step::Done);
         };
         let bytes = journal
             .content(&before)
@@ -259,7 +263,7 @@ impl<'a> FileContext<'a> {
             (false, Some(after)) => Expectation::version(after),
             (false, None) => Expectation::ABSENT,
         };
-        let step = match self.write_gated(&target, text, expect, Conventions::Exact, true) {
+        let step = match self.write_gated(&target, text, expect, Conventions::Exact, true, how.gates()) {
             Ok(step) => step,
             Err(err) => return Err(self.restore_refused(&target, &found, err)),
         };
@@ -280,8 +284,14 @@ impl<'a> FileContext<'a> {
     }
 
     /// The restore of a creation: the file removed, if it is still what the entry created.
-    fn remove(&self, target: &Resolved, found: &Entry, force: bool) -> Result<RestoreView, ContextError> {
-        if let Some(keeper) = self.gate
+    fn remove(
+        &self,
+        target: &Resolved,
+        found: &Entry,
+        force: bool,
+        gates: Option<&dyn Gatekeeper>,
+    ) -> Result<RestoreView, ContextError> {
+        if let Some(keeper) = gates
             && keeper.watches(Subject { path: &target.path, linked: linked(target) })
         {
             return Err(ProviderError::Refused {

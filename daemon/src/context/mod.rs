@@ -25,12 +25,11 @@ mod views;
 use self::deny::{Access, DenyRules};
 pub use self::diagnostics::{Diagnosed, visible_to};
 pub use self::error::ContextError;
-use self::gate::Gatekeeper;
 pub use self::journal::{JournalPage, RestoreView, UndoView, Who};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::ChangeSince;
 use self::step::Passage;
-pub use self::step::{Pending, Step, Warm, WarmRead};
+pub use self::step::{How, Pending, Step, Warm, WarmRead};
 pub use self::unrecorded::{RawExpectation, Unrecorded};
 pub use self::views::{EditView, MergedView, ReadView, StatView, WriteView};
 use crate::journal::Journal;
@@ -275,10 +274,6 @@ pub struct FileContext<'a> {
     read_only: bool,
     /// Paths the session may not read or write.
     deny: &'a DenyRules,
-    /// Warm-only mode (see [`FileContext::warm_only`]).
-    warm_only: bool,
-    /// The gates of this call (see [`FileContext::gated`]), when gates are registered.
-    gate: Option<&'a dyn Gatekeeper>,
     /// The journal, when on.
     journal: Option<&'a Journal>,
     /// The language servers, when any may run: a read opens its file there.
@@ -304,8 +299,6 @@ impl<'a> FileContext<'a> {
             observed,
             read_only,
             deny: &NONE,
-            warm_only: false,
-            gate: None,
             journal: None,
             lsp: None,
             by: None,
@@ -326,25 +319,6 @@ impl<'a> FileContext<'a> {
     /// nothing, but obeys the same read-only flag and deny rules.
     pub fn unrecorded(self) -> Unrecorded<'a> {
         Unrecorded { files: self }
-    }
-
-    /// The same context in warm-only mode, for running on an async worker: a read answers only
-    /// from the provider's warm path, or by reading a small file at once
-    /// ([`Provider::read_at_once`]); when it would need more (a large file, another device), it
-    /// answers [`Warm::NeedsBlocking`], and the caller runs the call again normally on a
-    /// blocking thread. Nothing is recorded then. An edit goes ahead only when it is small and
-    /// can at once ([`Provider::edit_at_once`]), and a stale one needs the blocking pool too
-    /// (its answer reads the current file); a whole-file write always does
-    /// ([`Step::NeedsBlocking`]). Nothing is written then.
-    pub fn warm_only(self) -> Self {
-        Self { warm_only: true, ..self }
-    }
-
-    /// The same context with writes and edits going through the gates `keeper` knows: one of a
-    /// file a gate watches is prepared and answered as [`Step::NeedsGate`], a [`Pending`]
-    /// change that is committed once the gates allowed it. See [`gate`].
-    pub fn gated(self, keeper: &'a dyn Gatekeeper) -> Self {
-        Self { gate: Some(keeper), ..self }
     }
 
     /// Resolves `path` for `access`, never looking at or beneath a name the deny rules for it
@@ -422,8 +396,16 @@ impl<'a> FileContext<'a> {
     /// Reads the window `request` asks for and records the file's version for this session.
     /// A file resolution opens is read warm when it can be ([`Provider::read_opened`]: looked
     /// at once, after the window is read), else as below.
-    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<Warm<ReadView>, ContextError> {
-        self.read_keeping(path, request, |_| true).map(|read| read.map(|(view, _)| view))
+    /// At once ([`How::AtOnce`]) it answers only from the provider's warm path, or by reading a
+    /// small file at once ([`Provider::read_at_once`]); when it would need more (a large file,
+    /// another device) it answers [`Warm::NeedsBlocking`], having recorded nothing.
+    pub fn read(
+        &self,
+        path: &str,
+        request: &WindowRequest,
+        how: How<'_>,
+    ) -> Result<Warm<ReadView>, ContextError> {
+        self.read_keeping(path, request, how, |_| true).map(|read| read.map(|(view, _)| view))
     }
 
     /// [`FileContext::read`] of a window that records the file's version only when the window
@@ -433,6 +415,7 @@ impl<'a> FileContext<'a> {
         &self,
         path: &str,
         request: &WindowRequest,
+        how: How<'_>,
     ) -> Result<Warm<Option<ReadView>>, ContextError> {
         let whole = |w: &Window| {
             w.start_line == 1
@@ -441,7 +424,7 @@ impl<'a> FileContext<'a> {
                 && w.oversized.is_none()
                 && w.truncated.is_empty()
         };
-        self.read_keeping(path, request, whole).map(|read| read.map(|(view, kept)| kept.then_some(view)))
+        self.read_keeping(path, request, how, whole).map(|read| read.map(|(view, kept)| kept.then_some(view)))
     }
 
     /// [`FileContext::read`], recording the version only when `keep` accepts the window read;
@@ -450,6 +433,7 @@ impl<'a> FileContext<'a> {
         &self,
         path: &str,
         request: &WindowRequest,
+        how: How<'_>,
         keep: impl Fn(&Window) -> bool,
     ) -> Result<Warm<(ReadView, bool)>, ContextError> {
         let target = match self.open(path, Access::Read)? {
@@ -477,7 +461,7 @@ impl<'a> FileContext<'a> {
                 }
             }
         };
-        let outcome = if self.warm_only {
+        let outcome = if how.at_once() {
             match self.provider.read_at_once(&target, request) {
                 Some(outcome) => outcome?,
                 None => return Ok(Warm::NeedsBlocking),
@@ -503,10 +487,11 @@ impl<'a> FileContext<'a> {
 
     /// Writes a whole file: a new file needs nothing; an existing one needs a current
     /// observation, and keeps its BOM and CRLF endings. Records the new version for this
-    /// session only. A file a gate watches answers [`Step::NeedsGate`] (see [`gate`]).
-    pub fn write(&self, path: &str, content: &str) -> Result<Step<WriteView>, ContextError> {
+    /// session only. A file a gate watches answers [`Step::NeedsGate`] (see [`gate`]); tried
+    /// at once, it answers [`Step::NeedsBlocking`].
+    pub fn write(&self, path: &str, content: &str, how: How<'_>) -> Result<Step<WriteView>, ContextError> {
         let target = self.target(path, Access::Write)?;
-        if self.warm_only {
+        if how.at_once() {
             // Whole-file writes always run on a blocking thread.
             return Ok(Step::NeedsBlocking);
         }
@@ -523,7 +508,7 @@ impl<'a> FileContext<'a> {
             None
         };
         let expect = seen.map_or(Expectation::ABSENT, Expectation::version);
-        match self.write_gated(&target, content, expect, Conventions::Keep, true) {
+        match self.write_gated(&target, content, expect, Conventions::Keep, true, how.gates()) {
             Ok(Step::Done(outcome)) => self.wrote(target, seen, Ok(outcome), content).map(Step::Done),
             Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
             // Committed with the prepared bytes (`converted`): no content is needed then.
@@ -612,9 +597,17 @@ impl<'a> FileContext<'a> {
     }
 
     /// Makes `change`; needs a current observation. Records the new version. A file a gate
-    /// watches answers [`Step::NeedsGate`] (see [`gate`]).
-    pub fn edit(&self, path: &str, change: &Replacement<'_>) -> Result<Step<EditView>, ContextError> {
-        self.edit_as(path, change, false).map(|step| step.map(|merged| merged.edit))
+    /// watches answers [`Step::NeedsGate`] (see [`gate`]). At once ([`How::AtOnce`]) it goes
+    /// ahead only when it is small and can at once ([`Provider::edit_at_once`]), and a stale
+    /// one needs the blocking pool too (its answer reads the current file): else
+    /// [`Step::NeedsBlocking`], nothing written.
+    pub fn edit(
+        &self,
+        path: &str,
+        change: &Replacement<'_>,
+        how: How<'_>,
+    ) -> Result<Step<EditView>, ContextError> {
+        self.edit_as(path, change, false, how).map(|step| step.map(|merged| merged.edit))
     }
 
     /// [`FileContext::edit`] for a session that merges stale edits (`staleEdits: "merge"`;
@@ -628,8 +621,9 @@ impl<'a> FileContext<'a> {
         &self,
         path: &str,
         change: &Replacement<'_>,
+        how: How<'_>,
     ) -> Result<Step<MergedView>, ContextError> {
-        self.edit_as(path, change, true)
+        self.edit_as(path, change, true, how)
     }
 
     fn edit_as(
@@ -637,6 +631,7 @@ impl<'a> FileContext<'a> {
         path: &str,
         change: &Replacement<'_>,
         merge: bool,
+        how: How<'_>,
     ) -> Result<Step<MergedView>, ContextError> {
         let target = self.target(path, Access::Write)?;
         let _writing = self.observed.writing(&target.path);
@@ -650,7 +645,7 @@ impl<'a> FileContext<'a> {
             return Err(ContextError::NotObserved { path: target.display });
         };
         let all = change.all();
-        let current = match self.attempt(&target, change, observed) {
+        let current = match self.attempt(&target, change, observed, how) {
             Err(ContextError::File(ProviderError::StaleVersion { current, .. })) => current,
             attempt => return self.edit_answer(target, all, observed, attempt, None),
         };
@@ -672,7 +667,7 @@ impl<'a> FileContext<'a> {
         };
         #[cfg(feature = "failpoints")]
         merge::checked();
-        let attempt = self.attempt(&target, change, now.version);
+        let attempt = self.attempt(&target, change, now.version, how);
         self.edit_answer(target, all, observed, attempt, Some(outside))
     }
 
@@ -706,11 +701,12 @@ impl<'a> FileContext<'a> {
         target: &Resolved,
         change: &Replacement<'_>,
         expected: Version,
+        how: How<'_>,
     ) -> Result<Step<EditOutcome>, ContextError> {
         let expect = Expectation::version(expected);
         let prepare = || self.provider.prepare_edit(target, change, expected);
-        Ok(match self.through_gate(target, expect, true, prepare)? {
-            Passage::Direct if self.warm_only => match self.provider.edit_at_once(target, change, expected) {
+        Ok(match self.through_gate(target, expect, true, how.gates(), prepare)? {
+            Passage::Direct if how.at_once() => match self.provider.edit_at_once(target, change, expected) {
                 // A stale edit's answer reads the current file for its diff: not here.
                 None | Some(Err(ProviderError::StaleVersion { .. })) => Step::NeedsBlocking,
                 Some(edited) => Step::Done(edited?),
@@ -836,20 +832,26 @@ mod tests {
         let a = FileContext::new(&provider, &listings, scope, &a_obs, false);
         let b = FileContext::new(&provider, &listings, scope, &b_obs, false);
 
-        assert!(a.write("f.txt", "one\ntwo\n").unwrap().done().unwrap().created, "creating needs no read");
+        assert!(
+            a.write("f.txt", "one\ntwo\n", How::POOL).unwrap().done().unwrap().created,
+            "creating needs no read"
+        );
         assert_eq!(
-            a.edit("f.txt", &edit("one", "1")).unwrap().done().unwrap().replacements,
+            a.edit("f.txt", &edit("one", "1"), How::POOL).unwrap().done().unwrap().replacements,
             1,
             "own write refreshes"
         );
-        assert!(matches!(b.edit("f.txt", &edit("two", "2")), Err(ContextError::NotObserved { .. })));
-        assert!(matches!(b.write("f.txt", "x"), Err(ContextError::NotObserved { .. })));
-        b.read("f.txt", &WindowRequest::whole(2, 1, u64::MAX)).unwrap();
-        b.edit("f.txt", &edit("two", "2")).unwrap();
+        assert!(matches!(
+            b.edit("f.txt", &edit("two", "2"), How::POOL),
+            Err(ContextError::NotObserved { .. })
+        ));
+        assert!(matches!(b.write("f.txt", "x", How::POOL), Err(ContextError::NotObserved { .. })));
+        b.read("f.txt", &WindowRequest::whole(2, 1, u64::MAX), How::POOL).unwrap();
+        b.edit("f.txt", &edit("two", "2"), How::POOL).unwrap();
         assert!(!a.stat("f.txt").unwrap().fresh());
         // Stale is reported before matching; the change is shown (a wrote the version it last
         // saw, so its bytes are stored) and now counts as read by a.
-        match a.edit("f.txt", &edit("no such text", "x")) {
+        match a.edit("f.txt", &edit("no such text", "x"), How::POOL) {
             Err(ContextError::Stale { current: Some(_), change: ChangeSince::Shown(diff), .. }) => {
                 assert!(diff.contains("-two\n+2\n"), "{diff}");
             }
@@ -857,16 +859,16 @@ mod tests {
         }
         assert!(a.stat("f.txt").unwrap().fresh() && b.stat("f.txt").unwrap().fresh());
         assert_eq!(
-            a.edit("f.txt", &edit("1", "one")).unwrap().done().unwrap().replacements,
+            a.edit("f.txt", &edit("1", "one"), How::POOL).unwrap().done().unwrap().replacements,
             1,
             "no read needed"
         );
         assert!(!b.stat("f.txt").unwrap().fresh());
-        b.read("f.txt", &WindowRequest::whole(1, 10, u64::MAX)).unwrap();
+        b.read("f.txt", &WindowRequest::whole(1, 10, u64::MAX), How::POOL).unwrap();
 
         let ro = FileContext::new(&provider, &listings, scope, &b_obs, true);
-        assert!(matches!(ro.edit("f.txt", &edit("2", "two")), Err(ContextError::ReadOnly { .. })));
-        assert!(matches!(ro.write("new.txt", "x"), Err(ContextError::ReadOnly { .. })));
+        assert!(matches!(ro.edit("f.txt", &edit("2", "two"), How::POOL), Err(ContextError::ReadOnly { .. })));
+        assert!(matches!(ro.write("new.txt", "x", How::POOL), Err(ContextError::ReadOnly { .. })));
         assert!(!root.join("new.txt").exists());
     }
 }

@@ -9,13 +9,54 @@ use super::gate::{GateRefusal, Gatekeeper, Intent, Subject, linked};
 use super::{ContextError, Conventions, FileContext, ProviderError};
 use crate::provider::{Committed, Expectation, Prepared, Resolved, WriteOutcome};
 
+/// How the runner runs a read, write, edit or restore: its choice, handed to each call of the
+/// file context (which holds no mode of its own).
+#[derive(Clone, Copy)]
+pub enum How<'a> {
+    /// On an async worker, for what can be done at once (a warm read, a small edit with no
+    /// gate registered): anything more answers [`Warm::NeedsBlocking`] or
+    /// [`Step::NeedsBlocking`] having done nothing.
+    AtOnce,
+    /// On the blocking pool, through the gates `keeper` knows (`None`: none is registered).
+    Pool(Option<&'a dyn Gatekeeper>),
+}
+
+impl How<'static> {
+    /// On the blocking pool with no gate: reads, and what writes nothing.
+    pub const POOL: How<'static> = How::Pool(None);
+}
+
+impl<'a> How<'a> {
+    /// Whether only what can be done at once may be done.
+    pub(super) fn at_once(self) -> bool {
+        matches!(self, How::AtOnce)
+    }
+
+    /// The gates of a call on the pool (none for one at once, which runs only with none).
+    pub(super) fn gates(self) -> Option<&'a dyn Gatekeeper> {
+        match self {
+            How::AtOnce => None,
+            How::Pool(keeper) => keeper,
+        }
+    }
+}
+
+impl std::fmt::Debug for How<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            How::AtOnce => f.write_str("AtOnce"),
+            How::Pool(keeper) => write!(f, "Pool(gates: {})", keeper.is_some()),
+        }
+    }
+}
+
 /// What a read needs next.
 #[derive(Debug)]
 pub enum Warm<T> {
     /// It answered.
     Done(T),
-    /// It was tried at once ([`FileContext::warm_only`]) and needs the slow path: nothing was
-    /// read or recorded; run it again on the blocking pool.
+    /// It was tried at once ([`How::AtOnce`]) and needs the slow path: nothing was read or
+    /// recorded; run it again on the blocking pool.
     NeedsBlocking,
 }
 
@@ -54,8 +95,8 @@ impl<T, E> WarmRead<T, E> for Result<Warm<T>, E> {
 pub enum Step<T, E = ContextError> {
     /// It answered (written, or refused by the file context).
     Done(T),
-    /// It was tried at once ([`FileContext::warm_only`]) and needs the slow path: nothing was
-    /// written or recorded; run it again on the blocking pool.
+    /// It was tried at once ([`How::AtOnce`]) and needs the slow path: nothing was written or
+    /// recorded; run it again on the blocking pool.
     NeedsBlocking,
     /// A gate watches the file: the change is prepared (nothing written) and waits for the
     /// gates' answer to its intent; then [`Pending::commit`] or [`Pending::refuse`] answers.
@@ -231,7 +272,8 @@ impl super::FileContext<'_> {
     /// the write did, or what it waits for (the gates' answer to its prepared change, which
     /// answers what the commit did), or why not — the provider's refusal (an unmet `expect` is
     /// [`ProviderError::StaleVersion`] or [`ProviderError::AlreadyExists`] inside
-    /// [`ContextError::File`]). `recorded`: the session records the write.
+    /// [`ContextError::File`]). `recorded`: the session records the write; `gates`: the gates
+    /// registered (see [`How::Pool`]).
     pub(super) fn write_gated(
         &self,
         target: &Resolved,
@@ -239,10 +281,11 @@ impl super::FileContext<'_> {
         expect: Expectation,
         conventions: Conventions,
         recorded: bool,
+        gates: Option<&dyn Gatekeeper>,
     ) -> Result<Step<WriteOutcome>, ContextError> {
         let max_old = self.provider.store().max_file_bytes();
         let prepare = || self.provider.prepare_write(target, content, expect, conventions, max_old);
-        Ok(match self.through_gate(target, expect, recorded, prepare)? {
+        Ok(match self.through_gate(target, expect, recorded, gates, prepare)? {
             Passage::Direct => Step::Done(self.provider.write(target, content, expect, conventions)?),
             Passage::Done(prepared, done) => Step::Done(written(prepared, done)),
             Passage::Asking(pending) => Step::NeedsGate(
@@ -253,15 +296,17 @@ impl super::FileContext<'_> {
 
     /// Runs the gate step (if any) of a write or edit of `target` that `prepare` would prepare
     /// and `expect` guards: with no gate watching the file, the one-step path; else the change
-    /// prepared, and committed at once when no gate of its operation covers it.
+    /// prepared, and committed at once when no gate of its operation covers it. `gates`: those
+    /// registered (`None`: none).
     pub(super) fn through_gate(
         &self,
         target: &Resolved,
         expect: Expectation,
         recorded: bool,
+        gates: Option<&dyn Gatekeeper>,
         prepare: impl FnOnce() -> Result<Prepared, ProviderError>,
     ) -> Result<Passage, ProviderError> {
-        let Some(keeper) = self.gate else { return Ok(Passage::Direct) };
+        let Some(keeper) = gates else { return Ok(Passage::Direct) };
         if !keeper.watches(Subject { path: &target.path, linked: linked(target) }) {
             return Ok(Passage::Direct);
         }

@@ -2,7 +2,7 @@
 //! obeys the session's roots, read-only flag and deny rules, and records nothing.
 
 use super::deny::Access;
-use super::step::{self, Passage, Step};
+use super::step::{self, How, Passage, Step};
 use super::{
     ContextError, Conventions, EditView, FileContext, Kind, ProviderError, ReadView, Replacement, Resolved,
     Snapshot, Stat, Version, WindowRequest, WriteView,
@@ -82,21 +82,26 @@ impl Unrecorded<'_> {
     }
 
     /// A write with the client's own expectation, of exactly `content` or keeping the replaced
-    /// file's conventions; a file a gate watches answers [`Step::NeedsGate`].
+    /// file's conventions; a file a gate watches answers [`Step::NeedsGate`], and one tried at
+    /// once [`Step::NeedsBlocking`].
     pub fn write(
         &self,
         path: &str,
         content: &str,
         expect: RawExpectation<'_>,
         conventions: Conventions,
+        how: How<'_>,
     ) -> Result<Step<WriteView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
+        if how.at_once() {
+            return Ok(Step::NeedsBlocking);
+        }
         let expect = match expect {
             RawExpectation::Any => Expectation::ANY,
             RawExpectation::CreateIfAbsent => Expectation::ABSENT,
             RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
-        let written = self.files.write_gated(&target, content, expect, conventions, false);
+        let written = self.files.write_gated(&target, content, expect, conventions, false, how.gates());
         let (path, display) = (target.path, target.display);
         step::then(written, &self.files, move |_, written| match written {
             Ok(outcome) => {
@@ -110,17 +115,22 @@ impl Unrecorded<'_> {
     }
 
     /// An edit against the client's own expected version; a file a gate watches answers
-    /// [`Step::NeedsGate`].
+    /// [`Step::NeedsGate`], and one tried at once [`Step::NeedsBlocking`].
     pub fn edit(
         &self,
         path: &str,
         change: &Replacement<'_>,
         expected: &str,
+        how: How<'_>,
     ) -> Result<Step<EditView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
+        if how.at_once() {
+            return Ok(Step::NeedsBlocking);
+        }
         let expected = self.expected(&target, expected)?;
         let prepare = || self.files.provider.prepare_edit(&target, change, expected);
-        let edited = match self.files.through_gate(&target, Expectation::version(expected), false, prepare)? {
+        let expect = Expectation::version(expected);
+        let edited = match self.files.through_gate(&target, expect, false, how.gates(), prepare)? {
             Passage::Direct => Step::Done(self.files.provider.edit(&target, change, expected)?),
             Passage::Done(prepared, done) => Step::Done(super::committed_edit(prepared, done)),
             Passage::Asking(pending) => Step::NeedsGate(pending.then(|_, landed| {

@@ -38,7 +38,7 @@ use crate::context::deny::{Access, DenyRules};
 use crate::context::gate::{
     GateRefusal, Gatekeeper, Intent, Operation, RefusalKind, Shown, Subject, hostile, quoted,
 };
-use crate::context::{FileContext, Pending, Step};
+use crate::context::{FileContext, How, Pending, Step};
 use crate::session::outbound::{Answer, Outbound, OutboundError};
 
 /// Default answer timeout of a gate, in milliseconds: under the 60 s request timeout of common
@@ -364,20 +364,28 @@ impl Gates {
         }
     }
 
-    /// Runs one write call's `work` (blocking: on the file-work slot's thread) with the gates
-    /// registered now: a write or edit of a file one of them watches answers
-    /// [`Step::NeedsGate`]. With none, `work` gets `files` as it is.
-    pub fn run<T>(&self, files: &FileContext<'_>, work: impl FnOnce(&FileContext<'_>) -> T) -> T {
+    /// Runs one call's `work` with the gates registered now, as the runner chose. At once (on
+    /// an async worker): only when no gate is registered and no registration is under way (it
+    /// never waits for the barrier), `work` getting [`How::AtOnce`]; `None` otherwise, and
+    /// `work` did not run. A registration that starts meanwhile waits for `work` like for any
+    /// write call. On the pool (blocking: on the file-work slot's thread), always `Some`:
+    /// `work` gets [`How::Pool`] with the gates, and a write or edit of a file one of them
+    /// watches answers [`Step::NeedsGate`].
+    pub fn run<T>(&self, at_once: bool, work: impl FnOnce(How<'_>) -> T) -> Option<T> {
+        if at_once {
+            let _barrier = self.barrier.try_read().ok()?;
+            return (self.count.load(Ordering::Acquire) == 0).then(|| work(How::AtOnce));
+        }
         let _barrier = self.barrier.read().unwrap_or_else(PoisonError::into_inner);
         if self.count.load(Ordering::Acquire) == 0 {
-            return work(files);
+            return Some(work(How::POOL));
         }
         let gates = self.list();
-        let answer = work(&files.gated(&Keeper { gates: &gates, allowed: &[] }));
+        let answer = work(How::Pool(Some(&Keeper { gates: &gates, allowed: &[] })));
         if gates.iter().any(|gate| !gate.open()) {
             self.prune();
         }
-        answer
+        Some(answer)
     }
 
     /// Commits `pending` (blocking: on the file-work slot's thread), which the gates in
@@ -396,14 +404,6 @@ impl Gates {
             self.prune();
         }
         committed
-    }
-
-    /// Runs `work` at once, as a write call that no gate watches, when no gate is registered
-    /// and no registration is under way (it never waits for the barrier); `None` otherwise.
-    /// A registration that starts meanwhile waits for `work` like for any write call.
-    pub fn run_ungated<T>(&self, work: impl FnOnce() -> T) -> Option<T> {
-        let _barrier = self.barrier.try_read().ok()?;
-        (self.count.load(Ordering::Acquire) == 0).then(work)
     }
 
     /// Registers a gate (blocking: waits for the write calls that did not see it to end).

@@ -134,7 +134,7 @@ pub async fn lsp_diagnostics(
 ) -> Result<LspDiagnosticsResult, ErrorObjectOwned> {
     let params: LspDiagnosticsParams = parse_params(LSP_DIAGNOSTICS, &params)?;
     let target =
-        run(&ctx, &ext, Way::Pool, None, move |files, _| Ok(Step::Done(files.diagnosed(&params.path)?)))
+        run(&ctx, &ext, Way::Pool, None, move |files, _, _| Ok(Step::Done(files.diagnosed(&params.path)?)))
             .await?;
     let Some(report) = now(&ctx, &ext, &target).await else {
         return Ok(LspDiagnosticsResult {

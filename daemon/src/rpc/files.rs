@@ -23,8 +23,8 @@ use super::error::{self, fs_error, invalid_params};
 use super::run::{StepAnswer, Way, run};
 use super::{PreparedResponse, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
-    ContextError, Conventions, FileContext, Kind, RawExpectation, Replacement, Step, Version, Warm, Window,
-    WindowRequest, step,
+    ContextError, Conventions, FileContext, How, Kind, RawExpectation, Replacement, Step, Version, Warm,
+    Window, WindowRequest, step,
 };
 use crate::session::SessionOptions;
 use crate::session::owners::Owner;
@@ -267,12 +267,12 @@ async fn tool_call(
     // Only a read writes its text into the response itself.
     let slot = slot.filter(|_| tool == ToolName::Read);
     #[allow(clippy::result_large_err, reason = "a tool's failure is its result (`tools::Outcome`)")]
-    let work = move |files: &FileContext<'_>, options: &SessionOptions| {
+    let work = move |files: &FileContext<'_>, options: &SessionOptions, how: How<'_>| {
         let delivered = dedup.as_deref().map(Owner::delivered);
         let cancelled = || token.as_ref().is_some_and(|t| t.is_cancelled());
         let limits = tools::search::Limits { cancelled: &cancelled, timeout, regex_bytes };
         let call = |out: Option<&mut Vec<u8>>| {
-            tools::call(files, options, tool, &params.arguments, delivered, &limits, out)
+            tools::call(files, options, (tool, &params.arguments), how, delivered, &limits, out)
         };
         let mut json = slot.as_ref().map(|slot| slot.start(64));
         let outcome = match json.as_mut() {
@@ -342,8 +342,10 @@ pub async fn file_read(
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
     let slot = PreparedResponse::of(&ext);
-    run(&ctx, &ext, Way::Read, owner, move |files, _| {
-        let Warm::Done(view) = files.read(&params.path, &request)? else { return Ok(Step::NeedsBlocking) };
+    run(&ctx, &ext, Way::Read, owner, move |files, _, how| {
+        let Warm::Done(view) = files.read(&params.path, &request, how)? else {
+            return Ok(Step::NeedsBlocking);
+        };
         Ok(Step::Done(match &slot {
             Some(slot) => {
                 let lines = &view.window.lines;
@@ -367,8 +369,8 @@ pub async fn file_write(
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: WriteParams = parse_params(FILE_WRITE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    let (mut result, path, version) = run(&ctx, &ext, Way::Write, owner, move |files, _| {
-        wire(files, files.write(&params.path, &params.content), |view| {
+    let (mut result, path, version) = run(&ctx, &ext, Way::Write, owner, move |files, _, how| {
+        wire(files, files.write(&params.path, &params.content, how), |view| {
             (write_result(view.display, view.created, view.version), view.path, view.version)
         })
     })
@@ -385,10 +387,10 @@ pub async fn file_edit(
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: EditParams = parse_params(FILE_EDIT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    let (mut result, path, version) = run(&ctx, &ext, Way::Edit, owner, move |files, _| {
+    let (mut result, path, version) = run(&ctx, &ext, Way::Edit, owner, move |files, _, how| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
-        wire(files, files.edit(&params.path, &change), |view| {
+        wire(files, files.edit(&params.path, &change, how), |view| {
             let (path, version) = (view.path.clone(), view.version);
             (edit_result(view), path, version)
         })
@@ -406,7 +408,7 @@ pub async fn file_stat(
 ) -> Result<FileStatResult, ErrorObjectOwned> {
     let params: FileStatParams = parse_params(FILE_STAT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    run(&ctx, &ext, Way::Pool, owner, move |files, _| {
+    run(&ctx, &ext, Way::Pool, owner, move |files, _, _| {
         let view = files.stat(&params.path)?;
         Ok(Step::Done(FileStatResult {
             exists: view.kind != Kind::Missing,
@@ -428,7 +430,7 @@ pub async fn fs_resolve(
     ext: Extensions,
 ) -> Result<ResolveResult, ErrorObjectOwned> {
     let params: PathParams = parse_params(FS_RESOLVE, &params)?;
-    run(&ctx, &ext, Way::Pool, None, move |files, _| {
+    run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
         let target = files.unrecorded().resolve(&params.path)?;
         Ok(Step::Done(ResolveResult {
             path: target.path.display().to_string(),
@@ -447,7 +449,7 @@ pub async fn fs_stat(
     ext: Extensions,
 ) -> Result<Option<FsInfo>, ErrorObjectOwned> {
     let params: PathParams = parse_params(FS_STAT, &params)?;
-    run(&ctx, &ext, Way::Pool, None, move |files, _| {
+    run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
         let (_, stat) = files.unrecorded().stat(&params.path)?;
         let kind = match stat.kind {
             Kind::Missing => return Ok(Step::Done(None)),
@@ -484,7 +486,7 @@ pub async fn fs_read_text(
         ));
     }
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
-    run(&ctx, &ext, Way::Pool, None, move |files, _| {
+    run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
         let view = files.unrecorded().read(&params.path, &request)?;
         Ok(Step::Done(read_result(view.display, view.version, view.window)))
     })
@@ -498,7 +500,7 @@ pub async fn fs_write_text(
     ext: Extensions,
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: FsWriteParams = parse_params(FS_WRITE_TEXT, &params)?;
-    run(&ctx, &ext, Way::Write, None, move |files, _| {
+    run(&ctx, &ext, Way::Write, None, move |files, _, how| {
         let expect = match &params.expect {
             WriteExpectation::Any => RawExpectation::Any,
             WriteExpectation::CreateIfAbsent => RawExpectation::CreateIfAbsent,
@@ -506,7 +508,7 @@ pub async fn fs_write_text(
         };
         let conventions =
             if params.keep_conventions.unwrap_or(false) { Conventions::Keep } else { Conventions::Exact };
-        let written = files.unrecorded().write(&params.path, &params.content, expect, conventions);
+        let written = files.unrecorded().write(&params.path, &params.content, expect, conventions, how);
         wire(files, written, |view| write_result(view.display, view.created, view.version))
     })
     .await
@@ -519,10 +521,11 @@ pub async fn fs_edit_text(
     ext: Extensions,
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: FsEditParams = parse_params(FS_EDIT_TEXT, &params)?;
-    run(&ctx, &ext, Way::Write, None, move |files, _| {
+    run(&ctx, &ext, Way::Write, None, move |files, _, how| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
-        wire(files, files.unrecorded().edit(&params.path, &change, &params.expected_version), edit_result)
+        let edited = files.unrecorded().edit(&params.path, &change, &params.expected_version, how);
+        wire(files, edited, edit_result)
     })
     .await
 }

@@ -10,7 +10,7 @@ use jsonrpsee::types::ErrorObjectOwned;
 
 use super::slots::FileSlots;
 use super::{Cancel, ServerContext, cancelled, internal, session_of};
-use crate::context::{FileContext, Files, Scope, Step, Who};
+use crate::context::{FileContext, Files, How, Scope, Step, Who};
 use crate::gate::{Asked, Verdict, Writer};
 use crate::session::owners::Owner;
 use crate::session::{Session, SessionOptions};
@@ -38,8 +38,9 @@ pub(super) enum Way {
 pub(super) type StepAnswer<T> = Result<Step<T, ErrorObjectOwned>, ErrorObjectOwned>;
 
 /// Runs `work` with the session's file context (its scope, read-only flag, deny rules and the
-/// observations of `owner`; `None`: the session's default owner) the `way` allows, and does
-/// what its [`Step`] says next. `work` runs a second time only when a try right here answered
+/// observations of `owner`; `None`: the session's default owner) and [`How`] it runs (at once,
+/// or on the pool with the gates registered): the `way` allows, and does what its [`Step`]
+/// says next. `work` runs a second time only when a try right here answered
 /// [`Step::NeedsBlocking`] (it did nothing: nothing was recorded or written): then it runs in a
 /// slot. A write a gate watches answers [`Step::NeedsGate`], a change prepared once: the gates
 /// are asked about its intent with no slot held, and it is committed (or the refusal answered)
@@ -53,26 +54,28 @@ pub(super) async fn run<T, F>(
 ) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
-    F: Fn(&FileContext<'_>, &SessionOptions) -> StepAnswer<T> + Send + 'static,
+    F: Fn(&FileContext<'_>, &SessionOptions, How<'_>) -> StepAnswer<T> + Send + 'static,
 {
     // Right here first when the way allows it: a read the provider answers warm, an edit it
     // can make at once while no gate is registered. Only a try that answered
     // `Step::NeedsBlocking` (it did nothing) runs `work` again, on the pool.
     if matches!(way, Way::Read | Way::Edit) {
         let tried = at_once(ctx, ext, owner.as_deref(), |files, options| match way {
-            Way::Edit => ctx.gates.run_ungated(|| work(files, options)),
-            _ => Some(work(files, options)),
+            Way::Edit => ctx.gates.run(true, |how| work(files, options, how)),
+            _ => Some(work(files, options, How::AtOnce)),
         })?;
         match tried {
             Some(Step::NeedsBlocking) | None => {}
             Some(step) => return done(step),
         }
     }
-    match way {
-        Way::Read | Way::Pool => done(in_slot(ctx, ext, &ctx.file_work, owner, work).await?),
-        Way::Search => done(in_slot(ctx, ext, &ctx.search_work, owner, work).await?),
-        Way::Write | Way::Edit => through_gates(ctx, ext, owner, work).await,
-    }
+    let slots = match way {
+        Way::Read | Way::Pool => &ctx.file_work,
+        Way::Search => &ctx.search_work,
+        Way::Write | Way::Edit => return through_gates(ctx, ext, owner, work).await,
+    };
+    let pooled = move |files: &FileContext<'_>, options: &SessionOptions| work(files, options, How::POOL);
+    done(in_slot(ctx, ext, slots, owner, pooled).await?)
 }
 
 /// The answer of a step that must be done: a call with no gates to ask, in a slot.
@@ -102,9 +105,9 @@ pub(super) fn context_of<'a>(
     files.context(scope, observed, options.read_only, &options.deny).by(who)
 }
 
-/// Runs `work` once right here on the async worker, with the session's file context in
-/// warm-only mode ([`FileContext::warm_only`]), when the session's roots are on local
-/// filesystems. `None` (after `Ok`) when that cannot answer: the roots are not local, or
+/// Runs `work` once right here on the async worker, with the session's file context, when the
+/// session's roots are on local filesystems (`work` asks the context for what it can do at
+/// once: [`How::AtOnce`]). `None` (after `Ok`) when that cannot answer: the roots are not local, or
 /// `work` declined (`None`); a [`Step::NeedsBlocking`] did nothing (nothing was recorded or
 /// written).
 fn at_once<T>(
@@ -115,7 +118,7 @@ fn at_once<T>(
 ) -> Result<Option<Step<T, ErrorObjectOwned>>, ErrorObjectOwned> {
     let session = session_of(ext)?;
     let Some(options) = session.options().filter(|o| o.local_roots) else { return Ok(None) };
-    work(&context_of(&ctx.files, &session, options, owner).warm_only(), options).transpose()
+    work(&context_of(&ctx.files, &session, options, owner), options).transpose()
 }
 
 /// Runs `work` with the session's file context on the blocking pool in one of `slots` (the
@@ -164,12 +167,15 @@ async fn through_gates<T, F>(
 ) -> Result<T, ErrorObjectOwned>
 where
     T: Send + 'static,
-    F: FnOnce(&FileContext<'_>, &SessionOptions) -> StepAnswer<T> + Send + 'static,
+    F: FnOnce(&FileContext<'_>, &SessionOptions, How<'_>) -> StepAnswer<T> + Send + 'static,
 {
     let cancel = ext.get::<Cancel>().map(|c| c.0.clone());
-    let registry = ctx.gates.clone();
+    let gates = ctx.gates.clone();
     let mut step = in_slot(ctx, ext, &ctx.file_work, owner.clone(), move |files, options| {
-        registry.run(files, |files| work(files, options))
+        // On the pool the gates always run it.
+        gates
+            .run(false, |how| work(files, options, how))
+            .unwrap_or_else(|| Err(internal("the gates ran no call")))
     })
     .await?;
     let mut asked = Asked::default();

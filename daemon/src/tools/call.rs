@@ -14,8 +14,8 @@ use serde_json::Value;
 use super::search::{self, GrepRequest, SearchError};
 use super::{dedup, render};
 use crate::context::{
-    ContextError, Diagnosed, FileContext, InvalidEdit, Pending, ReadView, Replacement, Step, Version, Warm,
-    WarmRead,
+    ContextError, Diagnosed, FileContext, How, InvalidEdit, Pending, ReadView, Replacement, Step, Version,
+    Warm, WarmRead,
 };
 use crate::session::SessionOptions;
 use crate::session::owners::Delivered;
@@ -192,8 +192,8 @@ fn arguments<'a, T: ToolArguments<'a>>(args: &'a Value) -> Result<T, Invalid> {
 fn run(
     ctx: &FileContext<'_>,
     options: &SessionOptions,
-    tool: ToolName,
-    args: &Value,
+    (tool, args): (ToolName, &Value),
+    how: How<'_>,
     delivered: Option<&Delivered>,
     limits: &search::Limits<'_>,
     json: Option<&mut Vec<u8>>,
@@ -207,7 +207,7 @@ fn run(
                 render::read_request(offset, asked.unwrap_or(most).min(most), options.read_max_bytes);
             let capped = asked.is_some_and(|n| n > most);
             let budget = options.json_budget.then_some(options.read_max_bytes);
-            let outcome = ctx.read(path, &request).map_warm(|mut view| {
+            let outcome = ctx.read(path, &request, how).map_warm(|mut view| {
                 if let Some(budget) = budget {
                     render::fit_json(&mut view.window, budget);
                 }
@@ -230,16 +230,16 @@ fn run(
             (outcome, path)
         }
         Args::Write { path, content } => (
-            ctx.write(path, content)
+            ctx.write(path, content, how)
                 .map(|step| step.map(|view| Text::changed(render::write(&view), view.path, view.version))),
             path,
         ),
         Args::Edit { path, change } => {
             let outcome = match options.stale_edits {
                 StaleEdits::Refuse => ctx
-                    .edit(path, &change)
+                    .edit(path, &change, how)
                     .map(|step| step.map(|view| Text::changed(render::edit(&view), view.path, view.version))),
-                StaleEdits::Merge => ctx.edit_merging(path, &change).map(|step| {
+                StaleEdits::Merge => ctx.edit_merging(path, &change, how).map(|step| {
                     step.map(|merged| {
                         let text = match &merged.outside {
                             Some(outside) => render::edit_over(&merged.edit, outside),
@@ -257,7 +257,7 @@ fn run(
         }
         Args::Grep(request) => return searched(search::grep(ctx, &request, limits), name),
         Args::Undo { path } => (
-            ctx.undo(path).map(|step| {
+            ctx.undo(path, how).map(|step| {
                 step.map(|view| match view.restore.version {
                     Some(version) => Text::changed(render::undo(&view), view.restore.path.clone(), version),
                     None => Text::Plain(render::undo(&view)),
@@ -276,7 +276,7 @@ fn run(
         }
         Ok(Step::Done(text)) => Ok(Step::Done(text)),
         Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
-        Err(err) => match unread(ctx, tool, file_path, budget, &err) {
+        Err(err) => match unread(ctx, tool, file_path, budget, &err, how) {
             Shown::NeedsBlocking => Ok(Step::NeedsBlocking),
             shown => failed_as(tool, shown, Err(err)).map(Step::Done),
         },
@@ -301,7 +301,8 @@ fn failed(
     outcome: Result<Text, ContextError>,
 ) -> Result<Text, Failure> {
     let shown = match &outcome {
-        Err(err) => unread(ctx, tool, file_path, budget, err),
+        // Its change was committed or refused on the pool.
+        Err(err) => unread(ctx, tool, file_path, budget, err, How::POOL),
         Ok(_) => Shown::No,
     };
     failed_as(tool, shown, outcome)
@@ -318,10 +319,17 @@ enum Shown {
 }
 
 /// What a write or edit refused with `err` as not read shows of `file_path`.
-fn unread(ctx: &FileContext<'_>, tool: ToolName, file_path: &str, budget: u64, err: &ContextError) -> Shown {
+fn unread(
+    ctx: &FileContext<'_>,
+    tool: ToolName,
+    file_path: &str,
+    budget: u64,
+    err: &ContextError,
+    how: How<'_>,
+) -> Shown {
     match (err, tool) {
         (ContextError::NotObserved { .. }, ToolName::Write | ToolName::Edit) => {
-            unread_shown(ctx, file_path, budget)
+            unread_shown(ctx, file_path, budget, how)
         }
         _ => Shown::No,
     }
@@ -348,9 +356,9 @@ const UNREAD_SHOWN_BYTES: u64 = 16 * 1024;
 /// read projection, recorded for the session as a read is, so that a retry that still fits goes
 /// ahead without a turn spent reading. `None` (nothing recorded; the refusal asks for a read)
 /// when it is larger, not text, or cannot be read.
-fn unread_shown(ctx: &FileContext<'_>, path: &str, budget: u64) -> Shown {
+fn unread_shown(ctx: &FileContext<'_>, path: &str, budget: u64, how: How<'_>) -> Shown {
     let request = render::read_request(1, UNREAD_SHOWN_LINES, budget.min(UNREAD_SHOWN_BYTES));
-    match ctx.read_if_whole(path, &request) {
+    match ctx.read_if_whole(path, &request, how) {
         Ok(Warm::Done(Some(view))) => Shown::File(view),
         Ok(Warm::NeedsBlocking) => Shown::NeedsBlocking,
         Ok(Warm::Done(None)) | Err(_) => Shown::No,
@@ -367,8 +375,8 @@ pub fn tool(options: &SessionOptions, name: &str) -> Result<ToolName, UnknownToo
     })
 }
 
-/// Calls `tool` (one of this session's: see [`tool`]). Blocking (it reads and writes files),
-/// unless `ctx` is warm-only: then what cannot be done at once answers
+/// Calls `tool` (one of this session's: see [`tool`]) with `args`, run as `how` says: on the pool it blocks
+/// (it reads and writes files); at once ([`How::AtOnce`]) what cannot be done at once answers
 /// [`Step::NeedsBlocking`] having done nothing. With `delivered`
 /// (the owner's dedup record, when the session asked for `dedupReads`), a read of lines this
 /// owner already received unchanged answers one short line (see [`dedup`]). `limits` bound a
@@ -381,13 +389,13 @@ pub fn tool(options: &SessionOptions, name: &str) -> Result<ToolName, UnknownToo
 pub fn call(
     ctx: &FileContext<'_>,
     options: &SessionOptions,
-    tool: ToolName,
-    args: &Value,
+    (tool, args): (ToolName, &Value),
+    how: How<'_>,
     delivered: Option<&Delivered>,
     limits: &search::Limits<'_>,
     json: Option<&mut Vec<u8>>,
 ) -> Outcome {
-    match run(ctx, options, tool, args, delivered, limits, json) {
+    match run(ctx, options, (tool, args), how, delivered, limits, json) {
         Ok(result) => result,
         Err(Invalid(text)) => Err(Failure { text, cause: Cause::InvalidArgument }),
     }

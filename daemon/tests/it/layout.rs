@@ -486,8 +486,6 @@ fn no_source_file_is_over_900_lines() {
     assert!(long.is_empty(), "split these by job (at most 900 lines a file):\n{}", long.join("\n"));
 }
 
-/// The top-level module a file of `src` belongs to (`provider` for `provider/index.rs`, `json`
-/// for `json.rs`).
 /// The types a crate's code declares beyond its file (`pub`, `pub(crate)`, `pub(super)`, …):
 /// name to the files declaring one so named.
 fn public_types(krate: &Crate) -> BTreeMap<String, Vec<String>> {
@@ -530,6 +528,66 @@ fn no_two_daemon_types_share_a_name() {
     );
 }
 
+/// The fields of `struct name` as `file`'s code declares it: (name, type) pairs.
+fn fields_of(krate: &Crate, file: &str, name: &str) -> Vec<(String, String)> {
+    let code = &krate.files[Path::new(file)];
+    let start =
+        code.find(&format!("pub struct {name}")).unwrap_or_else(|| panic!("no struct {name} in {file}"));
+    let body = &code[start..];
+    let open = body.find('{').expect("a struct with fields");
+    let close = body.find("\n}").expect("the struct ends");
+    body[open + 1..close]
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("pub ").or(Some(line.trim())))
+        .filter(|line| !line.starts_with("//") && !line.starts_with('#'))
+        .filter_map(|line| line.split_once(':'))
+        .map(|(field, ty)| (field.trim().to_owned(), ty.trim().trim_end_matches(',').to_owned()))
+        .collect()
+}
+
+/// How a call runs (at once, or on the pool through the gates) is the runner's choice, handed to
+/// each call: the file context holds none. Its one flag is the session's read-only permission.
+#[test]
+fn the_file_context_holds_no_mode() {
+    let fields = fields_of(&daemon(), "context/mod.rs", "FileContext");
+    assert!(fields.iter().any(|(name, _)| name == "provider"), "the field reader is broken: {fields:?}");
+    let modes: Vec<String> = fields
+        .iter()
+        .filter(|(name, ty)| {
+            (ty == "bool" && name != "read_only")
+                || ["Gatekeeper", "How", "Keeper"].iter().any(|t| ty.contains(t))
+        })
+        .map(|(name, ty)| format!("{name}: {ty}"))
+        .collect();
+    assert!(
+        modes.is_empty(),
+        "FileContext fields that select a mode (pass it to the call instead): {modes:?}"
+    );
+}
+
+/// Only the runner (`rpc/run.rs`) runs a call through the gates, with the one `Gates::run`,
+/// which also says whether a call may run at once: no second entry beside it.
+#[test]
+fn only_the_runner_runs_the_gates() {
+    let krate = daemon();
+    let callers: Vec<String> = krate
+        .files
+        .iter()
+        .filter(|(_, code)| code.contains("gates.run("))
+        .map(|(file, _)| krate.shown(file))
+        .collect();
+    assert_eq!(callers, ["daemon/src/rpc/run.rs"], "Gates::run is the runner's");
+    let gates = &krate.files[Path::new("gate/mod.rs")];
+    let entries: Vec<&str> = gates
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with("pub fn run") || line.starts_with("pub(crate) fn run"))
+        .collect();
+    assert_eq!(entries.len(), 1, "one way to run a call through the gates: {entries:?}");
+}
+
+/// The top-level module a file of `src` belongs to (`provider` for `provider/index.rs`, `json`
+/// for `json.rs`).
 fn top_module(file: &Path) -> String {
     let first = file.iter().next().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     first.trim_end_matches(".rs").to_owned()

@@ -151,8 +151,11 @@ mod tests {
         let roots = [RootDir::new(&root, None).unwrap()];
         let (observed, deny) = (Observations::new(10), Default::default());
         let ctx = files.context(Scope { roots: &roots, cwd: &root }, &observed, false, &deny);
-        ctx.read("src/lib.rs", &WindowRequest::whole(1, 1, u64::MAX)).unwrap();
-        ctx.edit("src/lib.rs", &Replacement::new(old, new, all).unwrap()).unwrap().done().unwrap()
+        ctx.read("src/lib.rs", &WindowRequest::whole(1, 1, u64::MAX), crate::context::How::POOL).unwrap();
+        ctx.edit("src/lib.rs", &Replacement::new(old, new, all).unwrap(), crate::context::How::POOL)
+            .unwrap()
+            .done()
+            .unwrap()
     }
 
     #[test]

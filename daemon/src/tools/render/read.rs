@@ -573,8 +573,11 @@ mod tests {
                 for budget in [u64::MAX, 60, 200] {
                     // Read twice: the file's bytes held whole, then read again from the file.
                     for _ in 0..2 {
-                        let view =
-                            ctx.read(&name, &read_request(offset, 2000, budget)).unwrap().done().unwrap();
+                        let view = ctx
+                            .read(&name, &read_request(offset, 2000, budget), crate::context::How::POOL)
+                            .unwrap()
+                            .done()
+                            .unwrap();
                         for start in [view.window.start_line, 999_998, 99_999_999_999_999_990] {
                             let mut v = view.clone();
                             v.window.start_line = start;
