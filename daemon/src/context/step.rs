@@ -32,8 +32,9 @@ impl<'a> How<'a> {
         matches!(self, How::AtOnce)
     }
 
-    /// The gates of a call on the pool (none for one at once, which runs only with none).
-    pub(super) fn gates(self) -> Option<&'a dyn Gatekeeper> {
+    /// The gates of a call on the pool, for a write, restore or `fs/*` change (none for a call
+    /// at once, which runs only while none is registered).
+    pub fn gates(self) -> Option<&'a dyn Gatekeeper> {
         match self {
             How::AtOnce => None,
             How::Pool(keeper) => keeper,

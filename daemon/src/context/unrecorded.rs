@@ -2,7 +2,8 @@
 //! obeys the session's roots, read-only flag and deny rules, and records nothing.
 
 use super::deny::Access;
-use super::step::{self, How, Passage, Step};
+use super::gate::Gatekeeper;
+use super::step::{self, Passage, Step};
 use super::{
     ContextError, Conventions, EditView, FileContext, Kind, ProviderError, ReadView, Replacement, Resolved,
     Snapshot, Stat, Version, WindowRequest, WriteView,
@@ -82,26 +83,23 @@ impl Unrecorded<'_> {
     }
 
     /// A write with the client's own expectation, of exactly `content` or keeping the replaced
-    /// file's conventions; a file a gate watches answers [`Step::NeedsGate`], and one tried at
-    /// once [`Step::NeedsBlocking`].
+    /// file's conventions; a file one of the `gates` watches answers [`Step::NeedsGate`].
+    /// Blocking.
     pub fn write(
         &self,
         path: &str,
         content: &str,
         expect: RawExpectation<'_>,
         conventions: Conventions,
-        how: How<'_>,
+        gates: Option<&dyn Gatekeeper>,
     ) -> Result<Step<WriteView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
-        if how.at_once() {
-            return Ok(Step::NeedsBlocking);
-        }
         let expect = match expect {
             RawExpectation::Any => Expectation::ANY,
             RawExpectation::CreateIfAbsent => Expectation::ABSENT,
             RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
-        let written = self.files.write_gated(&target, content, expect, conventions, false, how.gates());
+        let written = self.files.write_gated(&target, content, expect, conventions, false, gates);
         let (path, display) = (target.path, target.display);
         step::then(written, &self.files, move |_, written| match written {
             Ok(outcome) => {
@@ -114,23 +112,20 @@ impl Unrecorded<'_> {
         })
     }
 
-    /// An edit against the client's own expected version; a file a gate watches answers
-    /// [`Step::NeedsGate`], and one tried at once [`Step::NeedsBlocking`].
+    /// An edit against the client's own expected version; a file one of the `gates` watches
+    /// answers [`Step::NeedsGate`]. Blocking.
     pub fn edit(
         &self,
         path: &str,
         change: &Replacement<'_>,
         expected: &str,
-        how: How<'_>,
+        gates: Option<&dyn Gatekeeper>,
     ) -> Result<Step<EditView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
-        if how.at_once() {
-            return Ok(Step::NeedsBlocking);
-        }
         let expected = self.expected(&target, expected)?;
         let prepare = || self.files.provider.prepare_edit(&target, change, expected);
         let expect = Expectation::version(expected);
-        let edited = match self.files.through_gate(&target, expect, false, how.gates(), prepare)? {
+        let edited = match self.files.through_gate(&target, expect, false, gates, prepare)? {
             Passage::Direct => Step::Done(self.files.provider.edit(&target, change, expected)?),
             Passage::Done(prepared, done) => Step::Done(super::committed_edit(prepared, done)),
             Passage::Asking(pending) => Step::NeedsGate(pending.then(|_, landed| {
