@@ -136,19 +136,19 @@ pub struct Settings {
     /// Whether the built-in language servers are off.
     #[serde(rename = "builtin_language_servers", serialize_with = "negated_out")]
     pub no_builtin_language_servers: bool,
-    /// See [`LspConfig::wait`], seconds.
+    /// See [`crate::lsp::LspConfig::wait`], seconds.
     pub diagnostics_wait: f64,
-    /// See [`LspConfig::wait_starting`], seconds.
+    /// See [`crate::lsp::LspConfig::wait_starting`], seconds.
     pub diagnostics_wait_starting: f64,
-    /// See [`LspConfig::settle`], seconds.
+    /// See [`crate::lsp::LspConfig::settle`], seconds.
     pub diagnostics_settle: f64,
-    /// See [`LspConfig::warnings`].
+    /// See [`crate::lsp::LspConfig::warnings`].
     pub diagnostics_warnings: bool,
-    /// See [`LspConfig::idle`], seconds.
+    /// See [`crate::lsp::LspConfig::idle`], seconds.
     pub language_server_idle: f64,
-    /// See [`LspConfig::max_servers`].
+    /// See [`crate::lsp::LspConfig::max_servers`].
     pub max_language_servers: u64,
-    /// See [`LspConfig::max_memory`].
+    /// See [`crate::lsp::LspConfig::max_memory`].
     pub language_server_memory: u64,
     /// The config file that was read, if any.
     #[serde(skip)]

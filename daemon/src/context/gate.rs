@@ -1,6 +1,6 @@
 //! The file context's side of write-intent gates: a write or edit of a file some gate watches
 //! is prepared (every check of the one-step path, the new bytes computed, nothing written) and
-//! handed out as an [`Intent`] inside a [`Pending`] change; the caller asks the gates without
+//! handed out as an [`Intent`] inside a [`Pending`](super::Pending) change; the caller asks the gates without
 //! holding a file-work slot, then commits the pending change (only if the file is still at the
 //! version it was prepared against) or answers the refusal. Who the gates are is not known
 //! here: the caller passes a [`Gatekeeper`].

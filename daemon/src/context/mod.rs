@@ -38,7 +38,7 @@ use crate::listing::Listings;
 use crate::provider::resolve::Fence;
 use crate::provider::store::Content;
 use crate::provider::{
-    EditOutcome, Expectation, Lookup, Opened, OpenedRead, Provider, Resolved, Stat, WriteOutcome,
+    EditOutcome, Expectation, Lookup, Pace, Paced, Provider, Resolved, Stat, WriteOutcome,
 };
 
 /// What a language server said of a file: its diagnostics, how fresh, what a change introduced.
@@ -394,12 +394,11 @@ impl<'a> FileContext<'a> {
         Ok(())
     }
 
-    /// Reads the window `request` asks for and records the file's version for this session.
-    /// A file resolution opens is read warm when it can be ([`Provider::read_opened`]: looked
-    /// at once, after the window is read), else as below.
-    /// At once ([`How::AtOnce`]) it answers only from the provider's warm path, or by reading a
-    /// small file at once ([`Provider::read_at_once`]); when it would need more (a large file,
-    /// another device) it answers [`Warm::NeedsBlocking`], having recorded nothing.
+    /// Reads the window `request` asks for and records the file's version for this session
+    /// ([`Provider::read`], which picks its way). At once ([`How::AtOnce`]) it answers only
+    /// from the provider's warm path, or by reading a small file at once; when it would need
+    /// more (a large file, another device) it answers [`Warm::NeedsBlocking`], having recorded
+    /// nothing.
     pub fn read(
         &self,
         path: &str,
@@ -437,38 +436,15 @@ impl<'a> FileContext<'a> {
         how: How<'_>,
         keep: impl Fn(&Window) -> bool,
     ) -> Result<Warm<(ReadView, bool)>, ContextError> {
-        let target = match self.open(path, Access::Read)? {
-            Lookup::Resolved(target) => {
-                self.admit(&target.rel, &target.display, Access::Read)?;
-                target
-            }
-            Lookup::Opened(opened) => {
-                self.admit(&opened.rel, &opened.display, Access::Read)?;
-                match self.provider.read_opened(opened, path, request)? {
-                    OpenedRead::Warm(outcome, opened) => {
-                        self.one_name(&opened.display, outcome.links, Access::Read)?;
-                        if let Some(lsp) = self.lsp {
-                            lsp.touch(&opened.dir, &opened.path);
-                        }
-                        let kept = keep(&outcome.window);
-                        if kept {
-                            self.observed.record(&opened.path, outcome.version, outcome.links);
-                        }
-                        let Opened { display, .. } = opened;
-                        let view = ReadView { display, version: outcome.version, window: outcome.window };
-                        return Ok(Warm::Done((view, kept)));
-                    }
-                    OpenedRead::Cold(target) => target,
-                }
-            }
-        };
-        let outcome = if how.at_once() {
-            match self.provider.read_at_once(&target, request) {
-                Some(outcome) => outcome?,
-                None => return Ok(Warm::NeedsBlocking),
-            }
-        } else {
-            self.provider.read(&target, request)?
+        let lookup = self.open(path, Access::Read)?;
+        match &lookup {
+            Lookup::Resolved(target) => self.admit(&target.rel, &target.display, Access::Read)?,
+            Lookup::Opened(opened) => self.admit(&opened.rel, &opened.display, Access::Read)?,
+        }
+        let pace = if how.at_once() { Pace::AtOnce } else { Pace::Blocking };
+        let (outcome, target) = match self.provider.read(lookup, path, request, pace)? {
+            Paced::Done(read) => read,
+            Paced::NotAtOnce => return Ok(Warm::NeedsBlocking),
         };
         self.one_name(&target.display, outcome.links, Access::Read)?;
         if let Some(lsp) = self.lsp {
@@ -600,7 +576,7 @@ impl<'a> FileContext<'a> {
 
     /// Makes `change`; needs a current observation. Records the new version. A file a gate
     /// watches answers [`Step::NeedsGate`] (see [`gate`]). At once ([`How::AtOnce`]) it goes
-    /// ahead only when it is small and can at once ([`Provider::edit_at_once`]), and a stale
+    /// ahead only when it is small and can at once ([`Provider::edit`] at [`Pace::AtOnce`]), and a stale
     /// one needs the blocking pool too (its answer reads the current file): else
     /// [`Step::NeedsBlocking`], nothing written.
     pub fn edit(
@@ -708,12 +684,18 @@ impl<'a> FileContext<'a> {
         let expect = Expectation::version(expected);
         let prepare = || self.provider.prepare_edit(target, change, expected);
         Ok(match self.through_gate(target, expect, true, how.gates(), prepare)? {
-            Passage::Direct if how.at_once() => match self.provider.edit_at_once(target, change, expected) {
-                // A stale edit's answer reads the current file for its diff: not here.
-                None | Some(Err(ProviderError::StaleVersion { .. })) => Step::NeedsBlocking,
-                Some(edited) => Step::Done(edited?),
+            Passage::Direct if how.at_once() => {
+                match self.provider.edit(target, change, expected, Pace::AtOnce) {
+                    // A stale edit's answer reads the current file for its diff: not here.
+                    Ok(Paced::NotAtOnce) | Err(ProviderError::StaleVersion { .. }) => Step::NeedsBlocking,
+                    Ok(Paced::Done(edited)) => Step::Done(edited),
+                    Err(err) => return Err(err.into()),
+                }
+            }
+            Passage::Direct => match self.provider.edit(target, change, expected, Pace::Blocking)? {
+                Paced::Done(edited) => Step::Done(edited),
+                Paced::NotAtOnce => Step::NeedsBlocking,
             },
-            Passage::Direct => Step::Done(self.provider.edit(target, change, expected)?),
             Passage::Done(prepared, done) => Step::Done(committed_edit(prepared, done)),
             Passage::Asking(pending) => Step::NeedsGate(
                 pending

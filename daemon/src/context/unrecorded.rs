@@ -3,12 +3,12 @@
 
 use super::deny::Access;
 use super::gate::Gatekeeper;
-use super::step::{self, Passage, Step};
+use super::step::{self, Passage, Step, Warm};
 use super::{
     ContextError, Conventions, EditView, FileContext, Kind, ProviderError, ReadView, Replacement, Resolved,
     Snapshot, Stat, Version, WindowRequest, WriteView,
 };
-use crate::provider::Expectation;
+use crate::provider::{Expectation, Lookup, Pace, Paced};
 
 /// What `fs/writeText` expects to find, as the client said it (the version still as text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,12 +48,16 @@ impl Unrecorded<'_> {
         Ok((target, stat))
     }
 
-    /// A window, recorded nowhere.
-    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<ReadView, ContextError> {
+    /// A window, recorded nowhere; read blocking (never [`Warm::NeedsBlocking`]).
+    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<Warm<ReadView>, ContextError> {
         let target = self.files.target(path, Access::Read)?;
-        let outcome = self.files.provider.read(&target, request)?;
+        let (outcome, target) =
+            match self.files.provider.read(Lookup::Resolved(target), path, request, Pace::Blocking)? {
+                Paced::Done(read) => read,
+                Paced::NotAtOnce => return Ok(Warm::NeedsBlocking),
+            };
         self.files.one_name(&target.display, outcome.links, Access::Read)?;
-        Ok(ReadView { display: target.display, version: outcome.version, window: outcome.window })
+        Ok(Warm::Done(ReadView { display: target.display, version: outcome.version, window: outcome.window }))
     }
 
     /// The current version pinned for streaming from line `offset` (which must exist).
@@ -126,7 +130,10 @@ impl Unrecorded<'_> {
         let prepare = || self.files.provider.prepare_edit(&target, change, expected);
         let expect = Expectation::version(expected);
         let edited = match self.files.through_gate(&target, expect, false, gates, prepare)? {
-            Passage::Direct => Step::Done(self.files.provider.edit(&target, change, expected)?),
+            Passage::Direct => match self.files.provider.edit(&target, change, expected, Pace::Blocking)? {
+                Paced::Done(edited) => Step::Done(edited),
+                Paced::NotAtOnce => Step::NeedsBlocking,
+            },
             Passage::Done(prepared, done) => Step::Done(super::committed_edit(prepared, done)),
             Passage::Asking(pending) => Step::NeedsGate(pending.then(|_, landed| {
                 landed.map(|landed| super::committed_edit(landed.prepared, landed.committed))

@@ -46,7 +46,7 @@ pub struct EditView {
     pub regions: Vec<Region>,
 }
 
-/// A successful edit of a session that merges stale edits (see [`FileContext::edit_merging`]).
+/// A successful edit of a session that merges stale edits (see [`FileContext::edit_merging`](super::FileContext::edit_merging)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergedView {
     /// The edit.

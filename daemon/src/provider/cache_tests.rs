@@ -46,7 +46,7 @@ fn a_file_read_warm_gets_its_line_ends_counted_in_the_index_budget() {
     let (_dir, targets) = aged_long_files(&["a.txt", "b.txt"], 6000);
     let (a, b) = (&targets[0], &targets[1]);
     let provider = provider(16);
-    provider.read(a, &w(1, 10)).expect("read");
+    provider.read_resolved(a, &w(1, 10)).expect("read");
     let cold = provider.cached_index_bytes();
     assert!(cold > 0);
     // The first warm read reads the file's line ends once; every window is the same after.
@@ -63,8 +63,8 @@ fn a_file_read_warm_gets_its_line_ends_counted_in_the_index_budget() {
         fsync: false,
         ..ProviderConfig::default()
     });
-    tight.read(a, &w(1, 1)).expect("read");
-    tight.read(b, &w(1, 1)).expect("read");
+    tight.read_resolved(a, &w(1, 1)).expect("read");
+    tight.read_resolved(b, &w(1, 1)).expect("read");
     assert_eq!(tight.cached_files(), 2);
     let warm = tight.read_cached(b, &w(7, 1)).expect("warm").expect("read");
     assert_eq!(warm.window.lines, ["b.txt line 7"]);
@@ -78,11 +78,11 @@ fn a_file_read_warm_gets_its_line_ends_counted_in_the_index_budget() {
 
 #[test]
 fn a_file_read_warm_through_what_resolution_opened_gets_its_line_ends_too() {
-    use super::OpenedRead::{Cold, Warm};
+    use super::outcome::OpenedRead::{Cold, Warm};
     let (dir, targets) = aged_long_files(&["a.txt"], 6000);
     let root = std::fs::canonicalize(dir.path()).expect("canonical");
     let provider = provider(16);
-    provider.read(&targets[0], &w(1, 10)).expect("read");
+    provider.read_resolved(&targets[0], &w(1, 10)).expect("read");
     let cold = provider.cached_index_bytes();
     for (offset, line) in [(300, "a.txt line 300"), (6000, "a.txt line 6000")] {
         match read_opened(&provider, &root, "a.txt", &w(offset, 1)).expect("read") {
@@ -103,7 +103,7 @@ fn warm_reads_come_from_the_open_file_and_notice_changes() {
     let a = &targets[0];
     let provider = provider(16);
     assert!(provider.read_cached(a, &w(1, 10)).is_none(), "nothing is warm before a first read");
-    let first = provider.read(a, &w(1, 10)).expect("read");
+    let first = provider.read_resolved(a, &w(1, 10)).expect("read");
     assert_eq!(provider.open_files(), 1);
     let warm = provider.read_cached(a, &w(2, 10)).expect("warm").expect("read");
     assert_eq!(warm.version, first.version);
@@ -118,7 +118,7 @@ fn warm_reads_come_from_the_open_file_and_notice_changes() {
     std::fs::write(&fresh, "changed\n").expect("write");
     std::fs::rename(&fresh, &a.path).expect("rename");
     assert!(provider.read_cached(a, &w(1, 10)).is_none());
-    let after = provider.read(a, &w(1, 10)).expect("read");
+    let after = provider.read_resolved(a, &w(1, 10)).expect("read");
     assert_eq!(after.window.lines, vec!["changed".to_owned()]);
     assert_ne!(after.version, first.version);
 }
@@ -128,20 +128,20 @@ fn open_files_stay_within_their_budget_and_idle_entries_are_swept() {
     let (_dir, targets) = aged_files(&["a.txt", "b.txt", "c.txt"]);
     let provider = provider(2);
     for target in &targets {
-        provider.read(target, &w(1, 10)).expect("read");
+        provider.read_resolved(target, &w(1, 10)).expect("read");
     }
     assert_eq!(provider.cached_files(), 3);
     assert_eq!(provider.open_files(), 2, "the third entry is cached without its file");
     // Beyond the budget a file is still read correctly, just not from a kept file.
     assert!(provider.read_cached(&targets[2], &w(1, 10)).is_none());
     assert_eq!(
-        provider.read(&targets[2], &w(1, 1)).expect("read").window.lines,
+        provider.read_resolved(&targets[2], &w(1, 1)).expect("read").window.lines,
         vec!["c.txt one".to_owned()]
     );
 
     // First sweep: everything was used since the start, nothing goes.
     assert_eq!(provider.sweep_idle(), 0);
-    provider.read(&targets[0], &w(1, 10)).expect("read");
+    provider.read_resolved(&targets[0], &w(1, 10)).expect("read");
     // Second sweep: only what was used during the period stays.
     assert_eq!(provider.sweep_idle(), 2);
     assert_eq!(provider.cached_files(), 1);
@@ -156,7 +156,7 @@ fn read_opened(
     root: &std::path::Path,
     name: &str,
     request: &WindowRequest,
-) -> Result<super::OpenedRead, super::ProviderError> {
+) -> Result<super::outcome::OpenedRead, super::ProviderError> {
     let roots = [super::RootDir::new(root, None).expect("root")];
     let scope = super::Scope { roots: &roots, cwd: root };
     match super::resolve::open(name, scope).expect("open") {
@@ -167,7 +167,7 @@ fn read_opened(
 
 #[test]
 fn reads_of_what_resolution_opened_are_warm_only_for_the_cached_file_unchanged() {
-    use super::OpenedRead::{Cold, Warm};
+    use super::outcome::OpenedRead::{Cold, Warm};
     let (dir, targets) = aged_files(&["a.txt", "b.txt"]);
     let root = std::fs::canonicalize(dir.path()).expect("canonical");
     let provider = provider(16);
@@ -176,7 +176,7 @@ fn reads_of_what_resolution_opened_are_warm_only_for_the_cached_file_unchanged()
         Cold(target) => assert_eq!(target, targets[0]),
         Warm(..) => panic!("warm before a first read"),
     }
-    let first = provider.read(&targets[0], &w(1, 10)).expect("read");
+    let first = provider.read_resolved(&targets[0], &w(1, 10)).expect("read");
     match read_opened(&provider, &root, "a.txt", &w(2, 10)).expect("read") {
         Warm(outcome, opened) => {
             assert_eq!((outcome.version, outcome.links), (first.version, 1));
@@ -204,7 +204,7 @@ fn reads_of_what_resolution_opened_are_warm_only_for_the_cached_file_unchanged()
     // A second link: still warm, and the answer says so.
     std::fs::hard_link(root.join("a.txt"), root.join("a2.txt")).expect("link");
     std::thread::sleep(Duration::from_millis(2100));
-    provider.read(&targets[0], &w(1, 10)).expect("read");
+    provider.read_resolved(&targets[0], &w(1, 10)).expect("read");
     match read_opened(&provider, &root, "a.txt", &w(1, 1)).expect("read") {
         Warm(outcome, _) => assert_eq!(outcome.links, 2),
         Cold(_) => panic!("not warm after a read"),
@@ -218,10 +218,10 @@ fn reads_of_what_resolution_opened_are_warm_only_for_the_cached_file_unchanged()
         Cold(target) => assert!(target.file.is_some_and(|f| f.fingerprint.size == 8)),
         Warm(..) => panic!("a replaced file read warm"),
     }
-    provider.read(&targets[1], &w(1, 10)).expect("read");
+    provider.read_resolved(&targets[1], &w(1, 10)).expect("read");
     std::fs::write(root.join("b.txt"), "b.txt ONE\nb.txt two\n").expect("rewrite");
     assert!(matches!(read_opened(&provider, &root, "b.txt", &w(1, 10)), Ok(Cold(_))));
-    provider.read(&targets[1], &w(1, 10)).expect("read");
+    provider.read_resolved(&targets[1], &w(1, 10)).expect("read");
     std::fs::remove_file(root.join("b.txt")).expect("remove");
     std::fs::create_dir(root.join("b.txt")).expect("folder");
     match read_opened(&provider, &root, "b.txt", &w(1, 10)).expect("read") {
@@ -248,7 +248,7 @@ fn cached_open_files_count_against_the_descriptor_budget_and_give_way() {
         }
     }));
     for target in &targets {
-        provider.read(target, &w(1, 1)).expect("read");
+        provider.read_resolved(target, &w(1, 1)).expect("read");
     }
     assert_eq!(provider.open_files(), 4, "the cache holds what it may");
     assert_eq!(budget.usage().cached, 4);
@@ -262,7 +262,7 @@ fn cached_open_files_count_against_the_descriptor_budget_and_give_way() {
     assert!(provider.open_files() < 4, "the cache gave files up");
     assert_eq!(budget.usage().cached, provider.open_files());
     // Their entries went; reads still work (cold), without holding files open past the half.
-    provider.read(&targets[0], &w(1, 1)).expect("read");
+    provider.read_resolved(&targets[0], &w(1, 1)).expect("read");
     assert_eq!(budget.usage().cached, provider.open_files());
     drop((connection, roots, second));
     provider.forget_all();

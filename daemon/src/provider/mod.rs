@@ -57,7 +57,7 @@ pub(crate) use self::error::io_error;
 use self::leftovers::Leftovers;
 use self::lock::PathLocks;
 pub use self::outcome::{
-    Conventions, EditOutcome, Expectation, Kind, OpenedRead, ReadOutcome, Stat, WriteOutcome,
+    Conventions, EditOutcome, Expectation, Kind, Pace, Paced, ReadAt, ReadOutcome, Stat, WriteOutcome,
 };
 use self::own::OwnWrites;
 pub use self::prepared::{Committed, Prepared};

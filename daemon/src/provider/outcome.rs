@@ -93,9 +93,39 @@ pub struct ReadOutcome {
     pub bytes: Option<Vec<u8>>,
 }
 
-/// Result of [`Provider::read_opened`](super::Provider::read_opened).
+/// How fast a read or edit must answer, as its caller runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Whatever it takes: opens, loads, hashes, lock waits (on a blocking thread).
+    Blocking,
+    /// Only what is bounded enough for an async worker (each entry says what that is); else
+    /// [`Paced::NotAtOnce`], nothing done.
+    AtOnce,
+}
+
+/// What a read or edit at a [`Pace`] did.
 #[derive(Debug)]
-pub enum OpenedRead {
+pub enum Paced<T> {
+    /// Done.
+    Done(T),
+    /// Not possible at once: nothing was read or written; do it again [`Pace::Blocking`].
+    NotAtOnce,
+}
+
+/// The file a read read, as resolution found it.
+#[derive(Debug)]
+pub struct ReadAt {
+    /// As in [`Resolved::path`].
+    pub path: std::path::PathBuf,
+    /// As in [`Resolved::display`].
+    pub display: String,
+    /// As in [`Resolved::dir`].
+    pub dir: super::beneath::Root,
+}
+
+/// What the warm path of a read of a name resolution opened found.
+#[derive(Debug)]
+pub(super) enum OpenedRead {
     /// Read on the warm path; the handle resolution opened comes back with it, to be closed
     /// whenever suits the caller.
     Warm(ReadOutcome, Opened),

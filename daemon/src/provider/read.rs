@@ -13,9 +13,10 @@ use super::entry::{Body, CacheEntry, unchanged};
 use super::error::io_error;
 use super::index::{self, Oversized, Scanner, Window, WindowRequest};
 use super::mmap::{self, Mapped};
+use super::outcome::{OpenedRead, Pace, Paced, ReadAt};
 use super::version;
 use super::{
-    Changed, Fingerprint, Kind, Opened, OpenedRead, Provider, ProviderError, ReadOutcome, Resolved, Root,
+    Changed, Fingerprint, Kind, Lookup, Opened, Provider, ProviderError, ReadOutcome, Resolved, Root,
     Snapshot, Stat, Version, WindowError, resolve,
 };
 
@@ -326,10 +327,50 @@ impl Provider {
         })
     }
 
-    /// Reads the window `request` asks for (see [`index::window`]) of a text file. Its byte
-    /// budget is never more than `max_window_bytes`; a first line over it is `LineTooLarge`
-    /// (unless the request cuts it to fit), an offset past the end `OffsetPastEnd`.
-    pub fn read(&self, target: &Resolved, request: &WindowRequest) -> Result<ReadOutcome, ProviderError> {
+    /// Reads the window `request` asks for (see [`index::window`]) of the text file `lookup`
+    /// found for `raw` (the path as asked, for errors), at `pace`, and says which file that
+    /// was. Its byte budget is never more than `max_window_bytes`; a first line over it is
+    /// `LineTooLarge` (unless the request cuts it to fit), an offset past the end
+    /// `OffsetPastEnd`. Each way reads the same window; which runs is this entry's choice:
+    /// - a name resolution opened and did not look at is read warm when its cached entry
+    ///   allows (see `read_opened`: looked at once, after the window is read), else looked at
+    ///   and read as below;
+    /// - [`Pace::AtOnce`]: warm (see `read_cached`), or a small local file read at once (see
+    ///   `read_at_once`); else [`Paced::NotAtOnce`];
+    /// - [`Pace::Blocking`]: warm, else opened, loaded, indexed and hashed.
+    pub fn read(
+        &self,
+        lookup: Lookup,
+        raw: &str,
+        request: &WindowRequest,
+        pace: Pace,
+    ) -> Result<Paced<(ReadOutcome, ReadAt)>, ProviderError> {
+        let target = match lookup {
+            Lookup::Resolved(target) => target,
+            Lookup::Opened(opened) => match self.read_opened(opened, raw, request)? {
+                OpenedRead::Warm(outcome, Opened { path, display, dir, .. }) => {
+                    return Ok(Paced::Done((outcome, ReadAt { path, display, dir })));
+                }
+                OpenedRead::Cold(target) => target,
+            },
+        };
+        let outcome = match pace {
+            Pace::AtOnce => match self.read_at_once(&target, request) {
+                Some(outcome) => outcome?,
+                None => return Ok(Paced::NotAtOnce),
+            },
+            Pace::Blocking => self.read_resolved(&target, request)?,
+        };
+        let Resolved { path, display, dir, .. } = target;
+        Ok(Paced::Done((outcome, ReadAt { path, display, dir })))
+    }
+
+    /// [`Provider::read`] of a file resolution looked at, blocking.
+    pub(super) fn read_resolved(
+        &self,
+        target: &Resolved,
+        request: &WindowRequest,
+    ) -> Result<ReadOutcome, ProviderError> {
         if let Some(answer) = self.read_cached(target, request) {
             return answer;
         }
@@ -353,7 +394,7 @@ impl Provider {
     /// resolution did not just look at it), with no open, load or hash, cheap enough to run on
     /// an async worker. `None` means "take the slow
     /// path" (a miss, a change, or any error: [`Provider::read`] reports those properly).
-    pub fn read_cached(
+    pub(super) fn read_cached(
         &self,
         target: &Resolved,
         request: &WindowRequest,
@@ -379,7 +420,7 @@ impl Provider {
     /// hash, bounded like a warm read, for a caller on an async worker whose roots are on local
     /// filesystems. `None`: take the blocking path. An exploring agent's first reads of many
     /// small files so skip a hop to the blocking pool and back each.
-    pub fn read_at_once(
+    fn read_at_once(
         &self,
         target: &Resolved,
         request: &WindowRequest,
@@ -392,7 +433,7 @@ impl Provider {
         // (see `inplace`): that waits for a lock, so not on an async worker.
         let settled = found.links == 1 || self.leftovers.cleaned(target.path.parent()?);
         (settled && found.fingerprint.size <= AT_ONCE_READ_BYTES && found.fingerprint.dev == target.dir.dev())
-            .then(|| self.read(target, request))
+            .then(|| self.read_resolved(target, request))
     }
 
     /// The warm path for a name resolution has opened and not looked at yet ([`Opened`]): the
@@ -407,7 +448,7 @@ impl Provider {
     /// end, a line too large) included, stands only after that check. A cold path is
     /// [`OpenedRead::Cold`], with the resolution as that `fstat` showed it; nothing is looked
     /// at twice.
-    pub fn read_opened(
+    pub(super) fn read_opened(
         &self,
         opened: Opened,
         raw: &str,

@@ -106,7 +106,7 @@ proptest! {
         let target = super::resolve::resolve(&name, super::Scope { roots: &[root], cwd: &parent }).expect("resolve");
         for map_threshold in [1, u64::MAX] {
             let provider = Provider::new(ProviderConfig { map_threshold, fsync: false, ..ProviderConfig::default() });
-            let read = provider.read(&target, &request).expect("provider read");
+            let read = provider.read_resolved(&target, &request).expect("provider read");
             prop_assert_eq!(read.version, version);
             prop_assert_eq!(&read.window.lines, &expected);
             prop_assert_eq!(read.window.total_lines, total);

@@ -17,7 +17,7 @@ use super::index::{self, NotText};
 use super::journaled::ChangeKind;
 use super::journaling::Old;
 use super::lock::{self, LockError};
-use super::outcome::{Expect, Landed};
+use super::outcome::{Expect, Landed, Pace, Paced};
 use super::read::{read_all_at, regular};
 use super::{
     Conventions, EditOutcome, Expectation, Fingerprint, Provider, ProviderError, Resolved, Version,
@@ -234,8 +234,27 @@ impl Provider {
     ///
     /// One critical section: path lock, flock, inode re-check, version check (before any
     /// matching, so a stale edit is reported as stale even when `old` no longer matches),
-    /// literal match, atomic replace.
+    /// literal match, atomic replace. At [`Pace::AtOnce`] it goes ahead only when that can be
+    /// done at once (see `edit_at_once`), else [`Paced::NotAtOnce`] with nothing written; at
+    /// [`Pace::Blocking`], always.
     pub fn edit(
+        &self,
+        target: &Resolved,
+        change: &Replacement<'_>,
+        expected: Version,
+        pace: Pace,
+    ) -> Result<Paced<EditOutcome>, ProviderError> {
+        match pace {
+            Pace::AtOnce => match self.edit_at_once(target, change, expected) {
+                Some(edited) => edited.map(Paced::Done),
+                None => Ok(Paced::NotAtOnce),
+            },
+            Pace::Blocking => self.edit_blocking(target, change, expected).map(Paced::Done),
+        }
+    }
+
+    /// [`Provider::edit`], blocking.
+    pub(super) fn edit_blocking(
         &self,
         target: &Resolved,
         change: &Replacement<'_>,
@@ -252,7 +271,7 @@ impl Provider {
     /// filesystem, both locks free right now, and a folder already cleaned of leftovers. `None`
     /// when any of that does not hold; nothing was written then, and the caller runs
     /// [`Provider::edit`] on a blocking thread instead. The critical section is the same one.
-    pub fn edit_at_once(
+    pub(super) fn edit_at_once(
         &self,
         target: &Resolved,
         change: &Replacement<'_>,
@@ -772,7 +791,8 @@ mod tests {
         let target = provider.resolve("a.txt", scope).unwrap();
         assert!(provider.edit_at_once(&target, &change, base).is_none(), "the folder is not cleaned yet");
 
-        let done = provider.edit(&target, &Replacement::new("one", "1", false).unwrap(), base).unwrap();
+        let done =
+            provider.edit_blocking(&target, &Replacement::new("one", "1", false).unwrap(), base).unwrap();
         let target = provider.resolve("a.txt", scope).unwrap();
         let held = lock::lock_file(&target.dir, &target.rel, std::time::Duration::ZERO).unwrap();
         assert!(provider.edit_at_once(&target, &change, done.version).is_none(), "another holds the flock");
@@ -819,20 +839,20 @@ mod tests {
         // there now, though the store keeps the bytes of the expected version.
         let outside = b"alpha beta GAMMA\n";
         std::fs::write(root.join("a.txt"), outside).unwrap();
-        let stale = provider.edit(&target, &change, expected);
+        let stale = provider.edit_blocking(&target, &change, expected);
         assert!(
             matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == Version::of(outside))
         );
         assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), outside, "nothing written");
         // Stored bytes of another version than the expected one prove nothing either.
         provider.store().put(Version::of(outside), Cow::Borrowed(outside));
-        let stale = provider.edit(&target, &change, expected);
+        let stale = provider.edit_blocking(&target, &change, expected);
         assert!(
             matches!(stale, Err(ProviderError::StaleVersion { current: Some(v), .. }) if v == Version::of(outside))
         );
         // Back to the stored bytes: the edit goes ahead (at once too, once the folder is clean).
         std::fs::write(root.join("a.txt"), seen).unwrap();
-        let made = provider.edit(&target, &change, expected).unwrap();
+        let made = provider.edit_blocking(&target, &change, expected).unwrap();
         assert_eq!(made.version, Version::of(b"alpha BETA gamma\n"));
         provider.store().put(made.version, Cow::Borrowed(b"alpha BETA gamma\n"));
         let again = Replacement::new("gamma", "G", false).unwrap();
@@ -858,7 +878,7 @@ mod tests {
         std::fs::write(root.join("a.txt"), "one two\n").unwrap();
         let target = provider.resolve("a.txt", scope).unwrap();
         let change = Replacement::new("one", "1", false).unwrap();
-        provider.edit(&target, &change, Version::of(b"one two\n")).unwrap();
+        provider.edit_blocking(&target, &change, Version::of(b"one two\n")).unwrap();
         assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"1 two\n");
         assert!(!root.join(&leftover).exists(), "the leftover was not removed");
     }
@@ -871,7 +891,8 @@ mod tests {
         std::fs::write(root.join("a.txt"), "one two\n").unwrap();
         let target = provider.resolve("a.txt", scope).unwrap();
         let base = Version::of(b"one two\n");
-        let done = provider.edit(&target, &Replacement::new("one", "1", false).unwrap(), base).unwrap();
+        let done =
+            provider.edit_blocking(&target, &Replacement::new("one", "1", false).unwrap(), base).unwrap();
         let target = provider.resolve("a.txt", scope).unwrap();
         let change = Replacement::new("two", "2", false).unwrap();
         assert!(provider.edit_at_once(&target, &change, done.version).is_none());

@@ -487,7 +487,9 @@ pub async fn fs_read_text(
     }
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
-        let view = files.unrecorded().read(&params.path, &request)?;
+        let Warm::Done(view) = files.unrecorded().read(&params.path, &request)? else {
+            return Ok(Step::NeedsBlocking);
+        };
         Ok(Step::Done(read_result(view.display, view.version, view.window)))
     })
     .await

@@ -8,11 +8,11 @@
 //!
 //! Pieces end at line ends, so a line-oriented search finds in them exactly what it finds in
 //! the whole file (a match never spans a line end; ripgrep's own reader-based search works on
-//! such buffers too). Their size adapts to how long the last one took ([`Pace`]): about
+//! such buffers too). Their size adapts to how long the last one took ([`PieceSize`]): about
 //! [`PIECE_TIME`] each, whatever the pattern costs, from [`PIECE_MIN`] to [`PIECE_MAX`] bytes,
 //! never less than one line. A file held in memory is cut into slices ([`search_pieces`], no
 //! copy); a stream, or a search that must number lines and show context across pieces, reads
-//! through [`Paced`], which hands the searcher at most a piece per read.
+//! through [`Pieced`], which hands the searcher at most a piece per read.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -32,17 +32,17 @@ const PIECE_FIRST: usize = 4 * 1024;
 /// The size of the next piece, from how long the last ones took; one per searching thread,
 /// kept from file to file.
 #[derive(Debug, Clone)]
-pub(super) struct Pace {
+pub(super) struct PieceSize {
     piece: usize,
 }
 
-impl Default for Pace {
+impl Default for PieceSize {
     fn default() -> Self {
         Self { piece: PIECE_FIRST }
     }
 }
 
-impl Pace {
+impl PieceSize {
     /// The size of the next piece.
     pub(super) fn piece(&self) -> usize {
         self.piece
@@ -81,7 +81,7 @@ pub(super) fn search_pieces<S: Sink>(
     matcher: &RegexMatcher,
     bytes: &[u8],
     sink: &mut S,
-    pace: &mut Pace,
+    pace: &mut PieceSize,
     stop: &dyn Fn() -> bool,
     done: impl Fn(&S) -> bool,
 ) -> Result<bool, S::Error> {
@@ -102,15 +102,15 @@ pub(super) fn search_pieces<S: Sink>(
     Ok(true)
 }
 
-/// What [`Paced`] answers a read once the search must stop (the searcher passes it back).
+/// What [`Pieced`] answers a read once the search must stop (the searcher passes it back).
 const STOPPED: &str = "the search was stopped";
 
 /// A reader that asks `stop` before each read and hands out at most a piece per read: a
 /// searcher reading through it runs its regex on about one piece between two looks (the time
 /// between two reads is what the searcher spent on the last one).
-pub(super) struct Paced<'p, R> {
+pub(super) struct Pieced<'p, R> {
     inner: R,
-    pace: &'p mut Pace,
+    pace: &'p mut PieceSize,
     stop: &'p dyn Fn() -> bool,
     /// When the last read returned, and how many bytes it gave.
     last: Option<(Instant, usize)>,
@@ -118,9 +118,9 @@ pub(super) struct Paced<'p, R> {
     stopped: bool,
 }
 
-impl<'p, R: io::Read> Paced<'p, R> {
+impl<'p, R: io::Read> Pieced<'p, R> {
     /// `inner`, read in pieces sized by `pace`, until `stop` says so.
-    pub(super) fn new(inner: R, pace: &'p mut Pace, stop: &'p dyn Fn() -> bool) -> Self {
+    pub(super) fn new(inner: R, pace: &'p mut PieceSize, stop: &'p dyn Fn() -> bool) -> Self {
         Self { inner, pace, stop, last: None, stopped: false }
     }
 
@@ -130,7 +130,7 @@ impl<'p, R: io::Read> Paced<'p, R> {
     }
 }
 
-impl<R: io::Read> io::Read for Paced<'_, R> {
+impl<R: io::Read> io::Read for Pieced<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if let Some((at, bytes)) = self.last.take() {
             self.pace.took(bytes, at.elapsed());
@@ -190,7 +190,7 @@ mod tests {
             )
             .unwrap();
         for piece in [1, 10, 100, 4096] {
-            let mut pace = Pace { piece };
+            let mut pace = PieceSize { piece };
             let mut found = Vec::new();
             let mut sink = UTF8(|_, line: &str| {
                 found.push(line.to_owned());
@@ -222,7 +222,7 @@ mod tests {
             looks.set(looks.get() + 1);
             looks.get() > 3
         };
-        let mut pace = Pace { piece: 1000 };
+        let mut pace = PieceSize { piece: 1000 };
         let mut found = 0;
         let mut sink = UTF8(|_, _: &str| {
             found += 1;
@@ -244,8 +244,8 @@ mod tests {
 
     #[test]
     fn the_pace_follows_what_pieces_cost() {
-        assert_eq!(Pace::default().piece(), PIECE_FIRST);
-        let mut pace = Pace { piece: 64 * 1024 };
+        assert_eq!(PieceSize::default().piece(), PIECE_FIRST);
+        let mut pace = PieceSize { piece: 64 * 1024 };
         // An expensive pattern: 64 KiB took 160 ms, so the next piece is what takes 10 ms.
         pace.took(64 * 1024, PIECE_TIME * 16);
         assert_eq!(pace.piece(), 4 * 1024);
@@ -264,10 +264,10 @@ mod tests {
     #[test]
     fn a_paced_reader_hands_out_pieces_until_stopped() {
         let text = vec![b'x'; 100_000];
-        let mut pace = Pace { piece: 4096 };
+        let mut pace = PieceSize { piece: 4096 };
         let reads = Cell::new(0);
         let stop = || reads.get() >= 3;
-        let mut paced = Paced::new(&text[..], &mut pace, &stop);
+        let mut paced = Pieced::new(&text[..], &mut pace, &stop);
         let mut buf = vec![0; 65536];
         for _ in 0..3 {
             let got = paced.read(&mut buf).unwrap();

@@ -565,6 +565,28 @@ fn the_file_context_holds_no_mode() {
     );
 }
 
+/// The provider offers one entry per operation; its fast paths (a warm read, a read or edit at
+/// once, the warm read of what resolution opened) are private strategies that entry picks
+/// from, at the pace its caller gives.
+#[test]
+fn the_provider_has_one_entry_per_operation() {
+    let krate = daemon();
+    let mut strategies = Vec::new();
+    for (file, code) in krate.files.iter().filter(|(file, _)| file.starts_with("provider")) {
+        for line in code.lines() {
+            let Some(name) = line.trim().strip_prefix("pub fn ") else { continue };
+            let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if name.ends_with("_at_once") || ["read_opened", "read_cached"].contains(&name.as_str()) {
+                strategies.push(format!("{}: {name}", krate.shown(file)));
+            }
+        }
+    }
+    assert!(
+        strategies.is_empty(),
+        "fast paths offered beside their operation's entry (make them its private strategies): {strategies:?}"
+    );
+}
+
 /// Only the runner (`rpc/run.rs`) runs a call through the gates, with the one `Gates::run`,
 /// which also says whether a call may run at once: no second entry beside it.
 #[test]

@@ -19,7 +19,7 @@ use crate::context::search::{
     BINARY_PEEK, Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles,
 };
 use crate::context::{ContextError, FileContext, ProviderError};
-use crate::tools::pieces::{Pace, Paced, search_pieces};
+use crate::tools::pieces::{PieceSize, Pieced, search_pieces};
 use crate::tools::render::CUT_SUFFIX;
 
 /// Whether grep-regex refused a pattern for its compiled size (its text for that case, which
@@ -500,7 +500,7 @@ fn probe_all(
     let results: Vec<Mutex<Probe>> = batch.iter().map(|_| Mutex::new(Probe::Unsearched)).collect();
     let work = || {
         let mut searchers = (probe_searcher(multiline, true), probe_searcher(multiline, false));
-        let mut pace = Pace::default();
+        let mut pace = PieceSize::default();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(file) = batch.get(i) else { break };
@@ -546,7 +546,7 @@ fn probe(
     file: &SearchFile,
     matcher: &RegexMatcher,
     (searcher, bytes_searcher): &mut (Searcher, Searcher),
-    pace: &mut Pace,
+    pace: &mut PieceSize,
     count: bool,
     budget: &Budget<'_>,
 ) -> Probe {
@@ -565,7 +565,7 @@ fn probe(
         Ok(SearchContents::Whole { bytes, .. }) => (bytes, 0),
         Ok(SearchContents::Stream(_)) if multiline => return Probe::TooBig,
         Ok(SearchContents::Stream(handle)) => {
-            let mut paced = Paced::new(&handle, pace, &stop);
+            let mut paced = Pieced::new(&handle, pace, &stop);
             let searched = searcher.search_reader(matcher, &mut paced, &mut sink);
             if paced.stopped() {
                 return Probe::Unsearched;
@@ -678,7 +678,7 @@ enum Shown {
 /// The searcher that shows lines (with context), for `content` greps.
 struct Lines {
     searcher: Searcher,
-    pace: Pace,
+    pace: PieceSize,
     mode: GrepOutputMode,
 }
 
@@ -693,7 +693,7 @@ impl Lines {
             .after_context(context)
             .heap_limit(Some(SEARCH_HEAP_BYTES))
             .build();
-        Self { searcher, pace: Pace::default(), mode: req.mode }
+        Self { searcher, pace: PieceSize::default(), mode: req.mode }
     }
 
     /// Searches `source` (a file) into `sink`, read in pieces between which `budget` is asked
@@ -706,7 +706,7 @@ impl Lines {
         budget: &Budget<'_>,
     ) -> (Result<(), io::Error>, bool) {
         let stop = || budget.stop_showing();
-        let mut paced = Paced::new(source, &mut self.pace, &stop);
+        let mut paced = Pieced::new(source, &mut self.pace, &stop);
         let searched = self.searcher.search_reader(matcher, &mut paced, sink);
         (searched, paced.stopped())
     }
