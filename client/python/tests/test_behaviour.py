@@ -383,7 +383,9 @@ async def test_a_cancelled_write_says_what_happened(own_daemon: Daemon) -> None:
 
 async def test_the_daemon_going_away_mid_call_fails_calls_and_streams(own_daemon: Daemon) -> None:
     (own_daemon.root / "g.txt").write_text("\n".join(str(n) for n in range(50_000)))
-    s = await session(own_daemon)
+    # Room for every chunk: the stream must end because the daemon went away, never because
+    # this test read it too slowly while the daemon was still sending.
+    s = await session(own_daemon, stream_buffer_chunks=100_000)
     changes = s.changes()
     stream = await s.fs.stream_text("g.txt", chunk_lines=1)
     iterator = aiter(stream)

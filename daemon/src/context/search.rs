@@ -29,6 +29,19 @@ pub struct SearchFile {
     pub display: String,
 }
 
+/// What listing a search's files gave: the files, or that its `stop` said stop first.
+#[derive(Debug)]
+pub enum FilesListed {
+    /// The files.
+    Files(SearchFiles),
+    /// Stopped while listing them, under `path` (as the session is shown it); the caller knows
+    /// why (cancelled, or out of time).
+    Stopped {
+        /// The folder whose listing stopped.
+        path: String,
+    },
+}
+
 /// The files a search may look at: the folder's listing (shared with the warm copy, never
 /// copied), read through [`FileContext::search_file`], which applies the deny rules.
 #[derive(Debug, Clone)]
@@ -164,7 +177,7 @@ impl super::Files {
 impl FileContext<'_> {
     /// The files under `path` (default: the cwd) a search looks at: ignore files honoured,
     /// hidden entries skipped, symlinks never followed. `stop` is asked during the walk; when
-    /// it says so, [`ContextError::Cancelled`]. A walk dates the files `dated` accepts (see
+    /// it says so, [`FilesListed::Stopped`]. A walk dates the files `dated` accepts (see
     /// [`Dated`]; all when `None`). The deny rules apply per file, in
     /// [`search_file`](Self::search_file).
     pub fn search_files(
@@ -172,16 +185,16 @@ impl FileContext<'_> {
         path: Option<&str>,
         stop: &(dyn Fn() -> bool + Sync),
         dated: Option<&Dated<'_>>,
-    ) -> Result<SearchFiles, ContextError> {
+    ) -> Result<FilesListed, ContextError> {
         let target = self.target(path.unwrap_or("."), Access::Read)?;
         let listing = self.listings.list(&target, stop, dated)?;
         // Tests widen here the window in which a change drops the listing under the search.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("search::listed");
         if listing.stopped {
-            return Err(ContextError::Cancelled { path: target.display });
+            return Ok(FilesListed::Stopped { path: target.display });
         }
-        Ok(SearchFiles {
+        Ok(FilesListed::Files(SearchFiles {
             base: target.path,
             single: !target.folder,
             truncated: listing.truncated,
@@ -189,7 +202,7 @@ impl FileContext<'_> {
             listed: listing.files,
             root: listing.root,
             grams: listing.grams,
-        })
+        }))
     }
 
     /// Whether a deny rule hides listed file `index` from this session (cheaper than
@@ -324,13 +337,15 @@ mod tests {
         let observed = Observations::new(10);
         let ctx = FileContext::new(&provider, &listings, scope, &observed, false);
 
-        let files = ctx.search_files(Some(".."), &|| false, None).unwrap();
+        let FilesListed::Files(files) = ctx.search_files(Some(".."), &|| false, None).unwrap() else {
+            panic!()
+        };
         let shown: Vec<_> = (0..files.len())
             .map(|i| (ctx.search_file(&files, i).unwrap().display, files.under(i).to_str().unwrap()))
             .collect();
         let b = root.join("b.txt").display().to_string();
         assert_eq!(shown, [(b, "b.txt"), ("a.rs".to_owned(), "src/a.rs")], "shown as read accepts them");
-        assert!(matches!(ctx.search_files(None, &|| true, None), Err(ContextError::Cancelled { .. })));
+        assert!(matches!(ctx.search_files(None, &|| true, None), Ok(FilesListed::Stopped { .. })));
 
         let a = &ctx.search_file(&files, 1).unwrap();
         let Ok(SearchContents::Whole { bytes, seen }) = ctx.open_search_file(&files, a, true) else {

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::context::search::{Dated, SEARCH_WHOLE_MAX_BYTES, SearchFiles};
+use crate::context::search::{Dated, FilesListed, SEARCH_WHOLE_MAX_BYTES, SearchFiles};
 use crate::context::{ContextError, FileContext};
 
 /// Bytes kept for the footer of a search answer.
@@ -103,8 +103,15 @@ impl<'a> Budget<'a> {
         (self.cancelled)()
     }
 
-    pub(super) fn timed_out(&self) -> bool {
-        self.timed_out.load(Ordering::Relaxed)
+    /// Why the search stopped, if it did: its request cancelled, else its time out.
+    pub(super) fn stopped(&self) -> Option<Stopped> {
+        if self.cancelled() {
+            Some(Stopped::Cancelled)
+        } else if self.timed_out.load(Ordering::Relaxed) {
+            Some(Stopped::TimedOut)
+        } else {
+            None
+        }
     }
 
     /// The time limit as the model reads it.
@@ -121,20 +128,41 @@ fn listing_timed_out(budget: &Budget<'_>, base: &str) -> String {
     )
 }
 
-/// The files of a search, or (`Ok(Err)`) the answer of a search whose time ran out listing
-/// them.
+/// Why a search stopped before it looked at every file it would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stopped {
+    /// Its request was cancelled (or its client left): it answers nothing.
+    Cancelled,
+    /// Its time ran out: it answers what it found, and says how much it searched.
+    TimedOut,
+    /// Its answer is full (`head_limit`, or its output budget): what it shows is all it shows.
+    Bounded,
+}
+
+/// What listing a search's files gave it.
+pub(super) enum SearchListed {
+    /// The files.
+    Files(SearchFiles),
+    /// The answer of a search whose time ran out while listing them.
+    TimedOut(String),
+}
+
+/// The files of a search, or why it stopped listing them: out of time ([`SearchListed::TimedOut`]),
+/// or cancelled (an error: it answers nothing).
 pub(super) fn listed(
     ctx: &FileContext<'_>,
     path: Option<&str>,
     budget: &Budget<'_>,
     dated: Option<&Dated<'_>>,
-) -> Result<Result<SearchFiles, String>, SearchError> {
-    match ctx.search_files(path, &|| budget.stop(), dated) {
-        Ok(files) => Ok(Ok(files)),
-        Err(ContextError::Cancelled { path }) if !budget.cancelled() && budget.timed_out() => {
-            Ok(Err(listing_timed_out(budget, &path)))
-        }
-        Err(err) => Err(err.into()),
+) -> Result<SearchListed, SearchError> {
+    match ctx.search_files(path, &|| budget.stop(), dated)? {
+        FilesListed::Files(files) => Ok(SearchListed::Files(files)),
+        FilesListed::Stopped { path } => match budget.stopped() {
+            Some(Stopped::TimedOut) => Ok(SearchListed::TimedOut(listing_timed_out(budget, &path))),
+            Some(Stopped::Cancelled | Stopped::Bounded) | None => {
+                Err(SearchError::File(ContextError::Cancelled { path }))
+            }
+        },
     }
 }
 

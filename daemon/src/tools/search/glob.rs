@@ -4,7 +4,7 @@
 use filectx_protocol::tools::GLOB_MAX_PATHS;
 use globset::GlobBuilder;
 
-use super::bounds::{Budget, FOOTER_ROOM, Limits, SearchError, cancelled, listed};
+use super::bounds::{Budget, FOOTER_ROOM, Limits, SearchError, SearchListed, cancelled, listed};
 use crate::context::FileContext;
 use crate::context::search::SearchFile;
 
@@ -24,8 +24,8 @@ pub fn glob(
     let clock = Budget::new(limits);
     // Only the files that match are sorted by time: the walk dates those alone.
     let files = match listed(ctx, path, &clock, Some(&|path| matcher.is_match(path)))? {
-        Ok(files) => files,
-        Err(answer) => return Ok(answer),
+        SearchListed::Files(files) => files,
+        SearchListed::TimedOut(answer) => return Ok(answer),
     };
     // Newest first, the shown path breaking ties; only the files shown get their path built.
     let mut hits: Vec<(i64, usize)> = (0..files.len())

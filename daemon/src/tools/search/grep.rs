@@ -13,7 +13,8 @@ use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 
 use super::bounds::{
-    Budget, FOOTER_ROOM, Limits, RegexLimits, SEARCH_HEAP_BYTES, SearchError, cancelled, listed,
+    Budget, FOOTER_ROOM, Limits, RegexLimits, SEARCH_HEAP_BYTES, SearchError, SearchListed, Stopped,
+    cancelled, listed,
 };
 use crate::context::search::{
     BINARY_PEEK, Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles,
@@ -315,8 +316,8 @@ pub fn grep(
     };
     let budget = Budget::new(limits);
     let files = match listed(ctx, req.path, &budget, None)? {
-        Ok(files) => files,
-        Err(answer) => return Ok(answer),
+        SearchListed::Files(files) => files,
+        SearchListed::TimedOut(answer) => return Ok(answer),
     };
     let overrides = match req.glob {
         None => None,
@@ -410,8 +411,14 @@ pub fn grep(
             out.end_file();
         }
     }
-    // Out of time before every candidate was searched: say how much was.
-    let timed_out = (budget.timed_out() && searched < candidates.len() && !out.head_reached).then(|| {
+    // Why it stopped before every candidate was searched, if it did; out of time, it says how
+    // much was searched.
+    let stopped = match (searched < candidates.len(), out.head_reached) {
+        (false, _) => None,
+        (true, true) => Some(Stopped::Bounded),
+        (true, false) => budget.stopped(),
+    };
+    let timed_out = (stopped == Some(Stopped::TimedOut)).then(|| {
         // Every file the search would look at (the filters' skips count as searched).
         let total = (0..files.len()).filter(|&i| wanted(i) && ctx.search_file(&files, i).is_some()).count();
         let unsearched = candidates.len() - searched;
