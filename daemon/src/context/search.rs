@@ -13,7 +13,7 @@ use crate::listing::Listed;
 use crate::listing::grams::Grams;
 use crate::provider::resolve::display;
 
-pub use crate::provider::searched::{BINARY_PEEK, SearchContents, SearchSeen};
+pub use crate::provider::searched::{BINARY_BYTE, BINARY_PEEK, SearchContents, SearchSeen, is_binary};
 
 /// Largest file a search reads whole (so it can count as a read); bigger files are searched
 /// as streams and never recorded.

@@ -22,6 +22,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use super::listed::Listed;
 use super::stamp::Stamp;
 use crate::provider::Root;
+use crate::provider::searched::is_binary;
 
 /// Threads that build a listing's filters after its first search: two, so a 100,000-file tree
 /// is filtered in about the time of one search of it, and the other cores stay the sessions'.
@@ -121,7 +122,7 @@ impl GramFilter {
     /// The filter of `bytes`: one that matches nothing when they hold a NUL byte (a search
     /// skips such a file as binary).
     pub fn of(bytes: &[u8]) -> Self {
-        if memchr::memchr(0, bytes).is_some() {
+        if is_binary(bytes) {
             return Self { data: Box::new([0]) };
         }
         let words = (bytes.len() / 128).next_power_of_two().clamp(MIN_WORDS, MAX_WORDS);
@@ -502,7 +503,7 @@ impl Grams {
                     }
                     let peek = crate::provider::searched::BINARY_PEEK.min(whole_max + 1);
                     (&mut f).take(peek).read_to_end(&mut bytes)?;
-                    if memchr::memchr(0, &bytes).is_none() {
+                    if !is_binary(&bytes) {
                         f.take((whole_max + 1).saturating_sub(bytes.len() as u64)).read_to_end(&mut bytes)?;
                     }
                     Ok(())

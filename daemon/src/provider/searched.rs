@@ -47,6 +47,15 @@ pub struct SearchSeen {
 /// the rest: ripgrep's first buffer is as big.
 pub const BINARY_PEEK: u64 = 64 << 10;
 
+/// The byte that makes a file binary to a search, as to ripgrep: a NUL. A searcher that looks
+/// through a stream quits at it (`BinaryDetection::quit(BINARY_BYTE)`).
+pub const BINARY_BYTE: u8 = 0;
+
+/// Whether `bytes` hold a [`BINARY_BYTE`]: the one test a search makes of a binary file.
+pub fn is_binary(bytes: &[u8]) -> bool {
+    memchr::memchr(BINARY_BYTE, bytes).is_some()
+}
+
 impl Provider {
     /// Opens the listed file `rel` for reading beneath `root` (a symlink met anywhere on the
     /// way is refused): whole when it holds at most `whole_max` bytes (with `hash`, hashed,
@@ -76,7 +85,7 @@ impl Provider {
         // nothing skips, so the rest of it (a library of megabytes) is never read.
         let peek = BINARY_PEEK.min(whole_max + 1);
         (&mut file).take(peek).read_to_end(&mut bytes).map_err(|e| io_error(shown, "read", e))?;
-        if !hash && memchr::memchr(0, &bytes).is_some() {
+        if !hash && is_binary(&bytes) {
             return Ok(SearchContents::Binary);
         }
         // A start shorter than asked for ended at the end of the file: nothing more to read

@@ -587,6 +587,23 @@ fn the_provider_has_one_entry_per_operation() {
     );
 }
 
+/// A search tells a binary file one way (`provider::searched::is_binary` and its `BINARY_BYTE`):
+/// the searches' code (tools/, listing/) looks for no NUL byte of its own.
+#[test]
+fn a_search_tells_a_binary_file_one_way() {
+    let krate = daemon();
+    let own: Vec<String> = krate
+        .files
+        .iter()
+        .filter(|(file, _)| file.starts_with("tools") || file.starts_with("listing"))
+        .filter(|(_, code)| code.contains("memchr(0") || code.contains(r"b'\x00'") || code.contains("quit(0"))
+        .map(|(file, _)| krate.shown(file))
+        .collect();
+    assert!(own.is_empty(), "binary files found by a NUL byte of their own (use is_binary): {own:?}");
+    let defined = krate.files.values().filter(|code| code.contains("pub fn is_binary(")).count();
+    assert_eq!(defined, 1, "one is_binary");
+}
+
 /// Only the runner (`rpc/run.rs`) runs a call through the gates, with the one `Gates::run`,
 /// which also says whether a call may run at once: no second entry beside it.
 #[test]

@@ -17,7 +17,8 @@ use super::bounds::{
     cancelled, listed,
 };
 use crate::context::search::{
-    BINARY_PEEK, Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles,
+    BINARY_BYTE, BINARY_PEEK, Needles, SEARCH_WHOLE_MAX_BYTES, SearchContents, SearchFile, SearchFiles,
+    is_binary,
 };
 use crate::context::{ContextError, FileContext, ProviderError};
 use crate::tools::pieces::{PieceSize, Pieced, search_pieces};
@@ -484,7 +485,7 @@ struct TimedOut {
 /// The searcher every grep uses to find matches (no context: a probe shows nothing); without
 /// `binary` detection for bytes already looked through for a NUL.
 fn probe_searcher(multiline: bool, binary: bool) -> Searcher {
-    let binary = if binary { BinaryDetection::quit(b'\x00') } else { BinaryDetection::none() };
+    let binary = if binary { BinaryDetection::quit(BINARY_BYTE) } else { BinaryDetection::none() };
     SearcherBuilder::new()
         .binary_detection(binary)
         .line_number(false)
@@ -580,7 +581,7 @@ fn probe(
             return probed(searched.map(|()| true), &sink);
         }
     };
-    if memchr::memchr(0, &bytes[checked..]).is_some() {
+    if is_binary(&bytes[checked..]) {
         return Probe::Skip;
     }
     let searched = if multiline {
@@ -693,7 +694,7 @@ impl Lines {
     fn new(req: &GrepRequest<'_>) -> Self {
         let context = if req.mode == GrepOutputMode::Content { req.context } else { 0 };
         let searcher = SearcherBuilder::new()
-            .binary_detection(BinaryDetection::quit(b'\x00'))
+            .binary_detection(BinaryDetection::quit(BINARY_BYTE))
             .line_number(true)
             .multi_line(req.multiline)
             .before_context(context)
@@ -755,7 +756,7 @@ impl Lines {
         let multiline = self.searcher.multi_line_with_matcher(matcher);
         let ((searched, interrupted), whole) = match contents {
             SearchContents::Whole { bytes, seen } => {
-                if memchr::memchr(0, &bytes).is_some() {
+                if is_binary(&bytes) {
                     return Shown::Done;
                 }
                 // A multiline search runs over the whole file at once: nothing to interrupt.
