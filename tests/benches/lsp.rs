@@ -219,6 +219,24 @@ fn limit_line(lang: Lang, i: usize) -> (String, String) {
     }
 }
 
+/// An agent's work on a plain client: opens each of `files` (clean), then breaks and fixes
+/// each one, checking the errors counted after each change.
+fn open_break_and_fix(plain: &mut Plain, lang: Lang, project: &Path, files: &[usize]) {
+    for &i in files {
+        let opened = plain.open(&lang.path(project, &stem(i)), COLD);
+        assert_eq!(opened, Some(0), "{}: module {i} opens clean", lang.server());
+    }
+    for &i in files {
+        let path = lang.path(project, &stem(i));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (clean, broken) = limit_line(lang, i);
+        let (_, _, errors) = plain.change(&path, &text.replace(&clean, &broken), COLD);
+        assert_eq!(errors, Some(1), "{}: the broken module {i}", lang.server());
+        let (_, _, errors) = plain.change(&path, &text, COLD);
+        assert_eq!(errors, Some(0), "{}: the fixed module {i}", lang.server());
+    }
+}
+
 /// The modules agent `a` edits in the memory row (disjoint between agents).
 fn agent_modules(a: usize, modules: usize) -> Vec<usize> {
     (0..FILES_PER_AGENT).map(|k| (20 + a * 15 + k * 5) % modules).collect()
@@ -337,20 +355,7 @@ fn memory(servers: &Servers, modules: usize) -> HashMap<Lang, Memory> {
                 .map(|a| {
                     scope.spawn(move || {
                         let mut plain = servers.plain(lang, project);
-                        let files = agent_modules(a, modules);
-                        for &i in &files {
-                            let opened = plain.open(&lang.path(project, &stem(i)), COLD);
-                            assert_eq!(opened, Some(0), "{}: module {i} opens clean", lang.server());
-                        }
-                        for &i in &files {
-                            let path = lang.path(project, &stem(i));
-                            let text = std::fs::read_to_string(&path).unwrap();
-                            let (clean, broken) = limit_line(lang, i);
-                            let (_, _, errors) = plain.change(&path, &text.replace(&clean, &broken), COLD);
-                            assert_eq!(errors, Some(1), "{}: the broken module {i}", lang.server());
-                            let (_, _, errors) = plain.change(&path, &text, COLD);
-                            assert_eq!(errors, Some(0), "{}: the fixed module {i}", lang.server());
-                        }
+                        open_break_and_fix(&mut plain, lang, project, &agent_modules(a, modules));
                         plain
                     })
                 })
@@ -369,18 +374,7 @@ fn memory(servers: &Servers, modules: usize) -> HashMap<Lang, Memory> {
         // One plain client with every agent's files: what the server itself takes for them.
         let mut plain = servers.plain(lang, &project);
         let files: Vec<usize> = (0..max).flat_map(|a| agent_modules(a, modules)).collect();
-        for &i in &files {
-            assert_eq!(plain.open(&lang.path(&project, &stem(i)), COLD), Some(0), "module {i} opens clean");
-        }
-        for &i in &files {
-            let path = lang.path(&project, &stem(i));
-            let text = std::fs::read_to_string(&path).unwrap();
-            let (clean, broken) = limit_line(lang, i);
-            let (_, _, errors) = plain.change(&path, &text.replace(&clean, &broken), COLD);
-            assert_eq!(errors, Some(1), "{}: the broken module {i}", lang.server());
-            let (_, _, errors) = plain.change(&path, &text, COLD);
-            assert_eq!(errors, Some(0), "{}: the fixed module {i}", lang.server());
-        }
+        open_break_and_fix(&mut plain, lang, &project, &files);
         std::thread::sleep(Duration::from_secs(3));
         memory.all_files = tree_memory(plain.pid()).0;
         drop(plain);

@@ -10,7 +10,9 @@ use super::deny::Access;
 use super::gate::Gatekeeper;
 use super::gate::{Subject, linked};
 use super::stale::{self, ChangeSince};
-use super::{ContextError, Conventions, Expectation, FileContext, ProviderError, Resolved, Step, Version};
+use super::{
+    ContextError, Conventions, Expectation, FileContext, How, ProviderError, Resolved, Step, Version,
+};
 use crate::journal::{Entry, Filter, Journal};
 use crate::provider::journaled::{Attribution, Author};
 
@@ -204,24 +206,17 @@ impl<'a> FileContext<'a> {
 
     /// Puts `path` back as it was before this owner's newest change to it (guarded as
     /// [`FileContext::restore`] is).
-    pub fn undo(&self, path: &str, gates: Option<&dyn Gatekeeper>) -> Result<Step<UndoView>, ContextError> {
+    pub fn undo(&self, path: &str, how: How<'_>) -> Result<Step<UndoView>, ContextError> {
         let last = self.last_own_change(path)?;
         let undone = last.operation;
-        Ok(self
-            .restore(&last.seq.to_string(), false, gates)?
-            .map(move |restore| UndoView { undone, restore }))
+        Ok(self.restore(&last.seq.to_string(), false, how)?.map(move |restore| UndoView { undone, restore }))
     }
 
     /// Puts back the content before `entry` (a creation's restore removes the file), only if the
     /// file is now at the version the entry left, unless `force`. Guarded as a write; the
     /// restore is journaled, and this session's record of the file follows it.
-    /// Blocking, through the `gates` registered.
-    pub fn restore(
-        &self,
-        entry: &str,
-        force: bool,
-        gates: Option<&dyn Gatekeeper>,
-    ) -> Result<Step<RestoreView>, ContextError> {
+    /// Tried at once ([`How::AtOnce`]), it answers [`Step::NeedsBlocking`].
+    pub fn restore(&self, entry: &str, force: bool, how: How<'_>) -> Result<Step<RestoreView>, ContextError> {
         let journal = self.journal()?;
         let found = self.entry(entry)?;
         let path = found.path.to_str().ok_or_else(|| ContextError::NoEntry { entry: entry.to_owned() })?;
@@ -244,9 +239,12 @@ impl<'a> FileContext<'a> {
         // A file put back gets the permission bits it had (never special ones), or only its
         // owner's when they were not recorded.
         target.create_mode = Some(found.mode.map_or(0o600, |mode| mode & 0o777));
+        if how.at_once() {
+            return Ok(Step::NeedsBlocking);
+        }
         let _writing = self.observed.writing(&target.path);
         let Some(before) = found.before else {
-            return self.remove(&target, &found, force, gates).map(Step::Done);
+            return self.remove(&target, &found, force, how.gates()).map(Step::Done);
         };
         let bytes = journal
             .content(&before)
@@ -265,7 +263,7 @@ impl<'a> FileContext<'a> {
             (false, Some(after)) => Expectation::version(after),
             (false, None) => Expectation::ABSENT,
         };
-        let step = match self.write_gated(&target, text, expect, Conventions::Exact, true, gates) {
+        let step = match self.write_gated(&target, text, expect, Conventions::Exact, true, how.gates()) {
             Ok(step) => step,
             Err(err) => return Err(self.restore_refused(&target, &found, err)),
         };

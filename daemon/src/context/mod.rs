@@ -25,7 +25,6 @@ mod views;
 use self::deny::{Access, DenyRules};
 pub use self::diagnostics::{Diagnosed, visible_to};
 pub use self::error::ContextError;
-use self::gate::Gatekeeper;
 pub use self::journal::{JournalPage, RestoreView, UndoView, Who};
 pub use self::observations::{DEFAULT_MAX_OBSERVED, ObservationSink, Observations, WritingGuard};
 pub use self::stale::ChangeSince;
@@ -464,15 +463,14 @@ impl<'a> FileContext<'a> {
 
     /// Writes a whole file: a new file needs nothing; an existing one needs a current
     /// observation, and keeps its BOM and CRLF endings. Records the new version for this
-    /// session only. A file one of the `gates` watches answers [`Step::NeedsGate`] (see
-    /// [`gate`]). Blocking: a whole-file write is never made at once.
-    pub fn write(
-        &self,
-        path: &str,
-        content: &str,
-        gates: Option<&dyn Gatekeeper>,
-    ) -> Result<Step<WriteView>, ContextError> {
+    /// session only. A file a gate watches answers [`Step::NeedsGate`] (see [`gate`]); tried
+    /// at once, it answers [`Step::NeedsBlocking`].
+    pub fn write(&self, path: &str, content: &str, how: How<'_>) -> Result<Step<WriteView>, ContextError> {
         let target = self.target(path, Access::Write)?;
+        if how.at_once() {
+            // Whole-file writes always run on a blocking thread.
+            return Ok(Step::NeedsBlocking);
+        }
         let _writing = self.observed.writing(&target.path);
         let seen = if target.exists {
             match self.observed.get(&target.path) {
@@ -486,7 +484,7 @@ impl<'a> FileContext<'a> {
             None
         };
         let expect = seen.map_or(Expectation::ABSENT, Expectation::version);
-        match self.write_gated(&target, content, expect, Conventions::Keep, true, gates) {
+        match self.write_gated(&target, content, expect, Conventions::Keep, true, how.gates()) {
             Ok(Step::Done(outcome)) => self.wrote(target, seen, Ok(outcome), content).map(Step::Done),
             Ok(Step::NeedsBlocking) => Ok(Step::NeedsBlocking),
             // Committed with the prepared bytes (`converted`): no content is needed then.
@@ -817,7 +815,7 @@ mod tests {
         let b = FileContext::new(&provider, &listings, scope, &b_obs, false);
 
         assert!(
-            a.write("f.txt", "one\ntwo\n", None).unwrap().done().unwrap().created,
+            a.write("f.txt", "one\ntwo\n", How::POOL).unwrap().done().unwrap().created,
             "creating needs no read"
         );
         assert_eq!(
@@ -829,7 +827,7 @@ mod tests {
             b.edit("f.txt", &edit("two", "2"), How::POOL),
             Err(ContextError::NotObserved { .. })
         ));
-        assert!(matches!(b.write("f.txt", "x", None), Err(ContextError::NotObserved { .. })));
+        assert!(matches!(b.write("f.txt", "x", How::POOL), Err(ContextError::NotObserved { .. })));
         b.read("f.txt", &WindowRequest::whole(2, 1, u64::MAX), How::POOL).unwrap();
         b.edit("f.txt", &edit("two", "2"), How::POOL).unwrap();
         assert!(!a.stat("f.txt").unwrap().fresh());
@@ -852,7 +850,7 @@ mod tests {
 
         let ro = FileContext::new(&provider, &listings, scope, &b_obs, true);
         assert!(matches!(ro.edit("f.txt", &edit("2", "two"), How::POOL), Err(ContextError::ReadOnly { .. })));
-        assert!(matches!(ro.write("new.txt", "x", None), Err(ContextError::ReadOnly { .. })));
+        assert!(matches!(ro.write("new.txt", "x", How::POOL), Err(ContextError::ReadOnly { .. })));
         assert!(!root.join("new.txt").exists());
     }
 }

@@ -15,7 +15,9 @@ use crate::provider::{Committed, Expectation, Prepared, Resolved, WriteOutcome};
 pub enum How<'a> {
     /// On an async worker, for what can be done at once (a warm read, a small edit with no
     /// gate registered): anything more answers [`Warm::NeedsBlocking`] or
-    /// [`Step::NeedsBlocking`] having done nothing.
+    /// [`Step::NeedsBlocking`] having done nothing, and a whole-file write, a restore or an
+    /// `fs/*` change always does. The runner gives it to an edit only inside `Gates::run` with
+    /// no gate registered (and none can be until the edit ends), so an edit at once asks none.
     AtOnce,
     /// On the blocking pool, through the gates `keeper` knows (`None`: none is registered).
     Pool(Option<&'a dyn Gatekeeper>),
@@ -32,9 +34,8 @@ impl<'a> How<'a> {
         matches!(self, How::AtOnce)
     }
 
-    /// The gates of a call on the pool, for a write, restore or `fs/*` change (none for a call
-    /// at once, which runs only while none is registered).
-    pub fn gates(self) -> Option<&'a dyn Gatekeeper> {
+    /// The gates of a call on the pool (none for one at once, which runs only with none).
+    pub(super) fn gates(self) -> Option<&'a dyn Gatekeeper> {
         match self {
             How::AtOnce => None,
             How::Pool(keeper) => keeper,

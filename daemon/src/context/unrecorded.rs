@@ -2,8 +2,7 @@
 //! obeys the session's roots, read-only flag and deny rules, and records nothing.
 
 use super::deny::Access;
-use super::gate::Gatekeeper;
-use super::step::{self, Passage, Step, Warm};
+use super::step::{self, How, Passage, Step, Warm};
 use super::{
     ContextError, Conventions, EditView, FileContext, Kind, ProviderError, ReadView, Replacement, Resolved,
     Snapshot, Stat, Version, WindowRequest, WriteView,
@@ -87,23 +86,26 @@ impl Unrecorded<'_> {
     }
 
     /// A write with the client's own expectation, of exactly `content` or keeping the replaced
-    /// file's conventions; a file one of the `gates` watches answers [`Step::NeedsGate`].
-    /// Blocking.
+    /// file's conventions; a file a gate watches answers [`Step::NeedsGate`], and one tried at
+    /// once [`Step::NeedsBlocking`].
     pub fn write(
         &self,
         path: &str,
         content: &str,
         expect: RawExpectation<'_>,
         conventions: Conventions,
-        gates: Option<&dyn Gatekeeper>,
+        how: How<'_>,
     ) -> Result<Step<WriteView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
+        if how.at_once() {
+            return Ok(Step::NeedsBlocking);
+        }
         let expect = match expect {
             RawExpectation::Any => Expectation::ANY,
             RawExpectation::CreateIfAbsent => Expectation::ABSENT,
             RawExpectation::ReplaceIfVersion(text) => Expectation::version(self.expected(&target, text)?),
         };
-        let written = self.files.write_gated(&target, content, expect, conventions, false, gates);
+        let written = self.files.write_gated(&target, content, expect, conventions, false, how.gates());
         let (path, display) = (target.path, target.display);
         step::then(written, &self.files, move |_, written| match written {
             Ok(outcome) => {
@@ -116,20 +118,23 @@ impl Unrecorded<'_> {
         })
     }
 
-    /// An edit against the client's own expected version; a file one of the `gates` watches
-    /// answers [`Step::NeedsGate`]. Blocking.
+    /// An edit against the client's own expected version; a file a gate watches answers
+    /// [`Step::NeedsGate`], and one tried at once [`Step::NeedsBlocking`].
     pub fn edit(
         &self,
         path: &str,
         change: &Replacement<'_>,
         expected: &str,
-        gates: Option<&dyn Gatekeeper>,
+        how: How<'_>,
     ) -> Result<Step<EditView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
+        if how.at_once() {
+            return Ok(Step::NeedsBlocking);
+        }
         let expected = self.expected(&target, expected)?;
         let prepare = || self.files.provider.prepare_edit(&target, change, expected);
         let expect = Expectation::version(expected);
-        let edited = match self.files.through_gate(&target, expect, false, gates, prepare)? {
+        let edited = match self.files.through_gate(&target, expect, false, how.gates(), prepare)? {
             Passage::Direct => match self.files.provider.edit(&target, change, expected, Pace::Blocking)? {
                 Paced::Done(edited) => Step::Done(edited),
                 Paced::NotAtOnce => Step::NeedsBlocking,

@@ -669,16 +669,7 @@ impl Instance {
                 }}),
             ),
         );
-        // A server that checks on save says nothing of an opened document until it is saved.
-        if self.server.did_save {
-            self.send_in(
-                &state,
-                &wire::notification(
-                    "textDocument/didSave",
-                    serde_json::json!({"textDocument": {"uri": uri}}),
-                ),
-            );
-        }
+        self.saved_in(&state, &uri);
         sent
     }
 
@@ -741,16 +732,17 @@ impl Instance {
                 serde_json::json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": &*text}]}),
             ),
         );
-        if self.server.did_save {
-            self.send_in(
-                &state,
-                &wire::notification(
-                    "textDocument/didSave",
-                    serde_json::json!({"textDocument": {"uri": uri}}),
-                ),
-            );
-        }
+        self.saved_in(&state, &uri);
         sent
+    }
+
+    /// Tells a server that checks on save (`did_save`) that `uri` was saved: it says nothing
+    /// of an opened or changed document until then.
+    fn saved_in(&self, state: &State, uri: &str) {
+        if self.server.did_save {
+            let saved = serde_json::json!({"textDocument": {"uri": uri}});
+            self.send_in(state, &wire::notification("textDocument/didSave", saved));
+        }
     }
 
     /// Closes `path` (gone, or long unused).

@@ -370,7 +370,7 @@ pub async fn file_write(
     let params: WriteParams = parse_params(FILE_WRITE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
     let (mut result, path, version) = run(&ctx, &ext, Way::Write, owner, move |files, _, how| {
-        wire(files, files.write(&params.path, &params.content, how.gates()), |view| {
+        wire(files, files.write(&params.path, &params.content, how), |view| {
             (write_result(view.display, view.created, view.version), view.path, view.version)
         })
     })
@@ -510,8 +510,7 @@ pub async fn fs_write_text(
         };
         let conventions =
             if params.keep_conventions.unwrap_or(false) { Conventions::Keep } else { Conventions::Exact };
-        let written =
-            files.unrecorded().write(&params.path, &params.content, expect, conventions, how.gates());
+        let written = files.unrecorded().write(&params.path, &params.content, expect, conventions, how);
         wire(files, written, |view| write_result(view.display, view.created, view.version))
     })
     .await
@@ -527,7 +526,7 @@ pub async fn fs_edit_text(
     run(&ctx, &ext, Way::Write, None, move |files, _, how| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
-        let edited = files.unrecorded().edit(&params.path, &change, &params.expected_version, how.gates());
+        let edited = files.unrecorded().edit(&params.path, &change, &params.expected_version, how);
         wire(files, edited, edit_result)
     })
     .await

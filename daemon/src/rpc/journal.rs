@@ -101,7 +101,7 @@ pub async fn journal_restore(
     let params: JournalRestoreParams = parse_params(JOURNAL_RESTORE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
     let (mut result, path, version) = run(&ctx, &ext, Way::Write, owner, move |files, _, how| {
-        wire(files, files.restore(&params.entry, params.force, how.gates()), |view| {
+        wire(files, files.restore(&params.entry, params.force, how), |view| {
             let result = JournalRestoreResult {
                 entry: view.entry.map_or_else(String::new, |seq| seq.to_string()),
                 display_path: view.display,

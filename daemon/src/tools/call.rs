@@ -230,7 +230,7 @@ fn run(
             (outcome, path)
         }
         Args::Write { path, content } => (
-            ctx.write(path, content, how.gates())
+            ctx.write(path, content, how)
                 .map(|step| step.map(|view| Text::changed(render::write(&view), view.path, view.version))),
             path,
         ),
@@ -257,7 +257,7 @@ fn run(
         }
         Args::Grep(request) => return searched(search::grep(ctx, &request, limits), name),
         Args::Undo { path } => (
-            ctx.undo(path, how.gates()).map(|step| {
+            ctx.undo(path, how).map(|step| {
                 step.map(|view| match view.restore.version {
                     Some(version) => Text::changed(render::undo(&view), view.restore.path.clone(), version),
                     None => Text::Plain(render::undo(&view)),

@@ -325,7 +325,7 @@ proptest! {
 
 /// Builds every filter of `listing` (a build of another test's listing may be running: tried
 /// again until this one went through).
-fn filled(listing: &crate::listing::Listing) -> Arc<Grams> {
+pub(super) fn filled(listing: &crate::listing::Listing) -> Arc<Grams> {
     let grams = listing.grams.clone().expect("kept warm");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !grams.is_complete() {

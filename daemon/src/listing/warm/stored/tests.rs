@@ -4,14 +4,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proptest::prelude::*;
 
 use crate::listing::Listings;
-use crate::listing::grams::{GramFilter, Grams};
+use crate::listing::grams::GramFilter;
 use crate::listing::index::{IndexConfig, Indexes, RootIndex};
 use crate::listing::stamp;
+use crate::listing::warm::tests::filled;
 use crate::provider::{Provider, ProviderConfig, Root, RootDir, Scope};
 
 /// The racy window the tests run with: what they wrote is trusted once it is this old.
@@ -192,19 +193,6 @@ impl Setup {
         let listings = Listings::for_provider(&provider);
         self.list(&listings, &provider).files.to_vec()
     }
-}
-
-/// Builds every filter of `listing` (a build of another test's listing may be running: tried
-/// again until this one went through).
-fn filled(listing: &crate::listing::Listing) -> Arc<Grams> {
-    let grams = listing.grams.clone().expect("kept warm");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !grams.is_complete() {
-        assert!(Instant::now() < deadline, "the filters were never built");
-        grams.fill(&listing.root, &listing.files, 1 << 20);
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    grams
 }
 
 /// Every filter `listing` holds is exactly the filter of its file's bytes now.
