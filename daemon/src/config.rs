@@ -108,7 +108,7 @@ pub struct Config {
     /// how much it searched.
     pub search_timeout: Duration,
     /// Most memory one search's regular expression may use: its compiled program and the lazy
-    /// DFA caches of the threads that run it (see `tools::search::RegexLimits`). A pattern whose
+    /// DFA caches of the threads that run it (see `search::RegexLimits`). A pattern whose
     /// program does not fit is refused.
     pub search_regex_bytes: usize,
 }

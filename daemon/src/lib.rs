@@ -16,6 +16,7 @@ pub mod memory;
 pub mod provider;
 pub mod random;
 pub mod rpc;
+pub mod search;
 pub mod session;
 pub mod stats;
 pub mod tools;

@@ -15,9 +15,7 @@ use crate::provider::resolve::display;
 
 pub use crate::provider::searched::{BINARY_BYTE, BINARY_PEEK, SearchContents, SearchSeen, is_binary};
 
-/// Largest file a search reads whole (so it can count as a read); bigger files are searched
-/// as streams and never recorded.
-pub const SEARCH_WHOLE_MAX_BYTES: u64 = 16 << 20;
+pub use crate::search::{Needles, SEARCH_WHOLE_MAX_BYTES};
 
 /// One file a search shows or reads: built only for the files a search keeps, so a warm
 /// search of a big tree allocates nothing per skipped file.
@@ -59,11 +57,6 @@ pub struct SearchFiles {
     /// The listing's trigram filters, when it is kept warm.
     grams: Option<Arc<Grams>>,
 }
-
-/// Literals a match of a search's pattern cannot do without: every group must have one of its
-/// literals in a file for the file to match (empty: no such literal is known).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Needles(pub Vec<Vec<Vec<u8>>>);
 
 impl SearchFiles {
     /// How many files were listed.
@@ -180,7 +173,7 @@ impl FileContext<'_> {
     /// it says so, [`FilesListed::Stopped`]. A walk dates the files `dated` accepts (see
     /// [`Dated`]; all when `None`). The deny rules apply per file, in
     /// [`search_file`](Self::search_file).
-    pub fn search_files(
+    pub(super) fn search_files(
         &self,
         path: Option<&str>,
         stop: &(dyn Fn() -> bool + Sync),
@@ -207,13 +200,13 @@ impl FileContext<'_> {
 
     /// Whether a deny rule hides listed file `index` from this session (cheaper than
     /// [`search_file`](Self::search_file), which also builds the path shown).
-    pub fn search_hidden(&self, files: &SearchFiles, index: usize) -> bool {
+    pub(super) fn search_hidden(&self, files: &SearchFiles, index: usize) -> bool {
         self.deny.check(&files.listed[index].rel, Access::Read).is_err()
     }
 
     /// Listed file `index` as the search shows it, or `None` when a deny rule hides it from
     /// this session.
-    pub fn search_file(&self, files: &SearchFiles, index: usize) -> Option<SearchFile> {
+    pub(super) fn search_file(&self, files: &SearchFiles, index: usize) -> Option<SearchFile> {
         let rel = &files.listed[index].rel;
         self.deny.check(rel, Access::Read).ok()?;
         let display = display(&files.root.path().join(rel), self.scope.cwd);
@@ -223,7 +216,7 @@ impl FileContext<'_> {
     /// Opens `file` for searching, beneath its root: with `whole` (a search that may count as a
     /// read), read whole and hashed up to [`SEARCH_WHOLE_MAX_BYTES`]; else, and for bigger
     /// files, as a stream.
-    pub fn open_search_file(
+    pub(super) fn open_search_file(
         &self,
         files: &SearchFiles,
         file: &SearchFile,
@@ -245,7 +238,7 @@ impl FileContext<'_> {
     /// [`SEARCH_WHOLE_MAX_BYTES`], bigger files as a stream. While deny rules for reads apply,
     /// read whole is hashed too, for the links of the descriptor it was read from: a file with
     /// several names is refused (see [`FileContext::one_name`]).
-    pub fn open_search_bytes(
+    pub(super) fn open_search_bytes(
         &self,
         files: &SearchFiles,
         file: &SearchFile,
@@ -291,14 +284,14 @@ impl FileContext<'_> {
     }
 
     /// Whether `file` is still a regular file reached through no symlink (for listing it).
-    pub fn still_listed(&self, files: &SearchFiles, file: &SearchFile) -> bool {
+    pub(super) fn still_listed(&self, files: &SearchFiles, file: &SearchFile) -> bool {
         self.provider.is_listed_file(&files.root, &files.listed[file.index].rel)
     }
 
     /// Records that lines of `file`, read whole as `seen` with `bytes`, were shown to the
     /// session: a read of that version, when the file has not changed since (else nothing is
     /// recorded). Returns whether it was recorded.
-    pub fn record_search(
+    pub(super) fn record_search(
         &self,
         files: &SearchFiles,
         file: &SearchFile,

@@ -270,7 +270,7 @@ async fn tool_call(
     let work = move |files: &FileContext<'_>, options: &SessionOptions, how: How<'_>| {
         let delivered = dedup.as_deref().map(Owner::delivered);
         let cancelled = || token.as_ref().is_some_and(|t| t.is_cancelled());
-        let limits = tools::search::Limits { cancelled: &cancelled, timeout, regex_bytes };
+        let limits = crate::search::SearchLimits { cancelled: &cancelled, timeout, regex_bytes };
         let call = |out: Option<&mut Vec<u8>>| {
             tools::call(files, options, (tool, &params.arguments), how, delivered, &limits, out)
         };

@@ -449,7 +449,7 @@ fn status(
         search_slots_waiting: searches.waiting as u64,
         search_regex_bytes: ctx.config.search_regex_bytes as u64,
         search_memory_bytes: (searches.total as u64).saturating_mul(
-            (ctx.config.search_regex_bytes as u64).saturating_add(tools::search::SEARCH_BUFFER_BYTES),
+            (ctx.config.search_regex_bytes as u64).saturating_add(crate::search::SEARCH_BUFFER_BYTES),
         ),
         watches_held: watches_held as u64,
         watches_cap: watches_cap as u64,

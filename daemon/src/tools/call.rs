@@ -195,7 +195,7 @@ fn run(
     (tool, args): (ToolName, &Value),
     how: How<'_>,
     delivered: Option<&Delivered>,
-    limits: &search::Limits<'_>,
+    limits: &crate::search::SearchLimits<'_>,
     json: Option<&mut Vec<u8>>,
 ) -> Result<Outcome, Invalid> {
     let name = tool.as_str();
@@ -392,7 +392,7 @@ pub fn call(
     (tool, args): (ToolName, &Value),
     how: How<'_>,
     delivered: Option<&Delivered>,
-    limits: &search::Limits<'_>,
+    limits: &crate::search::SearchLimits<'_>,
     json: Option<&mut Vec<u8>>,
 ) -> Outcome {
     match run(ctx, options, (tool, args), how, delivered, limits, json) {

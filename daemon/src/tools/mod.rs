@@ -4,7 +4,6 @@
 
 mod call;
 pub mod dedup;
-mod pieces;
 pub mod render;
 pub mod search;
 

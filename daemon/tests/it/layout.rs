@@ -595,13 +595,43 @@ fn a_search_tells_a_binary_file_one_way() {
     let own: Vec<String> = krate
         .files
         .iter()
-        .filter(|(file, _)| file.starts_with("tools") || file.starts_with("listing"))
+        .filter(|(file, _)| ["tools", "listing", "search"].iter().any(|m| file.starts_with(m)))
         .filter(|(_, code)| code.contains("memchr(0") || code.contains(r"b'\x00'") || code.contains("quit(0"))
         .map(|(file, _)| krate.shown(file))
         .collect();
     assert!(own.is_empty(), "binary files found by a NUL byte of their own (use is_binary): {own:?}");
     let defined = krate.files.values().filter(|code| code.contains("pub fn is_binary(")).count();
     assert_eq!(defined, 1, "one is_binary");
+}
+
+/// The search tools turn arguments into a query and finds into text, nothing more: the engine
+/// that probes files on threads a batch at a time, reads them in pieces and runs the regex and
+/// the globs lives beneath the file context, in `search/`.
+#[test]
+fn the_search_tools_run_no_search_engine() {
+    let krate = daemon();
+    let machinery = [
+        "std::thread",
+        "thread::scope",
+        "AtomicUsize",
+        "Mutex",
+        "batches(",
+        "probe_all",
+        "pieces::",
+        "grep_searcher",
+        "grep_regex",
+        "globset",
+        "ignore::",
+    ];
+    let found: Vec<String> = krate
+        .files
+        .iter()
+        .filter(|(file, _)| file.starts_with("tools"))
+        .flat_map(|(file, code)| {
+            machinery.iter().filter(|m| code.contains(*m)).map(|m| format!("{}: {m}", krate.shown(file)))
+        })
+        .collect();
+    assert!(found.is_empty(), "tools/ runs search machinery (it belongs in search/):\n{}", found.join("\n"));
 }
 
 /// Only the runner (`rpc/run.rs`) runs a call through the gates, with the one `Gates::run`,
@@ -653,7 +683,7 @@ fn module_arrows(krate: &Crate) -> BTreeMap<String, BTreeSet<String>> {
 const FLOORS: &[&[&str]] = &[
     &["json", "lru", "random", "memory", "stats", "descriptors", "listen", "xdg"],
     &["provider"],
-    &["listing", "journal", "lsp"],
+    &["listing", "journal", "lsp", "search"],
     &["context"],
     &["watch"],
     &["session"],

@@ -12,24 +12,6 @@ fn lines_are_cut_and_cleaned() {
 }
 
 #[test]
-fn a_pattern_over_its_program_bound_is_too_big_and_says_so() {
-    let build = |pattern: &str, bytes: usize| {
-        let limits = RegexLimits::of(bytes);
-        RegexMatcherBuilder::new().size_limit(limits.program).dfa_size_limit(limits.dfa_cache).build(pattern)
-    };
-    assert_eq!(RegexLimits::of(16 << 20), RegexLimits { program: 4 << 20, dfa_cache: 2 << 20 });
-    // grep-regex's text for the case, which `too_big` recognises.
-    let err = build(r"\w{200}", 16 << 20).unwrap_err();
-    assert!(too_big(&err), "{err}");
-    assert!(!too_big(&build("(", 16 << 20).unwrap_err()));
-    // The smallest bound still takes a few Unicode classes; the default one \w{50}.
-    assert!(build(r"\w{4}", crate::config::MIN_SEARCH_REGEX_BYTES as usize).is_ok());
-    assert!(build(r"\w{50}", crate::config::DEFAULT_SEARCH_REGEX_BYTES as usize).is_ok());
-    assert_eq!(size_text(4 << 20), "4 MiB");
-    assert_eq!(size_text(300 * 1024), "300 KiB");
-}
-
-#[test]
 fn a_search_out_of_time_says_how_much_it_searched() {
     let req = GrepRequest {
         pattern: "x",
@@ -47,15 +29,14 @@ fn a_search_out_of_time_says_how_much_it_searched() {
     };
     let mut out = Out { room: 1000, ..Out::default() };
     out.entry("a.txt:3");
-    let skipped = Skipped { unreadable: 0, too_big: 2 };
-    let timed_out = TimedOut { limit: "0.5 s".to_owned(), searched: 7, total: 9 };
+    let end = GrepEnd { too_big: 2, timed_out: Some((7, 9)), ..GrepEnd::default() };
     expect_test::expect![[r#"
         a.txt:3
 
         (The search stopped at its time limit of 0.5 s with 7 of 9 files searched: more matches may exist. Narrow the path, glob or type, or simplify the pattern.)
 
         (2 files over 16 MiB were not searched: a multiline search reads each file whole. Search them without multiline.)"#]]
-    .assert_eq(&finish(out, &req, &skipped, Some(&timed_out), false));
+    .assert_eq(&finish(out, &req, &end, "0.5 s"));
 }
 
 #[test]

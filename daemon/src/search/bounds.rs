@@ -1,18 +1,16 @@
 //! What a search may spend and how it keeps to it: its memory bounds, its clock and
-//! cancellation, the listing of its files within them, and why a search could not run.
+//! cancellation, and why it stopped.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::context::search::{Dated, FilesListed, SEARCH_WHOLE_MAX_BYTES, SearchFiles};
-use crate::context::{ContextError, FileContext};
-
-/// Bytes kept for the footer of a search answer.
-pub(super) const FOOTER_ROOM: usize = 400;
+/// Largest file a search reads whole (so it can count as a read); bigger files are searched
+/// as streams and never recorded.
+pub const SEARCH_WHOLE_MAX_BYTES: u64 = 16 << 20;
 
 /// Most bytes a searcher buffers beyond its first 64 KiB: a line of a file searched as a
 /// stream, or a whole file a multiline search reads (files up to [`SEARCH_WHOLE_MAX_BYTES`]).
-pub(super) const SEARCH_HEAP_BYTES: usize = SEARCH_WHOLE_MAX_BYTES as usize + (1 << 20);
+pub(crate) const SEARCH_HEAP_BYTES: usize = SEARCH_WHOLE_MAX_BYTES as usize + (1 << 20);
 
 /// What a searcher's line buffer starts with (grep-searcher's default), before
 /// [`SEARCH_HEAP_BYTES`] more.
@@ -25,7 +23,7 @@ const LINE_BUFFER_START: u64 = 64 * 1024;
 pub const SEARCH_BUFFER_BYTES: u64 = 2 * (LINE_BUFFER_START + SEARCH_HEAP_BYTES as u64);
 
 /// What a search may spend, and how it learns that its request was cancelled.
-pub struct Limits<'a> {
+pub struct SearchLimits<'a> {
     /// Whether the request was cancelled (asked between files and between pieces of a file).
     pub cancelled: &'a (dyn Fn() -> bool + Sync),
     /// How long the search may run before it stops and answers what it found.
@@ -35,7 +33,7 @@ pub struct Limits<'a> {
 }
 
 /// How one search's regex bound is shared out. A search runs its regex on at most two threads
-/// (see `grep::probe_all`), and the engine builds its program forward and reversed and gives each
+/// (see `search::probe`), and the engine builds its program forward and reversed and gives each
 /// thread a lazy DFA cache for each direction; so a quarter each way for the program and an
 /// eighth each way and thread for the caches add up to the bound. The lazy DFA clears a full
 /// cache and, when that happens too often, hands over to a slower engine that needs no more;
@@ -56,7 +54,7 @@ impl RegexLimits {
 }
 
 /// A search's clock and its cancellation.
-pub(super) struct Budget<'a> {
+pub struct Clock<'a> {
     cancelled: &'a (dyn Fn() -> bool + Sync),
     timeout: Duration,
     /// When it stops searching.
@@ -66,8 +64,9 @@ pub(super) struct Budget<'a> {
     timed_out: AtomicBool,
 }
 
-impl<'a> Budget<'a> {
-    pub(super) fn new(limits: &Limits<'a>) -> Self {
+impl<'a> Clock<'a> {
+    /// The clock of a search within `limits`, started now.
+    pub fn new(limits: &SearchLimits<'a>) -> Self {
         let now = Instant::now();
         let deadline = now.checked_add(limits.timeout).unwrap_or(now + Duration::from_secs(86_400));
         let grace = deadline.checked_add(limits.timeout / 4).unwrap_or(deadline);
@@ -89,22 +88,23 @@ impl<'a> Budget<'a> {
     }
 
     /// Whether the search must stop now: cancelled, or out of time.
-    pub(super) fn stop(&self) -> bool {
+    pub fn stop(&self) -> bool {
         (self.cancelled)() || self.past(self.deadline)
     }
 
     /// Whether showing the lines of a file found matching must stop: cancelled, or past the
     /// deadline's grace.
-    pub(super) fn stop_showing(&self) -> bool {
+    pub fn stop_showing(&self) -> bool {
         (self.cancelled)() || self.past(self.grace)
     }
 
-    pub(super) fn cancelled(&self) -> bool {
+    /// Whether its request was cancelled.
+    pub fn cancelled(&self) -> bool {
         (self.cancelled)()
     }
 
     /// Why the search stopped, if it did: its request cancelled, else its time out.
-    pub(super) fn stopped(&self) -> Option<Stopped> {
+    pub fn stopped(&self) -> Option<Stopped> {
         if self.cancelled() {
             Some(Stopped::Cancelled)
         } else if self.timed_out.load(Ordering::Relaxed) {
@@ -115,72 +115,18 @@ impl<'a> Budget<'a> {
     }
 
     /// The time limit as the model reads it.
-    pub(super) fn limit_text(&self) -> String {
+    pub fn limit_text(&self) -> String {
         format!("{} s", self.timeout.as_secs_f64())
     }
 }
 
-/// The answer of a search whose time ran out while it listed the files under `base`.
-fn listing_timed_out(budget: &Budget<'_>, base: &str) -> String {
-    format!(
-        "The search stopped at its time limit of {} while listing the files under {base}: nothing was searched. Narrow the path.",
-        budget.limit_text()
-    )
-}
-
 /// Why a search stopped before it looked at every file it would.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stopped {
+pub enum Stopped {
     /// Its request was cancelled (or its client left): it answers nothing.
     Cancelled,
     /// Its time ran out: it answers what it found, and says how much it searched.
     TimedOut,
     /// Its answer is full (`head_limit`, or its output budget): what it shows is all it shows.
     Bounded,
-}
-
-/// What listing a search's files gave it.
-pub(super) enum SearchListed {
-    /// The files.
-    Files(SearchFiles),
-    /// The answer of a search whose time ran out while listing them.
-    TimedOut(String),
-}
-
-/// The files of a search, or why it stopped listing them: out of time ([`SearchListed::TimedOut`]),
-/// or cancelled (an error: it answers nothing).
-pub(super) fn listed(
-    ctx: &FileContext<'_>,
-    path: Option<&str>,
-    budget: &Budget<'_>,
-    dated: Option<&Dated<'_>>,
-) -> Result<SearchListed, SearchError> {
-    match ctx.search_files(path, &|| budget.stop(), dated)? {
-        FilesListed::Files(files) => Ok(SearchListed::Files(files)),
-        FilesListed::Stopped { path } => match budget.stopped() {
-            Some(Stopped::TimedOut) => Ok(SearchListed::TimedOut(listing_timed_out(budget, &path))),
-            Some(Stopped::Cancelled | Stopped::Bounded) | None => {
-                Err(SearchError::File(ContextError::Cancelled { path }))
-            }
-        },
-    }
-}
-
-/// Why a search could not run.
-#[derive(Debug)]
-pub enum SearchError {
-    /// An argument is wrong (a bad pattern, glob or type), phrased for the model.
-    Invalid(String),
-    /// The file context refused or failed.
-    File(ContextError),
-}
-
-impl From<ContextError> for SearchError {
-    fn from(err: ContextError) -> Self {
-        Self::File(err)
-    }
-}
-
-pub(super) fn cancelled(files: &SearchFiles) -> SearchError {
-    SearchError::File(ContextError::Cancelled { path: files.base.display().to_string() })
 }
