@@ -232,11 +232,15 @@ fn a_daemon_killed_while_it_writes_the_index_leaves_the_old_one_or_the_new_one()
         let mut raw = session(&dying, &root);
         assert_eq!(grepped(&mut raw), holding_needle(&root));
         std::fs::write(root.join("src/mod2/late.rs"), format!("fn late() {{ {NEEDLE}(); }}\n")).unwrap();
+        // Waited for by glob, not grep: a grep starts building the new file's filters, whose
+        // first build writes the index in the background, and this daemon dies writing it; a
+        // grep in a loop could be the one it dies in. The one grep below answers first.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !grepped(&mut raw).contains(&"src/mod2/late.rs".to_owned()) {
+        while !tool_ok(&mut raw, "glob", json!({"pattern": "**/late.rs"})).contains("late.rs") {
             assert!(Instant::now() < deadline, "the new file never showed");
             std::thread::sleep(Duration::from_millis(20));
         }
+        assert!(grepped(&mut raw).contains(&"src/mod2/late.rs".to_owned()));
         drop(raw);
         dying.signal(rustix::process::Signal::TERM);
         let status = dying.wait_exit();
