@@ -1,6 +1,9 @@
 //! filectxd as a library: [`run`] serves a bound listener until a shutdown future resolves, so
 //! tests can run the daemon in-process; [`listen::bind`] takes the socket path safely.
 
+// The daemon's docs are for the people who work on it: a module's doc names its private parts.
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod cli;
 pub mod config;
 pub mod context;

@@ -2,6 +2,10 @@
 //! its unit. clap parses the command line into [`Args`] and serde parses the config file into the
 //! same struct, so a setting is written once; [`super::settings`] layers the two over the defaults.
 
+// The fields' doc comments are `--help` text, read in a terminal as written: a
+// `[[language_server]]` or `<socket>` there is no link and no HTML tag.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 use std::path::PathBuf;
 
 use clap::Parser;

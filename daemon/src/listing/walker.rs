@@ -2,7 +2,7 @@
 //! with `openat(O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK)` relative to its parent's descriptor
 //! (the root's handle at the top), its entries are read from that descriptor (`getdents`),
 //! its files are `fstatat`'d relative to it without following links, and its ignore files
-//! are read beneath it (see [`rules`](super::rules)). Nothing is ever resolved by name from
+//! are read beneath it (see [`super::rules`]). Nothing is ever resolved by name from
 //! `/`, so a folder swapped for a link to outside while the walk is under way is walked as the
 //! folder it was, or not at all: nothing outside is ever listed.
 //!

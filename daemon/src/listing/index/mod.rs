@@ -1,6 +1,6 @@
 //! The search index: each root's kept listings and their trigram filters, persisted in a
 //! private folder (`$XDG_STATE_HOME/filectx/index/` by default), one file per root, so that the
-//! first search after a start is as warm as the last one before it (see [`format`] for the
+//! first search after a start is as warm as the last one before it (see [`format`](mod@format) for the
 //! bytes, [`section`] for what a validation reads of them).
 //!
 //! An index is never trusted, only validated, the way git validates its index: a walk beneath
