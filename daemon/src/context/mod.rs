@@ -41,7 +41,7 @@ use crate::listing::Listings;
 use crate::provider::resolve::Fence;
 use crate::provider::store::Content;
 use crate::provider::{
-    EditOutcome, Expectation, Lookup, Pace, Paced, Provider, Resolved, Stat, WriteOutcome,
+    ChangeToPrepare, EditOutcome, Expectation, Lookup, Pace, Paced, Provider, Resolved, Stat, WriteOutcome,
 };
 
 /// What a language server said of a file: its diagnostics, how fresh, what a change introduced.
@@ -684,7 +684,7 @@ impl<'a> FileContext<'a> {
         how: How<'_>,
     ) -> Result<Step<EditOutcome>, ContextError> {
         let expect = Expectation::version(expected);
-        let prepare = || self.provider.prepare_edit(target, change, expected);
+        let prepare = || self.provider.prepare(target, ChangeToPrepare::Edit { change, expected });
         Ok(match self.through_gate(target, expect, true, how.gates(), prepare)? {
             Passage::Direct if how.at_once() => {
                 match self.provider.edit(target, change, expected, Pace::AtOnce) {

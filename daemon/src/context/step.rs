@@ -7,7 +7,7 @@
 
 use super::gate::{GateRefusal, Gatekeeper, Intent, Subject, linked};
 use super::{ContextError, Conventions, FileContext, ProviderError};
-use crate::provider::{Committed, Expectation, Prepared, Resolved, WriteOutcome};
+use crate::provider::{ChangeToPrepare, Committed, Expectation, Prepared, Resolved, WriteOutcome};
 
 /// How the runner runs a read, write, edit or restore: its choice, handed to each call of the
 /// file context (which holds no mode of its own).
@@ -286,7 +286,10 @@ impl super::FileContext<'_> {
         gates: Option<&dyn Gatekeeper>,
     ) -> Result<Step<WriteOutcome>, ContextError> {
         let max_old = self.provider.store().max_file_bytes();
-        let prepare = || self.provider.prepare_write(target, content, expect, conventions, max_old);
+        let prepare = || {
+            let change = ChangeToPrepare::Write { content, expect, conventions, max_old };
+            self.provider.prepare(target, change)
+        };
         Ok(match self.through_gate(target, expect, recorded, gates, prepare)? {
             Passage::Direct => Step::Done(self.provider.write(target, content, expect, conventions)?),
             Passage::Done(prepared, done) => Step::Done(written(prepared, done)),

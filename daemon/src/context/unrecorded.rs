@@ -7,7 +7,7 @@ use super::{
     ContextError, Conventions, EditView, FileContext, Kind, ProviderError, ReadView, Replacement, Resolved,
     Snapshot, Stat, Version, WindowRequest, WriteView,
 };
-use crate::provider::{Expectation, Lookup, Pace, Paced};
+use crate::provider::{ChangeToPrepare, Expectation, Lookup, Pace, Paced};
 
 /// What `fs/writeText` expects to find, as the client said it (the version still as text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +132,7 @@ impl Unrecorded<'_> {
             return Ok(Step::NeedsBlocking);
         }
         let expected = self.expected(&target, expected)?;
-        let prepare = || self.files.provider.prepare_edit(&target, change, expected);
+        let prepare = || self.files.provider.prepare(&target, ChangeToPrepare::Edit { change, expected });
         let expect = Expectation::version(expected);
         let edited = match self.files.through_gate(&target, expect, false, how.gates(), prepare)? {
             Passage::Direct => match self.files.provider.edit(&target, change, expected, Pace::Blocking)? {

@@ -60,7 +60,7 @@ pub use self::outcome::{
     Conventions, EditOutcome, Expectation, Kind, Pace, Paced, ReadAt, ReadOutcome, Stat, WriteOutcome,
 };
 use self::own::OwnWrites;
-pub use self::prepared::{Committed, Prepared};
+pub use self::prepared::{ChangeToPrepare, Committed, Prepared};
 pub use self::resolve::{Lookup, Opened, Resolved, Scope};
 pub use self::snapshot::{Changed, Snapshot, WindowError};
 use self::store::ContentStore;

@@ -1,7 +1,7 @@
 //! A write or edit in two steps, for the writes something must see before they land (a gate):
-//! [`Provider::prepare_write`] and [`Provider::prepare_edit`] make every check of the one-step
-//! path (locks, inode re-check, expectation, text, match) and compute the bytes to write under
-//! the locks, then let go of them; [`Provider::commit`] takes the locks again, checks that the
+//! [`Provider::prepare`] makes every check of the one-step path (locks, inode re-check,
+//! expectation, text, match) and computes the bytes to write under the locks, then lets go of
+//! them; [`Provider::commit`] takes the locks again, checks that the
 //! file is still at the version prepared against (or still absent), and replaces (or creates)
 //! it. A file that changed in between is `StaleVersion`: nothing is ever written that was not
 //! prepared against the very content it replaces.
@@ -42,11 +42,50 @@ pub struct Committed {
     pub entry: Option<u64>,
 }
 
+/// What a two-step change is: a whole-file write or an edit, as the one-step entries take them.
+#[derive(Debug, Clone, Copy)]
+pub enum ChangeToPrepare<'a, 'r> {
+    /// `content` as the whole of the file if `expect` holds, conventions kept as asked; the
+    /// replaced bytes are kept in [`Prepared::old`] when the file has at most `max_old` bytes.
+    Write {
+        /// The new content.
+        content: &'a str,
+        /// What must hold of the file.
+        expect: Expectation,
+        /// Line endings and BOM: kept from the file, or as given.
+        conventions: Conventions,
+        /// The most replaced bytes kept.
+        max_old: usize,
+    },
+    /// `change` made to the file at version `expected` (its bytes kept in [`Prepared::old`]).
+    Edit {
+        /// The replacement.
+        change: &'a Replacement<'r>,
+        /// The version the edit was made against.
+        expected: Version,
+    },
+}
+
 impl Provider {
+    /// The first step of a two-step change: the checks and the bytes of [`Provider::write`] or
+    /// [`Provider::edit`], nothing written; [`Provider::commit`] is the second.
+    pub fn prepare(
+        &self,
+        target: &Resolved,
+        change: ChangeToPrepare<'_, '_>,
+    ) -> Result<Prepared, ProviderError> {
+        match change {
+            ChangeToPrepare::Write { content, expect, conventions, max_old } => {
+                self.prepare_write(target, content, expect, conventions, max_old)
+            }
+            ChangeToPrepare::Edit { change, expected } => self.prepare_edit(target, change, expected),
+        }
+    }
+
     /// The first step of [`Provider::write`]: the same checks and the same bytes (conventions
     /// kept as asked), nothing written. The replaced bytes are kept in `old` when the file has
     /// at most `max_old` bytes.
-    pub fn prepare_write(
+    fn prepare_write(
         &self,
         target: &Resolved,
         content: &str,
@@ -94,7 +133,7 @@ impl Provider {
 
     /// The first step of [`Provider::edit`]: the same checks and the same new bytes, nothing
     /// written. The edited file's bytes are kept in `old` (an edit reads them whole anyway).
-    pub fn prepare_edit(
+    fn prepare_edit(
         &self,
         target: &Resolved,
         change: &Replacement<'_>,

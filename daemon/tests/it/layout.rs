@@ -567,7 +567,8 @@ fn the_file_context_holds_no_mode() {
 
 /// The provider offers one entry per operation; its fast paths (a warm read, a read or edit at
 /// once, the warm read of what resolution opened) are private strategies that entry picks
-/// from, at the pace its caller gives.
+/// from, at the pace its caller gives, and a gated change's first step is one `prepare` of
+/// either change.
 #[test]
 fn the_provider_has_one_entry_per_operation() {
     let krate = daemon();
@@ -576,7 +577,8 @@ fn the_provider_has_one_entry_per_operation() {
         for line in code.lines() {
             let Some(name) = line.trim().strip_prefix("pub fn ") else { continue };
             let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            if name.ends_with("_at_once") || ["read_opened", "read_cached"].contains(&name.as_str()) {
+            let strategy = ["read_opened", "read_cached", "prepare_edit", "prepare_write"];
+            if name.ends_with("_at_once") || strategy.contains(&name.as_str()) {
                 strategies.push(format!("{}: {name}", krate.shown(file)));
             }
         }
