@@ -1,8 +1,8 @@
 //! Write-intent gates: sessions that must allow every write or edit under their paths before
 //! it lands, and the asking of them.
 //!
-//! A write call runs through [`Gates::run`] inside its file-work slot. With no gate registered
-//! that is one look at an empty list, and the call takes the one-step write path. When a gate's
+//! A write call runs with the gates held ([`Gates::hold`]) inside its file-work slot. With no gate
+//! registered that is one look at an empty list, and the call takes the one-step write path. When a gate's
 //! paths cover the file, the file context prepares the write and answers it as a [`Pending`]
 //! change holding its [`Intent`]; the slot is released, and [`Gates::ask`] asks each covering
 //! gate in registration order with a `gate/writeIntent` request, waiting on an `.await` that
@@ -315,6 +315,52 @@ pub fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= MAX_NAME_BYTES && !name.chars().any(hostile)
 }
 
+/// The gates as one call's descent asks about them (none has allowed anything yet).
+#[derive(Debug)]
+struct Watching(Arc<Vec<Arc<Gate>>>);
+
+impl Gatekeeper for Watching {
+    fn watches(&self, subject: Subject<'_>) -> bool {
+        Keeper { gates: &self.0, allowed: &[] }.watches(subject)
+    }
+
+    fn unasked(&self, subject: Subject<'_>, operation: Operation) -> bool {
+        Keeper { gates: &self.0, allowed: &[] }.unasked(subject, operation)
+    }
+}
+
+/// The gates held for one call ([`Gates::hold`]): the barrier's read side, and the gates
+/// registered when it started. Dropped when the call ends, letting go of the gates whose
+/// sessions ended meanwhile.
+#[derive(Debug)]
+pub struct HeldGates<'g> {
+    _barrier: std::sync::RwLockReadGuard<'g, ()>,
+    registry: &'g Gates,
+    at_once: bool,
+    /// The gates registered (`None`: none was).
+    watching: Option<Watching>,
+}
+
+impl HeldGates<'_> {
+    /// How the call runs: at once, or on the pool with the gates held.
+    pub fn how(&self) -> How<'_> {
+        if self.at_once {
+            return How::AtOnce;
+        }
+        How::Pool(self.watching.as_ref().map(|w| w as &dyn Gatekeeper))
+    }
+}
+
+impl Drop for HeldGates<'_> {
+    fn drop(&mut self) {
+        if let Some(Watching(gates)) = &self.watching
+            && gates.iter().any(|gate| !gate.open())
+        {
+            self.registry.prune();
+        }
+    }
+}
+
 /// The daemon's gates.
 #[derive(Debug)]
 pub struct Gates {
@@ -364,28 +410,27 @@ impl Gates {
         }
     }
 
-    /// Runs one call's `work` with the gates registered now, as the runner chose. At once (on
-    /// an async worker): only when no gate is registered and no registration is under way (it
-    /// never waits for the barrier), `work` getting [`How::AtOnce`]; `None` otherwise, and
-    /// `work` did not run. A registration that starts meanwhile waits for `work` like for any
-    /// write call. On the pool (blocking: on the file-work slot's thread), always `Some`:
-    /// `work` gets [`How::Pool`] with the gates, and a write or edit of a file one of them
-    /// watches answers [`Step::NeedsGate`].
-    pub fn run<T>(&self, at_once: bool, work: impl FnOnce(How<'_>) -> T) -> Option<T> {
+    /// The gates registered now, held for one call as the runner chose [`How`] it runs, until
+    /// the [`HeldGates`] is dropped: a registration that starts meanwhile waits for the call,
+    /// like for any write call. At once (on an async worker): only when no gate is registered
+    /// and no registration is under way (it never waits for the barrier), the call getting
+    /// [`How::AtOnce`]; `None` otherwise, and the call must not run at once. On the pool
+    /// (blocking: on the file-work slot's thread), always `Some`: the call gets [`How::Pool`]
+    /// with the gates, and a write or edit of a file one of them watches answers
+    /// [`Step::NeedsGate`].
+    pub fn hold(&self, at_once: bool) -> Option<HeldGates<'_>> {
         if at_once {
-            let _barrier = self.barrier.try_read().ok()?;
-            return (self.count.load(Ordering::Acquire) == 0).then(|| work(How::AtOnce));
+            let barrier = self.barrier.try_read().ok()?;
+            return (self.count.load(Ordering::Acquire) == 0).then_some(HeldGates {
+                _barrier: barrier,
+                registry: self,
+                at_once,
+                watching: None,
+            });
         }
-        let _barrier = self.barrier.read().unwrap_or_else(PoisonError::into_inner);
-        if self.count.load(Ordering::Acquire) == 0 {
-            return Some(work(How::POOL));
-        }
-        let gates = self.list();
-        let answer = work(How::Pool(Some(&Keeper { gates: &gates, allowed: &[] })));
-        if gates.iter().any(|gate| !gate.open()) {
-            self.prune();
-        }
-        Some(answer)
+        let barrier = self.barrier.read().unwrap_or_else(PoisonError::into_inner);
+        let watching = (self.count.load(Ordering::Acquire) > 0).then(|| Watching(self.list()));
+        Some(HeldGates { _barrier: barrier, registry: self, at_once, watching })
     }
 
     /// Commits `pending` (blocking: on the file-work slot's thread), which the gates in

@@ -1,7 +1,9 @@
 //! The one runner of the file methods: [`run`] decides how a call's file work runs — right here
 //! on the async worker (a warm read, an edit the provider can make at once with no gate
 //! registered), on the blocking pool in a fair slot, or through the write-intent gates — and
-//! every handler of `tools/call`, `file/*`, `fs/*` and `gate/register` goes through it.
+//! every handler of `tools/call`, `file/*`, `fs/*` and `gate/register` goes through it. A write
+//! or edit runs with the gates held ([`crate::gate::Gates::hold`]): [`How`] it runs is a value the
+//! runner hands the call, not a closure the gates run.
 
 use std::sync::Arc;
 
@@ -61,7 +63,8 @@ where
     // `Step::NeedsBlocking` (it did nothing) runs `work` again, on the pool.
     if matches!(way, Way::Read | Way::Edit) {
         let tried = at_once(ctx, ext, owner.as_deref(), |files, options| match way {
-            Way::Edit => ctx.gates.run(true, |how| work(files, options, how)),
+            // At once only while no gate is registered; the gates held until it is done.
+            Way::Edit => ctx.gates.hold(true).map(|held| work(files, options, held.how())),
             _ => Some(work(files, options, How::AtOnce)),
         })?;
         match tried {
@@ -172,10 +175,9 @@ where
     let cancel = ext.get::<Cancel>().map(|c| c.0.clone());
     let gates = ctx.gates.clone();
     let mut step = in_slot(ctx, ext, &ctx.file_work, owner.clone(), move |files, options| {
-        // On the pool the gates always run it.
-        gates
-            .run(false, |how| work(files, options, how))
-            .unwrap_or_else(|| Err(internal("the gates ran no call")))
+        // On the pool the gates are always held, for as long as it runs.
+        let held = gates.hold(false).ok_or_else(|| internal("the gates were not held"))?;
+        work(files, options, held.how())
     })
     .await?;
     let mut asked = Asked::default();

@@ -636,25 +636,34 @@ fn the_search_tools_run_no_search_engine() {
     assert!(found.is_empty(), "tools/ runs search machinery (it belongs in search/):\n{}", found.join("\n"));
 }
 
-/// Only the runner (`rpc/run.rs`) runs a call through the gates, with the one `Gates::run`,
-/// which also says whether a call may run at once: no second entry beside it.
+/// Only the runner (`rpc/run.rs`) holds the gates for a call, with the one `Gates::hold`, which
+/// also says whether a call may run at once and hands it `How` as a value (the gates run no
+/// closure of the call's): no second entry beside it.
 #[test]
 fn only_the_runner_runs_the_gates() {
     let krate = daemon();
     let callers: Vec<String> = krate
         .files
         .iter()
-        .filter(|(_, code)| code.contains("gates.run("))
+        .filter(|(_, code)| code.contains("gates.hold(") || code.contains("gates.run("))
         .map(|(file, _)| krate.shown(file))
         .collect();
-    assert_eq!(callers, ["daemon/src/rpc/run.rs"], "Gates::run is the runner's");
+    assert_eq!(callers, ["daemon/src/rpc/run.rs"], "Gates::hold is the runner's");
     let gates = &krate.files[Path::new("gate/mod.rs")];
     let entries: Vec<&str> = gates
         .lines()
         .map(str::trim)
-        .filter(|line| line.starts_with("pub fn run") || line.starts_with("pub(crate) fn run"))
+        .filter(|line| {
+            ["pub fn run", "pub(crate) fn run", "pub fn hold", "pub(crate) fn hold"]
+                .iter()
+                .any(|p| line.starts_with(p))
+        })
         .collect();
-    assert_eq!(entries.len(), 1, "one way to run a call through the gates: {entries:?}");
+    assert_eq!(
+        entries,
+        ["pub fn hold(&self, at_once: bool) -> Option<HeldGates<'_>> {"],
+        "one way to hold the gates for a call"
+    );
 }
 
 /// The top-level module a file of `src` belongs to (`provider` for `provider/index.rs`, `json`
