@@ -21,4 +21,4 @@ pub use bounds::{Clock, RegexLimits, SEARCH_BUFFER_BYTES, SEARCH_WHOLE_MAX_BYTES
 pub use glob::{PathMatch, Times};
 pub use lines::{GrepOut, LineSearcher, LinesShown};
 pub use probe::{Probe, Searchable, batches, probe_all};
-pub use query::{GrepArgs, GrepMode, GrepQuery, InvalidQuery, Needles};
+pub use query::{GrepMode, GrepQuery, GrepSpec, InvalidQuery, Needles};

@@ -49,7 +49,7 @@ pub struct GrepQuery {
 
 /// The arguments a [`GrepQuery`] is built from.
 #[derive(Debug, Clone, Copy)]
-pub struct GrepArgs<'a> {
+pub struct GrepSpec<'a> {
     /// The regular expression.
     pub pattern: &'a str,
     /// Only files matching this glob (ripgrep's `-g`).
@@ -68,7 +68,7 @@ pub struct GrepArgs<'a> {
 
 impl GrepQuery {
     /// `args` checked and compiled, the pattern within `limits`.
-    pub fn new(args: &GrepArgs<'_>, limits: RegexLimits) -> Result<Self, InvalidQuery> {
+    pub fn new(args: &GrepSpec<'_>, limits: RegexLimits) -> Result<Self, InvalidQuery> {
         let matcher = matcher(args, limits)?;
         let types = match args.file_type {
             None => None,
@@ -132,7 +132,7 @@ fn size_text(bytes: usize) -> String {
 }
 
 /// The query's matcher, within `limits`.
-fn matcher(args: &GrepArgs<'_>, limits: RegexLimits) -> Result<RegexMatcher, InvalidQuery> {
+fn matcher(args: &GrepSpec<'_>, limits: RegexLimits) -> Result<RegexMatcher, InvalidQuery> {
     let mut builder = RegexMatcherBuilder::new();
     builder
         .case_insensitive(args.case_insensitive)
@@ -160,7 +160,7 @@ fn matcher(args: &GrepArgs<'_>, limits: RegexLimits) -> Result<RegexMatcher, Inv
 /// extractor): a file without one of them cannot match, so a warm listing's trigram filters
 /// skip it unread. Parsed as grep-regex parses it, or wider (a superset of matches only ever
 /// adds literals): empty when unknown.
-fn needles(args: &GrepArgs<'_>) -> Needles {
+fn needles(args: &GrepSpec<'_>) -> Needles {
     use regex_syntax::hir::literal::{ExtractKind, Extractor};
     let parsed = regex_syntax::ParserBuilder::new()
         .case_insensitive(args.case_insensitive)

@@ -17,6 +17,7 @@ use crate::context::{
     ContextError, Diagnosed, FileContext, How, InvalidEdit, Pending, ReadView, Replacement, Step, Version,
     Warm, WarmRead,
 };
+use crate::search::{GrepMode, GrepSpec};
 use crate::session::SessionOptions;
 use crate::session::owners::Delivered;
 
@@ -168,14 +169,20 @@ fn checked<'a>(parsed: &'a Parsed<'_>, budget: u64, escaped: bool) -> Result<Arg
         Parsed::Undo(undo) => Args::Undo { path: &undo.file_path },
         Parsed::Diagnostics(diagnostics) => Args::Diagnostics { path: &diagnostics.file_path },
         Parsed::Grep(grep) => Args::Grep(GrepRequest {
-            pattern: &grep.pattern,
+            spec: GrepSpec {
+                pattern: &grep.pattern,
+                glob: grep.glob.as_deref(),
+                file_type: grep.file_type.as_deref(),
+                mode: match grep.output_mode.unwrap_or(GrepOutputMode::FilesWithMatches) {
+                    GrepOutputMode::FilesWithMatches => GrepMode::FilesWithMatches,
+                    GrepOutputMode::Count => GrepMode::Count,
+                    GrepOutputMode::Content => GrepMode::Content,
+                },
+                case_insensitive: grep.case_insensitive.unwrap_or(false),
+                context: usize::try_from(grep.context.unwrap_or(0).min(100)).unwrap_or(100),
+                multiline: grep.multiline.unwrap_or(false),
+            },
             path: grep.path.as_deref(),
-            glob: grep.glob.as_deref(),
-            file_type: grep.file_type.as_deref(),
-            mode: grep.output_mode.unwrap_or(GrepOutputMode::FilesWithMatches),
-            case_insensitive: grep.case_insensitive.unwrap_or(false),
-            context: usize::try_from(grep.context.unwrap_or(0).min(100)).unwrap_or(100),
-            multiline: grep.multiline.unwrap_or(false),
             head_limit: grep.head_limit.map(NonZeroU64::get),
             offset: grep.offset.unwrap_or(0),
             budget,
@@ -594,7 +601,7 @@ mod tests {
             grep {"pattern":1} => pattern must be a string, not a number.
             grep {"output_mode":"lines","pattern":"x"} => output_mode must be files_with_matches, content or count, not "lines".
             grep {"output_mode":1,"pattern":"x"} => output_mode must be a string, not a number.
-            grep {"output_mode":null,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024, escaped: false })
+            grep {"output_mode":null,"pattern":"x"} => ok Grep(GrepRequest { spec: GrepSpec { pattern: "x", glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false }, path: None, head_limit: None, offset: 0, budget: 1024, escaped: false })
             grep {"output_mode":"lines"} => output_mode must be files_with_matches, content or count, not "lines".
             grep {"output_mode":"content"} => pattern is required.
             grep {"output_mode":"lines","pattern":1} => output_mode must be files_with_matches, content or count, not "lines".
@@ -605,16 +612,16 @@ mod tests {
             grep {"case_insensitive":"no","pattern":"x"} => case_insensitive must be true or false, not a string.
             grep {"context":-1,"pattern":"x"} => context must be an integer of at least 0, not -1.
             grep {"context":1.5,"pattern":"x"} => context must be an integer of at least 0, not 1.5.
-            grep {"context":1000,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 100, multiline: false, head_limit: None, offset: 0, budget: 1024, escaped: false })
-            grep {"context":null,"head_limit":null,"offset":null,"pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024, escaped: false })
+            grep {"context":1000,"pattern":"x"} => ok Grep(GrepRequest { spec: GrepSpec { pattern: "x", glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 100, multiline: false }, path: None, head_limit: None, offset: 0, budget: 1024, escaped: false })
+            grep {"context":null,"head_limit":null,"offset":null,"pattern":"x"} => ok Grep(GrepRequest { spec: GrepSpec { pattern: "x", glob: None, file_type: None, mode: FilesWithMatches, case_insensitive: false, context: 0, multiline: false }, path: None, head_limit: None, offset: 0, budget: 1024, escaped: false })
             grep {"multiline":1,"pattern":"x"} => multiline must be true or false, not a number.
             grep {"head_limit":0,"pattern":"x"} => head_limit must be an integer of at least 1, not 0.
             grep {"offset":-1,"pattern":"x"} => offset must be an integer of at least 0, not -1.
             grep {"context":-1,"head_limit":0,"offset":0,"pattern":"x"} => context must be an integer of at least 0, not -1.
             grep {"case_insensitive":1,"multiline":1,"pattern":"x"} => case_insensitive must be true or false, not a number.
             grep {"-i":true,"pattern":"x"} => Unknown argument "-i" for the grep tool; its arguments are: pattern, path, glob, type, output_mode, case_insensitive, context, multiline, head_limit, offset.
-            grep {"case_insensitive":true,"context":2,"glob":"*.rs","head_limit":3,"multiline":true,"offset":4,"output_mode":"content","path":"src","pattern":"x","type":"rust"} => ok Grep(GrepRequest { pattern: "x", path: Some("src"), glob: Some("*.rs"), file_type: Some("rust"), mode: Content, case_insensitive: true, context: 2, multiline: true, head_limit: Some(3), offset: 4, budget: 1024, escaped: false })
-            grep {"output_mode":"count","pattern":"x"} => ok Grep(GrepRequest { pattern: "x", path: None, glob: None, file_type: None, mode: Count, case_insensitive: false, context: 0, multiline: false, head_limit: None, offset: 0, budget: 1024, escaped: false })
+            grep {"case_insensitive":true,"context":2,"glob":"*.rs","head_limit":3,"multiline":true,"offset":4,"output_mode":"content","path":"src","pattern":"x","type":"rust"} => ok Grep(GrepRequest { spec: GrepSpec { pattern: "x", glob: Some("*.rs"), file_type: Some("rust"), mode: Content, case_insensitive: true, context: 2, multiline: true }, path: Some("src"), head_limit: Some(3), offset: 4, budget: 1024, escaped: false })
+            grep {"output_mode":"count","pattern":"x"} => ok Grep(GrepRequest { spec: GrepSpec { pattern: "x", glob: None, file_type: None, mode: Count, case_insensitive: false, context: 0, multiline: false }, path: None, head_limit: None, offset: 0, budget: 1024, escaped: false })
         "#]].assert_eq(&text);
     }
 }

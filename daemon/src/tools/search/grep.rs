@@ -3,42 +3,30 @@
 //! matching lines with their context, shown as `read` shows lines) within the session's
 //! budget, paged by `offset` and `head_limit`, with footers saying what was left out.
 
-use filectx_protocol::tools::{GrepOutputMode, READ_LINE_MAX_CHARS};
+use filectx_protocol::tools::READ_LINE_MAX_CHARS;
 
 use super::answer::{FOOTER_ROOM, SearchError, listing_timed_out};
 use crate::context::{FileContext, GrepEnd, Grepped};
 use crate::search::{
-    Clock, GrepArgs, GrepMode, GrepOut, GrepQuery, RegexLimits, SEARCH_WHOLE_MAX_BYTES, SearchLimits,
+    Clock, GrepMode, GrepOut, GrepQuery, GrepSpec, RegexLimits, SEARCH_WHOLE_MAX_BYTES, SearchLimits,
 };
 use crate::tools::render::CUT_SUFFIX;
 
 /// What an answer in `mode` counts its entries in.
-fn unit(mode: GrepOutputMode) -> &'static str {
+fn unit(mode: GrepMode) -> &'static str {
     match mode {
-        GrepOutputMode::Content => "lines",
-        GrepOutputMode::FilesWithMatches | GrepOutputMode::Count => "files",
+        GrepMode::Content => "lines",
+        GrepMode::FilesWithMatches | GrepMode::Count => "files",
     }
 }
 
 /// A grep request, validated.
 #[derive(Debug, Clone)]
 pub struct GrepRequest<'a> {
-    /// The regular expression.
-    pub pattern: &'a str,
+    /// What to search for, in which files, and what to show.
+    pub spec: GrepSpec<'a>,
     /// The file or folder searched (default: the cwd).
     pub path: Option<&'a str>,
-    /// Only files matching this glob (ripgrep's `-g`).
-    pub glob: Option<&'a str>,
-    /// Only files of this ripgrep type.
-    pub file_type: Option<&'a str>,
-    /// What to show.
-    pub mode: GrepOutputMode,
-    /// Case-insensitive matching.
-    pub case_insensitive: bool,
-    /// Context lines around matches (content mode).
-    pub context: usize,
-    /// Whether a match may span lines.
-    pub multiline: bool,
     /// Most entries shown.
     pub head_limit: Option<u64>,
     /// Entries skipped first.
@@ -188,24 +176,11 @@ pub fn grep(
     req: &GrepRequest<'_>,
     limits: &SearchLimits<'_>,
 ) -> Result<String, SearchError> {
-    let args = GrepArgs {
-        pattern: req.pattern,
-        glob: req.glob,
-        file_type: req.file_type,
-        mode: match req.mode {
-            GrepOutputMode::FilesWithMatches => GrepMode::FilesWithMatches,
-            GrepOutputMode::Count => GrepMode::Count,
-            GrepOutputMode::Content => GrepMode::Content,
-        },
-        case_insensitive: req.case_insensitive,
-        context: req.context,
-        multiline: req.multiline,
-    };
-    let query = GrepQuery::new(&args, RegexLimits::of(limits.regex_bytes))?;
+    let query = GrepQuery::new(&req.spec, RegexLimits::of(limits.regex_bytes))?;
     let clock = Clock::new(limits);
     let room = usize::try_from(req.budget).unwrap_or(usize::MAX).saturating_sub(FOOTER_ROOM);
     let out = Out { room, escaped: req.escaped, offset: req.offset, head: req.head_limit, ..Out::default() };
-    let mut text = GrepText { out, mode: req.mode, mark: None };
+    let mut text = GrepText { out, mode: req.spec.mode, mark: None };
     match ctx.grep(&query, req.path, &clock, &mut text)? {
         Grepped::ListingTimedOut { path } => Ok(listing_timed_out(&clock, &path)),
         Grepped::Searched(end) => Ok(finish(text.out, req, &end, &clock.limit_text())),
@@ -215,7 +190,7 @@ pub fn grep(
 /// The answer being built, as the file context feeds it a grep's finds.
 struct GrepText {
     out: Out,
-    mode: GrepOutputMode,
+    mode: GrepMode,
     /// Where the text and counters stood before the lines of the file being shown.
     mark: Option<(usize, Out)>,
 }
@@ -225,8 +200,8 @@ impl GrepOut for GrepText {
         let out = &mut self.out;
         out.start_file();
         let go_on = match self.mode {
-            GrepOutputMode::Count => out.entry(&format!("{display}:{count}")),
-            GrepOutputMode::FilesWithMatches | GrepOutputMode::Content => out.entry(display),
+            GrepMode::Count => out.entry(&format!("{display}:{count}")),
+            GrepMode::FilesWithMatches | GrepMode::Content => out.entry(display),
         };
         if go_on {
             out.end_file();
@@ -272,15 +247,15 @@ impl GrepOut for GrepText {
 
 /// The answer's text: the entries, then the footers.
 fn finish(out: Out, req: &GrepRequest<'_>, end: &GrepEnd, limit: &str) -> String {
-    let unit = unit(req.mode);
+    let unit = unit(req.spec.mode);
     let mut text = out.text;
     if out.shown == 0 && !out.capped {
         text = if out.seen > 0 && req.offset > 0 {
             format!("No {unit} past offset {} ({} in all)", req.offset, out.seen)
         } else {
-            match req.mode {
-                GrepOutputMode::FilesWithMatches => "No files found".to_owned(),
-                GrepOutputMode::Content | GrepOutputMode::Count => "No matches found".to_owned(),
+            match req.spec.mode {
+                GrepMode::FilesWithMatches => "No files found".to_owned(),
+                GrepMode::Content | GrepMode::Count => "No matches found".to_owned(),
             }
         };
     }
@@ -292,7 +267,7 @@ fn finish(out: Out, req: &GrepRequest<'_>, end: &GrepEnd, limit: &str) -> String
         ));
     }
     if out.capped {
-        let files = if req.mode == GrepOutputMode::Content {
+        let files = if req.spec.mode == GrepMode::Content {
             format!(" in {} files", out.hidden_files)
         } else {
             String::new()

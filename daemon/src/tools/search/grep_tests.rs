@@ -13,20 +13,16 @@ fn lines_are_cut_and_cleaned() {
 
 #[test]
 fn a_search_out_of_time_says_how_much_it_searched() {
-    let req = GrepRequest {
+    let spec = GrepSpec {
         pattern: "x",
-        path: None,
         glob: None,
         file_type: None,
-        mode: GrepOutputMode::Count,
+        mode: GrepMode::Count,
         case_insensitive: false,
         context: 0,
         multiline: true,
-        head_limit: None,
-        offset: 0,
-        budget: 1024,
-        escaped: false,
     };
+    let req = GrepRequest { spec, path: None, head_limit: None, offset: 0, budget: 1024, escaped: false };
     let mut out = Out { room: 1000, ..Out::default() };
     out.entry("a.txt:3");
     let end = GrepEnd { too_big: 2, timed_out: Some((7, 9)), ..GrepEnd::default() };
