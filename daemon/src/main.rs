@@ -14,11 +14,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
 fn init_logging(settings: &Settings) -> anyhow::Result<()> {
-    let filter = match &settings.log_level {
-        Some(filter) => {
-            EnvFilter::try_new(filter).with_context(|| format!("invalid log level {filter:?}"))?
-        }
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    let filter = match settings.log_level.as_str() {
+        "" => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        filter => EnvFilter::try_new(filter).with_context(|| format!("invalid log level {filter:?}"))?,
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

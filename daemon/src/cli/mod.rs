@@ -12,9 +12,9 @@
 mod args;
 mod error;
 mod file;
+mod rules;
 mod settings;
 
-pub use self::args::{Args, CONFIG_ENV};
+pub use self::args::{Args, CONFIG_ENV, Settings};
 pub use self::error::SettingsError;
 pub use self::file::default_config_path;
-pub use self::settings::Settings;

@@ -1,194 +1,17 @@
-//! The effective settings: each setting's flag over its config-file key over its default, checked
-//! once, in one place ([`Args::settings`]); printed by `--print-config` and turned into the
-//! runtime [`Config`].
+//! The effective settings ([`Settings`], made by the settings table in `args.rs`): gathered from
+//! the flags and the config file, and what they become: the runtime [`Config`], the socket
+//! folder's policy, and the TOML `--print-config` prints.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use filectx_protocol::DEFAULT_MAX_FRAME_BYTES;
 use filectx_protocol::socket::default_socket_path;
-use serde::Serialize;
 
-use super::args::Args;
+use super::args::{Args, Settings};
 use super::error::SettingsError;
 use super::file::{config_file, default_config_path};
-use crate::config::{Config, GateSessions, MIN_SEARCH_REGEX_BYTES};
+use crate::config::Config;
 use crate::journal::JournalConfig;
 use crate::listen::FolderPolicy;
-
-/// The effective settings: what the daemon runs with, and what `--print-config` prints.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Settings {
-    /// The socket path.
-    pub socket: PathBuf,
-    /// The log filter, if one was set (else RUST_LOG, else info).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log_level: Option<String>,
-    /// See [`Config::max_connections`].
-    pub max_connections: u64,
-    /// See [`Config::max_frame_bytes`].
-    pub max_frame_bytes: u64,
-    /// See [`Config::max_batch_len`].
-    pub max_batch: u64,
-    /// See [`Config::max_concurrent_requests`].
-    pub max_concurrent_requests: u64,
-    /// See [`Config::max_queued_messages`].
-    pub max_queued_messages: u64,
-    /// See [`Config::max_batch_response_bytes`].
-    pub max_batch_response_bytes: u64,
-    /// See [`Config::max_queued_bytes`].
-    pub max_queued_bytes: u64,
-    /// See [`Config::max_total_queued_bytes`].
-    pub max_total_queued_bytes: u64,
-    /// See [`Config::initialize_timeout`], seconds.
-    pub initialize_timeout: f64,
-    /// See [`Config::frame_timeout`], seconds.
-    pub frame_timeout: f64,
-    /// See [`Config::max_partial_frame_bytes`].
-    pub max_partial_frame_bytes: u64,
-    /// Largest edit or write, bytes.
-    pub max_edit_bytes: u64,
-    /// Lock wait, seconds.
-    pub lock_timeout: f64,
-    /// Whether writes are fsynced.
-    pub fsync: bool,
-    /// Cached files.
-    pub max_cached_files: u64,
-    /// Cached index bytes.
-    pub max_cache_bytes: u64,
-    /// Mapped bytes.
-    pub max_mapped_bytes: u64,
-    /// Cached files kept open.
-    pub max_open_files: u64,
-    /// Idle release period, seconds.
-    pub cache_idle: f64,
-    /// Shutdown grace, seconds.
-    pub shutdown_grace: f64,
-    /// Idle exit, seconds (0 = never).
-    pub idle_exit: f64,
-    /// See [`Config::allowed_roots`].
-    pub allowed_roots: Vec<PathBuf>,
-    /// See [`Config::deny_read`].
-    pub deny_read: Vec<String>,
-    /// See [`Config::deny_write`].
-    pub deny_write: Vec<String>,
-    /// Whether writes to multi-link files are refused.
-    pub refuse_multi_link_writes: bool,
-    /// Largest file a read or stat hashes, bytes.
-    pub max_hash_bytes: u64,
-    /// File operations at once, shared fairly between sessions.
-    pub file_slots: u64,
-    /// See [`Config::max_owners`].
-    pub max_owners: u64,
-    /// See [`Config::max_roots`].
-    pub max_roots: u64,
-    /// See [`Config::resume_grace`], seconds.
-    pub resume_grace: f64,
-    /// See [`Config::max_parked_sessions`].
-    pub max_parked_sessions: u64,
-    /// See [`Config::max_parked_bytes`].
-    pub max_parked_bytes: u64,
-    /// See [`Config::max_session_observed_bytes`].
-    pub max_session_observed_bytes: u64,
-    /// See [`Config::max_observed_bytes`].
-    pub max_observed_bytes: u64,
-    /// Whether write-intent gates are turned off.
-    pub no_gates: bool,
-    /// See [`Config::max_gate_intents`].
-    pub max_gate_intents: u64,
-    /// See [`Config::gate_sessions`].
-    pub gate_sessions: GateSessions,
-    /// Bytes of file versions kept for stale refusals' diffs.
-    pub max_snapshot_bytes: u64,
-    /// Largest file version kept for them, bytes.
-    pub max_snapshot_file_bytes: u64,
-    /// Bytes of searched folders' file lists kept warm.
-    pub max_search_cache_bytes: u64,
-    /// The search index's folder (empty: no default could be had, and none was given).
-    pub search_index_dir: PathBuf,
-    /// Bytes the search index keeps on disk (0: none kept).
-    pub max_search_index_bytes: u64,
-    /// Most inotify watches held at once.
-    pub max_watches: u64,
-    /// Most bytes of line text in one window of whole lines.
-    pub max_window_bytes: u64,
-    /// The read tool's default budget, bytes.
-    pub read_max_bytes: u64,
-    /// See [`Config::search_slots`].
-    pub search_slots: u64,
-    /// See [`Config::search_timeout`], seconds.
-    pub search_timeout: f64,
-    /// See [`Config::search_regex_bytes`].
-    pub search_regex_bytes: u64,
-    /// Whether the journal is turned off (`journal = false`).
-    #[serde(rename = "journal", serialize_with = "negated_out")]
-    pub no_journal: bool,
-    /// The journal's folder (empty: no default could be had, and none was given).
-    pub journal_dir: PathBuf,
-    /// See [`JournalConfig::max_bytes`].
-    pub journal_max_bytes: u64,
-    /// See [`JournalConfig::max_age`], seconds.
-    pub journal_max_age: f64,
-    /// See [`JournalConfig::max_file_bytes`].
-    pub journal_max_file_bytes: u64,
-    /// The owner's language servers.
-    pub language_server: Vec<crate::lsp::ServerSpec>,
-    /// Whether the built-in language servers are off.
-    #[serde(rename = "builtin_language_servers", serialize_with = "negated_out")]
-    pub no_builtin_language_servers: bool,
-    /// See [`crate::lsp::LspConfig::wait`], seconds.
-    pub diagnostics_wait: f64,
-    /// See [`crate::lsp::LspConfig::wait_starting`], seconds.
-    pub diagnostics_wait_starting: f64,
-    /// See [`crate::lsp::LspConfig::settle`], seconds.
-    pub diagnostics_settle: f64,
-    /// See [`crate::lsp::LspConfig::warnings`].
-    pub diagnostics_warnings: bool,
-    /// See [`crate::lsp::LspConfig::idle`], seconds.
-    pub language_server_idle: f64,
-    /// See [`crate::lsp::LspConfig::max_servers`].
-    pub max_language_servers: u64,
-    /// See [`crate::lsp::LspConfig::max_memory`].
-    pub language_server_memory: u64,
-    /// The config file that was read, if any.
-    #[serde(skip)]
-    pub config_file: Option<PathBuf>,
-}
-
-/// One setting as given: its config key, its value (the flag's, else the config file's, else
-/// the default) and whether the flag gave it, so that a bad value says where it came from.
-struct Given<'a, T> {
-    key: &'static str,
-    value: T,
-    from_flag: bool,
-    /// Where a value no flag gave came from: the config file, or the default.
-    elsewhere: &'a str,
-}
-
-impl<T> Given<'_, T> {
-    /// The value as `rule` accepts it; its refusal names the key, the value and its origin.
-    fn check<U>(
-        self,
-        rule: impl FnOnce(&'static str, T) -> Result<U, SettingsError>,
-    ) -> Result<U, SettingsError> {
-        rule(self.key, self.value).map_err(|err| match err {
-            SettingsError::Value { key, value, why, .. } => {
-                let origin = if self.from_flag {
-                    "from the command line".to_owned()
-                } else {
-                    self.elsewhere.to_owned()
-                };
-                SettingsError::Value { key, value, origin, why }
-            }
-            other => other,
-        })
-    }
-
-    /// The value, which every value of its type fits.
-    fn any(self) -> T {
-        self.value
-    }
-}
 
 impl Args {
     /// Merges flags, the config file and the defaults. A bad value is reported with its key and
@@ -199,307 +22,8 @@ impl Args {
             Some(path) if path.exists() => format!("from the config file {}", path.display()),
             _ => "the default".to_owned(),
         };
-        // A setting: the flag's value, else the file's, else `$default` (or none).
-        macro_rules! given {
-            ($key:ident) => {
-                Given {
-                    key: stringify!($key),
-                    value: self.$key.clone().or_else(|| file.$key.clone()),
-                    from_flag: self.$key.is_some(),
-                    elsewhere: &elsewhere,
-                }
-            };
-            ($key:ident, $default:expr) => {
-                Given {
-                    key: stringify!($key),
-                    value: self.$key.clone().or_else(|| file.$key.clone()).unwrap_or_else(|| $default),
-                    from_flag: self.$key.is_some(),
-                    elsewhere: &elsewhere,
-                }
-            };
-        }
-        // A switch: a flag sets it, else the file's value, else `$default`.
-        macro_rules! switch {
-            ($key:ident, $default:expr) => {
-                self.$key.filter(|on| *on).or(file.$key).unwrap_or($default)
-            };
-        }
-        let defaults = Config::default();
-        let service = &defaults.files;
-        let lsp = &defaults.lsp;
-        let max_frame_bytes = given!(max_frame_bytes, DEFAULT_MAX_FRAME_BYTES as u64).check(at_least_kib)?;
-        let max_window_bytes =
-            given!(max_window_bytes, (max_frame_bytes / 8).max(1024)).check(|key, n| {
-                within(key, n, max_frame_bytes, "must be at least 1024 and at most max_frame_bytes")
-            })?;
-        let read_max_bytes =
-            given!(read_max_bytes, defaults.read_max_bytes.min(max_window_bytes)).check(|key, n| {
-                within(key, n, max_window_bytes, "must be at least 1024 and at most max_window_bytes")
-            })?;
-        Ok(Settings {
-            socket: given!(socket, default_socket()).any(),
-            log_level: given!(log_level)
-                .check(|key, filter| filter.map(|f| log_filter(key, f)).transpose())?,
-            max_connections: given!(max_connections, defaults.max_connections as u64).check(at_least_one)?,
-            max_frame_bytes,
-            max_batch: given!(max_batch, defaults.max_batch_len as u64).check(at_least_one)?,
-            max_concurrent_requests: given!(max_concurrent_requests, defaults.max_concurrent_requests as u64)
-                .check(at_least_one)?,
-            max_queued_messages: given!(max_queued_messages, defaults.max_queued_messages as u64)
-                .check(at_least_one)?,
-            max_batch_response_bytes: given!(
-                max_batch_response_bytes,
-                defaults.max_batch_response_bytes as u64
-            )
-            .check(at_least_kib)?,
-            max_queued_bytes: given!(max_queued_bytes, defaults.max_queued_bytes as u64)
-                .check(at_least_kib)?,
-            max_total_queued_bytes: given!(max_total_queued_bytes, defaults.max_total_queued_bytes as u64)
-                .check(at_least_kib)?,
-            initialize_timeout: given!(initialize_timeout, defaults.initialize_timeout.as_secs_f64())
-                .check(timeout_secs)?,
-            frame_timeout: given!(frame_timeout, defaults.frame_timeout.as_secs_f64()).check(timeout_secs)?,
-            max_partial_frame_bytes: given!(max_partial_frame_bytes, defaults.max_partial_frame_bytes as u64)
-                .check(at_least_kib)?,
-            max_edit_bytes: given!(max_edit_bytes, service.max_edit_bytes).any(),
-            lock_timeout: given!(lock_timeout, service.lock_patience.as_secs_f64()).check(seconds)?,
-            fsync: !switch!(no_fsync, !service.fsync),
-            max_cached_files: given!(max_cached_files, service.max_cached_files as u64)
-                .check(at_least_one)?,
-            max_cache_bytes: given!(max_cache_bytes, service.max_index_bytes as u64).any(),
-            max_mapped_bytes: given!(max_mapped_bytes, service.max_mapped_bytes as u64).any(),
-            max_open_files: given!(max_open_files, service.max_open_files as u64).any(),
-            cache_idle: given!(cache_idle, service.idle_release.as_secs_f64()).check(seconds)?,
-            shutdown_grace: given!(shutdown_grace, defaults.shutdown_grace.as_secs_f64()).check(seconds)?,
-            idle_exit: given!(idle_exit, 0.0).check(seconds)?,
-            allowed_roots: given!(allowed_roots, defaults.allowed_roots.clone()).check(absolute)?,
-            deny_read: given!(deny_read, defaults.deny_read.clone()).check(globs)?,
-            deny_write: given!(deny_write, defaults.deny_write.clone()).check(globs)?,
-            refuse_multi_link_writes: switch!(refuse_multi_link_writes, service.refuse_multi_link_writes),
-            max_hash_bytes: given!(max_hash_bytes, service.max_hash_bytes).check(at_least_one)?,
-            file_slots: given!(file_slots, defaults.file_slots as u64).check(at_least_one)?,
-            max_owners: given!(max_owners, defaults.max_owners as u64).check(at_least_one)?,
-            max_roots: given!(max_roots, defaults.max_roots as u64).check(at_least_one)?,
-            resume_grace: given!(resume_grace, defaults.resume_grace.as_secs_f64()).check(seconds)?,
-            max_parked_sessions: given!(max_parked_sessions, defaults.max_parked_sessions as u64).any(),
-            max_parked_bytes: given!(max_parked_bytes, defaults.max_parked_bytes as u64).any(),
-            max_session_observed_bytes: given!(
-                max_session_observed_bytes,
-                defaults.max_session_observed_bytes as u64
-            )
-            .check(at_least_64kib)?,
-            max_observed_bytes: given!(max_observed_bytes, defaults.max_observed_bytes as u64)
-                .check(at_least_64kib)?,
-            no_gates: switch!(no_gates, !defaults.gates),
-            max_gate_intents: given!(max_gate_intents, defaults.max_gate_intents as u64)
-                .check(at_least_one)?,
-            gate_sessions: given!(gate_sessions, defaults.gate_sessions).any(),
-            max_snapshot_bytes: given!(max_snapshot_bytes, service.max_snapshot_bytes as u64).any(),
-            max_snapshot_file_bytes: given!(max_snapshot_file_bytes, service.max_snapshot_file_bytes as u64)
-                .any(),
-            max_search_cache_bytes: given!(max_search_cache_bytes, service.max_search_cache_bytes as u64)
-                .any(),
-            search_index_dir: given!(
-                search_index_dir,
-                crate::listing::index::default_dir().unwrap_or_default()
-            )
-            .check(absolute_dir)?,
-            max_search_index_bytes: given!(max_search_index_bytes, DEFAULT_MAX_SEARCH_INDEX_BYTES).any(),
-            max_watches: given!(max_watches, service.max_watches as u64).any(),
-            max_window_bytes,
-            read_max_bytes,
-            search_slots: given!(search_slots, defaults.search_slots as u64).check(at_least_one)?,
-            search_timeout: given!(search_timeout, defaults.search_timeout.as_secs_f64())
-                .check(timeout_secs)?,
-            search_regex_bytes: given!(search_regex_bytes, defaults.search_regex_bytes as u64)
-                .check(search_regex_bytes)?,
-            no_journal: switch!(no_journal, false),
-            journal_dir: given!(journal_dir, crate::journal::default_dir().unwrap_or_default())
-                .check(absolute_dir)?,
-            journal_max_bytes: given!(journal_max_bytes, DEFAULT_JOURNAL_MAX_BYTES)
-                .check(at_least_journal)?,
-            journal_max_age: given!(journal_max_age, DEFAULT_JOURNAL_MAX_AGE).check(age_secs)?,
-            journal_max_file_bytes: given!(journal_max_file_bytes, DEFAULT_JOURNAL_MAX_FILE_BYTES).any(),
-            language_server: given!(language_server, Vec::new()).check(language_servers)?,
-            no_builtin_language_servers: switch!(no_builtin_language_servers, false),
-            diagnostics_wait: given!(diagnostics_wait, lsp.wait.as_secs_f64()).check(timeout_secs)?,
-            diagnostics_wait_starting: given!(diagnostics_wait_starting, lsp.wait_starting.as_secs_f64())
-                .check(timeout_secs)?,
-            diagnostics_settle: given!(diagnostics_settle, lsp.settle.as_secs_f64()).check(settle_secs)?,
-            diagnostics_warnings: switch!(diagnostics_warnings, false),
-            language_server_idle: given!(language_server_idle, lsp.idle.as_secs_f64()).check(timeout_secs)?,
-            max_language_servers: given!(max_language_servers, lsp.max_servers as u64).check(at_least_one)?,
-            language_server_memory: given!(language_server_memory, lsp.max_memory).check(at_least_mib)?,
-            config_file,
-        })
+        self.over(&file, &elsewhere, config_file)
     }
-}
-
-/// The search index's default byte cap: 256 MiB (a 100,000-file tree takes about 20 MiB).
-const DEFAULT_MAX_SEARCH_INDEX_BYTES: u64 = 256 << 20;
-
-/// The journal's default byte cap: 1 GiB.
-const DEFAULT_JOURNAL_MAX_BYTES: u64 = 1 << 30;
-/// Its default age limit: 7 days, in seconds.
-const DEFAULT_JOURNAL_MAX_AGE: f64 = 7.0 * 86_400.0;
-/// Its default per-file cap: 16 MiB.
-const DEFAULT_JOURNAL_MAX_FILE_BYTES: u64 = 16 << 20;
-
-fn age_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
-    let fits = value.is_finite() && (1.0..=3.2e8).contains(&value);
-    checked(key, value, fits, "must be a number of seconds from 1 to 320000000 (about 10 years)")
-}
-
-fn absolute_dir(key: &'static str, dir: PathBuf) -> Result<PathBuf, SettingsError> {
-    if dir.as_os_str().is_empty() || dir.is_absolute() {
-        return Ok(dir);
-    }
-    let value = dir.display().to_string();
-    Err(SettingsError::Value { key, value, origin: String::new(), why: "must be an absolute path" })
-}
-
-/// Writes `no_journal` as the config file's `journal` reads.
-fn negated_out<S: serde::Serializer>(off: &bool, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_bool(!off)
-}
-
-/// `value` when it `fits`; else the error saying `why` it does not.
-fn checked<T: std::fmt::Display>(
-    key: &'static str,
-    value: T,
-    fits: bool,
-    why: &'static str,
-) -> Result<T, SettingsError> {
-    if fits {
-        Ok(value)
-    } else {
-        Err(SettingsError::Value { key, value: value.to_string(), origin: String::new(), why })
-    }
-}
-
-fn seconds(key: &'static str, value: f64) -> Result<f64, SettingsError> {
-    let fits = value.is_finite() && (0.0..=86_400.0).contains(&value);
-    checked(key, value, fits, "must be a number of seconds from 0 to 86400")
-}
-
-fn at_least_one(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    checked(key, value, value >= 1, "must be at least 1")
-}
-
-/// A byte budget: at least 1 KiB (a smaller one would only make every message wait).
-fn at_least_kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    checked(key, value, value >= 1024, "must be at least 1024")
-}
-
-/// The journal's byte cap: at least [`crate::journal::MIN_MAX_BYTES`] (below it the log's
-/// segments and the newest entry's contents could not fit, and the cap would not hold).
-fn at_least_journal(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    let min = crate::journal::MIN_MAX_BYTES;
-    checked(
-        key,
-        value,
-        value >= min,
-        "must be at least 1048576 (1 MiB): below it the journal's log and its newest change could not stay within it",
-    )
-}
-
-/// A byte cap of what sessions remember: at least 64 KiB (room for a few records of the longest
-/// paths).
-fn at_least_64kib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    checked(key, value, value >= 64 * 1024, "must be at least 65536")
-}
-
-/// A window within a larger bound: at least 1 KiB, at most `most`.
-fn within(key: &'static str, value: u64, most: u64, why: &'static str) -> Result<u64, SettingsError> {
-    checked(key, value, (1024..=most).contains(&value), why)
-}
-
-/// A search's regex bound: at least [`MIN_SEARCH_REGEX_BYTES`].
-fn search_regex_bytes(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    checked(key, value, value >= MIN_SEARCH_REGEX_BYTES, "must be at least 1048576 (1 MiB)")
-}
-
-/// A timeout: more than zero (zero would close every connection at once), at most a day.
-/// A short pause in seconds: from 0 to 10.
-fn settle_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
-    let fits = value.is_finite() && (0.0..=10.0).contains(&value);
-    checked(key, value, fits, "must be a number of seconds from 0 to 10")
-}
-
-/// A memory budget: at least 1 MiB.
-fn at_least_mib(key: &'static str, value: u64) -> Result<u64, SettingsError> {
-    checked(key, value, value >= 1 << 20, "must be at least 1048576 (1 MiB)")
-}
-
-/// The `[[language_server]]` entries: each named, distinct, with extensions (or naming a built-in
-/// to change how it runs).
-fn language_servers(
-    key: &'static str,
-    entries: Vec<crate::lsp::ServerSpec>,
-) -> Result<Vec<crate::lsp::ServerSpec>, SettingsError> {
-    let mut names = std::collections::HashSet::new();
-    for entry in &entries {
-        let problem = if entry.name.trim().is_empty() {
-            Some("an entry has no name".to_owned())
-        } else if !names.insert(entry.name.clone()) {
-            Some(format!("two entries are named {:?}", entry.name))
-        } else if !entry.command.is_empty() && entry.extensions.is_empty() {
-            Some(format!("{:?} serves no extensions (extensions = [\".py\"])", entry.name))
-        } else if entry.extensions.iter().any(|e| !e.starts_with('.')) {
-            Some(format!("{:?}: extensions are written with their dot (\".py\")", entry.name))
-        } else {
-            None
-        };
-        if let Some(why) = problem {
-            return Err(SettingsError::Entry { key, why });
-        }
-    }
-    Ok(entries)
-}
-
-fn timeout_secs(key: &'static str, value: f64) -> Result<f64, SettingsError> {
-    let fits = value.is_finite() && value > 0.0 && value <= 86_400.0;
-    checked(key, value, fits, "must be a number of seconds above 0, at most 86400")
-}
-
-/// A log filter tracing accepts.
-fn log_filter(key: &'static str, filter: String) -> Result<String, SettingsError> {
-    let fits = tracing_subscriber::EnvFilter::try_new(&filter).is_ok();
-    checked(key, filter, fits, "must be a level (error, warn, info, debug, trace) or a tracing filter")
-}
-
-/// Checks that every pattern of a deny list parses.
-fn globs(key: &'static str, patterns: Vec<String>) -> Result<Vec<String>, SettingsError> {
-    for pattern in &patterns {
-        if crate::context::deny::DenyRules::daemon(std::slice::from_ref(pattern), &[]).is_err() {
-            return Err(SettingsError::Value {
-                key,
-                value: pattern.clone(),
-                origin: String::new(),
-                why: "is not a valid glob pattern",
-            });
-        }
-    }
-    Ok(patterns)
-}
-
-/// Checks that every folder of a list is absolute.
-fn absolute(key: &'static str, folders: Vec<PathBuf>) -> Result<Vec<PathBuf>, SettingsError> {
-    match folders.iter().find(|f| !f.is_absolute()) {
-        Some(bad) => Err(SettingsError::Value {
-            key,
-            value: bad.display().to_string(),
-            origin: String::new(),
-            why: "must be an absolute path",
-        }),
-        None => Ok(folders),
-    }
-}
-
-/// The default socket path for this user.
-fn default_socket() -> PathBuf {
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-    default_socket_path(runtime.as_deref(), rustix::process::geteuid().as_raw())
 }
 
 impl Settings {
@@ -524,7 +48,7 @@ impl Settings {
             files: crate::context::ProviderConfig {
                 max_edit_bytes: self.max_edit_bytes,
                 lock_patience: Duration::from_secs_f64(self.lock_timeout),
-                fsync: self.fsync,
+                fsync: !self.no_fsync,
                 max_cached_files: size(self.max_cached_files),
                 max_index_bytes: size(self.max_cache_bytes),
                 max_mapped_bytes: size(self.max_mapped_bytes),
@@ -577,14 +101,14 @@ impl Settings {
                     max_bytes: self.journal_max_bytes,
                     max_age: Duration::from_secs_f64(self.journal_max_age),
                     max_file_bytes: self.journal_max_file_bytes,
-                    fsync: self.fsync,
+                    fsync: !self.no_fsync,
                 }),
             search_index: Some(self.search_index_dir.clone())
                 .filter(|dir| self.max_search_index_bytes > 0 && !dir.as_os_str().is_empty())
                 .map(|dir| crate::listing::index::IndexConfig {
                     dir,
                     max_bytes: self.max_search_index_bytes,
-                    fsync: self.fsync,
+                    fsync: !self.no_fsync,
                 }),
             ..defaults
         }
@@ -618,7 +142,14 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
+    use crate::cli::Args;
+    use crate::cli::rules::{
+        DEFAULT_JOURNAL_MAX_AGE, DEFAULT_JOURNAL_MAX_BYTES, DEFAULT_JOURNAL_MAX_FILE_BYTES,
+        DEFAULT_MAX_SEARCH_INDEX_BYTES,
+    };
     use clap::CommandFactory;
 
     #[test]
@@ -655,7 +186,7 @@ mod tests {
         let args = Args { config: Some(path.clone()), max_connections: Some(9), ..Args::default() };
         let settings = args.settings().unwrap();
         assert_eq!(settings.max_connections, 9);
-        assert!(!settings.fsync);
+        assert!(settings.no_fsync);
         assert_eq!(settings.config().files.lock_patience, Duration::from_millis(2500));
         let printed = settings.to_toml();
         assert!(printed.contains("max_connections = 9") && printed.contains("fsync = false"), "{printed}");

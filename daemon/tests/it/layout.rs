@@ -726,22 +726,30 @@ fn daemon_modules_import_only_the_floors_below_them() {
 }
 
 #[test]
-fn a_daemon_setting_is_defined_only_in_cli_args() {
+fn a_daemon_setting_is_one_row_of_the_settings_table() {
     let home = Path::new("cli/args.rs");
     let krate = daemon();
     let mut found = Vec::new();
     for (file, code) in &krate.files {
         let defines_flags =
             code.contains("#[arg(") || code.contains("derive(Parser") || code.contains("clap::Parser");
-        let reads_the_file = file.starts_with("cli") && code.contains("Deserialize");
-        if file != home && (defines_flags || reads_the_file) {
+        // The config file is read into `Args`, and `--print-config` prints `Settings`: both made
+        // from the table, so no other settings file names serde.
+        let defines_keys =
+            file.starts_with("cli") && (code.contains("Serialize") || code.contains("Deserialize"));
+        let merges =
+            code.contains("struct Settings") || (file.starts_with("cli") && code.contains("fn over("));
+        if file != home && (defines_flags || defines_keys || merges) {
             found.push(krate.shown(file));
         }
     }
+    let table = &krate.files[home];
+    assert!(table.contains("settings_table! {"), "daemon/src/cli/args.rs holds no settings table");
     assert!(
         found.is_empty(),
-        "a setting's flag, config key, help and unit are written once, in daemon/src/cli/args.rs \
-         (clap and serde both read that struct); these define settings too:\n{}",
+        "a setting (its name, type, default, check, help, flag, env and config key) is one row of \
+         the settings table in daemon/src/cli/args.rs, which makes the flags, the config file's \
+         keys, `--print-config` and their merge; these define settings too:\n{}",
         found.join("\n")
     );
 }
