@@ -2,11 +2,13 @@
 //! [`crate::Config`] and a socket path. Precedence: a flag, then the config file, then the
 //! default.
 //!
-//! - `args`: the one definition of every setting (flag, config key, help, unit), read by both
-//!   clap and serde;
+//! - `args`: the settings table, every setting one row (name, type, default, check, help, flag,
+//!   env, config key), made into [`Args`] (read by clap and serde), [`Settings`] (what
+//!   `--print-config` prints) and their merge;
+//! - `rules`: each setting's check, and how a refusal names its key and origin;
 //! - `file`: where the config file is and reading it;
-//! - `settings`: layering flags over the file over the defaults, checking each value once, and
-//!   the result as [`Settings`] (what `--print-config` prints) and as the runtime `Config`;
+//! - `settings`: gathering flags and the file into [`Settings`], and those as the runtime
+//!   `Config`;
 //! - `error`: why that failed.
 
 mod args;
