@@ -450,11 +450,11 @@ impl<'a> FileContext<'a> {
             Paced::NotAtOnce => return Ok(Warm::NeedsBlocking),
         };
         self.one_name(&target.display, outcome.links, Access::Read)?;
-        if let Some(lsp) = self.lsp {
-            lsp.touch(&target.dir, &target.path);
-        }
         let kept = keep(&outcome.window);
         if kept {
+            if let Some(lsp) = self.lsp {
+                lsp.touch(&target.dir, &target.path);
+            }
             self.observed.record(&target.path, outcome.version, outcome.links);
             if let Some(bytes) = outcome.bytes {
                 // Read whole anyway (a cold read of a small file): kept for a later stale diff.
@@ -625,7 +625,7 @@ impl<'a> FileContext<'a> {
             return Err(ContextError::NotObserved { path: target.display });
         };
         let all = change.all();
-        let current = match self.attempt(&target, change, observed, how) {
+        let current = match self.attempt(&target, change, observed, true, how) {
             Err(ContextError::File(ProviderError::StaleVersion { current, .. })) => current,
             attempt => return self.edit_answer(target, all, observed, attempt, None),
         };
@@ -647,7 +647,7 @@ impl<'a> FileContext<'a> {
         };
         #[cfg(feature = "failpoints")]
         merge::checked();
-        let attempt = self.attempt(&target, change, now.version, how);
+        let attempt = self.attempt(&target, change, now.version, true, how);
         self.edit_answer(target, all, observed, attempt, Some(outside))
     }
 
@@ -675,17 +675,19 @@ impl<'a> FileContext<'a> {
     /// One attempt at `change` of `target` if it is at `expected`, through the gate step: what
     /// the provider did, or why not — the provider's refusal (a version other than `expected`
     /// is [`ProviderError::StaleVersion`] inside [`ContextError::File`]), or what the call needs
-    /// first (the blocking pool, the gates' answer).
+    /// first (the blocking pool, the gates' answer). `recorded`: the session records what it
+    /// writes (not through [`Unrecorded`]).
     fn attempt(
         &self,
         target: &Resolved,
         change: &Replacement<'_>,
         expected: Version,
+        recorded: bool,
         how: How<'_>,
     ) -> Result<Step<EditOutcome>, ContextError> {
         let expect = Expectation::version(expected);
         let prepare = || self.provider.prepare(target, ChangeToPrepare::Edit { change, expected });
-        Ok(match self.through_gate(target, expect, true, how.gates(), prepare)? {
+        Ok(match self.through_gate(target, expect, recorded, how.gates(), prepare)? {
             Passage::Direct if how.at_once() => {
                 match self.provider.edit(target, change, expected, Pace::AtOnce) {
                     // A stale edit's answer reads the current file for its diff: not here.

@@ -2,12 +2,12 @@
 //! obeys the session's roots, read-only flag and deny rules, and records nothing.
 
 use super::deny::Access;
-use super::step::{self, How, Passage, Step, Warm};
+use super::step::{self, How, Step, Warm};
 use super::{
     ContextError, Conventions, EditView, FileContext, Kind, ProviderError, ReadView, Replacement, Resolved,
     Snapshot, Stat, Version, WindowRequest, WriteView,
 };
-use crate::provider::{ChangeToPrepare, Expectation, Lookup, Pace, Paced};
+use crate::provider::Expectation;
 
 /// What `fs/writeText` expects to find, as the client said it (the version still as text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,16 +47,16 @@ impl Unrecorded<'_> {
         Ok((target, stat))
     }
 
-    /// A window, recorded nowhere; read blocking (never [`Warm::NeedsBlocking`]).
-    pub fn read(&self, path: &str, request: &WindowRequest) -> Result<Warm<ReadView>, ContextError> {
-        let target = self.files.target(path, Access::Read)?;
-        let (outcome, target) =
-            match self.files.provider.read(Lookup::Resolved(target), path, request, Pace::Blocking)? {
-                Paced::Done(read) => read,
-                Paced::NotAtOnce => return Ok(Warm::NeedsBlocking),
-            };
-        self.files.one_name(&target.display, outcome.links, Access::Read)?;
-        Ok(Warm::Done(ReadView { display: target.display, version: outcome.version, window: outcome.window }))
+    /// A window, recorded nowhere; tried at once ([`How::AtOnce`]) it answers
+    /// [`Warm::NeedsBlocking`] having done nothing when it cannot be read without blocking.
+    pub fn read(
+        &self,
+        path: &str,
+        request: &WindowRequest,
+        how: How<'_>,
+    ) -> Result<Warm<ReadView>, ContextError> {
+        let read = self.files.read_keeping(path, request, how, |_| false)?;
+        Ok(read.map(|(view, _)| view))
     }
 
     /// The current version pinned for streaming from line `offset` (which must exist).
@@ -119,7 +119,8 @@ impl Unrecorded<'_> {
     }
 
     /// An edit against the client's own expected version; a file a gate watches answers
-    /// [`Step::NeedsGate`], and one tried at once [`Step::NeedsBlocking`].
+    /// [`Step::NeedsGate`], and one that cannot be made at once, tried so, [`Step::NeedsBlocking`]
+    /// (as [`FileContext::edit`] does).
     pub fn edit(
         &self,
         path: &str,
@@ -128,22 +129,12 @@ impl Unrecorded<'_> {
         how: How<'_>,
     ) -> Result<Step<EditView>, ContextError> {
         let target = self.files.target(path, Access::Write)?;
-        if how.at_once() {
+        if how.at_once() && Version::parse(expected).is_none() {
+            // Its refusal names the current version, which may take hashing the file.
             return Ok(Step::NeedsBlocking);
         }
         let expected = self.expected(&target, expected)?;
-        let prepare = || self.files.provider.prepare(&target, ChangeToPrepare::Edit { change, expected });
-        let expect = Expectation::version(expected);
-        let edited = match self.files.through_gate(&target, expect, false, how.gates(), prepare)? {
-            Passage::Direct => match self.files.provider.edit(&target, change, expected, Pace::Blocking)? {
-                Paced::Done(edited) => Step::Done(edited),
-                Paced::NotAtOnce => Step::NeedsBlocking,
-            },
-            Passage::Done(prepared, done) => Step::Done(super::committed_edit(prepared, done)),
-            Passage::Asking(pending) => Step::NeedsGate(pending.then(|_, landed| {
-                landed.map(|landed| super::committed_edit(landed.prepared, landed.committed))
-            })),
-        };
+        let edited = self.files.attempt(&target, change, expected, false, how)?;
         let (path, display, replace_all) = (target.path, target.display, change.all());
         Ok(edited.map(move |outcome| EditView {
             path,

@@ -13,7 +13,7 @@ use filectx_protocol::{
 use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
-use super::run::{Way, run};
+use super::run::{Op, run};
 use super::{Cancel, ServerContext, parse_params, session_of};
 use crate::context::{Diagnosed, Diagnostic, Report, Severity, Status, Step, Version, visible_to};
 
@@ -133,9 +133,10 @@ pub async fn lsp_diagnostics(
     ext: Extensions,
 ) -> Result<LspDiagnosticsResult, ErrorObjectOwned> {
     let params: LspDiagnosticsParams = parse_params(LSP_DIAGNOSTICS, &params)?;
-    let target =
-        run(&ctx, &ext, Way::Pool, None, move |files, _, _| Ok(Step::Done(files.diagnosed(&params.path)?)))
-            .await?;
+    let target = run(&ctx, &ext, Op::Diagnostics, None, move |files, _, _| {
+        Ok(Step::Done(files.diagnosed(&params.path)?))
+    })
+    .await?;
     let Some(report) = now(&ctx, &ext, &target).await else {
         return Ok(LspDiagnosticsResult {
             status: DiagnosticsStatus::None,

@@ -20,7 +20,7 @@ use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::{self, fs_error, invalid_params};
-use super::run::{StepAnswer, Way, run};
+use super::run::{Op, StepAnswer, run};
 use super::{PreparedResponse, Ready, ServerContext, internal, parse_params, session_of};
 use crate::context::{
     ContextError, Conventions, FileContext, How, Kind, RawExpectation, Replacement, Step, Version, Warm,
@@ -290,16 +290,8 @@ async fn tool_call(
             Err(failure) => Ok(Step::Done(Called::Ready(Ready::Value(tool_result(Err(failure)))))),
         }
     };
-    // The tool's own way, as the file method doing the same runs: an edit as file/edit (at
-    // once when it can be), a write or undo through the gates, searches in their own slots.
-    let way = match tool {
-        ToolName::Read => Way::Read,
-        ToolName::Edit => Way::Edit,
-        ToolName::Write | ToolName::Undo => Way::Write,
-        ToolName::Glob | ToolName::Grep => Way::Search,
-        ToolName::Diagnostics => Way::Pool,
-    };
-    let answer = run(&ctx, &ext, way, Some(owner), work).await;
+    // The tool's operation, run as the file method starting the same one runs.
+    let answer = run(&ctx, &ext, Op::of_tool(tool), Some(owner), work).await;
     match answer {
         // A tool's failures are results, a cancellation too.
         Err(err) if err.code() == filectx_protocol::error::REQUEST_CANCELLED => {
@@ -342,7 +334,7 @@ pub async fn file_read(
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
     let slot = PreparedResponse::of(&ext);
-    run(&ctx, &ext, Way::Read, owner, move |files, _, how| {
+    run(&ctx, &ext, Op::Read, owner, move |files, _, how| {
         let Warm::Done(view) = files.read(&params.path, &request, how)? else {
             return Ok(Step::NeedsBlocking);
         };
@@ -369,7 +361,7 @@ pub async fn file_write(
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: WriteParams = parse_params(FILE_WRITE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    let (mut result, path, version) = run(&ctx, &ext, Way::Write, owner, move |files, _, how| {
+    let (mut result, path, version) = run(&ctx, &ext, Op::Write, owner, move |files, _, how| {
         wire(files, files.write(&params.path, &params.content, how), |view| {
             (write_result(view.display, view.created, view.version), view.path, view.version)
         })
@@ -387,7 +379,7 @@ pub async fn file_edit(
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: EditParams = parse_params(FILE_EDIT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    let (mut result, path, version) = run(&ctx, &ext, Way::Edit, owner, move |files, _, how| {
+    let (mut result, path, version) = run(&ctx, &ext, Op::Edit, owner, move |files, _, how| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
         wire(files, files.edit(&params.path, &change, how), |view| {
@@ -408,7 +400,7 @@ pub async fn file_stat(
 ) -> Result<FileStatResult, ErrorObjectOwned> {
     let params: FileStatParams = parse_params(FILE_STAT, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    run(&ctx, &ext, Way::Pool, owner, move |files, _, _| {
+    run(&ctx, &ext, Op::Stat, owner, move |files, _, _| {
         let view = files.stat(&params.path)?;
         Ok(Step::Done(FileStatResult {
             exists: view.kind != Kind::Missing,
@@ -430,7 +422,7 @@ pub async fn fs_resolve(
     ext: Extensions,
 ) -> Result<ResolveResult, ErrorObjectOwned> {
     let params: PathParams = parse_params(FS_RESOLVE, &params)?;
-    run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
+    run(&ctx, &ext, Op::Stat, None, move |files, _, _| {
         let target = files.unrecorded().resolve(&params.path)?;
         Ok(Step::Done(ResolveResult {
             path: target.path.display().to_string(),
@@ -449,7 +441,7 @@ pub async fn fs_stat(
     ext: Extensions,
 ) -> Result<Option<FsInfo>, ErrorObjectOwned> {
     let params: PathParams = parse_params(FS_STAT, &params)?;
-    run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
+    run(&ctx, &ext, Op::Stat, None, move |files, _, _| {
         let (_, stat) = files.unrecorded().stat(&params.path)?;
         let kind = match stat.kind {
             Kind::Missing => return Ok(Step::Done(None)),
@@ -486,8 +478,8 @@ pub async fn fs_read_text(
         ));
     }
     let request = window_of(&params, ctx.config.files.max_window_bytes)?;
-    run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
-        let Warm::Done(view) = files.unrecorded().read(&params.path, &request)? else {
+    run(&ctx, &ext, Op::Read, None, move |files, _, how| {
+        let Warm::Done(view) = files.unrecorded().read(&params.path, &request, how)? else {
             return Ok(Step::NeedsBlocking);
         };
         Ok(Step::Done(read_result(view.display, view.version, view.window)))
@@ -502,7 +494,7 @@ pub async fn fs_write_text(
     ext: Extensions,
 ) -> Result<WriteResult, ErrorObjectOwned> {
     let params: FsWriteParams = parse_params(FS_WRITE_TEXT, &params)?;
-    run(&ctx, &ext, Way::Write, None, move |files, _, how| {
+    run(&ctx, &ext, Op::Write, None, move |files, _, how| {
         let expect = match &params.expect {
             WriteExpectation::Any => RawExpectation::Any,
             WriteExpectation::CreateIfAbsent => RawExpectation::CreateIfAbsent,
@@ -523,7 +515,7 @@ pub async fn fs_edit_text(
     ext: Extensions,
 ) -> Result<EditResult, ErrorObjectOwned> {
     let params: FsEditParams = parse_params(FS_EDIT_TEXT, &params)?;
-    run(&ctx, &ext, Way::Write, None, move |files, _, how| {
+    run(&ctx, &ext, Op::Edit, None, move |files, _, how| {
         let change =
             Replacement::new(&params.old_string, &params.new_string, params.replace_all.unwrap_or(false))?;
         let edited = files.unrecorded().edit(&params.path, &change, &params.expected_version, how);

@@ -57,7 +57,7 @@ pub async fn register(
     let raw_paths = params.paths.clone();
     // Each path as the session's reads see it: inside its roots, not denied, existing; and the
     // device it is on, from a handle opened beneath the root.
-    let (paths, devices) = super::run::run(&ctx, &ext, super::run::Way::Pool, None, move |files, _, _| {
+    let (paths, devices) = super::run::run(&ctx, &ext, super::run::Op::Gate, None, move |files, _, _| {
         let mut paths: Vec<PathBuf> = Vec::with_capacity(raw_paths.len());
         let mut devices: Vec<u64> = Vec::with_capacity(raw_paths.len());
         for raw in &raw_paths {

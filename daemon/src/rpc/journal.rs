@@ -12,7 +12,7 @@ use jsonrpsee::Extensions;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::files::{named_owner, wire};
-use super::run::{Way, run};
+use super::run::{Op, run};
 use super::{ServerContext, parse_params};
 use crate::journal::{Entry, Filter};
 
@@ -59,7 +59,7 @@ pub async fn journal_list(
         })?),
     };
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize;
-    run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
+    run(&ctx, &ext, Op::Journal, None, move |files, _, _| {
         let filter = Filter {
             path: None,
             session: params.session_id.as_deref(),
@@ -85,7 +85,7 @@ pub async fn journal_diff(
     ext: Extensions,
 ) -> Result<JournalDiffResult, ErrorObjectOwned> {
     let params: JournalDiffParams = parse_params(JOURNAL_DIFF, &params)?;
-    run(&ctx, &ext, Way::Pool, None, move |files, _, _| {
+    run(&ctx, &ext, Op::Journal, None, move |files, _, _| {
         let (diff, truncated) = files.journal_diff(&params.entry).map_err(ErrorObjectOwned::from)?;
         Ok(crate::context::Step::Done(JournalDiffResult { diff, truncated }))
     })
@@ -100,7 +100,7 @@ pub async fn journal_restore(
 ) -> Result<JournalRestoreResult, ErrorObjectOwned> {
     let params: JournalRestoreParams = parse_params(JOURNAL_RESTORE, &params)?;
     let owner = named_owner(&ext, params.owner.as_deref())?;
-    let (mut result, path, version) = run(&ctx, &ext, Way::Write, owner, move |files, _, how| {
+    let (mut result, path, version) = run(&ctx, &ext, Op::Restore, owner, move |files, _, how| {
         wire(files, files.restore(&params.entry, params.force, how), |view| {
             let result = JournalRestoreResult {
                 entry: view.entry.map_or_else(String::new, |seq| seq.to_string()),

@@ -1,7 +1,8 @@
-//! The one runner of the file methods: [`run`] decides how a call's file work runs — right here
-//! on the async worker (a warm read, an edit the provider can make at once with no gate
-//! registered), on the blocking pool in a fair slot, or through the write-intent gates — and
-//! every handler of `tools/call`, `file/*`, `fs/*` and `gate/register` goes through it. A write
+//! The one runner of the file methods: every handler of `tools/call`, `file/*`, `fs/*`,
+//! `journal/*`, `lsp/diagnostics` and `gate/register` names the [`Op`] its request starts, and
+//! [`run`] decides from it how the file work runs — right here on the async worker (a warm read,
+//! an edit the provider can make at once with no gate registered), on the blocking pool in a
+//! fair slot, or through the write-intent gates. A write
 //! or edit runs with the gates held ([`crate::gate::Gates::hold`]): [`How`] it runs is a value the
 //! runner hands the call, not a closure the gates run.
 
@@ -17,40 +18,119 @@ use crate::gate::{Asked, Verdict, Writer};
 use crate::session::owners::Owner;
 use crate::session::{Session, SessionOptions};
 
-/// How a call's file work may run; [`run`] picks the place within what it allows.
+/// An operation a request starts: both front doors name one (`tools/call` by its tool, the
+/// `file/*`, `fs/*`, `journal/*`, `lsp/diagnostics` and `gate/register` methods by their
+/// method), and [`run`] decides from it alone, in one `match`, where its file work runs and
+/// whether the gates are asked. The same operation runs the same way whichever door it came
+/// in by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Way {
-    /// A read: right here when the provider answers it warm (a cached entry holding the file
-    /// open on a local filesystem, or a small file read at once), else in a file slot.
+pub(super) enum Op {
+    /// A window of a file (`read`, `file/read`, `fs/readText`): right here when the provider
+    /// answers it warm (a cached entry holding the file open on a local filesystem, or a small
+    /// file read at once), else in a file slot.
     Read,
-    /// Any other call that writes nothing: in a file slot.
-    Pool,
+    /// A file's snapshot opened to stream from (`fs/streamText`; its chunks are cut later, one
+    /// at a time): in a file slot.
+    Stream,
+    /// A whole file written (`write`, `file/write`, `fs/writeText`): in a file slot, through
+    /// the gates.
+    Write,
+    /// An edit (`edit`, `file/edit`, `fs/editText`): right here when the provider can make it
+    /// at once (a small file on a local filesystem, both locks free, no fsync) and no gate is
+    /// registered; else as [`Op::Write`].
+    Edit,
+    /// A journal entry's change undone (`journal/restore`) or the owner's last change
+    /// (`undo`): as [`Op::Write`].
+    Restore,
+    /// A file's kind, size and versions (`file/stat`, `fs/stat`) or a path resolved
+    /// (`fs/resolve`): in a file slot.
+    Stat,
     /// A search (`glob`, `grep`): in a search slot, apart from the file slots.
     Search,
-    /// A write or edit: in a file slot, through the gates.
-    Write,
-    /// An edit that may be made right here when the provider can make it at once (a small file
-    /// on a local filesystem, both locks free, no fsync) and no gate is registered; else as
-    /// [`Way::Write`].
-    Edit,
+    /// The journal's entries listed or one's diff (`journal/list`, `journal/diff`): in a file
+    /// slot.
+    Journal,
+    /// The file whose diagnostics are asked for (`diagnostics`, `lsp/diagnostics`), resolved
+    /// in a file slot; they are waited for afterwards, with nothing held.
+    Diagnostics,
+    /// A gate's folders resolved (`gate/register`): in a file slot.
+    Gate,
+}
+
+impl Op {
+    /// The operation a tool call starts.
+    pub(super) fn of_tool(tool: filectx_protocol::ToolName) -> Self {
+        use filectx_protocol::ToolName;
+        match tool {
+            ToolName::Read => Self::Read,
+            ToolName::Write => Self::Write,
+            ToolName::Edit => Self::Edit,
+            ToolName::Undo => Self::Restore,
+            ToolName::Glob | ToolName::Grep => Self::Search,
+            ToolName::Diagnostics => Self::Diagnostics,
+        }
+    }
+}
+
+/// Where an operation's file work runs, as [`run`] picks it.
+struct Plan {
+    /// Tried right here first, and when.
+    at_once: Option<AtOnce>,
+    /// Else in these slots.
+    slots: Slots,
+    /// Whether the gates are asked (a change, on the pool, with the gates held).
+    gated: bool,
+}
+
+/// When an operation is tried right here on the async worker first.
+#[derive(Clone, Copy)]
+enum AtOnce {
+    /// When what it asks can be answered without blocking.
+    Warm,
+    /// When it can be done without blocking and no gate is registered (the gates held
+    /// meanwhile).
+    Ungated,
+}
+
+/// Which slots an operation waits for on the pool.
+#[derive(Clone, Copy)]
+enum Slots {
+    /// The file slots.
+    File,
+    /// The search slots, apart from them.
+    Search,
+}
+
+impl Plan {
+    /// How `op` runs: the one place that decides it.
+    fn of(op: Op) -> Self {
+        let (at_once, slots, gated) = match op {
+            Op::Read => (Some(AtOnce::Warm), Slots::File, false),
+            Op::Edit => (Some(AtOnce::Ungated), Slots::File, true),
+            Op::Write | Op::Restore => (None, Slots::File, true),
+            Op::Search => (None, Slots::Search, false),
+            Op::Stream | Op::Stat | Op::Journal | Op::Diagnostics | Op::Gate => (None, Slots::File, false),
+        };
+        Self { at_once, slots, gated }
+    }
 }
 
 /// What a call's file work answers: its answer, or what it needs next ([`Step`]), or its
 /// failure on the wire.
 pub(super) type StepAnswer<T> = Result<Step<T, ErrorObjectOwned>, ErrorObjectOwned>;
 
-/// Runs `work` with the session's file context (its scope, read-only flag, deny rules and the
-/// observations of `owner`; `None`: the session's default owner) and [`How`] it runs (at once,
-/// or on the pool with the gates registered): the `way` allows, and does what its [`Step`]
-/// says next. `work` runs a second time only when a try right here answered
-/// [`Step::NeedsBlocking`] (it did nothing: nothing was recorded or written): then it runs in a
-/// slot. A write a gate watches answers [`Step::NeedsGate`], a change prepared once: the gates
-/// are asked about its intent with no slot held, and it is committed (or the refusal answered)
-/// in a slot, without running `work` again.
+/// Runs `work`, the file work of `op`, with the session's file context (its scope, read-only
+/// flag, deny rules and the observations of `owner`; `None`: the session's default owner) and
+/// [`How`] it runs (at once, or on the pool with the gates held): where, as [`Plan::of`] says
+/// for `op`, and does what its [`Step`] says next. `work` runs a second time only when a try
+/// right here answered [`Step::NeedsBlocking`] (it did nothing: nothing was recorded or
+/// written): then it runs in a slot. A write a gate watches answers [`Step::NeedsGate`], a
+/// change prepared once: the gates are asked about its intent with no slot held, and it is
+/// committed (or the refusal answered) in a slot, without running `work` again.
 pub(super) async fn run<T, F>(
     ctx: &ServerContext,
     ext: &Extensions,
-    way: Way,
+    op: Op,
     owner: Option<Arc<Owner>>,
     work: F,
 ) -> Result<T, ErrorObjectOwned>
@@ -58,24 +138,26 @@ where
     T: Send + 'static,
     F: Fn(&FileContext<'_>, &SessionOptions, How<'_>) -> StepAnswer<T> + Send + 'static,
 {
-    // Right here first when the way allows it: a read the provider answers warm, an edit it
-    // can make at once while no gate is registered. Only a try that answered
+    let plan = Plan::of(op);
+    // Right here first when the plan allows it. Only a try that answered
     // `Step::NeedsBlocking` (it did nothing) runs `work` again, on the pool.
-    if matches!(way, Way::Read | Way::Edit) {
-        let tried = at_once(ctx, ext, owner.as_deref(), |files, options| match way {
+    if let Some(when) = plan.at_once {
+        let tried = at_once(ctx, ext, owner.as_deref(), |files, options| match when {
             // At once only while no gate is registered; the gates held until it is done.
-            Way::Edit => ctx.gates.hold(true).map(|held| work(files, options, held.how())),
-            _ => Some(work(files, options, How::AtOnce)),
+            AtOnce::Ungated => ctx.gates.hold(true).map(|held| work(files, options, held.how())),
+            AtOnce::Warm => Some(work(files, options, How::AtOnce)),
         })?;
         match tried {
             Some(Step::NeedsBlocking) | None => {}
             Some(step) => return done(step),
         }
     }
-    let slots = match way {
-        Way::Read | Way::Pool => &ctx.file_work,
-        Way::Search => &ctx.search_work,
-        Way::Write | Way::Edit => return through_gates(ctx, ext, owner, work).await,
+    if plan.gated {
+        return through_gates(ctx, ext, owner, work).await;
+    }
+    let slots = match plan.slots {
+        Slots::File => &ctx.file_work,
+        Slots::Search => &ctx.search_work,
     };
     let pooled = move |files: &FileContext<'_>, options: &SessionOptions| work(files, options, How::POOL);
     done(in_slot(ctx, ext, slots, owner, pooled).await?)
@@ -92,7 +174,7 @@ fn done<T>(step: Step<T, ErrorObjectOwned>) -> Result<T, ErrorObjectOwned> {
 
 /// The session's file context: its scope, read-only flag and deny rules, and the observations
 /// of `owner` (`None`: the session's default owner).
-pub(super) fn context_of<'a>(
+fn context_of<'a>(
     files: &'a Files,
     session: &'a Session,
     options: &'a SessionOptions,

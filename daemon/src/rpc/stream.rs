@@ -17,18 +17,17 @@ use jsonrpsee::core::server::PendingSubscriptionSink;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 
 use super::error::fs_error;
-use super::{ServerContext, internal, parse_params, session_of};
-use crate::context::{Changed, Oversized, Snapshot, Window, WindowError, WindowRequest};
+use super::run::{Op, run};
+use super::{ServerContext, parse_params, session_of};
+use crate::context::{Changed, Oversized, Snapshot, Step, Window, WindowError, WindowRequest};
 
-/// Opens the snapshot a stream will read, on the blocking pool, in one of the session's fair
-/// share of file-work slots (opening may hash the whole file).
+/// Opens the snapshot a stream will read ([`Op::Stream`]: on the blocking pool, in one of the
+/// session's fair share of file slots, since opening may hash the whole file).
 async fn open(
     params: &StreamTextParams,
     ctx: &ServerContext,
     ext: &Extensions,
 ) -> Result<(Snapshot, u64, u64), ErrorObjectOwned> {
-    let session = session_of(ext)?;
-    let files = ctx.files.clone();
     let path = params.path.clone();
     let offset = match params.offset {
         Some(0) => {
@@ -44,15 +43,10 @@ async fn open(
         Some(n) => n.min(u64::from(READ_LINE_LIMIT)),
         None => STREAM_CHUNK_LINES,
     };
-    let _slot = ctx.file_work.acquire(session.id()).await;
-    tokio::task::spawn_blocking(move || {
-        let options = session.options().ok_or_else(super::error::not_initialized)?;
-        let files = super::run::context_of(&files, &session, options, None);
-        let snapshot = files.unrecorded().stream(&path, offset)?;
-        Ok((snapshot, offset, chunk))
-    })
-    .await
-    .map_err(internal)?
+    let opened = run(ctx, ext, Op::Stream, None, move |files, _, _| {
+        Ok(Step::Done(files.unrecorded().stream(&path, offset)?))
+    });
+    Ok((opened.await?, offset, chunk))
 }
 
 /// Cuts the chunk that starts at `line`: at most `chunk` whole lines and `max_bytes` of them

@@ -666,6 +666,35 @@ fn only_the_runner_runs_the_gates() {
     );
 }
 
+/// Every handler names the operation its request starts, and the runner alone decides where it
+/// runs (one `match` with a case per operation, none by default) and takes its slot.
+#[test]
+fn a_request_starts_an_operation_the_runner_places() {
+    let krate = daemon();
+    let runner = Path::new("rpc/run.rs");
+    let mut wrong = Vec::new();
+    for (file, code) in &krate.files {
+        // debug/hold (test hooks) holds a slot on purpose, to see who waits for one.
+        if file != runner && file != Path::new("rpc/test_hooks.rs") && code.contains("_work.acquire(") {
+            wrong.push(format!("{}: takes a slot itself", krate.shown(file)));
+        }
+        for (at, _) in code.match_indices("run(&ctx, &ext, ") {
+            let rest = &code[at + "run(&ctx, &ext, ".len()..];
+            if file.starts_with("rpc") && !rest.starts_with("Op::") && !rest.starts_with("super::run::Op::") {
+                wrong.push(format!("{}: runs work without naming its Op", krate.shown(file)));
+            }
+        }
+    }
+    let code = &krate.files[runner];
+    let plan = code.split_once("fn of(op: Op) -> Self {").map(|(_, rest)| rest).unwrap_or_default();
+    let plan = plan.split_once("\n    }\n").map(|(body, _)| body).unwrap_or_default();
+    assert!(plan.contains("match op {"), "Plan::of is not found in rpc/run.rs");
+    if plan.contains("_ =>") {
+        wrong.push("rpc/run.rs: Plan::of places some operations by default".to_owned());
+    }
+    assert!(wrong.is_empty(), "operations placed outside the runner:\n{}", wrong.join("\n"));
+}
+
 /// The top-level module a file of `src` belongs to (`provider` for `provider/index.rs`, `json`
 /// for `json.rs`).
 fn top_module(file: &Path) -> String {

@@ -367,3 +367,55 @@ fn the_edit_tool_is_made_at_once_as_file_edit_is() {
     assert!(filectx_tests::tool_text(&stale["result"]).contains("x = 5"), "{stale}");
     assert_eq!(fs::read_to_string(&mine).unwrap(), "x = 5\n");
 }
+
+/// `fs/readText` and `fs/editText` start the operations `file/read` and `file/edit` start, and
+/// run as they do: a small file is read, and a small edit of a local file made, at once, with no
+/// file slot. An edit against a version the file is not at, or one that is no version at all
+/// (its refusal names the current version, which may take hashing the file), needs the pool:
+/// it waits for a slot, and is refused once one frees.
+#[test]
+fn fs_read_text_and_fs_edit_text_run_at_once_as_file_read_and_file_edit_do() {
+    let daemon = hooked(&["--file-slots", "1", "--no-fsync"]);
+    let root = daemon.dir.path();
+    let gates: PathBuf = root.join("gates");
+    fs::create_dir(&gates).unwrap();
+    let file = root.join("plain.txt");
+    fs::write(&file, "a = 1\n").unwrap();
+
+    let mut agent = daemon.session();
+    let read = agent.call("fs/readText", Some(json!({"path": s(&file)})));
+    // The folder's first edit cleans it of leftovers (on the pool); later ones may be at once.
+    let params = json!({"path": s(&file), "oldString": "a = 1", "newString": "a = 2", "expectedVersion": read["version"]});
+    let edited = agent.call("fs/editText", Some(params));
+
+    // Another session holds the only file slot.
+    let mut holder = daemon.session();
+    holder.send_request("debug/hold", Some(json!({"dir": gates, "name": "h"})));
+    until("the slot is held", || started(&gates, "h").len() == 1);
+    assert_eq!(slots(&daemon), (1, 0));
+
+    let read = agent.call("fs/readText", Some(json!({"path": s(&file)})));
+    assert_eq!(read["lines"], json!(["a = 2"]), "{read}");
+    assert_eq!(read["version"], edited["version"], "{read}");
+    let params = json!({"path": s(&file), "oldString": "a = 2", "newString": "a = 3", "expectedVersion": read["version"]});
+    let again = agent.call("fs/editText", Some(params));
+    assert_eq!(fs::read_to_string(&file).unwrap(), "a = 3\n");
+    assert_eq!(slots(&daemon), (1, 0), "neither took a slot or waited for one");
+
+    // Against an old version, and against no version: each waits for the slot, then is refused.
+    for (expected, hold) in [(read["version"].clone(), "h"), (json!("not-a-version"), "h2")] {
+        if hold != "h" {
+            holder.send_request("debug/hold", Some(json!({"dir": gates, "name": hold})));
+            until("the slot is held again", || started(&gates, hold).len() == 1);
+        }
+        let params = json!({"path": s(&file), "oldString": "a = 3", "newString": "a = 4", "expectedVersion": expected});
+        let id = agent.send_request("fs/editText", Some(params));
+        until("the stale edit waits for the slot", || slots(&daemon) == (1, 1));
+        release(&gates, hold);
+        assert_eq!(answers(&mut holder, 1), [hold]);
+        let refused = agent.response(id);
+        assert_eq!(filectx_tests::fs_error(&refused), "FS_STALE_VERSION", "{refused}");
+        assert_eq!(refused["error"]["data"]["currentVersion"], again["version"], "{refused}");
+    }
+    assert_eq!(fs::read_to_string(&file).unwrap(), "a = 3\n");
+}
