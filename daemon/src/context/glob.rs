@@ -1,8 +1,6 @@
 //! The file context's `glob`: the files of a folder the session may read whose path matches,
 //! handed out newest first ([`crate::search::Times`]), each path built as it is reached.
 
-use std::path::Path;
-
 use super::search::{FilesListed, SearchFile, SearchFiles};
 use super::{ContextError, FileContext};
 use crate::search::{Clock, PathMatch, Stopped, Times};
@@ -44,9 +42,13 @@ impl GlobHits<'_, '_> {
         self.files.truncated
     }
 
-    /// The searched folder, absolute.
-    pub fn base(&self) -> &Path {
-        &self.files.base
+    /// Whether to go on showing hits: [`ContextError::Cancelled`] once `clock` says the glob's
+    /// request was cancelled (its answer is then that error, nothing shown).
+    pub fn go_on(&self, clock: &Clock<'_>) -> Result<(), ContextError> {
+        if clock.cancelled() {
+            return Err(ContextError::Cancelled { path: self.files.base.display().to_string() });
+        }
+        Ok(())
     }
 }
 

@@ -2,9 +2,9 @@
 //! `journal/*`, `lsp/diagnostics` and `gate/register` names the [`Op`] its request starts, and
 //! [`run`] decides from it how the file work runs — right here on the async worker (a warm read,
 //! an edit the provider can make at once with no gate registered), on the blocking pool in a
-//! fair slot, or through the write-intent gates. A write
-//! or edit runs with the gates held ([`crate::gate::Gates::hold`]): [`How`] it runs is a value the
-//! runner hands the call, not a closure the gates run.
+//! fair slot, or through the write-intent gates. A write or edit runs with the gates held
+//! ([`crate::gate::Gates::hold`]): [`How`] it runs is a value the runner hands the call, not a
+//! closure the gates run.
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 use filectx_protocol::tools::GLOB_MAX_PATHS;
 
 use super::answer::{FOOTER_ROOM, SearchError, listing_timed_out};
-use crate::context::{ContextError, FileContext, Globbed};
+use crate::context::{FileContext, Globbed};
 use crate::search::{Clock, PathMatch, SearchLimits};
 
 /// `glob`: the files under `path` whose path relative to it matches `pattern`, newest first.
@@ -31,9 +31,7 @@ pub fn glob(
     let mut more = 0usize;
     while let Some(file) = hits.next() {
         let file = &file;
-        if clock.cancelled() {
-            return Err(ContextError::Cancelled { path: hits.base().display().to_string() }.into());
-        }
+        hits.go_on(&clock)?;
         if shown >= GLOB_MAX_PATHS {
             // The rest are counted, never built.
             more += 1 + hits.left();
