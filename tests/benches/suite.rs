@@ -269,6 +269,14 @@ fn run() -> Res<()> {
             let phase = run_phase(&daemon.socket, &reads.root, n, mode, &opts, |s| Work::reads(&reads, s))?;
             eprintln!("  {}", phase.summary());
             report.reads.push((n, mode, phase));
+            // fs/readText, which records nothing, starts at once as file/read does.
+            if n <= 16 {
+                eprintln!("  the same through fs/readText ...");
+                let phase =
+                    run_phase(&daemon.socket, &reads.root, n, mode, &opts, |s| Work::fs_reads(&reads, s))?;
+                eprintln!("  {}", phase.summary());
+                report.fs_reads.push((n, mode, phase));
+            }
         }
         // The same 256 sessions at a steady pace below capacity: the latency agents see when
         // they are busy but the daemon is not saturated.
@@ -312,17 +320,20 @@ fn run() -> Res<()> {
                 if fsync { "on" } else { "off" },
                 mode.name()
             );
-            let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::edit(&files[s], s))?;
+            let phase =
+                run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::edit(&files[s], Door::File))?;
             eprintln!("  {}", phase.summary());
-            report.edits.push((fsync, n, mode, false, phase));
-            // The model's edit, through tools/call, on files of its own (as the previous phase
-            // left them, their markers may be either way).
-            eprintln!("  the same through tools/call edit ...");
-            let dir = dir.with_extension("tool");
-            let files = gen_edit_files(&dir, n)?;
-            let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::tool_edit(&files[s], s))?;
-            eprintln!("  {}", phase.summary());
-            report.edits.push((fsync, n, mode, true, phase));
+            report.edits.push((fsync, n, mode, Door::File, phase));
+            // The model's edit through tools/call, and fs/editText, each on files of its own (as
+            // the previous phase left them, their markers may be either way).
+            for door in [Door::Tool, Door::Fs] {
+                eprintln!("  the same through {} ...", door.label());
+                let dir = dir.with_extension(if door == Door::Tool { "tool" } else { "fs" });
+                let files = gen_edit_files(&dir, n)?;
+                let phase = run_phase(&daemon.socket, &dir, n, mode, &opts, |s| Work::edit(&files[s], door))?;
+                eprintln!("  {}", phase.summary());
+                report.edits.push((fsync, n, mode, door, phase));
+            }
         }
         daemon.stop()?;
     }
@@ -346,8 +357,9 @@ fn run() -> Res<()> {
             let daemon = Daemon::start(config, name)?;
             let dir = base.join(format!("{name}-{round}"));
             let files = gen_edit_files(&dir, 1)?;
-            let phase =
-                run_phase(&daemon.socket, &dir, 1, ClientMode::Threads, &opts, |s| Work::edit(&files[s], s))?;
+            let phase = run_phase(&daemon.socket, &dir, 1, ClientMode::Threads, &opts, |s| {
+                Work::edit(&files[s], Door::File)
+            })?;
             eprintln!("journal {}: {}", if on { "on" } else { "off" }, phase.summary());
             daemon.stop()?;
             let bytes = if on { dir_bytes(&journal_dir) } else { 0 };
@@ -733,6 +745,8 @@ struct EditFile {
     path_json: String,
     marker_a: String,
     marker_b: String,
+    /// The file's version with `marker_a`, and with `marker_b` (blake3 of its bytes).
+    versions: [String; 2],
 }
 
 /// Bytes of the files under `dir`, all the way down.
@@ -766,7 +780,9 @@ fn gen_edit_files(dir: &Path, n: usize) -> Res<Vec<EditFile>> {
         let path = dir.join(format!("edited_{s:04}.rs"));
         std::fs::write(&path, &text).ctx(|| format!("write {}", path.display()))?;
         let entry = read_file_entry(&path, 0)?;
-        out.push(EditFile { path_json: entry.path_json, marker_a, marker_b });
+        let versions = [text.clone(), text.replace(&marker_a, &marker_b)]
+            .map(|text| blake3::hash(text.as_bytes()).to_hex().to_string());
+        out.push(EditFile { path_json: entry.path_json, marker_a, marker_b, versions });
     }
     Ok(out)
 }
@@ -1137,11 +1153,11 @@ fn init_params(root: &Path) -> Value {
 /// One session's work: setup calls, then the same kind of request over and over.
 #[derive(Debug, Clone)]
 enum Work {
-    /// `file/read` of a 50-line window at a random offset of a random file.
-    Reads { files: Arc<Vec<ReadFile>>, rng: Rng },
-    /// `file/edit` (or with `tool`, the `edit` tool through `tools/call`) of a unique marker in
-    /// the session's own file, back and forth.
-    Edit { file: EditFile, to_b: bool, tool: bool },
+    /// `file/read` (or `fs/readText`: `method`) of a 50-line window at a random offset of a
+    /// random file.
+    Reads { files: Arc<Vec<ReadFile>>, rng: Rng, method: &'static str },
+    /// An edit through `door` of a unique marker in the session's own file, back and forth.
+    Edit { file: EditFile, to_b: bool, door: Door },
     /// Requests from a fixed pool (so the floor server can answer each with the bytes filectxd
     /// gave for it): picked at random, or in order (`rng` `None`) for a sequence that must stay
     /// in step with the file (edits back and forth).
@@ -1150,25 +1166,27 @@ enum Work {
 
 impl Work {
     fn reads(set: &ReadSet, session: usize) -> Work {
-        Work::Reads { files: set.files.clone(), rng: Rng::new(7_000 + session as u64) }
+        Work::Reads { files: set.files.clone(), rng: Rng::new(7_000 + session as u64), method: "file/read" }
     }
 
-    fn edit(file: &EditFile, _session: usize) -> Work {
-        Work::Edit { file: file.clone(), to_b: true, tool: false }
+    fn fs_reads(set: &ReadSet, session: usize) -> Work {
+        Work::Reads { files: set.files.clone(), rng: Rng::new(7_000 + session as u64), method: "fs/readText" }
     }
 
-    fn tool_edit(file: &EditFile, _session: usize) -> Work {
-        Work::Edit { file: file.clone(), to_b: true, tool: true }
+    fn edit(file: &EditFile, door: Door) -> Work {
+        Work::Edit { file: file.clone(), to_b: true, door }
     }
 
     /// Requests sent (fully checked) before the measurement: an edit needs a prior read.
     fn setup(&self) -> Vec<(&'static str, String)> {
         match self {
             Work::Reads { .. } => Vec::new(),
-            Work::Edit { file, tool: false, .. } => {
+            Work::Edit { file, door: Door::File, .. } => {
                 vec![("file/read", format!(r#"{{"path":{},"offset":1,"limit":1}}"#, file.path_json))]
             }
-            Work::Edit { file, tool: true, .. } => vec![(
+            // It names the version it expects: nothing to read first.
+            Work::Edit { door: Door::Fs, .. } => Vec::new(),
+            Work::Edit { file, door: Door::Tool, .. } => vec![(
                 "tools/call",
                 format!(r#"{{"name":"read","arguments":{{"file_path":{},"limit":1}}}}"#, file.path_json),
             )],
@@ -1190,30 +1208,35 @@ impl Work {
     /// Formats the next request's body.
     fn write_request(&mut self, id: u64, out: &mut Vec<u8>) {
         match self {
-            Work::Reads { files, rng } => {
+            Work::Reads { files, rng, method } => {
                 let file = &files[rng.below(files.len() as u64) as usize];
                 let offset = 1 + rng.below(file.lines - WINDOW + 1);
                 let _ = write!(
                     out,
-                    r#"{{"jsonrpc":"2.0","id":{id},"method":"file/read","params":{{"path":{},"offset":{offset},"limit":{WINDOW}}}}}"#,
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"path":{},"offset":{offset},"limit":{WINDOW}}}}}"#,
                     file.path_json
                 );
             }
-            Work::Edit { file, to_b, tool } => {
+            Work::Edit { file, to_b, door } => {
                 let (old, new) =
                     if *to_b { (&file.marker_a, &file.marker_b) } else { (&file.marker_b, &file.marker_a) };
-                let _ = if *tool {
-                    write!(
+                let path = &file.path_json;
+                let _ = match door {
+                    Door::Tool => write!(
                         out,
-                        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"edit","arguments":{{"file_path":{},"old_string":"{old}","new_string":"{new}"}}}}}}"#,
-                        file.path_json
-                    )
-                } else {
-                    write!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"edit","arguments":{{"file_path":{path},"old_string":"{old}","new_string":"{new}"}}}}}}"#,
+                    ),
+                    Door::File => write!(
                         out,
-                        r#"{{"jsonrpc":"2.0","id":{id},"method":"file/edit","params":{{"path":{},"oldString":"{old}","newString":"{new}"}}}}"#,
-                        file.path_json
-                    )
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"file/edit","params":{{"path":{path},"oldString":"{old}","newString":"{new}"}}}}"#,
+                    ),
+                    Door::Fs => {
+                        let expected = &file.versions[usize::from(!*to_b)];
+                        write!(
+                            out,
+                            r#"{{"jsonrpc":"2.0","id":{id},"method":"fs/editText","params":{{"path":{path},"oldString":"{old}","newString":"{new}","expectedVersion":"{expected}"}}}}"#,
+                        )
+                    }
                 };
             }
             Work::Pool(pool, rng, next) => {
@@ -1231,14 +1254,36 @@ impl Work {
     /// After the answer `body` to a request: a tool's answer must not be a failure (it comes
     /// as a result); an edit goes back next time.
     fn on_success(&mut self, body: &[u8]) -> Res<()> {
-        if let Work::Edit { to_b, tool, .. } = self {
+        if let Work::Edit { to_b, door, .. } = self {
             // Structural only: a quote inside a JSON string is escaped.
-            if *tool && body.windows(16).any(|w| w == br#"],"isError":true"#) {
+            if *door == Door::Tool && body.windows(16).any(|w| w == br#"],"isError":true"#) {
                 return Err(format!("a tool edit failed: {}", String::from_utf8_lossy(body)));
             }
             *to_b = !*to_b;
         }
         Ok(())
+    }
+}
+
+/// Which door an edit comes in by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Door {
+    /// `file/edit`, after a `file/read`.
+    File,
+    /// The `edit` tool through `tools/call`, after the `read` tool.
+    Tool,
+    /// `fs/editText`, naming the version it expects.
+    Fs,
+}
+
+impl Door {
+    /// The row's name.
+    fn label(self) -> &'static str {
+        match self {
+            Door::File => "file/edit",
+            Door::Tool => "tools/call edit",
+            Door::Fs => "fs/editText",
+        }
     }
 }
 
@@ -2134,12 +2179,14 @@ fn wait_sessions(daemon: &Daemon, root: &Path, others: u64, patience: Duration) 
 #[derive(Default)]
 struct Report {
     reads: Vec<(usize, ClientMode, Phase)>,
+    /// The same reads through `fs/readText`, at up to 16 sessions.
+    fs_reads: Vec<(usize, ClientMode, Phase)>,
     /// 256 sessions, open loop at a fixed pace.
     paced: Option<Phase>,
     inproc: Vec<(usize, Phase)>,
     inproc_watch: Vec<(usize, Phase)>,
     /// fsync, sessions, client, through `tools/call`, the phase.
-    edits: Vec<(bool, usize, ClientMode, bool, Phase)>,
+    edits: Vec<(bool, usize, ClientMode, Door, Phase)>,
     scale: Option<ScaleResult>,
     floors: Vec<floor::Row>,
 }
@@ -2242,6 +2289,9 @@ impl Report {
         for (n, mode, p) in &self.reads {
             row(&mut o, "1 file/read 50 lines of 200 KB (socket)", *n, mode.name(), p);
         }
+        for (n, mode, p) in &self.fs_reads {
+            row(&mut o, "1   same through fs/readText", *n, mode.name(), p);
+        }
         if let Some(p) = &self.paced {
             row(&mut o, "1   same, paced: 1 read / 25 ms / session", PACED_SESSIONS, "mux", p);
         }
@@ -2251,9 +2301,8 @@ impl Report {
         for (threads, p) in &self.inproc_watch {
             row(&mut o, "5   same + the watcher's sink (in-process)", *threads, "thread", p);
         }
-        for (fsync, n, mode, tool, p) in &self.edits {
-            let door = if *tool { "tools/call edit" } else { "file/edit" };
-            let name = format!("2 {door} 100 KB, fsync {}", if *fsync { "on" } else { "off" });
+        for (fsync, n, mode, door, p) in &self.edits {
+            let name = format!("2 {} 100 KB, fsync {}", door.label(), if *fsync { "on" } else { "off" });
             row(&mut o, &name, *n, mode.name(), p);
         }
         let _ = writeln!(
@@ -2267,6 +2316,7 @@ impl Report {
         let slow: u64 = self
             .reads
             .iter()
+            .chain(&self.fs_reads)
             .map(|(_, _, p)| p.slow)
             .chain(self.edits.iter().map(|(_, _, _, _, p)| p.slow))
             .sum();
@@ -2459,7 +2509,9 @@ impl Report {
                 Some(cpu_ratio <= 3.0),
             );
         }
-        if let Some((.., p)) = self.edits.iter().find(|(fsync, n, _, tool, _)| !fsync && *n == 1 && !tool) {
+        if let Some((.., p)) =
+            self.edits.iter().find(|(fsync, n, _, door, _)| !fsync && *n == 1 && *door == Door::File)
+        {
             let p50 = p.pct(50.0);
             line(
                 &mut o,
