@@ -149,6 +149,11 @@ impl Files {
         self
     }
 
+    /// Whether an edit can ever be made at once (see [`Provider::edit_pace`]).
+    pub fn edits_at_once(&self) -> bool {
+        self.provider.edit_pace() == Pace::AtOnce
+    }
+
     /// The language servers, when any may run.
     pub fn lsp(&self) -> Option<&Arc<crate::lsp::Lsp>> {
         self.lsp.as_ref().filter(|lsp| lsp.any())

@@ -15,9 +15,9 @@ use crate::provider::{ChangeToPrepare, Committed, Expectation, Prepared, Resolve
 pub enum How<'a> {
     /// On an async worker, for what can be done at once (a warm read, a small edit with no
     /// gate registered): anything more answers [`Warm::NeedsBlocking`] or
-    /// [`Step::NeedsBlocking`] having done nothing, and a whole-file write, a restore or an
-    /// `fs/*` change always does. The runner gives it to an edit only while it holds the
-    /// gates (`Gates::hold`) with no gate registered (and none can be until the edit ends), so an edit at once asks none.
+    /// [`Step::NeedsBlocking`] having done nothing, and a whole-file write or a restore always
+    /// does. The runner gives it to an edit only while it holds the gates (`Gates::hold`) with
+    /// no gate registered (and none can be until the edit ends), so an edit at once asks none.
     AtOnce,
     /// On the blocking pool, through the gates `keeper` knows (`None`: none is registered).
     Pool(Option<&'a dyn Gatekeeper>),

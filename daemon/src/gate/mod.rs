@@ -1,12 +1,12 @@
 //! Write-intent gates: sessions that must allow every write or edit under their paths before
 //! it lands, and the asking of them.
 //!
-//! A write call runs with the gates held ([`Gates::hold`]) inside its file-work slot. With no gate
-//! registered that is one look at an empty list, and the call takes the one-step write path. When a gate's
-//! paths cover the file, the file context prepares the write and answers it as a [`Pending`]
-//! change holding its [`Intent`]; the slot is released, and [`Gates::ask`] asks each covering
-//! gate in registration order with a `gate/writeIntent` request, waiting on an `.await` that
-//! holds no slot and no thread. Then, in a slot again, [`Gates::commit`] commits the change
+//! A write call runs with the gates held ([`Gates::hold`]) inside its file-work slot. With no
+//! gate registered that is one look at an empty list, and the call takes the one-step write
+//! path. When a gate's paths cover the file, the file context prepares the write and answers
+//! it as a [`Pending`] change holding its [`Intent`]; the slot is released, and [`Gates::ask`]
+//! asks each covering gate in registration order with a `gate/writeIntent` request, waiting on
+//! an `.await` that holds no slot and no thread. Then, in a slot again, [`Gates::commit`] commits the change
 //! (only if the file is still at the version it was prepared against, and once any gate
 //! registered meanwhile allowed it too), or the caller answers the refusal.
 //!

@@ -146,6 +146,14 @@ impl Provider {
         &self.config
     }
 
+    /// The fastest [`Pace`] an edit can ever be made at: [`Pace::Blocking`] when every write is
+    /// fsynced (an fsync blocks), else [`Pace::AtOnce`] for the edits that qualify. The runner
+    /// asks before it tries an edit right here, so that with fsync on an edit resolves its file
+    /// once, on the pool.
+    pub fn edit_pace(&self) -> Pace {
+        if self.config.fsync { Pace::Blocking } else { Pace::AtOnce }
+    }
+
     /// The store of versions' bytes (filled by the file context with what its sessions saw).
     pub fn store(&self) -> &ContentStore {
         &self.store

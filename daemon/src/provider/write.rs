@@ -278,7 +278,7 @@ impl Provider {
         expected: Version,
     ) -> Option<Result<EditOutcome, ProviderError>> {
         let small = target.file.as_ref().is_some_and(|found| found.fingerprint.size <= AT_ONCE_BYTES);
-        if self.config.fsync || !small || !self.leftovers.cleaned(target.path.parent()?) {
+        if self.edit_pace() == Pace::Blocking || !small || !self.leftovers.cleaned(target.path.parent()?) {
             return None;
         }
         let _guard = self.locks.lock(&target.path, std::time::Duration::ZERO)?;

@@ -102,11 +102,13 @@ enum Slots {
 }
 
 impl Plan {
-    /// How `op` runs: the one place that decides it.
-    fn of(op: Op) -> Self {
+    /// How `op` runs: the one place that decides it. `edits_at_once`: whether the provider can
+    /// ever make an edit at once (not with fsync on: then an edit goes straight to the pool,
+    /// its file resolved once).
+    fn of(op: Op, edits_at_once: bool) -> Self {
         let (at_once, slots, gated) = match op {
             Op::Read => (Some(AtOnce::Warm), Slots::File, false),
-            Op::Edit => (Some(AtOnce::Ungated), Slots::File, true),
+            Op::Edit => (edits_at_once.then_some(AtOnce::Ungated), Slots::File, true),
             Op::Write | Op::Restore => (None, Slots::File, true),
             Op::Search => (None, Slots::Search, false),
             Op::Stream | Op::Stat | Op::Journal | Op::Diagnostics | Op::Gate => (None, Slots::File, false),
@@ -138,7 +140,7 @@ where
     T: Send + 'static,
     F: Fn(&FileContext<'_>, &SessionOptions, How<'_>) -> StepAnswer<T> + Send + 'static,
 {
-    let plan = Plan::of(op);
+    let plan = Plan::of(op, ctx.files.edits_at_once());
     // Right here first when the plan allows it. Only a try that answered
     // `Step::NeedsBlocking` (it did nothing) runs `work` again, on the pool.
     if let Some(when) = plan.at_once {

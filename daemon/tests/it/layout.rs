@@ -686,7 +686,10 @@ fn a_request_starts_an_operation_the_runner_places() {
         }
     }
     let code = &krate.files[runner];
-    let plan = code.split_once("fn of(op: Op) -> Self {").map(|(_, rest)| rest).unwrap_or_default();
+    let plan = code
+        .split_once("fn of(op: Op, edits_at_once: bool) -> Self {")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
     let plan = plan.split_once("\n    }\n").map(|(body, _)| body).unwrap_or_default();
     assert!(plan.contains("match op {"), "Plan::of is not found in rpc/run.rs");
     if plan.contains("_ =>") {
